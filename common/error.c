@@ -1,0 +1,129 @@
+/* Error recording, logging, checked allocation, time and memory probes. */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static char g_error[2048];
+static const char *g_program = "cvx";
+static int g_verbosity = 1;
+
+int cvx_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_error, sizeof g_error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int cvx_error_prefix(const char *fmt, ...) {
+    char prefix[1024], old[sizeof g_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, g_error, sizeof old);
+    snprintf(g_error, sizeof g_error, "%.1000s: %.1000s", prefix, old);
+    return -1;
+}
+
+const char *cvx_last_error(void) { return g_error[0] ? g_error : "unknown error"; }
+void cvx_clear_error(void) { g_error[0] = 0; }
+
+void cvx_set_program_name(const char *name) {
+    const char *slash = strrchr(name, '/');
+    g_program = slash ? slash + 1 : name;
+}
+const char *cvx_program_name(void) { return g_program; }
+
+void cvx_die(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "%s: error: %s\n", g_program, msg);
+    exit(1);
+}
+
+void cvx_die_last_error(void) { cvx_die("%s", cvx_last_error()); }
+
+void cvx_set_verbosity(int level) { g_verbosity = level; }
+int cvx_verbosity(void) { return g_verbosity; }
+
+static void vlog(FILE *f, const char *tag, const char *fmt, va_list ap) {
+    fprintf(f, "%s: %s", g_program, tag);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+}
+void cvx_info(const char *fmt, ...) {
+    if (g_verbosity < 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(stderr, "", fmt, ap);
+    va_end(ap);
+}
+void cvx_debug(const char *fmt, ...) {
+    if (g_verbosity < 2) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(stderr, "", fmt, ap);
+    va_end(ap);
+}
+void cvx_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(stderr, "warning: ", fmt, ap);
+    va_end(ap);
+}
+
+void cvx_check_failed(const char *file, int line, const char *expr) {
+    fflush(stdout);
+    fprintf(stderr, "%s: internal error at %s:%d: check failed: %s\n", g_program, file, line, expr);
+    abort();
+}
+
+static void oom(size_t n, const char *file, int line) {
+    fprintf(stderr, "%s: error: out of memory allocating %zu bytes at %s:%d\n", g_program, n, file, line);
+    exit(1);
+}
+
+void *cvx_malloc_at(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n, file, line);
+    return p;
+}
+void *cvx_calloc_at(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) oom(n * size, file, line);
+    return p;
+}
+void *cvx_realloc_at(void *p, size_t n, const char *file, int line) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n, file, line);
+    return q;
+}
+void *cvx_alloc_aligned_at(size_t n, const char *file, int line) {
+    void *p = NULL;
+    size_t rounded = (n + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) oom(n, file, line);
+    return p;
+}
+
+double cvx_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+size_t cvx_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024;  /* Linux reports KiB */
+}

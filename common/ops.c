@@ -1,0 +1,106 @@
+/* Normalisations and element-wise activations (f32 in, f32 out, statistics in double). */
+#include "ops.h"
+
+#include <math.h>
+#include <stddef.h>
+
+void cvx_layernorm(float *y, const float *x, int rows, int dim, const float *w, const float *b, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *yr = y + (size_t)r * dim;
+        double mean = 0, var = 0;
+        for (int i = 0; i < dim; i++) mean += xr[i];
+        mean /= dim;
+        for (int i = 0; i < dim; i++) { double d = xr[i] - mean; var += d * d; }
+        var /= dim;
+        float m = (float)mean, inv = (float)(1.0 / sqrt(var + eps));
+        for (int i = 0; i < dim; i++) {
+            float v = (xr[i] - m) * inv;
+            if (w) v *= w[i];
+            if (b) v += b[i];
+            yr[i] = v;
+        }
+    }
+}
+
+void cvx_rmsnorm(float *y, const float *x, int rows, int dim, const float *w, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *yr = y + (size_t)r * dim;
+        double ss = 0;
+        for (int i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float inv = (float)(1.0 / sqrt(ss / dim + eps));
+        for (int i = 0; i < dim; i++) yr[i] = (xr[i] * inv) * (w ? w[i] : 1.0f);
+    }
+}
+
+void cvx_groupnorm(float *y, const float *x, int C, size_t S, int groups, const float *w, const float *b,
+                   float eps) {
+    int cpg = C / groups;
+#pragma omp parallel for schedule(static)
+    for (int g = 0; g < groups; g++) {
+        const float *xg = x + (size_t)g * cpg * S;
+        size_t n = (size_t)cpg * S;
+        double mean = 0, var = 0;
+        for (size_t i = 0; i < n; i++) mean += xg[i];
+        mean /= (double)n;
+        for (size_t i = 0; i < n; i++) { double d = xg[i] - mean; var += d * d; }
+        var /= (double)n;
+        float m = (float)mean, inv = (float)(1.0 / sqrt(var + eps));
+        for (int c = g * cpg; c < (g + 1) * cpg; c++) {
+            float sc = inv * (w ? w[c] : 1.0f), sh = (b ? b[c] : 0.0f) - m * sc;
+            const float *xc = x + (size_t)c * S;
+            float *yc = y + (size_t)c * S;
+            for (size_t i = 0; i < S; i++) yc[i] = xc[i] * sc + sh;
+        }
+    }
+}
+
+void cvx_silu(float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void cvx_gelu_tanh(float *x, size_t n) {
+    const float k = 0.7978845608028654f;  /* sqrt(2/pi) */
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void cvx_add(float *y, const float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void cvx_scale(float *y, float s, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] *= s;
+}
+
+void cvx_softmax_rows(float *x, int rows, int cols) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * cols, m = -INFINITY;
+        for (int i = 0; i < cols; i++) m = xr[i] > m ? xr[i] : m;
+        double s = 0;
+        for (int i = 0; i < cols; i++) { xr[i] = expf(xr[i] - m); s += xr[i]; }
+        float inv = (float)(1.0 / s);
+        for (int i = 0; i < cols; i++) xr[i] *= inv;
+    }
+}
+
+double cvx_rel_l2(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    if (den == 0) return sqrt(num);
+    return sqrt(num / den);
+}

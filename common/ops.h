@@ -1,0 +1,38 @@
+/* Element-wise, normalisation and attention ops (f32). One copy of each op, used by all stages.
+ * Semantics follow PyTorch's (eps placement, biased variance, tanh-GELU, ...). */
+#ifndef CVX_OPS_H
+#define CVX_OPS_H
+
+#include <stddef.h>
+
+/* y = LayerNorm(x) over the last dim: (x - mean) / sqrt(var + eps) * w + b. w, b may be NULL.
+ * In place allowed (y == x). x: [rows, dim]. */
+void cvx_layernorm(float *y, const float *x, int rows, int dim, const float *w, const float *b, float eps);
+/* T5 RMS norm: x * rsqrt(mean(x²) + eps) * w. */
+void cvx_rmsnorm(float *y, const float *x, int rows, int dim, const float *w, float eps);
+/* GroupNorm on [C, S] (channels outer, S = all spatial/temporal positions): groups of C/G
+ * channels share mean/var over (C/G)·S values. w, b: [C] or NULL. In place allowed. */
+void cvx_groupnorm(float *y, const float *x, int C, size_t S, int groups, const float *w, const float *b,
+                   float eps);
+
+void cvx_silu(float *x, size_t n);
+void cvx_gelu_tanh(float *x, size_t n);     /* 0.5x(1+tanh(√(2/π)(x+0.044715x³))) */
+void cvx_add(float *y, const float *x, size_t n);            /* y += x */
+void cvx_scale(float *y, float s, size_t n);                 /* y *= s */
+void cvx_softmax_rows(float *x, int rows, int cols);         /* in place, numerically stable */
+
+/* Multi-head attention, row-major token layouts with a row stride:
+ *   q: [Sq, ld_q] with head h at columns h*hd .. h*hd+hd-1; k, v: [Skv, ld_kv]; out: [Sq, ld_o].
+ *   out_h = softmax(scale · q_h k_hᵀ + bias_h) v_h, bias: [heads, Sq, Skv] or NULL.
+ * Tiled over keys with an online softmax: memory O(tile), never the [Sq, Skv] matrix
+ * (except the caller's bias). */
+void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
+                   int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+/* Straightforward reference (full score matrix per head) for tests. */
+void cvx_attention_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+
+/* Relative L2 error ‖a−b‖ / ‖b‖ (double accumulation); used by tests and debug tooling. */
+double cvx_rel_l2(const float *a, const float *b, size_t n);
+
+#endif

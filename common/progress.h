@@ -1,0 +1,21 @@
+/* Progress bar for long loops. On a terminal it redraws one line with step, s/it and ETA;
+ * otherwise (logs, CI) it prints a plain line every few seconds and at the end. Silent in
+ * quiet mode. */
+#ifndef CVX_PROGRESS_H
+#define CVX_PROGRESS_H
+
+typedef struct {
+    const char *label;
+    int total, done;
+    double t_start, t_last_print;
+    int is_tty;
+    int printed;
+} cvx_progress;
+
+void cvx_progress_start(cvx_progress *p, const char *label, int total);
+void cvx_progress_update(cvx_progress *p, int done);
+void cvx_progress_finish(cvx_progress *p);
+/* "1h02m", "3m05s", "12.3s" */
+void cvx_format_duration(double seconds, char *buf, int n);
+
+#endif

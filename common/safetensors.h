@@ -1,0 +1,85 @@
+/* safetensors files: zero-copy mmapped reading, sharded checkpoints, atomic writing.
+ *
+ * Format: u64 little-endian header length N, N bytes of JSON
+ * {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
+ * then the data section. Everything in the header is validated before use. */
+#ifndef CVX_SAFETENSORS_H
+#define CVX_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "dtype.h"
+
+#define CVX_MAX_DIMS 8
+
+typedef struct {
+    const char *name;
+    cvx_dtype dtype;
+    int ndim;
+    int64_t shape[CVX_MAX_DIMS];
+    int64_t numel;
+    const void *data;     /* points into the mmapped file; may be unaligned */
+    size_t nbytes;
+    const char *file;     /* path of the file it lives in, for messages */
+} cvx_tensor;
+
+/* ---- one file ---- */
+typedef struct cvx_safetensors cvx_safetensors;
+
+cvx_safetensors *cvx_st_open(const char *path);     /* NULL + cvx_error on any problem */
+/* Parse a file image already in memory (not copied; must outlive the handle). `label` names it
+ * in messages. Used by tests and the fuzzer. */
+cvx_safetensors *cvx_st_open_memory(const void *buf, size_t len, const char *label);
+void cvx_st_close(cvx_safetensors *st);
+int cvx_st_count(const cvx_safetensors *st);
+const cvx_tensor *cvx_st_tensor(const cvx_safetensors *st, int i); /* in header order */
+const cvx_tensor *cvx_st_find(const cvx_safetensors *st, const char *name);  /* NULL if absent */
+const char *cvx_st_path(const cvx_safetensors *st);
+/* __metadata__ entries (string values only, as the format demands). */
+const char *cvx_st_metadata(const cvx_safetensors *st, const char *key);  /* NULL if absent */
+int cvx_st_metadata_count(const cvx_safetensors *st);
+void cvx_st_metadata_at(const cvx_safetensors *st, int i, const char **key, const char **value);
+
+/* ---- a model's weights: one lookup table over a single file or a sharded checkpoint ----
+ * `path` may be a .safetensors file, a *.safetensors.index.json (weight_map), or a directory
+ * holding exactly one of: an index.json, or one .safetensors file. */
+typedef struct cvx_weights cvx_weights;
+
+cvx_weights *cvx_weights_open(const char *path);
+void cvx_weights_close(cvx_weights *w);
+const cvx_tensor *cvx_weights_find(const cvx_weights *w, const char *name); /* NULL if absent */
+/* Find `name` and check its shape (a -1 entry matches any size); float dtypes only.
+ * Missing or mismatching: NULL + "FILE: tensor 'name' has shape [..], expected [..]".
+ * Usage: cvx_weights_get(w, "proj.weight", CVX_SHAPE(D, K)). */
+const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const int64_t *shape, int ndim);
+#define CVX_SHAPE(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+int cvx_weights_count(const cvx_weights *w);
+const char *cvx_weights_path(const cvx_weights *w);
+
+/* Helpers for printing shapes in messages: writes "[1, 226, 4096]". */
+const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+
+/* Copy a tensor's values widened to f32 into dst (numel floats). Float dtypes only. */
+void cvx_tensor_to_f32(const cvx_tensor *t, float *dst);
+/* Newly allocated f32 copy (free with free()). For small tensors: biases, norms. */
+float *cvx_tensor_f32_dup(const cvx_tensor *t);
+/* f32 view without a copy when the tensor is aligned F32; otherwise widened into *scratch
+ * (grown with realloc as needed; caller frees it once at the end). */
+const float *cvx_tensor_f32_view(const cvx_tensor *t, float **scratch, size_t *scratch_cap);
+
+/* ---- writing ---- */
+typedef struct cvx_st_writer cvx_st_writer;
+
+cvx_st_writer *cvx_stw_new(void);
+void cvx_stw_free(cvx_st_writer *w);
+/* Add a tensor (the data is copied). dtype is the storage dtype of `data`. */
+int cvx_stw_add(cvx_st_writer *w, const char *name, cvx_dtype dtype, int ndim, const int64_t *shape,
+                const void *data);
+/* Add f32 data stored as `store` (F32 or BF16, narrowed with round-to-nearest-even). */
+int cvx_stw_add_f32(cvx_st_writer *w, const char *name, cvx_dtype store, int ndim, const int64_t *shape,
+                    const float *data);
+int cvx_stw_metadata(cvx_st_writer *w, const char *key, const char *value);
+/* Write to "<path>.tmp.<pid>" in the same directory, fsync, rename over `path`. */
+int cvx_stw_write(cvx_st_writer *w, const char *path);
+
+#endif

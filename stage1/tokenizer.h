@@ -1,0 +1,41 @@
+/* transformers' slow T5Tokenizer, called as CogVideoXPipeline calls it:
+ *   tokenizer(prompt, padding="max_length", max_length=L, truncation=True, add_special_tokens=True)
+ * i.e. split on literal added tokens, sentencepiece per chunk, EOS, truncate keeping the EOS,
+ * right-pad with the pad id, attention mask. Golden README section 1 spells out each step. */
+#ifndef CVX_STAGE1_TOKENIZER_H
+#define CVX_STAGE1_TOKENIZER_H
+
+#include <stdint.h>
+
+#include "spm.h"
+
+/* One added token of the tokenizer (<pad>, </s>, <unk>, <extra_id_N>, ...). */
+typedef struct {
+    char *content;
+    int id;
+    int lstrip, rstrip;   /* eat the whitespace on that side (the extra ids do) */
+} t5_added_token;
+
+typedef struct {
+    cvx_spm *sp;
+    t5_added_token *added;
+    int n_added;
+    int eos_id, pad_id;
+    int vocab_size;       /* sentencepiece pieces + extra ids (len(tokenizer)) */
+} t5_tokenizer;
+
+/* Load <dir>/spiece.model and the added tokens from <dir>/tokenizer_config.json
+ * ("added_tokens_decoder"), falling back to T5Tokenizer's defaults (extra_ids = 100,
+ * <extra_id_N> = pieces + extra_ids - 1 - N) when the file does not list them. */
+int t5_tokenizer_load(t5_tokenizer *tok, const char *dir);
+void t5_tokenizer_free(t5_tokenizer *tok);
+
+/* Token ids before truncation/padding, EOS appended (unless already last, as upstream).
+ * *ids is malloc'ed; *n its length. */
+int t5_tokenize_raw(const t5_tokenizer *tok, const char *text, int64_t **ids, int *n);
+
+/* ids, mask: [max_len]. *n_raw (may be NULL) gets the untruncated length so callers can warn
+ * about truncation. */
+int t5_tokenize(const t5_tokenizer *tok, const char *text, int max_len, int64_t *ids, int64_t *mask, int *n_raw);
+
+#endif

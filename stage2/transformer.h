@@ -1,0 +1,52 @@
+/* CogVideoXTransformer3DModel (CogVideoX-2b, -5b, 1.5-5B), read from a diffusers
+ * `transformer/` directory: config.json + diffusion_pytorch_model*.safetensors.
+ * build / forward / free, as llama2.c: weights stay mmapped in their storage dtype. */
+#ifndef CVX_TRANSFORMER_H
+#define CVX_TRANSFORMER_H
+
+#include <stdint.h>
+
+typedef struct {
+    int num_attention_heads, attention_head_dim;   /* inner dim D = heads * head_dim */
+    int num_layers;
+    int in_channels, out_channels;
+    int text_embed_dim, time_embed_dim;
+    int patch_size, patch_size_t;                  /* patch_size_t = 0 when null (1.0 models) */
+    int sample_height, sample_width, sample_frames;  /* latent sizes from the config */
+    int temporal_compression_ratio;
+    int max_text_seq_length;
+    int use_rotary_positional_embeddings;
+    int use_learned_positional_embeddings;
+    int ofs_embed_dim;                             /* 0 when null */
+    int flip_sin_to_cos, freq_shift;
+    double norm_eps;
+    double spatial_interpolation_scale, temporal_interpolation_scale;
+} cogvideox_config;
+
+typedef struct cogvideox_transformer cogvideox_transformer;
+
+/* Load config.json and map the weights of a diffusers `transformer/` directory (single file or
+ * sharded with an index.json). Every tensor is looked up and shape-checked here, so a bad
+ * checkpoint fails at load time with one clear message. NULL + cvx_error on failure. */
+cogvideox_transformer *cogvideox_load(const char *transformer_dir);
+void cogvideox_free(cogvideox_transformer *m);
+const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m);
+
+/* Rotary tables [num_video_tokens, head_dim] for a latent grid of F frames × H × W (latent
+ * pixels, before patching), built as CogVideoXPipeline builds them (1.0: crop-region grid from
+ * the config's sample size; 1.5: integer grid). Only for models with rotary embeddings. */
+int cogvideox_rope_tables(const cogvideox_config *c, int F, int H, int W, float *cos_out, float *sin_out);
+/* Number of video tokens for a latent grid: (F / patch_size_t) · (H / p) · (W / p). */
+int cogvideox_num_video_tokens(const cogvideox_config *c, int F, int H, int W);
+
+/* One forward pass (v-prediction).
+ *   x        [B, F, C_in, H, W]   latents (pipeline layout, frames before channels)
+ *   text     [B, L, text_embed_dim]
+ *   timestep [B]
+ *   rope_cos, rope_sin: tables from cogvideox_rope_tables, or NULL for sin-cos models
+ *   out      [B, F, C_out, H, W]
+ * -1 + cvx_error for sizes the model cannot take. */
+int cogvideox_forward(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                      int L, const int64_t *timestep, const float *rope_cos, const float *rope_sin, float *out);
+
+#endif
