@@ -13,9 +13,10 @@
  *    d[j+8] = r sin th). If numel % 16 != 0 the last 16 elements are refilled with 16 fresh
  *    uniforms and transformed again (overlapping the previous block). On AVX2 the transform is
  *    normal_fill_16_AVX2, whose log/sin/cos are the Cephes-style float approximations
- *    log256_ps / sincos256_ps of ATen's avx_mathfun.h; this file evaluates the same float
- *    operations in the same order in portable scalar C (the build must not contract a*b+c into
- *    FMA: -ffp-contract=off), so results do not depend on this machine's SIMD or libm.
+ *    log256_ps / sincos256_ps of ATen's avx_mathfun.h, compiled by GCC with FMA contraction.
+ *    rng.c evaluates the same float operations in the same order in portable scalar C, with
+ *    fmaf() exactly where GCC fused a multiply-add and no other fusion (-ffp-contract=off), so
+ *    the result does not depend on this machine's SIMD, compiler choices or libm.
  *  - numel < 16: one at::normal_distribution<double> sample per element (two 64-bit uniforms
  *    with 53-bit mantissas, double Box-Muller with libm log/sin/cos, the sin half cached in the
  *    generator for the next call), cast to float.
