@@ -60,7 +60,9 @@ int cvx_model_resolve(const char *id, char *out, size_t n) {
     return snprintf(out, n, "%s", snap) < (int)n ? 0 : cvx_error("path too long: %s", snap);
 }
 
-int cvx_model_component(const char *model_dir, const char *component, const char *file, char *out, size_t n) {
+int cvx_model_component(const char *model_dir_in, const char *component, const char *file, char *out, size_t n) {
+    char model_dir[4096];  /* out may alias model_dir_in */
+    snprintf(model_dir, sizeof model_dir, "%s", model_dir_in);
     if (cvx_path_join(out, n, model_dir, component) != 0) return -1;
     if (!cvx_is_dir(out)) return cvx_error("%s: missing component directory '%s' of model %s", out, component, model_dir);
     if (file) {

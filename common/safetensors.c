@@ -138,7 +138,8 @@ static int parse_header(cvx_safetensors *st) {
     json_tokener_free(tok);
     if (!root || jerr != json_tokener_success) {
         if (root) json_object_put(root);
-        return cvx_error("%s: header is not valid JSON (%s)", p, json_tokener_error_desc(jerr));
+        return cvx_error("%s: header is not valid JSON (%s)", p,
+                         jerr == json_tokener_continue ? "unexpected end" : json_tokener_error_desc(jerr));
     }
     for (size_t i = consumed; i < n; i++) {  /* only padding may follow the object */
         unsigned char c = st->base[8 + i];

@@ -1,0 +1,177 @@
+/* Convolutions as shifted GEMMs, nearest up-sampling. See conv.h for the layouts. */
+#include "conv.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "gemm.h"
+
+void cvx_conv_pack_weights(const cvx_tensor *w, int Cout, int Cin, int taps, float *dst) {
+    CVX_CHECK(w->numel == (int64_t)Cout * Cin * taps);
+    const float *wf = cvx_weight_f32(w);   /* [Cout, Cin, taps], zero-copy when f32 */
+#pragma omp parallel for schedule(static)
+    for (int co = 0; co < Cout; co++)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int k = 0; k < taps; k++)
+                dst[((size_t)k * Cout + co) * Cin + ci] = wf[((size_t)co * Cin + ci) * taps + k];
+}
+
+/* Output-grid scratch, reused across calls (convolutions run one at a time). */
+static float *g_grid;
+static size_t g_grid_cap;
+
+static float *grid_scratch(size_t n) {
+    if (n > g_grid_cap) {
+        free(g_grid);
+        g_grid = cvx_alloc_f32(n);
+        g_grid_cap = n;
+    }
+    return g_grid;
+}
+
+void cvx_conv3d_padded(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
+                       int Cout, int kt, int kh, int kw, float *y) {
+    const int T = Tp - kt + 1, H = Hp - kh + 1, W = Wp - kw + 1;
+    CVX_CHECK(T > 0 && H > 0 && W > 0);
+    const size_t HWp = (size_t)Hp * Wp, chan = (size_t)Tp * HWp, HW = (size_t)H * W;
+    /* Frames per GEMM group: the grid block [Cout, nt·HWp] stays under ~64 MB. */
+    size_t per_frame = (size_t)Cout * HWp;
+    int nt = (int)((16u << 20) / (per_frame ? per_frame : 1));
+    if (nt < 1) nt = 1;
+    if (nt > T) nt = T;
+    float *grid = grid_scratch((size_t)Cout * nt * HWp);
+    for (int t0 = 0; t0 < T; t0 += nt) {
+        int n_t = T - t0 < nt ? T - t0 : nt;
+        /* Grid columns up to the last valid output: reads never pass the last input frame. */
+        size_t N = (size_t)(n_t - 1) * HWp + (size_t)(H - 1) * Wp + W;
+        for (int dt = 0; dt < kt; dt++)
+            for (int dy = 0; dy < kh; dy++)
+                for (int dx = 0; dx < kw; dx++) {
+                    int tap = (dt * kh + dy) * kw + dx;
+                    const float *B = xp + (size_t)(t0 + dt) * HWp + (size_t)dy * Wp + dx;   // [Cin, N], ld chan
+                    cvx_sgemm(0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, B, (int)chan,
+                              tap ? 1.0f : 0.0f, grid, (int)N);                                 // [Cout, N]
+                }
+        /* Extract the valid positions and add the bias. */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int co = 0; co < Cout; co++)
+            for (int t = 0; t < n_t; t++) {
+                float bv = bias ? bias[co] : 0.0f;
+                const float *g = grid + (size_t)co * N + (size_t)t * HWp;
+                float *o = y + (size_t)co * T * HW + (size_t)(t0 + t) * HW;
+                for (int yy = 0; yy < H; yy++)
+                    for (int xx = 0; xx < W; xx++) o[(size_t)yy * W + xx] = g[(size_t)yy * Wp + xx] + bv;
+            }
+    }
+}
+
+void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *w, const float *bias,
+                           int Cout, int kt, int kh, int kw, float *y) {
+    const int T = Tp - kt + 1, H = Hp - kh + 1, W = Wp - kw + 1;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int co = 0; co < Cout; co++)
+        for (int t = 0; t < T; t++)
+            for (int yy = 0; yy < H; yy++)
+                for (int xx = 0; xx < W; xx++) {
+                    double acc = bias ? bias[co] : 0.0;
+                    for (int ci = 0; ci < Cin; ci++)
+                        for (int dt = 0; dt < kt; dt++)
+                            for (int dy = 0; dy < kh; dy++)
+                                for (int dx = 0; dx < kw; dx++)
+                                    acc += (double)w[((((size_t)co * Cin + ci) * kt + dt) * kh + dy) * kw + dx] *
+                                           xp[(((size_t)ci * Tp + t + dt) * Hp + yy + dy) * Wp + xx + dx];
+                    y[(((size_t)co * T + t) * H + yy) * W + xx] = (float)acc;
+                }
+}
+
+void cvx_conv1x1(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y) {
+    /* Column blocks keep the int GEMM sizes in range for long videos. */
+    const size_t blk = (size_t)1 << 30;
+    for (size_t n0 = 0; n0 < N; n0 += blk) {
+        size_t n = N - n0 < blk ? N - n0 : blk;
+        cvx_sgemm(0, 0, Cout, (int)n, Cin, 1.0f, w, Cin, x + n0, (int)N, 0.0f, y + n0, (int)N);
+    }
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int co = 0; co < Cout; co++) {
+            float *yc = y + (size_t)co * N;
+            for (size_t i = 0; i < N; i++) yc[i] += bias[co];
+        }
+    }
+}
+
+void cvx_conv1x1_ref(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y) {
+    for (int co = 0; co < Cout; co++)
+        for (size_t i = 0; i < N; i++) {
+            double acc = bias ? bias[co] : 0.0;
+            for (int ci = 0; ci < Cin; ci++) acc += (double)w[(size_t)co * Cin + ci] * x[(size_t)ci * N + i];
+            y[(size_t)co * N + i] = (float)acc;
+        }
+}
+
+void cvx_pad_frames(float *dst, int Td, int t0, const float *src, int C, int Ts, int ts, int n, int H, int W, int ph,
+                    int pw) {
+    const int Hp = H + 2 * ph, Wp = W + 2 * pw;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < n; t++) {
+            float *d = dst + ((size_t)c * Td + t0 + t) * Hp * Wp;
+            const float *s = src + ((size_t)c * Ts + ts + t) * H * W;
+            memset(d, 0, sizeof(float) * (size_t)ph * Wp);
+            for (int yy = 0; yy < H; yy++) {
+                float *row = d + (size_t)(yy + ph) * Wp;
+                for (int k = 0; k < pw; k++) row[k] = row[pw + W + k] = 0.0f;
+                memcpy(row + pw, s + (size_t)yy * W, sizeof(float) * W);
+            }
+            memset(d + (size_t)(ph + H) * Wp, 0, sizeof(float) * (size_t)ph * Wp);
+        }
+}
+
+int cvx_nearest_index(int o, int in_size, int out_size) {
+    /* PyTorch (UpSample.h nearest_idx): identity and exact 2× have fast paths; otherwise a
+     * float scale in/out, floor, clamp. */
+    if (out_size == in_size) return o;
+    if (out_size == 2 * in_size) return o >> 1;
+    float scale = (float)in_size / (float)out_size;
+    int i = (int)floorf((float)o * scale);
+    return i < in_size - 1 ? i : in_size - 1;
+}
+
+void cvx_upsample_nearest(const float *x, int C, int Ti, int Hi, int Wi, float *y, int To, int Ho, int Wo) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < To; t++) {
+            int st = cvx_nearest_index(t, Ti, To);
+            for (int yy = 0; yy < Ho; yy++) {
+                int sy = cvx_nearest_index(yy, Hi, Ho);
+                for (int xx = 0; xx < Wo; xx++)
+                    y[(((size_t)c * To + t) * Ho + yy) * Wo + xx] =
+                        x[(((size_t)c * Ti + st) * Hi + sy) * Wi + cvx_nearest_index(xx, Wi, Wo)];
+            }
+        }
+}
+
+void cvx_upsample_nearest_padded(const float *x, int C, int Ti, int Hi, int Wi, const int *tmap, int To, int Ho,
+                                 int Wo, float *y, int Td, int t0, int ph, int pw) {
+    const int Hp = Ho + 2 * ph, Wp = Wo + 2 * pw;
+    int *xi = cvx_malloc(sizeof(int) * (size_t)Wo);
+    for (int xx = 0; xx < Wo; xx++) xi[xx] = cvx_nearest_index(xx, Wi, Wo);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < To; t++) {
+            int st = tmap ? tmap[t] : cvx_nearest_index(t, Ti, To);
+            const float *s = x + ((size_t)c * Ti + st) * Hi * Wi;
+            float *d = y + ((size_t)c * Td + t0 + t) * Hp * Wp;
+            memset(d, 0, sizeof(float) * (size_t)ph * Wp);
+            for (int yy = 0; yy < Ho; yy++) {
+                const float *srow = s + (size_t)cvx_nearest_index(yy, Hi, Ho) * Wi;
+                float *row = d + (size_t)(yy + ph) * Wp;
+                for (int k = 0; k < pw; k++) row[k] = row[pw + Wo + k] = 0.0f;
+                for (int xx = 0; xx < Wo; xx++) row[pw + xx] = srow[xi[xx]];
+            }
+            memset(d + (size_t)(ph + Ho) * Wp, 0, sizeof(float) * (size_t)ph * Wp);
+        }
+    free(xi);
+}

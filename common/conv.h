@@ -1,0 +1,54 @@
+/* Convolutions (f32) for video models: 3D/2D convolutions on a pre-padded input as GEMMs,
+ * 1×1×1 convolutions, PyTorch-exact nearest up-sampling. Every fast kernel has a simple
+ * reference beside it (tests/common_conv.c compares them).
+ *
+ * Layouts are channel-major, one sample: x[C, T, H, W] (a 2D conv is a 3D conv with kt = 1).
+ *
+ * The fast 3D convolution is "shifted GEMMs": the input is stored zero-padded spatially and
+ * padded in time by the caller (causal padding, caches), xp[Cin, Tp, Hp, Wp]. For every tap
+ * (dt, dy, dx) of the kernel, out_grid[Cout, n] += W_tap[Cout, Cin] · xp[Cin, n + off(dt,dy,dx)]
+ * over the flat padded grid n — a plain row-major GEMM (K = Cin) with no im2col copy. Outputs
+ * at grid positions in the padding columns/rows are garbage and dropped when the valid
+ * [Cout, T, H, W] result (plus bias) is extracted. */
+#ifndef CVX_CONV_H
+#define CVX_CONV_H
+
+#include <stddef.h>
+#include "safetensors.h"
+
+/* Weights [Cout, Cin, taps...] (any float dtype; taps = kt·kh·kw) widened and reordered to
+ * dst[taps, Cout, Cin], the layout cvx_conv3d_padded wants. dst: taps·Cout·Cin floats. */
+void cvx_conv_pack_weights(const cvx_tensor *w, int Cout, int Cin, int taps, float *dst);
+
+/* Valid 3D convolution (stride 1, no dilation) of a pre-padded input:
+ *   xp: [Cin, Tp, Hp, Wp]; wpk: [kt·kh·kw, Cout, Cin] (cvx_conv_pack_weights); bias: [Cout] or NULL
+ *   y:  [Cout, Tp−kt+1, Hp−kh+1, Wp−kw+1].
+ * Heavy work in cvx_sgemm; uses a scratch of at most ~64 MB plus one frame group of output. */
+void cvx_conv3d_padded(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
+                       int Cout, int kt, int kh, int kw, float *y);
+/* Reference: direct loops, double accumulation, weights in their natural layout w[Cout, Cin, kt, kh, kw]. */
+void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *w, const float *bias,
+                           int Cout, int kt, int kh, int kw, float *y);
+
+/* 1×1×1 convolution: y[Cout, N] = w[Cout, Cin] · x[Cin, N] + bias. w f32 (widened by the caller). */
+void cvx_conv1x1(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y);
+void cvx_conv1x1_ref(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y);
+
+/* Copy frames ts .. ts+n−1 of src[C, Ts, H, W] into frames t0 .. t0+n−1 of dst[C, Td, H+2ph, W+2pw]
+ * with zero borders (other frames of dst are untouched). */
+void cvx_pad_frames(float *dst, int Td, int t0, const float *src, int C, int Ts, int ts, int n, int H, int W, int ph,
+                    int pw);
+
+/* PyTorch's nearest source index (F.interpolate mode="nearest", size given, or scale_factor
+ * when out = 2·in): min(floor(o · (float)in/out), in−1). */
+int cvx_nearest_index(int o, int in_size, int out_size);
+/* Nearest resize x[C, Ti, Hi, Wi] -> y[C, To, Ho, Wo] (F.interpolate(x, size=(To, Ho, Wo))). */
+void cvx_upsample_nearest(const float *x, int C, int Ti, int Hi, int Wi, float *y, int To, int Ho, int Wo);
+/* The same written straight into a padded conv input: y[C, Td, Ho+2ph, Wo+2pw] frames
+ * t0 .. t0+To−1 (zero borders), so a nearest up-sampling followed by a padded convolution
+ * never materialises the up-sampled tensor twice. Output frame t reads source frame tmap[t]
+ * (tmap NULL: cvx_nearest_index(t, Ti, To)). Reference = cvx_upsample_nearest + cvx_pad_frames. */
+void cvx_upsample_nearest_padded(const float *x, int C, int Ti, int Hi, int Wi, const int *tmap, int To, int Ho,
+                                 int Wo, float *y, int Td, int t0, int ph, int pw);
+
+#endif

@@ -1,0 +1,207 @@
+/* Every common op against a plain reference: GEMM vs triple loop, tiled attention vs full
+ * softmax, norms and activations vs double-precision formulas, dtype conversions vs known bits. */
+#include "testutil.h"
+#include "dtype.h"
+#include "gemm.h"
+
+#include <math.h>
+
+static uint32_t g_lcg = 12345;
+static float frand(void) {  /* deterministic uniform in [-1, 1) */
+    g_lcg = g_lcg * 1664525u + 1013904223u;
+    return (float)((g_lcg >> 8) * (1.0 / 8388608.0)) * 2.0f - 1.0f;
+}
+static float *rand_buf(size_t n, float scale) {
+    float *p = cvx_alloc_f32(n);
+    for (size_t i = 0; i < n; i++) p[i] = frand() * scale;
+    return p;
+}
+
+static void test_sgemm_vs_reference(void **state) {
+    (void)state;
+    const int M = 37, N = 29, K = 53;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            float *A = rand_buf((size_t)M * K, 1), *B = rand_buf((size_t)K * N, 1);
+            float *C = rand_buf((size_t)M * N, 1), *R = cvx_alloc_f32((size_t)M * N);
+            memcpy(R, C, sizeof(float) * M * N);
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            cvx_sgemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.25f, C, N);
+            cvx_sgemm_ref(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, 0.25f, R, N);
+            ASSERT_REL_L2(C, R, (size_t)M * N, 1e-6);
+            free(A); free(B); free(C); free(R);
+        }
+}
+
+/* nn.Linear with BF16 weights = the same product on the widened weights. */
+static void test_linear_bf16(void **state) {
+    (void)state;
+    const int M = 5, K = 24, N = 10;
+    float *x = rand_buf((size_t)M * K, 1), *wf = rand_buf((size_t)N * K, 1), *bf = rand_buf(N, 1);
+    uint16_t wb[N * K], bb[N];
+    cvx_f32_to_bf16_n(wf, wb, (size_t)N * K);
+    cvx_f32_to_bf16_n(bf, bb, N);
+    cvx_tensor W = {.name = "w", .dtype = CVX_BF16, .ndim = 2, .shape = {N, K}, .numel = N * K, .data = wb};
+    cvx_tensor b = {.name = "b", .dtype = CVX_BF16, .ndim = 1, .shape = {N}, .numel = N, .data = bb};
+    float y[M * N], r[M * N];
+    cvx_linear(x, M, K, &W, &b, y);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = cvx_bf16_to_f32(bb[j]);
+            for (int k = 0; k < K; k++) acc += (double)x[i * K + k] * cvx_bf16_to_f32(wb[j * K + k]);
+            r[i * N + j] = (float)acc;
+        }
+    ASSERT_REL_L2(y, r, M * N, 1e-6);
+    /* F32 weights are used in place, without bias */
+    cvx_tensor Wf = {.name = "w", .dtype = CVX_F32, .ndim = 2, .shape = {N, K}, .numel = N * K, .data = wf};
+    assert_ptr_equal(cvx_weight_f32(&Wf), wf);
+    cvx_linear(x, M, K, &Wf, NULL, y);
+    cvx_sgemm_ref(0, 1, M, N, K, 1, x, K, wf, K, 0, r, N);
+    ASSERT_REL_L2(y, r, M * N, 1e-6);
+    free(x); free(wf); free(bf);
+}
+
+static void check_attention(int Sq, int Skv, int heads, int hd, int with_bias, int pad) {
+    int ld_q = heads * hd + pad, ld_kv = heads * hd + 2 * pad, ld_o = heads * hd + pad;
+    float *q = rand_buf((size_t)Sq * ld_q, 2), *k = rand_buf((size_t)Skv * ld_kv, 2), *v = rand_buf((size_t)Skv * ld_kv, 1);
+    float *bias = with_bias ? rand_buf((size_t)heads * Sq * Skv, 3) : NULL;
+    float *o = cvx_alloc_f32((size_t)Sq * ld_o), *r = cvx_alloc_f32((size_t)Sq * ld_o);
+    memset(o, 0, sizeof(float) * Sq * ld_o);
+    memset(r, 0, sizeof(float) * Sq * ld_o);
+    float scale = 1.0f / sqrtf((float)hd);
+    cvx_attention(q, ld_q, k, v, ld_kv, o, ld_o, Sq, Skv, heads, hd, scale, bias);
+    cvx_attention_ref(q, ld_q, k, v, ld_kv, r, ld_o, Sq, Skv, heads, hd, scale, bias);
+    print_message("  Sq=%d Skv=%d heads=%d hd=%d bias=%d\n", Sq, Skv, heads, hd, with_bias);
+    ASSERT_REL_L2(o, r, (size_t)Sq * ld_o, 1e-6);
+    free(q); free(k); free(v); free(bias); free(o); free(r);
+}
+
+static void test_attention_vs_reference(void **state) {
+    (void)state;
+    check_attention(7, 7, 2, 8, 0, 0);
+    check_attention(130, 1100, 3, 16, 0, 5);   /* several query and key tiles, ragged ends, strides */
+    check_attention(226, 226, 4, 8, 1, 0);     /* T5-like: additive position bias */
+    check_attention(1, 600, 1, 64, 1, 3);
+}
+
+static void test_norms(void **state) {
+    (void)state;
+    const int rows = 6, dim = 40;
+    float *x = rand_buf(rows * dim, 3), *w = rand_buf(dim, 1), *b = rand_buf(dim, 1);
+    float y[rows * dim], r[rows * dim];
+    for (int i = 0; i < rows; i++) x[i * dim] += 10.0f * i;  /* non-zero means */
+    cvx_layernorm(y, x, rows, dim, w, b, 1e-5f);
+    for (int i = 0; i < rows; i++) {
+        double m = 0, v = 0;
+        for (int j = 0; j < dim; j++) m += x[i * dim + j];
+        m /= dim;
+        for (int j = 0; j < dim; j++) v += (x[i * dim + j] - m) * (x[i * dim + j] - m);
+        v /= dim;
+        for (int j = 0; j < dim; j++) r[i * dim + j] = (float)((x[i * dim + j] - m) / sqrt(v + 1e-5) * w[j] + b[j]);
+    }
+    ASSERT_REL_L2(y, r, rows * dim, 1e-6);
+    cvx_rmsnorm(y, x, rows, dim, w, 1e-6f);
+    for (int i = 0; i < rows; i++) {
+        double ss = 0;
+        for (int j = 0; j < dim; j++) ss += (double)x[i * dim + j] * x[i * dim + j];
+        for (int j = 0; j < dim; j++) r[i * dim + j] = (float)(x[i * dim + j] / sqrt(ss / dim + 1e-6) * w[j]);
+    }
+    ASSERT_REL_L2(y, r, rows * dim, 1e-6);
+    /* GroupNorm: 8 channels, 4 groups, S = 15 */
+    const int C = 8, G = 4, S = 15;
+    float *gx = rand_buf(C * S, 2), gy[C * S], gr[C * S];
+    cvx_groupnorm(gy, gx, C, S, G, w, b, 1e-6f);
+    for (int g = 0; g < G; g++) {
+        double m = 0, v = 0;
+        int n = (C / G) * S;
+        for (int i = 0; i < n; i++) m += gx[g * n + i];
+        m /= n;
+        for (int i = 0; i < n; i++) v += (gx[g * n + i] - m) * (gx[g * n + i] - m);
+        v /= n;
+        for (int i = 0; i < n; i++) {
+            int c = (g * n + i) / S;
+            gr[g * n + i] = (float)((gx[g * n + i] - m) / sqrt(v + 1e-6) * w[c] + b[c]);
+        }
+    }
+    ASSERT_REL_L2(gy, gr, C * S, 1e-6);
+    free(x); free(w); free(b); free(gx);
+}
+
+static void test_activations(void **state) {
+    (void)state;
+    const int n = 1000;
+    float *x = rand_buf(n, 6), y[n], r[n];
+    memcpy(y, x, sizeof y);
+    cvx_silu(y, n);
+    for (int i = 0; i < n; i++) r[i] = (float)(x[i] / (1.0 + exp(-(double)x[i])));
+    ASSERT_REL_L2(y, r, n, 1e-6);
+    memcpy(y, x, sizeof y);
+    cvx_gelu_tanh(y, n);
+    for (int i = 0; i < n; i++) {
+        double v = x[i];
+        r[i] = (float)(0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    }
+    ASSERT_REL_L2(y, r, n, 1e-6);
+    memcpy(y, x, sizeof y);
+    cvx_softmax_rows(y, 10, 100);
+    for (int i = 0; i < 10; i++) {
+        double s = 0, m = -1e30;
+        for (int j = 0; j < 100; j++) m = fmax(m, x[i * 100 + j]);
+        for (int j = 0; j < 100; j++) s += exp(x[i * 100 + j] - m);
+        for (int j = 0; j < 100; j++) r[i * 100 + j] = (float)(exp(x[i * 100 + j] - m) / s);
+    }
+    ASSERT_REL_L2(y, r, n, 1e-6);
+    free(x);
+}
+
+static void test_dtype_conversions(void **state) {
+    (void)state;
+    /* f32 -> bf16 round to nearest even, as torch: bits chosen to hit ties both ways */
+    struct { uint32_t f; uint16_t h; } cases[] = {
+        {0x3f800000, 0x3f80}, {0x3f808000, 0x3f80} /* tie, even stays */, {0x3f818000, 0x3f82} /* tie, odd rounds up */,
+        {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80}, {0x7f800000, 0x7f80} /* inf */, {0xff800000, 0xff80},
+        {0x7f7fffff, 0x7f80} /* max float rounds to inf */, {0x80000000, 0x8000}, {0x00000001, 0x0000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float f;
+        memcpy(&f, &cases[i].f, 4);
+        assert_int_equal(cvx_f32_to_bf16(f), cases[i].h);
+    }
+    assert_int_equal(cvx_f32_to_bf16(NAN) & 0x7fc0, 0x7fc0);
+    assert_true(isnan(cvx_bf16_to_f32(cvx_f32_to_bf16(NAN))));
+    assert_true(cvx_bf16_to_f32(0x3fc0) == 1.5f);
+    /* f16 -> f32: normal, subnormal, inf, negative zero */
+    assert_true(cvx_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(cvx_f16_to_f32(0xc000) == -2.0f);
+    assert_true(cvx_f16_to_f32(0x7bff) == 65504.0f);
+    assert_true(cvx_f16_to_f32(0x0001) == ldexpf(1.0f, -24));
+    assert_true(cvx_f16_to_f32(0x03ff) == ldexpf(1023.0f, -24));
+    assert_true(isinf(cvx_f16_to_f32(0x7c00)));
+    assert_true(isnan(cvx_f16_to_f32(0x7e00)));
+    assert_true(signbit(cvx_f16_to_f32(0x8000)));
+    /* unaligned widening goes through the same values */
+    unsigned char raw[1 + 2 * 4];
+    uint16_t vals[4] = {0x3f80, 0x4000, 0xbf80, 0x0000};
+    memcpy(raw + 1, vals, sizeof vals);
+    float out[4];
+    cvx_to_f32_n(CVX_BF16, raw + 1, out, 4);
+    assert_true(out[0] == 1.0f && out[1] == 2.0f && out[2] == -1.0f && out[3] == 0.0f);
+    cvx_dtype d;
+    assert_int_equal(cvx_dtype_parse("BF16", &d), 0);
+    assert_int_equal(d, CVX_BF16);
+    assert_int_equal(cvx_dtype_parse("bf16", &d), -1);
+    assert_int_equal(cvx_dtype_size(CVX_I64), 8);
+}
+
+int main(void) {
+    cvx_set_threads(0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sgemm_vs_reference),
+        cmocka_unit_test(test_linear_bf16),
+        cmocka_unit_test(test_attention_vs_reference),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_dtype_conversions),
+    };
+    return cmocka_run_group_tests_name("common_ops", tests, NULL, NULL);
+}

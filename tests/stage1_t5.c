@@ -1,0 +1,155 @@
+/* T5 v1.1 encoder parity: golden last_hidden_state for all 10 tokenised prompts (no mask, as
+ * the pipeline), the bucket function, and the sharded bf16 fixture (tests/data/stage1/,
+ * made by tests/data/stage1/make_sharded_fixture.py): right shards, exact against the same
+ * weights rounded to bf16 and stored as one f32 file, close to the f32 golden. */
+#include "testutil.h"
+#include "gemm.h"
+#include "stage1/t5.h"
+
+#include <math.h>
+
+#define T5_CASE GOLDEN "/t5"
+#define FIX "tests/data/stage1"
+
+/* The golden inputs and outputs, shared by the tests. */
+static int64_t *g_ids;
+static float *g_out;
+static int g_B, g_S, g_D;
+
+static int setup(void **state) {
+    (void)state;
+    cvx_safetensors *st = cvx_st_open(T5_CASE "/expected.safetensors");
+    if (!st) return -1;
+    const cvx_tensor *ids = cvx_st_find(st, "input_ids"), *out = cvx_st_find(st, "last_hidden_state");
+    if (!ids || !out || ids->dtype != CVX_I64) return -1;
+    g_B = (int)ids->shape[0];
+    g_S = (int)ids->shape[1];
+    g_D = (int)out->shape[2];
+    g_ids = malloc(ids->nbytes);
+    memcpy(g_ids, ids->data, ids->nbytes);
+    g_out = cvx_tensor_f32_dup(out);
+    cvx_st_close(st);
+    return 0;
+}
+static int teardown(void **state) {
+    (void)state;
+    free(g_ids);
+    free(g_out);
+    return 0;
+}
+
+/* Reference bucket in double precision, away from the float32 rounding boundaries. */
+static void test_relative_position_bucket(void **state) {
+    (void)state;
+    /* exact range, both directions */
+    for (int r = 0; r < 8; r++) {
+        assert_int_equal(t5_relative_position_bucket(r, 32, 128), r == 0 ? 0 : 16 + r);
+        assert_int_equal(t5_relative_position_bucket(-r, 32, 128), r);
+    }
+    for (int n = 8; n < 1000; n++) {
+        double v = 8 + log(n / 8.0) / log(16.0) * 8;
+        if (fabs(v - floor(v + 0.5)) < 1e-4) continue;   /* boundaries: float32 decides */
+        int want = (int)v < 15 ? (int)v : 15;
+        assert_int_equal(t5_relative_position_bucket(-n, 32, 128), want);
+        assert_int_equal(t5_relative_position_bucket(n, 32, 128), 16 + want);
+    }
+    /* the boundaries upstream's float32 arithmetic lands on (n = 16, 32, 64 -> 10, 12, 14) */
+    assert_int_equal(t5_relative_position_bucket(-16, 32, 128), 10);
+    assert_int_equal(t5_relative_position_bucket(-32, 32, 128), 12);
+    assert_int_equal(t5_relative_position_bucket(-64, 32, 128), 14);
+    assert_int_equal(t5_relative_position_bucket(-128, 32, 128), 15);
+    assert_int_equal(t5_relative_position_bucket(5000, 32, 128), 31);
+}
+
+static void encode_all(const char *dir, float *out) {
+    t5_model m;
+    ASSERT_OK(t5_build(&m, dir));
+    assert_int_equal(m.cfg.d_model, g_D);
+    /* two prompts per call, as stage1 batches prompt and negative prompt */
+    for (int b = 0; b < g_B; b += 2) {
+        int nb = g_B - b < 2 ? g_B - b : 2;
+        ASSERT_OK(t5_encode(&m, g_ids + (size_t)b * g_S, nb, g_S, out + (size_t)b * g_S * g_D, NULL));
+    }
+    t5_free(&m);
+}
+
+/* All 10 prompts, relative L2 <= 1e-5 each. */
+static void test_golden_last_hidden_state(void **state) {
+    (void)state;
+    const size_t per = (size_t)g_S * g_D;
+    float *out = malloc((size_t)g_B * per * sizeof(float));
+    encode_all(T5_CASE "/model/text_encoder", out);
+    double worst = 0;
+    for (int b = 0; b < g_B; b++) {
+        double e = cvx_rel_l2(out + b * per, g_out + b * per, per);
+        print_message("  prompt %d: rel L2 = %.3g\n", b, e);
+        if (e > worst) worst = e;
+        if (!(e <= 1e-5)) fail_msg("prompt %d: relative L2 %.3g > 1e-5", b, e);
+    }
+    print_message("  worst rel L2 over %d prompts = %.3g (tol 1e-5)\n", g_B, worst);
+    /* one sequence alone gives the same numbers as in a batch */
+    t5_model m;
+    ASSERT_OK(t5_build(&m, T5_CASE "/model/text_encoder"));
+    float *one = malloc(per * sizeof(float));
+    ASSERT_OK(t5_encode(&m, g_ids + 3 * (size_t)g_S, 1, g_S, one, NULL));
+    ASSERT_REL_L2(one, out + 3 * per, per, 1e-6);
+    /* out-of-table ids are an error, not a read past the embedding */
+    int64_t bad[4] = {1, 2, 100000, 0};
+    assert_int_not_equal(t5_encode(&m, bad, 1, 4, one, NULL), 0);
+    assert_non_null(strstr(cvx_last_error(), "100000"));
+    t5_free(&m);
+    free(one);
+    free(out);
+}
+
+/* Sharded bf16 fixture: index, shard placement, embed_tokens naming, bf16/f16 widening. */
+static void test_sharded_bf16(void **state) {
+    (void)state;
+    cvx_weights *w = cvx_weights_open(FIX "/t5_bf16_sharded/text_encoder");
+    ASSERT_NONNULL(w);
+    const struct { const char *name, *shard; cvx_dtype dt; } where[] = {
+        {"encoder.embed_tokens.weight", "model-00001-of-00002.safetensors", CVX_BF16},
+        {"encoder.block.0.layer.0.SelfAttention.q.weight", "model-00001-of-00002.safetensors", CVX_BF16},
+        {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", "model-00001-of-00002.safetensors",
+         CVX_BF16},
+        {"encoder.block.1.layer.0.SelfAttention.q.weight", "model-00002-of-00002.safetensors", CVX_BF16},
+        {"encoder.block.1.layer.1.DenseReluDense.wo.weight", "model-00002-of-00002.safetensors", CVX_BF16},
+        {"encoder.final_layer_norm.weight", "model-00002-of-00002.safetensors", CVX_F16},
+    };
+    for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+        const cvx_tensor *t = cvx_weights_find(w, where[i].name);
+        if (!t) fail_msg("tensor %s not found", where[i].name);
+        const char *base = strrchr(t->file, '/');
+        assert_string_equal(base ? base + 1 : t->file, where[i].shard);
+        assert_int_equal(t->dtype, where[i].dt);
+    }
+    assert_null(cvx_weights_find(w, "shared.weight"));
+    cvx_weights_close(w);
+
+    const size_t n = (size_t)g_B * g_S * g_D, per = (size_t)g_S * g_D;
+    float *bf = malloc(n * sizeof(float)), *rounded = malloc(n * sizeof(float));
+    encode_all(FIX "/t5_bf16_sharded/text_encoder", bf);
+    encode_all(FIX "/t5_bf16_rounded_f32/text_encoder", rounded);
+    /* Same values, other storage: widening is exact, so only summation order could differ. */
+    ASSERT_REL_L2(bf, rounded, n, 1e-6);
+    /* Against the f32 golden: bf16 weights (8-bit mantissa) move the output by ~1e-3..1e-2. */
+    double worst = 0;
+    for (int b = 0; b < g_B; b++) {
+        double e = cvx_rel_l2(bf + b * per, g_out + b * per, per);
+        if (e > worst) worst = e;
+    }
+    print_message("  bf16 vs f32 golden: worst rel L2 = %.3g (tol 2e-2)\n", worst);
+    assert_true(worst <= 2e-2);
+    assert_true(worst > 1e-6);   /* really the bf16 weights, not the f32 file */
+    free(bf);
+    free(rounded);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_relative_position_bucket),
+        cmocka_unit_test(test_golden_last_hidden_state),
+        cmocka_unit_test(test_sharded_bf16),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

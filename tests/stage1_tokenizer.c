@@ -1,0 +1,140 @@
+/* T5Tokenizer parity: every golden prompt's input_ids and attention_mask exactly, plus the
+ * untruncated ids from case.json, and the edge cases upstream's code implies. */
+#include "testutil.h"
+#include "config.h"
+#include "stage1/tokenizer.h"
+
+#define TOK_CASE GOLDEN "/tokenizer"
+#define L 226
+
+static t5_tokenizer tok;
+
+static int setup(void **state) {
+    (void)state;
+    if (t5_tokenizer_load(&tok, TOK_CASE "/model/tokenizer")) {
+        fprintf(stderr, "cannot load tokenizer: %s\n", cvx_last_error());
+        return -1;
+    }
+    return 0;
+}
+static int teardown(void **state) {
+    (void)state;
+    t5_tokenizer_free(&tok);
+    return 0;
+}
+
+static void test_vocabulary(void **state) {
+    (void)state;
+    assert_int_equal(cvx_spm_piece_count(tok.sp), 800);
+    assert_int_equal(tok.vocab_size, 900);   /* len(tokenizer) in case.json */
+    assert_int_equal(tok.eos_id, 1);
+    assert_int_equal(tok.pad_id, 0);
+}
+
+/* The 10 golden prompts: ids and mask [10, 226] exactly; untruncated ids as case.json. */
+static void test_golden_prompts(void **state) {
+    (void)state;
+    cvx_config c;
+    ASSERT_OK(cvx_config_load(&c, TOK_CASE "/case.json"));
+    json_object *prompts, *raw;
+    assert_true(json_object_object_get_ex(c.root, "prompts", &prompts));
+    assert_true(json_object_object_get_ex(c.root, "untruncated_input_ids", &raw));
+    cvx_safetensors *st = tu_open(TOK_CASE "/expected.safetensors");
+    const cvx_tensor *want_ids = cvx_st_find(st, "input_ids"), *want_mask = cvx_st_find(st, "attention_mask");
+    assert_non_null(want_ids);
+    assert_non_null(want_mask);
+    const int n = (int)json_object_array_length(prompts);
+    assert_int_equal(n, 10);
+    assert_int_equal(want_ids->shape[0], n);
+    assert_int_equal(want_ids->shape[1], L);
+    for (int p = 0; p < n; p++) {
+        const char *text = json_object_get_string(json_object_array_get_idx(prompts, p));
+        int64_t ids[L], mask[L], wi[L], wm[L];
+        int n_raw;
+        ASSERT_OK(t5_tokenize(&tok, text, L, ids, mask, &n_raw));
+        memcpy(wi, (const int64_t *)want_ids->data + (size_t)p * L, sizeof wi);
+        memcpy(wm, (const int64_t *)want_mask->data + (size_t)p * L, sizeof wm);
+        for (int i = 0; i < L; i++) {
+            if (ids[i] != wi[i] || mask[i] != wm[i])
+                fail_msg("prompt %d position %d: id %lld mask %lld, expected id %lld mask %lld", p, i,
+                         (long long)ids[i], (long long)mask[i], (long long)wi[i], (long long)wm[i]);
+        }
+        json_object *r = json_object_array_get_idx(raw, p);
+        const int nr = (int)json_object_array_length(r);
+        assert_int_equal(n_raw, nr);
+        int64_t *full;
+        int nf;
+        ASSERT_OK(t5_tokenize_raw(&tok, text, &full, &nf));
+        assert_int_equal(nf, nr);
+        for (int i = 0; i < nr; i++)
+            assert_int_equal(full[i], json_object_get_int64(json_object_array_get_idx(r, i)));
+        free(full);
+        print_message("  prompt %d: %d tokens%s, ids and mask exact\n", p, nr, nr > L ? " (truncated)" : "");
+    }
+    cvx_st_close(st);
+    cvx_config_free(&c);
+}
+
+/* Cases implied by upstream's code rather than covered by the golden prompts. */
+static void test_edge_cases(void **state) {
+    (void)state;
+    int64_t ids[L], mask[L], ids2[L], mask2[L];
+    /* Empty prompt: [</s>, pad, ...], mask [1, 0, ...]. */
+    ASSERT_OK(t5_tokenize(&tok, "", L, ids, mask, NULL));
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(mask[0], 1);
+    for (int i = 1; i < L; i++) { assert_int_equal(ids[i], 0); assert_int_equal(mask[i], 0); }
+    /* Whitespace only normalises to nothing. */
+    ASSERT_OK(t5_tokenize(&tok, " \t\n ", L, ids, mask, NULL));
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[1], 0);
+    /* <extra_id_N> = pieces + 99 - N, eating the whitespace on both sides. */
+    ASSERT_OK(t5_tokenize(&tok, "a <extra_id_5>   b", L, ids, mask, NULL));
+    ASSERT_OK(t5_tokenize(&tok, "a<extra_id_5>b", L, ids2, mask2, NULL));
+    assert_memory_equal(ids, ids2, sizeof ids);
+    int found = 0;
+    for (int i = 0; i < L; i++) found |= ids[i] == 800 + 99 - 5;
+    assert_true(found);
+    /* A literal </s> at the end is not doubled (_add_eos_if_not_present). */
+    int64_t *raw;
+    int n1, n2;
+    ASSERT_OK(t5_tokenize_raw(&tok, "hello", &raw, &n1));
+    free(raw);
+    ASSERT_OK(t5_tokenize_raw(&tok, "hello</s>", &raw, &n2));
+    assert_int_equal(n1, n2);
+    assert_int_equal(raw[n2 - 1], 1);
+    free(raw);
+    /* <pad> / <unk> written literally are their ids, without stripping. */
+    ASSERT_OK(t5_tokenize_raw(&tok, "<pad><unk>", &raw, &n1));
+    assert_int_equal(n1, 3);
+    assert_int_equal(raw[0], 0);
+    assert_int_equal(raw[1], 2);
+    free(raw);
+    /* Truncation keeps max_len - 1 ids then the EOS. */
+    ASSERT_OK(t5_tokenize(&tok, "a golden retriever runs along the beach", 4, ids, mask, &n1));
+    assert_true(n1 > 4);
+    assert_int_equal(ids[3], 1);
+    assert_int_equal(mask[3], 1);
+    ASSERT_OK(t5_tokenize(&tok, "a golden retriever", 1, ids, mask, NULL));
+    assert_int_equal(ids[0], 1);
+    assert_int_not_equal(t5_tokenize(&tok, "x", 0, ids, mask, NULL), 0);
+}
+
+static void test_missing_model(void **state) {
+    (void)state;
+    t5_tokenizer t;
+    assert_int_not_equal(t5_tokenizer_load(&t, "/nonexistent/tokenizer"), 0);
+    assert_non_null(strstr(cvx_last_error(), "/nonexistent/tokenizer"));
+    assert_int_not_equal(t5_tokenizer_load(&t, GOLDEN "/t5/model/text_encoder"), 0);
+    assert_non_null(strstr(cvx_last_error(), "spiece.model"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vocabulary),
+        cmocka_unit_test(test_golden_prompts),
+        cmocka_unit_test(test_edge_cases),
+        cmocka_unit_test(test_missing_model),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

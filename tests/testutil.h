@@ -1,0 +1,93 @@
+/* Helpers shared by the cmocka tests (header-only: every test is one program).
+ * Tests run from the repository root; golden fixtures live in tests/data/golden/. */
+#ifndef CVX_TESTUTIL_H
+#define CVX_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "error.h"
+#include "ops.h"
+#include "safetensors.h"
+
+#define GOLDEN "tests/data/golden"
+
+/* Fail the test with the recorded library error when `expr` (returning 0 / non-NULL) fails. */
+#define ASSERT_OK(expr) \
+    do { if ((expr) != 0) fail_msg("%s failed: %s", #expr, cvx_last_error()); } while (0)
+#define ASSERT_NONNULL(p) \
+    do { if ((p) == NULL) fail_msg("%s is NULL: %s", #p, cvx_last_error()); } while (0)
+
+/* Relative L2 check with the value printed, so logs show how close we are. */
+#define ASSERT_REL_L2(got, want, n, tol) \
+    do { double e_ = cvx_rel_l2((got), (want), (n)); \
+         print_message("  %-40s rel L2 = %.3g (tol %.0e)\n", #got, e_, (double)(tol)); \
+         if (!(e_ <= (tol))) fail_msg("%s: relative L2 error %.3g > %.0e", #got, e_, (double)(tol)); } while (0)
+
+/* Open a golden safetensors file; fails the test when it cannot. */
+static inline cvx_safetensors *tu_open(const char *path) {
+    cvx_safetensors *st = cvx_st_open(path);
+    if (!st) fail_msg("cannot open %s: %s", path, cvx_last_error());
+    return st;
+}
+
+/* A tensor of a golden file as newly allocated f32 (numel in *n if non-NULL). */
+static inline float *tu_f32(const cvx_safetensors *st, const char *name, size_t *n) {
+    const cvx_tensor *t = cvx_st_find(st, name);
+    if (!t) fail_msg("%s: no tensor '%s'", cvx_st_path(st), name);
+    if (n) *n = (size_t)t->numel;
+    return cvx_tensor_f32_dup(t);
+}
+
+/* A fresh temporary directory (removed by tu_rmrf). */
+static inline void tu_mkdtemp(char *buf, size_t n) {
+    snprintf(buf, n, "/tmp/cvx_test_XXXXXX");
+    if (!mkdtemp(buf)) fail_msg("mkdtemp failed");
+}
+static inline void tu_rmrf(const char *dir) {
+    char cmd[4200];
+    if (strncmp(dir, "/tmp/cvx_test_", 14) != 0) return;  /* never anything else */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) print_message("warning: could not remove %s\n", dir);
+}
+
+/* Write bytes to a file (for building malformed inputs). */
+static inline void tu_write(const char *path, const void *buf, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, n, f) != n) fail_msg("cannot write %s", path);
+    fclose(f);
+}
+
+/* Path of a built program: $BUILD/bin/NAME (BUILD set by tests/run.sh, default "build"). */
+static inline void tu_program(char *buf, size_t n, const char *name) {
+    const char *b = getenv("BUILD");
+    snprintf(buf, n, "%s/bin/%s", b && b[0] ? b : "build", name);
+}
+
+/* Run a shell command, capturing stderr into `err` (may be NULL); returns the exit status. */
+static inline int tu_run(const char *cmd, char *err, size_t errn) {
+    char full[8192], tmp[] = "/tmp/cvx_test_err_XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) fail_msg("mkstemp failed");
+    close(fd);
+    snprintf(full, sizeof full, "%s 2>%s", cmd, tmp);
+    int st = system(full);
+    if (err && errn) {
+        FILE *f = fopen(tmp, "rb");
+        size_t k = f ? fread(err, 1, errn - 1, f) : 0;
+        err[k] = 0;
+        if (f) fclose(f);
+    }
+    unlink(tmp);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+#endif
