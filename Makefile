@@ -40,7 +40,8 @@ PROGRAMS := $(addprefix bin/,$(STAGES))
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-.PHONY: all test asan deps clean bench fuzz run stage1 stage2 stage3 redecode help
+.SECONDARY:
+.PHONY: all test asan deps clean bench fuzz run pipeline stage1 stage2 stage3 redecode help FORCE tests-build test-run
 all: $(PROGRAMS)
 
 $(BUILD)/%.c.o: %.c
@@ -78,8 +79,22 @@ $(BUILD)/tests/$(1): $(BUILD)/tests/$(1).c.o $(call test_libs,$(1)) $(LIBCVX)
 endef
 $(foreach t,$(patsubst tests/%.c,%,$(TEST_SRC)),$(eval $(call TEST_RULE,$(t))))
 
+# Benchmarks: bench/*.c, each its own program linked with every stage.
+BENCH_SRC  := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+$(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(BUILD)/libstage1.a $(BUILD)/libstage2.a $(BUILD)/libstage3.a $(LIBCVX)
+	$(CXX) -o $@ $^ $(LIBS)
+bench: $(BENCH_BINS)
+	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+
+fuzz:
+	sh scripts/fuzz.sh
+
 tests-build: $(TEST_BINS) $(addprefix $(BUILD)/bin/,$(STAGES))
-test: tests-build $(PROGRAMS)
+test:
+	@sh scripts/install-deps.sh
+	@$(MAKE) --no-print-directory test-run
+test-run: tests-build $(PROGRAMS)
 	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BINS)
 
 asan:
@@ -93,5 +108,68 @@ deps:
 
 clean:
 	rm -rf build build-asan build-fuzz bin
+
+# ---- The pipeline: make run PROMPT="..." --------------------------------------------------
+# Each stage's output depends on its inputs, its program and a stamp file holding its settings
+# (rewritten only when they change), so changing only a stage-3 setting re-runs only stage 3.
+OUT             ?= stage_outputs
+MODEL           ?= models/cogvideox-tiny-random
+PROMPT          ?= A panda, dressed in a small red jacket, plays a guitar in a serene bamboo forest.
+NEGATIVE_PROMPT ?=
+STEPS           ?= 50
+GUIDANCE        ?= 6
+SEED            ?= 42
+FRAMES          ?=
+HEIGHT          ?=
+WIDTH           ?=
+FPS             ?=
+SCHEDULER       ?=
+DYNAMIC_CFG     ?=
+TILING          ?= auto
+CRF             ?= 18
+THREADS         ?= 0
+STAGE3_EXTRA    ?=
+
+ifeq ($(MODEL),models/cogvideox-tiny-random)
+STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
+endif
+sq = '$(subst ','\'',$(1))'
+model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(MODEL)),--model_id $(call sq,$(MODEL)))
+STAGE1_ARGS = --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag)
+STAGE2_ARGS = --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
+  $(if $(FRAMES),--frames $(FRAMES)) $(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)) \
+  $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg)
+STAGE3_ARGS = $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
+  --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
+
+$(OUT)/.stage%.args: FORCE
+	@mkdir -p $(OUT)
+	@printf '%s\n' $(call sq,$(STAGE$*_ARGS)) > $@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
+FORCE:
+
+$(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args bin/stage1
+	bin/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
+$(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args bin/stage2
+	bin/stage2 $(STAGE2_ARGS) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
+$(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args bin/stage3
+	bin/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $@ --threads $(THREADS)
+
+pipeline: $(OUT)/output_video.mp4
+	@echo "video: $(OUT)/output_video.mp4  contact sheet: $(OUT)/contact_sheet.png"
+	@if [ "$(MODEL)" = "models/cogvideox-tiny-random" ]; then \
+	  echo "note: this is the embedded tiny random-weight model: the video is noise and shows only that the"; \
+	  echo "      pipeline works. Use MODEL=/path/to/CogVideoX-2b (or a hub id in your HF cache) for real videos."; fi
+run:
+	@sh scripts/install-deps.sh
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory pipeline
+# One stage alone, on what is in $(OUT) (always runs).
+stage1: all
+	bin/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
+stage2: all
+	bin/stage2 $(STAGE2_ARGS) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
+stage3 redecode: all
+	bin/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $(OUT)/output_video.mp4 --threads $(THREADS)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
