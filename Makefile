@@ -129,6 +129,7 @@ TILING          ?= auto
 CRF             ?= 18
 THREADS         ?= 0
 STAGE3_EXTRA    ?=
+BIN             ?= bin
 
 ifeq ($(MODEL),models/cogvideox-tiny-random)
 STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
@@ -148,12 +149,12 @@ $(OUT)/.stage%.args: FORCE
 	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
 FORCE:
 
-$(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args bin/stage1
-	bin/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
-$(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args bin/stage2
-	bin/stage2 $(STAGE2_ARGS) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
-$(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args bin/stage3
-	bin/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $@ --threads $(THREADS)
+$(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args $(BIN)/stage1
+	$(BIN)/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
+$(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2
+	$(BIN)/stage2 $(STAGE2_ARGS) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
+$(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $(BIN)/stage3
+	$(BIN)/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $@ --threads $(THREADS)
 
 pipeline: $(OUT)/output_video.mp4
 	@echo "video: $(OUT)/output_video.mp4  contact sheet: $(OUT)/contact_sheet.png"

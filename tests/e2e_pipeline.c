@@ -1,0 +1,207 @@
+/* End to end: the three programs chained through their files on the golden tiny models
+ * reproduce upstream's CogVideoXPipeline (embeddings and latents ≤ 1e-4, decoded frames ≤ 1e-3
+ * relative L2), for DDIM (2b-style), DPM (5b-style) and DPM with dynamic CFG; and `make
+ * pipeline` re-runs only the stages whose inputs or settings changed. */
+#include "testutil.h"
+#include "config.h"
+
+#include <math.h>
+#include <sys/stat.h>
+
+typedef struct {
+    const char *name;
+    char prompt[512], negative[512];
+    int64_t frames, height, width, steps, seed;
+    double guidance;
+    int dynamic;
+} e2e_case;
+
+/* Shell-quote s into out as '...'. */
+static void quote(char *out, size_t n, const char *s) {
+    size_t k = 0;
+    out[k++] = '\'';
+    for (; *s && k + 5 < n; s++) {
+        if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
+        else out[k++] = *s;
+    }
+    out[k++] = '\'';
+    out[k] = 0;
+}
+
+static void load_case(e2e_case *c, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, GOLDEN "/%s/case.json", name);
+    cvx_config cfg;
+    ASSERT_OK(cvx_config_load(&cfg, path));
+    json_object *call;
+    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
+    cvx_config cc = {.root = call};
+    snprintf(cc.path, sizeof cc.path, "%s:call", path);
+    const char *s;
+    c->name = name;
+    ASSERT_OK(cvx_cfg_str(&cc, "prompt", &s));
+    snprintf(c->prompt, sizeof c->prompt, "%s", s);
+    ASSERT_OK(cvx_cfg_str(&cc, "negative_prompt", &s));
+    snprintf(c->negative, sizeof c->negative, "%s", s);
+    ASSERT_OK(cvx_cfg_int(&cc, "num_frames", &c->frames));
+    ASSERT_OK(cvx_cfg_int(&cc, "height", &c->height));
+    ASSERT_OK(cvx_cfg_int(&cc, "width", &c->width));
+    ASSERT_OK(cvx_cfg_int(&cc, "num_inference_steps", &c->steps));
+    ASSERT_OK(cvx_cfg_int(&cc, "seed", &c->seed));
+    ASSERT_OK(cvx_cfg_num(&cc, "guidance_scale", &c->guidance));
+    ASSERT_OK(cvx_cfg_bool(&cc, "use_dynamic_cfg", &c->dynamic));
+    cvx_config_free(&cfg);
+}
+
+static void run_ok(const char *cmd) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
+}
+
+static void run_case(const char *name) {
+    e2e_case c;
+    load_case(&c, name);
+    char dir[256], cmd[4096], qp[1100], qn[1100], model[512], s1[256], s2[256], s3[256], path[512];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(model, sizeof model, GOLDEN "/%s/model", name);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    tu_program(s3, sizeof s3, "stage3");
+    quote(qp, sizeof qp, c.prompt);
+    quote(qn, sizeof qn, c.negative);
+
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s", s1, qp, qn,
+             model, dir);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd,
+             "%s --quiet --input_dir %s --output_dir %s --model_dir %s --num_inference_steps %lld --guidance_scale %g "
+             "--seed %lld --frames %lld --height %lld --width %lld %s",
+             s2, dir, dir, model, (long long)c.steps, c.guidance, (long long)c.seed, (long long)c.frames,
+             (long long)c.height, (long long)c.width, c.dynamic ? "--use_dynamic_cfg" : "");
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --output_video %s/video.mp4 --output_frames %s/frames.safetensors",
+             s3, dir, model, dir, dir);
+    run_ok(cmd);
+
+    snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", name);
+    cvx_safetensors *gold = tu_open(path);
+
+    /* stage 1 */
+    snprintf(path, sizeof path, "%s/stage1_embeddings.safetensors", dir);
+    cvx_safetensors *e = tu_open(path);
+    size_t n;
+    float *got = tu_f32(e, "prompt_embeds", &n), *want = tu_f32(gold, "prompt_embeds", NULL);
+    ASSERT_REL_L2(got, want, n, 1e-4);
+    free(got); free(want);
+    got = tu_f32(e, "negative_prompt_embeds", &n);
+    want = tu_f32(gold, "negative_prompt_embeds", NULL);
+    ASSERT_REL_L2(got, want, n, 1e-4);
+    free(got); free(want);
+    cvx_st_close(e);
+
+    /* stage 2: ours is [B, C, T, H, W], the golden pipeline's [B, T, C, H, W] */
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    cvx_safetensors *l = tu_open(path);
+    const cvx_tensor *lt = cvx_st_find(l, "latents");
+    assert_non_null(lt);
+    assert_int_equal(lt->ndim, 5);
+    const cvx_tensor *gt = cvx_st_find(gold, "final_latents");
+    int64_t B = gt->shape[0], T = gt->shape[1], C = gt->shape[2], H = gt->shape[3], W = gt->shape[4];
+    assert_true(lt->shape[0] == B && lt->shape[1] == C && lt->shape[2] == T && lt->shape[3] == H && lt->shape[4] == W);
+    got = cvx_tensor_f32_dup(lt);
+    want = cvx_tensor_f32_dup(gt);
+    float *perm = cvx_alloc_f32(gt->numel);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t ch = 0; ch < C; ch++)
+            memcpy(perm + ((ch * T + t) * H * W), want + ((t * C + ch) * H * W), sizeof(float) * (size_t)(H * W));
+    ASSERT_REL_L2(got, perm, (size_t)gt->numel, 1e-4);
+    free(got); free(want); free(perm);
+    cvx_st_close(l);
+
+    /* stage 3: decoder output and post-processed frames */
+    snprintf(path, sizeof path, "%s/frames.safetensors", dir);
+    cvx_safetensors *fr = tu_open(path);
+    const cvx_tensor *ft = cvx_st_find(fr, "frames");
+    if (!ft) ft = cvx_st_tensor(fr, 0);
+    const cvx_tensor *dt = cvx_st_find(gold, "decoded");
+    assert_int_equal(ft->numel, dt->numel);
+    got = cvx_tensor_f32_dup(ft);
+    want = cvx_tensor_f32_dup(dt);
+    ASSERT_REL_L2(got, want, (size_t)dt->numel, 1e-3);
+    /* frames_np = clamp(x/2 + 0.5, 0, 1) as [B, F, H, W, 3] */
+    const cvx_tensor *np = cvx_st_find(gold, "frames_np");
+    int64_t F = dt->shape[2], HH = dt->shape[3], WW = dt->shape[4];
+    float *post = cvx_alloc_f32(np->numel), *wantnp = cvx_tensor_f32_dup(np);
+    for (int64_t ch = 0; ch < 3; ch++)
+        for (int64_t f = 0; f < F; f++)
+            for (int64_t p = 0; p < HH * WW; p++) {
+                float v = got[(ch * F + f) * HH * WW + p] * 0.5f + 0.5f;
+                post[(f * HH * WW + p) * 3 + ch] = v < 0 ? 0 : v > 1 ? 1 : v;
+            }
+    ASSERT_REL_L2(post, wantnp, (size_t)np->numel, 1e-3);
+    free(got); free(want); free(post); free(wantnp);
+    cvx_st_close(fr);
+    cvx_st_close(gold);
+
+    snprintf(path, sizeof path, "%s/video.mp4", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size > 1000);
+    tu_rmrf(dir);
+}
+
+static void test_e2e_2b_ddim(void **state) { (void)state; run_case("e2e_2b"); }
+static void test_e2e_5b_dpm(void **state) { (void)state; run_case("e2e_5b"); }
+static void test_e2e_5b_dynamic_cfg(void **state) { (void)state; run_case("e2e_5b_dyncfg"); }
+
+static double mtime(const char *dir, const char *file) {
+    char p[600];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (stat(p, &st) != 0) fail_msg("%s missing", p);
+    return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+}
+
+/* `make pipeline` through real make dependencies: a stage-3 setting re-runs only stage 3,
+ * a stage-2 setting stages 2 and 3, the prompt all three. */
+static void test_make_reruns_only_what_changed(void **state) {
+    (void)state;
+    char dir[256], base[1024], cmd[2048];
+    const char *b = getenv("BUILD");
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(base, sizeof base, "make -s --no-print-directory pipeline BIN=%s/bin OUT=%s STEPS=2 THREADS=1",
+             b && b[0] ? b : "build", dir);
+    snprintf(cmd, sizeof cmd, "%s CRF=20 >/dev/null", base);
+    run_ok(cmd);
+    double t1 = mtime(dir, "stage1_embeddings.safetensors"), t2 = mtime(dir, "stage2_latents.safetensors"),
+           t3 = mtime(dir, "output_video.mp4");
+    snprintf(cmd, sizeof cmd, "%s CRF=20 >/dev/null", base);  /* nothing changed: nothing runs */
+    run_ok(cmd);
+    assert_true(mtime(dir, "output_video.mp4") == t3);
+    snprintf(cmd, sizeof cmd, "%s CRF=30 >/dev/null", base);  /* stage-3 setting */
+    run_ok(cmd);
+    assert_true(mtime(dir, "stage1_embeddings.safetensors") == t1);
+    assert_true(mtime(dir, "stage2_latents.safetensors") == t2);
+    assert_true(mtime(dir, "output_video.mp4") > t3);
+    t3 = mtime(dir, "output_video.mp4");
+    snprintf(cmd, sizeof cmd, "%s CRF=30 SEED=7 >/dev/null", base);  /* stage-2 setting */
+    run_ok(cmd);
+    assert_true(mtime(dir, "stage1_embeddings.safetensors") == t1);
+    assert_true(mtime(dir, "stage2_latents.safetensors") > t2);
+    assert_true(mtime(dir, "output_video.mp4") > t3);
+    snprintf(cmd, sizeof cmd, "%s CRF=30 SEED=7 PROMPT='another prompt' >/dev/null", base);
+    run_ok(cmd);
+    assert_true(mtime(dir, "stage1_embeddings.safetensors") > t1);
+    tu_rmrf(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_e2e_2b_ddim),
+        cmocka_unit_test(test_e2e_5b_dpm),
+        cmocka_unit_test(test_e2e_5b_dynamic_cfg),
+        cmocka_unit_test(test_make_reruns_only_what_changed),
+    };
+    return cmocka_run_group_tests_name("e2e_pipeline", tests, NULL, NULL);
+}
