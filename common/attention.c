@@ -6,10 +6,51 @@
 #include "ops.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { Q_TILE = 64, K_TILE = 512 };
+enum { Q_TILE = 128, K_TILE = 512 };
+
+/* exp(x) for x <= 0 (softmax after max subtraction), branch-free so the loop vectorizes:
+ * Cephes-style range reduction x = n·ln2 + r, degree-6 polynomial for e^r, 2^n via the
+ * exponent bits. Max relative error ~2 ulp over [-87, 0]; below that the result is 0. */
+static inline float exp_nonpos(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    float n = __builtin_rintf(x * 1.44269504088896341f);
+    float r = x - n * 0.693359375f;           /* ln2 split: high part exact in float */
+    r = r - n * -2.12194440e-4f;              /* low part */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    return p * scale;
+}
+
+/* s[j] = exp(s[j] - mx); returns the sum. */
+static float exp_shift_sum(float *s, int n, float mx) {
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        float e = exp_nonpos(s[j] - mx);
+        s[j] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+static float row_max(const float *s, int n, float init) {
+    float mx = init;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    return mx;
+}
 
 /* One (head, query tile): out rows = softmax(scale·q kᵀ + bias) v. */
 static void attention_tile(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
@@ -27,10 +68,9 @@ static void attention_tile(const float *q, int ld_q, const float *k, const float
                 const float *br = bias + (size_t)i * ld_bias + k0;
                 for (int j = 0; j < nk; j++) s[j] += br[j];
             }
-            float mx = m[i];
-            for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
-            float corr = expf(m[i] - mx), sum = 0;
-            for (int j = 0; j < nk; j++) { s[j] = expf(s[j] - mx); sum += s[j]; }
+            float mx = row_max(s, nk, m[i]);
+            float corr = expf(m[i] - mx);
+            float sum = exp_shift_sum(s, nk, mx);
             l[i] = l[i] * corr + sum;
             m[i] = mx;
             float *a = acc + (size_t)i * hd;
