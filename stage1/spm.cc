@@ -9,6 +9,8 @@
 
 #include <sentencepiece_processor.h>
 
+// error.h is C11; its _Noreturn has a C++ spelling.
+#define _Noreturn [[noreturn]]
 extern "C" {
 #include "error.h"
 }

@@ -3,7 +3,10 @@
  *
  * Numerics as upstream: the noise schedule (alphas_cumprod) is float64; each step's scalar
  * coefficients are computed in float64 and rounded to float32 before the element-wise float32
- * arithmetic on the latents (PyTorch's 0-d float64 tensor × float32 tensor). */
+ * arithmetic on the latents (PyTorch's 0-d float64 tensor × float32 tensor).
+ * (beta_schedule "linear" / "squaredcos_cap_v2" have a float32 schedule upstream; ā is built in
+ * float32 here too, but the step coefficients are then computed in float64 — not bit-exact for
+ * those schedules, which no CogVideoX checkpoint uses.) */
 #ifndef COGVIDEOX_SCHEDULER_H
 #define COGVIDEOX_SCHEDULER_H
 
@@ -66,7 +69,7 @@ void cogvideox_dpm_step_with_noise(const cogvideox_scheduler *s, const float *mo
                                    const float *noise2, float *prev, float *x0);
 
 /* DPM step drawing its noise from `g` exactly as upstream (cogvideox_dpm_num_draws draws of n
- * normals). `noise_scratch` holds n floats (2n when second order, so both draws are kept). */
+ * normals). `noise_scratch` holds n floats (it ends up holding the noise that was used). */
 void cogvideox_dpm_step(const cogvideox_scheduler *s, const float *model_output, const float *old_x0, int64_t t,
                         int64_t t_back, const float *sample, size_t n, cvx_generator *g, float *noise_scratch,
                         float *prev, float *x0);

@@ -21,6 +21,7 @@ typedef struct {
     int flip_sin_to_cos, freq_shift;
     double norm_eps;
     double spatial_interpolation_scale, temporal_interpolation_scale;
+    int attention_bias, norm_elementwise_affine, patch_bias;  /* upstream defaults: true */
 } cogvideox_config;
 
 typedef struct cogvideox_transformer cogvideox_transformer;
@@ -48,5 +49,20 @@ int cogvideox_num_video_tokens(const cogvideox_config *c, int F, int H, int W);
  * -1 + cvx_error for sizes the model cannot take. */
 int cogvideox_forward(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
                       int L, const int64_t *timestep, const float *rope_cos, const float *rope_sin, float *out);
+/* The same with the `ofs` input of models with ofs_embed_dim (CogVideoX1.5 I2V): ofs[n_ofs],
+ * n_ofs = 1 (broadcast over the batch, as the pipeline's `latents.new_full((1,), 2.0)`) or B.
+ * cogvideox_forward passes the pipeline's value 2.0 for such models. */
+int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                         int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
+                         const float *rope_sin, float *out);
+
+/* Wall time and FLOPs (multiply-add = 2) spent in the forwards since the last reset, split into
+ * the linear layers and the attention core (q·kᵀ, softmax, ·v); for benchmarks. */
+typedef struct {
+    double t_total, t_linear, t_attention;
+    double flop_linear, flop_attention;
+} cogvideox_stats;
+cogvideox_stats cogvideox_get_stats(const cogvideox_transformer *m);
+void cogvideox_reset_stats(cogvideox_transformer *m);
 
 #endif

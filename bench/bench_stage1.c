@@ -1,0 +1,149 @@
+/* Stage-1 benchmark: the T5 encoder at T5-XXL dimensions (d_model 4096, 64 heads x 64,
+ * d_ff 10240) with random bf16 weights (the real checkpoint's storage dtype), 2 of the 24
+ * layers, 226 tokens, one sequence. Prints wall time (median of 3 after a warm-up), GFLOP/s
+ * and peak RSS. The PyTorch peer takes 1.42 s for the same case (docs: PERFORMANCE.md).
+ *
+ *   bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--f32] [--reps N] */
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "error.h"
+#include "gemm.h"
+#include "stage1/t5.h"
+
+#define PYTORCH_SECONDS 1.42   /* 2 layers, 226 tokens, f32, 2 threads */
+
+/* A random weight [r, c] in `dt`, uniform in ±sqrt(3/fan_in) (unit-variance outputs). */
+static const cvx_tensor *rand_tensor(const char *name, int64_t r, int64_t c, cvx_dtype dt, uint64_t *seed) {
+    cvx_tensor *t = cvx_calloc(1, sizeof *t);
+    const size_t n = (size_t)(r * c);
+    const float a = 1.7320508f / sqrtf((float)c);
+    float *tmp = cvx_alloc_f32(n);
+    uint64_t s = *seed;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        tmp[i] = a * (2.0f * (float)(s >> 40) / 16777216.0f - 1.0f);
+    }
+    *seed = s;
+    void *data;
+    if (dt == CVX_BF16) {
+        data = cvx_malloc(n * 2);
+        cvx_f32_to_bf16_n(tmp, data, n);
+        free(tmp);
+    } else {
+        data = tmp;
+    }
+    *t = (cvx_tensor){.name = name, .dtype = dt, .ndim = 2, .shape = {r, c}, .numel = (int64_t)n,
+                      .data = data, .nbytes = n * cvx_dtype_size(dt), .file = "(random)"};
+    return t;
+}
+
+static float *ones_noise(int n) {
+    float *w = cvx_alloc_f32((size_t)n);
+    for (int i = 0; i < n; i++) w[i] = 1.0f + 0.1f * (float)((i * 37) % 11 - 5) / 5.0f;
+    return w;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    cvx_set_program_name("bench_stage1");
+    int layers = 2, S = 226, B = 1, threads = 0, reps = 3;
+    cvx_dtype dt = CVX_BF16;
+    static const struct option opts[] = {{"layers", required_argument, 0, 'l'}, {"tokens", required_argument, 0, 's'},
+                                         {"batch", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
+                                         {"reps", required_argument, 0, 'r'},  {"f32", no_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'l': layers = atoi(optarg); break;
+        case 's': S = atoi(optarg); break;
+        case 'b': B = atoi(optarg); break;
+        case 't': threads = atoi(optarg); break;
+        case 'r': reps = atoi(optarg); break;
+        case 'f': dt = CVX_F32; break;
+        default:
+            printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32]\n");
+            return c == 'h' ? 0 : 1;
+        }
+    }
+    if (layers < 1 || S < 1 || B < 1 || reps < 1) cvx_die("layers, tokens, batch and reps must be positive");
+    cvx_set_threads(threads);
+
+    /* T5-XXL hyper-parameters (real_configs.md), fewer layers; a small vocabulary suffices. */
+    t5_model m = {.cfg = {.d_model = 4096, .d_kv = 64, .num_heads = 64, .d_ff = 10240, .num_layers = layers,
+                          .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f}};
+    const t5_config *c = &m.cfg;
+    const int64_t D = c->d_model, inner = (int64_t)c->num_heads * c->d_kv, F = c->d_ff;
+    uint64_t seed = 42;
+    m.embed = rand_tensor("shared.weight", c->vocab_size, D, dt, &seed);
+    m.rel_bias = ones_noise(c->num_buckets * c->num_heads);
+    m.final_ln = ones_noise((int)D);
+    m.blocks = cvx_calloc((size_t)layers, sizeof *m.blocks);
+    for (int l = 0; l < layers; l++) {
+        t5_block *b = &m.blocks[l];
+        b->q = rand_tensor("q", inner, D, dt, &seed);
+        b->k = rand_tensor("k", inner, D, dt, &seed);
+        b->v = rand_tensor("v", inner, D, dt, &seed);
+        b->o = rand_tensor("o", D, inner, dt, &seed);
+        b->wi_0 = rand_tensor("wi_0", F, D, dt, &seed);
+        b->wi_1 = rand_tensor("wi_1", F, D, dt, &seed);
+        b->wo = rand_tensor("wo", D, F, dt, &seed);
+        b->ln_attn = ones_noise((int)D);
+        b->ln_ff = ones_noise((int)D);
+    }
+    int64_t *ids = cvx_malloc((size_t)B * S * sizeof *ids);
+    for (int i = 0; i < B * S; i++) ids[i] = (i * 7919) % c->vocab_size;
+    float *out = cvx_alloc_f32((size_t)B * S * D);
+
+    /* FLOPs: the linear layers plus the two attention products (multiply-add = 2). */
+    const double M = (double)B * S;
+    const double flop_layer = 2.0 * M * (double)D * (4.0 * (double)inner + 3.0 * (double)F) +
+                              4.0 * (double)B * S * S * (double)inner;
+    const double flop = flop_layer * layers;
+
+    double *t = cvx_malloc((size_t)(reps + 1) * sizeof *t);
+    for (int r = 0; r <= reps; r++) {   /* r = 0: warm-up */
+        const double t0 = cvx_time();
+        if (t5_encode(&m, ids, B, S, out, NULL)) cvx_die_last_error();
+        t[r] = cvx_time() - t0;
+    }
+    qsort(t + 1, (size_t)reps, sizeof *t, cmp_double);
+    const double med = t[1 + reps / 2];
+    double checksum = 0;
+    for (size_t i = 0; i < (size_t)B * S * D; i++) checksum += out[i];
+    printf("stage1 T5 encoder bench: %d layers, %d x %d tokens, d_model %lld, %d heads x %d, d_ff %lld, %s weights, "
+           "%d threads\n",
+           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads());
+    printf("  wall %.3f s (median of %d; warm-up %.3f s, min %.3f s)  %.1f GFLOP  %.1f GFLOP/s  peak RSS %.0f MB\n",
+           med, reps, t[0], t[1], flop / 1e9, flop / med / 1e9, cvx_peak_rss_bytes() / 1048576.0);
+    if (layers == 2 && S == 226 && B == 1)
+        printf("  PyTorch 1.13 (f32, same case): %.2f s -> speed-up %.2fx (target >= 1.20x)\n", PYTORCH_SECONDS,
+               PYTORCH_SECONDS / med);
+    printf("  checksum %.6g\n", checksum);
+
+    for (int l = 0; l < layers; l++) {
+        t5_block *b = &m.blocks[l];
+        const cvx_tensor *ts[7] = {b->q, b->k, b->v, b->o, b->wi_0, b->wi_1, b->wo};
+        for (int i = 0; i < 7; i++) {
+            free((void *)ts[i]->data);
+            free((void *)ts[i]);
+        }
+    }
+    free((void *)m.embed->data);
+    free((void *)m.embed);
+    m.embed = NULL;
+    t5_free(&m);   /* norms, bias, blocks array */
+    free(ids);
+    free(out);
+    free(t);
+    return 0;
+}

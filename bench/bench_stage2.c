@@ -1,0 +1,232 @@
+/* Benchmark: one CogVideoX transformer forward at real CogVideoX-2b / -5b dimensions with 2
+ * layers and random bf16 weights (written to a temp dir and mmapped, as the real checkpoints
+ * are), CFG batch 2, text 226×4096. Default latent [2, 3, 16, 30, 44] = 226 + 990 tokens per
+ * batch element: the ../shared/PERFORMANCE.md case (it passes width 45; PyTorch's stride-2
+ * patching floors it to 22 patch columns, so 44 gives the same 990 tokens and FLOPs).
+ * Prints wall time (median of --runs after a warm-up), GFLOP/s of the linear layers and of the
+ * attention core, and peak RSS.
+ *
+ *   bench_stage2 [--model 2b|5b|all] [--frames F] [--height H] [--width W] [--runs N]
+ *                [--threads N] [--f32]  */
+#include "error.h"
+#include "gemm.h"
+#include "safetensors.h"
+#include "stage2/transformer.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float urand(void) {   /* xorshift64*, uniform in [-1, 1) */
+    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+static void add_random(cvx_st_writer *w, cvx_dtype store, const char *name, int ndim, const int64_t *shape,
+                       float scale, float offset) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    float *d = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) d[i] = offset + scale * urand();
+    if (cvx_stw_add_f32(w, name, store, ndim, shape, d)) cvx_die_last_error();
+    free(d);
+}
+#define ADD(name, scale, offset, ...) \
+    add_random(w, store, name, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, scale, offset)
+
+/* A diffusers transformer dir with `layers` random layers (PyTorch-like init scales). */
+static void write_model(const char *dir, int heads, int layers, int rope, cvx_dtype store) {
+    int64_t D = (int64_t)heads * 64, E = 512, T = 4096, C = 16, p = 2, hd = 64;
+    char path[1024], name[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) cvx_die("cannot write %s", path);
+    fprintf(f,
+            "{\"_class_name\": \"CogVideoXTransformer3DModel\", \"num_attention_heads\": %d, \"attention_head_dim\": 64,"
+            " \"num_layers\": %d, \"in_channels\": 16, \"out_channels\": 16, \"text_embed_dim\": 4096,"
+            " \"time_embed_dim\": 512, \"patch_size\": 2, \"sample_height\": 60, \"sample_width\": 90,"
+            " \"sample_frames\": 49, \"use_rotary_positional_embeddings\": %s}\n",
+            heads, layers, rope ? "true" : "false");
+    fclose(f);
+    cvx_st_writer *w = cvx_stw_new();
+    float sD = 1.0f / sqrtf((float)D), sE = 1.0f / sqrtf((float)E);
+    ADD("patch_embed.proj.weight", 1.0f / sqrtf((float)(C * p * p)), 0, D, C, p, p);
+    ADD("patch_embed.proj.bias", 0.1f, 0, D);
+    ADD("patch_embed.text_proj.weight", 1.0f / sqrtf((float)T), 0, D, T);
+    ADD("patch_embed.text_proj.bias", 0.1f, 0, D);
+    ADD("time_embedding.linear_1.weight", sD, 0, E, D);
+    ADD("time_embedding.linear_1.bias", 0.1f, 0, E);
+    ADD("time_embedding.linear_2.weight", sE, 0, E, E);
+    ADD("time_embedding.linear_2.bias", 0.1f, 0, E);
+    for (int i = 0; i < layers; i++) {
+#define N_(s) (snprintf(name, sizeof name, "transformer_blocks.%d.%s", i, s), name)
+        ADD(N_("norm1.linear.weight"), sE, 0, 6 * D, E);
+        ADD(N_("norm1.linear.bias"), 0.1f, 0, 6 * D);
+        ADD(N_("norm1.norm.weight"), 0.1f, 1, D);
+        ADD(N_("norm1.norm.bias"), 0.1f, 0, D);
+        ADD(N_("norm2.linear.weight"), sE, 0, 6 * D, E);
+        ADD(N_("norm2.linear.bias"), 0.1f, 0, 6 * D);
+        ADD(N_("norm2.norm.weight"), 0.1f, 1, D);
+        ADD(N_("norm2.norm.bias"), 0.1f, 0, D);
+        const char *proj[] = {"attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0"};
+        for (int k = 0; k < 4; k++) {
+            char nm[128];
+            snprintf(nm, sizeof nm, "%s.weight", proj[k]);
+            ADD(N_(nm), sD, 0, D, D);
+            snprintf(nm, sizeof nm, "%s.bias", proj[k]);
+            ADD(N_(nm), 0.1f, 0, D);
+        }
+        ADD(N_("attn1.norm_q.weight"), 0.1f, 1, hd);
+        ADD(N_("attn1.norm_q.bias"), 0.1f, 0, hd);
+        ADD(N_("attn1.norm_k.weight"), 0.1f, 1, hd);
+        ADD(N_("attn1.norm_k.bias"), 0.1f, 0, hd);
+        ADD(N_("ff.net.0.proj.weight"), sD, 0, 4 * D, D);
+        ADD(N_("ff.net.0.proj.bias"), 0.1f, 0, 4 * D);
+        ADD(N_("ff.net.2.weight"), 0.5f * sD, 0, D, 4 * D);
+        ADD(N_("ff.net.2.bias"), 0.1f, 0, D);
+#undef N_
+    }
+    ADD("norm_final.weight", 0.1f, 1, D);
+    ADD("norm_final.bias", 0.1f, 0, D);
+    ADD("norm_out.linear.weight", sE, 0, 2 * D, E);
+    ADD("norm_out.linear.bias", 0.1f, 0, 2 * D);
+    ADD("norm_out.norm.weight", 0.1f, 1, D);
+    ADD("norm_out.norm.bias", 0.1f, 0, D);
+    ADD("proj_out.weight", sD, 0, p * p * C, D);
+    ADD("proj_out.bias", 0.1f, 0, p * p * C);
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    if (cvx_stw_write(w, path)) cvx_die_last_error();
+    cvx_stw_free(w);
+}
+
+static void rm_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') { snprintf(p, sizeof p, "%s/%s", dir, e->d_name); unlink(p); }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench(const char *label, int heads, int rope, int F, int H, int W, int runs, cvx_dtype store,
+                  double torch_s) {
+    char dir[] = "/tmp/cvx_bench_s2_XXXXXX";
+    if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
+    double t0 = cvx_time();
+    write_model(dir, heads, 2, rope, store);
+    double t_write = cvx_time() - t0;
+    cogvideox_transformer *m = cogvideox_load(dir);
+    if (!m) cvx_die_last_error();
+    const cogvideox_config *c = cogvideox_get_config(m);
+    int B = 2, L = 226, Cin = c->in_channels, N = cogvideox_num_video_tokens(c, F, H, W), hd = c->attention_head_dim;
+    size_t nx = (size_t)B * F * Cin * H * W;
+    float *x = malloc(sizeof(float) * nx), *out = malloc(sizeof(float) * nx);
+    float *text = malloc(sizeof(float) * (size_t)B * L * c->text_embed_dim);
+    for (size_t i = 0; i < nx; i++) x[i] = urand();
+    for (size_t i = 0; i < (size_t)B * L * c->text_embed_dim; i++) text[i] = 0.2f * urand();
+    int64_t t[2] = {999, 999};
+    float *cs = NULL, *sn = NULL;
+    if (rope) {
+        cs = malloc(sizeof(float) * (size_t)N * hd);
+        sn = malloc(sizeof(float) * (size_t)N * hd);
+        if (cogvideox_rope_tables(c, F, H, W, cs, sn)) cvx_die_last_error();
+    }
+    printf("%s: D=%d (%d heads x %d), 2 layers, %s weights, latent [%d,%d,%d,%d,%d] -> %d + %d tokens per batch element"
+           " (weights written in %.1fs)\n",
+           label, heads * hd, heads, hd, cvx_dtype_name(store), B, F, Cin, H, W, L, N, t_write);
+    if (cogvideox_forward(m, x, B, F, H, W, text, L, t, cs, sn, out)) cvx_die_last_error();   /* warm-up */
+    double *times = malloc(sizeof(double) * (size_t)runs);
+    cogvideox_stats best = {0};
+    for (int r = 0; r < runs; r++) {
+        cogvideox_reset_stats(m);
+        if (cogvideox_forward(m, x, B, F, H, W, text, L, t, cs, sn, out)) cvx_die_last_error();
+        cogvideox_stats s = cogvideox_get_stats(m);
+        times[r] = s.t_total;
+        if (r == 0 || s.t_total < best.t_total) best = s;
+    }
+    double sum = 0;
+    for (size_t i = 0; i < nx; i++) sum += fabs(out[i]);
+    qsort(times, (size_t)runs, sizeof(double), cmp_double);
+    double med = times[runs / 2];
+    double other = best.t_total - best.t_linear - best.t_attention;
+    printf("  forward: median %.3f s of %d (min %.3f)   PyTorch %.2f s -> speed-up %.2fx (target 1.7x)\n", med, runs,
+           times[0], torch_s, torch_s / med);
+    printf("  linear:    %7.1f GFLOP in %.3f s = %6.1f GFLOP/s   (incl. bf16 widening)\n", best.flop_linear * 1e-9,
+           best.t_linear, best.flop_linear * 1e-9 / best.t_linear);
+    printf("  attention: %7.1f GFLOP in %.3f s = %6.1f GFLOP/s\n", best.flop_attention * 1e-9, best.t_attention,
+           best.flop_attention * 1e-9 / best.t_attention);
+    printf("  other (norms, modulation, RoPE, patching): %.3f s;  total %.1f GFLOP at %.1f GFLOP/s;  mean|out| %.4f\n",
+           other, (best.flop_linear + best.flop_attention) * 1e-9,
+           (best.flop_linear + best.flop_attention) * 1e-9 / best.t_total, sum / nx);
+    printf("  peak RSS so far: %.2f GB\n", cvx_peak_rss_bytes() / 1e9);
+    free(times); free(x); free(out); free(text); free(cs); free(sn);
+    cogvideox_free(m);
+    rm_dir(dir);
+}
+
+/* Plain sgemm rate at the bench's biggest linear shape, for the "% of sgemm" comparison. */
+static void sgemm_rate(int M, int N, int K) {
+    float *a = cvx_alloc_f32((size_t)M * K), *b = cvx_alloc_f32((size_t)N * K), *y = cvx_alloc_f32((size_t)M * N);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = urand();
+    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = urand();
+    cvx_sgemm(0, 1, M, N, K, 1, a, K, b, K, 0, y, N);
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = cvx_time();
+        cvx_sgemm(0, 1, M, N, K, 1, a, K, b, K, 0, y, N);
+        double dt = cvx_time() - t0;
+        best = dt < best ? dt : best;
+    }
+    printf("sgemm %dx%dx%d (x·Wᵀ): %.1f GFLOP/s\n", M, N, K, 2.0 * M * N * K / best * 1e-9);
+    free(a); free(b); free(y);
+}
+
+int main(int argc, char **argv) {
+    const char *model = "all";
+    int F = 3, H = 30, W = 44, runs = 3, threads = 0;
+    cvx_dtype store = CVX_BF16;
+    static const struct option opts[] = {{"model", 1, 0, 'm'}, {"frames", 1, 0, 'f'}, {"height", 1, 0, 'H'},
+                                         {"width", 1, 0, 'W'}, {"runs", 1, 0, 'r'}, {"threads", 1, 0, 't'},
+                                         {"f32", 0, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'm': model = optarg; break;
+        case 'f': F = atoi(optarg); break;
+        case 'H': H = atoi(optarg); break;
+        case 'W': W = atoi(optarg); break;
+        case 'r': runs = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 't': threads = atoi(optarg); break;
+        case 'x': store = CVX_F32; break;
+        default:
+            printf("usage: %s [--model 2b|5b|all] [--frames F] [--height H] [--width W] [--runs N] [--threads N] [--f32]\n",
+                   argv[0]);
+            return o == 'h' ? 0 : 1;
+        }
+    }
+    cvx_set_program_name("bench_stage2");
+    cvx_set_threads(threads);
+    printf("threads: %d\n", cvx_threads());
+    int all = !strcmp(model, "all");
+    if (all || !strcmp(model, "2b")) {
+        sgemm_rate(2 * (226 + F * (H / 2) * (W / 2)), 4 * 1920, 1920);
+        bench("CogVideoX-2b dims", 30, 0, F, H, W, runs, store, 6.24);
+    }
+    if (all || !strcmp(model, "5b")) {
+        sgemm_rate(2 * (226 + F * (H / 2) * (W / 2)), 4 * 3072, 3072);
+        bench("CogVideoX-5b dims", 48, 1, F, H, W, runs, store, 12.88);
+    }
+    return 0;
+}

@@ -1,0 +1,300 @@
+/* T5 v1.1 encoder (transformers T5EncoderModel), golden README section 2.
+ *
+ *   x = shared[ids]                                  (no scaling)
+ *   per block:  x += o(attention(rmsnorm(x)))        (no 1/sqrt(d), + relative position bias)
+ *               x += wo(gelu_tanh(wi_0 h) * wi_1 h), h = rmsnorm(x)
+ *   out = final_layer_norm(x)
+ * The position bias belongs to block 0 and is shared by all blocks. The pipeline passes no
+ * attention mask: every position (padding included) attends to every other. */
+#include "t5.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "fileio.h"
+#include "gemm.h"
+#include "ops.h"
+
+/* ---- config and weights ---- */
+
+int t5_config_load(t5_config *c, const char *path) {
+    cvx_config cfg;
+    if (cvx_config_load(&cfg, path)) return -1;
+    int64_t d_model, d_kv, heads, d_ff, layers, vocab, buckets, max_dist;
+    double eps;
+    const char *ff;
+    int rc = -1;
+    if (cvx_cfg_int(&cfg, "d_model", &d_model) || cvx_cfg_int(&cfg, "d_kv", &d_kv) ||
+        cvx_cfg_int(&cfg, "num_heads", &heads) || cvx_cfg_int(&cfg, "d_ff", &d_ff) ||
+        cvx_cfg_int(&cfg, "num_layers", &layers) || cvx_cfg_int(&cfg, "vocab_size", &vocab) ||
+        /* transformers' T5Config defaults for the rest */
+        cvx_cfg_int_or(&cfg, "relative_attention_num_buckets", 32, &buckets) ||
+        cvx_cfg_int_or(&cfg, "relative_attention_max_distance", 128, &max_dist) ||
+        cvx_cfg_num_or(&cfg, "layer_norm_epsilon", 1e-6, &eps) ||
+        cvx_cfg_str_or(&cfg, "feed_forward_proj", "relu", &ff))
+        goto done;
+    const struct { const char *key; int64_t v, lo; } chk[] = {
+        {"d_model", d_model, 1}, {"d_kv", d_kv, 1}, {"num_heads", heads, 1}, {"d_ff", d_ff, 1},
+        {"num_layers", layers, 1}, {"vocab_size", vocab, 1}, {"relative_attention_num_buckets", buckets, 4},
+        {"relative_attention_max_distance", max_dist, 2}};
+    for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++)
+        if (chk[i].v < chk[i].lo || chk[i].v > (1 << 24)) {
+            cvx_error("%s: key '%s' must be an integer in [%lld, %d], got %lld", path, chk[i].key,
+                      (long long)chk[i].lo, 1 << 24, (long long)chk[i].v);
+            goto done;
+        }
+    if (strcmp(ff, "gated-gelu") != 0) {
+        cvx_error("%s: key 'feed_forward_proj' is \"%s\"; only \"gated-gelu\" (T5 v1.1) is implemented", path, ff);
+        goto done;
+    }
+    if ((double)max_dist / (double)(buckets / 4) <= 1.0) {
+        cvx_error("%s: relative_attention_max_distance %lld must exceed num_buckets/4 = %lld", path,
+                  (long long)max_dist, (long long)(buckets / 4));
+        goto done;
+    }
+    *c = (t5_config){(int)d_model, (int)d_kv, (int)heads, (int)d_ff, (int)layers, (int)vocab,
+                     (int)buckets, (int)max_dist, (float)eps};
+    rc = 0;
+done:
+    cvx_config_free(&cfg);
+    return rc;
+}
+
+static const cvx_tensor *get2(const cvx_weights *w, const char *name, int64_t r, int64_t c) {
+    return cvx_weights_get(w, name, CVX_SHAPE(r, c));
+}
+
+/* A small weight ([r] when c == 0, else [r, c]) widened to a fresh f32 buffer (norm weights, position bias). */
+static float *get_f32(const cvx_weights *w, const char *name, int64_t r, int64_t c) {
+    const cvx_tensor *t = c ? cvx_weights_get(w, name, CVX_SHAPE(r, c)) : cvx_weights_get(w, name, CVX_SHAPE(r));
+    return t ? cvx_tensor_f32_dup(t) : NULL;
+}
+
+int t5_build(t5_model *m, const char *dir) {
+    memset(m, 0, sizeof *m);
+    char path[4096];
+    if (!cvx_is_dir(dir)) return cvx_error("%s: text encoder directory not found", dir);
+    if (cvx_path_join(path, sizeof path, dir, "config.json")) return cvx_error("%s: path too long", dir);
+    if (t5_config_load(&m->cfg, path)) return -1;
+    const t5_config *c = &m->cfg;
+    const int64_t D = c->d_model, inner = (int64_t)c->num_heads * c->d_kv;
+    m->weights = cvx_weights_open(dir);
+    if (!m->weights) return -1;
+    const cvx_weights *w = m->weights;
+
+    /* T5 ties encoder.embed_tokens to shared; checkpoints store either name. */
+    const char *embed_name = cvx_weights_find(w, "shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
+    if (!cvx_weights_find(w, embed_name)) {
+        cvx_error("%s: no token embedding (looked for 'shared.weight' and 'encoder.embed_tokens.weight')",
+                  cvx_weights_path(w));
+        goto fail;
+    }
+    if (!(m->embed = get2(w, embed_name, c->vocab_size, D))) goto fail;
+    if (!(m->rel_bias = get_f32(w, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                                c->num_buckets, c->num_heads)))
+        goto fail;
+    if (!(m->final_ln = get_f32(w, "encoder.final_layer_norm.weight", D, 0))) goto fail;
+
+    m->blocks = cvx_calloc((size_t)c->num_layers, sizeof *m->blocks);
+    for (int i = 0; i < c->num_layers; i++) {
+        t5_block *b = &m->blocks[i];
+        char n[256];
+#define NAME(fmt) (snprintf(n, sizeof n, "encoder.block.%d.layer." fmt, i), n)
+        if (!(b->q = get2(w, NAME("0.SelfAttention.q.weight"), inner, D)) ||
+            !(b->k = get2(w, NAME("0.SelfAttention.k.weight"), inner, D)) ||
+            !(b->v = get2(w, NAME("0.SelfAttention.v.weight"), inner, D)) ||
+            !(b->o = get2(w, NAME("0.SelfAttention.o.weight"), D, inner)) ||
+            !(b->ln_attn = get_f32(w, NAME("0.layer_norm.weight"), D, 0)) ||
+            !(b->wi_0 = get2(w, NAME("1.DenseReluDense.wi_0.weight"), c->d_ff, D)) ||
+            !(b->wi_1 = get2(w, NAME("1.DenseReluDense.wi_1.weight"), c->d_ff, D)) ||
+            !(b->wo = get2(w, NAME("1.DenseReluDense.wo.weight"), D, c->d_ff)) ||
+            !(b->ln_ff = get_f32(w, NAME("1.layer_norm.weight"), D, 0)))
+            goto fail;
+#undef NAME
+    }
+    return 0;
+fail:
+    t5_free(m);
+    return -1;
+}
+
+void t5_free(t5_model *m) {
+    if (m->blocks)
+        for (int i = 0; i < m->cfg.num_layers; i++) {
+            free(m->blocks[i].ln_attn);
+            free(m->blocks[i].ln_ff);
+        }
+    free(m->blocks);
+    free(m->rel_bias);
+    free(m->final_ln);
+    if (m->weights) cvx_weights_close(m->weights);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- relative position bias ---- */
+
+int t5_relative_position_bucket(int rel, int num_buckets, int max_distance) {
+    /* Bidirectional: half the buckets for keys after the query, half for keys before. */
+    const int nb = num_buckets / 2, max_exact = nb / 2;
+    int bucket = rel > 0 ? nb : 0;
+    const int n = rel < 0 ? -rel : rel;
+    if (n < max_exact) return bucket + n;
+    /* Logarithmic buckets up to max_distance, in float32 as upstream (torch.log on a float
+     * tensor, then divided by a Python float and truncated toward zero). */
+    const float lg = logf((float)n / (float)max_exact) / (float)log((double)max_distance / max_exact) *
+                     (float)(nb - max_exact);
+    int large = max_exact + (int)lg;
+    return bucket + (large < nb - 1 ? large : nb - 1);
+}
+
+void t5_position_bias(const t5_model *m, int S, float *bias) {
+    const int H = m->cfg.num_heads;
+    int *bucket = cvx_malloc((size_t)(2 * S - 1) * sizeof *bucket);   /* by rel + S - 1 */
+    for (int r = -(S - 1); r <= S - 1; r++)
+        bucket[r + S - 1] = t5_relative_position_bucket(r, m->cfg.num_buckets, m->cfg.max_distance);
+#pragma omp parallel for
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++)
+                bias[((size_t)h * S + i) * S + j] = m->rel_bias[bucket[j - i + S - 1] * H + h];   // [H, S, S]
+    free(bucket);
+}
+
+/* ---- blocks ---- */
+
+void t5_scratch_alloc(t5_scratch *s, const t5_config *c, int M) {
+    const size_t D = (size_t)c->d_model, inner = (size_t)c->num_heads * c->d_kv, F = (size_t)c->d_ff;
+    memset(s, 0, sizeof *s);
+    s->h = cvx_alloc_f32((size_t)M * D);
+    s->qkv = cvx_alloc_f32((size_t)M * 3 * inner);
+    s->a = cvx_alloc_f32((size_t)M * inner);
+    s->y = cvx_alloc_f32((size_t)M * D);
+    s->gu = cvx_alloc_f32((size_t)M * 2 * F);
+}
+
+void t5_scratch_free(t5_scratch *s) {
+    free(s->h); free(s->qkv); free(s->a); free(s->y); free(s->gu); free(s->w);
+    memset(s, 0, sizeof *s);
+}
+
+/* Stored f32 weights are used in place (one cvx_linear each); any other dtype has to be widened
+ * anyway, so the matrices that share an input are widened stacked and multiplied by one GEMM
+ * (q|k|v: N = 3*inner, wi_0|wi_1: N = 2*d_ff), which runs closer to the sgemm peak. */
+static int use_stacked(const t5_model *m, const cvx_tensor *w) {
+    return !m->reference && !(w->dtype == CVX_F32 && ((uintptr_t)w->data & 3) == 0);
+}
+
+/* Widen n weights [rows_i, K] into one [sum rows_i, K] f32 matrix in s->w. */
+static const float *widen_stacked(t5_scratch *s, const cvx_tensor *const *w, int n) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (size_t)w[i]->numel;
+    if (s->w_cap < total) {
+        free(s->w);
+        s->w = cvx_alloc_f32(total);
+        s->w_cap = total;
+    }
+    float *dst = s->w;
+    for (int i = 0; i < n; i++) {
+        const size_t numel = (size_t)w[i]->numel, es = cvx_dtype_size(w[i]->dtype), chunk = 1 << 16;
+        const unsigned char *src = w[i]->data;
+#pragma omp parallel for schedule(static)
+        for (size_t c = 0; c < (numel + chunk - 1) / chunk; c++) {
+            const size_t lo = c * chunk, len = numel - lo < chunk ? numel - lo : chunk;
+            cvx_to_f32_n(w[i]->dtype, src + lo * es, dst + lo, len);
+        }
+        dst += numel;
+    }
+    return s->w;
+}
+
+/* y[M, N] (row stride ldy) = x[M, K] (row stride ldx) · Wᵀ, W: [N, K] — nn.Linear without bias. */
+static void linear(const t5_model *m, t5_scratch *s, const float *x, int ldx, int M, int K, const cvx_tensor *W,
+                   float *y, int ldy) {
+    const int N = (int)W->shape[0];
+    if (ldx == K && ldy == N && !use_stacked(m, W)) {
+        cvx_linear(x, M, K, W, NULL, y);
+        return;
+    }
+    const float *w = use_stacked(m, W) ? widen_stacked(s, &W, 1) : cvx_weight_f32(W);
+    cvx_sgemm(0, 1, M, N, K, 1.0f, x, ldx, w, K, 0.0f, y, ldy);
+}
+
+/* y[M, sum N_i] = x · [W_0; W_1; ...]ᵀ: the outputs of the n linears side by side per row. */
+static void linear_stacked(const t5_model *m, t5_scratch *s, const float *x, int M, int K,
+                           const cvx_tensor *const *W, int n, float *y) {
+    int N = 0;
+    for (int i = 0; i < n; i++) N += (int)W[i]->shape[0];
+    if (use_stacked(m, W[0])) {
+        cvx_sgemm(0, 1, M, N, K, 1.0f, x, K, widen_stacked(s, W, n), K, 0.0f, y, N);
+        return;
+    }
+    for (int i = 0, col = 0; i < n; col += (int)W[i]->shape[0], i++)
+        linear(m, s, x, K, M, K, W[i], y + col, N);
+}
+
+void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias, t5_scratch *s) {
+    const t5_config *c = &m->cfg;
+    const int M = B * S, D = c->d_model, H = c->num_heads, hd = c->d_kv, inner = H * hd;
+    cvx_rmsnorm(s->h, x, M, D, blk->ln_attn, c->eps);                 // [M, D]
+    const cvx_tensor *qkv_w[3] = {blk->q, blk->k, blk->v};
+    linear_stacked(m, s, s->h, M, D, qkv_w, 3, s->qkv);                // [M, 3*inner] = q | k | v
+    for (int b = 0; b < B; b++) {                                      // sequences never mix
+        const float *q = s->qkv + (size_t)b * S * 3 * inner;           // [S, inner], row stride 3*inner
+        /* T5 does not scale the scores by 1/sqrt(d_kv) (folded into its initialisation). */
+        cvx_attention(q, 3 * inner, q + inner, q + 2 * inner, 3 * inner, s->a + (size_t)b * S * inner, inner, S, S,
+                      H, hd, 1.0f, bias);                              // [S, inner]
+    }
+    linear(m, s, s->a, inner, M, inner, blk->o, s->y, D);              // [M, D]
+    cvx_add(x, s->y, (size_t)M * D);
+}
+
+void t5_feed_forward(const t5_model *m, const t5_block *blk, float *x, int B, int S, t5_scratch *s) {
+    const t5_config *c = &m->cfg;
+    const int M = B * S, D = c->d_model, F = c->d_ff;
+    cvx_rmsnorm(s->h, x, M, D, blk->ln_ff, c->eps);                   // [M, D]
+    const cvx_tensor *wi[2] = {blk->wi_0, blk->wi_1};
+    linear_stacked(m, s, s->h, M, D, wi, 2, s->gu);                    // [M, 2F] = wi_0 h | wi_1 h
+#pragma omp parallel for
+    for (int i = 0; i < M; i++) {
+        float *g = s->gu + (size_t)i * 2 * F, *u = g + F;
+        cvx_gelu_tanh(g, (size_t)F);                                   // gelu_new
+        for (int j = 0; j < F; j++) g[j] *= u[j];                      // [F]
+    }
+    linear(m, s, s->gu, 2 * F, M, F, blk->wo, s->y, D);                // [M, D]
+    cvx_add(x, s->y, (size_t)M * D);
+}
+
+void t5_layer(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias, t5_scratch *s) {
+    t5_attention(m, blk, x, B, S, bias, s);
+    t5_feed_forward(m, blk, x, B, S, s);
+}
+
+int t5_encode(const t5_model *m, const int64_t *ids, int B, int S, float *out, cvx_progress *progress) {
+    const t5_config *c = &m->cfg;
+    const int M = B * S, D = c->d_model;
+    const size_t esz = cvx_dtype_size(m->embed->dtype);
+    for (int i = 0; i < M; i++)
+        if (ids[i] < 0 || ids[i] >= m->embed->shape[0])
+            return cvx_error("token id %lld at position %d is outside the embedding table (%lld rows, %s)",
+                             (long long)ids[i], i, (long long)m->embed->shape[0], m->embed->file);
+    float *x = out;                                                    // residual stream [M, D]
+    for (int i = 0; i < M; i++)
+        cvx_to_f32_n(m->embed->dtype, (const char *)m->embed->data + (size_t)ids[i] * D * esz, x + (size_t)i * D,
+                     (size_t)D);
+    float *bias = cvx_alloc_f32((size_t)c->num_heads * S * S);         // [H, S, S]
+    t5_position_bias(m, S, bias);
+    t5_scratch s;
+    t5_scratch_alloc(&s, c, M);
+    for (int l = 0; l < c->num_layers; l++) {
+        t5_layer(m, &m->blocks[l], x, B, S, bias, &s);
+        if (progress) cvx_progress_update(progress, progress->done + 1);
+    }
+    cvx_rmsnorm(x, x, M, D, m->final_ln, c->eps);                      // [M, D]
+    t5_scratch_free(&s);
+    free(bias);
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* Positional information for the CogVideoX transformer, computed exactly as diffusers 0.32.2
+ * computes it: the sinusoidal timestep embedding, the 3D sin-cos table (CogVideoX-2b) and the
+ * 3D rotary tables (CogVideoX-5b / 1.5; cogvideox_rope_tables in transformer.h). */
+#ifndef CVX_POSITIONAL_H
+#define CVX_POSITIONAL_H
+
+#include "transformer.h"
+
+/* diffusers get_timestep_embedding (max_period 10000, scale 1): out [n, dim] from t [n]
+ * (float32 arithmetic as PyTorch does it); [cos, sin] when flip_sin_to_cos. */
+void cogvideox_timestep_sinusoid(float *out, const float *t, int n, int dim, int flip_sin_to_cos, double freq_shift);
+
+/* get_3d_sincos_pos_embed: table [T·gh·gw, D], token order (t, y, x); per token
+ * [temporal D/4 | width-based 3D/8 | height-based 3D/8], each part [sin | cos].
+ * Computed in float64, rounded to float32. -1 + cvx_error if D is not a multiple of 16. */
+int cogvideox_sincos_3d(float *out, int D, int T, int gh, int gw, double spatial_scale, double temporal_scale);
+
+/* torch.linspace(start, end, steps) for float32 on an AVX2 CPU, bit for bit (the vectorised
+ * blocks of 2×8 from the start, the scalar tail from the end). */
+void cogvideox_linspace_f32(float *out, float start, float end, int steps);
+
+/* diffusers get_resize_crop_region_for_grid((gh, gw), bw, bh): crop = (top, left, bottom, right). */
+void cogvideox_crop_region(int gh, int gw, int bw, int bh, int crop[4]);
+
+#endif

@@ -1,0 +1,307 @@
+/* CogVideoXPipeline.__call__ (text-to-video, diffusers 0.32.2) from the prompt embeddings on:
+ * prepare_latents, the rotary tables, the CFG loop with the scheduler step, and a checkpoint of
+ * the loop state so a run of hours can be killed and resumed bit for bit. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "fileio.h"
+#include "progress.h"
+
+#define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
+
+int cogvideox_latent_shape_for(const cogvideox_config *c, const cogvideox_sample_params *p, cogvideox_latent_shape *out) {
+    int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mult = sp * c->patch_size;
+    memset(out, 0, sizeof(*out));
+    if (c->in_channels != c->out_channels)
+        return cvx_error("transformer in_channels %d != out_channels %d: image-to-video models are not supported by "
+                         "this text-to-video sampler", c->in_channels, c->out_channels);
+    if (p->frames < 1 || (p->frames - 1) % ts != 0) {
+        int lower = p->frames > 1 ? (p->frames - 1) / ts * ts + 1 : 1;
+        return cvx_error("--frames %d: the frame count must be %dk+1 (VAE temporal factor %d), e.g. %d or %d",
+                         p->frames, ts, ts, lower, lower + ts);
+    }
+    if (p->height < mult || p->height % mult != 0)
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->height,
+                         mult, sp, c->patch_size);
+    if (p->width < mult || p->width % mult != 0)
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->width, mult,
+                         sp, c->patch_size);
+    if (p->num_inference_steps < 1)
+        return cvx_error("--num_inference_steps %d: must be at least 1", p->num_inference_steps);
+    if (!(p->guidance_scale >= 0) || !isfinite(p->guidance_scale))
+        return cvx_error("--guidance_scale %g: must be a finite number >= 0", p->guidance_scale);
+    out->frames = (p->frames - 1) / ts + 1;
+    /* CogVideoX1.5: the latent frame count must divide by patch_size_t; upstream adds frames
+     * at the front of the noise (num_frames += pad · temporal factor) and drops them at the end */
+    if (c->patch_size_t > 0 && out->frames % c->patch_size_t != 0) {
+        out->pad_frames = c->patch_size_t - out->frames % c->patch_size_t;
+        out->frames += out->pad_frames;
+    }
+    out->channels = c->in_channels;
+    out->height = p->height / sp;
+    out->width = p->width / sp;
+    out->numel = (size_t)out->frames * out->channels * out->height * out->width;
+    return 0;
+}
+
+int cogvideox_check_embeddings(const cogvideox_config *c, const cvx_tensor *prompt, const cvx_tensor *negative,
+                               const char *file) {
+    const cvx_tensor *ts[2] = {prompt, negative};
+    for (int k = 0; k < 2; k++) {
+        const cvx_tensor *t = ts[k];
+        if (!t) return cvx_error("%s: tensor '%s' is missing", file, k ? "negative_prompt_embeds" : "prompt_embeds");
+        char got[128];
+        cvx_shape_str(t->ndim, t->shape, got, sizeof got);
+        if (!cvx_dtype_is_float(t->dtype))
+            return cvx_error("%s: tensor '%s' has dtype %s, expected a float dtype", file, t->name,
+                             cvx_dtype_name(t->dtype));
+        if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != c->text_embed_dim)
+            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (text_embed_dim %d of the "
+                             "transformer: embeddings from another text encoder or model?)",
+                             file, t->name, got, c->max_text_seq_length, c->text_embed_dim, c->text_embed_dim);
+        if (t->shape[1] != c->max_text_seq_length)
+            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (sequence length must be the "
+                             "transformer's max_text_seq_length %d)",
+                             file, t->name, got, c->max_text_seq_length, c->text_embed_dim, c->max_text_seq_length);
+    }
+    return 0;
+}
+
+double cogvideox_guidance_at(const cogvideox_sample_params *p, int64_t t) {
+    if (!p->use_dynamic_cfg) return p->guidance_scale;
+    double n = p->num_inference_steps;
+    /* upstream uses the timestep value, not the step index: (n − t)/n is negative */
+    double x = pow(((double)p->num_inference_steps - (double)t) / n, 5.0);
+    return 1.0 + p->guidance_scale * ((1.0 - cos(M_PI * x)) / 2.0);
+}
+
+int cogvideox_uses_cfg(const cogvideox_sample_params *p) { return p->guidance_scale > 1.0; }
+
+void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const char *fmt, ...) {
+    int i = 0;
+    while (i < fp->n && strcmp(fp->key[i], key) != 0) i++;
+    CVX_CHECK(i < COGVIDEOX_FP_MAX && strlen(key) < sizeof fp->key[0]);
+    if (i == fp->n) fp->n++;
+    snprintf(fp->key[i], sizeof fp->key[i], "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fp->value[i], sizeof fp->value[i], fmt, ap);
+    va_end(ap);
+}
+
+/* ---- checkpoint file: stage2_checkpoint.safetensors ----
+ * tensors: latents F32 [1, F, C, h, w]; step I64 [1] (steps done); old_pred_original_sample F32
+ * (DPM, once a step is done); generator U8 [sizeof(cvx_generator)] (the POD state byte for byte).
+ * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
+static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, const float *latents,
+                            int steps_done, const float *old_x0, const cvx_generator *g) {
+    cvx_st_writer *w = cvx_stw_new();
+    int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
+    int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
+    char buf[32], key[64];
+    int rc = cvx_stw_add(w, "latents", CVX_F32, 5, shape, latents);
+    rc |= cvx_stw_add(w, "step", CVX_I64, 1, &one, &step);
+    if (old_x0) rc |= cvx_stw_add(w, "old_pred_original_sample", CVX_F32, 5, shape, old_x0);
+    rc |= cvx_stw_add(w, "generator", CVX_U8, 1, &gbytes, g);
+    rc |= cvx_stw_metadata(w, "format", CHECKPOINT_FORMAT);
+    snprintf(buf, sizeof buf, "%d", steps_done);
+    rc |= cvx_stw_metadata(w, "steps_done", buf);
+    for (int i = 0; ck->fingerprint && i < ck->fingerprint->n; i++) {
+        snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
+        rc |= cvx_stw_metadata(w, key, ck->fingerprint->value[i]);
+    }
+    if (rc == 0) rc = cvx_stw_write(w, ck->path);
+    cvx_stw_free(w);
+    return rc ? cvx_error_prefix("writing checkpoint %s", ck->path) : 0;
+}
+
+/* Load a checkpoint into the loop state after checking it belongs to this run. */
+static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, int n_steps, int dpm,
+                           float *latents, float *old_x0, int *steps_done, cvx_generator *g) {
+    const char *path = ck->path;
+    if (!cvx_is_file(path))
+        return cvx_error("--resume: no checkpoint at %s (run without --resume to start a new run)", path);
+    cvx_safetensors *st = cvx_st_open(path);
+    if (!st) return -1;
+    int rc = -1;
+    const char *fmt = cvx_st_metadata(st, "format");
+    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0) {
+        cvx_error("%s: not a stage2 checkpoint of this program (metadata 'format' is %s%s%s, expected \"%s\")", path,
+                  fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", CHECKPOINT_FORMAT);
+        goto done;
+    }
+    for (int i = 0; ck->fingerprint && i < ck->fingerprint->n; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
+        const char *v = cvx_st_metadata(st, key);
+        if (!v || strcmp(v, ck->fingerprint->value[i]) != 0) {
+            cvx_error("--resume: %s was written with %s=%s but this run has %s=%s (resume with the same settings, "
+                      "or run without --resume to start over)",
+                      path, ck->fingerprint->key[i], v ? v : "(missing)", ck->fingerprint->key[i],
+                      ck->fingerprint->value[i]);
+            goto done;
+        }
+    }
+    int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
+    char want[96], got[96];
+    cvx_shape_str(5, shape, want, sizeof want);
+    const cvx_tensor *tl = cvx_st_find(st, "latents"), *ts = cvx_st_find(st, "step");
+    const cvx_tensor *tg = cvx_st_find(st, "generator"), *to = cvx_st_find(st, "old_pred_original_sample");
+    if (!tl || tl->dtype != CVX_F32 || tl->numel != (int64_t)sh->numel || tl->ndim != 5 ||
+        memcmp(tl->shape, shape, sizeof shape) != 0) {
+        cvx_error("%s: tensor 'latents' %s, expected F32 %s", path,
+                  tl ? cvx_shape_str(tl->ndim, tl->shape, got, sizeof got) : "is missing", want);
+        goto done;
+    }
+    if (!ts || ts->dtype != CVX_I64 || ts->numel != 1) {
+        cvx_error("%s: tensor 'step' missing or not I64 [1]", path);
+        goto done;
+    }
+    int64_t step;
+    memcpy(&step, ts->data, sizeof step);
+    if (step < 1 || step > n_steps) {
+        cvx_error("%s: step %lld out of range 1..%d", path, (long long)step, n_steps);
+        goto done;
+    }
+    if (!tg || tg->dtype != CVX_U8 || tg->numel != (int64_t)sizeof(*g)) {
+        cvx_error("%s: tensor 'generator' missing or not U8 [%zu] (checkpoint from another build?)", path, sizeof(*g));
+        goto done;
+    }
+    memcpy(g, tg->data, sizeof(*g));
+    if (cvx_generator_validate(g)) {
+        cvx_error_prefix("%s: tensor 'generator'", path);
+        goto done;
+    }
+    if (dpm) {
+        if (!to || to->dtype != CVX_F32 || to->numel != (int64_t)sh->numel) {
+            cvx_error("%s: tensor 'old_pred_original_sample' missing or not F32 %s (needed by the DPM scheduler)", path,
+                      want);
+            goto done;
+        }
+        memcpy(old_x0, to->data, sh->numel * sizeof(float));
+    }
+    memcpy(latents, tl->data, sh->numel * sizeof(float));
+    *steps_done = (int)step;
+    rc = 0;
+done:
+    cvx_st_close(st);
+    return rc;
+}
+
+/* Classifier-free guidance: pred = u + g·(c − u), float32 as upstream (g rounded to float). */
+static void guide(float *pred, const float *uncond, const float *cond, size_t n, double g) {
+    float gf = (float)g;
+    for (size_t i = 0; i < n; i++) pred[i] = uncond[i] + gf * (cond[i] - uncond[i]);
+}
+
+int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cogvideox_sample_params *p,
+                     const cogvideox_latent_shape *sh, const float *prompt, const float *negative, int L,
+                     const cogvideox_checkpointing *ck, cogvideox_step_hook hook, void *hook_ctx, float *latents,
+                     cogvideox_sample_result *result) {
+    const cogvideox_config *c = cogvideox_get_config(m);
+    const size_t n = sh->numel, D = (size_t)c->text_embed_dim;
+    const int n_steps = p->num_inference_steps, cfg = cogvideox_uses_cfg(p), B = cfg ? 2 : 1;
+    const int dpm = s->kind == COGVIDEOX_DPM;
+    memset(result, 0, sizeof(*result));
+    if (cogvideox_scheduler_set_timesteps(s, n_steps)) return -1;
+    if (ck && ck->stop_after_steps < 0) return cvx_error("--stop_after_steps must be >= 0");
+
+    /* text batch: negative first, as upstream's torch.cat([negative, prompt]) */
+    float *text = cvx_malloc((size_t)B * L * D * sizeof(float));
+    if (cfg) {
+        memcpy(text, negative, (size_t)L * D * sizeof(float));
+        memcpy(text + (size_t)L * D, prompt, (size_t)L * D * sizeof(float));
+    } else {
+        memcpy(text, prompt, (size_t)L * D * sizeof(float));
+    }
+    float *x = cvx_alloc_f32((size_t)B * n);          /* [B, F, C, h, w] model input */
+    float *out = cvx_alloc_f32((size_t)B * n);        /* [B, F, C, h, w] model output */
+    float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n), *x0 = cvx_alloc_f32(n);
+    float *old_x0 = dpm ? cvx_alloc_f32(n) : NULL, *noise = dpm ? cvx_alloc_f32(n) : NULL;
+    float *rope_cos = NULL, *rope_sin = NULL;
+    int rc = -1;
+
+    cvx_generator gen;
+    int start = 0;
+    if (ck && ck->path && ck->resume) {
+        if (checkpoint_read(ck, sh, n_steps, dpm, latents, old_x0, &start, &gen)) goto done;
+        cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
+    } else {
+        /* prepare_latents: randn([1, F, C, h, w]) from the seeded generator, its first use;
+         * × init_noise_sigma (1.0) */
+        cvx_generator_seed(&gen, p->seed);
+        cvx_randn(&gen, latents, n);
+        if (ck && ck->path && cvx_is_file(ck->path))
+            cvx_warn("%s exists and will be overwritten by this new run (pass --resume to continue it instead)",
+                     ck->path);
+    }
+    result->resumed_from = start;
+
+    /* rotary tables once, from the latent grid (5b / 1.5) */
+    if (c->use_rotary_positional_embeddings) {
+        size_t nt = (size_t)cogvideox_num_video_tokens(c, sh->frames, sh->height, sh->width);
+        rope_cos = cvx_alloc_f32(nt * c->attention_head_dim);
+        rope_sin = cvx_alloc_f32(nt * c->attention_head_dim);
+        if (cogvideox_rope_tables(c, sh->frames, sh->height, sh->width, rope_cos, rope_sin)) goto done;
+    }
+
+    cvx_progress bar;
+    cvx_progress_start(&bar, "denoising", n_steps - start);
+    double t0 = cvx_time();
+    int done_steps = start;
+    for (int i = start; i < n_steps; i++) {
+        int64_t t = s->timesteps[i];
+        int64_t tstep[2] = {t, t};
+        for (int b = 0; b < B; b++) memcpy(x + (size_t)b * n, latents, n * sizeof(float));
+        if (cogvideox_forward(m, x, B, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos, rope_sin, out)) {
+            cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
+            goto done;
+        }
+        if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(p, t));
+        else memcpy(pred, out, n * sizeof(float));
+
+        if (dpm) {
+            /* old x0 from the previous step and t_back = the previous timestep (None at i = 0) */
+            cogvideox_dpm_step(s, pred, i > 0 ? old_x0 : NULL, t, i > 0 ? s->timesteps[i - 1] : -1, latents, n, &gen,
+                               noise, prev, x0);
+            float *tmp = old_x0; old_x0 = x0; x0 = tmp;
+        } else {
+            cogvideox_ddim_step(s, pred, t, latents, n, prev, x0);
+        }
+        memcpy(latents, prev, n * sizeof(float));
+        done_steps = i + 1;
+        cvx_debug("step %d/%d t=%lld guidance %.6g", done_steps, n_steps, (long long)t, cogvideox_guidance_at(p, t));
+        if (hook) hook(hook_ctx, i, latents, sh);
+
+        int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
+        if (ck && ck->path && done_steps < n_steps &&
+            (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
+            if (checkpoint_write(ck, sh, latents, done_steps, dpm ? old_x0 : NULL, &gen)) goto done;
+        }
+        cvx_progress_update(&bar, done_steps - start);
+        if (stop) break;
+    }
+    if (done_steps == n_steps) cvx_progress_finish(&bar);
+    result->steps_done = done_steps;
+    result->seconds = cvx_time() - t0;
+    rc = 0;
+done:
+    free(text); free(x); free(out); free(pred); free(prev); free(x0); free(old_x0); free(noise);
+    free(rope_cos); free(rope_sin);
+    return rc;
+}
+
+void cogvideox_latents_to_output(const float *latents, const cogvideox_latent_shape *sh, float *out) {
+    const int T = sh->frames - sh->pad_frames;
+    const size_t hw = (size_t)sh->height * sh->width;
+    for (int c = 0; c < sh->channels; c++)
+        for (int f = 0; f < T; f++)
+            memcpy(out + ((size_t)c * T + f) * hw, latents + ((size_t)(f + sh->pad_frames) * sh->channels + c) * hw,
+                   hw * sizeof(float));
+}

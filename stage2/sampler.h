@@ -1,0 +1,92 @@
+/* The CogVideoXPipeline denoising loop (diffusers 0.32.2, text-to-video): latent shape rules,
+ * initial noise from the seed, classifier-free guidance (static or dynamic), the scheduler
+ * step, and checkpoint / resume of the loop state.
+ *
+ * Latents here are in the pipeline's layout [1, F, C, h, w] (frames before channels), F
+ * including CogVideoX1.5's padding frame; cogvideox_latents_to_output gives the stage-2 file
+ * layout [1, C, T, h, w] without it. */
+#ifndef COGVIDEOX_SAMPLER_H
+#define COGVIDEOX_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "rng.h"
+#include "safetensors.h"
+#include "stage2/scheduler.h"
+#include "stage2/transformer.h"
+
+typedef struct {
+    int frames, height, width;          /* video size in pixels */
+    int num_inference_steps;
+    double guidance_scale;
+    int use_dynamic_cfg;
+    uint64_t seed;
+    int vae_scale_spatial;              /* 2^(len(vae block_out_channels) − 1), 8 for CogVideoX */
+    int vae_scale_temporal;             /* vae temporal_compression_ratio, 4 */
+} cogvideox_sample_params;
+
+typedef struct {
+    int frames;          /* latent frames the loop runs on, padding included */
+    int pad_frames;      /* leading frames dropped at the end (CogVideoX1.5: 0 or 1) */
+    int channels, height, width;
+    size_t numel;        /* frames · channels · height · width (batch 1) */
+} cogvideox_latent_shape;
+
+/* Latent shape for a request, validating the sizes against the model first (frames 4k+1,
+ * height/width multiples of vae_scale·patch_size, ...). -1 + a clear cvx_error naming the flag. */
+int cogvideox_latent_shape_for(const cogvideox_config *c, const cogvideox_sample_params *p, cogvideox_latent_shape *out);
+
+/* The embeddings must be [1, max_text_seq_length, text_embed_dim] F32-convertible floats, both
+ * the same shape. `file` names the file in messages. */
+int cogvideox_check_embeddings(const cogvideox_config *c, const cvx_tensor *prompt, const cvx_tensor *negative,
+                               const char *file);
+
+/* Guidance scale at timestep t: the static scale, or with use_dynamic_cfg upstream's
+ * 1 + g·(1 − cos(π·((n − t)/n)^5))/2 (t the timestep value, n the step count), in double. */
+double cogvideox_guidance_at(const cogvideox_sample_params *p, int64_t t);
+/* CFG is used when guidance_scale > 1 (as upstream: then the batch is [negative; positive]). */
+int cogvideox_uses_cfg(const cogvideox_sample_params *p);
+
+/* ---- checkpoint / resume ---- */
+/* The run settings a checkpoint belongs to, as (key, value) strings; stored in the checkpoint
+ * metadata as "run.<key>" and compared one by one on resume. */
+#define COGVIDEOX_FP_MAX 32
+typedef struct {
+    int n;
+    char key[COGVIDEOX_FP_MAX][48];
+    char value[COGVIDEOX_FP_MAX][1024];
+} cogvideox_fingerprint;
+void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+typedef struct {
+    const char *path;                      /* checkpoint file; NULL = no checkpoints */
+    int every;                             /* write after every K-th step; 0 = never */
+    int resume;                            /* continue from `path` (must exist and match) */
+    int stop_after_steps;                  /* debugging: stop once this many steps are done
+                                            * (after writing a checkpoint); 0 = run to the end */
+    const cogvideox_fingerprint *fingerprint;
+} cogvideox_checkpointing;
+
+/* Called after every step with the latents ([1, F, C, h, w]); step counts from 0. */
+typedef void (*cogvideox_step_hook)(void *ctx, int step, const float *latents, const cogvideox_latent_shape *shape);
+
+typedef struct {
+    int steps_done;      /* == num_inference_steps when finished */
+    int resumed_from;    /* steps already done in the checkpoint, 0 for a fresh run */
+    double seconds;      /* time spent in the loop in this process */
+} cogvideox_sample_result;
+
+/* Run the loop. prompt / negative: [L, text_embed_dim] float (negative unused without CFG).
+ * latents: numel floats, receives the final latents [1, F, C, h, w] (padding included).
+ * The scheduler must come fresh from cogvideox_scheduler_init (timesteps are set here).
+ * Returns 0 (check result->steps_done < n for a stop_after_steps stop), -1 + cvx_error. */
+int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cogvideox_sample_params *p,
+                     const cogvideox_latent_shape *shape, const float *prompt, const float *negative, int L,
+                     const cogvideox_checkpointing *ck, cogvideox_step_hook hook, void *hook_ctx, float *latents,
+                     cogvideox_sample_result *result);
+
+/* [1, F, C, h, w] (padding first) -> [1, C, F − pad, h, w], the stage-2 file layout. */
+void cogvideox_latents_to_output(const float *latents, const cogvideox_latent_shape *shape, float *out);
+
+#endif

@@ -1,0 +1,308 @@
+/* CogVideoXDDIMScheduler / CogVideoXDPMScheduler: noise schedule, timesteps, steps.
+ * Reproduces diffusers 0.32.2 with PyTorch 1.13 number for number (see scheduler.h). */
+#include "scheduler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+int cogvideox_scheduler_parse_kind(const char *name, cogvideox_scheduler_kind *out) {
+    if (!strcmp(name, "ddim") || !strcmp(name, "CogVideoXDDIMScheduler")) *out = COGVIDEOX_DDIM;
+    else if (!strcmp(name, "dpm") || !strcmp(name, "CogVideoXDPMScheduler")) *out = COGVIDEOX_DPM;
+    else return cvx_error("unknown scheduler '%s' (expected ddim, dpm, CogVideoXDDIMScheduler or "
+                          "CogVideoXDPMScheduler)", name);
+    return 0;
+}
+
+const char *cogvideox_scheduler_kind_name(cogvideox_scheduler_kind k) {
+    return k == COGVIDEOX_DPM ? "dpm" : "ddim";
+}
+
+/* torch.linspace on CPU (PyTorch 1.13, AVX2 build): values before `steps/2` count up from
+ * start, the rest down from end; the kernel fills `vec` lanes at a time, each lane as
+ * base + lane·step with base from the lane-0 index, and the tail (steps % (2·vec)) one by one. */
+static void torch_linspace(double start, double end, int steps, int vec, double *out) {
+    if (steps == 1) { out[0] = start; return; }
+    double step = (end - start) / (double)(steps - 1);
+    int halfway = steps / 2;
+    int vec_end = steps - steps % (2 * vec);
+    for (int idx = 0; idx < steps; idx++) {
+        if (idx < vec_end) {
+            int base_idx = idx - idx % vec, lane = idx % vec;
+            double base = base_idx < halfway ? start + step * base_idx : end - step * (steps - base_idx - 1);
+            out[idx] = base + lane * step;
+        } else {
+            out[idx] = idx < halfway ? start + step * idx : end - step * (steps - idx - 1);
+        }
+    }
+}
+
+/* The float32 variant (beta_schedule "linear" is float32 upstream). */
+static void torch_linspace_f32(float start, float end, int steps, int vec, float *out) {
+    if (steps == 1) { out[0] = start; return; }
+    float step = (end - start) / (float)(steps - 1);
+    int halfway = steps / 2;
+    int vec_end = steps - steps % (2 * vec);
+    for (int idx = 0; idx < steps; idx++) {
+        if (idx < vec_end) {
+            int base_idx = idx - idx % vec, lane = idx % vec;
+            float base = base_idx < halfway ? start + step * (float)base_idx
+                                            : end - step * (float)(steps - base_idx - 1);
+            out[idx] = base + (float)lane * step;
+        } else {
+            out[idx] = idx < halfway ? start + step * (float)idx : end - step * (float)(steps - idx - 1);
+        }
+    }
+}
+
+/* ā from the betas, the SNR shift (SD3 style) and the zero-terminal-SNR rescale.
+ * scaled_linear is float64 upstream; linear / squaredcos_cap_v2 are float32 tensors, so their
+ * whole schedule is float32 (cumprod accumulates in double, as torch's CPU cumprod does). */
+static int build_alphas_cumprod(cogvideox_scheduler *s, const cvx_config *cfg) {
+    const char *schedule;
+    double beta_start, beta_end, shift;
+    int rescale, set_alpha_to_one;
+    /* defaults: the CogVideoX scheduler classes' constructor defaults */
+    if (cvx_cfg_str_or(cfg, "beta_schedule", "scaled_linear", &schedule) ||
+        cvx_cfg_num_or(cfg, "beta_start", 0.00085, &beta_start) || cvx_cfg_num_or(cfg, "beta_end", 0.012, &beta_end) ||
+        cvx_cfg_num_or(cfg, "snr_shift_scale", 3.0, &shift) ||
+        cvx_cfg_bool_or(cfg, "rescale_betas_zero_snr", 0, &rescale) ||
+        cvx_cfg_bool_or(cfg, "set_alpha_to_one", 1, &set_alpha_to_one))
+        return -1;
+    if (cvx_cfg_has(cfg, "trained_betas"))
+        return cvx_error("%s: key 'trained_betas' is not supported (expected null)", cfg->path);
+    int N = s->num_train_timesteps;
+    double *ac = cvx_malloc((size_t)N * sizeof(double));
+    if (!strcmp(schedule, "scaled_linear")) {
+        torch_linspace(pow(beta_start, 0.5), pow(beta_end, 0.5), N, 4, ac);
+        double acc = 1.0;
+        for (int i = 0; i < N; i++) {
+            double beta = ac[i] * ac[i];
+            acc *= 1.0 - beta;
+            ac[i] = acc;
+        }
+        for (int i = 0; i < N; i++) ac[i] = ac[i] / (shift + (1.0 - shift) * ac[i]);
+    } else if (!strcmp(schedule, "linear") || !strcmp(schedule, "squaredcos_cap_v2")) {
+        float *b = cvx_malloc((size_t)N * sizeof(float));
+        if (!strcmp(schedule, "linear")) {
+            torch_linspace_f32((float)beta_start, (float)beta_end, N, 8, b);
+        } else {  /* Glide cosine schedule: python floats, stored as float32 */
+            for (int i = 0; i < N; i++) {
+                double t1 = (double)i / N, t2 = (double)(i + 1) / N;
+                double a1 = cos((t1 + 0.008) / 1.008 * M_PI / 2), a2 = cos((t2 + 0.008) / 1.008 * M_PI / 2);
+                double beta = 1.0 - (a2 * a2) / (a1 * a1);
+                b[i] = (float)(beta < 0.999 ? beta : 0.999);
+            }
+        }
+        double acc = 1.0;
+        float fs = (float)shift, f1s = (float)(1.0 - shift);
+        for (int i = 0; i < N; i++) {
+            acc *= (double)(1.0f - b[i]);
+            float a = (float)acc;
+            ac[i] = (double)(a / (fs + f1s * a));
+        }
+        free(b);
+    } else {
+        free(ac);
+        return cvx_error("%s: key 'beta_schedule' is \"%s\", expected \"scaled_linear\", \"linear\" or "
+                         "\"squaredcos_cap_v2\"", cfg->path, schedule);
+    }
+    if (rescale) {  /* shift √ā so the last step is 0, scale so the first keeps its value */
+        double q0 = sqrt(ac[0]), qT = sqrt(ac[N - 1]);
+        double scale = q0 / (q0 - qT);
+        for (int i = 0; i < N; i++) {
+            double q = (sqrt(ac[i]) - qT) * scale;
+            ac[i] = q * q;
+        }
+    }
+    s->alphas_cumprod = ac;
+    s->final_alpha_cumprod = set_alpha_to_one ? 1.0 : ac[0];
+    return 0;
+}
+
+int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, int kind_override) {
+    memset(s, 0, sizeof(*s));
+    if (kind_override >= 0) {
+        s->kind = (cogvideox_scheduler_kind)kind_override;
+    } else {
+        const char *cls;
+        if (cvx_cfg_str(cfg, "_class_name", &cls)) return -1;
+        if (cogvideox_scheduler_parse_kind(cls, &s->kind))
+            return cvx_error("%s: key '_class_name' is \"%s\", expected \"CogVideoXDDIMScheduler\" or "
+                             "\"CogVideoXDPMScheduler\" (or pass --scheduler ddim|dpm)", cfg->path, cls);
+    }
+    int64_t ntrain, offset;
+    const char *pred, *spacing;
+    if (cvx_cfg_int_or(cfg, "num_train_timesteps", 1000, &ntrain) || cvx_cfg_int_or(cfg, "steps_offset", 0, &offset) ||
+        cvx_cfg_str_or(cfg, "prediction_type", "epsilon", &pred) ||
+        cvx_cfg_str_or(cfg, "timestep_spacing", "leading", &spacing))
+        return -1;
+    if (ntrain < 2 || ntrain > 100000)
+        return cvx_error("%s: key 'num_train_timesteps' is %lld, expected 2..100000", cfg->path, (long long)ntrain);
+    s->num_train_timesteps = (int)ntrain;
+    s->steps_offset = (int)offset;
+    if (!strcmp(pred, "v_prediction")) s->prediction_type = PRED_V_PREDICTION;
+    else if (!strcmp(pred, "epsilon")) s->prediction_type = PRED_EPSILON;
+    else if (!strcmp(pred, "sample")) s->prediction_type = PRED_SAMPLE;
+    else return cvx_error("%s: key 'prediction_type' is \"%s\", expected \"v_prediction\", \"epsilon\" or \"sample\"",
+                          cfg->path, pred);
+    if (!strcmp(spacing, "trailing")) s->timestep_spacing = SPACING_TRAILING;
+    else if (!strcmp(spacing, "leading")) s->timestep_spacing = SPACING_LEADING;
+    else if (!strcmp(spacing, "linspace")) s->timestep_spacing = SPACING_LINSPACE;
+    else return cvx_error("%s: key 'timestep_spacing' is \"%s\", expected \"trailing\", \"leading\" or \"linspace\"",
+                          cfg->path, spacing);
+    return build_alphas_cumprod(s, cfg);
+}
+
+int cogvideox_scheduler_load(cogvideox_scheduler *s, const char *path, int kind_override) {
+    cvx_config cfg;
+    memset(s, 0, sizeof(*s));
+    if (cvx_config_load(&cfg, path)) return -1;
+    int rc = cogvideox_scheduler_init(s, &cfg, kind_override);
+    cvx_config_free(&cfg);
+    return rc;
+}
+
+void cogvideox_scheduler_free(cogvideox_scheduler *s) {
+    free(s->alphas_cumprod);
+    free(s->timesteps);
+    memset(s, 0, sizeof(*s));
+}
+
+int cogvideox_scheduler_set_timesteps(cogvideox_scheduler *s, int n) {
+    int N = s->num_train_timesteps;
+    if (n < 1 || n > N) return cvx_error("num_inference_steps is %d, expected 1..%d", n, N);
+    int64_t *ts = cvx_malloc((size_t)n * sizeof(int64_t));
+    if (s->timestep_spacing == SPACING_LINSPACE) {
+        /* np.linspace(0, N-1, n).round()[::-1]: i·step, the last value exactly N-1 */
+        for (int i = 0; i < n; i++) {
+            double v = n > 1 ? (i == n - 1 ? (double)(N - 1) : (double)i * ((double)(N - 1) / (n - 1))) : 0.0;
+            ts[n - 1 - i] = (int64_t)nearbyint(v);
+        }
+    } else if (s->timestep_spacing == SPACING_LEADING) {
+        int ratio = N / n;
+        for (int i = 0; i < n; i++) ts[n - 1 - i] = (int64_t)i * ratio + s->steps_offset;
+    } else {
+        /* np.round(np.arange(N, 0, -N/n)) - 1. numpy's arange: length ceil((0-N)/step), values
+         * start + i·delta with delta = (start + step) - start. steps_offset is not applied
+         * (as upstream). */
+        double step = -(double)N / (double)n;
+        double len_f = ceil((0.0 - (double)N) / step);
+        int len = (int)len_f;
+        if (len != n) {
+            free(ts);
+            return cvx_error("trailing timestep spacing gives %d timesteps for %d steps", len, n);
+        }
+        double start = (double)N, delta = (start + step) - start;
+        for (int i = 0; i < n; i++) {
+            double v = i == 0 ? start : (i == 1 ? start + step : start + i * delta);
+            ts[i] = (int64_t)nearbyint(v) - 1;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (ts[i] < 0 || ts[i] >= N) {
+            int64_t bad = ts[i];
+            free(ts);
+            return cvx_error("timestep %lld out of range 0..%d (check steps_offset)", (long long)bad, N - 1);
+        }
+    free(s->timesteps);
+    s->timesteps = ts;
+    s->num_inference_steps = n;
+    return 0;
+}
+
+int64_t cogvideox_scheduler_prev_timestep(const cogvideox_scheduler *s, int64_t t) {
+    return t - s->num_train_timesteps / s->num_inference_steps;
+}
+
+static double alpha_prev_of(const cogvideox_scheduler *s, int64_t prev_t) {
+    return prev_t >= 0 ? s->alphas_cumprod[prev_t] : s->final_alpha_cumprod;
+}
+
+/* x0 from the model output. Coefficients f64 → f32, arithmetic f32 as upstream. */
+static void predict_x0(const cogvideox_scheduler *s, double a_t, const float *model_output, const float *sample,
+                       size_t n, float *x0) {
+    float sa = (float)sqrt(a_t), sb = (float)sqrt(1.0 - a_t);
+    switch (s->prediction_type) {
+    case PRED_V_PREDICTION:
+        for (size_t i = 0; i < n; i++) x0[i] = sa * sample[i] - sb * model_output[i];
+        break;
+    case PRED_EPSILON:
+        for (size_t i = 0; i < n; i++) x0[i] = (sample[i] - sb * model_output[i]) / sa;
+        break;
+    case PRED_SAMPLE:
+        memcpy(x0, model_output, n * sizeof(float));
+        break;
+    }
+}
+
+void cogvideox_ddim_step(const cogvideox_scheduler *s, const float *model_output, int64_t t, const float *sample,
+                         size_t n, float *prev, float *x0) {
+    CVX_CHECK(s->num_inference_steps > 0 && t >= 0 && t < s->num_train_timesteps);
+    double a_t = s->alphas_cumprod[t];
+    double a_prev = alpha_prev_of(s, cogvideox_scheduler_prev_timestep(s, t));
+    float *p0 = x0 ? x0 : cvx_malloc(n * sizeof(float));
+    predict_x0(s, a_t, model_output, sample, n, p0);
+    double a = sqrt((1.0 - a_prev) / (1.0 - a_t));
+    double b = sqrt(a_prev) - sqrt(a_t) * a;
+    float fa = (float)a, fb = (float)b;
+    if (prev)
+        for (size_t i = 0; i < n; i++) prev[i] = fa * sample[i] + fb * p0[i];
+    if (!x0) free(p0);
+}
+
+int cogvideox_dpm_num_draws(const cogvideox_scheduler *s, int has_old_x0, int64_t t) {
+    return has_old_x0 && cogvideox_scheduler_prev_timestep(s, t) >= 0 ? 2 : 1;
+}
+
+/* λ(ā) = log √(ā / (1 − ā)), the half log-SNR. */
+static double half_log_snr(double a) { return log(sqrt(a / (1.0 - a))); }
+
+void cogvideox_dpm_step_with_noise(const cogvideox_scheduler *s, const float *model_output, const float *old_x0,
+                                   int64_t t, int64_t t_back, const float *sample, size_t n, const float *noise1,
+                                   const float *noise2, float *prev, float *x0) {
+    CVX_CHECK(s->num_inference_steps > 0 && t >= 0 && t < s->num_train_timesteps);
+    CVX_CHECK(t_back < s->num_train_timesteps);
+    int64_t prev_t = cogvideox_scheduler_prev_timestep(s, t);
+    double a_t = s->alphas_cumprod[t];
+    double a_prev = alpha_prev_of(s, prev_t);
+    float *p0 = x0 ? x0 : cvx_malloc(n * sizeof(float));
+    predict_x0(s, a_t, model_output, sample, n, p0);
+
+    double lamb = half_log_snr(a_t), lamb_next = half_log_snr(a_prev);
+    double h = lamb_next - lamb;
+    double mult1 = sqrt((1.0 - a_prev) / (1.0 - a_t)) * exp(-h);
+    double mult2 = expm1(-2.0 * h) * sqrt(a_prev);
+    double mult_noise = sqrt(1.0 - a_prev) * sqrt(1.0 - exp(-2.0 * h));
+    float m1 = (float)mult1, m2 = (float)mult2, mn = (float)mult_noise;
+
+    int second_order = old_x0 && prev_t >= 0;
+    if (!second_order) {  /* first step, or the last (prev_t < 0) */
+        for (size_t i = 0; i < n; i++) prev[i] = (m1 * sample[i] - m2 * p0[i]) + mn * noise1[i];
+    } else {
+        /* h_last from the previous (larger) timestep; with t_back = -1 upstream would fail, so
+         * treat a missing t_back as a programming error. */
+        CVX_CHECK(t_back >= 0 && noise2);
+        double lamb_back = half_log_snr(s->alphas_cumprod[t_back]);
+        double r = (lamb - lamb_back) / h;
+        float m3 = (float)(1.0 + 1.0 / (2.0 * r)), m4 = (float)(1.0 / (2.0 * r));
+        for (size_t i = 0; i < n; i++) {
+            float d = m3 * p0[i] - m4 * old_x0[i];
+            prev[i] = (m1 * sample[i] - m2 * d) + mn * noise2[i];
+        }
+    }
+    if (!x0) free(p0);
+}
+
+void cogvideox_dpm_step(const cogvideox_scheduler *s, const float *model_output, const float *old_x0, int64_t t,
+                        int64_t t_back, const float *sample, size_t n, cvx_generator *g, float *noise_scratch,
+                        float *prev, float *x0) {
+    /* Upstream draws noise1 unconditionally, and noise2 (the one used) for a second-order step;
+     * only the last draw matters for the result, so both go to the same scratch. */
+    int draws = cogvideox_dpm_num_draws(s, old_x0 != NULL, t);
+    for (int k = 0; k < draws; k++) cvx_randn(g, noise_scratch, n);
+    cogvideox_dpm_step_with_noise(s, model_output, old_x0, t, t_back, sample, n, noise_scratch,
+                                  draws == 2 ? noise_scratch : NULL, prev, x0);
+}

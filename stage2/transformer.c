@@ -1,0 +1,601 @@
+/* CogVideoXTransformer3DModel (diffusers 0.32.2), f32 compute over mmapped weights.
+ *
+ * Layout: the residual stream of the whole CFG batch is one matrix h[B·S, D], S = L + N
+ * (L text tokens first, then N video tokens, as upstream concatenates them), so every linear
+ * layer is one GEMM over M = B·S rows. For long videos the attention part runs one batch
+ * element at a time and the feed-forward in row chunks, which keeps the activations at a few
+ * [S, D] buffers (CogVideoX-5b at 49 frames: ~1.3 GB) next to the mmapped weights. */
+#include "transformer.h"
+#include "positional.h"
+#include "config.h"
+#include "error.h"
+#include "fileio.h"
+#include "gemm.h"
+#include "ops.h"
+#include "safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many rows (B·S) the attention runs on the whole batch at once and the FF in one
+ * chunk; above it, one batch element at a time (memory). */
+enum { STACK_ROWS = 16384 };
+
+typedef struct {
+    const cvx_tensor *norm1_lin_w, *norm1_lin_b, *norm2_lin_w, *norm2_lin_b;
+    const cvx_tensor *to_q_w, *to_q_b, *to_k_w, *to_k_b, *to_v_w, *to_v_b, *to_out_w, *to_out_b;
+    const cvx_tensor *ff1_w, *ff1_b, *ff2_w, *ff2_b;
+    float *norm1_w, *norm1_b, *norm2_w, *norm2_b;     /* [D] each, NULL without affine */
+    float *norm_q_w, *norm_q_b, *norm_k_w, *norm_k_b; /* [head_dim] */
+} cogvideox_layer;
+
+struct cogvideox_transformer {
+    cogvideox_config c;
+    cvx_weights *w;
+    cvx_tensor patch_proj_w;                       /* viewed as [D, C·p·p(·pt)] */
+    const cvx_tensor *patch_proj_b, *text_proj_w, *text_proj_b;
+    const cvx_tensor *time_lin1_w, *time_lin1_b, *time_lin2_w, *time_lin2_b;
+    const cvx_tensor *ofs_lin1_w, *ofs_lin1_b, *ofs_lin2_w, *ofs_lin2_b;
+    const cvx_tensor *pos_embedding;               /* learned [1, L + N_sample, D] or NULL */
+    cogvideox_layer *layers;
+    float *norm_final_w, *norm_final_b, *norm_out_w, *norm_out_b;
+    const cvx_tensor *norm_out_lin_w, *norm_out_lin_b, *proj_out_w, *proj_out_b;
+    /* cached sin-cos table for the last grid */
+    float *pos_table;
+    int pos_T, pos_gh, pos_gw;
+    /* activations, grown as needed */
+    float *h, *ws;
+    size_t h_cap, ws_cap;
+    cogvideox_stats stats;
+};
+
+cogvideox_stats cogvideox_get_stats(const cogvideox_transformer *m) { return m->stats; }
+void cogvideox_reset_stats(cogvideox_transformer *m) { memset(&m->stats, 0, sizeof m->stats); }
+
+/* nn.Linear through cvx_linear (bf16/f16 weights widened one matrix at a time), timed. */
+static void linear(cogvideox_transformer *m, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b,
+                   float *y) {
+    double t0 = cvx_time();
+    cvx_linear(x, M, K, W, b, y);
+    m->stats.t_linear += cvx_time() - t0;
+    m->stats.flop_linear += 2.0 * M * K * (double)W->shape[0];
+}
+
+const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m) { return &m->c; }
+
+/* ------------------------------------------------------------------ config */
+
+static int read_config(const char *path, cogvideox_config *c) {
+    cvx_config j;
+    if (cvx_config_load(&j, path)) return -1;
+    int64_t v;
+    double d;
+    const char *s;
+    int rc = -1;
+#define REQ_INT(key, dst) do { if (cvx_cfg_int(&j, key, &v)) goto out; dst = (int)v; } while (0)
+#define OPT_INT(key, def, dst) do { if (cvx_cfg_int_or(&j, key, def, &v)) goto out; dst = (int)v; } while (0)
+#define OPT_BOOL(key, def, dst) do { if (cvx_cfg_bool_or(&j, key, def, &dst)) goto out; } while (0)
+#define OPT_NUM(key, def, dst) do { if (cvx_cfg_num_or(&j, key, def, &d)) goto out; dst = d; } while (0)
+    memset(c, 0, sizeof *c);
+    REQ_INT("num_attention_heads", c->num_attention_heads);
+    REQ_INT("attention_head_dim", c->attention_head_dim);
+    REQ_INT("num_layers", c->num_layers);
+    REQ_INT("in_channels", c->in_channels);
+    OPT_INT("out_channels", c->in_channels, c->out_channels);
+    OPT_INT("text_embed_dim", 4096, c->text_embed_dim);
+    OPT_INT("time_embed_dim", 512, c->time_embed_dim);
+    OPT_INT("patch_size", 2, c->patch_size);
+    OPT_INT("patch_size_t", 0, c->patch_size_t);
+    OPT_INT("sample_height", 60, c->sample_height);
+    OPT_INT("sample_width", 90, c->sample_width);
+    OPT_INT("sample_frames", 49, c->sample_frames);
+    OPT_INT("temporal_compression_ratio", 4, c->temporal_compression_ratio);
+    OPT_INT("max_text_seq_length", 226, c->max_text_seq_length);
+    OPT_BOOL("use_rotary_positional_embeddings", 0, c->use_rotary_positional_embeddings);
+    OPT_BOOL("use_learned_positional_embeddings", 0, c->use_learned_positional_embeddings);
+    OPT_INT("ofs_embed_dim", 0, c->ofs_embed_dim);
+    OPT_BOOL("flip_sin_to_cos", 1, c->flip_sin_to_cos);
+    OPT_INT("freq_shift", 0, c->freq_shift);
+    OPT_NUM("norm_eps", 1e-5, c->norm_eps);
+    OPT_NUM("spatial_interpolation_scale", 1.875, c->spatial_interpolation_scale);
+    OPT_NUM("temporal_interpolation_scale", 1.0, c->temporal_interpolation_scale);
+    OPT_BOOL("attention_bias", 1, c->attention_bias);
+    OPT_BOOL("norm_elementwise_affine", 1, c->norm_elementwise_affine);
+    OPT_BOOL("patch_bias", 1, c->patch_bias);
+    if (cvx_cfg_str_or(&j, "activation_fn", "gelu-approximate", &s)) goto out;
+    if (strcmp(s, "gelu-approximate")) {
+        cvx_error("%s: key 'activation_fn' is \"%s\", only \"gelu-approximate\" is supported", path, s);
+        goto out;
+    }
+    if (cvx_cfg_str_or(&j, "timestep_activation_fn", "silu", &s)) goto out;
+    if (strcmp(s, "silu")) {
+        cvx_error("%s: key 'timestep_activation_fn' is \"%s\", only \"silu\" is supported", path, s);
+        goto out;
+    }
+#undef REQ_INT
+#undef OPT_INT
+#undef OPT_BOOL
+#undef OPT_NUM
+    struct { const char *key; int val; } pos[] = {
+        {"num_attention_heads", c->num_attention_heads}, {"attention_head_dim", c->attention_head_dim},
+        {"num_layers", c->num_layers}, {"in_channels", c->in_channels}, {"out_channels", c->out_channels},
+        {"text_embed_dim", c->text_embed_dim}, {"time_embed_dim", c->time_embed_dim},
+        {"patch_size", c->patch_size}, {"sample_height", c->sample_height}, {"sample_width", c->sample_width},
+        {"sample_frames", c->sample_frames}, {"temporal_compression_ratio", c->temporal_compression_ratio},
+        {"max_text_seq_length", c->max_text_seq_length}};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].val <= 0) { cvx_error("%s: key '%s' must be a positive integer, got %d", path, pos[i].key, pos[i].val); goto out; }
+    if (c->patch_size_t < 0 || c->ofs_embed_dim < 0) {
+        cvx_error("%s: keys 'patch_size_t' and 'ofs_embed_dim' must be null or positive", path);
+        goto out;
+    }
+    if (!(c->norm_eps > 0)) { cvx_error("%s: key 'norm_eps' must be positive, got %g", path, c->norm_eps); goto out; }
+    int D = c->num_attention_heads * c->attention_head_dim;
+    if (!c->use_rotary_positional_embeddings && c->use_learned_positional_embeddings) {
+        cvx_error("%s: use_learned_positional_embeddings without use_rotary_positional_embeddings is rejected "
+                  "upstream (no such checkpoint)", path);
+        goto out;
+    }
+    if (!c->use_rotary_positional_embeddings && D % 16) {
+        cvx_error("%s: sin-cos positional embeddings need num_attention_heads·attention_head_dim divisible by 16, got %d",
+                  path, D);
+        goto out;
+    }
+    if (c->use_rotary_positional_embeddings && c->attention_head_dim % 16) {
+        cvx_error("%s: rotary embeddings need 'attention_head_dim' divisible by 16, got %d", path,
+                  c->attention_head_dim);
+        goto out;
+    }
+    if (c->ofs_embed_dim && c->ofs_embed_dim != c->time_embed_dim) {
+        cvx_error("%s: 'ofs_embed_dim' (%d) must equal 'time_embed_dim' (%d): the two embeddings are added", path,
+                  c->ofs_embed_dim, c->time_embed_dim);
+        goto out;
+    }
+    rc = 0;
+out:
+    cvx_config_free(&j);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ load */
+
+#define GET(dst, name, ...) do { if (!((dst) = cvx_weights_get(m->w, name, CVX_SHAPE(__VA_ARGS__)))) goto fail; } while (0)
+#define GETF(dst, name, n) do { const cvx_tensor *t_; GET(t_, name, n); (dst) = cvx_tensor_f32_dup(t_); } while (0)
+
+cogvideox_transformer *cogvideox_load(const char *transformer_dir) {
+    char path[4096], name[256];
+    if (cvx_path_join(path, sizeof path, transformer_dir, "config.json")) { cvx_error("path too long"); return NULL; }
+    cogvideox_transformer *m = cvx_calloc(1, sizeof *m);
+    cogvideox_config *c = &m->c;
+    if (read_config(path, c)) { free(m); return NULL; }
+    if (!(m->w = cvx_weights_open(transformer_dir))) { free(m); return NULL; }
+    const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim,
+                  hd = c->attention_head_dim, p = c->patch_size, C = c->in_channels;
+    const int64_t P = p * p * c->out_channels * (c->patch_size_t > 0 ? c->patch_size_t : 1);
+    m->layers = cvx_calloc((size_t)c->num_layers, sizeof *m->layers);
+
+    /* patch embedding: Conv2d [D, C, p, p] (1.0) or Linear [D, C·pt·p·p] (1.5), both used as a GEMM */
+    const cvx_tensor *pw;
+    if (c->patch_size_t > 0) {
+        GET(pw, "patch_embed.proj.weight", D, C * c->patch_size_t * p * p);
+        /* diffusers 0.32.2 always creates this bias (ignoring patch_bias): optional here */
+        if (cvx_weights_find(m->w, "patch_embed.proj.bias")) GET(m->patch_proj_b, "patch_embed.proj.bias", D);
+    } else {
+        GET(pw, "patch_embed.proj.weight", D, C, p, p);
+        if (c->patch_bias) GET(m->patch_proj_b, "patch_embed.proj.bias", D);
+    }
+    m->patch_proj_w = *pw;
+    m->patch_proj_w.ndim = 2;
+    m->patch_proj_w.shape[1] = pw->numel / D;
+    GET(m->text_proj_w, "patch_embed.text_proj.weight", D, c->text_embed_dim);
+    GET(m->text_proj_b, "patch_embed.text_proj.bias", D);
+    if (c->use_learned_positional_embeddings) {
+        int64_t n = (int64_t)(c->sample_height / p) * (c->sample_width / p) *
+                    ((c->sample_frames - 1) / c->temporal_compression_ratio + 1);
+        GET(m->pos_embedding, "patch_embed.pos_embedding", 1, c->max_text_seq_length + n, D);
+    }
+    GET(m->time_lin1_w, "time_embedding.linear_1.weight", E, D);
+    GET(m->time_lin1_b, "time_embedding.linear_1.bias", E);
+    GET(m->time_lin2_w, "time_embedding.linear_2.weight", E, E);
+    GET(m->time_lin2_b, "time_embedding.linear_2.bias", E);
+    if (c->ofs_embed_dim) {
+        int64_t O = c->ofs_embed_dim;
+        GET(m->ofs_lin1_w, "ofs_embedding.linear_1.weight", O, O);
+        GET(m->ofs_lin1_b, "ofs_embedding.linear_1.bias", O);
+        GET(m->ofs_lin2_w, "ofs_embedding.linear_2.weight", O, O);
+        GET(m->ofs_lin2_b, "ofs_embedding.linear_2.bias", O);
+    }
+    for (int i = 0; i < c->num_layers; i++) {
+        cogvideox_layer *ly = &m->layers[i];
+#define N_(suffix) (snprintf(name, sizeof name, "transformer_blocks.%d.%s", i, suffix), name)
+        GET(ly->norm1_lin_w, N_("norm1.linear.weight"), 6 * D, E);
+        GET(ly->norm1_lin_b, N_("norm1.linear.bias"), 6 * D);
+        GET(ly->norm2_lin_w, N_("norm2.linear.weight"), 6 * D, E);
+        GET(ly->norm2_lin_b, N_("norm2.linear.bias"), 6 * D);
+        if (c->norm_elementwise_affine) {
+            GETF(ly->norm1_w, N_("norm1.norm.weight"), D);
+            GETF(ly->norm1_b, N_("norm1.norm.bias"), D);
+            GETF(ly->norm2_w, N_("norm2.norm.weight"), D);
+            GETF(ly->norm2_b, N_("norm2.norm.bias"), D);
+        }
+        GET(ly->to_q_w, N_("attn1.to_q.weight"), D, D);
+        GET(ly->to_k_w, N_("attn1.to_k.weight"), D, D);
+        GET(ly->to_v_w, N_("attn1.to_v.weight"), D, D);
+        if (c->attention_bias) {
+            GET(ly->to_q_b, N_("attn1.to_q.bias"), D);
+            GET(ly->to_k_b, N_("attn1.to_k.bias"), D);
+            GET(ly->to_v_b, N_("attn1.to_v.bias"), D);
+        }
+        GET(ly->to_out_w, N_("attn1.to_out.0.weight"), D, D);
+        GET(ly->to_out_b, N_("attn1.to_out.0.bias"), D);
+        GETF(ly->norm_q_w, N_("attn1.norm_q.weight"), hd);
+        GETF(ly->norm_q_b, N_("attn1.norm_q.bias"), hd);
+        GETF(ly->norm_k_w, N_("attn1.norm_k.weight"), hd);
+        GETF(ly->norm_k_b, N_("attn1.norm_k.bias"), hd);
+        GET(ly->ff1_w, N_("ff.net.0.proj.weight"), 4 * D, D);
+        GET(ly->ff1_b, N_("ff.net.0.proj.bias"), 4 * D);
+        GET(ly->ff2_w, N_("ff.net.2.weight"), D, 4 * D);
+        GET(ly->ff2_b, N_("ff.net.2.bias"), D);
+#undef N_
+    }
+    if (c->norm_elementwise_affine) {
+        GETF(m->norm_final_w, "norm_final.weight", D);
+        GETF(m->norm_final_b, "norm_final.bias", D);
+        GETF(m->norm_out_w, "norm_out.norm.weight", D);
+        GETF(m->norm_out_b, "norm_out.norm.bias", D);
+    }
+    GET(m->norm_out_lin_w, "norm_out.linear.weight", 2 * D, E);
+    GET(m->norm_out_lin_b, "norm_out.linear.bias", 2 * D);
+    GET(m->proj_out_w, "proj_out.weight", P, D);
+    GET(m->proj_out_b, "proj_out.bias", P);
+    return m;
+fail:
+    cogvideox_free(m);
+    return NULL;
+}
+#undef GET
+#undef GETF
+
+void cogvideox_free(cogvideox_transformer *m) {
+    if (!m) return;
+    if (m->layers)
+        for (int i = 0; i < m->c.num_layers; i++) {
+            cogvideox_layer *ly = &m->layers[i];
+            free(ly->norm1_w); free(ly->norm1_b); free(ly->norm2_w); free(ly->norm2_b);
+            free(ly->norm_q_w); free(ly->norm_q_b); free(ly->norm_k_w); free(ly->norm_k_b);
+        }
+    free(m->layers);
+    free(m->norm_final_w); free(m->norm_final_b); free(m->norm_out_w); free(m->norm_out_b);
+    free(m->pos_table); free(m->h); free(m->ws);
+    cvx_weights_close(m->w);
+    free(m);
+}
+
+/* ------------------------------------------------------------------ blocks */
+
+/* Timesteps → TimestepEmbedding (linear_1, SiLU, linear_2), plus the ofs embedding when the
+ * model has one. temb [B, E]. */
+static void cogvideox_time_embedding(cogvideox_transformer *m, const int64_t *timestep, int B, const float *ofs,
+                                     int n_ofs, float *temb) {
+    const cogvideox_config *c = &m->c;
+    int D = c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim;
+    float *t = cvx_malloc(sizeof(float) * (size_t)B);
+    float *freq = cvx_malloc(sizeof(float) * (size_t)B * D), *t1 = cvx_malloc(sizeof(float) * (size_t)B * E);
+    for (int b = 0; b < B; b++) t[b] = (float)timestep[b];
+    cogvideox_timestep_sinusoid(freq, t, B, D, c->flip_sin_to_cos, c->freq_shift);   // [B, D]
+    linear(m, freq, B, D, m->time_lin1_w, m->time_lin1_b, t1);                       // [B, E]
+    cvx_silu(t1, (size_t)B * E);
+    linear(m, t1, B, E, m->time_lin2_w, m->time_lin2_b, temb);                       // [B, E]
+    if (c->ofs_embed_dim) {
+        int O = c->ofs_embed_dim;
+        float *of = cvx_malloc(sizeof(float) * (size_t)n_ofs * O), *o1 = cvx_malloc(sizeof(float) * (size_t)n_ofs * O),
+              *o2 = cvx_malloc(sizeof(float) * (size_t)n_ofs * O);
+        cogvideox_timestep_sinusoid(of, ofs, n_ofs, O, c->flip_sin_to_cos, c->freq_shift);   // [n_ofs, O]
+        linear(m, of, n_ofs, O, m->ofs_lin1_w, m->ofs_lin1_b, o1);                         // [n_ofs, O]
+        cvx_silu(o1, (size_t)n_ofs * O);
+        linear(m, o1, n_ofs, O, m->ofs_lin2_w, m->ofs_lin2_b, o2);                         // [n_ofs, O]
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < E; i++) temb[(size_t)b * E + i] += o2[(size_t)(n_ofs == 1 ? 0 : b) * O + i];
+        free(of); free(o1); free(o2);
+    }
+    free(t); free(freq); free(t1);
+}
+
+/* Video patches + text projection into h[B, S, D] (text first), plus the positional
+ * embedding of the sin-cos / learned models. patches: scratch of B·N·Kp floats. */
+static int cogvideox_patch_embed(cogvideox_transformer *m, const float *x, int B, int F, int H, int W,
+                                 const float *text, int L, float *h, float *patches) {
+    const cogvideox_config *c = &m->c;
+    int D = c->num_attention_heads * c->attention_head_dim, C = c->in_channels, p = c->patch_size;
+    int pt = c->patch_size_t > 0 ? c->patch_size_t : 1, gh = H / p, gw = W / p, T = F / pt;
+    int N = T * gh * gw, S = L + N, Kp = C * pt * p * p;
+    /* patches[b, (t, y, x), ((c·pt + it)·p + ih)·p + iw] = x[b, t·pt + it, c, y·p + ih, x·p + iw] */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int y = 0; y < gh; y++)
+                for (int xx = 0; xx < gw; xx++) {
+                    float *row = patches + ((((size_t)b * T + t) * gh + y) * gw + xx) * Kp;   // [Kp]
+                    for (int ch = 0; ch < C; ch++)
+                        for (int it = 0; it < pt; it++)
+                            for (int ih = 0; ih < p; ih++)
+                                for (int iw = 0; iw < p; iw++)
+                                    row[((ch * pt + it) * p + ih) * p + iw] =
+                                        x[((((size_t)b * F + t * pt + it) * C + ch) * H + y * p + ih) * W + xx * p + iw];
+                }
+    for (int b = 0; b < B; b++) {
+        float *hb = h + (size_t)b * S * D;                                                     // [S, D]
+        linear(m, text + (size_t)b * L * c->text_embed_dim, L, c->text_embed_dim, m->text_proj_w, m->text_proj_b,
+                   hb);                                                                        // [L, D]
+        linear(m, patches + (size_t)b * N * Kp, N, Kp, &m->patch_proj_w, m->patch_proj_b, hb + (size_t)L * D);  // [N, D]
+    }
+    if (c->use_rotary_positional_embeddings && !c->use_learned_positional_embeddings) return 0;
+    /* positional embedding over [text; video]; the text part is zero for the sin-cos table */
+    int pre_frames = (F - 1) * c->temporal_compression_ratio + 1;
+    const float *learned = NULL;
+    float *learned_f32 = NULL;
+    if (c->use_learned_positional_embeddings) {
+        if (H != c->sample_height || W != c->sample_width)
+            return cvx_error("this model has learned positional embeddings: the latent size must be the config's "
+                             "%dx%d, got %dx%d", c->sample_height, c->sample_width, H, W);
+        if (pre_frames == c->sample_frames) {
+            if (m->pos_embedding->shape[1] != S)
+                return cvx_error("learned positional embedding covers %lld tokens, the sequence has %d",
+                                 (long long)m->pos_embedding->shape[1], S);
+            learned = learned_f32 = cvx_tensor_f32_dup(m->pos_embedding);                    // [S, D]
+        }
+    }
+    if (learned) {
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < S; s++)
+                for (int i = 0; i < D; i++) h[((size_t)b * S + s) * D + i] += learned[(size_t)s * D + i];
+        free(learned_f32);
+        return 0;
+    }
+    /* sin-cos table of the actual grid (upstream recomputes it whenever the size differs from the
+     * config's; same formula, so it only depends on the grid). Cached across steps. */
+    if (!m->pos_table || m->pos_T != T || m->pos_gh != gh || m->pos_gw != gw) {
+        free(m->pos_table);
+        m->pos_table = cvx_alloc_f32((size_t)N * D);
+        if (cogvideox_sincos_3d(m->pos_table, D, T, gh, gw, c->spatial_interpolation_scale,
+                                c->temporal_interpolation_scale)) {
+            free(m->pos_table); m->pos_table = NULL;
+            return -1;
+        }
+        m->pos_T = T; m->pos_gh = gh; m->pos_gw = gw;
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < D; i++) h[((size_t)b * S + L + n) * D + i] += m->pos_table[(size_t)n * D + i];
+    return 0;
+}
+
+/* CogVideoXLayerNormZero on rows [r0, r0 + rows) of h[B·S, D]: LN(x)·(1 + scale) + shift with
+ * the video (shift, scale) or text (e_shift, e_scale) part of mod[B, 6D] by the row's position.
+ * The gates are applied by gated_residual. */
+static void cogvideox_layernorm_zero(float *y, const float *x, size_t r0, int rows, int S, int L, int D,
+                                     const float *mod, const float *w, const float *b, float eps) {
+    cvx_layernorm(y, x, rows, D, w, b, eps);                                           // [rows, D]
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        size_t r = r0 + i;
+        int bi = (int)(r / S), text = (int)(r % S) < L;
+        const float *shift = mod + (size_t)bi * 6 * D + (text ? 3 * D : 0), *scale = shift + D;
+        float *yr = y + (size_t)i * D;
+        for (int k = 0; k < D; k++) yr[k] = yr[k] * (1.0f + scale[k]) + shift[k];
+    }
+}
+
+/* h[r] += gate · y[r] with the video gate or the text e_gate of mod[B, 6D]. */
+static void gated_residual(float *h, const float *y, size_t r0, int rows, int S, int L, int D, const float *mod) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++) {
+        size_t r = r0 + i;
+        int bi = (int)(r / S), text = (int)(r % S) < L;
+        const float *gate = mod + (size_t)bi * 6 * D + (text ? 5 * D : 2 * D);
+        float *hr = h + (size_t)i * D;
+        const float *yr = y + (size_t)i * D;
+        for (int k = 0; k < D; k++) hr[k] = hr[k] + gate[k] * yr[k];
+    }
+}
+
+/* RoPE on the head vectors of ntok rows of x[ntok, D]: pairs (x[2i], x[2i+1]) rotated by the
+ * row's cos/sin [ntok, hd] (upstream apply_rotary_emb, use_real, unbind dim -1). */
+static void apply_rope(float *x, int ntok, int heads, int hd, int D, const float *cos_t, const float *sin_t) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < ntok; t++)
+        for (int hh = 0; hh < heads; hh++) {
+            float *v = x + (size_t)t * D + (size_t)hh * hd;
+            const float *cs = cos_t + (size_t)t * hd, *sn = sin_t + (size_t)t * hd;
+            for (int i = 0; i < hd; i += 2) {
+                float a = v[i], b = v[i + 1];
+                v[i] = a * cs[i] - b * sn[i];
+                v[i + 1] = b * cs[i + 1] + a * sn[i + 1];
+            }
+        }
+}
+
+/* Joint self-attention over [text; video] of nb batch elements (rows nb·S).
+ *   x [nb·S, D] normed input (clobbered: holds the head outputs), q, k, v [nb·S, D] scratch.
+ *   Result (after to_out) in q. */
+static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer *ly, float *x, int nb, int S,
+                                int L, const float *rope_cos, const float *rope_sin, float *q, float *k, float *v) {
+    const cogvideox_config *c = &m->c;
+    int heads = c->num_attention_heads, hd = c->attention_head_dim, D = heads * hd, rows = nb * S;
+    linear(m, x, rows, D, ly->to_q_w, ly->to_q_b, q);                                  // [rows, D]
+    linear(m, x, rows, D, ly->to_k_w, ly->to_k_b, k);                                  // [rows, D]
+    linear(m, x, rows, D, ly->to_v_w, ly->to_v_b, v);                                  // [rows, D]
+    cvx_layernorm(q, q, rows * heads, hd, ly->norm_q_w, ly->norm_q_b, 1e-6f);           // [rows·heads, hd]
+    cvx_layernorm(k, k, rows * heads, hd, ly->norm_k_w, ly->norm_k_b, 1e-6f);           // [rows·heads, hd]
+    float scale = (float)(1.0 / sqrt((double)hd));
+    for (int b = 0; b < nb; b++) {
+        float *qb = q + (size_t)b * S * D, *kb = k + (size_t)b * S * D, *vb = v + (size_t)b * S * D;   // [S, D]
+        if (rope_cos) {
+            apply_rope(qb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);  // video rows [N, D]
+            apply_rope(kb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);
+        }
+        double t0 = cvx_time();
+        cvx_attention(qb, D, kb, vb, D, x + (size_t)b * S * D, D, S, S, heads, hd, scale, NULL);   // [S, D]
+        m->stats.t_attention += cvx_time() - t0;
+        m->stats.flop_attention += 4.0 * S * (double)S * D;
+    }
+    linear(m, x, rows, D, ly->to_out_w, ly->to_out_b, q);                              // [rows, D]
+}
+
+/* FeedForward: Linear(D → 4D), GELU(tanh), Linear(4D → D). x [rows, D] in, u [rows, 4D] scratch,
+ * y [rows, D] out (may alias x). */
+static void cogvideox_feed_forward(cogvideox_transformer *m, const cogvideox_layer *ly, const float *x, int rows, int D, float *u, float *y) {
+    linear(m, x, rows, D, ly->ff1_w, ly->ff1_b, u);                                    // [rows, 4D]
+    cvx_gelu_tanh(u, (size_t)rows * 4 * D);
+    linear(m, u, rows, 4 * D, ly->ff2_w, ly->ff2_b, y);                                // [rows, D]
+}
+
+/* One CogVideoXBlock on h[B·S, D]. temb_silu [B, E]; ws: ws_floats of scratch. */
+static void cogvideox_block(cogvideox_transformer *m, const cogvideox_layer *ly, float *h, const float *temb_silu,
+                            int B, int S, int L, const float *rope_cos, const float *rope_sin, float *ws,
+                            size_t ws_floats) {
+    const cogvideox_config *c = &m->c;
+    int D = c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim;
+    float eps = (float)c->norm_eps;
+    float *mod1 = cvx_malloc(sizeof(float) * (size_t)B * 6 * D), *mod2 = cvx_malloc(sizeof(float) * (size_t)B * 6 * D);
+    linear(m, temb_silu, B, E, ly->norm1_lin_w, ly->norm1_lin_b, mod1);                // [B, 6D]
+    linear(m, temb_silu, B, E, ly->norm2_lin_w, ly->norm2_lin_b, mod2);                // [B, 6D]
+
+    /* attention: the whole batch in one go when small, else one batch element at a time */
+    int G = (size_t)B * S <= STACK_ROWS ? B : 1;
+    for (int b0 = 0; b0 < B; b0 += G) {
+        int nb = B - b0 < G ? B - b0 : G, rows = nb * S;
+        size_t r0 = (size_t)b0 * S;
+        float *x = ws, *q = x + (size_t)rows * D, *k = q + (size_t)rows * D, *v = k + (size_t)rows * D;   // [rows, D] each
+        cogvideox_layernorm_zero(x, h + r0 * D, r0, rows, S, L, D, mod1, ly->norm1_w, ly->norm1_b, eps);
+        cogvideox_attention(m, ly, x, nb, S, L, rope_cos, rope_sin, q, k, v);
+        gated_residual(h + r0 * D, q, r0, rows, S, L, D, mod1);
+    }
+
+    /* feed-forward over [text; video] rows in chunks that fit the scratch (x [c, D] + u [c, 4D]) */
+    size_t total = (size_t)B * S, chunk = ws_floats / (5 * (size_t)D);
+    if (chunk > total) chunk = total;
+    for (size_t r0 = 0; r0 < total; r0 += chunk) {
+        int rows = (int)(total - r0 < chunk ? total - r0 : chunk);
+        float *x = ws, *u = ws + (size_t)rows * D;                                          // [rows, D], [rows, 4D]
+        cogvideox_layernorm_zero(x, h + r0 * D, r0, rows, S, L, D, mod2, ly->norm2_w, ly->norm2_b, eps);
+        cogvideox_feed_forward(m, ly, x, rows, D, u, x);
+        gated_residual(h + r0 * D, x, r0, rows, S, L, D, mod2);
+    }
+    free(mod1);
+    free(mod2);
+}
+
+/* norm_final then norm_out (AdaLayerNorm, [shift, scale] = chunk2, shift first) on the video
+ * tokens of h[B, S, D] → y[B, N, D]. */
+static void cogvideox_norm_out(cogvideox_transformer *m, const float *h, const float *temb_silu, int B, int S,
+                               int L, float *y) {
+    const cogvideox_config *c = &m->c;
+    int D = c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim, N = S - L;
+    float eps = (float)c->norm_eps;
+    float *mod = cvx_malloc(sizeof(float) * (size_t)B * 2 * D);
+    linear(m, temb_silu, B, E, m->norm_out_lin_w, m->norm_out_lin_b, mod);              // [B, 2D]
+    for (int b = 0; b < B; b++) {
+        float *yb = y + (size_t)b * N * D;                                                 // [N, D]
+        cvx_layernorm(yb, h + ((size_t)b * S + L) * D, N, D, m->norm_final_w, m->norm_final_b, eps);
+        cvx_layernorm(yb, yb, N, D, m->norm_out_w, m->norm_out_b, eps);
+        const float *shift = mod + (size_t)b * 2 * D, *scale = shift + D;
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < D; k++) yb[(size_t)n * D + k] = yb[(size_t)n * D + k] * (1.0f + scale[k]) + shift[k];
+    }
+    free(mod);
+}
+
+/* proj_out rows [B, N, P] → out [B, F, C_out, H, W]: token (t, y, x), feature
+ * ((c·pt + it)·p + ih)·p + iw → out[b, t·pt + it, c, y·p + ih, x·p + iw] (pt = 1 for 1.0). */
+static void cogvideox_unpatchify(const cogvideox_config *c, const float *tok, int B, int F, int H, int W, float *out) {
+    int p = c->patch_size, pt = c->patch_size_t > 0 ? c->patch_size_t : 1, Co = c->out_channels;
+    int gh = H / p, gw = W / p, T = F / pt, P = Co * pt * p * p;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int y = 0; y < gh; y++)
+                for (int x = 0; x < gw; x++) {
+                    const float *row = tok + ((((size_t)b * T + t) * gh + y) * gw + x) * P;   // [P]
+                    for (int ch = 0; ch < Co; ch++)
+                        for (int it = 0; it < pt; it++)
+                            for (int ih = 0; ih < p; ih++)
+                                for (int iw = 0; iw < p; iw++)
+                                    out[((((size_t)b * F + t * pt + it) * Co + ch) * H + y * p + ih) * W + x * p + iw] =
+                                        row[((ch * pt + it) * p + ih) * p + iw];
+                }
+}
+
+/* ------------------------------------------------------------------ forward */
+
+static float *grow(float **buf, size_t *cap, size_t n) {
+    if (*cap < n) {
+        free(*buf);
+        *buf = cvx_alloc_f32(n);
+        *cap = n;
+    }
+    return *buf;
+}
+
+int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                         int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
+                         const float *rope_sin, float *out) {
+    const cogvideox_config *c = &m->c;
+    int D = c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim, p = c->patch_size;
+    int pt = c->patch_size_t > 0 ? c->patch_size_t : 1;
+    if (B <= 0 || F <= 0 || H <= 0 || W <= 0 || L <= 0)
+        return cvx_error("transformer: bad sizes B=%d F=%d H=%d W=%d L=%d", B, F, H, W, L);
+    if (H % p || W % p)
+        return cvx_error("transformer: latent height %d and width %d must be multiples of patch_size %d", H, W, p);
+    if (F % pt)
+        return cvx_error("transformer: %d latent frames is not a multiple of patch_size_t %d (the pipeline pads)", F, pt);
+    if (!c->use_rotary_positional_embeddings || c->use_learned_positional_embeddings)
+        if (L != c->max_text_seq_length)
+            return cvx_error("transformer: positional embeddings need exactly max_text_seq_length = %d text tokens, "
+                             "got %d", c->max_text_seq_length, L);
+    if (c->use_rotary_positional_embeddings && (!rope_cos || !rope_sin))
+        return cvx_error("transformer: this model uses rotary embeddings: rope tables are required");
+    if (c->ofs_embed_dim && ofs && n_ofs != 1 && n_ofs != B)
+        return cvx_error("transformer: ofs must have 1 or B=%d values, got %d", B, n_ofs);
+    float ofs_default = 2.0f;   /* CogVideoX I2V pipelines pass ofs = 2.0 */
+    if (c->ofs_embed_dim && !ofs) { ofs = &ofs_default; n_ofs = 1; }
+
+    int N = cogvideox_num_video_tokens(c, F, H, W), S = L + N;
+    int Kp = c->in_channels * pt * p * p, P = c->out_channels * pt * p * p;
+    size_t rows = (size_t)B * S;
+    int G = rows <= STACK_ROWS ? B : 1;
+    size_t ws_floats = rows <= STACK_ROWS ? 5 * rows * D : 4 * (size_t)S * D;
+    size_t need = (size_t)B * N * (size_t)(D + P);
+    if ((size_t)B * N * Kp > need) need = (size_t)B * N * Kp;
+    if (need > ws_floats) ws_floats = need;
+    (void)G;
+    float *h = grow(&m->h, &m->h_cap, rows * D);                                          // [B, S, D]
+    float *ws = grow(&m->ws, &m->ws_cap, ws_floats);
+
+    double t_start = cvx_time();
+    float *temb = cvx_malloc(sizeof(float) * (size_t)B * E);                              // [B, E]
+    cogvideox_time_embedding(m, timestep, B, ofs, n_ofs, temb);
+    cvx_silu(temb, (size_t)B * E);   /* every consumer (norm1, norm2, norm_out) takes silu(temb) */
+
+    if (cogvideox_patch_embed(m, x, B, F, H, W, text, L, h, ws)) { free(temb); return -1; }
+    for (int i = 0; i < c->num_layers; i++)
+        cogvideox_block(m, &m->layers[i], h, temb, B, S, L, rope_cos, rope_sin, ws, ws_floats);
+
+    float *y = ws, *tok = ws + (size_t)B * N * D;                                         // [B, N, D], [B, N, P]
+    cogvideox_norm_out(m, h, temb, B, S, L, y);
+    linear(m, y, B * N, D, m->proj_out_w, m->proj_out_b, tok);                          // [B·N, P]
+    cogvideox_unpatchify(c, tok, B, F, H, W, out);                                        // [B, F, C_out, H, W]
+    free(temb);
+    m->stats.t_total += cvx_time() - t_start;
+    return 0;
+}
+
+int cogvideox_forward(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
+                      const int64_t *timestep, const float *rope_cos, const float *rope_sin, float *out) {
+    return cogvideox_forward_ex(m, x, B, F, H, W, text, L, timestep, NULL, 0, rope_cos, rope_sin, out);
+}

@@ -1,0 +1,398 @@
+/* CogVideoX VAE decoder: loading and the blocks, one function per upstream module.
+ * Chunked and tiled decoding live in vae_decode.c. */
+#include "vae.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "conv.h"
+#include "error.h"
+#include "fileio.h"
+#include "gemm.h"
+#include "ops.h"
+
+/* SpatialNorm3D builds its GroupNorm with eps=1e-6 whatever norm_eps says (upstream). */
+#define SPATIAL_NORM_EPS 1e-6f
+
+static double g_conv_flops;
+double vae_conv_flops(void) { return g_conv_flops; }
+
+/* ------------------------------------------------------------------ loading */
+
+typedef struct {
+    void *w;        /* cvx_weights * */
+    int next_cache;
+} loader;
+
+static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
+                    int causal) {
+    char wn[256], bn[256];
+    snprintf(wn, sizeof wn, "%s.weight", name);
+    snprintf(bn, sizeof bn, "%s.bias", name);
+    c->w = is2d ? cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kh, kw))
+                : cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kt, kh, kw));
+    if (!c->w) return -1;
+    c->b = cvx_weights_get(L->w, bn, CVX_SHAPE(cout));
+    if (!c->b) return -1;
+    c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
+    c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
+    return 0;
+}
+
+static int spatial_norm_get(loader *L, vae_spatial_norm_w *n, const char *name, int C, int zc) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.norm_layer.weight", name);
+    if (!(n->norm_w = cvx_weights_get(L->w, buf, CVX_SHAPE(C)))) return -1;
+    snprintf(buf, sizeof buf, "%s.norm_layer.bias", name);
+    if (!(n->norm_b = cvx_weights_get(L->w, buf, CVX_SHAPE(C)))) return -1;
+    n->channels = C;
+    snprintf(buf, sizeof buf, "%s.conv_y.conv", name);
+    if (conv_get(L, &n->conv_y, buf, zc, C, 1, 1, 1, 0, 1)) return -1;
+    snprintf(buf, sizeof buf, "%s.conv_b.conv", name);
+    return conv_get(L, &n->conv_b, buf, zc, C, 1, 1, 1, 0, 1);
+}
+
+static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int cout, int zc) {
+    char buf[256];
+    r->cin = cin, r->cout = cout;
+    snprintf(buf, sizeof buf, "%s.norm1", name);
+    if (spatial_norm_get(L, &r->norm1, buf, cin, zc)) return -1;
+    snprintf(buf, sizeof buf, "%s.conv1.conv", name);
+    if (conv_get(L, &r->conv1, buf, cin, cout, 3, 3, 3, 0, 1)) return -1;
+    snprintf(buf, sizeof buf, "%s.norm2", name);
+    if (spatial_norm_get(L, &r->norm2, buf, cout, zc)) return -1;
+    snprintf(buf, sizeof buf, "%s.conv2.conv", name);
+    if (conv_get(L, &r->conv2, buf, cout, cout, 3, 3, 3, 0, 1)) return -1;
+    memset(&r->shortcut, 0, sizeof r->shortcut);
+    r->shortcut.cache_id = -1;
+    if (cin != cout) {   /* CogVideoXSafeConv3d 1×1×1 (conv_shortcut=False upstream) */
+        snprintf(buf, sizeof buf, "%s.conv_shortcut", name);
+        if (conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
+    }
+    return 0;
+}
+
+static int load_config(vae_decoder *d, const char *path) {
+    cvx_config c;
+    if (cvx_config_load(&c, path)) return -1;
+    int64_t v, bo[VAE_MAX_BLOCKS];
+    int n = 0, rc = -1;
+    const char *act, *types[VAE_MAX_BLOCKS];
+    int nt = 0;
+    if (cvx_cfg_int_array(&c, "block_out_channels", bo, VAE_MAX_BLOCKS, &n)) goto out;
+    if (n < 1) { cvx_error("%s: key 'block_out_channels' must not be empty", path); goto out; }
+    d->num_blocks = n;
+    for (int i = 0; i < n; i++) d->block_out[i] = (int)bo[i];
+    if (cvx_cfg_int_or(&c, "latent_channels", 16, &v)) goto out;
+    d->latent_channels = (int)v;
+    if (cvx_cfg_int_or(&c, "out_channels", 3, &v)) goto out;
+    d->out_channels = (int)v;
+    if (cvx_cfg_int_or(&c, "layers_per_block", 3, &v)) goto out;
+    d->layers_per_block = (int)v;
+    if (cvx_cfg_int_or(&c, "norm_num_groups", 32, &v)) goto out;
+    d->groups = (int)v;
+    if (cvx_cfg_num_or(&c, "norm_eps", 1e-6, &d->norm_eps)) goto out;
+    if (cvx_cfg_num_or(&c, "scaling_factor", 1.15258426, &d->scaling_factor)) goto out;
+    double tcr;
+    if (cvx_cfg_num_or(&c, "temporal_compression_ratio", 4, &tcr)) goto out;
+    d->temporal_compression_ratio = (int)tcr;
+    d->temporal_levels = tcr >= 1 ? (int)floor(log2(tcr)) : 0;   /* int(np.log2(ratio)) */
+    if (cvx_cfg_int_or(&c, "sample_height", 480, &v)) goto out;
+    d->sample_height = (int)v;
+    if (cvx_cfg_int_or(&c, "sample_width", 720, &v)) goto out;
+    d->sample_width = (int)v;
+    if (cvx_cfg_bool_or(&c, "use_post_quant_conv", 0, &d->use_post_quant_conv)) goto out;
+    if (cvx_cfg_bool_or(&c, "invert_scale_latents", 0, &d->invert_scale_latents)) goto out;
+    if (cvx_cfg_str_or(&c, "act_fn", "silu", &act)) goto out;
+    if (strcmp(act, "silu") && strcmp(act, "swish")) {
+        cvx_error("%s: key 'act_fn' is \"%s\", only \"silu\" is supported", path, act);
+        goto out;
+    }
+    if (cvx_cfg_has(&c, "up_block_types")) {
+        if (cvx_cfg_str_array(&c, "up_block_types", types, VAE_MAX_BLOCKS, &nt)) goto out;
+        if (nt != n) { cvx_error("%s: 'up_block_types' has %d entries, block_out_channels %d", path, nt, n); goto out; }
+        for (int i = 0; i < nt; i++)
+            if (strcmp(types[i], "CogVideoXUpBlock3D")) {
+                cvx_error("%s: up_block_types[%d] is \"%s\", expected \"CogVideoXUpBlock3D\"", path, i, types[i]);
+                goto out;
+            }
+    }
+    if (d->latent_channels < 1 || d->out_channels < 1 || d->layers_per_block < 0 || d->groups < 1) {
+        cvx_error("%s: latent_channels/out_channels/layers_per_block/norm_num_groups out of range", path);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if (d->block_out[i] < 1 || d->block_out[i] % d->groups) {
+            cvx_error("%s: block_out_channels[%d] = %d is not a positive multiple of norm_num_groups %d", path, i,
+                      d->block_out[i], d->groups);
+            goto out;
+        }
+    d->spatial_ratio = 1 << (n - 1);
+    rc = 0;
+out:
+    cvx_config_free(&c);
+    return rc;
+}
+
+int vae_load(vae_decoder *d, const char *vae_dir) {
+    memset(d, 0, sizeof *d);
+    char path[4096];
+    if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) return cvx_error("%s: path too long", vae_dir);
+    if (load_config(d, path)) return -1;
+    loader L = {cvx_weights_open(vae_dir), 0};
+    if (!L.w) return -1;
+    d->weights = L.w;
+    const int n = d->num_blocks, zc = d->latent_channels;
+    int rev[VAE_MAX_BLOCKS];
+    for (int i = 0; i < n; i++) rev[i] = d->block_out[n - 1 - i];
+    char name[256];
+    d->post_quant_conv.cache_id = -1;
+    if (d->use_post_quant_conv) {
+        /* Upstream builds it as CogVideoXSafeConv3d(out_channels, out_channels, 1). */
+        if (zc != d->out_channels)
+            return cvx_error("%s: use_post_quant_conv with latent_channels %d != out_channels %d is not supported "
+                             "(upstream would fail too)", path, zc, d->out_channels);
+        if (conv_get(&L, &d->post_quant_conv, "post_quant_conv", zc, zc, 1, 1, 1, 0, 0)) return -1;
+    }
+    if (conv_get(&L, &d->conv_in, "decoder.conv_in.conv", zc, rev[0], 3, 3, 3, 0, 1)) return -1;
+    for (int i = 0; i < 2; i++) {   /* CogVideoXMidBlock3D num_layers=2 */
+        snprintf(name, sizeof name, "decoder.mid_block.resnets.%d", i);
+        if (resnet_get(&L, &d->mid[i], name, rev[0], rev[0], zc)) return -1;
+    }
+    int out_ch = rev[0];
+    for (int i = 0; i < n; i++) {
+        vae_up_block_w *b = &d->up[i];
+        int in_ch = out_ch;
+        out_ch = rev[i];
+        b->num_resnets = d->layers_per_block + 1;
+        b->resnets = cvx_calloc((size_t)b->num_resnets, sizeof *b->resnets);
+        for (int j = 0; j < b->num_resnets; j++) {
+            snprintf(name, sizeof name, "decoder.up_blocks.%d.resnets.%d", i, j);
+            if (resnet_get(&L, &b->resnets[j], name, j == 0 ? in_ch : out_ch, out_ch, zc)) return -1;
+        }
+        b->has_upsampler = i < n - 1;
+        b->compress_time = i < d->temporal_levels;
+        b->upsampler.cache_id = -1;
+        if (b->has_upsampler) {
+            snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0.conv", i);
+            if (conv_get(&L, &b->upsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) return -1;
+        }
+    }
+    if (spatial_norm_get(&L, &d->norm_out, "decoder.norm_out", rev[n - 1], zc)) return -1;
+    if (conv_get(&L, &d->conv_out, "decoder.conv_out.conv", rev[n - 1], d->out_channels, 3, 3, 3, 0, 1)) return -1;
+    d->num_caches = L.next_cache;
+    return 0;
+}
+
+void vae_free(vae_decoder *d) {
+    for (int i = 0; i < d->num_blocks; i++) free(d->up[i].resnets);
+    if (d->weights) cvx_weights_close(d->weights);
+    memset(d, 0, sizeof *d);
+}
+
+void vae_cache_init(vae_cache *c, int n) {
+    c->n = n;
+    c->buf = cvx_calloc((size_t)(n ? n : 1), sizeof *c->buf);
+    c->C = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
+    c->H = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
+    c->W = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
+}
+
+void vae_cache_reset(vae_cache *c) {
+    for (int i = 0; i < c->n; i++) {
+        free(c->buf[i]);
+        c->buf[i] = NULL;
+    }
+}
+
+void vae_cache_free(vae_cache *c) {
+    vae_cache_reset(c);
+    free(c->buf), free(c->C), free(c->H), free(c->W);
+    memset(c, 0, sizeof *c);
+}
+
+/* ------------------------------------------------------------------ blocks */
+
+/* Run a convolution on a padded input xp[Cin, Tp, Hp, Wp] with weights widened at use. */
+static void conv_on_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
+    int taps = c->kt * c->kh * c->kw;
+    float *wpk = cvx_alloc_f32((size_t)taps * c->cout * c->cin);
+    cvx_conv_pack_weights(c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
+    float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
+    cvx_conv3d_padded(xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
+    g_conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
+    free(wpk);
+    free(bias);
+}
+
+static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
+    float *bias = cvx_tensor_f32_dup(c->b);
+    cvx_conv1x1(x, c->cin, N, cvx_weight_f32(c->w), bias, c->cout, y);   // [Cout, N]
+    g_conv_flops += 2.0 * c->cout * c->cin * (double)N;
+    free(bias);
+}
+
+void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
+    const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
+    if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
+        conv1x1(c, x, (size_t)T * H * W, y);
+        return;
+    }
+    const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
+    float *xp = cvx_alloc_f32((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
+    float *cached = c->cache_id >= 0 ? cache->buf[c->cache_id] : NULL;
+    if (kt > 1) {
+        if (cached) {
+            CVX_CHECK(cache->C[c->cache_id] == Cin && cache->H[c->cache_id] == H && cache->W[c->cache_id] == W);
+            cvx_pad_frames(xp, Tp, 0, cached, Cin, kt - 1, 0, kt - 1, H, W, ph, pw);
+        } else {
+            for (int k = 0; k < kt - 1; k++) cvx_pad_frames(xp, Tp, k, x, Cin, T, 0, 1, H, W, ph, pw);
+        }
+    }
+    cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
+    if (c->cache_id >= 0) {
+        /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
+        float *nc = cvx_alloc_f32((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int k = 0; k < kt - 1; k++)
+                for (int yy = 0; yy < H; yy++)
+                    memcpy(nc + (((size_t)ci * (kt - 1) + k) * H + yy) * W,
+                           xp + (((size_t)ci * Tp + T + k) * Hp + yy + ph) * Wp + pw, sizeof(float) * W);
+        free(cache->buf[c->cache_id]);
+        cache->buf[c->cache_id] = nc;
+        cache->C[c->cache_id] = Cin, cache->H[c->cache_id] = H, cache->W[c->cache_id] = W;
+    }
+    conv_on_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
+    free(xp);
+}
+
+/* Source latent frame for feature frame t (SpatialNorm3D's resize of zq). */
+static int zq_frame(int t, int Tf, int Tz) {
+    if (Tf > 1 && Tf % 2 == 1) return t == 0 ? 0 : 1 + cvx_nearest_index(t - 1, Tz - 1, Tf - 1);
+    return cvx_nearest_index(t, Tz, Tf);
+}
+
+void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const vae_zq *zq, const float *f,
+                      float *out, int T, int H, int W, int silu) {
+    const int C = n->channels;
+    const size_t S = (size_t)T * H * W, Sz = (size_t)zq->T * zq->H * zq->W;
+    /* conv_y/conv_b are 1×1×1, so they commute with the nearest resize: run them at the
+     * latent resolution and index the result (same numbers, far fewer FLOPs). */
+    float *zy = cvx_alloc_f32((size_t)C * Sz), *zb = cvx_alloc_f32((size_t)C * Sz);   // [C, Tz, h, w]
+    conv1x1(&n->conv_y, zq->z, Sz, zy);
+    conv1x1(&n->conv_b, zq->z, Sz, zb);
+    float *gw = cvx_tensor_f32_dup(n->norm_w), *gb = cvx_tensor_f32_dup(n->norm_b);
+    cvx_groupnorm(out, f, C, S, d->groups, gw, gb, SPATIAL_NORM_EPS);   // [C, T, H, W]
+    int *tm = cvx_malloc(sizeof(int) * (size_t)T), *ym = cvx_malloc(sizeof(int) * (size_t)H),
+        *xm = cvx_malloc(sizeof(int) * (size_t)W);
+    for (int t = 0; t < T; t++) tm[t] = zq_frame(t, T, zq->T);
+    for (int y = 0; y < H; y++) ym[y] = cvx_nearest_index(y, zq->H, H);
+    for (int x = 0; x < W; x++) xm[x] = cvx_nearest_index(x, zq->W, W);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < T; t++)
+            for (int y = 0; y < H; y++) {
+                size_t zrow = (((size_t)c * zq->T + tm[t]) * zq->H + ym[y]) * zq->W;
+                float *o = out + (((size_t)c * T + t) * H + y) * W;
+                for (int x = 0; x < W; x++) {
+                    float v = o[x] * zy[zrow + xm[x]] + zb[zrow + xm[x]];
+                    o[x] = silu ? v / (1.0f + expf(-v)) : v;
+                }
+            }
+    free(tm), free(ym), free(xm), free(gw), free(gb), free(zy), free(zb);
+}
+
+float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *cache, const vae_zq *zq,
+                        const float *x, int T, int H, int W) {
+    const size_t S = (size_t)T * H * W;
+    float *h = cvx_alloc_f32((size_t)r->cin * S);                    // [Cin, T, H, W]
+    vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
+    float *h1 = cvx_alloc_f32((size_t)r->cout * S);                  // [Cout, T, H, W]
+    causal_conv3d(&r->conv1, cache, h, T, H, W, h1);
+    free(h);
+    vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
+    float *h2 = cvx_alloc_f32((size_t)r->cout * S);                  // [Cout, T, H, W]
+    causal_conv3d(&r->conv2, cache, h1, T, H, W, h2);
+    if (r->shortcut.w) {
+        conv1x1(&r->shortcut, x, S, h1);                              // [Cout, T, H, W] (h1 reused)
+        cvx_add(h2, h1, (size_t)r->cout * S);
+    } else {
+        cvx_add(h2, x, (size_t)r->cout * S);
+    }
+    free(h1);
+    return h2;
+}
+
+float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int *H, int *W) {
+    const int Ti = *T, Ho = 2 * *H, Wo = 2 * *W;
+    /* Time: n odd > 1 -> the first frame alone (space only), the rest ×2: 2n−1 frames;
+     * n even -> ×2; n = 1 -> space only. Without compress_time: space only. */
+    int To = !b->compress_time || Ti == 1 ? Ti : (Ti % 2 ? 2 * Ti - 1 : 2 * Ti);
+    int *tmap = cvx_malloc(sizeof(int) * (size_t)To);
+    for (int t = 0; t < To; t++) {
+        if (!b->compress_time || Ti == 1) tmap[t] = t;
+        else if (Ti % 2) tmap[t] = t == 0 ? 0 : 1 + ((t - 1) >> 1);
+        else tmap[t] = t >> 1;
+    }
+    const int Hp = Ho + 2, Wp = Wo + 2;
+    float *xp = cvx_alloc_f32((size_t)C * To * Hp * Wp);            // [C, To, Ho+2, Wo+2]
+    cvx_upsample_nearest_padded(x, C, Ti, *H, *W, tmap, To, Ho, Wo, xp, To, 0, 1, 1);
+    float *y = cvx_alloc_f32((size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
+    conv_on_padded(&b->upsampler, xp, To, Hp, Wp, y);                // Conv2d 3×3 per frame
+    free(xp);
+    free(tmap);
+    *T = To, *H = Ho, *W = Wo;
+    return y;
+}
+
+float *vae_up_block(const vae_decoder *d, const vae_up_block_w *b, vae_cache *cache, const vae_zq *zq, float *x,
+                    int *C, int *T, int *H, int *W) {
+    for (int i = 0; i < b->num_resnets; i++) {
+        float *y = vae_resnet_block(d, &b->resnets[i], cache, zq, x, *T, *H, *W);
+        free(x);
+        x = y;
+        *C = b->resnets[i].cout;
+    }
+    if (b->has_upsampler) {
+        float *y = vae_upsampler(b, x, *C, T, H, W);
+        free(x);
+        x = y;
+    }
+    return x;
+}
+
+float *vae_mid_block(const vae_decoder *d, vae_cache *cache, const vae_zq *zq, float *x, int T, int H, int W) {
+    for (int i = 0; i < 2; i++) {
+        float *y = vae_resnet_block(d, &d->mid[i], cache, zq, x, T, H, W);
+        free(x);
+        x = y;
+    }
+    return x;
+}
+
+float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *z, int T, int h, int w, int *T_out) {
+    const size_t Sz = (size_t)T * h * w;
+    float *zpq = NULL;
+    if (d->use_post_quant_conv) {
+        zpq = cvx_alloc_f32((size_t)d->latent_channels * Sz);
+        conv1x1(&d->post_quant_conv, z, Sz, zpq);
+        z = zpq;
+    }
+    vae_zq zq = {z, d->latent_channels, T, h, w};
+    int C = d->conv_in.cout, H = h, W = w;
+    float *x = cvx_alloc_f32((size_t)C * Sz);                        // [C0, T, h, w]
+    causal_conv3d(&d->conv_in, cache, z, T, h, w, x);
+    x = vae_mid_block(d, cache, &zq, x, T, H, W);
+    for (int i = 0; i < d->num_blocks; i++) x = vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);
+    vae_spatial_norm(d, &d->norm_out, &zq, x, x, T, H, W, 1);        // norm_out + SiLU
+    float *y = cvx_alloc_f32((size_t)d->out_channels * T * H * W);  // [3, T, H, W]
+    causal_conv3d(&d->conv_out, cache, x, T, H, W, y);
+    free(x);
+    free(zpq);
+    *T_out = T;
+    return y;
+}

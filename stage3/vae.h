@@ -1,0 +1,129 @@
+/* CogVideoX VAE decoder (diffusers 0.32.2 AutoencoderKLCogVideoX.decode), f32.
+ *
+ * Structure (every size from vae/config.json): conv_in (causal 3×3×3) → mid block (2 ResNets)
+ * → up blocks (layers_per_block+1 ResNets each, an up-sampler in all but the last: space ×2,
+ * and time ×2 in the first log2(temporal_compression_ratio) blocks) → norm_out (SpatialNorm3D)
+ * → SiLU → conv_out. Every norm is a SpatialNorm3D conditioned on the decoder input latent zq.
+ *
+ * Tensors are channel-major per sample: [C, T, H, W]. Decoding runs on chunks of latent
+ * frames (2, the first one 3 when the count is odd) carrying each causal convolution's last
+ * kt−1 input frames to the next chunk, exactly as upstream (the chunk boundaries decide the
+ * GroupNorm statistics), so memory does not grow with the video length. */
+#ifndef STAGE3_VAE_H
+#define STAGE3_VAE_H
+
+#include <stddef.h>
+
+#include "progress.h"
+#include "safetensors.h"
+
+#define VAE_MAX_BLOCKS 8
+
+typedef struct {
+    const cvx_tensor *w, *b;   /* [Cout, Cin, kt, kh, kw] (2D convs: [Cout, Cin, kh, kw]); bias [Cout] */
+    int cin, cout, kt, kh, kw;
+    int cache_id;              /* causal convs with kt > 1: slot in vae_cache; −1 otherwise */
+} vae_conv;
+
+typedef struct {               /* CogVideoXSpatialNorm3D */
+    const cvx_tensor *norm_w, *norm_b;   /* GroupNorm affine [C] */
+    vae_conv conv_y, conv_b;             /* 1×1×1 convs zq_channels -> C */
+    int channels;
+} vae_spatial_norm_w;
+
+typedef struct {               /* CogVideoXResnetBlock3D (decoder flavour: spatial norms, no temb) */
+    vae_spatial_norm_w norm1, norm2;
+    vae_conv conv1, conv2;
+    vae_conv shortcut;         /* 1×1×1 when cin != cout, else w == NULL */
+    int cin, cout;
+} vae_resnet_w;
+
+typedef struct {               /* CogVideoXUpBlock3D */
+    vae_resnet_w *resnets;
+    int num_resnets;
+    int has_upsampler, compress_time;
+    vae_conv upsampler;        /* Conv2d 3×3, padding 1 */
+} vae_up_block_w;
+
+typedef struct {
+    /* config */
+    int latent_channels, out_channels, num_blocks, layers_per_block, groups;
+    int block_out[VAE_MAX_BLOCKS];
+    double norm_eps, scaling_factor;
+    int temporal_compression_ratio, temporal_levels, spatial_ratio;
+    int sample_height, sample_width;
+    int use_post_quant_conv, invert_scale_latents;
+    /* weights (mmapped) */
+    void *weights;             /* cvx_weights * */
+    vae_conv post_quant_conv, conv_in, conv_out;
+    vae_resnet_w mid[2];
+    vae_up_block_w up[VAE_MAX_BLOCKS];
+    vae_spatial_norm_w norm_out;
+    int num_caches;
+} vae_decoder;
+
+/* Per-causal-conv carried frames ([Cin, kt−1, H, W] each), one set per spatial tile. */
+typedef struct {
+    float **buf;
+    int *C, *H, *W;
+    int n;
+} vae_cache;
+
+/* Load vae/config.json and the weights from `vae_dir`; every tensor looked up and
+ * shape-checked. -1 + cvx_error naming the file/key/tensor on failure. */
+int vae_load(vae_decoder *d, const char *vae_dir);
+void vae_free(vae_decoder *d);
+
+void vae_cache_init(vae_cache *c, int n);
+void vae_cache_reset(vae_cache *c);
+void vae_cache_free(vae_cache *c);
+
+/* ---- blocks (exposed for tests); inputs are [C, T, H, W], outputs newly allocated ---- */
+/* CogVideoXCausalConv3d: time padded with the cached frames (first chunk: the first frame
+ * repeated kt−1 times), cache := last kt−1 frames of that time-padded input, zero spatial
+ * padding, valid conv. y: [Cout, T, H, W] (caller-allocated). */
+void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y);
+/* The conditioning latent of the current chunk: [zc, Tz, h, w]. */
+typedef struct { const float *z; int C, T, H, W; } vae_zq;
+/* SpatialNorm3D: out = GroupNorm(f) · conv_y(zq↑) + conv_b(zq↑) (then SiLU when `silu`).
+ * zq↑ = nearest resize to f's size, first frame apart when f has an odd count > 1.
+ * out may equal f. */
+void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const vae_zq *zq, const float *f,
+                      float *out, int T, int H, int W, int silu);
+float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *cache, const vae_zq *zq,
+                        const float *x, int T, int H, int W);
+/* Up-sampler: nearest ×2 in space (and in time when compress_time, with the first-frame rule),
+ * then Conv2d 3×3 per frame. *T is updated. */
+float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int *H, int *W);
+float *vae_up_block(const vae_decoder *d, const vae_up_block_w *b, vae_cache *cache, const vae_zq *zq, float *x,
+                    int *C, int *T, int *H, int *W);
+float *vae_mid_block(const vae_decoder *d, vae_cache *cache, const vae_zq *zq, float *x, int T, int H, int W);
+/* The decoder on one chunk z[latent_channels, T, h, w] -> [out_channels, T', h·r, w·r]. */
+float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *z, int T, int h, int w, int *T_out);
+
+/* Output frames for a chunk of n latent frames, and for a whole latent of T frames. */
+int vae_chunk_frames(const vae_decoder *d, int n);
+int vae_output_frames(const vae_decoder *d, int T);
+
+/* Chunked decode of one sample z[lc, T, h, w] (already × 1/scaling_factor) into
+ * out[out_channels, vae_output_frames(T), h·r, w·r]. Progress ticks once per chunk. */
+void vae_decode_chunked(const vae_decoder *d, const float *z, int T, int h, int w, float *out, cvx_progress *p);
+
+/* Tiled decode (upstream tiled_decode with tile_sample_min_height/width = tsh/tsw, overlap
+ * factors 1/6 and 1/5). Returns a new [out_channels, T', H', W'] buffer; H', W' can exceed
+ * 8h, 8w when the tile sizes are inconsistent, as upstream. */
+float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
+                        int *H_out, int *W_out, cvx_progress *p);
+/* Does upstream tile this latent (h > tile_latent_min_height or w > ..._width)? */
+int vae_tiling_applies(const vae_decoder *d, int h, int w, int tsh, int tsw);
+/* -1 + error when tiles of tsh×tsw samples would not advance (latent stride 0). */
+int vae_tiling_check(const vae_decoder *d, int tsh, int tsw);
+/* Number of decoder calls (chunks × tiles) for progress bars. */
+int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int tsh, int tsw);
+/* Rough peak bytes of an untiled decode of an h×w latent (for --tiling auto). */
+double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w);
+
+/* Convolution FLOPs done so far (multiply-add = 2, nominal, no padding waste) — benchmarks. */
+double vae_conv_flops(void);
+
+#endif

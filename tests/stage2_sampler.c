@@ -1,0 +1,360 @@
+/* The CogVideoXPipeline loop (stage2/sampler.c) against the golden end-to-end cases
+ * (tests/data/golden/e2e_{2b,5b,5b_dyncfg}, README §7), from their stored prompt embeddings:
+ *   - initial latents = torch.randn from the seed, bit for bit;
+ *   - guidance per step (dynamic CFG formula) within 1e-12 of case.json;
+ *   - latents after every step and the final latents within 1e-4 relative L2;
+ *   - resume: a run stopped after 2 of 4 steps and resumed from its checkpoint gives latents
+ *     bit-identical to an uninterrupted run (DDIM and DPM), also with checkpoint_every 3 and
+ *     a stop at step 1; a checkpoint from other settings is refused naming the setting;
+ *   - latent shape rules (CogVideoX1.5 padding frame, validation errors), output permutation,
+ *     embedding checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+#include "error.h"
+#include "ops.h"
+#include "rng.h"
+#include "safetensors.h"
+#include "stage2/sampler.h"
+#include "stage2/scheduler.h"
+#include "stage2/transformer.h"
+
+#define GOLDEN "tests/data/golden"
+#define TOL 1e-4
+
+typedef struct {
+    const char *dir;
+    cvx_safetensors *st;
+    cvx_config cj;
+    cogvideox_transformer *m;
+    cogvideox_sample_params p;
+    cogvideox_latent_shape sh;
+    float *prompt, *negative;
+    int L;
+} e2e_case;
+
+static const cvx_tensor *need(const cvx_safetensors *st, const char *name) {
+    const cvx_tensor *t = cvx_st_find(st, name);
+    if (!t) fail_msg("golden tensor '%s' missing", name);
+    return t;
+}
+
+static json_object *jget(json_object *o, const char *key) {
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v)) fail_msg("case.json: key '%s' missing", key);
+    return v;
+}
+
+static void case_open(e2e_case *c, const char *dir) {
+    char p[512];
+    memset(c, 0, sizeof(*c));
+    c->dir = dir;
+    snprintf(p, sizeof p, GOLDEN "/%s/expected.safetensors", dir);
+    if (!(c->st = cvx_st_open(p))) fail_msg("%s", cvx_last_error());
+    snprintf(p, sizeof p, GOLDEN "/%s/case.json", dir);
+    if (cvx_config_load(&c->cj, p)) fail_msg("%s", cvx_last_error());
+    snprintf(p, sizeof p, GOLDEN "/%s/model/transformer", dir);
+    if (!(c->m = cogvideox_load(p))) fail_msg("%s", cvx_last_error());
+    json_object *call = jget(c->cj.root, "call");
+    c->p.frames = json_object_get_int(jget(call, "num_frames"));
+    c->p.height = json_object_get_int(jget(call, "height"));
+    c->p.width = json_object_get_int(jget(call, "width"));
+    c->p.num_inference_steps = json_object_get_int(jget(call, "num_inference_steps"));
+    c->p.guidance_scale = json_object_get_double(jget(call, "guidance_scale"));
+    c->p.use_dynamic_cfg = json_object_get_boolean(jget(call, "use_dynamic_cfg"));
+    c->p.seed = (uint64_t)json_object_get_int64(jget(call, "seed"));
+    c->p.vae_scale_spatial = 8;
+    c->p.vae_scale_temporal = 4;
+    const cogvideox_config *cfg = cogvideox_get_config(c->m);
+    if (cogvideox_latent_shape_for(cfg, &c->p, &c->sh)) fail_msg("%s", cvx_last_error());
+    const cvx_tensor *tp = need(c->st, "prompt_embeds"), *tn = need(c->st, "negative_prompt_embeds");
+    if (cogvideox_check_embeddings(cfg, tp, tn, "expected.safetensors")) fail_msg("%s", cvx_last_error());
+    c->L = (int)tp->shape[1];
+    c->prompt = cvx_tensor_f32_dup(tp);
+    c->negative = cvx_tensor_f32_dup(tn);
+}
+
+static void case_close(e2e_case *c) {
+    free(c->prompt);
+    free(c->negative);
+    cogvideox_free(c->m);
+    cvx_config_free(&c->cj);
+    cvx_st_close(c->st);
+}
+
+static void scheduler_of(const e2e_case *c, cogvideox_scheduler *s) {
+    char p[512];
+    snprintf(p, sizeof p, GOLDEN "/%s/model/scheduler/scheduler_config.json", c->dir);
+    if (cogvideox_scheduler_load(s, p, -1)) fail_msg("%s", cvx_last_error());
+}
+
+typedef struct {
+    const e2e_case *c;
+    double worst;
+    int steps_seen;
+} step_check;
+
+static void check_step(void *ctx, int step, const float *latents, const cogvideox_latent_shape *sh) {
+    step_check *sc = ctx;
+    char name[64];
+    snprintf(name, sizeof name, "latents_after_step_%d", step);
+    const cvx_tensor *t = need(sc->c->st, name);
+    assert_int_equal((size_t)t->numel, sh->numel);
+    float *g = cvx_tensor_f32_dup(t);
+    double e = cvx_rel_l2(latents, g, sh->numel);
+    printf("  %s step %d: rel L2 %.3g\n", sc->c->dir, step, e);
+    if (e > sc->worst) sc->worst = e;
+    sc->steps_seen++;
+    free(g);
+    assert_true(e <= TOL);
+}
+
+static void run_golden(const char *dir, cogvideox_scheduler_kind want_kind) {
+    e2e_case c;
+    case_open(&c, dir);
+    cogvideox_scheduler s;
+    scheduler_of(&c, &s);
+    assert_int_equal(s.kind, want_kind);
+
+    /* initial noise: randn([1, F, C, h, w]) from the seed, exact */
+    const cvx_tensor *ti = need(c.st, "initial_latents");
+    assert_int_equal((size_t)ti->numel, c.sh.numel);
+    float *noise = malloc(c.sh.numel * sizeof(float));
+    cvx_generator g;
+    cvx_generator_seed(&g, c.p.seed);
+    cvx_randn(&g, noise, c.sh.numel);
+    assert_memory_equal(noise, ti->data, c.sh.numel * sizeof(float));
+    free(noise);
+
+    /* guidance per step, and the timesteps */
+    json_object *gps = jget(c.cj.root, "guidance_scale_per_step"), *tss = jget(c.cj.root, "timesteps");
+    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, c.p.num_inference_steps), 0);
+    for (int i = 0; i < c.p.num_inference_steps; i++) {
+        assert_int_equal(s.timesteps[i], json_object_get_int64(json_object_array_get_idx(tss, i)));
+        double want = json_object_get_double(json_object_array_get_idx(gps, i));
+        double got = cogvideox_guidance_at(&c.p, s.timesteps[i]);
+        assert_true(fabs(got - want) <= 1e-12 * fabs(want));
+    }
+
+    step_check sc = {&c, 0, 0};
+    cogvideox_sample_result res;
+    float *lat = malloc(c.sh.numel * sizeof(float));
+    if (cogvideox_sample(c.m, &s, &c.p, &c.sh, c.prompt, c.negative, c.L, NULL, check_step, &sc, lat, &res))
+        fail_msg("%s", cvx_last_error());
+    assert_int_equal(res.steps_done, c.p.num_inference_steps);
+    assert_int_equal(sc.steps_seen, c.p.num_inference_steps);
+    float *fin = cvx_tensor_f32_dup(need(c.st, "final_latents"));
+    double e = cvx_rel_l2(lat, fin, c.sh.numel);
+    printf("  %s final latents: rel L2 %.3g (worst step %.3g)\n", dir, e, sc.worst);
+    assert_true(e <= TOL);
+    free(fin);
+    free(lat);
+    cogvideox_scheduler_free(&s);
+    case_close(&c);
+}
+
+static void test_e2e_2b_ddim(void **state) { (void)state; run_golden("e2e_2b", COGVIDEOX_DDIM); }
+static void test_e2e_5b_dpm(void **state) { (void)state; run_golden("e2e_5b", COGVIDEOX_DPM); }
+static void test_e2e_5b_dyncfg(void **state) { (void)state; run_golden("e2e_5b_dyncfg", COGVIDEOX_DPM); }
+
+/* ---- resume ---- */
+static void fingerprint_of(const e2e_case *c, cogvideox_fingerprint *fp) {
+    memset(fp, 0, sizeof(*fp));
+    cogvideox_fingerprint_set(fp, "model", "%s", c->dir);
+    cogvideox_fingerprint_set(fp, "seed", "%llu", (unsigned long long)c->p.seed);
+    cogvideox_fingerprint_set(fp, "num_inference_steps", "%d", c->p.num_inference_steps);
+}
+
+static int run(e2e_case *c, const cogvideox_checkpointing *ck, float *lat, cogvideox_sample_result *res) {
+    cogvideox_scheduler s;
+    scheduler_of(c, &s);
+    int rc = cogvideox_sample(c->m, &s, &c->p, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
+    cogvideox_scheduler_free(&s);
+    return rc;
+}
+
+static void check_resume(const char *dir, int every, int stop_at) {
+    e2e_case c;
+    case_open(&c, dir);
+    char tmpl[] = "/tmp/cvx_s2_resume_XXXXXX", path[256];
+    assert_non_null(mkdtemp(tmpl));
+    snprintf(path, sizeof path, "%s/stage2_checkpoint.safetensors", tmpl);
+    cogvideox_fingerprint fp;
+    fingerprint_of(&c, &fp);
+    size_t n = c.sh.numel;
+    float *full = malloc(n * sizeof(float)), *part = malloc(n * sizeof(float)), *resumed = malloc(n * sizeof(float));
+    cogvideox_sample_result res;
+
+    /* uninterrupted, no checkpoints */
+    assert_int_equal(run(&c, NULL, full, &res), 0);
+    assert_int_equal(res.steps_done, c.p.num_inference_steps);
+
+    /* stopped after `stop_at` steps, then resumed */
+    cogvideox_checkpointing ck = {path, every, 0, stop_at, &fp};
+    assert_int_equal(run(&c, &ck, part, &res), 0);
+    assert_int_equal(res.steps_done, stop_at);
+    assert_true(access(path, F_OK) == 0);
+    ck.resume = 1;
+    ck.stop_after_steps = 0;
+    assert_int_equal(run(&c, &ck, resumed, &res), 0);
+    assert_int_equal(res.resumed_from, stop_at);
+    assert_int_equal(res.steps_done, c.p.num_inference_steps);
+    assert_memory_equal(resumed, full, n * sizeof(float));
+    printf("  %s: stop after %d (checkpoint every %d) + resume == uninterrupted, bit for bit\n", dir, stop_at, every);
+
+    /* the checkpoint of a run with another seed is refused, naming the setting */
+    ck.stop_after_steps = stop_at;
+    ck.resume = 0;
+    assert_int_equal(run(&c, &ck, part, &res), 0);
+    cogvideox_fingerprint_set(&fp, "seed", "%llu", (unsigned long long)c.p.seed + 1);
+    ck.resume = 1;
+    ck.stop_after_steps = 0;
+    assert_int_equal(run(&c, &ck, resumed, &res), -1);
+    printf("  refused: %s\n", cvx_last_error());
+    assert_non_null(strstr(cvx_last_error(), "seed="));
+    /* and a missing checkpoint is an error too */
+    unlink(path);
+    assert_int_equal(run(&c, &ck, resumed, &res), -1);
+    assert_non_null(strstr(cvx_last_error(), "no checkpoint"));
+
+    rmdir(tmpl);
+    free(full); free(part); free(resumed);
+    case_close(&c);
+}
+
+static void test_resume_ddim(void **state) { (void)state; check_resume("e2e_2b", 1, 2); }
+static void test_resume_dpm(void **state) { (void)state; check_resume("e2e_5b", 1, 2); }
+static void test_resume_dpm_dyncfg(void **state) {
+    (void)state;
+    check_resume("e2e_5b_dyncfg", 1, 2);
+    check_resume("e2e_5b_dyncfg", 3, 1);   /* the stop writes a checkpoint even off the K grid */
+    check_resume("e2e_5b_dyncfg", 1, 3);
+}
+
+/* ---- shapes and checks without a model ---- */
+static cogvideox_config cfg_15(void) {
+    cogvideox_config c = {0};
+    c.in_channels = c.out_channels = 16;
+    c.patch_size = 2;
+    c.patch_size_t = 2;
+    c.text_embed_dim = 4096;
+    c.max_text_seq_length = 226;
+    return c;
+}
+
+static void test_latent_shapes(void **state) {
+    (void)state;
+    cogvideox_config c = cfg_15();
+    cogvideox_sample_params p = {.frames = 81, .height = 768, .width = 1360, .num_inference_steps = 50,
+                                 .guidance_scale = 6, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cogvideox_latent_shape sh;
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), 0);   /* 21 latent frames: odd -> 22 */
+    assert_int_equal(sh.frames, 22);
+    assert_int_equal(sh.pad_frames, 1);
+    assert_int_equal(sh.height, 96);
+    assert_int_equal(sh.width, 170);
+    p.frames = 85;                                                  /* 22: no padding */
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), 0);
+    assert_int_equal(sh.frames, 22);
+    assert_int_equal(sh.pad_frames, 0);
+    c.patch_size_t = 0;                                             /* 1.0 model: never padded */
+    p.frames = 49;
+    p.height = 480;
+    p.width = 720;
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), 0);
+    assert_int_equal(sh.frames, 13);
+    assert_int_equal(sh.pad_frames, 0);
+    assert_int_equal(sh.numel, (size_t)13 * 16 * 60 * 90);
+
+    p.frames = 50;
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    printf("  %s\n", cvx_last_error());
+    assert_non_null(strstr(cvx_last_error(), "--frames 50"));
+    p.frames = 49;
+    p.height = 488;                                                 /* multiple of 8, not of 16 */
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    printf("  %s\n", cvx_last_error());
+    assert_non_null(strstr(cvx_last_error(), "--height 488"));
+    p.height = 480;
+    p.width = 0;
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    assert_non_null(strstr(cvx_last_error(), "--width 0"));
+    p.width = 720;
+    c.in_channels = 32;
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    assert_non_null(strstr(cvx_last_error(), "image-to-video"));
+}
+
+static void test_output_layout(void **state) {
+    (void)state;
+    /* [1, F=3, C=2, 1, 2] with one padding frame -> [1, C=2, T=2, 1, 2] */
+    cogvideox_latent_shape sh = {.frames = 3, .pad_frames = 1, .channels = 2, .height = 1, .width = 2};
+    sh.numel = 12;
+    float lat[12], out[8];
+    for (int f = 0; f < 3; f++)
+        for (int ch = 0; ch < 2; ch++)
+            for (int x = 0; x < 2; x++) lat[(f * 2 + ch) * 2 + x] = (float)(100 * f + 10 * ch + x);
+    cogvideox_latents_to_output(lat, &sh, out);
+    static const float want[8] = {100, 101, 200, 201, 110, 111, 210, 211};
+    assert_memory_equal(out, want, sizeof want);
+}
+
+static void test_embedding_checks(void **state) {
+    (void)state;
+    cogvideox_config c = cfg_15();
+    float dummy = 0;
+    cvx_tensor a = {.name = "prompt_embeds", .dtype = CVX_F32, .ndim = 3, .shape = {1, 226, 4096}, .data = &dummy};
+    cvx_tensor b = a;
+    b.name = "negative_prompt_embeds";
+    assert_int_equal(cogvideox_check_embeddings(&c, &a, &b, "in.safetensors"), 0);
+    b.shape[2] = 4095;
+    assert_int_equal(cogvideox_check_embeddings(&c, &a, &b, "in.safetensors"), -1);
+    printf("  %s\n", cvx_last_error());
+    assert_non_null(strstr(cvx_last_error(), "negative_prompt_embeds"));
+    assert_non_null(strstr(cvx_last_error(), "text_embed_dim 4096"));
+    b.shape[2] = 4096;
+    a.shape[1] = 77;
+    assert_int_equal(cogvideox_check_embeddings(&c, &a, &b, "in.safetensors"), -1);
+    assert_non_null(strstr(cvx_last_error(), "max_text_seq_length"));
+    a.shape[1] = 226;
+    assert_int_equal(cogvideox_check_embeddings(&c, &a, NULL, "in.safetensors"), -1);
+    assert_non_null(strstr(cvx_last_error(), "missing"));
+    a.dtype = CVX_I64;
+    assert_int_equal(cogvideox_check_embeddings(&c, &a, &b, "in.safetensors"), -1);
+    assert_non_null(strstr(cvx_last_error(), "dtype"));
+}
+
+static void test_guidance(void **state) {
+    (void)state;
+    cogvideox_sample_params p = {.num_inference_steps = 4, .guidance_scale = 6, .use_dynamic_cfg = 1};
+    /* README §7 values for n = 4 */
+    assert_true(fabs(cogvideox_guidance_at(&p, 999) - 4.7559) < 1e-4);
+    assert_true(fabs(cogvideox_guidance_at(&p, 749) - 1.9380) < 1e-4);
+    assert_true(fabs(cogvideox_guidance_at(&p, 499) - 1.0922) < 1e-4);
+    assert_true(fabs(cogvideox_guidance_at(&p, 249) - 1.0103) < 1e-4);
+    p.use_dynamic_cfg = 0;
+    assert_true(cogvideox_guidance_at(&p, 999) == 6.0);
+    assert_true(cogvideox_uses_cfg(&p));
+    p.guidance_scale = 1.0;
+    assert_false(cogvideox_uses_cfg(&p));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_latent_shapes),  cmocka_unit_test(test_output_layout),
+        cmocka_unit_test(test_embedding_checks), cmocka_unit_test(test_guidance),
+        cmocka_unit_test(test_e2e_2b_ddim),    cmocka_unit_test(test_e2e_5b_dpm),
+        cmocka_unit_test(test_e2e_5b_dyncfg),  cmocka_unit_test(test_resume_ddim),
+        cmocka_unit_test(test_resume_dpm),     cmocka_unit_test(test_resume_dpm_dyncfg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
