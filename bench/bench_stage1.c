@@ -3,13 +3,17 @@
  * layers, 226 tokens, one sequence. Prints wall time (median of 3 after a warm-up), GFLOP/s
  * and peak RSS. The PyTorch peer takes 1.42 s for the same case (docs: PERFORMANCE.md).
  *
- *   bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--f32] [--reps N] */
+ *   bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--f32|--f16] [--reps N]
+ *                [--plain] [--widen_rows N]
+ * --plain: one cvx_linear per matrix (t5_model.reference); --widen_rows: weight rows widened per
+ * block in the stacked path (default: 8 MB worth). */
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dtype.h"
 #include "error.h"
@@ -17,6 +21,18 @@
 #include "stage1/t5.h"
 
 #define PYTORCH_SECONDS 1.42   /* 2 layers, 226 tokens, f32, 2 threads */
+
+/* Normal-range values only (the weights here are far from the f16 limits); round to nearest. */
+static uint16_t f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const uint32_t sign = (u >> 16) & 0x8000;
+    const int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    if (e <= 0) return (uint16_t)sign;   /* flush tiny values: irrelevant for timing */
+    uint32_t h = sign | (uint32_t)e << 10 | ((u >> 13) & 0x3ff);
+    if (u & 0x1000) h++;
+    return (uint16_t)h;
+}
 
 /* A random weight [r, c] in `dt`, uniform in ±sqrt(3/fan_in) (unit-variance outputs). */
 static const cvx_tensor *rand_tensor(const char *name, int64_t r, int64_t c, cvx_dtype dt, uint64_t *seed) {
@@ -31,9 +47,11 @@ static const cvx_tensor *rand_tensor(const char *name, int64_t r, int64_t c, cvx
     }
     *seed = s;
     void *data;
-    if (dt == CVX_BF16) {
-        data = cvx_malloc(n * 2);
-        cvx_f32_to_bf16_n(tmp, data, n);
+    if (dt == CVX_BF16 || dt == CVX_F16) {
+        uint16_t *h = cvx_malloc(n * 2);
+        if (dt == CVX_BF16) cvx_f32_to_bf16_n(tmp, h, n);
+        else for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(tmp[i]);
+        data = h;
         free(tmp);
     } else {
         data = tmp;
@@ -49,6 +67,12 @@ static float *ones_noise(int n) {
     return w;
 }
 
+static double cpu_seconds(void) {   /* process CPU time: less noisy than wall on a shared machine */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -56,12 +80,15 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     cvx_set_program_name("bench_stage1");
-    int layers = 2, S = 226, B = 1, threads = 0, reps = 3;
+    int layers = 2, S = 226, B = 1, threads = 0, reps = 3, plain = 0, widen_rows = 0;
     cvx_dtype dt = CVX_BF16;
-    static const struct option opts[] = {{"layers", required_argument, 0, 'l'}, {"tokens", required_argument, 0, 's'},
-                                         {"batch", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
-                                         {"reps", required_argument, 0, 'r'},  {"f32", no_argument, 0, 'f'},
-                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"layers", required_argument, 0, 'l'}, {"tokens", required_argument, 0, 's'},
+        {"batch", required_argument, 0, 'b'},  {"threads", required_argument, 0, 't'},
+        {"reps", required_argument, 0, 'r'},   {"f32", no_argument, 0, 'f'},
+        {"f16", no_argument, 0, 'g'},          {"plain", no_argument, 0, 'p'},
+        {"widen_rows", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
         case 'l': layers = atoi(optarg); break;
@@ -70,8 +97,12 @@ int main(int argc, char **argv) {
         case 't': threads = atoi(optarg); break;
         case 'r': reps = atoi(optarg); break;
         case 'f': dt = CVX_F32; break;
+        case 'g': dt = CVX_F16; break;
+        case 'p': plain = 1; break;
+        case 'w': widen_rows = atoi(optarg); break;
         default:
-            printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32]\n");
+            printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32|--f16] "
+                   "[--plain] [--widen_rows N]\n");
             return c == 'h' ? 0 : 1;
         }
     }
@@ -81,6 +112,8 @@ int main(int argc, char **argv) {
     /* T5-XXL hyper-parameters (real_configs.md), fewer layers; a small vocabulary suffices. */
     t5_model m = {.cfg = {.d_model = 4096, .d_kv = 64, .num_heads = 64, .d_ff = 10240, .num_layers = layers,
                           .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f}};
+    m.reference = plain;
+    m.widen_rows = widen_rows;
     const t5_config *c = &m.cfg;
     const int64_t D = c->d_model, inner = (int64_t)c->num_heads * c->d_kv, F = c->d_ff;
     uint64_t seed = 42;
@@ -110,24 +143,27 @@ int main(int argc, char **argv) {
                               4.0 * (double)B * S * S * (double)inner;
     const double flop = flop_layer * layers;
 
-    double *t = cvx_malloc((size_t)(reps + 1) * sizeof *t);
+    double *t = cvx_malloc((size_t)(reps + 1) * sizeof *t), cpu = 0;
     for (int r = 0; r <= reps; r++) {   /* r = 0: warm-up */
-        const double t0 = cvx_time();
+        const double t0 = cvx_time(), c0 = cpu_seconds();
         if (t5_encode(&m, ids, B, S, out, NULL)) cvx_die_last_error();
         t[r] = cvx_time() - t0;
+        if (r > 0) cpu += (cpu_seconds() - c0) / reps;
     }
     qsort(t + 1, (size_t)reps, sizeof *t, cmp_double);
     const double med = t[1 + reps / 2];
     double checksum = 0;
     for (size_t i = 0; i < (size_t)B * S * D; i++) checksum += out[i];
     printf("stage1 T5 encoder bench: %d layers, %d x %d tokens, d_model %lld, %d heads x %d, d_ff %lld, %s weights, "
-           "%d threads\n",
-           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads());
+           "%d threads, %s\n",
+           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads(),
+           plain ? "one cvx_linear per matrix" : "stacked GEMMs, blocked widening");
     printf("  wall %.3f s (median of %d; warm-up %.3f s, min %.3f s)  %.1f GFLOP  %.1f GFLOP/s  peak RSS %.0f MB\n",
            med, reps, t[0], t[1], flop / 1e9, flop / med / 1e9, cvx_peak_rss_bytes() / 1048576.0);
     if (layers == 2 && S == 226 && B == 1)
         printf("  PyTorch 1.13 (f32, same case): %.2f s -> speed-up %.2fx (target >= 1.20x)\n", PYTORCH_SECONDS,
                PYTORCH_SECONDS / med);
+    printf("  CPU time per run %.3f s (all threads; %.1f GFLOP per CPU-second)\n", cpu, flop / cpu / 1e9);
     printf("  checksum %.6g\n", checksum);
 
     for (int l = 0; l < layers; l++) {

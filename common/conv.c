@@ -175,3 +175,122 @@ void cvx_upsample_nearest_padded(const float *x, int C, int Ti, int Hi, int Wi, 
         }
     free(xi);
 }
+
+/* ------------------------------------------------------------------ Winograd F(2×2, 3×3) */
+
+void cvx_conv_winograd_weights(const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
+    CVX_CHECK(w->numel == (int64_t)Cout * Cin * kt * 9);
+    const float *wf = cvx_weight_f32(w);   /* [Cout, Cin, kt, 3, 3] */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int co = 0; co < Cout; co++)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int dt = 0; dt < kt; dt++) {
+                const float *g = wf + (((size_t)co * Cin + ci) * kt + dt) * 9;
+                double t[4][3], u[4][4];
+                for (int c = 0; c < 3; c++) {   /* G g: G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1] */
+                    t[0][c] = g[c];
+                    t[1][c] = 0.5 * ((double)g[c] + g[3 + c] + g[6 + c]);
+                    t[2][c] = 0.5 * ((double)g[c] - g[3 + c] + g[6 + c]);
+                    t[3][c] = g[6 + c];
+                }
+                for (int i = 0; i < 4; i++) {   /* (G g) Gᵀ */
+                    u[i][0] = t[i][0];
+                    u[i][1] = 0.5 * (t[i][0] + t[i][1] + t[i][2]);
+                    u[i][2] = 0.5 * (t[i][0] - t[i][1] + t[i][2]);
+                    u[i][3] = t[i][2];
+                }
+                for (int xi = 0; xi < 16; xi++)
+                    dst[((size_t)xi * Cout + co) * kt * Cin + (size_t)dt * Cin + ci] = (float)u[xi / 4][xi % 4];
+            }
+}
+
+/* Winograd scratch (transformed inputs and products of one block of tile rows). */
+static float *g_wino;
+static size_t g_wino_cap;
+static size_t g_wino_budget = (size_t)48 << 20;   /* floats */
+
+void cvx_conv_set_winograd_budget(size_t floats) { g_wino_budget = floats ? floats : (size_t)48 << 20; }
+
+void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+                         int Cout, int kt, float *y) {
+    const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 1) / 2, tw = (W + 1) / 2;
+    CVX_CHECK(T > 0 && H > 0 && W > 0);
+    const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
+    /* Tile rows per block: V [16, Cin, Tp, nt] + M [16, Cout, T, nt] within ~48M floats. */
+    size_t per_row = (size_t)16 * tw * ((size_t)Cin * Tp + (size_t)Cout * T);
+    int R = (int)(g_wino_budget / per_row);
+    if (R < 1) R = 1;
+    if (R > th) R = th;
+    size_t need = per_row * R;
+    if (need > g_wino_cap) {
+        free(g_wino);
+        g_wino = cvx_alloc_f32(need);
+        g_wino_cap = need;
+    }
+    for (int i0 = 0; i0 < th; i0 += R) {
+        const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
+        float *V = g_wino;                                           // [16, Tp, Cin, nt]
+        float *M = g_wino + (size_t)16 * Cin * Tp * nt;              // [16, Cout, T, nt]
+        const size_t vx = (size_t)Cin * Tp * nt, mx = (size_t)Cout * T * nt;
+        /* Input transform Bᵀ d B of every 4×4 patch (stride 2; zero past the padded edge). */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int f = 0; f < Tp; f++) {
+                const float *src = xp + ((size_t)ci * Tp + f) * HWp;
+                float *v = V + ((size_t)f * Cin + ci) * nt;
+                for (int ti = 0; ti < r; ti++)
+                    for (int tj = 0; tj < tw; tj++) {
+                        int y0 = 2 * (i0 + ti), x0 = 2 * tj;
+                        float d[4][4], t[4][4];
+                        for (int a = 0; a < 4; a++)
+                            for (int b = 0; b < 4; b++)
+                                d[a][b] = (y0 + a < Hp && x0 + b < Wp) ? src[(size_t)(y0 + a) * Wp + x0 + b] : 0.0f;
+                        for (int c = 0; c < 4; c++) {
+                            t[0][c] = d[0][c] - d[2][c];
+                            t[1][c] = d[1][c] + d[2][c];
+                            t[2][c] = d[2][c] - d[1][c];
+                            t[3][c] = d[1][c] - d[3][c];
+                        }
+                        size_t k = (size_t)ti * tw + tj;
+                        for (int a = 0; a < 4; a++) {
+                            v[(size_t)(a * 4 + 0) * vx + k] = t[a][0] - t[a][2];
+                            v[(size_t)(a * 4 + 1) * vx + k] = t[a][1] + t[a][2];
+                            v[(size_t)(a * 4 + 2) * vx + k] = t[a][2] - t[a][1];
+                            v[(size_t)(a * 4 + 3) * vx + k] = t[a][1] - t[a][3];
+                        }
+                    }
+            }
+        /* 16 independent products per output frame, the kt time taps folded into K: with V
+         * frame-major, frames t..t+kt−1 of V_ξ are one [kt·Cin, nt] matrix (row stride nt):
+         * M_ξ[Cout, t, nt] = U_ξ[Cout, kt·Cin] · V_ξ[t .. t+kt−1][Cin, nt]. */
+        for (int xi = 0; xi < 16; xi++)
+            for (int t = 0; t < T; t++)
+                cvx_sgemm(0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                          V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
+                          T * nt);
+        /* Output transform Aᵀ m A, bias, keep the valid 2×2 outputs. */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int co = 0; co < Cout; co++)
+            for (int t = 0; t < T; t++) {
+                const float *m = M + ((size_t)co * T + t) * nt;
+                float *o = y + ((size_t)co * T + t) * HW;
+                float bv = bias ? bias[co] : 0.0f;
+                for (int ti = 0; ti < r; ti++)
+                    for (int tj = 0; tj < tw; tj++) {
+                        size_t k = (size_t)ti * tw + tj;
+                        float q[4][4], s[2][4];
+                        for (int xi = 0; xi < 16; xi++) q[xi / 4][xi % 4] = m[(size_t)xi * mx + k];
+                        for (int c = 0; c < 4; c++) {
+                            s[0][c] = q[0][c] + q[1][c] + q[2][c];
+                            s[1][c] = q[1][c] - q[2][c] - q[3][c];
+                        }
+                        int yy = 2 * (i0 + ti), xx = 2 * tj;
+                        for (int a = 0; a < 2 && yy + a < H; a++) {
+                            float v0 = s[a][0] + s[a][1] + s[a][2], v1 = s[a][1] - s[a][2] - s[a][3];
+                            o[(size_t)(yy + a) * W + xx] = v0 + bv;
+                            if (xx + 1 < W) o[(size_t)(yy + a) * W + xx + 1] = v1 + bv;
+                        }
+                    }
+            }
+    }
+}

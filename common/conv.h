@@ -30,6 +30,16 @@ void cvx_conv3d_padded(const float *xp, int Cin, int Tp, int Hp, int Wp, const f
 void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *w, const float *bias,
                            int Cout, int kt, int kh, int kw, float *y);
 
+/* Winograd F(2×2, 3×3) on the spatial 3×3 part of a kt×3×3 convolution (2.25× fewer
+ * multiplies; the kt time taps are summed inside the 16 GEMMs). Same input/output contract
+ * as cvx_conv3d_padded with kh = kw = 3; U from cvx_conv_winograd_weights: [16, Cout, kt·Cin]
+ * (G g Gᵀ, computed in double). Reference: cvx_conv3d_padded_ref. */
+void cvx_conv_winograd_weights(const cvx_tensor *w, int Cout, int Cin, int kt, float *dst);
+void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+                         int Cout, int kt, float *y);
+/* Scratch budget (floats) for one block of tile rows; 0 restores the default (48M). For tests. */
+void cvx_conv_set_winograd_budget(size_t floats);
+
 /* 1×1×1 convolution: y[Cout, N] = w[Cout, Cin] · x[Cin, N] + bias. w f32 (widened by the caller). */
 void cvx_conv1x1(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y);
 void cvx_conv1x1_ref(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y);

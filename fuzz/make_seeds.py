@@ -111,6 +111,22 @@ def config_seeds():
         write("config", name, text)
 
 
+def genconfig_seeds():
+    write("genconfig", "typical", json.dumps({"prompt": "A panda playing guitar", "negative_prompt": "",
+                                              "num_frames": 9, "height": 480, "width": 720, "seed": 42,
+                                              "guidance_scale": 6.0, "num_inference_steps": 50,
+                                              "my_custom_key": {"nested": [1, 2.5, None, True]}}, indent=2))
+    write("genconfig", "empty_object", "{}")
+    write("genconfig", "numbers", '{"a": 1e400, "b": -0.0, "c": NaN, "d": 1.10, "e": 18446744073709551615, "num_frames": "x"}')
+    write("genconfig", "strings", '{"s": "\\u00e9\\ud83d\\ude00 \\/ \\\\", "k\\u0000z": 1, "": 2}')
+    write("genconfig", "bad_not_object", "[1]")
+    write("genconfig", "bad_truncated", '{"prompt": "a')
+    write("genconfig", "bad_empty", "")
+    tc = os.path.join(ROOT, "tests/data/golden/e2e_2b/model/transformer/config.json")
+    if os.path.exists(tc):
+        shutil.copyfile(tc, os.path.join(CORPUS, "genconfig", "real_transformer_config.json"))
+
+
 def index_seeds():
     names1 = ["patch_embed.proj.weight", "patch_embed.proj.bias"]
     names2 = ["norm_final.weight", "steps", "mask", "empty"]
@@ -132,6 +148,7 @@ if __name__ == "__main__":
     shutil.rmtree(CORPUS, ignore_errors=True)
     safetensors_seeds()
     config_seeds()
+    genconfig_seeds()
     index_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))

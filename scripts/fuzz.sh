@@ -5,14 +5,15 @@
 # times out; the crashing input is saved in $FUZZ_BUILD/artifacts/.
 #
 #   FUZZ_SECONDS=600 sh scripts/fuzz.sh            # longer run
-#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index)
+#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig)
 #   FUZZ_PARALLEL=1 sh scripts/fuzz.sh             # the targets at the same time, one core each
 #   FUZZ_SECONDS=0 sh scripts/fuzz.sh              # build and replay the corpus only
+# shellcheck disable=SC2086  # word splitting of flag lists is intended
 set -eu
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig"}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-0}
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 CLANG=${CLANG:-clang}
@@ -54,7 +55,7 @@ mkdir -p "$FUZZ_BUILD/obj" "$FUZZ_BUILD/artifacts"
 OBJS=""
 for s in $COMMON_SRC; do
     o="$FUZZ_BUILD/obj/$s.o"
-    if [ ! -f "$o" ] || [ "common/$s.c" -nt "$o" ] || [ -n "$(find common -name '*.h' -newer "$o" | head -1)" ]; then
+    if [ ! -f "$o" ] || [ -n "$(find common -maxdepth 1 \( -name "$s.c" -o -name '*.h' \) -newer "$o" | head -1)" ]; then
         echo "fuzz: cc common/$s.c"
         "$CLANG" $CFLAGS -fsanitize=fuzzer-no-link -c "common/$s.c" -o "$o"
     fi
@@ -74,7 +75,6 @@ for t in $FUZZ_TARGETS; do
     files=$(find "fuzz/corpus/$t" "fuzz/regressions/$t" -type f 2>/dev/null | sort)
     [ -n "$files" ] || continue
     n=$(echo "$files" | wc -l)
-    # shellcheck disable=SC2086
     if "$FUZZ_BUILD/fuzz_$t" -runs=1 $files >"$FUZZ_BUILD/replay_$t.log" 2>&1; then
         echo "fuzz: $t: replayed $n seed/regression inputs: ok"
     else
@@ -129,7 +129,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
 fi
 
 if [ -n "$failed" ]; then
-    echo "fuzz: FAILED:$failed" >&2
+    echo "fuzz: FAILED: $(echo $failed | tr ' ' '\n' | sort -u | tr '\n' ' ')" >&2
     exit 1
 fi
 echo "fuzz: all targets clean"

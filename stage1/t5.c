@@ -181,59 +181,63 @@ void t5_scratch_free(t5_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Stored f32 weights are used in place (one cvx_linear each); any other dtype has to be widened
- * anyway, so the matrices that share an input are widened stacked and multiplied by one GEMM
- * (q|k|v: N = 3*inner, wi_0|wi_1: N = 2*d_ff), which runs closer to the sgemm peak. */
+/* Stored f32 weights are used in place (one cvx_linear each). Any other dtype has to be widened
+ * anyway, and then two things pay off:
+ *  - the matrices that share an input are treated as one stacked weight (q|k|v: N = 3*inner,
+ *    wi_0|wi_1: N = 2*d_ff), so fewer, larger GEMMs run;
+ *  - the stacked weight is widened in blocks of rows that stay in cache, each multiplied as soon
+ *    as it is widened, so the f32 copy never goes through main memory (and the scratch is a few
+ *    MB instead of the largest matrix). */
+#define WIDEN_BLOCK_BYTES (8u << 20)
+
 static int use_stacked(const t5_model *m, const cvx_tensor *w) {
     return !m->reference && !(w->dtype == CVX_F32 && ((uintptr_t)w->data & 3) == 0);
 }
 
-/* Widen n weights [rows_i, K] into one [sum rows_i, K] f32 matrix in s->w. */
-static const float *widen_stacked(t5_scratch *s, const cvx_tensor *const *w, int n) {
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += (size_t)w[i]->numel;
-    if (s->w_cap < total) {
-        free(s->w);
-        s->w = cvx_alloc_f32(total);
-        s->w_cap = total;
-    }
-    float *dst = s->w;
-    for (int i = 0; i < n; i++) {
-        const size_t numel = (size_t)w[i]->numel, es = cvx_dtype_size(w[i]->dtype), chunk = 1 << 16;
-        const unsigned char *src = w[i]->data;
+/* Rows [r0, r1) of the stacked [W_0; W_1; ...] (each [rows_i, K]) widened into dst [r1 - r0, K]. */
+static void widen_rows(const cvx_tensor *const *W, int n, int r0, int r1, int K, float *dst) {
 #pragma omp parallel for schedule(static)
-        for (size_t c = 0; c < (numel + chunk - 1) / chunk; c++) {
-            const size_t lo = c * chunk, len = numel - lo < chunk ? numel - lo : chunk;
-            cvx_to_f32_n(w[i]->dtype, src + lo * es, dst + lo, len);
-        }
-        dst += numel;
+    for (int r = r0; r < r1; r++) {
+        int i = 0, base = 0;
+        while (r - base >= (int)W[i]->shape[0]) base += (int)W[i++]->shape[0];
+        const size_t es = cvx_dtype_size(W[i]->dtype);
+        cvx_to_f32_n(W[i]->dtype, (const unsigned char *)W[i]->data + (size_t)(r - base) * K * es,
+                     dst + (size_t)(r - r0) * K, (size_t)K);
     }
-    return s->w;
 }
 
-/* y[M, N] (row stride ldy) = x[M, K] (row stride ldx) · Wᵀ, W: [N, K] — nn.Linear without bias. */
-static void linear(const t5_model *m, t5_scratch *s, const float *x, int ldx, int M, int K, const cvx_tensor *W,
-                   float *y, int ldy) {
-    const int N = (int)W->shape[0];
-    if (ldx == K && ldy == N && !use_stacked(m, W)) {
-        cvx_linear(x, M, K, W, NULL, y);
+/* y[M, sum N_i] (row stride ldy) = x[M, K] (row stride ldx) · [W_0; W_1; ...]ᵀ:
+ * the outputs of n bias-free linears side by side on each row. */
+static void linear_stacked(const t5_model *m, t5_scratch *s, const float *x, int ldx, int M, int K,
+                           const cvx_tensor *const *W, int n, float *y, int ldy) {
+    if (!use_stacked(m, W[0])) {   /* f32 checkpoint (or the reference path): one product per matrix */
+        for (int i = 0, col = 0; i < n; col += (int)W[i]->shape[0], i++) {
+            const int N = (int)W[i]->shape[0];
+            if (ldx == K && ldy == N) cvx_linear(x, M, K, W[i], NULL, y + col);
+            else cvx_sgemm(0, 1, M, N, K, 1.0f, x, ldx, cvx_weight_f32(W[i]), K, 0.0f, y + col, ldy);
+        }
         return;
     }
-    const float *w = use_stacked(m, W) ? widen_stacked(s, &W, 1) : cvx_weight_f32(W);
-    cvx_sgemm(0, 1, M, N, K, 1.0f, x, ldx, w, K, 0.0f, y, ldy);
-}
-
-/* y[M, sum N_i] = x · [W_0; W_1; ...]ᵀ: the outputs of the n linears side by side per row. */
-static void linear_stacked(const t5_model *m, t5_scratch *s, const float *x, int M, int K,
-                           const cvx_tensor *const *W, int n, float *y) {
     int N = 0;
     for (int i = 0; i < n; i++) N += (int)W[i]->shape[0];
-    if (use_stacked(m, W[0])) {
-        cvx_sgemm(0, 1, M, N, K, 1.0f, x, K, widen_stacked(s, W, n), K, 0.0f, y, N);
-        return;
+    int rows = m->widen_rows > 0 ? m->widen_rows : (int)(WIDEN_BLOCK_BYTES / ((size_t)K * sizeof(float)));
+    if (rows < 1) rows = 1;
+    if (rows > N) rows = N;
+    if (s->w_cap < (size_t)rows * K) {
+        free(s->w);
+        s->w_cap = (size_t)rows * K;
+        s->w = cvx_alloc_f32(s->w_cap);
     }
-    for (int i = 0, col = 0; i < n; col += (int)W[i]->shape[0], i++)
-        linear(m, s, x, K, M, K, W[i], y + col, N);
+    for (int r0 = 0; r0 < N; r0 += rows) {
+        const int r1 = r0 + rows < N ? r0 + rows : N;
+        widen_rows(W, n, r0, r1, K, s->w);                                     // [r1 - r0, K]
+        cvx_sgemm(0, 1, M, r1 - r0, K, 1.0f, x, ldx, s->w, K, 0.0f, y + r0, ldy);  // [M, r1 - r0]
+    }
+}
+
+static void linear(const t5_model *m, t5_scratch *s, const float *x, int ldx, int M, int K, const cvx_tensor *W,
+                   float *y, int ldy) {
+    linear_stacked(m, s, x, ldx, M, K, &W, 1, y, ldy);
 }
 
 void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias, t5_scratch *s) {
@@ -241,7 +245,7 @@ void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S
     const int M = B * S, D = c->d_model, H = c->num_heads, hd = c->d_kv, inner = H * hd;
     cvx_rmsnorm(s->h, x, M, D, blk->ln_attn, c->eps);                 // [M, D]
     const cvx_tensor *qkv_w[3] = {blk->q, blk->k, blk->v};
-    linear_stacked(m, s, s->h, M, D, qkv_w, 3, s->qkv);                // [M, 3*inner] = q | k | v
+    linear_stacked(m, s, s->h, D, M, D, qkv_w, 3, s->qkv, 3 * inner);  // [M, 3*inner] = q | k | v
     for (int b = 0; b < B; b++) {                                      // sequences never mix
         const float *q = s->qkv + (size_t)b * S * 3 * inner;           // [S, inner], row stride 3*inner
         /* T5 does not scale the scores by 1/sqrt(d_kv) (folded into its initialisation). */
@@ -257,7 +261,7 @@ void t5_feed_forward(const t5_model *m, const t5_block *blk, float *x, int B, in
     const int M = B * S, D = c->d_model, F = c->d_ff;
     cvx_rmsnorm(s->h, x, M, D, blk->ln_ff, c->eps);                   // [M, D]
     const cvx_tensor *wi[2] = {blk->wi_0, blk->wi_1};
-    linear_stacked(m, s, s->h, M, D, wi, 2, s->gu);                    // [M, 2F] = wi_0 h | wi_1 h
+    linear_stacked(m, s, s->h, D, M, D, wi, 2, s->gu, 2 * F);          // [M, 2F] = wi_0 h | wi_1 h
 #pragma omp parallel for
     for (int i = 0; i < M; i++) {
         float *g = s->gu + (size_t)i * 2 * F, *u = g + F;

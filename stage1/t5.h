@@ -29,6 +29,7 @@ typedef struct {
     float *final_ln;                           /* encoder.final_layer_norm.weight: [D] */
     t5_block *blocks;                          /* [num_layers] */
     int reference;   /* 1: one cvx_linear per matrix (the plain path, kept for tests) */
+    int widen_rows;  /* rows per widened weight block (0: as many as fit in 8 MB; tests set it) */
 } t5_model;
 
 /* Read text_encoder/config.json (-1 + error naming the file and key). */
@@ -50,7 +51,7 @@ typedef struct {
     float *a;                /* attention output [M, inner] */
     float *y;                /* block output before the residual add [M, D] */
     float *gu;               /* feed-forward gate | up side by side [M, 2*d_ff] */
-    float *w;                /* widened weights, up to [2*d_ff, D] (non-f32 checkpoints) */
+    float *w;                /* a block of widened weight rows (non-f32 checkpoints) */
     size_t w_cap;
 } t5_scratch;
 

@@ -60,9 +60,9 @@ static void usage(FILE *f) {
         "                              (the CogVideoX-5b/1.5 model cards use dpm)\n"
         "  --output_dtype f32|bf16     storage dtype of the latents (default f32)\n"
         "  --checkpoint_every K        save the loop state every K steps (default 1; 0 = never)\n"
-        "  --resume                    continue from " CHECKPOINT_FILE " in the output directory; refused\n"
-        "                              if it was written with other settings. The result is bit-identical\n"
-        "                              to an uninterrupted run (same build and --threads).\n"
+        "  --resume                    continue from <output_dir>/" CHECKPOINT_FILE ";\n"
+        "                              refused if it was written with other settings. The result is\n"
+        "                              bit-identical to an uninterrupted run (same build and --threads)\n"
         "  --threads N                 threads (default: all cores)\n"
         "  --quiet                     only errors and warnings\n"
         "  --verbose                   more detail\n"
@@ -74,8 +74,9 @@ static void usage(FILE *f) {
         "Output: <output_dir>/" LATENTS_FILE ": latents [1, C, T, H/8, W/8] (channels before\n"
         "frames; CogVideoX1.5's padding frame dropped), metadata num_frames, num_inference_steps,\n"
         "guidance_scale, seed, height, width, dtype_info. <output_dir>/" GENCONFIG_FILE " gets\n"
-        "num_inference_steps, guidance_scale, seed, height, width, frames, fps, use_dynamic_cfg and\n"
-        "scheduler, and model_id (the model used); other keys are kept. The checkpoint is deleted once the latents are written.\n");
+        "num_inference_steps, guidance_scale, seed, height, width, frames, fps, use_dynamic_cfg,\n"
+        "scheduler and model_id (the model used); other keys are kept. The checkpoint is deleted\n"
+        "once the latents are written.\n");
 }
 
 static long long parse_int(const char *flag, const char *s, long long lo, long long hi) {
@@ -153,6 +154,42 @@ static void write_latents(const char *path, const float *lat, const int64_t shap
     rc |= cvx_stw_metadata(w, "model_id", model_id);
     if (rc || cvx_stw_write(w, path)) cvx_die_last_error();
     cvx_stw_free(w);
+}
+
+/* stage2_latents.safetensors, generation_config.json, then the stale checkpoint goes. */
+static void write_outputs(const cogvideox_sample_params *p, const cogvideox_latent_shape *sh, const float *latents,
+                          cvx_dtype out_dtype, const cogvideox_scheduler *sched, const char *model_name, int fps,
+                          const char *lat_path, const char *in_gc, const char *out_gc, const char *ckpt_path) {
+    const int T = sh->frames - sh->pad_frames;
+    const int64_t oshape[5] = {1, sh->channels, T, sh->height, sh->width};
+    float *out = cvx_alloc_f32((size_t)sh->channels * T * sh->height * sh->width);   // [1, C, T, h, w]
+    cogvideox_latents_to_output(latents, sh, out);
+    const char *sched_name = cogvideox_scheduler_kind_name(sched->kind);
+    write_latents(lat_path, out, oshape, out_dtype, p, sched_name, model_name);
+    free(out);
+
+    cvx_config gc;
+    json_object *upd = json_object_new_object();
+    if (!cvx_is_file(out_gc) && cvx_is_file(in_gc)) {  /* new output dir: carry stage1's keys over */
+        if (cvx_config_load(&gc, in_gc)) cvx_die_last_error();
+        json_object_object_foreach(gc.root, key, val) json_object_object_add(upd, key, json_object_get(val));
+        cvx_config_free(&gc);
+    }
+    /* the model that made these latents (stage3 decodes with its VAE; T5 is shared by all) */
+    json_object_object_add(upd, "model_id", json_object_new_string(model_name));
+    json_object_object_add(upd, "num_inference_steps", json_object_new_int(p->num_inference_steps));
+    json_object_object_add(upd, "guidance_scale", json_object_new_double(p->guidance_scale));
+    json_object_object_add(upd, "seed", json_object_new_uint64(p->seed));
+    json_object_object_add(upd, "height", json_object_new_int(p->height));
+    json_object_object_add(upd, "width", json_object_new_int(p->width));
+    json_object_object_add(upd, "frames", json_object_new_int(p->frames));
+    json_object_object_add(upd, "fps", json_object_new_int(fps));
+    json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(p->use_dynamic_cfg));
+    json_object_object_add(upd, "scheduler", json_object_new_string(sched_name));
+    if (cvx_genconfig_update(out_gc, upd)) cvx_die_last_error();
+    json_object_put(upd);
+    /* the checkpoint is stale now that the result is written */
+    if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0) cvx_warn("%s: could not delete: %s", ckpt_path, strerror(errno));
 }
 
 int main(int argc, char **argv) {
@@ -340,48 +377,17 @@ int main(int argc, char **argv) {
     if (res.steps_done < steps) {
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
                  res.steps_done, steps, ckpt_path);
-        return 0;
+    } else {
+        write_outputs(&p, &sh, latents, out_dtype, &sched, model_name, fps, lat_path, in_gc, out_gc, ckpt_path);
+        char dur[32];
+        cvx_format_duration(cvx_time() - t0, dur, sizeof dur);
+        cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %d steps %s%s) and %s in %s (%.2f s/step), peak RSS %.0f MB",
+                 lat_path, sh.channels, sh.frames - sh.pad_frames, sh.height, sh.width,
+                 out_dtype == CVX_BF16 ? "bf16" : "f32", steps, cogvideox_scheduler_kind_name(sched.kind),
+                 res.resumed_from ? ", resumed" : "", out_gc, dur,
+                 res.steps_done > res.resumed_from ? res.seconds / (res.steps_done - res.resumed_from) : 0.0,
+                 cvx_peak_rss_bytes() / 1048576.0);
     }
-
-    /* ---- outputs ---- */
-    const int T = sh.frames - sh.pad_frames;
-    const int64_t oshape[5] = {1, sh.channels, T, sh.height, sh.width};
-    float *out = cvx_alloc_f32((size_t)sh.channels * T * sh.height * sh.width);
-    cogvideox_latents_to_output(latents, &sh, out);
-    write_latents(lat_path, out, oshape, out_dtype, &p, cogvideox_scheduler_kind_name(sched.kind), model_name);
-
-    json_object *upd = json_object_new_object();
-    if (!cvx_is_file(out_gc) && cvx_is_file(in_gc)) {  /* new output dir: carry stage1's keys over */
-        if (cvx_config_load(&gc, in_gc)) cvx_die_last_error();
-        json_object_object_foreach(gc.root, key, val) json_object_object_add(upd, key, json_object_get(val));
-        cvx_config_free(&gc);
-    }
-    /* the model that made these latents (stage3 decodes with its VAE; T5 is shared by all) */
-    json_object_object_add(upd, "model_id", json_object_new_string(model_name));
-    json_object_object_add(upd, "num_inference_steps", json_object_new_int(steps));
-    json_object_object_add(upd, "guidance_scale", json_object_new_double(guidance));
-    json_object_object_add(upd, "seed", json_object_new_uint64(seed));
-    json_object_object_add(upd, "height", json_object_new_int(p.height));
-    json_object_object_add(upd, "width", json_object_new_int(p.width));
-    json_object_object_add(upd, "frames", json_object_new_int(p.frames));
-    json_object_object_add(upd, "fps", json_object_new_int(fps));
-    json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(dynamic_cfg));
-    json_object_object_add(upd, "scheduler", json_object_new_string(cogvideox_scheduler_kind_name(sched.kind)));
-    if (cvx_genconfig_update(out_gc, upd)) cvx_die_last_error();
-    json_object_put(upd);
-    /* the checkpoint is stale now that the result is written */
-    if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0) cvx_warn("%s: could not delete: %s", ckpt_path, strerror(errno));
-
-    char dur[32], shp[96];
-    cvx_format_duration(cvx_time() - t0, dur, sizeof dur);
-    cvx_shape_str(5, oshape, shp, sizeof shp);
-    cvx_info("wrote %s (latents %s %s, %d steps %s%s) and %s in %s (%.2f s/step), peak RSS %.0f MB", lat_path, shp,
-             out_dtype == CVX_BF16 ? "bf16" : "f32", steps, cogvideox_scheduler_kind_name(sched.kind),
-             res.resumed_from ? ", resumed" : "", out_gc, dur,
-             res.steps_done > res.resumed_from ? res.seconds / (res.steps_done - res.resumed_from) : 0.0,
-             cvx_peak_rss_bytes() / 1048576.0);
-
-    free(out);
     free(latents);
     free(prompt);
     free(negative);

@@ -58,17 +58,11 @@ int cogvideox_sincos_3d(float *out, int D, int T, int gh, int gw, double spatial
 void cogvideox_linspace_f32(float *out, float start, float end, int steps) {
     if (steps <= 0) return;
     if (steps == 1) { out[0] = start; return; }
+    /* ATen's CPU linspace_kernel (scalar since PyTorch 1.10): the first half counts up from
+     * start, the second half down from end, both in float32 */
     float step = (end - start) / (float)(steps - 1);
-    int halfway = steps / 2, i = 0;
-    /* PyTorch's vectorised loop: two 8-wide vectors per iteration, each vector = base + j·step */
-    for (; i <= steps - 16; i += 16)
-        for (int v = 0; v < 2; v++) {
-            int idx = i + 8 * v;
-            float base = idx < halfway ? start + step * (float)idx : end - step * (float)(steps - idx - 1);
-            for (int j = 0; j < 8; j++) out[idx + j] = base + (float)j * step;
-        }
-    /* scalar tail */
-    for (; i < steps; i++) out[i] = i < halfway ? start + step * (float)i : end - step * (float)(steps - i - 1);
+    int halfway = steps / 2;
+    for (int i = 0; i < steps; i++) out[i] = i < halfway ? start + step * (float)i : end - step * (float)(steps - i - 1);
 }
 
 void cogvideox_crop_region(int gh, int gw, int bw, int bh, int crop[4]) {

@@ -15,8 +15,8 @@ void cogvideox_timestep_sinusoid(float *out, const float *t, int n, int dim, int
  * Computed in float64, rounded to float32. -1 + cvx_error if D is not a multiple of 16. */
 int cogvideox_sincos_3d(float *out, int D, int T, int gh, int gw, double spatial_scale, double temporal_scale);
 
-/* torch.linspace(start, end, steps) for float32 on an AVX2 CPU, bit for bit (the vectorised
- * blocks of 2×8 from the start, the scalar tail from the end). */
+/* torch.linspace(start, end, steps) for float32 on the CPU, bit for bit (ATen linspace_kernel:
+ * start + i·step for i < steps/2, end − (steps−1−i)·step after). */
 void cogvideox_linspace_f32(float *out, float start, float end, int steps);
 
 /* diffusers get_resize_crop_region_for_grid((gh, gw), bw, bh): crop = (top, left, bottom, right). */

@@ -242,6 +242,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                      ck->path);
     }
     result->resumed_from = start;
+    if (ck && ck->path && ck->every > 0)
+        cvx_info("checkpoint every %d step%s to %s (an interrupted run continues with --resume)", ck->every,
+                 ck->every == 1 ? "" : "s", ck->path);
 
     /* rotary tables once, from the latent grid (5b / 1.5) */
     if (c->use_rotary_positional_embeddings) {
@@ -288,6 +291,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         if (stop) break;
     }
     if (done_steps == n_steps) cvx_progress_finish(&bar);
+    else if (bar.is_tty && bar.printed && cvx_verbosity() >= 1) fputc('\n', stderr);   /* stopped early */
     result->steps_done = done_steps;
     result->seconds = cvx_time() - t0;
     rc = 0;

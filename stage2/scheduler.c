@@ -171,6 +171,12 @@ void cogvideox_scheduler_free(cogvideox_scheduler *s) {
     memset(s, 0, sizeof(*s));
 }
 
+/* Length of np.arange(N, 0, -N/n): ceil((0 − N) / step) in double, as numpy computes it. */
+static int trailing_count(int N, int n) {
+    double step = -(double)N / (double)n;
+    return (int)ceil((0.0 - (double)N) / step);
+}
+
 int cogvideox_scheduler_set_timesteps(cogvideox_scheduler *s, int n) {
     int N = s->num_train_timesteps;
     if (n < 1 || n > N) return cvx_error("num_inference_steps is %d, expected 1..%d", n, N);
@@ -188,13 +194,19 @@ int cogvideox_scheduler_set_timesteps(cogvideox_scheduler *s, int n) {
         /* np.round(np.arange(N, 0, -N/n)) - 1. numpy's arange: length ceil((0-N)/step), values
          * start + i·delta with delta = (start + step) - start. steps_offset is not applied
          * (as upstream). */
-        double step = -(double)N / (double)n;
-        double len_f = ceil((0.0 - (double)N) / step);
-        int len = (int)len_f;
+        int len = trailing_count(N, n);
         if (len != n) {
+            /* numpy's float arange overshoots for these n: upstream then runs an extra step at
+             * t = −1, which indexes ā[−1] = ā[N−1] and spoils the video. Refuse instead. */
+            int lo = n - 1, hi = n + 1;
+            while (lo > 1 && trailing_count(N, lo) != lo) lo--;
+            while (hi < N && trailing_count(N, hi) != hi) hi++;
             free(ts);
-            return cvx_error("trailing timestep spacing gives %d timesteps for %d steps", len, n);
+            return cvx_error("num_inference_steps %d: with timestep_spacing \"trailing\" upstream (numpy arange) makes "
+                             "%d timesteps, the last one -1 (a diffusers quirk that spoils the result); use %d or %d steps",
+                             n, len, lo, hi);
         }
+        double step = -(double)N / (double)n;
         double start = (double)N, delta = (start + step) - start;
         for (int i = 0; i < n; i++) {
             double v = i == 0 ? start : (i == 1 ? start + step : start + i * delta);

@@ -7,20 +7,22 @@
  * [S, D] buffers (CogVideoX-5b at 49 frames: ~1.3 GB) next to the mmapped weights. */
 #include "transformer.h"
 #include "positional.h"
+#include "attention_fast.h"
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
 #include "ops.h"
 #include "safetensors.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many rows (B·S) the attention runs on the whole batch at once and the FF in one
- * chunk; above it, one batch element at a time (memory). */
+/* Up to this many rows (B·S) the attention runs on the whole batch at once and the FF in one
+ * chunk; above it, one batch element at a time with row chunks (memory). */
 enum { STACK_ROWS = 16384 };
 
 typedef struct {
@@ -48,8 +50,14 @@ struct cogvideox_transformer {
     /* activations, grown as needed */
     float *h, *ws;
     size_t h_cap, ws_cap;
+    int stack_rows, chunk_rows;                    /* see cogvideox_set_chunking */
     cogvideox_stats stats;
 };
+
+void cogvideox_set_chunking(cogvideox_transformer *m, int stack_rows, int chunk_rows) {
+    m->stack_rows = stack_rows;
+    m->chunk_rows = chunk_rows;
+}
 
 cogvideox_stats cogvideox_get_stats(const cogvideox_transformer *m) { return m->stats; }
 void cogvideox_reset_stats(cogvideox_transformer *m) { memset(&m->stats, 0, sizeof m->stats); }
@@ -336,10 +344,7 @@ static int cogvideox_patch_embed(cogvideox_transformer *m, const float *x, int B
     int pre_frames = (F - 1) * c->temporal_compression_ratio + 1;
     const float *learned = NULL;
     float *learned_f32 = NULL;
-    if (c->use_learned_positional_embeddings) {
-        if (H != c->sample_height || W != c->sample_width)
-            return cvx_error("this model has learned positional embeddings: the latent size must be the config's "
-                             "%dx%d, got %dx%d", c->sample_height, c->sample_width, H, W);
+    if (c->use_learned_positional_embeddings) {   /* (H, W equal the sample size: checked in forward) */
         if (pre_frames == c->sample_frames) {
             if (m->pos_embedding->shape[1] != S)
                 return cvx_error("learned positional embedding covers %lld tokens, the sequence has %d",
@@ -419,44 +424,42 @@ static void apply_rope(float *x, int ntok, int heads, int hd, int D, const float
         }
 }
 
-/* Joint self-attention over [text; video] of nb batch elements (rows nb·S).
- *   x [nb·S, D] normed input (clobbered: holds the head outputs), q, k, v [nb·S, D] scratch.
- *   Result (after to_out) in q. */
-static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer *ly, float *x, int nb, int S,
-                                int L, const float *rope_cos, const float *rope_sin, float *q, float *k, float *v) {
+/* Joint self-attention core over [text; video] of nb batch elements (rows nb·S), in place:
+ * q, k, v [rows, D] projected in; per-head LayerNorm on q and k, RoPE on the video rows,
+ * softmax(q kᵀ/√hd) v out in q (heads concatenated; cvx_attention_fast may write over q). */
+static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer *ly, float *q, float *k, const float *v,
+                                int nb, int S, int L, const float *rope_cos, const float *rope_sin) {
     const cogvideox_config *c = &m->c;
     int heads = c->num_attention_heads, hd = c->attention_head_dim, D = heads * hd, rows = nb * S;
-    linear(m, x, rows, D, ly->to_q_w, ly->to_q_b, q);                                  // [rows, D]
-    linear(m, x, rows, D, ly->to_k_w, ly->to_k_b, k);                                  // [rows, D]
-    linear(m, x, rows, D, ly->to_v_w, ly->to_v_b, v);                                  // [rows, D]
     cvx_layernorm(q, q, rows * heads, hd, ly->norm_q_w, ly->norm_q_b, 1e-6f);           // [rows·heads, hd]
     cvx_layernorm(k, k, rows * heads, hd, ly->norm_k_w, ly->norm_k_b, 1e-6f);           // [rows·heads, hd]
     float scale = (float)(1.0 / sqrt((double)hd));
     for (int b = 0; b < nb; b++) {
-        float *qb = q + (size_t)b * S * D, *kb = k + (size_t)b * S * D, *vb = v + (size_t)b * S * D;   // [S, D]
+        float *qb = q + (size_t)b * S * D, *kb = k + (size_t)b * S * D;                  // [S, D]
+        const float *vb = v + (size_t)b * S * D;                                          // [S, D]
         if (rope_cos) {
-            apply_rope(qb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);  // video rows [N, D]
+            apply_rope(qb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);      // video rows [N, D]
             apply_rope(kb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);
         }
         double t0 = cvx_time();
-        cvx_attention(qb, D, kb, vb, D, x + (size_t)b * S * D, D, S, S, heads, hd, scale, NULL);   // [S, D]
+        cvx_attention_fast(qb, D, kb, vb, D, qb, D, S, S, heads, hd, scale, NULL);      // [S, D]
         m->stats.t_attention += cvx_time() - t0;
         m->stats.flop_attention += 4.0 * S * (double)S * D;
     }
-    linear(m, x, rows, D, ly->to_out_w, ly->to_out_b, q);                              // [rows, D]
 }
 
 /* FeedForward: Linear(D → 4D), GELU(tanh), Linear(4D → D). x [rows, D] in, u [rows, 4D] scratch,
  * y [rows, D] out (may alias x). */
 static void cogvideox_feed_forward(cogvideox_transformer *m, const cogvideox_layer *ly, const float *x, int rows, int D, float *u, float *y) {
     linear(m, x, rows, D, ly->ff1_w, ly->ff1_b, u);                                    // [rows, 4D]
-    cvx_gelu_tanh(u, (size_t)rows * 4 * D);
+    cvx_gelu_tanh_fast(u, (size_t)rows * 4 * D);   /* = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
     linear(m, u, rows, 4 * D, ly->ff2_w, ly->ff2_b, y);                                // [rows, D]
 }
 
-/* One CogVideoXBlock on h[B·S, D]. temb_silu [B, E]; ws: ws_floats of scratch. */
+/* One CogVideoXBlock on h[B·S, D]. temb_silu [B, E]; the attention runs on G batch elements
+ * at a time; ws: ws_floats of scratch. */
 static void cogvideox_block(cogvideox_transformer *m, const cogvideox_layer *ly, float *h, const float *temb_silu,
-                            int B, int S, int L, const float *rope_cos, const float *rope_sin, float *ws,
+                            int B, int S, int L, const float *rope_cos, const float *rope_sin, int G, float *ws,
                             size_t ws_floats) {
     const cogvideox_config *c = &m->c;
     int D = c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim;
@@ -465,15 +468,26 @@ static void cogvideox_block(cogvideox_transformer *m, const cogvideox_layer *ly,
     linear(m, temb_silu, B, E, ly->norm1_lin_w, ly->norm1_lin_b, mod1);                // [B, 6D]
     linear(m, temb_silu, B, E, ly->norm2_lin_w, ly->norm2_lin_b, mod2);                // [B, 6D]
 
-    /* attention: the whole batch in one go when small, else one batch element at a time */
-    int G = (size_t)B * S <= STACK_ROWS ? B : 1;
+    /* attention on G batch elements at a time: q, k, v [rows, D] plus a chunk buffer xc [cr, D]
+     * for norm1's output and to_out's */
     for (int b0 = 0; b0 < B; b0 += G) {
         int nb = B - b0 < G ? B - b0 : G, rows = nb * S;
-        size_t r0 = (size_t)b0 * S;
-        float *x = ws, *q = x + (size_t)rows * D, *k = q + (size_t)rows * D, *v = k + (size_t)rows * D;   // [rows, D] each
-        cogvideox_layernorm_zero(x, h + r0 * D, r0, rows, S, L, D, mod1, ly->norm1_w, ly->norm1_b, eps);
-        cogvideox_attention(m, ly, x, nb, S, L, rope_cos, rope_sin, q, k, v);
-        gated_residual(h + r0 * D, q, r0, rows, S, L, D, mod1);
+        size_t r0 = (size_t)b0 * S, cr = ws_floats / D - 3 * (size_t)rows;
+        if (cr > (size_t)rows) cr = rows;
+        float *q = ws, *k = q + (size_t)rows * D, *v = k + (size_t)rows * D, *xc = v + (size_t)rows * D;
+        for (size_t i = 0; i < (size_t)rows; i += cr) {
+            int n = (int)((size_t)rows - i < cr ? (size_t)rows - i : cr);
+            cogvideox_layernorm_zero(xc, h + (r0 + i) * D, r0 + i, n, S, L, D, mod1, ly->norm1_w, ly->norm1_b, eps);
+            linear(m, xc, n, D, ly->to_q_w, ly->to_q_b, q + i * D);                   // [n, D]
+            linear(m, xc, n, D, ly->to_k_w, ly->to_k_b, k + i * D);                   // [n, D]
+            linear(m, xc, n, D, ly->to_v_w, ly->to_v_b, v + i * D);                   // [n, D]
+        }
+        cogvideox_attention(m, ly, q, k, v, nb, S, L, rope_cos, rope_sin);             // q: [rows, D]
+        for (size_t i = 0; i < (size_t)rows; i += cr) {
+            int n = (int)((size_t)rows - i < cr ? (size_t)rows - i : cr);
+            linear(m, q + i * D, n, D, ly->to_out_w, ly->to_out_b, xc);                // [n, D]
+            gated_residual(h + (r0 + i) * D, xc, r0 + i, n, S, L, D, mod1);
+        }
     }
 
     /* feed-forward over [text; video] rows in chunks that fit the scratch (x [c, D] + u [c, 4D]) */
@@ -558,6 +572,9 @@ int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F,
         if (L != c->max_text_seq_length)
             return cvx_error("transformer: positional embeddings need exactly max_text_seq_length = %d text tokens, "
                              "got %d", c->max_text_seq_length, L);
+    if (c->use_learned_positional_embeddings && (H != c->sample_height || W != c->sample_width))
+        return cvx_error("transformer: this model has learned positional embeddings: the latent size must be the "
+                         "config's %dx%d, got %dx%d", c->sample_height, c->sample_width, H, W);
     if (c->use_rotary_positional_embeddings && (!rope_cos || !rope_sin))
         return cvx_error("transformer: this model uses rotary embeddings: rope tables are required");
     if (c->ofs_embed_dim && ofs && n_ofs != 1 && n_ofs != B)
@@ -568,12 +585,14 @@ int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F,
     int N = cogvideox_num_video_tokens(c, F, H, W), S = L + N;
     int Kp = c->in_channels * pt * p * p, P = c->out_channels * pt * p * p;
     size_t rows = (size_t)B * S;
-    int G = rows <= STACK_ROWS ? B : 1;
-    size_t ws_floats = rows <= STACK_ROWS ? 5 * rows * D : 4 * (size_t)S * D;
+    /* scratch: stacked batch: q, k, v, xc and the FF's [rows, D] + [rows, 4D] in one chunk;
+     * long sequences: q, k, v of one batch element plus S/4-row chunks (FF: 0.65·S rows). */
+    int stacked = rows <= (size_t)(m->stack_rows > 0 ? m->stack_rows : STACK_ROWS);
+    size_t cr = m->chunk_rows > 0 ? (size_t)m->chunk_rows : (size_t)(S + 3) / 4;
+    size_t ws_floats = stacked ? 5 * rows * D : (3 * (size_t)S + cr) * D;
     size_t need = (size_t)B * N * (size_t)(D + P);
     if ((size_t)B * N * Kp > need) need = (size_t)B * N * Kp;
     if (need > ws_floats) ws_floats = need;
-    (void)G;
     float *h = grow(&m->h, &m->h_cap, rows * D);                                          // [B, S, D]
     float *ws = grow(&m->ws, &m->ws_cap, ws_floats);
 
@@ -584,7 +603,7 @@ int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F,
 
     if (cogvideox_patch_embed(m, x, B, F, H, W, text, L, h, ws)) { free(temb); return -1; }
     for (int i = 0; i < c->num_layers; i++)
-        cogvideox_block(m, &m->layers[i], h, temb, B, S, L, rope_cos, rope_sin, ws, ws_floats);
+        cogvideox_block(m, &m->layers[i], h, temb, B, S, L, rope_cos, rope_sin, stacked ? B : 1, ws, ws_floats);
 
     float *y = ws, *tok = ws + (size_t)B * N * D;                                         // [B, N, D], [B, N, P]
     cogvideox_norm_out(m, h, temb, B, S, L, y);

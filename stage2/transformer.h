@@ -56,6 +56,11 @@ int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F,
                          int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
                          const float *rope_sin, float *out);
 
+/* Memory/speed knob (tests use it to exercise the long-video path on tiny models): batches of
+ * up to stack_rows rows (B·S) go through attention together (default 16384); longer ones one
+ * batch element at a time, norm1/to_out in chunks of chunk_rows rows (default S/4). 0 = default. */
+void cogvideox_set_chunking(cogvideox_transformer *m, int stack_rows, int chunk_rows);
+
 /* Wall time and FLOPs (multiply-add = 2) spent in the forwards since the last reset, split into
  * the linear layers and the attention core (q·kᵀ, softmax, ·v); for benchmarks. */
 typedef struct {

@@ -216,7 +216,8 @@ int main(int argc, char **argv) {
         z[i] *= scale;
     }
     if (nan) cvx_warn("%s: %zu NaN values in 'latents' replaced by 0", latents_path, nan);
-    const char *meta_frames = cvx_st_metadata(st, "num_frames");
+    const char *meta = cvx_st_metadata(st, "num_frames");
+    long meta_frames = meta ? atol(meta) : 0;   /* copied: the string dies with the file */
     cvx_st_close(st);
 
     /* Output sizes, tiling, fps. */
@@ -229,7 +230,7 @@ int main(int argc, char **argv) {
     if (tiled && vae_tiling_check(&d, tsh, tsw)) cvx_die_last_error();
     const int To = vae_output_frames(&d, T);
     if (!fps) fps = gen_fps > 0 ? (int)gen_fps : default_fps(model_dir, &d);
-    long want_frames = gen_frames > 0 ? gen_frames : (meta_frames ? atol(meta_frames) : 0);
+    long want_frames = gen_frames > 0 ? gen_frames : meta_frames;
     if (want_frames > 0 && want_frames != To)
         cvx_warn("the latents decode to %d frames, but %s says %ld", To, gen_frames > 0 ? genconf_path : "the latents "
                  "metadata", want_frames);
@@ -290,7 +291,7 @@ int main(int argc, char **argv) {
     vae_free(&d);
     if (have_gen) cvx_config_free(&gen);
     double dt = cvx_time() - t_start;
-    cvx_info("stage3: wrote %s (%d frames %dx%d, %d fps, %s%s) in %.1f s, peak RSS %.2f GB", output_path, Tt, Wo, Ho,
+    cvx_info("wrote %s (%d frames %dx%d, %d fps, %s%s) in %.1f s, peak RSS %.2f GB", output_path, Tt, Wo, Ho,
              fps, codec, B > 1 ? ", one file per sample" : "", dt, cvx_peak_rss_bytes() / 1e9);
     return 0;
 }

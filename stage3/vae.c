@@ -13,12 +13,17 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "ops.h"
+#include "vecmath.h"
 
 /* SpatialNorm3D builds its GroupNorm with eps=1e-6 whatever norm_eps says (upstream). */
 #define SPATIAL_NORM_EPS 1e-6f
 
-static double g_conv_flops;
+static double g_conv_flops, g_conv_seconds;
 double vae_conv_flops(void) { return g_conv_flops; }
+double vae_conv_seconds(void) { return g_conv_seconds; }
+
+static int g_winograd = 1;
+void vae_set_winograd(int on) { g_winograd = on; }
 
 /* ------------------------------------------------------------------ loading */
 
@@ -219,13 +224,22 @@ void vae_cache_free(vae_cache *c) {
 /* Run a convolution on a padded input xp[Cin, Tp, Hp, Wp] with weights widened at use. */
 static void conv_on_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
     int taps = c->kt * c->kh * c->kw;
-    float *wpk = cvx_alloc_f32((size_t)taps * c->cout * c->cin);
-    cvx_conv_pack_weights(c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
+    double t0 = cvx_time();
     float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
-    cvx_conv3d_padded(xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
+    if (g_winograd && c->kh == 3 && c->kw == 3) {
+        float *U = cvx_alloc_f32((size_t)c->kt * 16 * c->cout * c->cin);
+        cvx_conv_winograd_weights(c->w, c->cout, c->cin, c->kt, U);   // [kt, 16, Cout, Cin]
+        cvx_conv3d_winograd(xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
+        free(U);
+    } else {
+        float *wpk = cvx_alloc_f32((size_t)taps * c->cout * c->cin);
+        cvx_conv_pack_weights(c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
+        cvx_conv3d_padded(xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
+        free(wpk);
+    }
     g_conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
-    free(wpk);
     free(bias);
+    g_conv_seconds += cvx_time() - t0;
 }
 
 static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
@@ -235,10 +249,21 @@ static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     free(bias);
 }
 
+/* causal_conv3d that frees its input once copied into the padded buffer (saves one tensor
+ * at the peak: the input is dead after the conv in every caller that uses this). */
+static void causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
+
 void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
+    float *copy = cvx_alloc_f32((size_t)c->cin * T * H * W);
+    memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
+    causal_conv3d_consume(c, cache, copy, T, H, W, y);
+}
+
+static void causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
         conv1x1(c, x, (size_t)T * H * W, y);
+        free(x);
         return;
     }
     const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
@@ -253,6 +278,7 @@ void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, i
         }
     }
     cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
+    free(x);
     if (c->cache_id >= 0) {
         /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
         float *nc = cvx_alloc_f32((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
@@ -268,6 +294,20 @@ void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, i
     }
     conv_on_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
     free(xp);
+}
+
+/* x · σ(x) = x / (1 + e^−x) over one row, 8 lanes at a time. */
+static void silu_row(float *o, int n) {
+    int x = 0;
+#ifdef __AVX2__
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    for (; x + 8 <= n; x += 8) {
+        __m256 v = _mm256_loadu_ps(o + x);
+        __m256 e = cvx_exp8(_mm256_sub_ps(zero, v));
+        _mm256_storeu_ps(o + x, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+    }
+#endif
+    for (; x < n; x++) o[x] = o[x] / (1.0f + expf(-o[x]));
 }
 
 /* Source latent frame for feature frame t (SpatialNorm3D's resize of zq). */
@@ -298,10 +338,8 @@ void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const v
             for (int y = 0; y < H; y++) {
                 size_t zrow = (((size_t)c * zq->T + tm[t]) * zq->H + ym[y]) * zq->W;
                 float *o = out + (((size_t)c * T + t) * H + y) * W;
-                for (int x = 0; x < W; x++) {
-                    float v = o[x] * zy[zrow + xm[x]] + zb[zrow + xm[x]];
-                    o[x] = silu ? v / (1.0f + expf(-v)) : v;
-                }
+                for (int x = 0; x < W; x++) o[x] = o[x] * zy[zrow + xm[x]] + zb[zrow + xm[x]];
+                if (silu) silu_row(o, W);
             }
     free(tm), free(ym), free(xm), free(gw), free(gb), free(zy), free(zb);
 }
@@ -312,18 +350,18 @@ float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *
     float *h = cvx_alloc_f32((size_t)r->cin * S);                    // [Cin, T, H, W]
     vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
     float *h1 = cvx_alloc_f32((size_t)r->cout * S);                  // [Cout, T, H, W]
-    causal_conv3d(&r->conv1, cache, h, T, H, W, h1);
-    free(h);
+    causal_conv3d_consume(&r->conv1, cache, h, T, H, W, h1);         // frees h
     vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
     float *h2 = cvx_alloc_f32((size_t)r->cout * S);                  // [Cout, T, H, W]
-    causal_conv3d(&r->conv2, cache, h1, T, H, W, h2);
+    causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, h2);        // frees h1
     if (r->shortcut.w) {
-        conv1x1(&r->shortcut, x, S, h1);                              // [Cout, T, H, W] (h1 reused)
-        cvx_add(h2, h1, (size_t)r->cout * S);
+        float *s = cvx_alloc_f32((size_t)r->cout * S);                 // [Cout, T, H, W]
+        conv1x1(&r->shortcut, x, S, s);
+        cvx_add(h2, s, (size_t)r->cout * S);
+        free(s);
     } else {
         cvx_add(h2, x, (size_t)r->cout * S);
     }
-    free(h1);
     return h2;
 }
 
@@ -390,8 +428,7 @@ float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *
     for (int i = 0; i < d->num_blocks; i++) x = vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);
     vae_spatial_norm(d, &d->norm_out, &zq, x, x, T, H, W, 1);        // norm_out + SiLU
     float *y = cvx_alloc_f32((size_t)d->out_channels * T * H * W);  // [3, T, H, W]
-    causal_conv3d(&d->conv_out, cache, x, T, H, W, y);
-    free(x);
+    causal_conv3d_consume(&d->conv_out, cache, x, T, H, W, y);      // frees x
     free(zpq);
     *T_out = T;
     return y;

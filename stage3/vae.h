@@ -123,7 +123,14 @@ int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int t
 /* Rough peak bytes of an untiled decode of an h×w latent (for --tiling auto). */
 double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w);
 
-/* Convolution FLOPs done so far (multiply-add = 2, nominal, no padding waste) — benchmarks. */
+/* 3×3 spatial convolutions by Winograd F(2×2, 3×3) (default, 2.25× fewer multiplies) or as
+ * plain shifted GEMMs (0). */
+void vae_set_winograd(int on);
+
+/* Convolution FLOPs done so far (multiply-add = 2, nominal direct-convolution count:
+ * no padding waste, Winograd savings not subtracted) — benchmarks. */
 double vae_conv_flops(void);
+/* Wall time spent inside the 3×3 convolutions (padded input ready -> output), for benchmarks. */
+double vae_conv_seconds(void);
 
 #endif

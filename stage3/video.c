@@ -80,6 +80,7 @@ int video_write_mp4(const char *path, const float *dec, int T, int H, int W, con
         if (!codec) return cvx_error("%s: neither an H.264 nor an MPEG-4 encoder is available in libavcodec", path);
         cvx_warn("no H.264 encoder in this libavcodec; writing MPEG-4 part 2 instead");
     }
+    av_log_set_level(o->verbose ? AV_LOG_INFO : AV_LOG_ERROR);   /* no encoder chatter on stderr */
     mp4_writer m = {0};
     AVFrame *frame = NULL;
     struct SwsContext *sws = NULL;
@@ -176,6 +177,7 @@ out:
 
 /* One RGB24 image as PNG bytes, written atomically. */
 static int write_png(const char *path, const uint8_t *rgb, int H, int W) {
+    if (av_log_get_level() > AV_LOG_ERROR && cvx_verbosity() < 2) av_log_set_level(AV_LOG_ERROR);
     const AVCodec *codec = avcodec_find_encoder(AV_CODEC_ID_PNG);
     if (!codec) return cvx_error("%s: libavcodec has no PNG encoder", path);
     AVCodecContext *ctx = avcodec_alloc_context3(codec);

@@ -30,6 +30,13 @@ static void check_conv(int Cin, int Cout, int Tp, int Hp, int Wp, int kt, int kh
     cvx_conv3d_padded_ref(xp, Cin, Tp, Hp, Wp, w, b, Cout, kt, kh, kw, yr);
     print_message("  conv Cin %d Cout %d grid %dx%dx%d kernel %dx%dx%d\n", Cin, Cout, Tp, Hp, Wp, kt, kh, kw);
     ASSERT_REL_L2(y, yr, (size_t)Cout * T * H * W, 1e-6);
+    if (kh == 3 && kw == 3) {   /* Winograd F(2×2, 3×3): odd and even sizes, time taps */
+        float *U = cvx_alloc_f32((size_t)kt * 16 * Cout * Cin), *yw = cvx_alloc_f32((size_t)Cout * T * H * W);
+        cvx_conv_winograd_weights(&t, Cout, Cin, kt, U);
+        cvx_conv3d_winograd(xp, Cin, Tp, Hp, Wp, U, b, Cout, kt, yw);
+        ASSERT_REL_L2(yw, yr, (size_t)Cout * T * H * W, 2e-6);
+        free(U), free(yw);
+    }
     /* bf16 storage: packing widens; the result equals the f32 conv on the rounded weights. */
     uint16_t *wb = cvx_malloc(sizeof(uint16_t) * Cout * Cin * taps);
     cvx_f32_to_bf16_n(w, wb, (size_t)Cout * Cin * taps);
@@ -50,6 +57,14 @@ static void test_conv3d(void **s) {
     check_conv(4, 6, 4, 10, 7, 1, 3, 3);     /* Conv2d 3×3 per frame (kt = 1) */
     check_conv(3, 2, 3, 4, 5, 1, 1, 1);      /* 1×1×1 through the same path */
     check_conv(8, 40, 5, 34, 3, 3, 3, 3);    /* narrow width */
+}
+
+/* Winograd with several blocks of tile rows (the scratch budget forces R < tile rows). */
+static void test_winograd_blocks(void **s) {
+    (void)s;
+    cvx_conv_set_winograd_budget(16 * 20 * (7 * 5 + 6 * 3) * 3);   /* 3 tile rows per block */
+    check_conv(7, 6, 5, 41, 39, 3, 3, 3);
+    cvx_conv_set_winograd_budget(0);
 }
 
 /* Frame-group splitting: Cout·Hp·Wp large enough that frames are processed in groups. */
@@ -120,6 +135,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv3d),
         cmocka_unit_test(test_conv3d_frame_groups),
+        cmocka_unit_test(test_winograd_blocks),
         cmocka_unit_test(test_conv1x1),
         cmocka_unit_test(test_nearest_index),
         cmocka_unit_test(test_upsample_padded),

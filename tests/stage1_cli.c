@@ -167,6 +167,40 @@ static void test_prompts_file(void **state) {
     tu_rmrf(tmp);
 }
 
+/* --model_id resolved in a HuggingFace cache (HF_HUB_CACHE): refs/main names the snapshot. The
+ * default model (no --model_id/--model_dir) missing from the cache is one clear error. */
+static void test_model_id_cache(void **state) {
+    (void)state;
+    char tmp[256], cmd[4096], err[4096], p[600];
+    tu_mkdtemp(tmp, sizeof tmp);
+    sh("mkdir -p %s/hub/models--test-org--tiny/snapshots/rev1 %s/hub/models--test-org--tiny/refs && "
+       "cp -r %s/model/tokenizer %s/model/text_encoder %s/hub/models--test-org--tiny/snapshots/rev1/ && "
+       "printf rev1 > %s/hub/models--test-org--tiny/refs/main", tmp, tmp, E2E, E2E, tmp, tmp);
+    FMT(cmd, "HF_HUB_CACHE=%s/hub '%s' --prompt '%s' --negative_prompt '%s' --model_id test-org/tiny "
+        "--output_dir %s/out --quiet", tmp, prog, prompt, negative, tmp);
+    int rc = run(cmd, err, sizeof err);
+    if (rc != 0) fail_msg("stage1 exited %d: %s", rc, err);
+    FMT(p, "%s/out/stage1_embeddings.safetensors", tmp);
+    cvx_safetensors *got = tu_open(p), *want = tu_open(E2E "/expected.safetensors");
+    size_t n;
+    float *g = tu_f32(got, "prompt_embeds", &n), *w = tu_f32(want, "prompt_embeds", NULL);
+    ASSERT_REL_L2(g, w, n, 1e-4);
+    assert_string_equal(cvx_st_metadata(got, "model_id"), "test-org/tiny");
+    free(g); free(w);
+    cvx_st_close(got);
+    cvx_st_close(want);
+    /* the default model id, absent from this cache */
+    FMT(cmd, "HF_HUB_CACHE=%s/hub '%s' --prompt x --output_dir %s/out2", tmp, prog, tmp);
+    rc = run(cmd, err, sizeof err);
+    print_message("  default model not cached: exit %d: %s", rc, err);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(err, "zai-org/CogVideoX-2b"));
+    assert_non_null(strstr(err, "stage1: error: "));
+    FMT(p, "%s/out2", tmp);
+    assert_int_equal(count_entries(p), 0);
+    tu_rmrf(tmp);
+}
+
 static void test_help(void **state) {
     (void)state;
     char cmd[4096], err[1024];
@@ -239,6 +273,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_e2e_prompt),
         cmocka_unit_test(test_prompts_file),
+        cmocka_unit_test(test_model_id_cache),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_error_table),
     };

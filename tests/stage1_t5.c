@@ -61,10 +61,11 @@ static void test_relative_position_bucket(void **state) {
     assert_int_equal(t5_relative_position_bucket(5000, 32, 128), 31);
 }
 
-static void encode_all(const char *dir, float *out, int reference) {
+static void encode_all(const char *dir, float *out, int reference, int widen_rows) {
     t5_model m;
     ASSERT_OK(t5_build(&m, dir));
     m.reference = reference;
+    m.widen_rows = widen_rows;
     assert_int_equal(m.cfg.d_model, g_D);
     /* two prompts per call, as stage1 batches prompt and negative prompt */
     for (int b = 0; b < g_B; b += 2) {
@@ -79,7 +80,7 @@ static void test_golden_last_hidden_state(void **state) {
     (void)state;
     const size_t per = (size_t)g_S * g_D;
     float *out = malloc((size_t)g_B * per * sizeof(float));
-    encode_all(T5_CASE "/model/text_encoder", out, 0);
+    encode_all(T5_CASE "/model/text_encoder", out, 0, 0);
     double worst = 0;
     for (int b = 0; b < g_B; b++) {
         double e = cvx_rel_l2(out + b * per, g_out + b * per, per);
@@ -129,14 +130,19 @@ static void test_sharded_bf16(void **state) {
 
     const size_t n = (size_t)g_B * g_S * g_D, per = (size_t)g_S * g_D;
     float *bf = malloc(n * sizeof(float)), *rounded = malloc(n * sizeof(float)), *plain = malloc(n * sizeof(float));
-    encode_all(FIX "/t5_bf16_sharded/text_encoder", bf, 0);
-    encode_all(FIX "/t5_bf16_sharded/text_encoder", plain, 1);
-    encode_all(FIX "/t5_bf16_rounded_f32/text_encoder", rounded, 0);
+    encode_all(FIX "/t5_bf16_sharded/text_encoder", bf, 0, 0);
+    encode_all(FIX "/t5_bf16_sharded/text_encoder", plain, 1, 0);
+    encode_all(FIX "/t5_bf16_rounded_f32/text_encoder", rounded, 0, 0);
     /* Same values, other storage: widening is exact, so only summation order could differ.
      * bf16 takes the stacked path (q|k|v and wi_0|wi_1 in one GEMM each), the f32 file and
      * `plain` the one-cvx_linear-per-matrix reference path. */
     ASSERT_REL_L2(bf, rounded, n, 1e-6);
     ASSERT_REL_L2(plain, rounded, n, 1e-6);
+    /* Widening in blocks of 5 rows: blocks straddle the q|k|v and wi_0|wi_1 boundaries. */
+    float *blocks = malloc(n * sizeof(float));
+    encode_all(FIX "/t5_bf16_sharded/text_encoder", blocks, 0, 5);
+    ASSERT_REL_L2(blocks, rounded, n, 1e-6);
+    free(blocks);
     /* Against the f32 golden: bf16 weights (8-bit mantissa) move the output by ~1e-3..1e-2. */
     double worst = 0;
     for (int b = 0; b < g_B; b++) {
@@ -151,11 +157,47 @@ static void test_sharded_bf16(void **state) {
     free(plain);
 }
 
+/* Config errors name the file and the key. */
+static void test_config_errors(void **state) {
+    (void)state;
+    static const struct { const char *json, *expect; } cases[] = {
+        {"{\"d_kv\": 8, \"num_heads\": 4, \"d_ff\": 48, \"num_layers\": 2, \"vocab_size\": 9, "
+         "\"feed_forward_proj\": \"gated-gelu\"}", "d_model"},
+        {"{\"d_model\": 32, \"d_kv\": 8, \"num_heads\": 4, \"d_ff\": 48, \"num_layers\": 2, \"vocab_size\": 9, "
+         "\"feed_forward_proj\": \"relu\"}", "feed_forward_proj"},
+        {"{\"d_model\": 32, \"d_kv\": 8, \"num_heads\": 0, \"d_ff\": 48, \"num_layers\": 2, \"vocab_size\": 9, "
+         "\"feed_forward_proj\": \"gated-gelu\"}", "num_heads"},
+        {"{\"d_model\": \"big\", \"d_kv\": 8}", "d_model"},
+    };
+    char dir[256], path[512];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tu_write(path, cases[i].json, strlen(cases[i].json));
+        t5_config c;
+        assert_int_not_equal(t5_config_load(&c, path), 0);
+        print_message("  %s\n", cvx_last_error());
+        assert_non_null(strstr(cvx_last_error(), cases[i].expect));
+        assert_non_null(strstr(cvx_last_error(), "config.json"));
+    }
+    /* the defaults transformers' T5Config has for the optional keys */
+    const char *ok = "{\"d_model\": 32, \"d_kv\": 8, \"num_heads\": 4, \"d_ff\": 48, \"num_layers\": 2, "
+                     "\"vocab_size\": 9, \"feed_forward_proj\": \"gated-gelu\"}";
+    tu_write(path, ok, strlen(ok));
+    t5_config c;
+    ASSERT_OK(t5_config_load(&c, path));
+    assert_int_equal(c.num_buckets, 32);
+    assert_int_equal(c.max_distance, 128);
+    assert_true(c.eps == 1e-6f);
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relative_position_bucket),
         cmocka_unit_test(test_golden_last_hidden_state),
         cmocka_unit_test(test_sharded_bf16),
+        cmocka_unit_test(test_config_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,6 +6,8 @@
  *   - resume: a run stopped after 2 of 4 steps and resumed from its checkpoint gives latents
  *     bit-identical to an uninterrupted run (DDIM and DPM), also with checkpoint_every 3 and
  *     a stop at step 1; a checkpoint from other settings is refused naming the setting;
+ *   - CogVideoX1.5 padding: one no-CFG DDIM step at t = 999 equals −forward(noise) on the padded
+ *     latent grid bit for bit, and the output drops the first frame;
  *   - latent shape rules (CogVideoX1.5 padding frame, validation errors), output permutation,
  *     embedding checks. */
 #include <setjmp.h>
@@ -240,6 +242,63 @@ static void test_resume_dpm_dyncfg(void **state) {
     check_resume("e2e_5b_dyncfg", 1, 3);
 }
 
+
+/* CogVideoX1.5 (patch_size_t = 2) on 9 frames: 3 latent frames, padded to 4 for the loop, the
+ * FIRST dropped at the end. One DDIM step without CFG at t = 999 (ā = 0, ā_prev = 1) gives
+ * prev = x0 = −model output, so the loop must equal one hand-made forward on the seeded noise
+ * [1, 4, C, 6, 8] with the rotary tables of the padded grid, bit for bit. */
+static void test_15_padding_loop(void **state) {
+    (void)state;
+    cogvideox_transformer *m = cogvideox_load(GOLDEN "/transformer_1.5/model/transformer");
+    if (!m) fail_msg("%s", cvx_last_error());
+    const cogvideox_config *cfg = cogvideox_get_config(m);
+    cogvideox_scheduler s;
+    if (cogvideox_scheduler_load(&s, GOLDEN "/scheduler_1.5/model/scheduler/scheduler_config.json", COGVIDEOX_DDIM))
+        fail_msg("%s", cvx_last_error());
+    cogvideox_sample_params p = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 1,
+                                 .guidance_scale = 1.0, .seed = 5, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cogvideox_latent_shape sh;
+    assert_int_equal(cogvideox_latent_shape_for(cfg, &p, &sh), 0);
+    assert_int_equal(sh.frames, 4);
+    assert_int_equal(sh.pad_frames, 1);
+    cvx_safetensors *st = cvx_st_open(GOLDEN "/transformer_1.5/expected.safetensors");
+    if (!st) fail_msg("%s", cvx_last_error());
+    float *text = cvx_tensor_f32_dup(need(st, "encoder_hidden_states"));   /* [2, 226, 32]: use the first */
+    const int L = cfg->max_text_seq_length;
+
+    size_t n = sh.numel;
+    float *lat = malloc(n * sizeof(float));
+    cogvideox_sample_result res;
+    if (cogvideox_sample(m, &s, &p, &sh, text, NULL, L, NULL, NULL, NULL, lat, &res)) fail_msg("%s", cvx_last_error());
+
+    float *noise = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    cvx_generator g;
+    cvx_generator_seed(&g, p.seed);
+    cvx_randn(&g, noise, n);
+    size_t nt = (size_t)cogvideox_num_video_tokens(cfg, sh.frames, sh.height, sh.width);
+    float *rc = malloc(nt * cfg->attention_head_dim * sizeof(float)), *rs = malloc(nt * cfg->attention_head_dim * sizeof(float));
+    assert_int_equal(cogvideox_rope_tables(cfg, sh.frames, sh.height, sh.width, rc, rs), 0);
+    int64_t t = 999;
+    if (cogvideox_forward(m, noise, 1, sh.frames, sh.height, sh.width, text, L, &t, rc, rs, out))
+        fail_msg("%s", cvx_last_error());
+    for (size_t i = 0; i < n; i++) want[i] = -out[i];
+    assert_memory_equal(lat, want, n * sizeof(float));
+
+    /* the written layout: [1, C, 3, h, w] from frames 1..3 */
+    float *o = malloc(n * sizeof(float));
+    cogvideox_latents_to_output(lat, &sh, o);
+    size_t hw = (size_t)sh.height * sh.width;
+    for (int c = 0; c < sh.channels; c++)
+        for (int f = 0; f < 3; f++)
+            assert_memory_equal(o + ((size_t)c * 3 + f) * hw, lat + ((size_t)(f + 1) * sh.channels + c) * hw,
+                                hw * sizeof(float));
+    printf("  1.5: 9 frames -> 4 latent frames (1 padding), loop == hand-made forward, first frame dropped\n");
+    free(o); free(rc); free(rs); free(noise); free(out); free(want); free(lat); free(text);
+    cvx_st_close(st);
+    cogvideox_scheduler_free(&s);
+    cogvideox_free(m);
+}
+
 /* ---- shapes and checks without a model ---- */
 static cogvideox_config cfg_15(void) {
     cogvideox_config c = {0};
@@ -355,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_e2e_2b_ddim),    cmocka_unit_test(test_e2e_5b_dpm),
         cmocka_unit_test(test_e2e_5b_dyncfg),  cmocka_unit_test(test_resume_ddim),
         cmocka_unit_test(test_resume_dpm),     cmocka_unit_test(test_resume_dpm_dyncfg),
+        cmocka_unit_test(test_15_padding_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

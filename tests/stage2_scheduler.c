@@ -250,6 +250,16 @@ static void test_spacings(void **state) {
     assert_int_equal(cogvideox_scheduler_set_timesteps(&s, 1001), -1);
     cogvideox_scheduler_free(&s);
 
+    /* trailing spacing with n = 61: numpy's arange makes 62 timesteps (the last -1) upstream;
+     * refused with a clear message naming usable counts */
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"timestep_spacing\":\"trailing\"}", -1), 0);
+    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, 61), -1);
+    printf("  %s\n", cvx_last_error());
+    assert_non_null(strstr(cvx_last_error(), "use 60 or 62 steps"));
+    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, 60), 0);
+    assert_int_equal(s.timesteps[59], 16);     /* round(1000 - 59·16.666…) - 1 = round(16.67) - 1 */
+    cogvideox_scheduler_free(&s);
+
     /* --scheduler override beats _class_name */
     assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\"}", COGVIDEOX_DPM), 0);
     assert_int_equal(s.kind, COGVIDEOX_DPM);

@@ -126,6 +126,13 @@ static void run_case(const char *dir) {
     float *out2 = malloc(sizeof(float) * n);
     assert_int_equal(cogvideox_forward_ex(m, g.x, g.B, g.F, g.H, g.W, g.text, g.L, g.t, g.ofs, g.n_ofs, cs, sn, out2), 0);
     assert_memory_equal(out, out2, n * sizeof(float));
+    /* the long-video path: one batch element at a time, norm1/to_out/FF in odd-sized row chunks */
+    cogvideox_set_chunking(m, 1, 37);
+    assert_int_equal(cogvideox_forward_ex(m, g.x, g.B, g.F, g.H, g.W, g.text, g.L, g.t, g.ofs, g.n_ofs, cs, sn, out2), 0);
+    double rel_chunked = cvx_rel_l2(out2, g.out, n), rel_paths = cvx_rel_l2(out2, out, n);
+    printf("  %s: chunked path rel L2 %.3g (vs stacked path %.3g)\n", dir, rel_chunked, rel_paths);
+    assert_true(rel_chunked <= 1e-5 && rel_paths <= 1e-6);
+    cogvideox_set_chunking(m, 0, 0);
     free(out); free(out2); free(cs); free(sn);
     cogvideox_free(m);
     case_close(&g);
@@ -218,10 +225,20 @@ static char *read_all(const char *path) {
     return b;
 }
 
-/* Copy the 2b model's tensors to tmpdir as `store`, skipping `skip`, reshaping `bad` to [7],
- * in `shards` files (+ index.json when > 1). */
-static void write_model(cvx_dtype store, const char *skip, const char *bad, int shards) {
-    cvx_safetensors *src = cvx_st_open(GOLDEN "/transformer_2b/model/transformer/diffusion_pytorch_model.safetensors");
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[3];
+    const float *data;
+} extra_tensor;
+
+/* Copy a golden model's tensors to tmpdir as `store`, skipping `skip`, reshaping `bad` to [7],
+ * adding `extra`, in `shards` files (+ index.json when > 1). */
+static void write_model_ex(const char *case_dir, cvx_dtype store, const char *skip, const char *bad, int shards,
+                           int n_extra, const extra_tensor *extra) {
+    char sp[1024];
+    snprintf(sp, sizeof sp, "%s/model/transformer/diffusion_pytorch_model.safetensors", case_dir);
+    cvx_safetensors *src = cvx_st_open(sp);
     assert_non_null(src);
     int n = cvx_st_count(src);
     cvx_st_writer *w[2] = {cvx_stw_new(), shards > 1 ? cvx_stw_new() : NULL};
@@ -238,6 +255,11 @@ static void write_model(cvx_dtype store, const char *skip, const char *bad, int 
         free(d);
         len += snprintf(index + len, sizeof index - len, "%s\"%s\": \"diffusion_pytorch_model-0000%d-of-00002.safetensors\"",
                         len > 40 ? ", " : "", t->name, k + 1);
+    }
+    for (int i = 0; i < n_extra; i++) {
+        assert_int_equal(cvx_stw_add_f32(w[0], extra[i].name, store, extra[i].ndim, extra[i].shape, extra[i].data), 0);
+        len += snprintf(index + len, sizeof index - len,
+                        ", \"%s\": \"diffusion_pytorch_model-00001-of-00002.safetensors\"", extra[i].name);
     }
     char p[1024];
     if (shards > 1) {
@@ -256,8 +278,14 @@ static void write_model(cvx_dtype store, const char *skip, const char *bad, int 
     cvx_st_close(src);
 }
 
-static void copy_config(const char *replace_from, const char *replace_to) {
-    char *cfg = read_all(GOLDEN "/transformer_2b/model/transformer/config.json");
+static void write_model(cvx_dtype store, const char *skip, const char *bad, int shards) {
+    write_model_ex(GOLDEN "/transformer_2b", store, skip, bad, shards, 0, NULL);
+}
+
+static void copy_config_from(const char *case_dir, const char *replace_from, const char *replace_to) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/model/transformer/config.json", case_dir);
+    char *cfg = read_all(p);
     if (replace_from) {
         char *at = strstr(cfg, replace_from);
         assert_non_null(at);
@@ -268,6 +296,114 @@ static void copy_config(const char *replace_from, const char *replace_to) {
         write_text("config.json", cfg);
     }
     free(cfg);
+}
+
+static void copy_config(const char *replace_from, const char *replace_to) {
+    copy_config_from(GOLDEN "/transformer_2b", replace_from, replace_to);
+}
+
+static void expect_load_error(const char *must1, const char *must2);
+
+/* Config edits for the variant tests: several "from"→"to" replacements on a golden config. */
+static void edit_config(const char *case_dir, int n, const char *const *from, const char *const *to) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/model/transformer/config.json", case_dir);
+    char *cfg = read_all(p), buf[8192];
+    for (int i = 0; i < n; i++) {
+        char *at = strstr(cfg, from[i]);
+        assert_non_null(at);
+        snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - cfg), cfg, to[i], at + strlen(from[i]));
+        free(cfg);
+        cfg = strdup(buf);
+    }
+    write_text("config.json", cfg);
+    free(cfg);
+}
+
+static float *forward_tmp(golden_case *g, const float *ofs, int n_ofs) {
+    cogvideox_transformer *m = cogvideox_load(tmpdir);
+    if (!m) fail_msg("%s", cvx_last_error());
+    size_t n = (size_t)g->B * g->F * g->C * g->H * g->W;
+    float *out = malloc(sizeof(float) * n);
+    if (cogvideox_forward_ex(m, g->x, g->B, g->F, g->H, g->W, g->text, g->L, g->t, ofs, n_ofs, g->cos, g->sin, out))
+        fail_msg("%s", cvx_last_error());
+    cogvideox_free(m);
+    return out;
+}
+
+/* Learned positional embeddings (CogVideoX-5b-I2V style), on the 5b case with the pipeline's
+ * stored rope tables: a zero table gives the golden output exactly as without it; a non-zero
+ * table is added; another latent size is refused as upstream refuses it. */
+static void test_learned_positional(void **s) {
+    (void)s;
+    golden_case g;
+    case_open(&g, GOLDEN "/transformer_5b");
+    make_tmpdir();
+    const char *from[] = {"\"use_learned_positional_embeddings\": false", "\"sample_height\": 14", "\"sample_width\": 12"};
+    const char *to[] = {"\"use_learned_positional_embeddings\": true", "\"sample_height\": 6", "\"sample_width\": 8"};
+    edit_config(GOLDEN "/transformer_5b", 3, from, to);
+    int S = 226 + 36, D = 48;   /* sample grid 3 frames (sample_frames 9) × 3 × 4 */
+    float *table = calloc((size_t)S * D, sizeof(float));
+    extra_tensor ex = {"patch_embed.pos_embedding", 3, {1, S, D}, table};
+    write_model_ex(GOLDEN "/transformer_5b", CVX_F32, NULL, NULL, 1, 1, &ex);
+    size_t n = (size_t)g.B * g.F * g.C * g.H * g.W;
+    float *out = forward_tmp(&g, NULL, 0);
+    double rel0 = cvx_rel_l2(out, g.out, n);
+    free(out);
+    for (size_t i = 0; i < (size_t)S * D; i++) table[i] = 0.05f * (float)((i * 7919) % 200 - 100) / 100.0f;
+    write_model_ex(GOLDEN "/transformer_5b", CVX_F32, NULL, NULL, 1, 1, &ex);
+    out = forward_tmp(&g, NULL, 0);
+    double rel1 = cvx_rel_l2(out, g.out, n);
+    printf("  learned table zero: rel L2 %.3g; non-zero: %.3g (must differ)\n", rel0, rel1);
+    assert_true(rel0 <= 1e-5 && rel1 > 1e-3);
+    free(out);
+    cogvideox_transformer *m = cogvideox_load(tmpdir);
+    assert_non_null(m);
+    float *xo = calloc(2 * 3 * 4 * 8 * 8, sizeof(float)), *o = malloc(sizeof(float) * 2 * 3 * 4 * 8 * 8);
+    assert_int_equal(cogvideox_forward(m, xo, 2, 3, 8, 8, g.text, 226, g.t, g.cos, g.sin, o), -1);
+    assert_non_null(strstr(cvx_last_error(), "learned positional"));
+    free(xo); free(o);
+    cogvideox_free(m);
+    /* the table is required when the config asks for it */
+    write_model_ex(GOLDEN "/transformer_5b", CVX_F32, NULL, NULL, 1, 0, NULL);
+    expect_load_error("patch_embed.pos_embedding", "missing");
+    free(table);
+    rm_tmpdir();
+    case_close(&g);
+}
+
+/* ofs embedding (CogVideoX1.5 I2V style) on the 5b case: with linear_2 zero it adds nothing
+ * (golden output); with a bias it changes the output; ofs given once or per batch element agree. */
+static void test_ofs_embedding(void **s) {
+    (void)s;
+    golden_case g;
+    case_open(&g, GOLDEN "/transformer_5b");
+    make_tmpdir();
+    const char *from[] = {"\"ofs_embed_dim\": null"};
+    const char *to[] = {"\"ofs_embed_dim\": 20"};
+    edit_config(GOLDEN "/transformer_5b", 1, from, to);
+    float w1[400], b1[20], w2[400] = {0}, b2[20] = {0};
+    for (int i = 0; i < 400; i++) w1[i] = 0.1f * (float)((i * 37) % 21 - 10) / 10.0f;
+    for (int i = 0; i < 20; i++) b1[i] = 0.01f * i;
+    extra_tensor ex[4] = {{"ofs_embedding.linear_1.weight", 2, {20, 20}, w1}, {"ofs_embedding.linear_1.bias", 1, {20}, b1},
+                          {"ofs_embedding.linear_2.weight", 2, {20, 20}, w2}, {"ofs_embedding.linear_2.bias", 1, {20}, b2}};
+    write_model_ex(GOLDEN "/transformer_5b", CVX_F32, NULL, NULL, 1, 4, ex);
+    size_t n = (size_t)g.B * g.F * g.C * g.H * g.W;
+    float ofs1[1] = {2.0f}, ofs2[2] = {2.0f, 2.0f};
+    float *out = forward_tmp(&g, ofs1, 1);
+    double rel0 = cvx_rel_l2(out, g.out, n);
+    free(out);
+    for (int i = 0; i < 400; i++) w2[i] = 0.05f * (float)((i * 13) % 11 - 5) / 5.0f;
+    write_model_ex(GOLDEN "/transformer_5b", CVX_F32, NULL, NULL, 1, 4, ex);
+    float *o1 = forward_tmp(&g, ofs1, 1), *o2 = forward_tmp(&g, ofs2, 2), *o3 = forward_tmp(&g, NULL, 0);
+    double rel1 = cvx_rel_l2(o1, g.out, n);
+    printf("  ofs embedding zero: rel L2 %.3g; non-zero: %.3g (must differ)\n", rel0, rel1);
+    assert_true(rel0 <= 1e-5 && rel1 > 1e-4);
+    assert_memory_equal(o1, o2, n * sizeof(float));
+    assert_memory_equal(o1, o3, n * sizeof(float));   /* default ofs = 2.0, as the I2V pipelines pass */
+    free(o1); free(o2); free(o3);
+    rm_tmpdir();
+    case_close(&g);
 }
 
 static void expect_load_error(const char *must1, const char *must2) {
@@ -394,6 +530,8 @@ int main(void) {
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_forward_errors),
         cmocka_unit_test(test_bf16_sharded),
+        cmocka_unit_test(test_learned_positional),
+        cmocka_unit_test(test_ofs_embedding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,40 @@
+/* Vectorised element-wise math (AVX2+FMA when the compiler targets it, scalar otherwise):
+ * exp for softmax and the tanh-GELU, which as libm calls cost as much as the products around
+ * them. Accuracy: a few ulp (see tests/common_attention_fast.c). */
+#ifndef CVX_VECMATH_H
+#define CVX_VECMATH_H
+
+#include <stddef.h>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+
+/* Cephes expf on 8 lanes: n = round(x·log2 e), r = x − n·ln2 (two-part constant), e^r by a
+ * degree-6 polynomial, times 2^n. Inputs are clamped to [-87, 88.37] (no denormals, no inf). */
+static inline __m256 cvx_exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.3762626647949f));
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+}
+#endif
+
+/* x[i] = exp(x[i]) (clamped to [-87, 88.37] first). */
+void cvx_exp_inplace(float *x, size_t n);
+
+/* GELU with the tanh approximation, written as x·σ(2u) = x / (1 + e^(−2u)),
+ * u = √(2/π)(x + 0.044715x³) — the same function as 0.5x(1 + tanh u), without the
+ * cancellation of 1 + tanh u for negative x. In place, OpenMP-parallel. */
+void cvx_gelu_tanh_fast(float *x, size_t n);
+
+#endif

@@ -1,0 +1,102 @@
+/* cvx_attention_fast against the full-matrix reference cvx_attention_ref; the vector exp and
+ * tanh-GELU of vecmath.h against double precision. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "attention_fast.h"
+#include "vecmath.h"
+#include "ops.h"
+
+static uint64_t st = 88172645463325252ull;
+static float urand(void) {
+    st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+    return (float)(st >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+/* q, k, v with a row stride wider than heads·hd (as the transformer's [S, D] rows with heads in
+ * column blocks), optional bias, Skv below and above one key tile, Sq not a tile multiple. */
+static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) {
+    int ld = heads * hd + 5, ldo = heads * hd + 3;
+    float *q = malloc(sizeof(float) * (size_t)Sq * ld), *k = malloc(sizeof(float) * (size_t)Skv * ld),
+          *v = malloc(sizeof(float) * (size_t)Skv * ld);
+    float *o1 = calloc((size_t)Sq * ldo, sizeof(float)), *o2 = calloc((size_t)Sq * ldo, sizeof(float));
+    float *bias = with_bias ? malloc(sizeof(float) * (size_t)heads * Sq * Skv) : NULL;
+    for (size_t i = 0; i < (size_t)Sq * ld; i++) q[i] = amp * urand();
+    for (size_t i = 0; i < (size_t)Skv * ld; i++) { k[i] = amp * urand(); v[i] = urand(); }
+    if (bias)
+        for (size_t i = 0; i < (size_t)heads * Sq * Skv; i++) bias[i] = urand();
+    float scale = 1.0f / sqrtf((float)hd);
+    cvx_attention_fast(q, ld, k, v, ld, o1, ldo, Sq, Skv, heads, hd, scale, bias);
+    cvx_attention_ref(q, ld, k, v, ld, o2, ldo, Sq, Skv, heads, hd, scale, bias);
+    double rel = cvx_rel_l2(o1, o2, (size_t)Sq * ldo);
+    printf("  Sq %d Skv %d heads %d hd %d bias %d amp %.0f: rel L2 %.3g\n", Sq, Skv, heads, hd, with_bias, amp, rel);
+    assert_true(rel < 1e-5);
+    /* columns outside the heads are untouched */
+    for (int i = 0; i < Sq; i++)
+        for (int c = heads * hd; c < ldo; c++) assert_true(o1[(size_t)i * ldo + c] == 0.0f);
+    /* in place: out = q (the transformer writes the heads' outputs over q) */
+    {
+        float *qq = malloc(sizeof(float) * (size_t)Sq * ld);
+        for (size_t i = 0; i < (size_t)Sq * ld; i++) qq[i] = q[i];
+        cvx_attention_fast(qq, ld, k, v, ld, qq, ld, Sq, Skv, heads, hd, scale, bias);
+        float *o3 = calloc((size_t)Sq * ld, sizeof(float));
+        cvx_attention_ref(q, ld, k, v, ld, o3, ld, Sq, Skv, heads, hd, scale, bias);
+        for (int i = 0; i < Sq; i++)
+            for (int c = heads * hd; c < ld; c++) o3[(size_t)i * ld + c] = q[(size_t)i * ld + c];
+        double rel3 = cvx_rel_l2(qq, o3, (size_t)Sq * ld);
+        printf("    in place (out = q): rel L2 %.3g\n", rel3);
+        assert_true(rel3 < 1e-5);
+        free(qq); free(o3);
+    }
+    free(q); free(k); free(v); free(o1); free(o2); free(bias);
+}
+
+static void test_small(void **s) { (void)s; check(37, 51, 3, 16, 0, 1); }
+static void test_multi_tile(void **s) { (void)s; check(300, 2500, 2, 64, 0, 3); }
+static void test_bias(void **s) { (void)s; check(130, 1100, 2, 32, 1, 2); }
+static void test_peaky(void **s) { (void)s; check(64, 1500, 1, 64, 0, 12); }   /* large logits: max tracking */
+static void test_fallback(void **s) { (void)s; check(40, 70, 2, 8, 0, 1); }      /* hd 8: the portable path */
+
+static void test_exp(void **s) {
+    (void)s;
+    float x[203];
+    for (int i = 0; i < 203; i++) x[i] = -86.0f + i * 0.86f;
+    float y[203];
+    for (int i = 0; i < 203; i++) y[i] = x[i];
+    cvx_exp_inplace(y, 203);
+    double worst = 0;
+    for (int i = 0; i < 203; i++) {
+        double r = exp((double)x[i]);
+        worst = fmax(worst, fabs(y[i] - r) / r);
+    }
+    printf("  exp max rel err %.3g\n", worst);
+    assert_true(worst < 3e-7);
+    /* tanh-GELU as x·σ(2u) against 0.5x(1 + tanh u) in double */
+    float g[403];
+    for (int i = 0; i < 403; i++) g[i] = -10.0f + i * 0.05f;
+    float gx[403];
+    for (int i = 0; i < 403; i++) gx[i] = g[i];
+    cvx_gelu_tanh_fast(gx, 403);
+    double gw = 0;
+    for (int i = 0; i < 403; i++) {
+        double x = g[i], u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x), r = 0.5 * x * (1.0 + tanh(u));
+        gw = fmax(gw, fabs(gx[i] - r) / (fabs(r) + 1e-6));   /* relative, absolute near 0 */
+    }
+    printf("  gelu_tanh max err %.3g (relative, absolute below 1e-6)\n", gw);
+    assert_true(gw < 3e-6);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exp), cmocka_unit_test(test_small), cmocka_unit_test(test_multi_tile),
+        cmocka_unit_test(test_bias), cmocka_unit_test(test_peaky), cmocka_unit_test(test_fallback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
