@@ -251,7 +251,7 @@ static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
 
 /* causal_conv3d that frees its input once copied into the padded buffer (saves one tensor
  * at the peak: the input is dead after the conv in every caller that uses this). */
-static void causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
+static float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
 
 void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
     float *copy = cvx_alloc_f32((size_t)c->cin * T * H * W);
@@ -259,12 +259,14 @@ void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, i
     causal_conv3d_consume(c, cache, copy, T, H, W, y);
 }
 
-static void causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
+/* y == NULL: the output is allocated after the input is freed (lower peak); returned. */
+static float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
+        if (!y) y = cvx_alloc_f32((size_t)c->cout * T * H * W);
         conv1x1(c, x, (size_t)T * H * W, y);
         free(x);
-        return;
+        return y;
     }
     const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
     float *xp = cvx_alloc_f32((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
@@ -292,8 +294,10 @@ static void causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x,
         cache->buf[c->cache_id] = nc;
         cache->C[c->cache_id] = Cin, cache->H[c->cache_id] = H, cache->W[c->cache_id] = W;
     }
+    if (!y) y = cvx_alloc_f32((size_t)c->cout * T * H * W);
     conv_on_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
     free(xp);
+    return y;
 }
 
 /* x · σ(x) = x / (1 + e^−x) over one row, 8 lanes at a time. */
@@ -349,11 +353,9 @@ float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *
     const size_t S = (size_t)T * H * W;
     float *h = cvx_alloc_f32((size_t)r->cin * S);                    // [Cin, T, H, W]
     vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
-    float *h1 = cvx_alloc_f32((size_t)r->cout * S);                  // [Cout, T, H, W]
-    causal_conv3d_consume(&r->conv1, cache, h, T, H, W, h1);         // frees h
+    float *h1 = causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);   // [Cout, T, H, W]; frees h
     vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
-    float *h2 = cvx_alloc_f32((size_t)r->cout * S);                  // [Cout, T, H, W]
-    causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, h2);        // frees h1
+    float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
         float *s = cvx_alloc_f32((size_t)r->cout * S);                 // [Cout, T, H, W]
         conv1x1(&r->shortcut, x, S, s);
@@ -427,8 +429,7 @@ float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *
     x = vae_mid_block(d, cache, &zq, x, T, H, W);
     for (int i = 0; i < d->num_blocks; i++) x = vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);
     vae_spatial_norm(d, &d->norm_out, &zq, x, x, T, H, W, 1);        // norm_out + SiLU
-    float *y = cvx_alloc_f32((size_t)d->out_channels * T * H * W);  // [3, T, H, W]
-    causal_conv3d_consume(&d->conv_out, cache, x, T, H, W, y);      // frees x
+    float *y = causal_conv3d_consume(&d->conv_out, cache, x, T, H, W, NULL);   // [3, T, H, W]; frees x
     free(zpq);
     *T_out = T;
     return y;
