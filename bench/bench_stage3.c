@@ -2,7 +2,7 @@
  * [128,256,256,512], layers_per_block 3, 32 groups, 16 latent channels) with random weights
  * (PyTorch default init ranges), decoding a random latent untiled with the upstream chunking.
  *
- *   bench_stage3 [T H W] [--threads N] [--bf16] [--no-winograd]   default latent 3×30×45 (-> 9×240×360)
+ *   bench_stage3 [T H W] [--threads N] [--bf16] [--no-winograd|--winograd2]   default latent 3×30×45 (-> 9×240×360)
  *
  * Prints wall time, convolution GFLOP/s (nominal FLOPs, multiply-add = 2) and peak RSS.
  * PyTorch (diffusers 0.32.2, torch 1.13.1, 2 threads) takes 128.1 s for 3×30×45. */
@@ -109,6 +109,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bf16")) g_store = CVX_BF16;
         else if (!strcmp(argv[i], "--no-winograd")) vae_set_winograd(0);
+        else if (!strcmp(argv[i], "--winograd2")) vae_set_winograd(2);
         else if (pos < 3) dims[pos++] = atoi(argv[i]);
     }
     T = dims[0], h = dims[1], w = dims[2];

@@ -294,3 +294,173 @@ void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const
             }
     }
 }
+
+/* ------------------------------------------------------------------ Winograd F(4×4, 3×3) */
+/* Interpolation points 0, ±1, ±2, ∞ (Lavin & Gray): 36 products per 16 outputs. */
+/* Bᵀ = [4 0 −5 0 1 0; 0 −4 −4 1 1 0; 0 4 −4 −1 1 0; 0 −2 −1 2 1 0; 0 2 −1 −2 1 0; 0 4 0 −5 0 1],
+ * Aᵀ = [1 1 1 1 1 0; 0 1 −1 2 −2 0; 0 1 1 4 4 0; 0 1 −1 8 −8 1] (written out in the transforms). */
+static const double WG4[6][3] = {  /* G */
+    {1.0 / 4, 0, 0}, {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1},
+};
+
+void cvx_conv_winograd4_weights(const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
+    CVX_CHECK(w->numel == (int64_t)Cout * Cin * kt * 9);
+    const float *wf = cvx_weight_f32(w);   /* [Cout, Cin, kt, 3, 3] */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int co = 0; co < Cout; co++)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int dt = 0; dt < kt; dt++) {
+                const float *g = wf + (((size_t)co * Cin + ci) * kt + dt) * 9;
+                double t[6][3];
+                for (int i = 0; i < 6; i++)
+                    for (int c = 0; c < 3; c++)
+                        t[i][c] = WG4[i][0] * g[c] + WG4[i][1] * g[3 + c] + WG4[i][2] * g[6 + c];
+                for (int i = 0; i < 6; i++)
+                    for (int j = 0; j < 6; j++) {
+                        double u = WG4[j][0] * t[i][0] + WG4[j][1] * t[i][1] + WG4[j][2] * t[i][2];
+                        dst[((size_t)(i * 6 + j) * Cout + co) * kt * Cin + (size_t)dt * Cin + ci] = (float)u;
+                    }
+            }
+}
+
+void cvx_conv3d_winograd4(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+                          int Cout, int kt, float *y) {
+    const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 3) / 4, tw = (W + 3) / 4;
+    CVX_CHECK(T > 0 && H > 0 && W > 0);
+    const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
+    size_t per_row = (size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T);
+    int R = (int)(g_wino_budget / per_row);
+    if (R < 1) R = 1;
+    if (R > th) R = th;
+    size_t need = per_row * R;
+    if (need > g_wino_cap) {
+        free(g_wino);
+        g_wino = cvx_alloc_f32(need);
+        g_wino_cap = need;
+    }
+    for (int i0 = 0; i0 < th; i0 += R) {
+        const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
+        float *V = g_wino;                                           // [36, Tp, Cin, nt]
+        float *M = g_wino + (size_t)36 * Cin * Tp * nt;              // [36, Cout, T, nt]
+        const size_t vx = (size_t)Cin * Tp * nt, mx = (size_t)Cout * T * nt;
+        /* Input transform V = Bᵀ d B of every 6×6 patch (stride 4, zero past the padded edge):
+         * Bᵀ on 6 input rows along the whole row (vectorised over x), then the row is split into
+         * its 4 phases x = 4·tj + k so B on each patch is vectorised over tiles too. */
+#pragma omp parallel
+        {
+            const int Wx = 4 * tw + 8;
+            float *tr = cvx_alloc_f32((size_t)6 * Wx), *ph = cvx_alloc_f32((size_t)6 * (tw + 2));
+            float *zrow = cvx_calloc((size_t)Wx, sizeof(float));   /* rows past the padded edge */
+#pragma omp for collapse(2) schedule(static)
+            for (int ci = 0; ci < Cin; ci++)
+                for (int f = 0; f < Tp; f++) {
+                    const float *src = xp + ((size_t)ci * Tp + f) * HWp;
+                    float *v = V + ((size_t)f * Cin + ci) * nt;
+                    for (int ti = 0; ti < r; ti++) {
+                        const int y0 = 4 * (i0 + ti);
+                        const float *d0 = y0 + 0 < Hp ? src + (size_t)(y0 + 0) * Wp : zrow,
+                                    *d1 = y0 + 1 < Hp ? src + (size_t)(y0 + 1) * Wp : zrow,
+                                    *d2 = y0 + 2 < Hp ? src + (size_t)(y0 + 2) * Wp : zrow,
+                                    *d3 = y0 + 3 < Hp ? src + (size_t)(y0 + 3) * Wp : zrow,
+                                    *d4 = y0 + 4 < Hp ? src + (size_t)(y0 + 4) * Wp : zrow,
+                                    *d5 = y0 + 5 < Hp ? src + (size_t)(y0 + 5) * Wp : zrow;
+                        float *t0 = tr, *t1 = tr + Wx, *t2 = tr + 2 * Wx, *t3 = tr + 3 * Wx, *t4 = tr + 4 * Wx,
+                              *t5 = tr + 5 * Wx;
+#pragma omp simd
+                        for (int x = 0; x < Wp; x++) {   /* Bᵀ on the 6 rows */
+                            float e0 = d0[x], e1 = d1[x], e2 = d2[x], e3 = d3[x], e4 = d4[x], e5 = d5[x];
+                            t0[x] = 4.0f * e0 - 5.0f * e2 + e4;
+                            t1[x] = -4.0f * (e1 + e2) + (e3 + e4);
+                            t2[x] = 4.0f * (e1 - e2) + (e4 - e3);
+                            t3[x] = -2.0f * (e1 - e3) + (e4 - e2);
+                            t4[x] = 2.0f * (e1 - e3) + (e4 - e2);
+                            t5[x] = 4.0f * e1 - 5.0f * e3 + e5;
+                        }
+                        for (int i = 0; i < 6; i++)
+                            for (int x = Wp; x < Wx; x++) tr[(size_t)i * Wx + x] = 0.0f;
+                        for (int i = 0; i < 6; i++) {
+                            const float *row = tr + (size_t)i * Wx;
+                            for (int k = 0; k < 6; k++)
+                                for (int tj = 0; tj <= tw; tj++) ph[(size_t)k * (tw + 2) + tj] = row[4 * tj + k];
+                            float *out = v + (size_t)(i * 6) * vx + (size_t)ti * tw;
+                            const float *p0 = ph, *p1 = ph + (tw + 2), *p2 = ph + 2 * (tw + 2), *p3 = ph + 3 * (tw + 2),
+                                        *p4 = ph + 4 * (tw + 2), *p5 = ph + 5 * (tw + 2);
+#pragma omp simd
+                            for (int tj = 0; tj < tw; tj++) {
+                                float e0 = p0[tj], e1 = p1[tj], e2 = p2[tj], e3 = p3[tj], e4 = p4[tj], e5 = p5[tj];
+                                out[tj] = 4.0f * e0 - 5.0f * e2 + e4;
+                                out[vx + tj] = -4.0f * (e1 + e2) + (e3 + e4);
+                                out[2 * vx + tj] = 4.0f * (e1 - e2) + (e4 - e3);
+                                out[3 * vx + tj] = -2.0f * (e1 - e3) + (e4 - e2);
+                                out[4 * vx + tj] = 2.0f * (e1 - e3) + (e4 - e2);
+                                out[5 * vx + tj] = 4.0f * e1 - 5.0f * e3 + e5;
+                            }
+                        }
+                    }
+                }
+            free(tr), free(ph), free(zrow);
+        }
+        for (int xi = 0; xi < 36; xi++)
+            for (int t = 0; t < T; t++)
+                cvx_sgemm(0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                          V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
+                          T * nt);
+        /* Output transform Y = Aᵀ m A (vectorised over the tiles of a row), bias, valid 4×4 outputs. */
+#pragma omp parallel
+        {
+            float *s = cvx_alloc_f32((size_t)24 * tw), *yv = cvx_alloc_f32((size_t)16 * tw);
+#pragma omp for collapse(2) schedule(static)
+            for (int co = 0; co < Cout; co++)
+                for (int t = 0; t < T; t++) {
+                    const float *m = M + ((size_t)co * T + t) * nt;
+                    float *o = y + ((size_t)co * T + t) * HW;
+                    const float bv = bias ? bias[co] : 0.0f;
+                    for (int ti = 0; ti < r; ti++) {
+                        const float *q = m + (size_t)ti * tw;
+                        for (int c6 = 0; c6 < 6; c6++) {   /* s[i][c] = Σ_k Aᵀ[i][k] q[k][c] */
+                            const float *q0 = q + (size_t)(0 * 6 + c6) * mx, *q1 = q + (size_t)(1 * 6 + c6) * mx,
+                                        *q2 = q + (size_t)(2 * 6 + c6) * mx, *q3 = q + (size_t)(3 * 6 + c6) * mx,
+                                        *q4 = q + (size_t)(4 * 6 + c6) * mx, *q5 = q + (size_t)(5 * 6 + c6) * mx;
+                            float *s0 = s + (size_t)(0 * 6 + c6) * tw, *s1 = s + (size_t)(1 * 6 + c6) * tw,
+                                  *s2 = s + (size_t)(2 * 6 + c6) * tw, *s3 = s + (size_t)(3 * 6 + c6) * tw;
+#pragma omp simd
+                            for (int tj = 0; tj < tw; tj++) {
+                                float a1 = q1[tj] + q2[tj], b1 = q1[tj] - q2[tj], a3 = q3[tj] + q4[tj],
+                                      b3 = q3[tj] - q4[tj];
+                                s0[tj] = q0[tj] + a1 + a3;
+                                s1[tj] = b1 + 2.0f * b3;
+                                s2[tj] = a1 + 4.0f * a3;
+                                s3[tj] = b1 + 8.0f * b3 + q5[tj];
+                            }
+                        }
+                        for (int i = 0; i < 4; i++) {       /* Y[i][j] = Σ_k s[i][k] A[k][j] */
+                            const float *c0 = s + (size_t)(i * 6 + 0) * tw, *c1 = s + (size_t)(i * 6 + 1) * tw,
+                                        *c2 = s + (size_t)(i * 6 + 2) * tw, *c3 = s + (size_t)(i * 6 + 3) * tw,
+                                        *c4 = s + (size_t)(i * 6 + 4) * tw, *c5 = s + (size_t)(i * 6 + 5) * tw;
+                            float *y0 = yv + (size_t)(i * 4 + 0) * tw, *y1 = yv + (size_t)(i * 4 + 1) * tw,
+                                  *y2 = yv + (size_t)(i * 4 + 2) * tw, *y3 = yv + (size_t)(i * 4 + 3) * tw;
+#pragma omp simd
+                            for (int tj = 0; tj < tw; tj++) {
+                                float a1 = c1[tj] + c2[tj], b1 = c1[tj] - c2[tj], a3 = c3[tj] + c4[tj],
+                                      b3 = c3[tj] - c4[tj];
+                                y0[tj] = c0[tj] + a1 + a3 + bv;
+                                y1[tj] = b1 + 2.0f * b3 + bv;
+                                y2[tj] = a1 + 4.0f * a3 + bv;
+                                y3[tj] = b1 + 8.0f * b3 + c5[tj] + bv;
+                            }
+                        }
+                        const int yy = 4 * (i0 + ti);
+                        for (int i = 0; i < 4 && yy + i < H; i++) {
+                            float *orow = o + (size_t)(yy + i) * W;
+                            for (int j = 0; j < 4; j++) {
+                                const float *src = yv + (size_t)(i * 4 + j) * tw;
+                                for (int tj = 0; tj < tw && 4 * tj + j < W; tj++) orow[4 * tj + j] = src[tj];
+                            }
+                        }
+                    }
+                }
+            free(s), free(yv);
+        }
+    }
+}

@@ -22,8 +22,8 @@ static double g_conv_flops, g_conv_seconds;
 double vae_conv_flops(void) { return g_conv_flops; }
 double vae_conv_seconds(void) { return g_conv_seconds; }
 
-static int g_winograd = 1;
-void vae_set_winograd(int on) { g_winograd = on; }
+static int g_winograd = 4;
+void vae_set_winograd(int m) { g_winograd = m; }
 
 /* ------------------------------------------------------------------ loading */
 
@@ -226,9 +226,14 @@ static void conv_on_padded(const vae_conv *c, const float *xp, int Tp, int Hp, i
     int taps = c->kt * c->kh * c->kw;
     double t0 = cvx_time();
     float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
-    if (g_winograd && c->kh == 3 && c->kw == 3) {
+    if (g_winograd == 4 && c->kh == 3 && c->kw == 3) {
+        float *U = cvx_alloc_f32((size_t)c->kt * 36 * c->cout * c->cin);
+        cvx_conv_winograd4_weights(c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
+        cvx_conv3d_winograd4(xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
+        free(U);
+    } else if (g_winograd == 2 && c->kh == 3 && c->kw == 3) {
         float *U = cvx_alloc_f32((size_t)c->kt * 16 * c->cout * c->cin);
-        cvx_conv_winograd_weights(c->w, c->cout, c->cin, c->kt, U);   // [kt, 16, Cout, Cin]
+        cvx_conv_winograd_weights(c->w, c->cout, c->cin, c->kt, U);   // [16, Cout, kt·Cin]
         cvx_conv3d_winograd(xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
         free(U);
     } else {

@@ -123,9 +123,9 @@ int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int t
 /* Rough peak bytes of an untiled decode of an h×w latent (for --tiling auto). */
 double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w);
 
-/* 3×3 spatial convolutions by Winograd F(2×2, 3×3) (default, 2.25× fewer multiplies) or as
- * plain shifted GEMMs (0). */
-void vae_set_winograd(int on);
+/* How the 3×3 spatial part of the convolutions is computed: 4 = Winograd F(4×4, 3×3) (default,
+ * 4× fewer multiplies), 2 = F(2×2, 3×3) (2.25×), 0 = plain shifted GEMMs. */
+void vae_set_winograd(int m);
 
 /* Convolution FLOPs done so far (multiply-add = 2, nominal direct-convolution count:
  * no padding waste, Winograd savings not subtracted) — benchmarks. */

@@ -35,6 +35,11 @@ static void check_conv(int Cin, int Cout, int Tp, int Hp, int Wp, int kt, int kh
         cvx_conv_winograd_weights(&t, Cout, Cin, kt, U);
         cvx_conv3d_winograd(xp, Cin, Tp, Hp, Wp, U, b, Cout, kt, yw);
         ASSERT_REL_L2(yw, yr, (size_t)Cout * T * H * W, 2e-6);
+        free(U);
+        U = cvx_alloc_f32((size_t)kt * 36 * Cout * Cin);   /* F(4×4, 3×3) */
+        cvx_conv_winograd4_weights(&t, Cout, Cin, kt, U);
+        cvx_conv3d_winograd4(xp, Cin, Tp, Hp, Wp, U, b, Cout, kt, yw);
+        ASSERT_REL_L2(yw, yr, (size_t)Cout * T * H * W, 5e-6);
         free(U), free(yw);
     }
     /* bf16 storage: packing widens; the result equals the f32 conv on the rounded weights. */

@@ -82,13 +82,17 @@ static void run_case(const char *name, int tiled, int tsh, int tsw, double tol) 
 }
 
 static void test_f3(void **s) { (void)s; run_case("f3", 0, 0, 0, 1e-4); }
-/* The plain shifted-GEMM convolutions (no Winograd) give the same results. */
+/* The other convolution algorithms (plain shifted GEMMs, Winograd F(2×2, 3×3)) give the same
+ * results as the default F(4×4, 3×3). */
 static void test_f5_gemm_convs(void **s) {
     (void)s;
     vae_set_winograd(0);
     run_case("f5", 0, 0, 0, 1e-4);
     run_case("f3_tiled_inconsistent", 1, 24, 32, 1e-4);
-    vae_set_winograd(1);
+    vae_set_winograd(2);
+    run_case("f5", 0, 0, 0, 1e-4);
+    run_case("f3_tiled", 1, 48, 40, 1e-4);
+    vae_set_winograd(4);
 }
 static void test_f5_chunked(void **s) { (void)s; run_case("f5", 0, 0, 0, 1e-4); }
 static void test_f3_tiled(void **s) { (void)s; run_case("f3_tiled", 1, 48, 40, 1e-4); }
