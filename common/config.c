@@ -4,6 +4,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +12,24 @@
 int cvx_config_parse(cvx_config *c, const char *text, size_t len, const char *label) {
     memset(c, 0, sizeof *c);
     snprintf(c->path, sizeof c->path, "%s", label);
+    /* Strict mode: the files are written by Python's json module; anything looser (comments,
+     * trailing commas, odd numbers) would be written back differently than it was read. */
     json_tokener *tok = json_tokener_new();
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     json_object *root = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error err = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
     if (!root || err != json_tokener_success) {
         if (root) json_object_put(root);
-        return cvx_error("%s: invalid JSON (%s)", label, json_tokener_error_desc(err));
+        return cvx_error("%s: invalid JSON (%s)", label,
+                         err == json_tokener_continue ? "unexpected end of file" : json_tokener_error_desc(err));
     }
+    for (size_t i = end; i < len; i++)
+        if (text[i] != ' ' && text[i] != '\n' && text[i] != '\r' && text[i] != '\t') {
+            json_object_put(root);
+            return cvx_error("%s: invalid JSON (unexpected text after the top-level value)", label);
+        }
     if (!json_object_is_type(root, json_type_object)) {
         json_object_put(root);
         return cvx_error("%s: expected a JSON object at the top level", label);
@@ -59,10 +70,17 @@ static int wrong(const cvx_config *c, const char *key, const char *what, json_ob
 }
 
 static int as_int(const cvx_config *c, const char *key, json_object *v, int64_t *out) {
-    if (json_object_is_type(v, json_type_int)) { errno = 0; *out = json_object_get_int64(v); return 0; }
+    if (json_object_is_type(v, json_type_int)) {
+        /* json-c clamps integers beyond int64 to its limits: treat the limits as out of range */
+        int64_t i = json_object_get_int64(v);
+        if (i == INT64_MAX || i == INT64_MIN) return wrong(c, key, "an integer within 64-bit range", v);
+        *out = i;
+        return 0;
+    }
     if (json_object_is_type(v, json_type_double)) {  /* 2.0 is fine, 2.5 is not */
         double d = json_object_get_double(v);
-        if (d == (double)(int64_t)d) { *out = (int64_t)d; return 0; }
+        /* range check before the cast: converting an out-of-range double is undefined */
+        if (d >= -0x1p63 && d < 0x1p63 && d == (double)(int64_t)d) { *out = (int64_t)d; return 0; }
     }
     return wrong(c, key, "an integer", v);
 }

@@ -69,6 +69,7 @@ void cvx_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
 
 void cvx_to_f32_n(cvx_dtype t, const void *src, float *dst, size_t n) {
     const unsigned char *s = src;
+    if (n == 0) return;  /* dst may be NULL for empty tensors */
     switch (t) {
     case CVX_F32: memcpy(dst, src, n * 4); break;
     case CVX_BF16:

@@ -39,12 +39,13 @@ const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
     return buf;
 }
 
-static const cvx_safetensors *g_sort_ctx;
+/* Sort records (no global context, so opening files from several threads is safe). */
+typedef struct { const cvx_tensor *t; int index; } sort_rec;
 static int cmp_by_name(const void *a, const void *b) {
-    return strcmp(g_sort_ctx->tensors[*(const int *)a].name, g_sort_ctx->tensors[*(const int *)b].name);
+    return strcmp(((const sort_rec *)a)->t->name, ((const sort_rec *)b)->t->name);
 }
 static int cmp_by_offset(const void *a, const void *b) {
-    const cvx_tensor *x = &g_sort_ctx->tensors[*(const int *)a], *y = &g_sort_ctx->tensors[*(const int *)b];
+    const cvx_tensor *x = ((const sort_rec *)a)->t, *y = ((const sort_rec *)b)->t;
     return x->data < y->data ? -1 : x->data > y->data ? 1 : 0;
 }
 
@@ -167,27 +168,22 @@ static int parse_header(cvx_safetensors *st) {
     json_object_put(root);
     if (rc) return rc;
 
-    /* No two tensors may share bytes. */
-    int *order = cvx_malloc(sizeof(int) * (size_t)(st->count ? st->count : 1));
-    for (int i = 0; i < st->count; i++) order[i] = i;
-    g_sort_ctx = st;
-    qsort(order, (size_t)st->count, sizeof(int), cmp_by_offset);
+    /* No two tensors may share bytes. (Duplicate names cannot occur: json-c keeps the last.) */
+    int n_t = st->count ? st->count : 1;
+    sort_rec *recs = cvx_malloc(sizeof(sort_rec) * (size_t)n_t);
+    for (int i = 0; i < st->count; i++) recs[i] = (sort_rec){&st->tensors[i], i};
+    qsort(recs, (size_t)st->count, sizeof(sort_rec), cmp_by_offset);
     for (int i = 1; i < st->count; i++) {
-        const cvx_tensor *a = &st->tensors[order[i - 1]], *b = &st->tensors[order[i]];
+        const cvx_tensor *a = recs[i - 1].t, *b = recs[i].t;
         if ((const unsigned char *)a->data + a->nbytes > (const unsigned char *)b->data) {
             rc = cvx_error("%s: tensors '%s' and '%s' overlap in the data section", p, a->name, b->name);
             break;
         }
     }
-    if (!rc) {
-        qsort(order, (size_t)st->count, sizeof(int), cmp_by_name);
-        for (int i = 1; i < st->count; i++)
-            if (strcmp(st->tensors[order[i - 1]].name, st->tensors[order[i]].name) == 0) {
-                rc = cvx_error("%s: tensor '%s' appears twice", p, st->tensors[order[i]].name);
-                break;
-            }
-    }
-    st->sorted = order;
+    qsort(recs, (size_t)st->count, sizeof(sort_rec), cmp_by_name);
+    st->sorted = cvx_malloc(sizeof(int) * (size_t)n_t);
+    for (int i = 0; i < st->count; i++) st->sorted[i] = recs[i].index;
+    free(recs);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 /* A model's weights as one lookup table: a single safetensors file or a sharded checkpoint
  * described by *.safetensors.index.json ({"weight_map": {tensor: shard file}}). */
+#include "config.h"
 #include "error.h"
 #include "fileio.h"
 #include "safetensors.h"
@@ -42,13 +43,12 @@ static int open_index(cvx_weights *w, const char *index_path) {
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
 
-    json_object *root = json_object_from_file(index_path);
-    if (!root) return cvx_error("%s: cannot read or parse the index JSON", index_path);
-    json_object *map;
+    cvx_config index;
+    if (cvx_config_load(&index, index_path) != 0) return -1;
+    json_object *root = index.root, *map;
     int rc = 0;
-    if (!json_object_is_type(root, json_type_object) || !json_object_object_get_ex(root, "weight_map", &map) ||
-        !json_object_is_type(map, json_type_object)) {
-        json_object_put(root);
+    if (!json_object_object_get_ex(root, "weight_map", &map) || !json_object_is_type(map, json_type_object)) {
+        cvx_config_free(&index);
         return cvx_error("%s: key 'weight_map' must be an object mapping tensor names to shard files", index_path);
     }
     json_object_object_foreach(map, name, val) {
@@ -79,7 +79,7 @@ static int open_index(cvx_weights *w, const char *index_path) {
             break;
         }
     }
-    json_object_put(root);
+    cvx_config_free(&index);
     if (!rc && w->nshards == 0) rc = cvx_error("%s: weight_map is empty", index_path);
     return rc;
 }

@@ -89,6 +89,22 @@ static void test_getter_errors(void **state) {
     assert_non_null(strstr(cvx_last_error(), "x/config.json: invalid JSON"));
     assert_int_equal(cvx_config_parse(&c, "[1]", 3, "x/config.json"), -1);
     assert_non_null(strstr(cvx_last_error(), "JSON object"));
+    /* strict JSON: no trailing text, comments or trailing commas (what Python writes is what we read) */
+    const char *loose[] = {"{\"a\": 2} junk", "{\"a\": 2}{\"b\": 1}", "{\"a\": 2,}", "{/*c*/\"a\": 2}", "{\"a\": 02}"};
+    for (size_t k = 0; k < sizeof loose / sizeof loose[0]; k++) {
+        assert_int_equal(cvx_config_parse(&c, loose[k], strlen(loose[k]), "x/config.json"), -1);
+        print_message("  %-22s -> %s\n", loose[k], cvx_last_error());
+    }
+    /* integers out of int64 range (found by fuzzing: the double->int64 cast was undefined) */
+    const char *big = "{\"a\": 1e19, \"b\": -1e300, \"c\": 18446744073709551615, \"d\": NaN}";
+    ASSERT_OK(cvx_config_parse(&c, big, strlen(big), "x/config.json"));
+    int64_t v;
+    assert_int_equal(cvx_cfg_int(&c, "a", &v), -1);
+    assert_int_equal(cvx_cfg_int(&c, "b", &v), -1);
+    assert_int_equal(cvx_cfg_int(&c, "c", &v), -1);
+    assert_non_null(strstr(cvx_last_error(), "64-bit range"));
+    assert_int_equal(cvx_cfg_int(&c, "d", &v), -1);
+    cvx_config_free(&c);
     assert_int_equal(cvx_config_load(&c, "tests/data/no-such-config.json"), -1);
     assert_non_null(strstr(cvx_last_error(), "no-such-config.json"));
 }

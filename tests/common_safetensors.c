@@ -186,6 +186,17 @@ static void test_malformed_table(void **state) {
         if (!strstr(e, c->expect)) fail_msg("case '%s': error '%s' lacks '%s'", c->what, e, c->expect);
         if (!strstr(e, "bad.safetensors")) fail_msg("case '%s': error '%s' does not name the file", c->what, e);
     }
+    /* An empty F32 tensor at an unaligned offset, viewed with an empty scratch (found by fuzzing:
+     * widening 0 elements into a NULL scratch called memcpy(NULL, ...)). */
+    const char *hdr = "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    size_t n0 = build_file(buf, hdr, 0, 0);
+    cvx_safetensors *st0 = cvx_st_open_memory(buf, n0, "empty.safetensors");
+    ASSERT_NONNULL(st0);
+    float *scratch = NULL;
+    size_t cap = 0;
+    (void)cvx_tensor_f32_view(cvx_st_find(st0, "a"), &scratch, &cap);
+    free(scratch);
+    cvx_st_close(st0);
     /* The same checks through the file path (mmap), for a truncated real model file. */
     char dir[256], path[512];
     tu_mkdtemp(dir, sizeof dir);
