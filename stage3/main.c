@@ -234,8 +234,12 @@ int main(int argc, char **argv) {
     if (want_frames > 0 && want_frames != To)
         cvx_warn("the latents decode to %d frames, but %s says %ld", To, gen_frames > 0 ? genconf_path : "the latents "
                  "metadata", want_frames);
-    cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s%s", B, C, T, h, w, vae_dir,
-             tiled ? " (tiled)" : "");
+    if (tiled)
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s in tiles of %dx%d samples", B, C, T, h, w, vae_dir,
+                 tsh, tsw);
+    else
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s (untiled, ~%.1f GB estimated peak)", B, C, T, h, w,
+                 vae_dir, vae_estimate_peak_bytes(&d, h, w) / 1e9);
 
     /* Decode every sample. */
     cvx_progress prog;
