@@ -73,8 +73,11 @@ int video_write_mp4(const char *path, const float *dec, int T, int H, int W, con
     char tmp[4200];
     cvx_temp_path(path, tmp, sizeof tmp);
     const int He = H + (H & 1), We = W + (W & 1);   /* yuv420p needs even sizes: pad by repeating */
-    const AVCodec *codec = avcodec_find_encoder_by_name("libx264");
-    if (!codec) codec = avcodec_find_encoder(AV_CODEC_ID_H264);
+    /* CVX_VIDEO_NO_H264=1 pretends no H.264 encoder exists (tests the fallback). */
+    const char *no264 = getenv("CVX_VIDEO_NO_H264");
+    const int allow_h264 = !(no264 && no264[0] == '1');
+    const AVCodec *codec = allow_h264 ? avcodec_find_encoder_by_name("libx264") : NULL;
+    if (!codec && allow_h264) codec = avcodec_find_encoder(AV_CODEC_ID_H264);
     if (!codec) {
         codec = avcodec_find_encoder(AV_CODEC_ID_MPEG4);
         if (!codec) return cvx_error("%s: neither an H.264 nor an MPEG-4 encoder is available in libavcodec", path);

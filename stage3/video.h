@@ -27,7 +27,8 @@ typedef struct {
 /* Write an MP4 (H.264 yuv420p via libx264; MPEG-4 part 2 with a warning if no H.264 encoder).
  * Odd frame sizes are padded to even by repeating the last row/column. Written to a temp file
  * next to `path` and renamed into place; on failure nothing is left at `path`.
- * Returns 0, or -1 + cvx_error. *codec_out (optional) receives the encoder name used. */
+ * Returns 0, or -1 + cvx_error. *codec_out (optional) receives the encoder name used.
+ * Environment CVX_VIDEO_NO_H264=1 forces the MPEG-4 fallback (for tests). */
 int video_write_mp4(const char *path, const float *dec, int T, int H, int W, const video_opts *o,
                     const char **codec_out);
 /* Every frame as DIR/frame_0000.png (created if missing) through libavcodec's PNG encoder. */

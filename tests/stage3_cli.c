@@ -246,6 +246,15 @@ static void test_odd_size_video(void **s) {
     snprintf(path, sizeof path, "%s/png", dir);
     ASSERT_OK(video_write_pngs(path, dec, T, H, W));
     assert_int_equal(count_files(path, ".png"), T);
+    /* no H.264 encoder: MPEG-4 part 2 with a warning */
+    setenv("CVX_VIDEO_NO_H264", "1", 1);
+    snprintf(path, sizeof path, "%s/fallback.mp4", dir);
+    ASSERT_OK(video_write_mp4(path, dec, T, H, W, &o, &codec));
+    unsetenv("CVX_VIDEO_NO_H264");
+    assert_string_equal(codec, "mpeg4");
+    probe(path, info, sizeof info);
+    print_message("  ffprobe (fallback): %s\n", info);
+    assert_string_equal(info, "mpeg4,48,34,yuv420p,16/1,5");
     /* unwritable target: error, nothing left behind */
     assert_int_equal(video_write_mp4("/nonexistent_cvx_dir/x.mp4", dec, T, H, W, &o, NULL), -1);
     print_message("  error: %s\n", cvx_last_error());
