@@ -4,9 +4,7 @@
  * and peak RSS. The PyTorch peer takes 1.42 s for the same case (docs: PERFORMANCE.md).
  *
  *   bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--f32|--f16] [--reps N]
- *                [--plain] [--widen_rows N]
- * --plain: one cvx_linear per matrix (t5_model.reference); --widen_rows: weight rows widened per
- * block in the stacked path (default: 8 MB worth). */
+ */
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
@@ -80,14 +78,13 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     cvx_set_program_name("bench_stage1");
-    int layers = 2, S = 226, B = 1, threads = 0, reps = 3, plain = 0, widen_rows = 0;
+    int layers = 2, S = 226, B = 1, threads = 0, reps = 3;
     cvx_dtype dt = CVX_BF16;
     static const struct option opts[] = {
         {"layers", required_argument, 0, 'l'}, {"tokens", required_argument, 0, 's'},
         {"batch", required_argument, 0, 'b'},  {"threads", required_argument, 0, 't'},
         {"reps", required_argument, 0, 'r'},   {"f32", no_argument, 0, 'f'},
-        {"f16", no_argument, 0, 'g'},          {"plain", no_argument, 0, 'p'},
-        {"widen_rows", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'},
+        {"f16", no_argument, 0, 'g'},          {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
@@ -98,11 +95,8 @@ int main(int argc, char **argv) {
         case 'r': reps = atoi(optarg); break;
         case 'f': dt = CVX_F32; break;
         case 'g': dt = CVX_F16; break;
-        case 'p': plain = 1; break;
-        case 'w': widen_rows = atoi(optarg); break;
         default:
-            printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32|--f16] "
-                   "[--plain] [--widen_rows N]\n");
+            printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32|--f16]\n");
             return c == 'h' ? 0 : 1;
         }
     }
@@ -112,8 +106,6 @@ int main(int argc, char **argv) {
     /* T5-XXL hyper-parameters (real_configs.md), fewer layers; a small vocabulary suffices. */
     t5_model m = {.cfg = {.d_model = 4096, .d_kv = 64, .num_heads = 64, .d_ff = 10240, .num_layers = layers,
                           .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f}};
-    m.reference = plain;
-    m.widen_rows = widen_rows;
     const t5_config *c = &m.cfg;
     const int64_t D = c->d_model, inner = (int64_t)c->num_heads * c->d_kv, F = c->d_ff;
     uint64_t seed = 42;
@@ -155,9 +147,8 @@ int main(int argc, char **argv) {
     double checksum = 0;
     for (size_t i = 0; i < (size_t)B * S * D; i++) checksum += out[i];
     printf("stage1 T5 encoder bench: %d layers, %d x %d tokens, d_model %lld, %d heads x %d, d_ff %lld, %s weights, "
-           "%d threads, %s\n",
-           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads(),
-           plain ? "one cvx_linear per matrix" : "stacked GEMMs, blocked widening");
+           "%d threads\n",
+           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads());
     printf("  wall %.3f s (median of %d; warm-up %.3f s, min %.3f s)  %.1f GFLOP  %.1f GFLOP/s  peak RSS %.0f MB\n",
            med, reps, t[0], t[1], flop / 1e9, flop / med / 1e9, cvx_peak_rss_bytes() / 1048576.0);
     if (layers == 2 && S == 226 && B == 1)

@@ -168,107 +168,53 @@ void t5_position_bias(const t5_model *m, int S, float *bias) {
 
 void t5_scratch_alloc(t5_scratch *s, const t5_config *c, int M) {
     const size_t D = (size_t)c->d_model, inner = (size_t)c->num_heads * c->d_kv, F = (size_t)c->d_ff;
-    memset(s, 0, sizeof *s);
     s->h = cvx_alloc_f32((size_t)M * D);
-    s->qkv = cvx_alloc_f32((size_t)M * 3 * inner);
+    s->q = cvx_alloc_f32((size_t)M * inner);
+    s->k = cvx_alloc_f32((size_t)M * inner);
+    s->v = cvx_alloc_f32((size_t)M * inner);
     s->a = cvx_alloc_f32((size_t)M * inner);
     s->y = cvx_alloc_f32((size_t)M * D);
-    s->gu = cvx_alloc_f32((size_t)M * 2 * F);
+    s->g = cvx_alloc_f32((size_t)M * F);
+    s->u = cvx_alloc_f32((size_t)M * F);
 }
 
 void t5_scratch_free(t5_scratch *s) {
-    free(s->h); free(s->qkv); free(s->a); free(s->y); free(s->gu); free(s->w);
+    free(s->h); free(s->q); free(s->k); free(s->v); free(s->a); free(s->y); free(s->g); free(s->u);
     memset(s, 0, sizeof *s);
 }
 
-/* Stored f32 weights are used in place (one cvx_linear each). Any other dtype has to be widened
- * anyway, and then two things pay off:
- *  - the matrices that share an input are treated as one stacked weight (q|k|v: N = 3*inner,
- *    wi_0|wi_1: N = 2*d_ff), so fewer, larger GEMMs run;
- *  - the stacked weight is widened in blocks of rows that stay in cache, each multiplied as soon
- *    as it is widened, so the f32 copy never goes through main memory (and the scratch is a few
- *    MB instead of the largest matrix). */
-#define WIDEN_BLOCK_BYTES (8u << 20)
-
-static int use_stacked(const t5_model *m, const cvx_tensor *w) {
-    return !m->reference && !(w->dtype == CVX_F32 && ((uintptr_t)w->data & 3) == 0);
-}
-
-/* Rows [r0, r1) of the stacked [W_0; W_1; ...] (each [rows_i, K]) widened into dst [r1 - r0, K]. */
-static void widen_rows(const cvx_tensor *const *W, int n, int r0, int r1, int K, float *dst) {
-#pragma omp parallel for schedule(static)
-    for (int r = r0; r < r1; r++) {
-        int i = 0, base = 0;
-        while (r - base >= (int)W[i]->shape[0]) base += (int)W[i++]->shape[0];
-        const size_t es = cvx_dtype_size(W[i]->dtype);
-        cvx_to_f32_n(W[i]->dtype, (const unsigned char *)W[i]->data + (size_t)(r - base) * K * es,
-                     dst + (size_t)(r - r0) * K, (size_t)K);
-    }
-}
-
-/* y[M, sum N_i] (row stride ldy) = x[M, K] (row stride ldx) · [W_0; W_1; ...]ᵀ:
- * the outputs of n bias-free linears side by side on each row. */
-static void linear_stacked(const t5_model *m, t5_scratch *s, const float *x, int ldx, int M, int K,
-                           const cvx_tensor *const *W, int n, float *y, int ldy) {
-    if (!use_stacked(m, W[0])) {   /* f32 checkpoint (or the reference path): one product per matrix */
-        for (int i = 0, col = 0; i < n; col += (int)W[i]->shape[0], i++) {
-            const int N = (int)W[i]->shape[0];
-            if (ldx == K && ldy == N) cvx_linear(x, M, K, W[i], NULL, y + col);
-            else cvx_sgemm(0, 1, M, N, K, 1.0f, x, ldx, cvx_weight_f32(W[i]), K, 0.0f, y + col, ldy);
-        }
-        return;
-    }
-    int N = 0;
-    for (int i = 0; i < n; i++) N += (int)W[i]->shape[0];
-    int rows = m->widen_rows > 0 ? m->widen_rows : (int)(WIDEN_BLOCK_BYTES / ((size_t)K * sizeof(float)));
-    if (rows < 1) rows = 1;
-    if (rows > N) rows = N;
-    if (s->w_cap < (size_t)rows * K) {
-        free(s->w);
-        s->w_cap = (size_t)rows * K;
-        s->w = cvx_alloc_f32(s->w_cap);
-    }
-    for (int r0 = 0; r0 < N; r0 += rows) {
-        const int r1 = r0 + rows < N ? r0 + rows : N;
-        widen_rows(W, n, r0, r1, K, s->w);                                     // [r1 - r0, K]
-        cvx_sgemm(0, 1, M, r1 - r0, K, 1.0f, x, ldx, s->w, K, 0.0f, y + r0, ldy);  // [M, r1 - r0]
-    }
-}
-
-static void linear(const t5_model *m, t5_scratch *s, const float *x, int ldx, int M, int K, const cvx_tensor *W,
-                   float *y, int ldy) {
-    linear_stacked(m, s, x, ldx, M, K, &W, 1, y, ldy);
-}
-
+/* Linear layers go through cvx_linear, which widens a bf16/f16 matrix into one reused f32
+ * scratch just before its GEMM. (Stacking q|k|v and wi_0|wi_1 into single GEMMs, with or
+ * without cache-sized widening blocks, measured no faster on this machine, so the plain form
+ * stays.) */
 void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias, t5_scratch *s) {
     const t5_config *c = &m->cfg;
     const int M = B * S, D = c->d_model, H = c->num_heads, hd = c->d_kv, inner = H * hd;
     cvx_rmsnorm(s->h, x, M, D, blk->ln_attn, c->eps);                 // [M, D]
-    const cvx_tensor *qkv_w[3] = {blk->q, blk->k, blk->v};
-    linear_stacked(m, s, s->h, D, M, D, qkv_w, 3, s->qkv, 3 * inner);  // [M, 3*inner] = q | k | v
+    cvx_linear(s->h, M, D, blk->q, NULL, s->q);                        // [M, inner]
+    cvx_linear(s->h, M, D, blk->k, NULL, s->k);                        // [M, inner]
+    cvx_linear(s->h, M, D, blk->v, NULL, s->v);                        // [M, inner]
     for (int b = 0; b < B; b++) {                                      // sequences never mix
-        const float *q = s->qkv + (size_t)b * S * 3 * inner;           // [S, inner], row stride 3*inner
+        const size_t off = (size_t)b * S * inner;
         /* T5 does not scale the scores by 1/sqrt(d_kv) (folded into its initialisation). */
-        cvx_attention(q, 3 * inner, q + inner, q + 2 * inner, 3 * inner, s->a + (size_t)b * S * inner, inner, S, S,
-                      H, hd, 1.0f, bias);                              // [S, inner]
+        cvx_attention(s->q + off, inner, s->k + off, s->v + off, inner, s->a + off, inner, S, S, H, hd, 1.0f,
+                      bias);                                           // [S, inner]
     }
-    linear(m, s, s->a, inner, M, inner, blk->o, s->y, D);              // [M, D]
+    cvx_linear(s->a, M, inner, blk->o, NULL, s->y);                    // [M, D]
     cvx_add(x, s->y, (size_t)M * D);
 }
 
 void t5_feed_forward(const t5_model *m, const t5_block *blk, float *x, int B, int S, t5_scratch *s) {
     const t5_config *c = &m->cfg;
     const int M = B * S, D = c->d_model, F = c->d_ff;
+    const size_t n = (size_t)M * F;
     cvx_rmsnorm(s->h, x, M, D, blk->ln_ff, c->eps);                   // [M, D]
-    const cvx_tensor *wi[2] = {blk->wi_0, blk->wi_1};
-    linear_stacked(m, s, s->h, D, M, D, wi, 2, s->gu, 2 * F);          // [M, 2F] = wi_0 h | wi_1 h
-#pragma omp parallel for
-    for (int i = 0; i < M; i++) {
-        float *g = s->gu + (size_t)i * 2 * F, *u = g + F;
-        cvx_gelu_tanh(g, (size_t)F);                                   // gelu_new
-        for (int j = 0; j < F; j++) g[j] *= u[j];                      // [F]
-    }
-    linear(m, s, s->gu, 2 * F, M, F, blk->wo, s->y, D);                // [M, D]
+    cvx_linear(s->h, M, D, blk->wi_0, NULL, s->g);                     // [M, F]
+    cvx_linear(s->h, M, D, blk->wi_1, NULL, s->u);                     // [M, F]
+    cvx_gelu_tanh(s->g, n);                                            // gelu_new
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) s->g[i] *= s->u[i];                 // [M, F]
+    cvx_linear(s->g, M, F, blk->wo, NULL, s->y);                       // [M, D]
     cvx_add(x, s->y, (size_t)M * D);
 }
 

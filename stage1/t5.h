@@ -28,8 +28,6 @@ typedef struct {
     float *rel_bias;                           /* block 0 relative_attention_bias widened: [buckets, heads] */
     float *final_ln;                           /* encoder.final_layer_norm.weight: [D] */
     t5_block *blocks;                          /* [num_layers] */
-    int reference;   /* 1: one cvx_linear per matrix (the plain path, kept for tests) */
-    int widen_rows;  /* rows per widened weight block (0: as many as fit in 8 MB; tests set it) */
 } t5_model;
 
 /* Read text_encoder/config.json (-1 + error naming the file and key). */
@@ -47,12 +45,9 @@ void t5_position_bias(const t5_model *m, int S, float *bias);
 /* Activations of one forward for M = B*S tokens, allocated once per t5_encode. */
 typedef struct {
     float *h;                /* normed input [M, D] */
-    float *qkv;              /* q | k | v side by side [M, 3*inner] */
-    float *a;                /* attention output [M, inner] */
+    float *q, *k, *v, *a;    /* [M, inner] */
     float *y;                /* block output before the residual add [M, D] */
-    float *gu;               /* feed-forward gate | up side by side [M, 2*d_ff] */
-    float *w;                /* a block of widened weight rows (non-f32 checkpoints) */
-    size_t w_cap;
+    float *g, *u;            /* feed-forward gate / up [M, d_ff] */
 } t5_scratch;
 
 void t5_scratch_alloc(t5_scratch *s, const t5_config *cfg, int M);

@@ -3,8 +3,9 @@
  * Layout: the residual stream of the whole CFG batch is one matrix h[B·S, D], S = L + N
  * (L text tokens first, then N video tokens, as upstream concatenates them), so every linear
  * layer is one GEMM over M = B·S rows. For long videos the attention part runs one batch
- * element at a time and the feed-forward in row chunks, which keeps the activations at a few
- * [S, D] buffers (CogVideoX-5b at 49 frames: ~1.3 GB) next to the mmapped weights. */
+ * element at a time and norm1/to_out/feed-forward in row chunks: the activations are h plus
+ * q, k, v of one element and a chunk (CogVideoX-5b at 49 frames 480×720: 0.44 + 0.71 GB, plus
+ * cvx_linear's 0.15 GB widening scratch) next to the mmapped weights. */
 #include "transformer.h"
 #include "positional.h"
 #include "attention_fast.h"
@@ -450,7 +451,8 @@ static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer 
 
 /* FeedForward: Linear(D → 4D), GELU(tanh), Linear(4D → D). x [rows, D] in, u [rows, 4D] scratch,
  * y [rows, D] out (may alias x). */
-static void cogvideox_feed_forward(cogvideox_transformer *m, const cogvideox_layer *ly, const float *x, int rows, int D, float *u, float *y) {
+static void cogvideox_feed_forward(cogvideox_transformer *m, const cogvideox_layer *ly, const float *x, int rows, int D,
+                                   float *u, float *y) {
     linear(m, x, rows, D, ly->ff1_w, ly->ff1_b, u);                                    // [rows, 4D]
     cvx_gelu_tanh_fast(u, (size_t)rows * 4 * D);   /* = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
     linear(m, u, rows, 4 * D, ly->ff2_w, ly->ff2_b, y);                                // [rows, D]
