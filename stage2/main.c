@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "cli.h"
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
@@ -77,15 +78,6 @@ static void usage(FILE *f) {
         "num_inference_steps, guidance_scale, seed, height, width, frames, fps, use_dynamic_cfg,\n"
         "scheduler and model_id (the model used); other keys are kept. The checkpoint is deleted\n"
         "once the latents are written.\n");
-}
-
-static long long parse_int(const char *flag, const char *s, long long lo, long long hi) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!s[0] || *end || errno || v < lo || v > hi)
-        cvx_die("%s must be an integer in [%lld, %lld], got '%s'", flag, lo, hi, s);
-    return v;
 }
 
 /* Shortest decimal that reads back as the same double, with ".0" on integers (as Python's repr). */
@@ -222,13 +214,8 @@ int main(int argc, char **argv) {
         switch (c) {
         case O_IN: input_dir = optarg; break;
         case O_OUT: output_dir = optarg; break;
-        case O_STEPS: steps = (int)parse_int("--num_inference_steps", optarg, 1, 1000000); break;
-        case O_GUIDE:
-            errno = 0;
-            guidance = strtod(optarg, &end);
-            if (!optarg[0] || *end || errno || !(guidance >= 0) || guidance > 1e6)
-                cvx_die("--guidance_scale must be a number in [0, 1e6], got '%s'", optarg);
-            break;
+        case O_STEPS: steps = (int)cvx_flag_int("--num_inference_steps", optarg, 1, 1000000); break;
+        case O_GUIDE: guidance = cvx_flag_num("--guidance_scale", optarg, 0, 1e6); break;
         case O_DYN: dynamic_cfg = 1; break;
         case O_SEED:
             errno = 0;
@@ -236,16 +223,16 @@ int main(int argc, char **argv) {
             if (!optarg[0] || *end || errno || optarg[0] == '-')
                 cvx_die("--seed must be a non-negative integer below 2^64, got '%s'", optarg);
             break;
-        case O_H: height = (int)parse_int("--height", optarg, 1, 65536); break;
-        case O_W: width = (int)parse_int("--width", optarg, 1, 65536); break;
-        case O_F: frames = (int)parse_int("--frames", optarg, 1, 65536); break;
-        case O_FPS: fps = (int)parse_int("--fps", optarg, 1, 1000); break;
+        case O_H: height = (int)cvx_flag_int("--height", optarg, 1, 65536); break;
+        case O_W: width = (int)cvx_flag_int("--width", optarg, 1, 65536); break;
+        case O_F: frames = (int)cvx_flag_int("--frames", optarg, 1, 65536); break;
+        case O_FPS: fps = (int)cvx_flag_int("--fps", optarg, 1, 1000); break;
         case O_MODEL_ID: model_id = optarg; break;
         case O_MODEL_DIR: model_dir_arg = optarg; break;
         case O_SCHED: scheduler_arg = optarg; break;
-        case O_THREADS: threads = (int)parse_int("--threads", optarg, 0, 4096); break;
+        case O_THREADS: threads = (int)cvx_flag_int("--threads", optarg, 0, 4096); break;
         case O_RESUME: resume = 1; break;
-        case O_CKPT: checkpoint_every = (int)parse_int("--checkpoint_every", optarg, 0, 1000000); break;
+        case O_CKPT: checkpoint_every = (int)cvx_flag_int("--checkpoint_every", optarg, 0, 1000000); break;
         case O_DTYPE:
             if (!strcmp(optarg, "f32") || !strcmp(optarg, "float32")) out_dtype = CVX_F32;
             else if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16")) out_dtype = CVX_BF16;
@@ -253,7 +240,7 @@ int main(int argc, char **argv) {
             break;
         case O_QUIET: verbosity = 0; break;
         case O_VERBOSE: verbosity = 2; break;
-        case O_STOP: stop_after = (int)parse_int("--stop_after_steps", optarg, 0, 1000000); break;
+        case O_STOP: stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
         case 'h': usage(stdout); return 0;
         default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "cli.h"
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
@@ -71,13 +72,6 @@ static void usage(FILE *f) {
         DEFAULT_INPUT_DIR);
 }
 
-static int parse_int(const char *flag, const char *s, int lo, int hi) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!s[0] || *end || v < lo || v > hi) cvx_die("%s must be an integer in [%d, %d], got '%s'", flag, lo, hi, s);
-    return (int)v;
-}
-
 /* The directory of `path` must exist and be writable: checked before the long decode. */
 static void check_writable(const char *path, const char *what) {
     char buf[4096];
@@ -126,7 +120,7 @@ int main(int argc, char **argv) {
         case O_IN: input_dir = optarg; break;
         case O_LAT: latents_arg = optarg; break;
         case O_OUT: output_arg = optarg; break;
-        case O_FPS: fps = parse_int("--fps", optarg, 1, 240); break;
+        case O_FPS: fps = cvx_flag_int("--fps", optarg, 1, 240); break;
         case O_MID: model_id = optarg; break;
         case O_MDIR: model_dir_arg = optarg; break;
         case O_TILING:
@@ -134,13 +128,13 @@ int main(int argc, char **argv) {
                 cvx_die("--tiling must be auto, on or off, got '%s'", optarg);
             tiling = optarg;
             break;
-        case O_TSH: tsh = parse_int("--tile_sample_min_height", optarg, 8, 1 << 16); break;
-        case O_TSW: tsw = parse_int("--tile_sample_min_width", optarg, 8, 1 << 16); break;
-        case O_CRF: crf = parse_int("--crf", optarg, 0, 51); break;
+        case O_TSH: tsh = cvx_flag_int("--tile_sample_min_height", optarg, 8, 1 << 16); break;
+        case O_TSW: tsw = cvx_flag_int("--tile_sample_min_width", optarg, 8, 1 << 16); break;
+        case O_CRF: crf = cvx_flag_int("--crf", optarg, 0, 51); break;
         case O_PNG: png_dir = optarg; break;
         case O_SHEET: sheet = optarg; break;
         case O_FRAMES: frames_out = optarg; break;
-        case O_THREADS: threads = parse_int("--threads", optarg, 0, 1024); break;
+        case O_THREADS: threads = cvx_flag_int("--threads", optarg, 0, 1024); break;
         case O_QUIET: verbosity = 0; break;
         case O_VERBOSE: verbosity = 2; break;
         case 'h': usage(stdout); return 0;

@@ -32,31 +32,6 @@ static int setup(void **state) {
 #define FMT(buf, ...) \
     do { if (snprintf((buf), sizeof(buf), __VA_ARGS__) >= (int)sizeof(buf)) fail_msg("buffer too small"); } while (0)
 
-static int run(const char *cmd, char *err, size_t errn) {
-    char full[8192], tmp[] = "/tmp/cvx_test_err_XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0) fail_msg("mkstemp failed");
-    close(fd);
-    if (snprintf(full, sizeof full, "%s 2>%s", cmd, tmp) >= (int)sizeof full) fail_msg("command too long");
-    int st = system(full);
-    FILE *f = fopen(tmp, "rb");
-    size_t k = f ? fread(err, 1, errn - 1, f) : 0;
-    err[k] = 0;
-    if (f) fclose(f);
-    unlink(tmp);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
-
 /* A stage1 output directory from a golden case: its embeddings (or [1, L, D] zeros when dim > 0),
  * and a generation_config.json with the model's absolute path (model_id may be omitted). */
 static void make_input(const char *dir, const char *golden_case, int dim, int with_model_id) {
@@ -154,11 +129,11 @@ static void test_ddim_output(void **state) {
     make_input(dir, "e2e_2b", 0, 1);
     FMT(cmd, "%s --input_dir %s --num_inference_steps 4 --frames 9 --height 48 --width 64 --seed 42 --threads 2",
         prog, dir);
-    int rc = run(cmd, err, sizeof err);
+    int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     print_message("%s", err);
     assert_non_null(strstr(err, "wrote "));          /* the one-line summary */
-    assert_int_equal(count_entries(dir), 3);          /* embeddings, genconfig, latents: no checkpoint / temp */
+    assert_int_equal(tu_count_entries(dir), 3);          /* embeddings, genconfig, latents: no checkpoint / temp */
 
     FMT(path, "%s/stage2_latents.safetensors", dir);
     cvx_safetensors *st = tu_open(path);
@@ -208,10 +183,10 @@ static void test_dpm_dyncfg_bf16_output_dir(void **state) {
     FMT(out, "%s/out/sub", dir);
     FMT(cmd, "%s --input_dir %s --output_dir %s --num_inference_steps 4 --frames 9 --height 48 --width 64 --seed 44 "
         "--use_dynamic_cfg --output_dtype bf16 --quiet", prog, dir, out);
-    int rc = run(cmd, err, sizeof err);
+    int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     assert_string_equal(err, "");                      /* --quiet */
-    assert_int_equal(count_entries(out), 2);           /* latents + genconfig */
+    assert_int_equal(tu_count_entries(out), 2);           /* latents + genconfig */
     FMT(path, "%s/stage2_latents.safetensors", out);
     cvx_safetensors *st = tu_open(path);
     const cvx_tensor *t = cvx_st_find(st, "latents");
@@ -253,10 +228,10 @@ static void test_resume(void **state) {
     make_input(a, "e2e_5b", 0, 1);
     make_input(b, "e2e_5b", 0, 1);
     FMT(cmd, "%s --input_dir %s %s", prog, a, args);
-    if (run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
+    if (tu_run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
 
     FMT(cmd, "%s --input_dir %s %s --stop_after_steps 2", prog, b, args);
-    if (run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
+    if (tu_run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
     FMT(ck, "%s/stage2_checkpoint.safetensors", b);
     FMT(pb, "%s/stage2_latents.safetensors", b);
     assert_true(cvx_is_file(ck));
@@ -270,7 +245,7 @@ static void test_resume(void **state) {
 
     /* changed settings: refused, the checkpoint is kept, nothing written */
     FMT(cmd, "%s --input_dir %s %s --resume --guidance_scale 5", prog, b, args);
-    assert_int_not_equal(run(cmd, err, sizeof err), 0);
+    assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
     print_message("  %s", err);
     assert_non_null(strstr(err, "stage2: error:"));
     assert_non_null(strstr(err, "guidance_scale"));
@@ -280,7 +255,7 @@ static void test_resume(void **state) {
     assert_false(cvx_is_file(pb));
 
     FMT(cmd, "%s --input_dir %s %s --resume", prog, b, args);
-    if (run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
+    if (tu_run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
     assert_false(cvx_is_file(ck));                     /* deleted after the final write */
     FMT(pa, "%s/stage2_latents.safetensors", a);
     size_t na, nb;
@@ -301,16 +276,16 @@ static void expect_error(const char *golden_case, int dim, int with_model_id, in
     char dir[256], cmd[8192], err[8192];
     tu_mkdtemp(dir, sizeof dir);
     if (with_input) make_input(dir, golden_case, dim, with_model_id);
-    int before = count_entries(dir);
+    int before = tu_count_entries(dir);
     FMT(cmd, "%s --input_dir %s --num_inference_steps 4 --frames 9 --height 48 --width 64 %s", prog, dir, extra);
-    int rc = run(cmd, err, sizeof err);
+    int rc = tu_run(cmd, err, sizeof err);
     print_message("  [%s] exit %d: %s", extra, rc, err);
     assert_int_not_equal(rc, 0);
     assert_true(strncmp(err, "stage2: error: ", 15) == 0);
     assert_non_null(strstr(err, want));
     char *nl = strchr(err, '\n');
     assert_true(nl && nl[1] == 0);                     /* exactly one line */
-    assert_int_equal(count_entries(dir), before);      /* nothing written */
+    assert_int_equal(tu_count_entries(dir), before);      /* nothing written */
     tu_rmrf(dir);
 }
 
@@ -341,17 +316,17 @@ static void test_resume_settings_refused(void **state) {
     make_input(dir, "e2e_2b", 0, 1);
     FMT(cmd, "%s --input_dir %s --num_inference_steps 4 --frames 9 --height 48 --width 64 --quiet --stop_after_steps 1",
         prog, dir);
-    if (run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
-    int before = count_entries(dir);
+    if (tu_run(cmd, err, sizeof err) != 0) fail_msg("%s", err);
+    int before = tu_count_entries(dir);
     for (size_t k = 0; k < sizeof changes / sizeof changes[0]; k++) {
         FMT(cmd, "%s --input_dir %s --num_inference_steps 4 --frames 9 --height 48 --width 64 --quiet --resume %s",
             prog, dir, changes[k]);
-        assert_int_not_equal(run(cmd, err, sizeof err), 0);
+        assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
         print_message("  [%s] %s", changes[k], err);
         assert_non_null(strstr(err, keys[k]));
         char *nl = strchr(err, '\n');
         assert_true(nl && nl[1] == 0);
-        assert_int_equal(count_entries(dir), before);
+        assert_int_equal(tu_count_entries(dir), before);
     }
     tu_rmrf(dir);
 }

@@ -3,6 +3,7 @@
 #ifndef CVX_TESTUTIL_H
 #define CVX_TESTUTIL_H
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,7 +79,7 @@ static inline int tu_run(const char *cmd, char *err, size_t errn) {
     int fd = mkstemp(tmp);
     if (fd < 0) fail_msg("mkstemp failed");
     close(fd);
-    snprintf(full, sizeof full, "%s 2>%s", cmd, tmp);
+    if (snprintf(full, sizeof full, "%s 2>%s", cmd, tmp) >= (int)sizeof full) fail_msg("command too long");
     int st = system(full);
     if (err && errn) {
         FILE *f = fopen(tmp, "rb");
@@ -88,6 +89,17 @@ static inline int tu_run(const char *cmd, char *err, size_t errn) {
     }
     unlink(tmp);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Entries of a directory other than . and .. (0 if it does not exist). */
+static inline int tu_count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
 }
 
 #endif
