@@ -3,6 +3,9 @@
 #include "dtype.h"
 
 #include <math.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 #include <string.h>
 
 static const struct { const char *name; size_t size; } k_dtypes[CVX_DTYPE_COUNT] = {
@@ -56,11 +59,18 @@ uint16_t cvx_f32_to_bf16(float f) {
 
 void cvx_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n) {
     uint32_t *d = (uint32_t *)dst;
+#pragma omp simd
     for (size_t i = 0; i < n; i++) d[i] = (uint32_t)src[i] << 16;
 }
 
 void cvx_f16_to_f32_n(const uint16_t *src, float *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = cvx_f16_to_f32(src[i]);
+    size_t i = 0;
+#ifdef __F16C__
+    /* hardware conversion, exact for every value (NaNs stay NaN) */
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = cvx_f16_to_f32(src[i]);
 }
 
 void cvx_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
@@ -77,7 +87,8 @@ void cvx_to_f32_n(cvx_dtype t, const void *src, float *dst, size_t n) {
         else for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, s + 2 * i, 2); dst[i] = cvx_bf16_to_f32(h); }
         break;
     case CVX_F16:
-        for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, s + 2 * i, 2); dst[i] = cvx_f16_to_f32(h); }
+        if (((uintptr_t)src & 1) == 0) cvx_f16_to_f32_n(src, dst, n);
+        else for (size_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, s + 2 * i, 2); dst[i] = cvx_f16_to_f32(h); }
         break;
     case CVX_F64:
         for (size_t i = 0; i < n; i++) { double d; memcpy(&d, s + 8 * i, 8); dst[i] = (float)d; }

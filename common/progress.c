@@ -43,6 +43,7 @@ static void draw(cvx_progress *p, int final) {
     fflush(stderr);
     p->t_last_print = now;
     p->printed = 1;
+    p->drawn_done = p->done;
 }
 
 void cvx_progress_start(cvx_progress *p, const char *label, int total) {
@@ -52,6 +53,7 @@ void cvx_progress_start(cvx_progress *p, const char *label, int total) {
     p->t_start = p->t_last_print = cvx_time();
     p->is_tty = isatty(2);
     p->printed = 0;
+    p->drawn_done = -1;
     if (cvx_verbosity() >= 1 && p->is_tty) draw(p, 0);
 }
 
@@ -64,5 +66,6 @@ void cvx_progress_update(cvx_progress *p, int done) {
 
 void cvx_progress_finish(cvx_progress *p) {
     p->done = p->total;
-    if (cvx_verbosity() >= 1) draw(p, 1);
+    if (cvx_verbosity() < 1) return;
+    if (p->is_tty || !p->printed || p->drawn_done != p->done) draw(p, 1);
 }

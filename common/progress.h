@@ -10,6 +10,7 @@ typedef struct {
     double t_start, t_last_print;
     int is_tty;
     int printed;
+    int drawn_done;   /* `done` at the last line drawn: the final line is not repeated */
 } cvx_progress;
 
 void cvx_progress_start(cvx_progress *p, const char *label, int total);

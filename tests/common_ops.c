@@ -179,6 +179,18 @@ static void test_dtype_conversions(void **state) {
     assert_true(isinf(cvx_f16_to_f32(0x7c00)));
     assert_true(isnan(cvx_f16_to_f32(0x7e00)));
     assert_true(signbit(cvx_f16_to_f32(0x8000)));
+    /* the vector f16 path equals the scalar one on all 65536 bit patterns (NaNs: stay NaN) */
+    uint16_t *all = malloc(65536 * sizeof(uint16_t));
+    float *vec = malloc(65536 * sizeof(float));
+    for (int i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+    cvx_f16_to_f32_n(all, vec, 65536);
+    for (int i = 0; i < 65536; i++) {
+        float sc = cvx_f16_to_f32((uint16_t)i);
+        if (isnan(sc)) assert_true(isnan(vec[i]));
+        else if (memcmp(&sc, &vec[i], 4) != 0) fail_msg("f16 0x%04x: vector %g != scalar %g", i, vec[i], sc);
+    }
+    free(all);
+    free(vec);
     /* unaligned widening goes through the same values */
     unsigned char raw[1 + 2 * 4];
     uint16_t vals[4] = {0x3f80, 0x4000, 0xbf80, 0x0000};

@@ -47,34 +47,6 @@ static void sh(const char *fmt, ...) {
     if (system(cmd) != 0) fail_msg("command failed: %s", cmd);
 }
 
-/* Run a shell command with stderr captured into err; the exit status (128 if killed).
- * (tu_run's unchecked snprintf warns under -Wformat-truncation when inlined here.) */
-static int run(const char *cmd, char *err, size_t errn) {
-    char full[8192], tmp[] = "/tmp/cvx_test_err_XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0) fail_msg("mkstemp failed");
-    close(fd);
-    if (snprintf(full, sizeof full, "%s 2>%s", cmd, tmp) >= (int)sizeof full) fail_msg("command too long");
-    int st = system(full);
-    FILE *f = fopen(tmp, "rb");
-    size_t k = f ? fread(err, 1, errn - 1, f) : 0;
-    err[k] = 0;
-    if (f) fclose(f);
-    unlink(tmp);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-/* Entries of a directory (0 if it does not exist). */
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
-
 static void check_embeds(const char *path, const char *want_prompt_name, const char *want_prompt_text) {
     cvx_safetensors *got = tu_open(path), *want = tu_open(E2E "/expected.safetensors");
     size_t n1, n2, n3, n4;
@@ -116,7 +88,7 @@ static void test_golden_e2e_prompt(void **state) {
        out, out);
     FMT(cmd, "'%s' --prompt '%s' --negative_prompt '%s' --model_dir %s/model --output_dir '%s' --quiet",
              prog, prompt, negative, E2E, out);
-    int rc = run(cmd, err, sizeof err);
+    int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0) fail_msg("stage1 exited %d: %s", rc, err);
     assert_string_equal(err, "");   /* --quiet */
     FMT(p, "%s/stage1_embeddings.safetensors", out);
@@ -138,7 +110,7 @@ static void test_golden_e2e_prompt(void **state) {
     assert_true(json_object_object_get_ex(gc.root, "foo", &foo));
     assert_int_equal(json_object_array_length(foo), 2);
     cvx_config_free(&gc);
-    assert_int_equal(count_entries(out), 2);   /* no temp files left */
+    assert_int_equal(tu_count_entries(out), 2);   /* no temp files left */
     tu_rmrf(tmp);
 }
 
@@ -153,7 +125,7 @@ static void test_prompts_file(void **state) {
     fclose(f);
     FMT(cmd, "'%s' --prompts_file '%s/prompts.txt' --negative_prompt '%s' --model_dir %s/model "
              "--output_dir '%s/out' --threads 1", prog, tmp, negative, E2E, tmp);
-    int rc = run(cmd, err, sizeof err);
+    int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0) fail_msg("stage1 exited %d: %s", rc, err);
     FMT(p, "%s/out/stage1_embeddings_0001.safetensors", tmp);
     check_embeds(p, "prompt_embeds", prompt);
@@ -161,9 +133,9 @@ static void test_prompts_file(void **state) {
     check_embeds(p, "negative_prompt_embeds", negative);   /* line 3 is the negative text */
     FMT(p, "%s/out/stage1_embeddings_0002.safetensors", tmp);
     assert_false(cvx_is_file(p));
-    assert_int_equal(count_entries(p), 0);
+    assert_int_equal(tu_count_entries(p), 0);
     FMT(p, "%s/out", tmp);
-    assert_int_equal(count_entries(p), 3);
+    assert_int_equal(tu_count_entries(p), 3);
     tu_rmrf(tmp);
 }
 
@@ -178,7 +150,7 @@ static void test_model_id_cache(void **state) {
        "printf rev1 > %s/hub/models--test-org--tiny/refs/main", tmp, tmp, E2E, E2E, tmp, tmp);
     FMT(cmd, "HF_HUB_CACHE=%s/hub '%s' --prompt '%s' --negative_prompt '%s' --model_id test-org/tiny "
         "--output_dir %s/out --quiet", tmp, prog, prompt, negative, tmp);
-    int rc = run(cmd, err, sizeof err);
+    int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0) fail_msg("stage1 exited %d: %s", rc, err);
     FMT(p, "%s/out/stage1_embeddings.safetensors", tmp);
     cvx_safetensors *got = tu_open(p), *want = tu_open(E2E "/expected.safetensors");
@@ -191,13 +163,13 @@ static void test_model_id_cache(void **state) {
     cvx_st_close(want);
     /* the default model id, absent from this cache */
     FMT(cmd, "HF_HUB_CACHE=%s/hub '%s' --prompt x --output_dir %s/out2", tmp, prog, tmp);
-    rc = run(cmd, err, sizeof err);
+    rc = tu_run(cmd, err, sizeof err);
     print_message("  default model not cached: exit %d: %s", rc, err);
     assert_int_not_equal(rc, 0);
     assert_non_null(strstr(err, "zai-org/CogVideoX-2b"));
     assert_non_null(strstr(err, "stage1: error: "));
     FMT(p, "%s/out2", tmp);
-    assert_int_equal(count_entries(p), 0);
+    assert_int_equal(tu_count_entries(p), 0);
     tu_rmrf(tmp);
 }
 
@@ -205,7 +177,7 @@ static void test_help(void **state) {
     (void)state;
     char cmd[4096], err[1024];
     FMT(cmd, "'%s' --help | grep -q -- --prompts_file", prog);
-    assert_int_equal(run(cmd, err, sizeof err), 0);
+    assert_int_equal(tu_run(cmd, err, sizeof err), 0);
 }
 
 /* Error table. Each case prepares <tmp>/model (a damaged copy) and runs stage1 on it. */
@@ -256,7 +228,7 @@ static void test_error_table(void **state) {
         if (strstr(args, "--output_dir")) FMT(cmd, "'%s' --prompt 'a cat' %s", prog, args);
         if (strstr(args, "--prompts_file"))
             FMT(cmd, "'%s' --output_dir '%s' %s", prog, out, args);
-        int rc = run(cmd, err, sizeof err);
+        int rc = tu_run(cmd, err, sizeof err);
         int lines = 0;
         for (const char *p = err; *p; p++) lines += *p == '\n';
         print_message("  %-32s exit %d: %s", c->what, rc, err);
@@ -264,7 +236,7 @@ static void test_error_table(void **state) {
         if (lines != 1 || strncmp(err, "stage1: error: ", 15) != 0)
             fail_msg("%s: expected one 'stage1: error:' line on stderr, got: %s", c->what, err);
         if (!strstr(err, c->expect)) fail_msg("%s: the error does not mention '%s': %s", c->what, c->expect, err);
-        if (count_entries(out) != 0) fail_msg("%s: files left in %s", c->what, out);
+        if (tu_count_entries(out) != 0) fail_msg("%s: files left in %s", c->what, out);
         tu_rmrf(tmp);
     }
 }
