@@ -1,6 +1,6 @@
 /* T5 v1.1 encoder parity: golden last_hidden_state for all 10 tokenised prompts (no mask, as
  * the pipeline), the bucket function, and the sharded bf16 fixture (tests/data/stage1/,
- * made by tests/data/stage1/make_sharded_fixture.py): right shards, exact against the same
+ * made by scripts/make_t5_fixtures.py): right shards, exact against the same
  * weights rounded to bf16 and stored as one f32 file, close to the f32 golden. */
 #include "testutil.h"
 #include "gemm.h"
