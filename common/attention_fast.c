@@ -5,10 +5,10 @@
  *   for each sub-tile of QS query rows:
  *     s = scale · q kᵀ                     (6×16 register-blocked kernel over hd)
  *     m' = max(m, rowmax s), p = e^(s−m'), l = l·e^(m−m') + Σp, acc ·= e^(m−m')
- *     acc += p · v_tile                    (6×16 kernel over the keys, v read in place)
+ *     acc += p · v_tile                    (6×16 kernel over the keys, v tile copied contiguous)
  *   out = acc / l.
- * OpenBLAS calls on these small shapes spent much of their time packing; here nothing but
- * kᵀ is copied. Falls back to cvx_attention when hd is not a multiple of 16 or without AVX2. */
+ * OpenBLAS calls on these small shapes spent much of their time packing; here only the k and
+ * v tiles are copied, once per job. Falls back to cvx_attention when hd is not a multiple of 16 or without AVX2. */
 #include "attention_fast.h"
 #include "error.h"
 #include "ops.h"
@@ -184,7 +184,7 @@ static void pack_kt(float *kt, int nkp, const float *k, int ld, int nk, int hd) 
 }
 
 typedef struct {
-    float *kt, *s, *acc, *m, *l;
+    float *kt, *vt, *s, *acc, *m, *l;
 } job_scratch;
 
 /* One job: nq ≤ QB query rows of one head against all Skv keys. q, k, v, out point at the
@@ -196,6 +196,9 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
     for (int k0 = 0; k0 < Skv; k0 += KT) {
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 15) & ~15, first = k0 == 0;
         pack_kt(w->kt, nkp, k + (size_t)k0 * ld_kv, ld_kv, nk, hd);   /* kᵀ of the tile, [hd, nkp] */
+        /* v tile copied to contiguous rows [nk, hd]: with a row stride like 3072 floats every row
+         * would fall in the same L1 sets */
+        for (int j = 0; j < nk; j++) memcpy(w->vt + (size_t)j * hd, v + (size_t)(k0 + j) * ld_kv, sizeof(float) * hd);
         for (int i0 = 0; i0 < nq; i0 += QS) {
             int ns = nq - i0 < QS ? nq - i0 : QS;
             float *s = w->s;                                                    /* [ns, nkp] */
@@ -221,7 +224,7 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
             }
             for (int r = 0; r < ns; r += 6)
                 for (int c = 0; c < hd; c += 16)
-                    pv_rows(ns - r < 6 ? ns - r : 6, s + (size_t)r * nkp, nkp, v + (size_t)k0 * ld_kv + c, ld_kv, nk,
+                    pv_rows(ns - r < 6 ? ns - r : 6, s + (size_t)r * nkp, nkp, w->vt + c, hd, nk,
                             acc + (size_t)(i0 + r) * hd + c, hd, first);
         }
     }
@@ -242,6 +245,7 @@ void cvx_attention_fast(const float *q, int ld_q, const float *k, const float *v
     {
         job_scratch w;
         w.kt = cvx_alloc_f32((size_t)hd * KT);
+        w.vt = cvx_alloc_f32((size_t)hd * KT);
         w.s = cvx_alloc_f32((size_t)QS * KT);
         w.acc = cvx_alloc_f32((size_t)QB * hd);
         w.m = cvx_alloc_f32(QB);
@@ -253,7 +257,7 @@ void cvx_attention_fast(const float *q, int ld_q, const float *k, const float *v
             attention_job(q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, k + (size_t)h * hd, v + (size_t)h * hd, ld_kv,
                           out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
         }
-        free(w.kt); free(w.s); free(w.acc); free(w.m); free(w.l);
+        free(w.kt); free(w.vt); free(w.s); free(w.acc); free(w.m); free(w.l);
     }
 }
 
