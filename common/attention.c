@@ -1,83 +1,219 @@
-/* Multi-head attention with an online softmax over key tiles (flash-attention style):
- * per (head, query tile) we keep running max m, running sum l and an unnormalised output
- * accumulator; the [Sq, Skv] score matrix never exists. Each tile product is an sgemm. */
+/* cvx_attention: tiled online-softmax attention with its own AVX2/FMA micro-kernels; other
+ * head sizes and CPUs without AVX2/FMA go to the portable cvx_attention_tiled.
+ *
+ * Job = (head h, block of QB query rows); for each key tile of up to KT keys:
+ *   kt = k_tileᵀ packed [hd, KT] once per job and tile (so q·kᵀ needs no other packing),
+ *   for each sub-tile of QS query rows:
+ *     s = scale · q kᵀ                     (6×16 register-blocked kernel over hd)
+ *     m' = max(m, rowmax s), p = e^(s−m'), l = l·e^(m−m') + Σp, acc ·= e^(m−m')
+ *     acc += p · v_tile                    (6×16 kernel over the keys, v tile copied contiguous)
+ *   out = acc / l.
+ * OpenBLAS calls on these small shapes spent much of their time packing; here only the k and
+ * v tiles are copied, once per job.  */
 #include "error.h"
-#include "gemm.h"
 #include "ops.h"
+#include "vecmath.h"
 
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { Q_TILE = 128, K_TILE = 512 };
+enum { QB = 512, QS = 48, KT = 512 };
 
-/* exp(x) for x <= 0 (softmax after max subtraction), branch-free so the loop vectorizes:
- * Cephes-style range reduction x = n·ln2 + r, degree-6 polynomial for e^r, 2^n via the
- * exponent bits. Max relative error ~2 ulp over [-87, 0]; below that the result is 0. */
-static inline float exp_nonpos(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    float n = __builtin_rintf(x * 1.44269504088896341f);
-    float r = x - n * 0.693359375f;           /* ln2 split: high part exact in float */
-    r = r - n * -2.12194440e-4f;              /* low part */
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, 4);
-    return p * scale;
+#if defined(__AVX2__) && defined(__FMA__)
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* s[r, j..j+15] = scale · Σ_d q[r, d] · kt[d, j..j+15] for R ≤ 6 rows. */
+ALWAYS_INLINE void qk_block(int R, const float *q, int ld_q, const float *kt, int ldkt, int hd, float scale, float *s,
+                            int lds) {
+    __m256 c0[6], c1[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) c0[r] = c1[r] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        __m256 b0 = _mm256_loadu_ps(kt + (size_t)d * ldkt), b1 = _mm256_loadu_ps(kt + (size_t)d * ldkt + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_broadcast_ss(q + (size_t)r * ld_q + d);
+            c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+        }
+    }
+    __m256 vs = _mm256_set1_ps(scale);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(s + (size_t)r * lds, _mm256_mul_ps(c0[r], vs));
+        _mm256_storeu_ps(s + (size_t)r * lds + 8, _mm256_mul_ps(c1[r], vs));
+    }
 }
 
-/* s[j] = exp(s[j] - mx); returns the sum. */
-static float exp_shift_sum(float *s, int n, float mx) {
-    float sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) {
-        float e = exp_nonpos(s[j] - mx);
-        s[j] = e;
-        sum += e;
+/* acc[r, 0..15] += Σ_j p[r, j] · v[j, 0..15] for R ≤ 6 rows (acc = ... when first). */
+ALWAYS_INLINE void pv_block(int R, const float *p, int ldp, const float *v, int ld_v, int nk, float *acc, int ld_acc,
+                            int first) {
+    __m256 c0[6], c1[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) c0[r] = c1[r] = _mm256_setzero_ps();
+    for (int j = 0; j < nk; j++) {
+        __m256 b0 = _mm256_loadu_ps(v + (size_t)j * ld_v), b1 = _mm256_loadu_ps(v + (size_t)j * ld_v + 8);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_broadcast_ss(p + (size_t)r * ldp + j);
+            c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        float *a = acc + (size_t)r * ld_acc;
+        if (!first) {
+            c0[r] = _mm256_add_ps(c0[r], _mm256_loadu_ps(a));
+            c1[r] = _mm256_add_ps(c1[r], _mm256_loadu_ps(a + 8));
+        }
+        _mm256_storeu_ps(a, c0[r]);
+        _mm256_storeu_ps(a + 8, c1[r]);
+    }
+}
+
+/* Dispatch on the row count so every R gets a fully unrolled, register-resident kernel. */
+static void qk_rows(int R, const float *q, int ld_q, const float *kt, int ldkt, int hd, float scale, float *s, int lds) {
+    switch (R) {
+    case 6: qk_block(6, q, ld_q, kt, ldkt, hd, scale, s, lds); break;
+    case 5: qk_block(5, q, ld_q, kt, ldkt, hd, scale, s, lds); break;
+    case 4: qk_block(4, q, ld_q, kt, ldkt, hd, scale, s, lds); break;
+    case 3: qk_block(3, q, ld_q, kt, ldkt, hd, scale, s, lds); break;
+    case 2: qk_block(2, q, ld_q, kt, ldkt, hd, scale, s, lds); break;
+    default: qk_block(1, q, ld_q, kt, ldkt, hd, scale, s, lds); break;
+    }
+}
+
+static void pv_rows(int R, const float *p, int ldp, const float *v, int ld_v, int nk, float *acc, int ld_acc, int first) {
+    switch (R) {
+    case 6: pv_block(6, p, ldp, v, ld_v, nk, acc, ld_acc, first); break;
+    case 5: pv_block(5, p, ldp, v, ld_v, nk, acc, ld_acc, first); break;
+    case 4: pv_block(4, p, ldp, v, ld_v, nk, acc, ld_acc, first); break;
+    case 3: pv_block(3, p, ldp, v, ld_v, nk, acc, ld_acc, first); break;
+    case 2: pv_block(2, p, ldp, v, ld_v, nk, acc, ld_acc, first); break;
+    default: pv_block(1, p, ldp, v, ld_v, nk, acc, ld_acc, first); break;
+    }
+}
+
+static inline float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+static float row_max(const float *s, int n, float mx) {
+    int j = 0;
+    if (n >= 8) {
+        __m256 vm = _mm256_loadu_ps(s);
+        for (j = 8; j + 8 <= n; j += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(s + j));
+        float v = hmax8(vm);
+        mx = v > mx ? v : mx;
+    }
+    for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    return mx;
+}
+
+/* s[j] = e^(s[j] − mx); returns Σ s[j]. */
+static float exp_sub_sum(float *s, int n, float mx) {
+    int j = 0;
+    __m256 vs = _mm256_setzero_ps(), vmx = _mm256_set1_ps(mx);
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = cvx_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmx));
+        _mm256_storeu_ps(s + j, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float sum = hsum8(vs);
+    for (; j < n; j++) {
+        float x = s[j] - mx;
+        s[j] = expf(x < -87.0f ? -87.0f : x);
+        sum += s[j];
     }
     return sum;
 }
 
-static float row_max(const float *s, int n, float init) {
-    float mx = init;
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-    return mx;
+/* kt[d, j] = k[j, d] for j < nk (rows of stride ld), zero-padded to nkp columns; 8×8 blocks
+ * transposed in registers. */
+static void pack_kt(float *kt, int nkp, const float *k, int ld, int nk, int hd) {
+    int j = 0;
+    for (; j + 8 <= nk; j += 8)
+        for (int d = 0; d < hd; d += 8) {
+            __m256 r[8], t[8], u[8];
+            for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(k + (size_t)(j + i) * ld + d);
+            for (int i = 0; i < 8; i += 2) {
+                t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 8; i += 4) {
+                u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+                u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+                u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+                u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+            }
+            for (int i = 0; i < 4; i++) {
+                _mm256_storeu_ps(kt + (size_t)(d + i) * nkp + j, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+                _mm256_storeu_ps(kt + (size_t)(d + i + 4) * nkp + j, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+            }
+        }
+    for (; j < nk; j++)
+        for (int d = 0; d < hd; d++) kt[(size_t)d * nkp + j] = k[(size_t)j * ld + d];
+    for (int d = 0; d < hd; d++)
+        for (int jj = nk; jj < nkp; jj++) kt[(size_t)d * nkp + jj] = 0.0f;
 }
 
-/* One (head, query tile): out rows = softmax(scale·q kᵀ + bias) v. */
-static void attention_tile(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
-                           int ld_o, int nq, int Skv, int hd, float scale, const float *bias, int ld_bias,
-                           float *scores, float *acc, float *m, float *l) {
+typedef struct {
+    float *kt, *vt, *s, *acc, *m, *l;
+} job_scratch;
+
+/* One job: nq ≤ QB query rows of one head against all Skv keys. q, k, v, out point at the
+ * head's first column; bias (or NULL) at [nq, Skv] with row stride ld_bias. */
+static void attention_job(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
+                          int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias, job_scratch *w) {
+    float *m = w->m, *l = w->l, *acc = w->acc;
     for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
-    memset(acc, 0, sizeof(float) * (size_t)nq * hd);
-    for (int k0 = 0; k0 < Skv; k0 += K_TILE) {
-        int nk = Skv - k0 < K_TILE ? Skv - k0 : K_TILE;
-        /* scores[nq, nk] = scale · q k_tileᵀ */
-        cvx_sgemm(0, 1, nq, nk, hd, scale, q, ld_q, k + (size_t)k0 * ld_kv, ld_kv, 0.0f, scores, nk);
-        for (int i = 0; i < nq; i++) {
-            float *s = scores + (size_t)i * nk;
-            if (bias) {
-                const float *br = bias + (size_t)i * ld_bias + k0;
-                for (int j = 0; j < nk; j++) s[j] += br[j];
+    for (int k0 = 0; k0 < Skv; k0 += KT) {
+        int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 15) & ~15, first = k0 == 0;
+        pack_kt(w->kt, nkp, k + (size_t)k0 * ld_kv, ld_kv, nk, hd);   /* kᵀ of the tile, [hd, nkp] */
+        /* v tile copied to contiguous rows [nk, hd]: with a row stride like 3072 floats every row
+         * would fall in the same L1 sets */
+        for (int j = 0; j < nk; j++) memcpy(w->vt + (size_t)j * hd, v + (size_t)(k0 + j) * ld_kv, sizeof(float) * hd);
+        for (int i0 = 0; i0 < nq; i0 += QS) {
+            int ns = nq - i0 < QS ? nq - i0 : QS;
+            float *s = w->s;                                                    /* [ns, nkp] */
+            for (int r = 0; r < ns; r += 6)
+                for (int j = 0; j < nkp; j += 16)
+                    qk_rows(ns - r < 6 ? ns - r : 6, q + (size_t)(i0 + r) * ld_q, ld_q, w->kt + j, nkp, hd, scale,
+                            s + (size_t)r * nkp + j, nkp);
+            for (int r = 0; r < ns; r++) {
+                int i = i0 + r;
+                float *sr = s + (size_t)r * nkp;
+                if (bias) {
+                    const float *br = bias + (size_t)i * ld_bias + k0;
+                    for (int j = 0; j < nk; j++) sr[j] += br[j];
+                }
+                float mx = row_max(sr, nk, m[i]);
+                float corr = first ? 0.0f : expf(m[i] - mx);
+                l[i] = l[i] * corr + exp_sub_sum(sr, nk, mx);
+                m[i] = mx;
+                if (!first) {
+                    float *a = acc + (size_t)i * hd;
+                    for (int d = 0; d < hd; d++) a[d] *= corr;
+                }
             }
-            float mx = row_max(s, nk, m[i]);
-            float corr = expf(m[i] - mx);
-            float sum = exp_shift_sum(s, nk, mx);
-            l[i] = l[i] * corr + sum;
-            m[i] = mx;
-            float *a = acc + (size_t)i * hd;
-            for (int d = 0; d < hd; d++) a[d] *= corr;
+            for (int r = 0; r < ns; r += 6)
+                for (int c = 0; c < hd; c += 16)
+                    pv_rows(ns - r < 6 ? ns - r : 6, s + (size_t)r * nkp, nkp, w->vt + c, hd, nk,
+                            acc + (size_t)(i0 + r) * hd + c, hd, first);
         }
-        /* acc[nq, hd] += p[nq, nk] · v_tile[nk, hd] */
-        cvx_sgemm(0, 0, nq, hd, nk, 1.0f, scores, nk, v + (size_t)k0 * ld_kv, ld_kv, 1.0f, acc, hd);
     }
     for (int i = 0; i < nq; i++) {
         float inv = 1.0f / l[i];
@@ -86,44 +222,37 @@ static void attention_tile(const float *q, int ld_q, const float *k, const float
 }
 
 void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
-                   int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
-    int qtiles = (Sq + Q_TILE - 1) / Q_TILE, jobs = heads * qtiles;
+                        int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    if (hd % 16 || Sq <= 0 || Skv <= 0) {
+        cvx_attention_tiled(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+        return;
+    }
+    int qblocks = (Sq + QB - 1) / QB, jobs = heads * qblocks;
 #pragma omp parallel
     {
-        float *scores = cvx_alloc_f32((size_t)Q_TILE * K_TILE);
-        float *acc = cvx_alloc_f32((size_t)Q_TILE * hd);
-        float m[Q_TILE], l[Q_TILE];
+        job_scratch w;
+        w.kt = cvx_alloc_f32((size_t)hd * KT);
+        w.vt = cvx_alloc_f32((size_t)hd * KT);
+        w.s = cvx_alloc_f32((size_t)QS * KT);
+        w.acc = cvx_alloc_f32((size_t)QB * hd);
+        w.m = cvx_alloc_f32(QB);
+        w.l = cvx_alloc_f32(QB);
 #pragma omp for schedule(dynamic, 1)
         for (int job = 0; job < jobs; job++) {
-            int h = job / qtiles, q0 = (job % qtiles) * Q_TILE, nq = Sq - q0 < Q_TILE ? Sq - q0 : Q_TILE;
+            int h = job / qblocks, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
             const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
-            attention_tile(q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, k + (size_t)h * hd, v + (size_t)h * hd,
-                           ld_kv, out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, Skv, scores,
-                           acc, m, l);
+            attention_job(q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, k + (size_t)h * hd, v + (size_t)h * hd, ld_kv,
+                          out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
         }
-        free(scores);
-        free(acc);
+        free(w.kt); free(w.vt); free(w.s); free(w.acc); free(w.m); free(w.l);
     }
 }
 
-void cvx_attention_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
-                       int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
-    float *s = cvx_alloc_f32((size_t)Sq * Skv);
-    for (int h = 0; h < heads; h++) {
-        for (int i = 0; i < Sq; i++)
-            for (int j = 0; j < Skv; j++) {
-                double acc = 0;
-                for (int d = 0; d < hd; d++)
-                    acc += (double)q[(size_t)i * ld_q + h * hd + d] * k[(size_t)j * ld_kv + h * hd + d];
-                s[(size_t)i * Skv + j] = (float)(acc * scale) + (bias ? bias[((size_t)h * Sq + i) * Skv + j] : 0.0f);
-            }
-        cvx_softmax_rows(s, Sq, Skv);
-        for (int i = 0; i < Sq; i++)
-            for (int d = 0; d < hd; d++) {
-                double acc = 0;
-                for (int j = 0; j < Skv; j++) acc += (double)s[(size_t)i * Skv + j] * v[(size_t)j * ld_kv + h * hd + d];
-                out[(size_t)i * ld_o + h * hd + d] = (float)acc;
-            }
-    }
-    free(s);
+#else /* no AVX2/FMA: the portable tiled version */
+
+void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
+                        int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    cvx_attention_tiled(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
 }
+
+#endif

@@ -63,15 +63,6 @@ void cvx_silu(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-void cvx_gelu_tanh(float *x, size_t n) {
-    const float k = 0.7978845608028654f;  /* sqrt(2/pi) */
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-    }
-}
-
 void cvx_add(float *y, const float *x, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) y[i] += x[i];

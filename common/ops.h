@@ -16,7 +16,9 @@ void cvx_groupnorm(float *y, const float *x, int C, size_t S, int groups, const 
                    float eps);
 
 void cvx_silu(float *x, size_t n);
-void cvx_gelu_tanh(float *x, size_t n);     /* 0.5x(1+tanh(√(2/π)(x+0.044715x³))) */
+/* 0.5x(1+tanh(√(2/π)(x+0.044715x³))), computed as x·σ(2u) with a vectorised exp (same
+ * function, no cancellation in 1 + tanh u for negative x). */
+void cvx_gelu_tanh(float *x, size_t n);
 void cvx_add(float *y, const float *x, size_t n);            /* y += x */
 void cvx_scale(float *y, float s, size_t n);                 /* y *= s */
 void cvx_softmax_rows(float *x, int rows, int cols);         /* in place, numerically stable */
@@ -25,9 +27,14 @@ void cvx_softmax_rows(float *x, int rows, int cols);         /* in place, numeri
  *   q: [Sq, ld_q] with head h at columns h*hd .. h*hd+hd-1; k, v: [Skv, ld_kv]; out: [Sq, ld_o].
  *   out_h = softmax(scale · q_h k_hᵀ + bias_h) v_h, bias: [heads, Sq, Skv] or NULL.
  * Tiled over keys with an online softmax: memory O(tile), never the [Sq, Skv] matrix
- * (except the caller's bias). */
+ * (except the caller's bias). out may be q itself (same ld): each job reads its own block of
+ * q before writing the same block of out.
+ * cvx_attention uses AVX2/FMA micro-kernels when head_dim % 16 == 0 (common/attention.c),
+ * else cvx_attention_tiled, the portable version built on cvx_sgemm (common/attention_tiled.c). */
 void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
                    int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+void cvx_attention_tiled(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
+                         int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 /* Straightforward reference (full score matrix per head) for tests. */
 void cvx_attention_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
                        int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);

@@ -1,5 +1,6 @@
 /* Vectorised exp and tanh-GELU (see vecmath.h). */
 #include "vecmath.h"
+#include "ops.h"
 
 #include <math.h>
 
@@ -21,7 +22,8 @@ static inline float gelu1(float v) {
     return v / (1.0f + exp_clamped(-2.0f * u));
 }
 
-void cvx_gelu_tanh_fast(float *x, size_t n) {
+/* GELU (tanh approximation) as x·σ(2u) = x / (1 + e^(−2u)), u = √(2/π)(x + 0.044715x³). */
+void cvx_gelu_tanh(float *x, size_t n) {
     const size_t chunk = 4096;
     size_t nchunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static)

@@ -1,6 +1,6 @@
 /* Vectorised element-wise math (AVX2+FMA when the compiler targets it, scalar otherwise):
  * exp for softmax and the tanh-GELU, which as libm calls cost as much as the products around
- * them. Accuracy: a few ulp (see tests/common_attention_fast.c). */
+ * them. Accuracy: a few ulp (see tests/common_attention.c). */
 #ifndef CVX_VECMATH_H
 #define CVX_VECMATH_H
 
@@ -32,9 +32,6 @@ static inline __m256 cvx_exp8(__m256 x) {
 /* x[i] = exp(x[i]) (clamped to [-87, 88.37] first). */
 void cvx_exp_inplace(float *x, size_t n);
 
-/* GELU with the tanh approximation, written as x·σ(2u) = x / (1 + e^(−2u)),
- * u = √(2/π)(x + 0.044715x³) — the same function as 0.5x(1 + tanh u), without the
- * cancellation of 1 + tanh u for negative x. In place, OpenMP-parallel. */
-void cvx_gelu_tanh_fast(float *x, size_t n);
+/* (cvx_gelu_tanh, declared in ops.h, lives in vecmath.c beside the exp it uses.) */
 
 #endif

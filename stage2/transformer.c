@@ -8,7 +8,6 @@
  * cvx_linear's 0.15 GB widening scratch) next to the mmapped weights. */
 #include "transformer.h"
 #include "positional.h"
-#include "attention_fast.h"
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
@@ -427,7 +426,7 @@ static void apply_rope(float *x, int ntok, int heads, int hd, int D, const float
 
 /* Joint self-attention core over [text; video] of nb batch elements (rows nb·S), in place:
  * q, k, v [rows, D] projected in; per-head LayerNorm on q and k, RoPE on the video rows,
- * softmax(q kᵀ/√hd) v out in q (heads concatenated; cvx_attention_fast may write over q). */
+ * softmax(q kᵀ/√hd) v out in q (heads concatenated; cvx_attention may write over q). */
 static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer *ly, float *q, float *k, const float *v,
                                 int nb, int S, int L, const float *rope_cos, const float *rope_sin) {
     const cogvideox_config *c = &m->c;
@@ -443,7 +442,7 @@ static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer 
             apply_rope(kb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);
         }
         double t0 = cvx_time();
-        cvx_attention_fast(qb, D, kb, vb, D, qb, D, S, S, heads, hd, scale, NULL);      // [S, D]
+        cvx_attention(qb, D, kb, vb, D, qb, D, S, S, heads, hd, scale, NULL);      // [S, D]
         m->stats.t_attention += cvx_time() - t0;
         m->stats.flop_attention += 4.0 * S * (double)S * D;
     }
@@ -454,7 +453,7 @@ static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer 
 static void cogvideox_feed_forward(cogvideox_transformer *m, const cogvideox_layer *ly, const float *x, int rows, int D,
                                    float *u, float *y) {
     linear(m, x, rows, D, ly->ff1_w, ly->ff1_b, u);                                    // [rows, 4D]
-    cvx_gelu_tanh_fast(u, (size_t)rows * 4 * D);   /* = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
+    cvx_gelu_tanh(u, (size_t)rows * 4 * D);   /* = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
     linear(m, u, rows, 4 * D, ly->ff2_w, ly->ff2_b, y);                                // [rows, D]
 }
 

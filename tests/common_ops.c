@@ -73,6 +73,19 @@ static void check_attention(int Sq, int Skv, int heads, int hd, int with_bias, i
     cvx_attention_ref(q, ld_q, k, v, ld_kv, r, ld_o, Sq, Skv, heads, hd, scale, bias);
     print_message("  Sq=%d Skv=%d heads=%d hd=%d bias=%d\n", Sq, Skv, heads, hd, with_bias);
     ASSERT_REL_L2(o, r, (size_t)Sq * ld_o, 1e-6);
+    /* the portable sgemm path too (cvx_attention takes the AVX2 kernels when hd % 16 == 0) */
+    memset(o, 0, sizeof(float) * Sq * ld_o);
+    cvx_attention_tiled(q, ld_q, k, v, ld_kv, o, ld_o, Sq, Skv, heads, hd, scale, bias);
+    ASSERT_REL_L2(o, r, (size_t)Sq * ld_o, 1e-6);
+    if (ld_o == ld_q) {  /* out aliasing q */
+        float *qa = cvx_alloc_f32((size_t)Sq * ld_q);
+        memcpy(qa, q, sizeof(float) * Sq * ld_q);
+        cvx_attention_tiled(qa, ld_q, k, v, ld_kv, qa, ld_q, Sq, Skv, heads, hd, scale, bias);
+        for (int i = 0; i < Sq; i++)  /* compare the attention columns only */
+            for (int c = 0; c < heads * hd; c++) o[(size_t)i * ld_o + c] = qa[(size_t)i * ld_q + c];
+        ASSERT_REL_L2(o, r, (size_t)Sq * ld_o, 1e-6);
+        free(qa);
+    }
     free(q); free(k); free(v); free(bias); free(o); free(r);
 }
 

@@ -1,4 +1,4 @@
-/* cvx_attention_fast against the full-matrix reference cvx_attention_ref; the vector exp and
+/* cvx_attention against the full-matrix reference cvx_attention_ref; the vector exp and
  * tanh-GELU of vecmath.h against double precision. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "attention_fast.h"
 #include "vecmath.h"
 #include "ops.h"
 
@@ -33,7 +32,7 @@ static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) 
     if (bias)
         for (size_t i = 0; i < (size_t)heads * Sq * Skv; i++) bias[i] = urand();
     float scale = 1.0f / sqrtf((float)hd);
-    cvx_attention_fast(q, ld, k, v, ld, o1, ldo, Sq, Skv, heads, hd, scale, bias);
+    cvx_attention(q, ld, k, v, ld, o1, ldo, Sq, Skv, heads, hd, scale, bias);
     cvx_attention_ref(q, ld, k, v, ld, o2, ldo, Sq, Skv, heads, hd, scale, bias);
     double rel = cvx_rel_l2(o1, o2, (size_t)Sq * ldo);
     printf("  Sq %d Skv %d heads %d hd %d bias %d amp %.0f: rel L2 %.3g\n", Sq, Skv, heads, hd, with_bias, amp, rel);
@@ -45,7 +44,7 @@ static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) 
     {
         float *qq = malloc(sizeof(float) * (size_t)Sq * ld);
         for (size_t i = 0; i < (size_t)Sq * ld; i++) qq[i] = q[i];
-        cvx_attention_fast(qq, ld, k, v, ld, qq, ld, Sq, Skv, heads, hd, scale, bias);
+        cvx_attention(qq, ld, k, v, ld, qq, ld, Sq, Skv, heads, hd, scale, bias);
         float *o3 = calloc((size_t)Sq * ld, sizeof(float));
         cvx_attention_ref(q, ld, k, v, ld, o3, ld, Sq, Skv, heads, hd, scale, bias);
         for (int i = 0; i < Sq; i++)
@@ -83,7 +82,7 @@ static void test_exp(void **s) {
     for (int i = 0; i < 403; i++) g[i] = -10.0f + i * 0.05f;
     float gx[403];
     for (int i = 0; i < 403; i++) gx[i] = g[i];
-    cvx_gelu_tanh_fast(gx, 403);
+    cvx_gelu_tanh(gx, 403);
     double gw = 0;
     for (int i = 0; i < 403; i++) {
         double x = g[i], u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x), r = 0.5 * x * (1.0 + tanh(u));
