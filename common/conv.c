@@ -211,22 +211,28 @@ static size_t g_wino_budget = (size_t)48 << 20;   /* floats */
 
 void cvx_conv_set_winograd_budget(size_t floats) { g_wino_budget = floats ? floats : (size_t)48 << 20; }
 
-void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
-                         int Cout, int kt, float *y) {
-    const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 1) / 2, tw = (W + 1) / 2;
-    CVX_CHECK(T > 0 && H > 0 && W > 0);
-    const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
-    /* Tile rows per block: V [16, Cin, Tp, nt] + M [16, Cout, T, nt] within ~48M floats. */
-    size_t per_row = (size_t)16 * tw * ((size_t)Cin * Tp + (size_t)Cout * T);
+/* How many rows of tiles fit the scratch budget (per_row floats each, at most th), with the
+ * shared scratch grown to hold them. */
+static int winograd_block_rows(size_t per_row, int th) {
     int R = (int)(g_wino_budget / per_row);
     if (R < 1) R = 1;
     if (R > th) R = th;
-    size_t need = per_row * R;
+    size_t need = per_row * (size_t)R;
     if (need > g_wino_cap) {
         free(g_wino);
         g_wino = cvx_alloc_f32(need);
         g_wino_cap = need;
     }
+    return R;
+}
+
+void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+                         int Cout, int kt, float *y) {
+    const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 1) / 2, tw = (W + 1) / 2;
+    CVX_CHECK(T > 0 && H > 0 && W > 0);
+    const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
+    /* Tile rows per block: V [16, Cin, Tp, nt] + M [16, Cout, T, nt] within the budget. */
+    const int R = winograd_block_rows((size_t)16 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
         float *V = g_wino;                                           // [16, Tp, Cin, nt]
@@ -329,16 +335,7 @@ void cvx_conv3d_winograd4(const float *xp, int Cin, int Tp, int Hp, int Wp, cons
     const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 3) / 4, tw = (W + 3) / 4;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
-    size_t per_row = (size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T);
-    int R = (int)(g_wino_budget / per_row);
-    if (R < 1) R = 1;
-    if (R > th) R = th;
-    size_t need = per_row * R;
-    if (need > g_wino_cap) {
-        free(g_wino);
-        g_wino = cvx_alloc_f32(need);
-        g_wino_cap = need;
-    }
+    const int R = winograd_block_rows((size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
         float *V = g_wino;                                           // [36, Tp, Cin, nt]
