@@ -106,6 +106,11 @@ asan:
 deps:
 	sh scripts/install-deps.sh
 
+help:
+	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
+	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS OUT STAGE3_EXTRA (see docs/usage.md)"
+
 clean:
 	rm -rf build build-asan build-fuzz bin
 
