@@ -81,8 +81,6 @@ const float *cvx_weight_f32(const cvx_tensor *t) {
 void cvx_linear(const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y) {
     CVX_CHECK(W->ndim == 2 && W->shape[1] == K);
     int N = (int)W->shape[0];
-    float bias_local[1];
-    (void)bias_local;
     if (b) {
         CVX_CHECK(b->numel == N);
         /* Bias first, then accumulate the product on top (beta = 1). */
