@@ -23,9 +23,21 @@ static int frames_append(cvx_frames *f, const AVFrame *fr, const char *path, str
     }
     const size_t fb = (size_t)f->width * f->height * 3;
     f->rgb = cvx_realloc(f->rgb, fb * (f->frames + 1));
-    *sws = sws_getCachedContext(*sws, fr->width, fr->height, fr->format, f->width, f->height, AV_PIX_FMT_RGB24,
+    /* JPEG's full-range "yuvj" formats: the plain format with the full range said explicitly
+     * (swscale deprecates the yuvj names). */
+    int fmt = fr->format, full = fr->color_range == AVCOL_RANGE_JPEG;
+    switch (fmt) {
+    case AV_PIX_FMT_YUVJ420P: fmt = AV_PIX_FMT_YUV420P, full = 1; break;
+    case AV_PIX_FMT_YUVJ422P: fmt = AV_PIX_FMT_YUV422P, full = 1; break;
+    case AV_PIX_FMT_YUVJ444P: fmt = AV_PIX_FMT_YUV444P, full = 1; break;
+    case AV_PIX_FMT_YUVJ440P: fmt = AV_PIX_FMT_YUV440P, full = 1; break;
+    default: break;
+    }
+    *sws = sws_getCachedContext(*sws, fr->width, fr->height, fmt, f->width, f->height, AV_PIX_FMT_RGB24,
                                 SWS_POINT | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, NULL, NULL, NULL);
     if (!*sws) return cvx_error("%s: cannot convert pixel format %s to RGB24", path, av_get_pix_fmt_name(fr->format));
+    const int *coefs = sws_getCoefficients(fr->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : fr->colorspace);
+    sws_setColorspaceDetails(*sws, coefs, full, sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
     uint8_t *dst[4] = {f->rgb + fb * f->frames, NULL, NULL, NULL};
     int dst_stride[4] = {f->width * 3, 0, 0, 0};
     sws_scale(*sws, (const uint8_t *const *)fr->data, fr->linesize, 0, fr->height, dst, dst_stride);
@@ -44,6 +56,8 @@ static int decode_file(const char *path, int max_frames, cvx_frames *f) {
     const int start = f->frames;
     int rc = -1, e;
     if (!cvx_is_file(path)) return cvx_error("%s: no such file", path);
+    /* Our one-line errors say what failed; libav's own chatter only below verbose (-v -v). */
+    if (av_log_get_level() > AV_LOG_FATAL && cvx_verbosity() < 2) av_log_set_level(AV_LOG_FATAL);
     if ((e = avformat_open_input(&fc, path, NULL, NULL)) < 0) {
         av_strerror(e, eb, sizeof eb);
         return cvx_error("%s: cannot open as an image or video (%s)", path, eb);
@@ -95,7 +109,8 @@ static int decode_file(const char *path, int max_frames, cvx_frames *f) {
         }
         if (pkt->stream_index == si && (e = avcodec_send_packet(ctx, pkt)) < 0 && e != AVERROR(EAGAIN)) {
             av_strerror(e, eb, sizeof eb);
-            cvx_error("%s: corrupt data after %d frames (%s)", path, f->frames - start, eb);
+            if (f->frames == start) cvx_error("%s: cannot decode as an image or video (%s)", path, eb);
+            else cvx_error("%s: corrupt data after %d frames (%s)", path, f->frames - start, eb);
             av_packet_unref(pkt);
             goto out;
         }
