@@ -167,6 +167,32 @@ static void test_genuine_vocabulary(void **state) {
     t5_tokenizer_free(&t);
 }
 
+/* The embedded tiny model (models/cogvideox-tiny-random, made by
+ * scripts/make_tiny_model_tokenizer.py) ships the genuine vocabulary with a tokenizer_config.json
+ * listing the added tokens: same ids as the bare spiece.model, <extra_id_N> = 32099 − N, and
+ * the text encoder's embedding has a row for every id. */
+static void test_embedded_model_tokenizer(void **state) {
+    (void)state;
+    t5_tokenizer t;
+    ASSERT_OK(t5_tokenizer_load(&t, "models/cogvideox-tiny-random/tokenizer"));
+    assert_int_equal(cvx_spm_piece_count(t.sp), 32000);
+    assert_int_equal(t.vocab_size, 32100);
+    int64_t *raw;
+    int nr;
+    ASSERT_OK(t5_tokenize_raw(&t, "Hello world <extra_id_0> x<extra_id_99>", &raw, &nr));
+    const int64_t want[] = {8774, 296, 32099, 3, 226, 32000, 1};
+    assert_int_equal(nr, 7);
+    for (int i = 0; i < nr; i++) assert_int_equal(raw[i], want[i]);
+    free(raw);
+    cvx_config c;
+    int64_t vocab;
+    ASSERT_OK(cvx_config_load(&c, "models/cogvideox-tiny-random/text_encoder/config.json"));
+    ASSERT_OK(cvx_cfg_int(&c, "vocab_size", &vocab));
+    assert_int_equal(vocab, 32128);
+    cvx_config_free(&c);
+    t5_tokenizer_free(&t);
+}
+
 static void test_missing_model(void **state) {
     (void)state;
     t5_tokenizer t;
@@ -182,6 +208,7 @@ int main(void) {
         cmocka_unit_test(test_golden_prompts),
         cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_genuine_vocabulary),
+        cmocka_unit_test(test_embedded_model_tokenizer),
         cmocka_unit_test(test_missing_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
