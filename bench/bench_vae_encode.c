@@ -143,6 +143,8 @@ int main(int argc, char **argv) {
            "encode), checksum %.6g\n",
            F, H, W, 2 * e.latent_channels, T, h, w, store == CVX_BF16 ? "bf16" : "f32", cvx_threads(),
            tiled ? ", tiles 240x360" : "", dt, fl / 1e9, fl / dt / 1e9, cvx_peak_rss_bytes() / 1e9, rss0 / 1e9, sum);
+    printf("bench_vae_encode: estimated peak (activations + caches + input, untiled) %.3f GB; for 49x480x720: %.2f GB\n",
+           vae_encode_estimate_peak_bytes(&e, F, H, W) / 1e9, vae_encode_estimate_peak_bytes(&e, 49, 480, 720) / 1e9);
     vae_encoder_free(&e);
     free(x), free(m);
     char cmd[256];

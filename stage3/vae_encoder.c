@@ -515,6 +515,25 @@ float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int 
     return out;
 }
 
+double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W) {
+    /* Caches: the last 2 input frames of every causal conv, at its block's resolution. */
+    double caches = 0, block0_caches = 0, h = H, w = W;
+    for (int i = 0; i < e->num_blocks; i++) {
+        const vae_down_block_w *b = &e->down[i];
+        for (int j = 0; j < b->num_resnets; j++) caches += 2.0 * (b->resnets[j].cin + b->resnets[j].cout) * h * w;
+        if (i == 0) block0_caches = caches;
+        if (b->has_downsampler) h = floor((h - 2) / 2) + 1, w = floor((w - 2) / 2) + 1;
+    }
+    caches += 2.0 * (4 + 1) * e->block_out[e->num_blocks - 1] * h * w;   /* mid block + conv_out */
+    /* The largest live set: a block-0 ResNet conv with its input, padded input and output. */
+    const double C0 = e->block_out[0], HW = (double)H * W;
+    int s, en;
+    batch_range(F, 0, &s, &en);
+    const double first = C0 * HW * (3.0 * (en - s) + 2) + block0_caches;
+    const double later = num_batches(F) > 1 ? C0 * HW * (3.0 * VAE_SAMPLE_FRAMES_PER_BATCH + 2) + caches : 0;
+    return 4.0 * ((first > later ? first : later) + (double)e->in_channels * F * HW);
+}
+
 /* ------------------------------------------------------------------ latent distribution */
 
 void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float *logvar, float *std) {

@@ -92,6 +92,11 @@ int vae_encode_tiling_check(const vae_encoder *e, int tsh, int tsw);
 float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
                         int *h_out, int *w_out, cvx_progress *p);
 
+/* Rough peak bytes of an untiled encode of F frames of H×W (input pixels, the largest ResNet's
+ * live tensors at full resolution and the carried causal-conv caches; weights and the
+ * convolution scratch, ~0.4 GB for the real VAE, not included) — for choosing tiling. */
+double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W);
+
 /* DiagonalGaussianDistribution(moments): mean = first lc channels, logvar = the rest clamped to
  * [−30, 20], std = exp(0.5·logvar). Each output [lc, S] (S = T·h·w); any may be NULL. */
 void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float *logvar, float *std);

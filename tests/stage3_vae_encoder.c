@@ -85,6 +85,10 @@ static void test_frame_counts(void **s) {
     assert_int_equal(vae_encoded_size(&e, 480), 60);
     assert_int_equal(vae_encoded_size(&e, 720), 90);
     assert_int_equal(vae_encode_steps(&e, 49, 0, 0, 0, 0, 0), 6);
+    /* Memory is flat in the frame count: past the first batches only the input grows. */
+    double d = vae_encode_estimate_peak_bytes(&e, 49, 480, 720) - vae_encode_estimate_peak_bytes(&e, 17, 480, 720);
+    assert_true(fabs(d - 4.0 * 3 * 32 * 480 * 720) < 1.0);
+    assert_true(vae_encode_estimate_peak_bytes(&e, 9, 480, 720) > vae_encode_estimate_peak_bytes(&e, 1, 480, 720));
     vae_encoder_free(&e);
 }
 
