@@ -255,7 +255,6 @@ static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     free(bias);
 }
 
-
 void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
     float *copy = cvx_alloc_f32((size_t)c->cin * T * H * W);
     memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
