@@ -138,3 +138,13 @@ void cvx_preprocess_image(const uint8_t *rgb, int sw, int sh, int dw, int dh, fl
         }
     free(resized);
 }
+
+void cvx_preprocess_frames(const uint8_t *rgb, int frames, int sw, int sh, int dw, int dh, float *out) {
+    const size_t HW = (size_t)dw * dh;
+    float *one = cvx_malloc(sizeof(float) * 3 * HW);   // [3, dh, dw]
+    for (int t = 0; t < frames; t++) {
+        cvx_preprocess_image(rgb + (size_t)t * sw * sh * 3, sw, sh, dw, dh, one);
+        for (int c = 0; c < 3; c++) memcpy(out + ((size_t)c * frames + t) * HW, one + (size_t)c * HW, sizeof(float) * HW);
+    }
+    free(one);
+}

@@ -72,6 +72,22 @@ static void test_properties(void **s) {
     assert_memory_equal(a, b, sizeof a);
 }
 
+/* A clip: every frame preprocessed alone, laid out [3, F, H, W]. */
+static void test_preprocess_frames(void **s) {
+    (void)s;
+    cvx_frames v;
+    ASSERT_OK(cvx_video_load("tests/data/image/frames", 0, &v));
+    const int F = v.frames, dw = 5, dh = 4, HW = dw * dh;
+    float *all = cvx_alloc_f32((size_t)3 * F * HW), *one = cvx_alloc_f32((size_t)3 * HW);
+    cvx_preprocess_frames(v.rgb, F, v.width, v.height, dw, dh, all);
+    for (int t = 0; t < F; t++) {
+        cvx_preprocess_image(cvx_frame_rgb(&v, t), v.width, v.height, dw, dh, one);
+        for (int c = 0; c < 3; c++) assert_memory_equal(all + ((size_t)c * F + t) * HW, one + (size_t)c * HW, sizeof(float) * HW);
+    }
+    free(all), free(one);
+    cvx_frames_free(&v);
+}
+
 /* Bad inputs: one clear error naming the file. */
 static void test_image_errors(void **s) {
     (void)s;
@@ -87,6 +103,7 @@ int main(void) {
         cmocka_unit_test(test_properties),
         cmocka_unit_test(test_same_size_golden),
         cmocka_unit_test(test_resize_golden),
+        cmocka_unit_test(test_preprocess_frames),
         cmocka_unit_test(test_image_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
