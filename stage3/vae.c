@@ -1,6 +1,7 @@
 /* CogVideoX VAE decoder: loading and the blocks, one function per upstream module.
  * Chunked and tiled decoding live in vae_decode.c. */
 #include "vae.h"
+#include "vae_blocks.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -254,10 +255,6 @@ static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     free(bias);
 }
 
-/* causal_conv3d that frees its input once copied into the padded buffer (saves one tensor
- * at the peak: the input is dead after the conv in every caller that uses this). */
-static float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
-
 void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
     float *copy = cvx_alloc_f32((size_t)c->cin * T * H * W);
     memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
@@ -265,7 +262,7 @@ void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, i
 }
 
 /* y == NULL: the output is allocated after the input is freed (lower peak); returned. */
-static float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
+float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
         if (!y) y = cvx_alloc_f32((size_t)c->cout * T * H * W);

@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "vae.h"
+#include "vae_blocks.h"
 
 /* Upstream's num_latent_frames_batch_size: a fixed constant of the model code, not config. */
 #define LATENT_FRAMES_PER_CHUNK 2
@@ -120,8 +121,7 @@ double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w) {
     return 1.15 * 4.0 * S * (4.0 * cin + 2.0 * cout);
 }
 
-/* Linear blends along height / width, as upstream blend_v / blend_h (b modified in place). */
-static void blend_v(const float *a, int Ha, float *b, int Hb, int C, int T, int W, int extent) {
+void vae_blend_v(const float *a, int Ha, float *b, int Hb, int C, int T, int W, int extent) {
     if (extent > Ha) extent = Ha;
     if (extent > Hb) extent = Hb;
     for (int c = 0; c < C; c++)
@@ -134,7 +134,7 @@ static void blend_v(const float *a, int Ha, float *b, int Hb, int C, int T, int 
             }
 }
 
-static void blend_h(const float *a, int Wa, float *b, int Wb, int C, int T, int H, int extent) {
+void vae_blend_h(const float *a, int Wa, float *b, int Wb, int C, int T, int H, int extent) {
     if (extent > Wa) extent = Wa;
     if (extent > Wb) extent = Wb;
     for (int x = 0; x < extent; x++) {
@@ -187,8 +187,8 @@ float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int 
             vae_decode_chunked(d, zt, T, lh, lw, o->data, p);   /* own chunks and caches per tile */
             free(zt);
             /* Blend with the tile above and the one to the left (both already blended). */
-            if (i > 0) blend_v(prev[j].data, prev[j].H, o->data, o->H, oc, To, o->W, t.bh);
-            if (j > 0) blend_h(cur[j - 1].data, cur[j - 1].W, o->data, o->W, oc, To, o->H, t.bw);
+            if (i > 0) vae_blend_v(prev[j].data, prev[j].H, o->data, o->H, oc, To, o->W, t.bh);
+            if (j > 0) vae_blend_h(cur[j - 1].data, cur[j - 1].W, o->data, o->W, oc, To, o->H, t.bw);
             int kh = o->H < t.lim_h ? o->H : t.lim_h, kw = o->W < t.lim_w ? o->W : t.lim_w;
             for (int c = 0; c < oc; c++)
                 for (int f = 0; f < To; f++)

@@ -5,6 +5,8 @@
 #include "stage1/tokenizer.h"
 
 #define TOK_CASE GOLDEN "/tokenizer"
+/* The genuine T5 v1.1 spiece.model (golden README §13) and transformers' ids for 11 prompts. */
+#define GENUINE_DIR "tests/data/tokenizer_t5_genuine"
 #define L 226
 
 static t5_tokenizer tok;
@@ -120,6 +122,77 @@ static void test_edge_cases(void **state) {
     assert_int_not_equal(t5_tokenize(&tok, "x", 0, ids, mask, NULL), 0);
 }
 
+/* The real 32000-piece vocabulary every CogVideoX checkpoint ships: all 226 ids of every
+ * golden prompt exactly (CJK, emoji, full-width letters, ligatures, tabs, <extra_id_0>,
+ * truncation). The directory holds only spiece.model: the added tokens are T5Tokenizer's
+ * defaults (extra_ids = 100). */
+static void test_genuine_vocabulary(void **state) {
+    (void)state;
+    t5_tokenizer t;
+    ASSERT_OK(t5_tokenizer_load(&t, GENUINE_DIR));
+    assert_int_equal(cvx_spm_piece_count(t.sp), 32000);
+    assert_int_equal(t.vocab_size, 32100);
+    cvx_config c;
+    ASSERT_OK(cvx_config_load(&c, GENUINE_DIR "/case.json"));
+    json_object *cases;
+    assert_true(json_object_object_get_ex(c.root, "cases", &cases));
+    const int n = (int)json_object_array_length(cases);
+    assert_int_equal(n, 11);
+    for (int p = 0; p < n; p++) {
+        json_object *cs = json_object_array_get_idx(cases, p), *jp, *jids, *jn;
+        assert_true(json_object_object_get_ex(cs, "prompt", &jp));
+        assert_true(json_object_object_get_ex(cs, "input_ids", &jids));
+        assert_true(json_object_object_get_ex(cs, "n_tokens", &jn));
+        assert_int_equal(json_object_array_length(jids), L);
+        int64_t ids[L], mask[L];
+        int n_raw, real = 0;
+        ASSERT_OK(t5_tokenize(&t, json_object_get_string(jp), L, ids, mask, &n_raw));
+        for (int i = 0; i < L; i++) {
+            int64_t w = json_object_get_int64(json_object_array_get_idx(jids, i));
+            if (ids[i] != w) fail_msg("genuine prompt %d position %d: id %lld, expected %lld", p, i, (long long)ids[i], (long long)w);
+            real += mask[i] != 0;
+        }
+        print_message("  genuine prompt %d: %d tokens (n_tokens %d), ids exact\n", p, n_raw, json_object_get_int(jn));
+        assert_int_equal(real, n_raw < L ? n_raw : L);
+    }
+    int64_t *raw;
+    int nr;
+    ASSERT_OK(t5_tokenize_raw(&t, "Hello world", &raw, &nr));   /* README §13 */
+    assert_int_equal(nr, 3);
+    assert_int_equal(raw[0], 8774);
+    assert_int_equal(raw[1], 296);
+    assert_int_equal(raw[2], 1);
+    free(raw);
+    cvx_config_free(&c);
+    t5_tokenizer_free(&t);
+}
+
+/* The embedded tiny model (models/cogvideox-tiny-random, made by
+ * scripts/make_tiny_model_tokenizer.py) ships the genuine vocabulary with a tokenizer_config.json
+ * listing the added tokens: same ids as the bare spiece.model, <extra_id_N> = 32099 − N, and
+ * the text encoder's embedding has a row for every id. */
+static void test_embedded_model_tokenizer(void **state) {
+    (void)state;
+    t5_tokenizer t;
+    ASSERT_OK(t5_tokenizer_load(&t, "models/cogvideox-tiny-random/tokenizer"));
+    assert_int_equal(cvx_spm_piece_count(t.sp), 32000);
+    assert_int_equal(t.vocab_size, 32100);
+    int64_t *raw;
+    int nr;
+    ASSERT_OK(t5_tokenize_raw(&t, "Hello world <extra_id_0> x<extra_id_99>", &raw, &nr));
+    const int64_t want[] = {8774, 296, 32099, 3, 226, 32000, 1};
+    assert_int_equal(nr, 7);
+    for (int i = 0; i < nr; i++) assert_int_equal(raw[i], want[i]);
+    free(raw);
+    cvx_config c;
+    int64_t vocab;
+    ASSERT_OK(cvx_config_load(&c, "models/cogvideox-tiny-random/text_encoder/config.json"));
+    ASSERT_OK(cvx_cfg_int(&c, "vocab_size", &vocab));
+    assert_int_equal(vocab, 32128);
+    cvx_config_free(&c);
+    t5_tokenizer_free(&t);
+}
+
 static void test_missing_model(void **state) {
     (void)state;
     t5_tokenizer t;
@@ -134,6 +207,8 @@ int main(void) {
         cmocka_unit_test(test_vocabulary),
         cmocka_unit_test(test_golden_prompts),
         cmocka_unit_test(test_edge_cases),
+        cmocka_unit_test(test_genuine_vocabulary),
+        cmocka_unit_test(test_embedded_model_tokenizer),
         cmocka_unit_test(test_missing_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

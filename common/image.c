@@ -1,0 +1,186 @@
+/* Image/video decoding to RGB8 with libav (see image.h). */
+#include "image.h"
+
+#include <dirent.h>
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/imgutils.h>
+#include <libswscale/swscale.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+#include "fileio.h"
+
+/* Frames are appended to a growing buffer; all must share the first frame's size. */
+static int frames_append(cvx_frames *f, const AVFrame *fr, const char *path, struct SwsContext **sws) {
+    if (f->frames == 0) {
+        f->width = fr->width, f->height = fr->height;
+    } else if (fr->width != f->width || fr->height != f->height) {
+        return cvx_error("%s: frame %d is %dx%d, expected %dx%d like the first frame", path, f->frames, fr->width,
+                         fr->height, f->width, f->height);
+    }
+    const size_t fb = (size_t)f->width * f->height * 3;
+    f->rgb = cvx_realloc(f->rgb, fb * (f->frames + 1));
+    /* JPEG's full-range "yuvj" formats: the plain format with the full range said explicitly
+     * (swscale deprecates the yuvj names). */
+    int fmt = fr->format, full = fr->color_range == AVCOL_RANGE_JPEG;
+    switch (fmt) {
+    case AV_PIX_FMT_YUVJ420P: fmt = AV_PIX_FMT_YUV420P, full = 1; break;
+    case AV_PIX_FMT_YUVJ422P: fmt = AV_PIX_FMT_YUV422P, full = 1; break;
+    case AV_PIX_FMT_YUVJ444P: fmt = AV_PIX_FMT_YUV444P, full = 1; break;
+    case AV_PIX_FMT_YUVJ440P: fmt = AV_PIX_FMT_YUV440P, full = 1; break;
+    default: break;
+    }
+    *sws = sws_getCachedContext(*sws, fr->width, fr->height, fmt, f->width, f->height, AV_PIX_FMT_RGB24,
+                                SWS_POINT | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, NULL, NULL, NULL);
+    if (!*sws) return cvx_error("%s: cannot convert pixel format %s to RGB24", path, av_get_pix_fmt_name(fr->format));
+    const int *coefs = sws_getCoefficients(fr->colorspace == AVCOL_SPC_UNSPECIFIED ? SWS_CS_DEFAULT : fr->colorspace);
+    sws_setColorspaceDetails(*sws, coefs, full, sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
+    uint8_t *dst[4] = {f->rgb + fb * f->frames, NULL, NULL, NULL};
+    int dst_stride[4] = {f->width * 3, 0, 0, 0};
+    sws_scale(*sws, (const uint8_t *const *)fr->data, fr->linesize, 0, fr->height, dst, dst_stride);
+    f->frames++;
+    return 0;
+}
+
+/* Decode up to max_frames (<= 0: all) frames of the best video stream of `path`, appending. */
+static int decode_file(const char *path, int max_frames, cvx_frames *f) {
+    AVFormatContext *fc = NULL;
+    AVCodecContext *ctx = NULL;
+    AVPacket *pkt = NULL;
+    AVFrame *fr = NULL;
+    struct SwsContext *sws = NULL;
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    const int start = f->frames;
+    int rc = -1, e;
+    if (!cvx_is_file(path)) return cvx_error("%s: no such file", path);
+    /* Our one-line errors say what failed; libav's own chatter only below verbose (-v -v). */
+    if (av_log_get_level() > AV_LOG_FATAL && cvx_verbosity() < 2) av_log_set_level(AV_LOG_FATAL);
+    if ((e = avformat_open_input(&fc, path, NULL, NULL)) < 0) {
+        av_strerror(e, eb, sizeof eb);
+        return cvx_error("%s: cannot open as an image or video (%s)", path, eb);
+    }
+    if ((e = avformat_find_stream_info(fc, NULL)) < 0) {
+        av_strerror(e, eb, sizeof eb);
+        cvx_error("%s: cannot read stream info (%s)", path, eb);
+        goto out;
+    }
+    const AVCodec *codec = NULL;
+    int si = av_find_best_stream(fc, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (si < 0 || !codec) {
+        cvx_error("%s: no decodable video/image stream", path);
+        goto out;
+    }
+    ctx = avcodec_alloc_context3(codec);
+    pkt = av_packet_alloc();
+    fr = av_frame_alloc();
+    if (!ctx || !pkt || !fr) { cvx_error("%s: out of memory", path); goto out; }
+    if (avcodec_parameters_to_context(ctx, fc->streams[si]->codecpar) < 0 || avcodec_open2(ctx, codec, NULL) < 0) {
+        cvx_error("%s: cannot open the %s decoder", path, codec->name);
+        goto out;
+    }
+    int eof = 0;
+    while (max_frames <= 0 || f->frames - start < max_frames) {
+        e = avcodec_receive_frame(ctx, fr);
+        if (e == 0) {
+            if (frames_append(f, fr, path, &sws)) goto out;
+            av_frame_unref(fr);
+            continue;
+        }
+        if (e == AVERROR_EOF) break;
+        if (e != AVERROR(EAGAIN)) {
+            av_strerror(e, eb, sizeof eb);
+            cvx_error("%s: decoding failed after %d frames (%s)", path, f->frames - start, eb);
+            goto out;
+        }
+        if (eof) break;
+        e = av_read_frame(fc, pkt);
+        if (e == AVERROR_EOF) {
+            eof = 1;
+            avcodec_send_packet(ctx, NULL);   /* drain */
+            continue;
+        }
+        if (e < 0) {
+            av_strerror(e, eb, sizeof eb);
+            cvx_error("%s: read error after %d frames (%s)", path, f->frames - start, eb);
+            goto out;
+        }
+        if (pkt->stream_index == si && (e = avcodec_send_packet(ctx, pkt)) < 0 && e != AVERROR(EAGAIN)) {
+            av_strerror(e, eb, sizeof eb);
+            if (f->frames == start) cvx_error("%s: cannot decode as an image or video (%s)", path, eb);
+            else cvx_error("%s: corrupt data after %d frames (%s)", path, f->frames - start, eb);
+            av_packet_unref(pkt);
+            goto out;
+        }
+        av_packet_unref(pkt);
+    }
+    if (f->frames == start) { cvx_error("%s: no decodable frame (0 frames)", path); goto out; }
+    rc = 0;
+out:
+    sws_freeContext(sws);
+    av_frame_free(&fr);
+    av_packet_free(&pkt);
+    avcodec_free_context(&ctx);
+    avformat_close_input(&fc);
+    return rc;
+}
+
+int cvx_image_load(const char *path, cvx_frames *out) {
+    memset(out, 0, sizeof *out);
+    if (decode_file(path, 1, out)) {
+        cvx_frames_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+static int is_image_name(const char *n) {
+    static const char *const ext[] = {".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"};
+    const char *dot = strrchr(n, '.');
+    if (!dot || n[0] == '.') return 0;
+    for (size_t i = 0; i < sizeof ext / sizeof *ext; i++)
+        if (!strcasecmp(dot, ext[i])) return 1;
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int load_dir(const char *path, int max_frames, cvx_frames *out) {
+    DIR *d = opendir(path);
+    if (!d) return cvx_error("%s: cannot open directory", path);
+    char **names = NULL;
+    int n = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (is_image_name(de->d_name)) {
+            names = cvx_realloc(names, sizeof *names * (size_t)(n + 1));
+            size_t len = strlen(de->d_name) + 1;
+            names[n] = cvx_malloc(len);
+            memcpy(names[n++], de->d_name, len);
+        }
+    closedir(d);
+    if (n == 0) rc = cvx_error("%s: directory holds no frame images (.png, .jpg, ...): 0 frames", path);
+    else qsort(names, (size_t)n, sizeof *names, cmp_names);
+    for (int i = 0; rc == 0 && i < n && (max_frames <= 0 || i < max_frames); i++) {
+        char p[4096];
+        if (cvx_path_join(p, sizeof p, path, names[i])) rc = cvx_error("%s: path too long", path);
+        else rc = decode_file(p, 1, out);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+int cvx_video_load(const char *path, int max_frames, cvx_frames *out) {
+    memset(out, 0, sizeof *out);
+    int rc = cvx_is_dir(path) ? load_dir(path, max_frames, out) : decode_file(path, max_frames, out);
+    if (rc) cvx_frames_free(out);
+    return rc;
+}
+
+void cvx_frames_free(cvx_frames *f) {
+    free(f->rgb);
+    memset(f, 0, sizeof *f);
+}

@@ -1,0 +1,31 @@
+/* Reading images and videos into RGB8 frames through libavformat/libavcodec/libswscale:
+ * a PNG/JPEG (any still-image format libav reads), a video file (any libav container/codec,
+ * the first N frames), or a directory of frame images (file names sorted bytewise).
+ * Conditioning inputs of image-to-video and video-to-video. */
+#ifndef CVX_IMAGE_H
+#define CVX_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint8_t *rgb;        /* [frames, height, width, 3], row-major, packed */
+    int frames, width, height;
+} cvx_frames;
+
+/* One image (the first frame of whatever libav decodes at `path`). 0, or -1 + cvx_error
+ * naming the file ("cannot open", "no video stream", "no decodable frame", ...). */
+int cvx_image_load(const char *path, cvx_frames *out);
+/* The first max_frames frames (max_frames <= 0: all) of a video file, or of a directory of
+ * images (*.png, *.jpg, *.jpeg, *.bmp, *.webp, *.tif, *.tiff, case-insensitive; other files
+ * ignored) in sorted name order. Every frame must have the first frame's size. 0 frames is an
+ * error. */
+int cvx_video_load(const char *path, int max_frames, cvx_frames *out);
+void cvx_frames_free(cvx_frames *f);
+
+/* Frame t as a pointer into f->rgb. */
+static inline const uint8_t *cvx_frame_rgb(const cvx_frames *f, int t) {
+    return f->rgb + (size_t)t * f->height * f->width * 3;
+}
+
+#endif

@@ -1,0 +1,19 @@
+/* VAE building blocks shared by the decoder (vae.c, vae_decode.c) and the encoder
+ * (vae_encoder.c). Internal to stage3. */
+#ifndef STAGE3_VAE_BLOCKS_H
+#define STAGE3_VAE_BLOCKS_H
+
+#include "vae.h"
+
+/* causal_conv3d that frees its input x once copied into the padded buffer (saves one tensor
+ * at the peak: callers pass an input that is dead after the conv). y == NULL: the output is
+ * allocated after the input is freed (lower peak). Returns y. */
+float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
+
+/* Linear blends of overlapping tiles along height / width, as upstream blend_v / blend_h:
+ * the first `extent` rows (columns) of b[C, T, Hb, W] fade in from the last ones of
+ * a[C, T, Ha, W] (b modified in place; extent clipped to both sizes). */
+void vae_blend_v(const float *a, int Ha, float *b, int Hb, int C, int T, int W, int extent);
+void vae_blend_h(const float *a, int Wa, float *b, int Wb, int C, int T, int H, int extent);
+
+#endif

@@ -1,0 +1,555 @@
+/* CogVideoX VAE encoder: loading, the blocks (one function per upstream module), frame-batched
+ * and tiled encoding, and the latent distribution. The causal convolution, its caches and the
+ * tile blends are the decoder's (vae.c, vae_decode.c via vae_blocks.h). */
+#include "vae_encoder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "conv.h"
+#include "error.h"
+#include "fileio.h"
+#include "gemm.h"
+#include "ops.h"
+#include "vae_blocks.h"
+
+/* The encoder's norm_out is built with eps=1e-6 whatever norm_eps says (upstream). */
+#define NORM_OUT_EPS 1e-6f
+/* Upstream tile overlap factors (tile_overlap_factor_height / _width). */
+#define TILE_OVERLAP_H (1.0 / 6.0)
+#define TILE_OVERLAP_W (1.0 / 5.0)
+/* DiagonalGaussianDistribution clamps logvar to this range. */
+#define LOGVAR_MIN -30.0f
+#define LOGVAR_MAX 20.0f
+
+/* ------------------------------------------------------------------ loading */
+
+typedef struct {
+    void *w;        /* cvx_weights * */
+    int next_cache;
+} loader;
+
+static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
+                    int causal) {
+    char wn[256], bn[256];
+    snprintf(wn, sizeof wn, "%s.weight", name);
+    snprintf(bn, sizeof bn, "%s.bias", name);
+    c->w = is2d ? cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kh, kw))
+                : cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kt, kh, kw));
+    if (!c->w) return -1;
+    if (!(c->b = cvx_weights_get(L->w, bn, CVX_SHAPE(cout)))) return -1;
+    c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
+    c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
+    return 0;
+}
+
+static int norm_get(loader *L, const cvx_tensor **w, const cvx_tensor **b, const char *name, int C) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.weight", name);
+    if (!(*w = cvx_weights_get(L->w, buf, CVX_SHAPE(C)))) return -1;
+    snprintf(buf, sizeof buf, "%s.bias", name);
+    return (*b = cvx_weights_get(L->w, buf, CVX_SHAPE(C))) ? 0 : -1;
+}
+
+static int resnet_get(loader *L, vae_enc_resnet_w *r, const char *name, int cin, int cout) {
+    char buf[256];
+    r->cin = cin, r->cout = cout;
+    snprintf(buf, sizeof buf, "%s.norm1", name);
+    if (norm_get(L, &r->norm1_w, &r->norm1_b, buf, cin)) return -1;
+    snprintf(buf, sizeof buf, "%s.conv1.conv", name);
+    if (conv_get(L, &r->conv1, buf, cin, cout, 3, 3, 3, 0, 1)) return -1;
+    snprintf(buf, sizeof buf, "%s.norm2", name);
+    if (norm_get(L, &r->norm2_w, &r->norm2_b, buf, cout)) return -1;
+    snprintf(buf, sizeof buf, "%s.conv2.conv", name);
+    if (conv_get(L, &r->conv2, buf, cout, cout, 3, 3, 3, 0, 1)) return -1;
+    memset(&r->shortcut, 0, sizeof r->shortcut);
+    r->shortcut.cache_id = -1;
+    if (cin != cout) {   /* CogVideoXSafeConv3d 1×1×1 (conv_shortcut=False upstream) */
+        snprintf(buf, sizeof buf, "%s.conv_shortcut", name);
+        if (conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
+    }
+    return 0;
+}
+
+static int load_config(vae_encoder *e, const char *path) {
+    cvx_config c;
+    if (cvx_config_load(&c, path)) return -1;
+    int64_t v, bo[VAE_MAX_BLOCKS];
+    int n = 0, nt = 0, rc = -1;
+    const char *act, *types[VAE_MAX_BLOCKS];
+    double tcr;
+    if (cvx_cfg_int_array(&c, "block_out_channels", bo, VAE_MAX_BLOCKS, &n)) goto out;
+    if (n < 1) { cvx_error("%s: key 'block_out_channels' must not be empty", path); goto out; }
+    e->num_blocks = n;
+    for (int i = 0; i < n; i++) e->block_out[i] = (int)bo[i];
+    if (cvx_cfg_int_or(&c, "in_channels", 3, &v)) goto out;
+    e->in_channels = (int)v;
+    if (cvx_cfg_int_or(&c, "latent_channels", 16, &v)) goto out;
+    e->latent_channels = (int)v;
+    if (cvx_cfg_int_or(&c, "layers_per_block", 3, &v)) goto out;
+    e->layers_per_block = (int)v;
+    if (cvx_cfg_int_or(&c, "norm_num_groups", 32, &v)) goto out;
+    e->groups = (int)v;
+    if (cvx_cfg_num_or(&c, "norm_eps", 1e-6, &e->norm_eps)) goto out;
+    if (cvx_cfg_num_or(&c, "scaling_factor", 1.15258426, &e->scaling_factor)) goto out;
+    if (cvx_cfg_num_or(&c, "temporal_compression_ratio", 4, &tcr)) goto out;
+    e->temporal_levels = tcr >= 1 ? (int)floor(log2(tcr)) : 0;   /* int(np.log2(ratio)) */
+    if (cvx_cfg_int_or(&c, "sample_height", 480, &v)) goto out;
+    e->sample_height = (int)v;
+    if (cvx_cfg_int_or(&c, "sample_width", 720, &v)) goto out;
+    e->sample_width = (int)v;
+    if (cvx_cfg_bool_or(&c, "use_quant_conv", 0, &e->use_quant_conv)) goto out;
+    if (cvx_cfg_bool_or(&c, "invert_scale_latents", 0, &e->invert_scale_latents)) goto out;
+    if (cvx_cfg_str_or(&c, "act_fn", "silu", &act)) goto out;
+    if (strcmp(act, "silu") && strcmp(act, "swish")) {
+        cvx_error("%s: key 'act_fn' is \"%s\", only \"silu\" is supported", path, act);
+        goto out;
+    }
+    if (cvx_cfg_has(&c, "down_block_types")) {
+        if (cvx_cfg_str_array(&c, "down_block_types", types, VAE_MAX_BLOCKS, &nt)) goto out;
+        if (nt != n) {
+            cvx_error("%s: 'down_block_types' has %d entries, block_out_channels %d", path, nt, n);
+            goto out;
+        }
+        for (int i = 0; i < nt; i++)
+            if (strcmp(types[i], "CogVideoXDownBlock3D")) {
+                cvx_error("%s: down_block_types[%d] is \"%s\", expected \"CogVideoXDownBlock3D\"", path, i, types[i]);
+                goto out;
+            }
+    }
+    if (e->in_channels < 1 || e->latent_channels < 1 || e->layers_per_block < 0 || e->groups < 1) {
+        cvx_error("%s: in_channels/latent_channels/layers_per_block/norm_num_groups out of range", path);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if (e->block_out[i] < 1 || e->block_out[i] % e->groups) {
+            cvx_error("%s: block_out_channels[%d] = %d is not a positive multiple of norm_num_groups %d", path, i,
+                      e->block_out[i], e->groups);
+            goto out;
+        }
+    e->spatial_ratio = 1 << (n - 1);
+    rc = 0;
+out:
+    cvx_config_free(&c);
+    return rc;
+}
+
+int vae_encoder_load(vae_encoder *e, const char *vae_dir) {
+    memset(e, 0, sizeof *e);
+    char path[4096], name[256];
+    if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) return cvx_error("%s: path too long", vae_dir);
+    if (load_config(e, path)) return -1;
+    loader L = {cvx_weights_open(vae_dir), 0};
+    if (!L.w) return -1;
+    e->weights = L.w;
+    const int n = e->num_blocks, lc2 = 2 * e->latent_channels;
+    if (conv_get(&L, &e->conv_in, "encoder.conv_in.conv", e->in_channels, e->block_out[0], 3, 3, 3, 0, 1)) goto fail;
+    int out_ch = e->block_out[0];
+    for (int i = 0; i < n; i++) {
+        vae_down_block_w *b = &e->down[i];
+        int in_ch = out_ch;
+        out_ch = e->block_out[i];
+        b->num_resnets = e->layers_per_block;
+        b->resnets = cvx_calloc((size_t)(b->num_resnets ? b->num_resnets : 1), sizeof *b->resnets);
+        for (int j = 0; j < b->num_resnets; j++) {
+            snprintf(name, sizeof name, "encoder.down_blocks.%d.resnets.%d", i, j);
+            if (resnet_get(&L, &b->resnets[j], name, j == 0 ? in_ch : out_ch, out_ch)) goto fail;
+        }
+        b->has_downsampler = i < n - 1;
+        b->compress_time = i < e->temporal_levels;
+        b->downsampler.cache_id = -1;
+        if (b->has_downsampler) {
+            snprintf(name, sizeof name, "encoder.down_blocks.%d.downsamplers.0.conv", i);
+            if (conv_get(&L, &b->downsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) goto fail;
+        }
+    }
+    for (int i = 0; i < 2; i++) {   /* CogVideoXMidBlock3D num_layers=2 */
+        snprintf(name, sizeof name, "encoder.mid_block.resnets.%d", i);
+        if (resnet_get(&L, &e->mid[i], name, out_ch, out_ch)) goto fail;
+    }
+    if (norm_get(&L, &e->norm_out_w, &e->norm_out_b, "encoder.norm_out", out_ch)) goto fail;
+    if (conv_get(&L, &e->conv_out, "encoder.conv_out.conv", out_ch, lc2, 3, 3, 3, 0, 1)) goto fail;
+    e->quant_conv.cache_id = -1;
+    if (e->use_quant_conv && conv_get(&L, &e->quant_conv, "quant_conv", lc2, lc2, 1, 1, 1, 0, 0)) goto fail;
+    e->num_caches = L.next_cache;
+    return 0;
+fail:
+    vae_encoder_free(e);
+    return -1;
+}
+
+void vae_encoder_free(vae_encoder *e) {
+    for (int i = 0; i < e->num_blocks; i++) free(e->down[i].resnets);
+    if (e->weights) cvx_weights_close(e->weights);
+    memset(e, 0, sizeof *e);
+}
+
+/* ------------------------------------------------------------------ blocks */
+
+/* GroupNorm over the whole [C, T·H·W] batch, then SiLU (out may equal x). */
+static void groupnorm_silu(const cvx_tensor *w, const cvx_tensor *b, int groups, float eps, const float *x,
+                           float *out, int C, size_t S) {
+    float *gw = cvx_tensor_f32_dup(w), *gb = cvx_tensor_f32_dup(b);
+    cvx_groupnorm(out, x, C, S, groups, gw, gb, eps);
+    cvx_silu(out, (size_t)C * S);
+    free(gw), free(gb);
+}
+
+static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
+    float *bias = cvx_tensor_f32_dup(c->b);
+    cvx_conv1x1(x, c->cin, N, cvx_weight_f32(c->w), bias, c->cout, y);   // [Cout, N]
+    free(bias);
+}
+
+float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
+                            int H, int W) {
+    const size_t S = (size_t)T * H * W;
+    const float eps = (float)e->norm_eps;
+    float *h = cvx_alloc_f32((size_t)r->cin * S);                                  // [Cin, T, H, W]
+    groupnorm_silu(r->norm1_w, r->norm1_b, e->groups, eps, x, h, r->cin, S);      // norm1 + SiLU
+    float *h1 = causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);         // [Cout, T, H, W]; frees h
+    groupnorm_silu(r->norm2_w, r->norm2_b, e->groups, eps, h1, h1, r->cout, S);   // norm2 + SiLU (dropout: identity)
+    float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);        // [Cout, T, H, W]; frees h1
+    if (r->shortcut.w) {
+        float *s = cvx_alloc_f32((size_t)r->cout * S);                             // [Cout, T, H, W]
+        conv1x1(&r->shortcut, x, S, s);
+        cvx_add(h2, s, (size_t)r->cout * S);
+        free(s);
+    } else {
+        cvx_add(h2, x, (size_t)r->cout * S);
+    }
+    return h2;
+}
+
+void vae_conv2d_s2_ref(const float *x, int Cin, int T, int H, int W, const float *w, const float *bias, int Cout,
+                       float *y) {
+    const int Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
+    for (int co = 0; co < Cout; co++)
+        for (int t = 0; t < T; t++)
+            for (int oy = 0; oy < Ho; oy++)
+                for (int ox = 0; ox < Wo; ox++) {
+                    double acc = bias ? bias[co] : 0.0;
+                    for (int ci = 0; ci < Cin; ci++)
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                int iy = 2 * oy + ky, ix = 2 * ox + kx;
+                                if (iy >= H || ix >= W) continue;   /* the bottom/right zero pad */
+                                acc += (double)w[((size_t)co * Cin + ci) * 9 + ky * 3 + kx] *
+                                       x[(((size_t)ci * T + t) * H + iy) * W + ix];
+                            }
+                    y[(((size_t)co * T + t) * Ho + oy) * Wo + ox] = (float)acc;
+                }
+}
+
+void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float *y) {
+    const int Cin = c->cin, Cout = c->cout, Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
+    const size_t N = (size_t)Ho * Wo;
+    float *wpk = cvx_alloc_f32((size_t)9 * Cout * Cin);       // [9, Cout, Cin]
+    cvx_conv_pack_weights(c->w, Cout, Cin, 9, wpk);
+    float *bias = cvx_tensor_f32_dup(c->b);
+    float *xs = cvx_alloc_f32((size_t)Cin * N);               // [Cin, Ho·Wo]: one tap's strided view
+    float *acc = cvx_alloc_f32((size_t)Cout * N);             // [Cout, Ho·Wo]
+    for (int t = 0; t < T; t++) {
+        for (int tap = 0; tap < 9; tap++) {
+            const int ky = tap / 3, kx = tap % 3;
+#pragma omp parallel for schedule(static)
+            for (int ci = 0; ci < Cin; ci++)
+                for (int oy = 0; oy < Ho; oy++) {
+                    const int iy = 2 * oy + ky;
+                    float *d = xs + (size_t)ci * N + (size_t)oy * Wo;
+                    const float *s = x + (((size_t)ci * T + t) * H + iy) * W;
+                    for (int ox = 0; ox < Wo; ox++) {
+                        const int ix = 2 * ox + kx;
+                        d[ox] = (iy < H && ix < W) ? s[ix] : 0.0f;   /* F.pad (0,1,0,1) */
+                    }
+                }
+            cvx_sgemm(0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, xs, (int)N,
+                      tap ? 1.0f : 0.0f, acc, (int)N);
+        }
+#pragma omp parallel for schedule(static)
+        for (int co = 0; co < Cout; co++) {
+            float *d = y + ((size_t)co * T + t) * N;
+            const float *s = acc + (size_t)co * N;
+            for (size_t i = 0; i < N; i++) d[i] = s[i] + bias[co];
+        }
+    }
+    free(acc), free(xs), free(bias), free(wpk);
+}
+
+float *vae_downsampler(const vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W) {
+    const int Ti = *T, HW = *H * *W;
+    const float *src = x;
+    float *pooled = NULL;
+    int To = Ti;
+    if (b->compress_time && Ti > 1) {
+        /* F.avg_pool1d(kernel 2, stride 2) over frames; an odd count keeps frame 0 alone. */
+        const int odd = Ti % 2, first = odd ? 1 : 0;
+        To = first + (Ti - first) / 2;
+        pooled = cvx_alloc_f32((size_t)C * To * HW);          // [C, To, H, W]
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < To; t++) {
+                float *d = pooled + ((size_t)c * To + t) * HW;
+                if (first && t == 0) {
+                    memcpy(d, x + (size_t)c * Ti * HW, sizeof(float) * HW);
+                    continue;
+                }
+                const int s0 = first + 2 * (t - first);
+                const float *a = x + ((size_t)c * Ti + s0) * HW, *bb = a + HW;
+                for (int i = 0; i < HW; i++) d[i] = (a[i] + bb[i]) / 2.0f;
+            }
+        src = pooled;
+    }
+    const int Ho = (*H - 2) / 2 + 1, Wo = (*W - 2) / 2 + 1;
+    float *y = cvx_alloc_f32((size_t)b->downsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
+    vae_conv2d_s2(&b->downsampler, src, To, *H, *W, y);
+    free(pooled);
+    *T = To, *H = Ho, *W = Wo;
+    return y;
+}
+
+static float *down_block(const vae_encoder *e, const vae_down_block_w *b, vae_cache *cache, float *x, int *C, int *T,
+                         int *H, int *W) {
+    for (int i = 0; i < b->num_resnets; i++) {
+        float *y = vae_enc_resnet_block(e, &b->resnets[i], cache, x, *T, *H, *W);
+        free(x);
+        x = y;
+        *C = b->resnets[i].cout;
+    }
+    if (b->has_downsampler) {
+        float *y = vae_downsampler(b, x, *C, T, H, W);
+        free(x);
+        x = y;
+    }
+    return x;
+}
+
+float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
+                           int *h_out, int *w_out) {
+    int C = e->conv_in.cout;
+    float *h = cvx_alloc_f32((size_t)C * T * H * W);                 // [C0, T, H, W]
+    causal_conv3d(&e->conv_in, cache, x, T, H, W, h);
+    for (int i = 0; i < e->num_blocks; i++) h = down_block(e, &e->down[i], cache, h, &C, &T, &H, &W);
+    for (int i = 0; i < 2; i++) {                                    // mid block
+        float *y = vae_enc_resnet_block(e, &e->mid[i], cache, h, T, H, W);
+        free(h);
+        h = y;
+    }
+    const size_t S = (size_t)T * H * W;
+    groupnorm_silu(e->norm_out_w, e->norm_out_b, e->groups, NORM_OUT_EPS, h, h, C, S);   // norm_out + SiLU
+    float *m = causal_conv3d_consume(&e->conv_out, cache, h, T, H, W, NULL);   // [2lc, T, h, w]; frees h
+    if (e->use_quant_conv) {
+        float *q = cvx_alloc_f32((size_t)e->quant_conv.cout * S);
+        conv1x1(&e->quant_conv, m, S, q);
+        free(m);
+        m = q;
+    }
+    *T_out = T, *h_out = H, *w_out = W;
+    return m;
+}
+
+/* ------------------------------------------------------------------ drivers */
+
+/* Frame batch i of F frames: [start, end). num_batches = max(F // 8, 1); the first batch
+ * takes the F % 8 leftover frames (upstream _encode). */
+static int num_batches(int F) { return F / VAE_SAMPLE_FRAMES_PER_BATCH > 1 ? F / VAE_SAMPLE_FRAMES_PER_BATCH : 1; }
+static void batch_range(int F, int i, int *s, int *e) {
+    const int B = VAE_SAMPLE_FRAMES_PER_BATCH, rem = F % B;
+    *s = B * i + (i == 0 ? 0 : rem);
+    *e = B * (i + 1) + rem;
+    if (*e > F) *e = F;
+}
+
+static int batch_latent_frames(const vae_encoder *e, int n) {
+    for (int l = 0; l < e->temporal_levels && l < e->num_blocks - 1; l++)
+        if (n > 1) n = n % 2 + n / 2;
+    return n;
+}
+
+int vae_encoded_frames(const vae_encoder *e, int F) {
+    int total = 0;
+    for (int i = 0; i < num_batches(F); i++) {
+        int s, en;
+        batch_range(F, i, &s, &en);
+        total += batch_latent_frames(e, en - s);
+    }
+    return total;
+}
+
+int vae_encoded_size(const vae_encoder *e, int n) {
+    for (int i = 0; i < e->num_blocks - 1; i++) n = (n - 2) / 2 + 1;
+    return n;
+}
+
+void vae_encode_batched(const vae_encoder *e, const float *x, int F, int H, int W, float *moments, cvx_progress *p) {
+    const int ci = e->in_channels, mc = 2 * e->latent_channels;
+    const int Tl = vae_encoded_frames(e, F), h = vae_encoded_size(e, H), w = vae_encoded_size(e, W);
+    const size_t HW = (size_t)H * W, hw = (size_t)h * w;
+    vae_cache cache;
+    vae_cache_init(&cache, e->num_caches);
+    int t_done = 0;
+    for (int i = 0; i < num_batches(F); i++) {
+        int s, en;
+        batch_range(F, i, &s, &en);
+        const int n = en - s;
+        float *xb = cvx_alloc_f32((size_t)ci * n * HW);   // [ci, n, H, W]
+        for (int c = 0; c < ci; c++) memcpy(xb + (size_t)c * n * HW, x + ((size_t)c * F + s) * HW, sizeof(float) * n * HW);
+        int to, ho, wo;
+        float *m = vae_encoder_forward(e, &cache, xb, n, H, W, &to, &ho, &wo);   // [mc, to, h, w]
+        CVX_CHECK(ho == h && wo == w && t_done + to <= Tl);
+        for (int c = 0; c < mc; c++)
+            memcpy(moments + ((size_t)c * Tl + t_done) * hw, m + (size_t)c * to * hw, sizeof(float) * to * hw);
+        t_done += to;
+        free(m), free(xb);
+        if (p) cvx_progress_update(p, p->done + 1);
+    }
+    CVX_CHECK(t_done == Tl);
+    vae_cache_free(&cache);
+}
+
+typedef struct {
+    int tsh, tsw;           /* sample tile size */
+    int oh, ow;             /* sample tile stride (overlap_height/width upstream) */
+    int tlh, tlw;           /* latent tile size (tile_latent_min_height/width) */
+    int bh, bw;             /* blend extents in latents */
+    int lim_h, lim_w;       /* row_limit_height/width */
+} tiling;
+
+static void tiling_params(const vae_encoder *e, int tsh, int tsw, tiling *t) {
+    t->tsh = tsh, t->tsw = tsw;
+    t->oh = (int)(tsh * (1.0 - TILE_OVERLAP_H));
+    t->ow = (int)(tsw * (1.0 - TILE_OVERLAP_W));
+    t->tlh = (int)(tsh / (double)e->spatial_ratio);
+    t->tlw = (int)(tsw / (double)e->spatial_ratio);
+    t->bh = (int)(t->tlh * TILE_OVERLAP_H);
+    t->bw = (int)(t->tlw * TILE_OVERLAP_W);
+    t->lim_h = t->tlh - t->bh;
+    t->lim_w = t->tlw - t->bw;
+}
+
+int vae_encode_tiling_applies(const vae_encoder *e, int H, int W, int tsh, int tsw) { return W > tsw || H > tsh; }
+
+int vae_encode_tiling_check(const vae_encoder *e, int tsh, int tsw) {
+    tiling t;
+    tiling_params(e, tsh, tsw, &t);
+    if (t.oh < 1 || t.ow < 1 || t.lim_h < 1 || t.lim_w < 1)
+        return cvx_error("encoder tile %dx%d samples is too small for this VAE (spatial ratio %d)", tsh, tsw,
+                         e->spatial_ratio);
+    return 0;
+}
+
+int vae_encode_steps(const vae_encoder *e, int F, int H, int W, int tiled, int tsh, int tsw) {
+    if (!tiled) return num_batches(F);
+    tiling t;
+    tiling_params(e, tsh, tsw, &t);
+    if (t.oh < 1 || t.ow < 1) return num_batches(F);
+    return ((H + t.oh - 1) / t.oh) * ((W + t.ow - 1) / t.ow) * num_batches(F);
+}
+
+typedef struct {
+    float *data;   /* [mc, T, h, w] */
+    int h, w;
+} tile_out;
+
+float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
+                        int *h_out, int *w_out, cvx_progress *p) {
+    const int ci = e->in_channels, mc = 2 * e->latent_channels, Tl = vae_encoded_frames(e, F);
+    tiling t;
+    tiling_params(e, tsh, tsw, &t);
+    CVX_CHECK(t.oh >= 1 && t.ow >= 1);
+    const int rows = (H + t.oh - 1) / t.oh, cols = (W + t.ow - 1) / t.ow;
+    /* Output size: each tile keeps at most row_limit latents, as upstream. */
+    int hout = 0, wout = 0;
+    for (int i = 0; i < rows; i++) {
+        int th = vae_encoded_size(e, H - i * t.oh < tsh ? H - i * t.oh : tsh);
+        hout += th < t.lim_h ? th : t.lim_h;
+    }
+    for (int j = 0; j < cols; j++) {
+        int tw = vae_encoded_size(e, W - j * t.ow < tsw ? W - j * t.ow : tsw);
+        wout += tw < t.lim_w ? tw : t.lim_w;
+    }
+    float *out = cvx_alloc_f32((size_t)mc * Tl * hout * wout);   // [mc, Tl, hout, wout]
+    tile_out *prev = cvx_calloc((size_t)cols, sizeof *prev), *cur = cvx_calloc((size_t)cols, sizeof *cur);
+    int y0 = 0;
+    for (int i = 0; i < rows; i++) {
+        int x0 = 0, kept_h = 0;
+        for (int j = 0; j < cols; j++) {
+            const int si = i * t.oh, sj = j * t.ow;
+            const int th = H - si < tsh ? H - si : tsh, tw = W - sj < tsw ? W - sj : tsw;
+            float *xt = cvx_alloc_f32((size_t)ci * F * th * tw);   // [ci, F, th, tw]
+            for (int c = 0; c < ci; c++)
+                for (int f = 0; f < F; f++)
+                    for (int y = 0; y < th; y++)
+                        memcpy(xt + (((size_t)c * F + f) * th + y) * tw, x + (((size_t)c * F + f) * H + si + y) * W + sj,
+                               sizeof(float) * tw);
+            tile_out *o = &cur[j];
+            o->h = vae_encoded_size(e, th), o->w = vae_encoded_size(e, tw);
+            o->data = cvx_alloc_f32((size_t)mc * Tl * o->h * o->w);
+            vae_encode_batched(e, xt, F, th, tw, o->data, p);   /* own batches and caches per tile */
+            free(xt);
+            /* Blend with the tile above and the one to the left (both already blended). */
+            if (i > 0) vae_blend_v(prev[j].data, prev[j].h, o->data, o->h, mc, Tl, o->w, t.bh);
+            if (j > 0) vae_blend_h(cur[j - 1].data, cur[j - 1].w, o->data, o->w, mc, Tl, o->h, t.bw);
+            const int kh = o->h < t.lim_h ? o->h : t.lim_h, kw = o->w < t.lim_w ? o->w : t.lim_w;
+            for (int c = 0; c < mc; c++)
+                for (int f = 0; f < Tl; f++)
+                    for (int y = 0; y < kh; y++)
+                        memcpy(out + (((size_t)c * Tl + f) * hout + y0 + y) * wout + x0,
+                               o->data + (((size_t)c * Tl + f) * o->h + y) * o->w, sizeof(float) * kw);
+            x0 += kw;
+            kept_h = kh;
+        }
+        for (int j = 0; j < cols; j++) {
+            free(prev[j].data);
+            prev[j] = cur[j];
+            cur[j].data = NULL;
+        }
+        y0 += kept_h;
+    }
+    for (int j = 0; j < cols; j++) free(prev[j].data);
+    free(prev), free(cur);
+    *T_out = Tl, *h_out = hout, *w_out = wout;
+    return out;
+}
+
+double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W) {
+    /* Caches: the last 2 input frames of every causal conv, at its block's resolution. */
+    double caches = 0, block0_caches = 0, h = H, w = W;
+    for (int i = 0; i < e->num_blocks; i++) {
+        const vae_down_block_w *b = &e->down[i];
+        for (int j = 0; j < b->num_resnets; j++) caches += 2.0 * (b->resnets[j].cin + b->resnets[j].cout) * h * w;
+        if (i == 0) block0_caches = caches;
+        if (b->has_downsampler) h = floor((h - 2) / 2) + 1, w = floor((w - 2) / 2) + 1;
+    }
+    caches += 2.0 * (4 + 1) * e->block_out[e->num_blocks - 1] * h * w;   /* mid block + conv_out */
+    /* The largest live set: a block-0 ResNet conv with its input, padded input and output. */
+    const double C0 = e->block_out[0], HW = (double)H * W;
+    int s, en;
+    batch_range(F, 0, &s, &en);
+    const double first = C0 * HW * (3.0 * (en - s) + 2) + block0_caches;
+    const double later = num_batches(F) > 1 ? C0 * HW * (3.0 * VAE_SAMPLE_FRAMES_PER_BATCH + 2) + caches : 0;
+    return 4.0 * ((first > later ? first : later) + (double)e->in_channels * F * HW);
+}
+
+/* ------------------------------------------------------------------ latent distribution */
+
+void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float *logvar, float *std) {
+    const size_t n = (size_t)lc * S;
+    if (mean) memcpy(mean, moments, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        float lv = moments[n + i];
+        lv = lv < LOGVAR_MIN ? LOGVAR_MIN : lv > LOGVAR_MAX ? LOGVAR_MAX : lv;   /* torch.clamp */
+        if (logvar) logvar[i] = lv;
+        if (std) std[i] = expf(0.5f * lv);
+    }
+}
+
+void vae_latent_sample(const float *mean, const float *std, size_t n, cvx_generator *g, float *out) {
+    float *eps = cvx_alloc_f32(n);
+    cvx_randn(g, eps, n);   /* randn_tensor(mean.shape, generator) */
+    for (size_t i = 0; i < n; i++) out[i] = mean[i] + std[i] * eps[i];
+    free(eps);
+}

@@ -1,0 +1,106 @@
+/* CogVideoX VAE encoder (diffusers 0.32.2 AutoencoderKLCogVideoX.encode), f32.
+ *
+ * Structure (every size from vae/config.json): conv_in (causal 3×3×3) → down blocks
+ * (layers_per_block ResNets each, a down-sampler in all but the last: an average over frame
+ * pairs in the first log2(temporal_compression_ratio) blocks, then a (0,1,0,1) zero pad and a
+ * Conv2d 3×3 stride 2) → mid block (2 ResNets) → norm_out (GroupNorm) → SiLU → conv_out
+ * (2 × latent_channels: the moments) → quant_conv when use_quant_conv.
+ * Every norm is a plain GroupNorm over the whole frame batch (unlike the decoder's SpatialNorm3D).
+ *
+ * Frames run in batches of num_sample_frames_batch_size (8; the first batch also takes the
+ * F % 8 leftover frames) with each causal convolution's last kt−1 input frames carried to the
+ * next batch, exactly as upstream _encode, so memory does not grow with the video length.
+ * Layouts: pixels [3, F, H, W] in [-1, 1]; moments / mean / logvar / std [lc, T, h, w]. */
+#ifndef STAGE3_VAE_ENCODER_H
+#define STAGE3_VAE_ENCODER_H
+
+#include <stddef.h>
+
+#include "progress.h"
+#include "rng.h"
+#include "vae.h"
+
+/* Upstream's num_sample_frames_batch_size: a constant of the model code, not config. */
+#define VAE_SAMPLE_FRAMES_PER_BATCH 8
+
+typedef struct {               /* CogVideoXResnetBlock3D, encoder flavour: GroupNorm, no temb */
+    const cvx_tensor *norm1_w, *norm1_b, *norm2_w, *norm2_b;   /* [cin], [cout] */
+    vae_conv conv1, conv2;
+    vae_conv shortcut;         /* 1×1×1 when cin != cout, else w == NULL */
+    int cin, cout;
+} vae_enc_resnet_w;
+
+typedef struct {               /* CogVideoXDownBlock3D */
+    vae_enc_resnet_w *resnets;
+    int num_resnets;
+    int has_downsampler, compress_time;
+    vae_conv downsampler;      /* CogVideoXDownsample3D's Conv2d 3×3, stride 2, padding 0 */
+} vae_down_block_w;
+
+typedef struct {
+    /* config */
+    int in_channels, latent_channels, num_blocks, layers_per_block, groups;
+    int block_out[VAE_MAX_BLOCKS];
+    double norm_eps, scaling_factor;
+    int temporal_levels, spatial_ratio;
+    int sample_height, sample_width;
+    int use_quant_conv, invert_scale_latents;
+    /* weights (mmapped) */
+    void *weights;             /* cvx_weights * */
+    vae_conv conv_in, conv_out, quant_conv;
+    vae_down_block_w down[VAE_MAX_BLOCKS];
+    vae_enc_resnet_w mid[2];
+    const cvx_tensor *norm_out_w, *norm_out_b;
+    int num_caches;
+} vae_encoder;
+
+/* Load vae/config.json and the encoder weights (encoder.*, quant_conv.*) from `vae_dir`;
+ * every tensor looked up and shape-checked against the config. -1 + cvx_error on failure. */
+int vae_encoder_load(vae_encoder *e, const char *vae_dir);
+void vae_encoder_free(vae_encoder *e);
+
+/* ---- blocks (exposed for tests); inputs [C, T, H, W], outputs newly allocated ---- */
+float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
+                            int H, int W);
+/* Down-sampler: frame-pair average when compress_time (an odd count keeps its first frame
+ * alone), then pad right/bottom by one zero and Conv2d 3×3 stride 2 per frame. *T, *H, *W updated. */
+float *vae_downsampler(const vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W);
+/* Conv2d 3×3 stride 2 on x[Cin, T, H, W] zero-padded by one row/column at the bottom/right:
+ * y[Cout, T, (H−1)/2... ] with Ho = (H−2)/2+1, Wo = (W−2)/2+1. Fast: 9 tap GEMMs per frame.
+ * The reference (direct loops, double accumulation, weights w[Cout, Cin, 3, 3] f32) is for tests. */
+void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float *y);
+void vae_conv2d_s2_ref(const float *x, int Cin, int T, int H, int W, const float *w, const float *bias, int Cout,
+                       float *y);
+/* The encoder on one frame batch x[in_channels, T, H, W] -> moments [2·lc, T', h, w]. */
+float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
+                           int *h_out, int *w_out);
+
+/* Latent frames / size for F frames of H×W pixels. */
+int vae_encoded_frames(const vae_encoder *e, int F);
+int vae_encoded_size(const vae_encoder *e, int n);
+/* Number of encoder calls (frame batches × tiles) for progress bars. */
+int vae_encode_steps(const vae_encoder *e, int F, int H, int W, int tiled, int tsh, int tsw);
+
+/* Batched encode of x[in_channels, F, H, W] -> moments[2·lc, T, h, w] (T, h, w from the two
+ * functions above). Progress ticks once per frame batch. */
+void vae_encode_batched(const vae_encoder *e, const float *x, int F, int H, int W, float *moments, cvx_progress *p);
+
+/* Upstream tiled_encode with tile_sample_min_height/width = tsh/tsw (overlap factors 1/6 and
+ * 1/5, latent tiles blended and cropped as upstream). Returns new moments [2·lc, T, h', w']. */
+int vae_encode_tiling_applies(const vae_encoder *e, int H, int W, int tsh, int tsw);
+int vae_encode_tiling_check(const vae_encoder *e, int tsh, int tsw);
+float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
+                        int *h_out, int *w_out, cvx_progress *p);
+
+/* Rough peak bytes of an untiled encode of F frames of H×W (input pixels, the largest ResNet's
+ * live tensors at full resolution and the carried causal-conv caches; weights and the
+ * convolution scratch, ~0.4 GB for the real VAE, not included) — for choosing tiling. */
+double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W);
+
+/* DiagonalGaussianDistribution(moments): mean = first lc channels, logvar = the rest clamped to
+ * [−30, 20], std = exp(0.5·logvar). Each output [lc, S] (S = T·h·w); any may be NULL. */
+void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float *logvar, float *std);
+/* latent_dist.sample(generator): mean + std · torch.randn(n, generator=g); out may equal mean. */
+void vae_latent_sample(const float *mean, const float *std, size_t n, cvx_generator *g, float *out);
+
+#endif
