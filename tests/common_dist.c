@@ -274,8 +274,11 @@ static int mpirun(int np, const char *mode, char *err, size_t errn) {
      * Under ASan (make asan) the ranks run without leak detection: Open MPI keeps memory until
      * exit from plugins it has unloaded by then, which no suppression can name (the slow unwinder
      * would name them, at minutes per mpirun). The one-rank paths above are leak-checked. */
+    /* In Docker (CI), Open MPI's shared-memory single copy (CMA) is not permitted and prints
+     * "Read -1, expected ..." on every large message: use the copy-in/copy-out path. */
     snprintf(cmd, sizeof cmd,
              "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
+             "OMPI_MCA_btl_vader_single_copy_mechanism=none "
              "timeout 120 mpirun -q --oversubscribe %s -np %d %s %s </dev/null",
              geteuid() == 0 ? "--allow-run-as-root" : "", np, prog, mode);
     double t = cvx_time();
