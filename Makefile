@@ -28,6 +28,33 @@ endif
 LIBS = -fopenmp $(SAN) $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c) $(BLAS_LIBS) \
        -lsentencepiece -lavformat -lavcodec -lswscale -lavutil -lm -lpthread
 
+# ---- MPI (optional, issue 11) ---------------------------------------------------------------
+# Detected as llm.c does: Open MPI's flags from pkg-config (ompi-c) or mpicc, used only when
+# mpi.h compiles with them; NO_MPI=1 builds without (and says so). Switching between
+# the two needs `make clean` (or another BUILD=dir): objects do not depend on these flags.
+ifeq ($(NO_MPI),1)
+  HAVE_MPI :=
+  $(info MPI: disabled (NO_MPI=1); the programs run on one rank)
+else
+  MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+  MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+  HAVE_MPI   := $(shell printf '\#include <mpi.h>\n' | $(CC) $(MPI_CFLAGS) -E -x c - >/dev/null 2>&1 && echo 1)
+  ifeq ($(HAVE_MPI),1)
+    CFLAGS_BASE += -DCVX_USE_MPI $(MPI_CFLAGS)
+    LIBS        += $(MPI_LIBS)
+  else
+    $(info MPI: not found (no mpi.h); building for one rank. For several: apt install libopenmpi-dev)
+  endif
+endif
+# MPI test programs (tests/mpi/*.c), run under mpirun by tests/common_dist; built only with MPI.
+MPI_TEST_SRC  := $(if $(HAVE_MPI),$(wildcard tests/mpi/*.c))
+MPI_TEST_BINS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(MPI_TEST_SRC))
+$(BUILD)/tests/mpi/%: $(BUILD)/tests/mpi/%.c.o $(BUILD)/libcvx.a
+	$(CXX) -o $@ $^ $(LIBS)
+.DEFAULT_GOAL := all
+tests-build: $(MPI_TEST_BINS)
+# ---- end of MPI --------------------------------------------------------------------------
+
 COMMON_SRC := $(wildcard common/*.c) $(wildcard common/*.cc)
 COMMON_OBJ := $(patsubst %,$(BUILD)/%.o,$(COMMON_SRC))
 LIBCVX     := $(BUILD)/libcvx.a
