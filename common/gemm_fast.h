@@ -43,6 +43,9 @@ void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path);
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p);
 /* 1 when bf16 runs on bf16 units (AVX512_BF16 or AMX); 0: bf16 is correct but widened to f32. */
 int cvx_kernels_bf16_native(const cvx_kernels *kc);
+/* 1 (default): bf16 products with M >= 8192 rows reorder B per call into oneDNN's blocked layout
+ * (transient, one matrix); 0: always read B in place (benchmarks compare the two). */
+void cvx_kernels_set_reorder(cvx_kernels *kc, int on);
 /* Drop cached primitives and scratch (e.g. between stages). */
 void cvx_kernels_trim(cvx_kernels *kc);
 /* Bytes of conversion scratch currently held (for RSS accounting in benchmarks). */

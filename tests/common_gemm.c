@@ -37,6 +37,8 @@ static const mm_case cases[] = {
     {130, 17, 200, 0, 1, CVX_F32, CVX_F16, 0, 0},
     {257, 129, 96, 0, 1, CVX_F32, CVX_F32, 1, 0},
     {96, 160, 320, 0, 0, CVX_BF16, CVX_BF16, 0, 0},
+    {8200, 48, 70, 0, 1, CVX_F32, CVX_BF16, 1, 0},    /* M >= 8192: B reordered to oneDNN's blocked layout */
+    {8193, 33, 40, 0, 0, CVX_F32, CVX_F32, 0, 1.0f},
 };
 
 /* An operand of logical shape [rows, cols] in dtype dt, stored transposed or not, with ld padded
