@@ -205,6 +205,62 @@ static float exp_sub_sum(float *s, int n, float mx) {
     return sum;
 }
 
+/* ---- the same three row operations on 16 lanes (AVX-512 path); same exp polynomial as cvx_exp8 ---- */
+
+TGT static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.3762626647949f));
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    __m512i n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
+
+TGT static float row_max16(const float *s, int n, float mx) {
+    __m512 vm = _mm512_set1_ps(mx);
+    int j = 0;
+    for (; j + 16 <= n; j += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(s + j));
+    if (j < n) vm = _mm512_mask_max_ps(vm, (__mmask16)((1u << (n - j)) - 1), vm, _mm512_maskz_loadu_ps((__mmask16)((1u << (n - j)) - 1), s + j));
+    return _mm512_reduce_max_ps(vm);
+}
+
+/* s[j] = e^(s[j] − mx) for j < n; returns Σ. */
+TGT static float exp_sub_sum16(float *s, int n, float mx) {
+    __m512 vs = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmx));
+        _mm512_storeu_ps(s + j, e);
+        vs = _mm512_add_ps(vs, e);
+    }
+    if (j < n) {
+        __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vmx));
+        _mm512_mask_storeu_ps(s + j, k, e);
+        vs = _mm512_mask_add_ps(vs, k, vs, e);
+    }
+    return _mm512_reduce_add_ps(vs);
+}
+
+/* d[j] = bf16(x[j]) (vcvtne2ps2bf16: RNE) for j < n, zero up to n_pad (a multiple of 32). */
+TGT static void to_bf16_row16(const float *x, int n, uint16_t *d, int n_pad) {
+    for (int j = 0; j < n_pad; j += 32) {
+        int r0 = n - j, r1 = n - j - 16;
+        __mmask16 k0 = r0 >= 16 ? 0xffff : r0 <= 0 ? 0 : (__mmask16)((1u << r0) - 1);
+        __mmask16 k1 = r1 >= 16 ? 0xffff : r1 <= 0 ? 0 : (__mmask16)((1u << r1) - 1);
+        __m512 a = _mm512_maskz_loadu_ps(k0, x + j), b = _mm512_maskz_loadu_ps(k1, x + j + 16);
+        _mm512_storeu_si512(d + j, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+    }
+}
+
 static void attention_job(int fast, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
                           int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
                           scratch_bf16 *w) {
@@ -246,11 +302,13 @@ static void attention_job(int fast, const float *q, int ld_q, const float *k, co
                     const float *br = bias + (size_t)i * ld_bias + k0;
                     for (int j = 0; j < nk; j++) sr[j] += br[j];
                 }
-                float mx = row_max(sr, nk, m[i]);
+                float mx = fast ? row_max16(sr, nk, m[i]) : row_max(sr, nk, m[i]);
                 float corr = k0 == 0 ? 0.0f : expf(m[i] - mx);
-                l[i] = l[i] * corr + exp_sub_sum(sr, nk, mx);
+                l[i] = l[i] * corr + (fast ? exp_sub_sum16(sr, nk, mx) : exp_sub_sum(sr, nk, mx));
                 m[i] = mx;
-                to_bf16_row(sr, nk, (uint16_t *)(w->pp + (size_t)r * np), nkp);   /* p row = its pairs */
+                uint16_t *prow = (uint16_t *)(w->pp + (size_t)r * np);   /* p row = its pairs */
+                if (fast) to_bf16_row16(sr, nk, prow, nkp);
+                else to_bf16_row(sr, nk, prow, nkp);
                 if (k0) {
                     float *a = acc + (size_t)i * hd;
                     for (int d = 0; d < hd; d++) a[d] *= corr;
