@@ -131,7 +131,7 @@ void cvx_f32_to_bf16_fast(const float *src, uint16_t *dst, size_t n) {
 #pragma omp parallel for schedule(static) if (n > 4 * chunk)
     for (size_t c = 0; c < (n + chunk - 1) / chunk; c++) {
         size_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
-        cvx_f32_to_bf16_n(src + lo, dst + lo, len);   /* scalar RNE, vectorised by the compiler */
+        cvx_f32_to_bf16_n(src + lo, dst + lo, len);   /* scalar RNE */
     }
 }
 

@@ -81,7 +81,7 @@ int cvx_gemm_p(cvx_kernels *kc, cvx_precision p, int trans_a, int trans_b, int M
                int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* f32 → bf16 (RNE, NaN stays NaN, identical to cvx_f32_to_bf16) and bf16-rounding in place
- * (x = (float)bf16(x)); parallel and vectorised. */
+ * (x = (float)bf16(x)); OpenMP-parallel over chunks (scalar RNE inside). */
 void cvx_f32_to_bf16_fast(const float *src, uint16_t *dst, size_t n);
 void cvx_round_bf16_inplace(float *x, size_t n);
 
