@@ -10,7 +10,9 @@
 BUILD   ?= build
 CC      ?= gcc
 CXX     ?= g++
-OPT     ?= -O2 -march=native
+# Baseline x86-64 with AVX2/FMA/F16C: AVX-512 and bf16 code is compiled per function
+# (__attribute__((target))) and chosen at run time (common/cpu.c), never by -march luck.
+OPT     ?= -O2 -mavx2 -mfma -mf16c
 SAN     ?=
 # -ffp-contract=off: no silent FMA contraction, so results do not depend on the compiler's
 # whim (the torch-exact RNG needs it; the rest loses nothing measurable, GEMMs are BLAS).
@@ -25,7 +27,7 @@ BLAS_LIBS = -L$(OPENBLAS_OMP_DIR) -Wl,-rpath,$(OPENBLAS_OMP_DIR) -lopenblas
 else
 BLAS_LIBS = -lopenblas
 endif
-LIBS = -fopenmp $(SAN) $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c) $(BLAS_LIBS) \
+LIBS = -fopenmp $(SAN) $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c) $(BLAS_LIBS) -ldnnl \
        -lsentencepiece -lavformat -lavcodec -lswscale -lavutil -lm -lpthread
 
 # ---- MPI (optional, issue 11) ---------------------------------------------------------------
@@ -125,7 +127,7 @@ test-run: tests-build $(PROGRAMS)
 	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BINS)
 
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -march=native" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" tests-build
+	$(MAKE) BUILD=build-asan OPT="-O1 -mavx2 -mfma -mf16c" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" tests-build
 	@BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  sh tests/run.sh $(patsubst tests/%.c,build-asan/tests/%,$(TEST_SRC))

@@ -1,0 +1,383 @@
+/* cvx_attention_bf16: attention with bf16 operands and f32 accumulation, online softmax in f32.
+ *
+ * Rounding points (the contract the reference and both kernels share): q, k, v are rounded to
+ * bf16 (RNE); s = scale · Σ_d q·k accumulated in f32; bias added in f32; the running max m, the
+ * exponentials p = e^(s−m), their sum l and the rescaling of the accumulator stay f32; p is rounded
+ * to bf16 for the PV product, which accumulates in f32; out = acc / l.
+ *
+ * Job = (head, block of QB query rows); per key tile of up to KT keys the tile is packed once:
+ *   kp[d/2][j] = (k[j,d], k[j,d+1]) as bf16 pairs   (vdpbf16ps multiplies pairs along d)
+ *   vp[j/2][c] = (v[j,c], v[j+1,c]) as bf16 pairs   (pairs along the keys for PV)
+ * AVX512_BF16 kernels: 6 rows × 32 columns of f32 accumulators, one 32-bit broadcast of a q (or p)
+ * pair per row and step. Portable path: the same packing read as f32, plain loops. */
+#include "error.h"
+#include "gemm_fast.h"
+#include "ops.h"
+#include "vecmath.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { QB = 512, QS = 48, KT = 256 };
+
+static inline uint16_t rb(float x) { return cvx_f32_to_bf16(x); }
+static inline float lo_f(uint32_t p) { return cvx_bf16_to_f32((uint16_t)p); }
+static inline float hi_f(uint32_t p) { return cvx_bf16_to_f32((uint16_t)(p >> 16)); }
+
+typedef struct {
+    uint32_t *qp;   /* [QB][hd/2] q rows as bf16 pairs */
+    uint32_t *kp;   /* [hd/2][KT] */
+    uint32_t *vp;   /* [KT/2][hd] */
+    float *s;       /* [QS][KT] scores, then p */
+    uint32_t *pp;   /* [QS][KT/2] p rows as bf16 pairs */
+    float *acc, *m, *l;
+} scratch_bf16;
+
+/* ---- the two products: portable ---- */
+
+static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, float scale, float *s) {
+    int hp = hd / 2;
+    for (int r = 0; r < ns; r++) {
+        float *sr = s + (size_t)r * nkp;
+        for (int j = 0; j < nkp; j++) sr[j] = 0;
+        for (int p = 0; p < hp; p++) {
+            uint32_t a = qp[(size_t)r * hp + p];
+            float a0 = lo_f(a), a1 = hi_f(a);
+            const uint32_t *kr = kp + (size_t)p * nkp;
+            for (int j = 0; j < nkp; j++) sr[j] = sr[j] + a1 * hi_f(kr[j]) + a0 * lo_f(kr[j]);
+        }
+        for (int j = 0; j < nkp; j++) sr[j] *= scale;
+    }
+}
+
+static void pv_portable(int ns, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc) {
+    int np = nkp / 2;
+    for (int r = 0; r < ns; r++) {
+        float *a = acc + (size_t)r * hd;
+        for (int jp = 0; jp < np; jp++) {
+            uint32_t pr = pp[(size_t)r * np + jp];
+            float p0 = lo_f(pr), p1 = hi_f(pr);
+            const uint32_t *vr = vp + (size_t)jp * hd;
+            for (int c = 0; c < hd; c++) a[c] = a[c] + p1 * hi_f(vr[c]) + p0 * lo_f(vr[c]);
+        }
+    }
+}
+
+/* ---- the two products: AVX512_BF16 ---- */
+
+#define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* s[r, j..j+31] = scale · Σ_p dot(q pair p of row r, kp[p][j..j+31]) for R ≤ 6 rows. */
+TGT ALWAYS_INLINE void qk_block(int R, const uint32_t *qp, int hp, const uint32_t *kp, int nkp, float scale, float *s) {
+    __m512 c0[6], c1[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    for (int p = 0; p < hp; p++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(kp + (size_t)p * nkp);
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512(kp + (size_t)p * nkp + 16);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)qp[(size_t)r * hp + p]);
+            c0[r] = _mm512_dpbf16_ps(c0[r], a, b0);
+            c1[r] = _mm512_dpbf16_ps(c1[r], a, b1);
+        }
+    }
+    __m512 vs = _mm512_set1_ps(scale);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm512_storeu_ps(s + (size_t)r * nkp, _mm512_mul_ps(c0[r], vs));
+        _mm512_storeu_ps(s + (size_t)r * nkp + 16, _mm512_mul_ps(c1[r], vs));
+    }
+}
+
+/* acc[r, c..c+31] += Σ_jp dot(p pair jp of row r, vp[jp][c..c+31]) for R ≤ 6 rows. */
+TGT ALWAYS_INLINE void pv_block(int R, const uint32_t *pp, int np, const uint32_t *vp, int hd, float *acc) {
+    __m512 c0[6], c1[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        c0[r] = _mm512_loadu_ps(acc + (size_t)r * hd);
+        c1[r] = _mm512_loadu_ps(acc + (size_t)r * hd + 16);
+    }
+    for (int jp = 0; jp < np; jp++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(vp + (size_t)jp * hd);
+        __m512bh b1 = (__m512bh)_mm512_loadu_si512(vp + (size_t)jp * hd + 16);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32((int)pp[(size_t)r * np + jp]);
+            c0[r] = _mm512_dpbf16_ps(c0[r], a, b0);
+            c1[r] = _mm512_dpbf16_ps(c1[r], a, b1);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        _mm512_storeu_ps(acc + (size_t)r * hd, c0[r]);
+        _mm512_storeu_ps(acc + (size_t)r * hd + 16, c1[r]);
+    }
+}
+
+#define ROWS_DISPATCH(F, R, ...) \
+    switch (R) { \
+    case 6: F(6, __VA_ARGS__); break; case 5: F(5, __VA_ARGS__); break; case 4: F(4, __VA_ARGS__); break; \
+    case 3: F(3, __VA_ARGS__); break; case 2: F(2, __VA_ARGS__); break; default: F(1, __VA_ARGS__); break; }
+
+TGT static void qk_avx512(int ns, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, float scale, float *s) {
+    int hp = hd / 2;
+    for (int r = 0; r < ns; r += 6)
+        for (int j = 0; j < nkp; j += 32) {
+            int R = ns - r < 6 ? ns - r : 6;
+            ROWS_DISPATCH(qk_block, R, qp + (size_t)r * hp, hp, kp + j, nkp, scale, s + (size_t)r * nkp + j)
+        }
+}
+
+TGT static void pv_avx512(int ns, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc) {
+    int np = nkp / 2;
+    for (int r = 0; r < ns; r += 6)
+        for (int c = 0; c < hd; c += 32) {
+            int R = ns - r < 6 ? ns - r : 6;
+            ROWS_DISPATCH(pv_block, R, pp + (size_t)r * np, np, vp + c, hd, acc + (size_t)r * hd + c)
+        }
+}
+
+/* ---- packing and the online softmax (shared by both paths, AVX2 baseline) ---- */
+
+/* d[i] = bf16(x[i]) for i < n (RNE, NaN kept NaN: identical to cvx_f32_to_bf16), zero to n_pad. */
+static void to_bf16_row(const float *x, int n, uint16_t *d, int n_pad) {
+    int i = 0;
+#ifdef __AVX2__
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), qnan = _mm256_set1_epi32(0x40);
+    for (; i + 16 <= n; i += 16) {
+        __m256i r[2];
+        for (int h = 0; h < 2; h++) {
+            __m256 v = _mm256_loadu_ps(x + i + 8 * h);
+            __m256i b = _mm256_castps_si256(v);
+            __m256i rnd = _mm256_add_epi32(b, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(b, 16), one)));
+            rnd = _mm256_srli_epi32(rnd, 16);
+            __m256i nan = _mm256_or_si256(_mm256_srli_epi32(b, 16), qnan);
+            r[h] = _mm256_blendv_epi8(rnd, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+        }
+        /* packus interleaves 128-bit halves: a0-3 b0-3 a4-7 b4-7; permute back to a0-7 b0-7 */
+        __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_si256((__m256i *)(d + i), pk);
+    }
+#endif
+    for (; i < n; i++) d[i] = rb(x[i]);
+    for (; i < n_pad; i++) d[i] = 0;
+}
+
+static float row_max(const float *s, int n, float mx) {
+    int j = 0;
+#ifdef __AVX2__
+    if (n >= 8) {
+        __m256 vm = _mm256_loadu_ps(s);
+        for (j = 8; j + 8 <= n; j += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(s + j));
+        float t[8];
+        _mm256_storeu_ps(t, vm);
+        for (int i = 0; i < 8; i++) mx = t[i] > mx ? t[i] : mx;
+    }
+#endif
+    for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    return mx;
+}
+
+/* s[j] = e^(s[j] − mx); returns Σ s[j] (8 partial sums, then the tail). */
+static float exp_sub_sum(float *s, int n, float mx) {
+    int j = 0;
+    float sum = 0;
+#ifdef __AVX2__
+    __m256 vs = _mm256_setzero_ps(), vmx = _mm256_set1_ps(mx);
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = cvx_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmx));
+        _mm256_storeu_ps(s + j, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    float t[8];
+    _mm256_storeu_ps(t, vs);
+    for (int i = 0; i < 8; i++) sum += t[i];
+#endif
+    for (; j < n; j++) {
+        float x = s[j] - mx;
+        s[j] = expf(x < -87.0f ? -87.0f : x);
+        sum += s[j];
+    }
+    return sum;
+}
+
+/* ---- the same three row operations on 16 lanes (AVX-512 path); same exp polynomial as cvx_exp8 ---- */
+
+TGT static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.3762626647949f));
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    __m512i n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
+
+TGT static float row_max16(const float *s, int n, float mx) {
+    __m512 vm = _mm512_set1_ps(mx);
+    int j = 0;
+    for (; j + 16 <= n; j += 16) vm = _mm512_max_ps(vm, _mm512_loadu_ps(s + j));
+    if (j < n) vm = _mm512_mask_max_ps(vm, (__mmask16)((1u << (n - j)) - 1), vm, _mm512_maskz_loadu_ps((__mmask16)((1u << (n - j)) - 1), s + j));
+    return _mm512_reduce_max_ps(vm);
+}
+
+/* s[j] = e^(s[j] − mx) for j < n; returns Σ. */
+TGT static float exp_sub_sum16(float *s, int n, float mx) {
+    __m512 vs = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmx));
+        _mm512_storeu_ps(s + j, e);
+        vs = _mm512_add_ps(vs, e);
+    }
+    if (j < n) {
+        __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vmx));
+        _mm512_mask_storeu_ps(s + j, k, e);
+        vs = _mm512_mask_add_ps(vs, k, vs, e);
+    }
+    return _mm512_reduce_add_ps(vs);
+}
+
+/* d[j] = bf16(x[j]) (vcvtne2ps2bf16: RNE) for j < n, zero up to n_pad (a multiple of 32). */
+TGT static void to_bf16_row16(const float *x, int n, uint16_t *d, int n_pad) {
+    for (int j = 0; j < n_pad; j += 32) {
+        int r0 = n - j, r1 = n - j - 16;
+        __mmask16 k0 = r0 >= 16 ? 0xffff : r0 <= 0 ? 0 : (__mmask16)((1u << r0) - 1);
+        __mmask16 k1 = r1 >= 16 ? 0xffff : r1 <= 0 ? 0 : (__mmask16)((1u << r1) - 1);
+        __m512 a = _mm512_maskz_loadu_ps(k0, x + j), b = _mm512_maskz_loadu_ps(k1, x + j + 16);
+        _mm512_storeu_si512(d + j, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+    }
+}
+
+static void attention_job(int fast, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                          int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
+                          scratch_bf16 *w) {
+    int hp = hd / 2;
+    float *m = w->m, *l = w->l, *acc = w->acc;
+    for (int i = 0; i < nq; i++) {   /* a bf16 row of q is its hd/2 pairs */
+        m[i] = -INFINITY;
+        l[i] = 0;
+        to_bf16_row(q + (size_t)i * ld_q, hd, (uint16_t *)(w->qp + (size_t)i * hp), hd);
+    }
+    memset(acc, 0, sizeof(float) * (size_t)nq * hd);
+    for (int k0 = 0; k0 < Skv; k0 += KT) {
+        int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 31) & ~31, np = nkp / 2;
+        uint16_t *row = (uint16_t *)w->pp;   /* free until the first sub-tile: staging rows */
+        for (int j = 0; j < nkp; j++) {      /* keys past nk: zero (their scores are never read) */
+            const uint32_t *kr = (const uint32_t *)row;
+            if (j < nk) to_bf16_row(k + (size_t)(k0 + j) * ld_kv, hd, row, hd);
+            for (int p = 0; p < hp; p++) w->kp[(size_t)p * nkp + j] = j < nk ? kr[p] : 0;
+        }
+        for (int jp = 0; jp < np; jp++) {    /* interleave two bf16 rows of v into pairs */
+            int j = 2 * jp;
+            uint16_t *r0 = row, *r1 = row + hd;
+            if (j < nk) to_bf16_row(v + (size_t)(k0 + j) * ld_kv, hd, r0, hd);
+            else memset(r0, 0, 2 * (size_t)hd);
+            if (j + 1 < nk) to_bf16_row(v + (size_t)(k0 + j + 1) * ld_kv, hd, r1, hd);
+            else memset(r1, 0, 2 * (size_t)hd);
+            uint32_t *vr = w->vp + (size_t)jp * hd;
+            for (int c = 0; c < hd; c++) vr[c] = (uint32_t)r0[c] | (uint32_t)r1[c] << 16;
+        }
+        for (int i0 = 0; i0 < nq; i0 += QS) {
+            int ns = nq - i0 < QS ? nq - i0 : QS;
+            float *s = w->s;
+            if (fast) qk_avx512(ns, w->qp + (size_t)i0 * hp, hd, w->kp, nkp, scale, s);
+            else qk_portable(ns, w->qp + (size_t)i0 * hp, hd, w->kp, nkp, scale, s);
+            for (int r = 0; r < ns; r++) {
+                int i = i0 + r;
+                float *sr = s + (size_t)r * nkp;
+                if (bias) {
+                    const float *br = bias + (size_t)i * ld_bias + k0;
+                    for (int j = 0; j < nk; j++) sr[j] += br[j];
+                }
+                float mx = fast ? row_max16(sr, nk, m[i]) : row_max(sr, nk, m[i]);
+                float corr = k0 == 0 ? 0.0f : expf(m[i] - mx);
+                l[i] = l[i] * corr + (fast ? exp_sub_sum16(sr, nk, mx) : exp_sub_sum(sr, nk, mx));
+                m[i] = mx;
+                uint16_t *prow = (uint16_t *)(w->pp + (size_t)r * np);   /* p row = its pairs */
+                if (fast) to_bf16_row16(sr, nk, prow, nkp);
+                else to_bf16_row(sr, nk, prow, nkp);
+                if (k0) {
+                    float *a = acc + (size_t)i * hd;
+                    for (int d = 0; d < hd; d++) a[d] *= corr;
+                }
+            }
+            if (fast) pv_avx512(ns, w->pp, nkp, w->vp, hd, acc + (size_t)i0 * hd);
+            else pv_portable(ns, w->pp, nkp, w->vp, hd, acc + (size_t)i0 * hd);
+        }
+    }
+    for (int i = 0; i < nq; i++) {
+        float inv = 1.0f / l[i];
+        for (int d = 0; d < hd; d++) out[(size_t)i * ld_o + d] = acc[(size_t)i * hd + d] * inv;
+    }
+}
+
+void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                        float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    if (Sq <= 0 || Skv <= 0) return;
+    CVX_CHECK(hd % 2 == 0);
+    int fast = cvx_kernels_bf16_native(kc) && cvx_kernels_cpu(kc)->avx512_bf16 && hd % 32 == 0;
+    int qblocks = (Sq + QB - 1) / QB, jobs = heads * qblocks;
+#pragma omp parallel
+    {
+        scratch_bf16 w;
+        w.qp = cvx_malloc(sizeof(uint32_t) * (size_t)QB * hd / 2);
+        w.kp = cvx_malloc(sizeof(uint32_t) * (size_t)hd / 2 * KT);
+        w.vp = cvx_malloc(sizeof(uint32_t) * (size_t)KT / 2 * hd);
+        w.s = cvx_alloc_f32((size_t)QS * KT);
+        w.pp = cvx_malloc(sizeof(uint32_t) * (size_t)QS * KT / 2);
+        w.acc = cvx_alloc_f32((size_t)QB * hd);
+        w.m = cvx_alloc_f32(QB);
+        w.l = cvx_alloc_f32(QB);
+#pragma omp for schedule(dynamic, 1)
+        for (int job = 0; job < jobs; job++) {
+            int h = job / qblocks, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
+            const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
+            attention_job(fast, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, k + (size_t)h * hd, v + (size_t)h * hd,
+                          ld_kv, out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv,
+                          &w);
+        }
+        free(w.qp); free(w.kp); free(w.vp); free(w.s); free(w.pp); free(w.acc); free(w.m); free(w.l);
+    }
+}
+
+void cvx_attention_bf16_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                            int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    double *s = cvx_malloc(sizeof(double) * (size_t)Skv);
+    for (int h = 0; h < heads; h++)
+        for (int i = 0; i < Sq; i++) {
+            const float *qi = q + (size_t)i * ld_q + (size_t)h * hd;
+            double mx = -INFINITY, l = 0;
+            for (int j = 0; j < Skv; j++) {
+                const float *kj = k + (size_t)j * ld_kv + (size_t)h * hd;
+                double acc = 0;
+                for (int d = 0; d < hd; d++) acc += (double)cvx_bf16_to_f32(rb(qi[d])) * cvx_bf16_to_f32(rb(kj[d]));
+                s[j] = (double)scale * acc + (bias ? bias[((size_t)h * Sq + i) * Skv + j] : 0.0);
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = 0; j < Skv; j++) {
+                s[j] = exp(s[j] - mx);
+                l += s[j];
+            }
+            for (int d = 0; d < hd; d++) {
+                double acc = 0;
+                for (int j = 0; j < Skv; j++)
+                    acc += (double)cvx_bf16_to_f32(rb((float)s[j])) *
+                           cvx_bf16_to_f32(rb(v[(size_t)j * ld_kv + (size_t)h * hd + d]));
+                out[(size_t)i * ld_o + (size_t)h * hd + d] = (float)(acc / l);
+            }
+        }
+    free(s);
+}

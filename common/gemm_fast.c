@@ -1,0 +1,391 @@
+/* cvx_matmul and friends: oneDNN matmul primitives (f32, bf16) cached per shape in a caller-owned
+ * context, the widen-to-f32 fallback, OpenBLAS as the last resort, and the reference loop.
+ * Why oneDNN: measured on a 2-core AVX512-BF16 EPYC (docs/performance.md, "bf16 kernels"), its
+ * brgemm matmul reaches ~1.7× OpenBLAS in f32 and ~3.5× in bf16, reading bf16 weights in place. */
+#include "gemm_fast.h"
+#include "error.h"
+#include "gemm.h"
+
+#include <cblas.h>
+#include <dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CACHE_SLOTS = 64 };
+/* From this many rows on, bf16 weights are reordered per call into oneDNN's blocked layout (a
+ * transient copy of one matrix in the context's scratch): measured per CPU-second, blocked runs
+ * ~15% faster than reading the plain [N, K] storage, which repays the reorder only when the
+ * product is long (M = 17776: ~180 ms GEMM; M = 226..2432: the reorder costs more than it saves). */
+enum { REORDER_MIN_M = 8192 };
+
+typedef struct {
+    int M, N, K, prec, has_bias, ldc, blocked;
+    dnnl_data_type_t ta, tb;
+    dnnl_dims_t sa, sb;   /* strides (2 used; the rest zero) */
+    float beta;
+} prim_key;
+
+typedef struct {
+    int used;
+    prim_key key;
+    dnnl_primitive_t prim;
+    dnnl_memory_t ma, mb, mbias, mc;
+    dnnl_primitive_t reorder;   /* blocked: plain B → mb_blk */
+    dnnl_memory_t mb_blk;
+    size_t blk_bytes;
+} prim_slot;
+
+typedef struct {
+    void *p;
+    size_t cap;
+} scratch;
+
+struct cvx_kernels {
+    cvx_cpu_features cpu;
+    cvx_kpath force;
+    int no_reorder;   /* benchmarks: never reorder B (compare with the blocked path) */
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    prim_slot slot[CACHE_SLOTS];
+    int next_evict;
+    scratch sa, sb, sbias, sblk;   /* converted A, converted B, f32 bias, blocked B */
+};
+
+static void *scratch_get(scratch *s, size_t bytes) {
+    if (s->cap < bytes) {
+        free(s->p);
+        s->p = cvx_alloc_aligned_at(bytes, __FILE__, __LINE__);
+        s->cap = bytes;
+    }
+    return s->p;
+}
+
+static void scratch_free(scratch *s) {
+    free(s->p);
+    s->p = NULL;
+    s->cap = 0;
+}
+
+cvx_kernels *cvx_kernels_new(void) {
+    cvx_kernels *kc = cvx_calloc(1, sizeof *kc);
+    cvx_cpu_detect(&kc->cpu);
+    if (dnnl_engine_create(&kc->eng, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&kc->stream, kc->eng, dnnl_stream_default_flags) != dnnl_success) {
+        if (kc->eng) dnnl_engine_destroy(kc->eng);
+        free(kc);
+        cvx_error("oneDNN: cannot create the CPU engine/stream");
+        return NULL;
+    }
+    return kc;
+}
+
+static void drop_slot(prim_slot *s) {
+    if (!s->used) return;
+    dnnl_primitive_destroy(s->prim);
+    dnnl_memory_destroy(s->ma);
+    dnnl_memory_destroy(s->mb);
+    if (s->mbias) dnnl_memory_destroy(s->mbias);
+    dnnl_memory_destroy(s->mc);
+    if (s->reorder) dnnl_primitive_destroy(s->reorder);
+    if (s->mb_blk) dnnl_memory_destroy(s->mb_blk);
+    memset(s, 0, sizeof *s);
+}
+
+void cvx_kernels_trim(cvx_kernels *kc) {
+    for (int i = 0; i < CACHE_SLOTS; i++) drop_slot(&kc->slot[i]);
+    scratch_free(&kc->sa);
+    scratch_free(&kc->sb);
+    scratch_free(&kc->sbias);
+    scratch_free(&kc->sblk);
+}
+
+void cvx_kernels_free(cvx_kernels *kc) {
+    if (!kc) return;
+    cvx_kernels_trim(kc);
+    dnnl_stream_destroy(kc->stream);
+    dnnl_engine_destroy(kc->eng);
+    free(kc);
+}
+
+const cvx_cpu_features *cvx_kernels_cpu(const cvx_kernels *kc) { return &kc->cpu; }
+void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path) { kc->force = path; }
+void cvx_kernels_set_reorder(cvx_kernels *kc, int on) { kc->no_reorder = !on; }
+size_t cvx_kernels_scratch_bytes(const cvx_kernels *kc) {
+    return kc->sa.cap + kc->sb.cap + kc->sbias.cap + kc->sblk.cap;
+}
+
+int cvx_kernels_bf16_native(const cvx_kernels *kc) {
+    return kc->force == CVX_KPATH_AUTO && (kc->cpu.avx512_bf16 || kc->cpu.amx_bf16);
+}
+
+const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p) {
+    if (p == CVX_PRECISION_BF16 && !cvx_kernels_bf16_native(kc)) return "fallback-bf16";
+    if (kc->force == CVX_KPATH_NO_ONEDNN) return "openblas-f32";
+    return p == CVX_PRECISION_BF16 ? "onednn-bf16" : "onednn-f32";
+}
+
+/* ---- conversions ---- */
+
+void cvx_f32_to_bf16_fast(const float *src, uint16_t *dst, size_t n) {
+    const size_t chunk = 1 << 15;
+#pragma omp parallel for schedule(static) if (n > 4 * chunk)
+    for (size_t c = 0; c < (n + chunk - 1) / chunk; c++) {
+        size_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
+        cvx_f32_to_bf16_n(src + lo, dst + lo, len);   /* scalar RNE */
+    }
+}
+
+void cvx_round_bf16_inplace(float *x, size_t n) {
+#pragma omp parallel for schedule(static) if (n > (1 << 17))
+    for (size_t i = 0; i < n; i++) x[i] = cvx_bf16_to_f32(cvx_f32_to_bf16(x[i]));
+}
+
+static float elem_f32(const cvx_mat *m, size_t r, size_t c) {
+    size_t i = m->trans ? c * (size_t)m->ld + r : r * (size_t)m->ld + c;
+    const uint16_t *h = m->data;
+    switch (m->dtype) {
+    case CVX_F32: return ((const float *)m->data)[i];
+    case CVX_BF16: return cvx_bf16_to_f32(h[i]);
+    default: return cvx_f16_to_f32(h[i]);
+    }
+}
+
+static int check_mat(const cvx_mat *m, int rows, int cols, const char *name) {
+    if (m->dtype != CVX_F32 && m->dtype != CVX_BF16 && m->dtype != CVX_F16)
+        return cvx_error("matmul: operand %s has dtype %s, expected F32, BF16 or F16", name,
+                         cvx_dtype_name(m->dtype));
+    int need = m->trans ? rows : cols;
+    if (m->ld < need || !m->data) return cvx_error("matmul: operand %s has ld %d < %d or no data", name, m->ld, need);
+    return 0;
+}
+
+/* Copy operand m ([rows, cols] logical, its own layout kept: rows' = trans ? cols : rows, stored
+ * with leading dimension ld) into a dense buffer of dtype `to` (F32 or BF16), rounding to bf16 first
+ * when round_bf16. Returns the new operand. Layout is preserved so oneDNN sees the same strides. */
+static cvx_mat convert_mat(const cvx_mat *m, int rows, int cols, cvx_dtype to, int round_bf16, scratch *s) {
+    int outer = m->trans ? cols : rows, inner = m->trans ? rows : cols;
+    size_t es = cvx_dtype_size(m->dtype);
+    cvx_mat r = {NULL, to, inner, m->trans};
+    void *dst = scratch_get(s, (size_t)outer * inner * cvx_dtype_size(to) + 64);
+    r.data = dst;
+#pragma omp parallel for schedule(static) if ((size_t)outer * inner > (1 << 16))
+    for (int o = 0; o < outer; o++) {
+        const unsigned char *src = (const unsigned char *)m->data + (size_t)o * m->ld * es;
+        if (to == CVX_BF16) {
+            uint16_t *d = (uint16_t *)dst + (size_t)o * inner;
+            if (m->dtype == CVX_BF16) memcpy(d, src, (size_t)inner * 2);
+            else if (m->dtype == CVX_F32) cvx_f32_to_bf16_n((const float *)src, d, (size_t)inner);
+            else
+                for (int i = 0; i < inner; i++) d[i] = cvx_f32_to_bf16(cvx_f16_to_f32(((const uint16_t *)src)[i]));
+        } else {
+            float *d = (float *)dst + (size_t)o * inner;
+            cvx_to_f32_n(m->dtype, src, d, (size_t)inner);
+            if (round_bf16 && m->dtype != CVX_BF16)
+                for (int i = 0; i < inner; i++) d[i] = cvx_bf16_to_f32(cvx_f32_to_bf16(d[i]));
+        }
+    }
+    return r;
+}
+
+/* ---- reference ---- */
+
+int cvx_matmul_ref(cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, const float *bias, float beta,
+                   float *C, int ldc) {
+    if (check_mat(&A, M, K, "A") || check_mat(&B, K, N, "B")) return -1;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) {
+                float a = elem_f32(&A, (size_t)i, (size_t)k), b = elem_f32(&B, (size_t)k, (size_t)j);
+                if (p == CVX_PRECISION_BF16) {
+                    a = cvx_bf16_to_f32(cvx_f32_to_bf16(a));
+                    b = cvx_bf16_to_f32(cvx_f32_to_bf16(b));
+                }
+                acc += (double)a * b;
+            }
+            if (bias) acc += bias[j];
+            if (beta != 0) acc += (double)beta * C[(size_t)i * ldc + j];
+            C[(size_t)i * ldc + j] = (float)acc;
+        }
+    return 0;
+}
+
+/* ---- OpenBLAS (f32 operands only) ---- */
+
+static void blas_matmul(int M, int N, int K, const cvx_mat *A, const cvx_mat *B, const float *bias, float beta,
+                        float *C, int ldc) {
+    if (bias) {
+        /* C = beta·C + bias, then accumulate the product on top. */
+        for (int i = 0; i < M; i++) {
+            float *c = C + (size_t)i * ldc;
+            for (int j = 0; j < N; j++) c[j] = (beta != 0 ? beta * c[j] : 0.0f) + bias[j];
+        }
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, A->trans ? CblasTrans : CblasNoTrans, B->trans ? CblasTrans : CblasNoTrans, M, N, K,
+                1.0f, A->data, A->ld, B->data, B->ld, beta, C, ldc);
+}
+
+/* ---- oneDNN ---- */
+
+static dnnl_data_type_t dnnl_dt(cvx_dtype t) { return t == CVX_BF16 ? dnnl_bf16 : dnnl_f32; }
+
+static void strides_of(const cvx_mat *m, dnnl_dims_t s) {
+    s[0] = m->trans ? 1 : m->ld;
+    s[1] = m->trans ? m->ld : 1;
+}
+
+/* The cached primitive for this key, created on first use; NULL if oneDNN has no implementation. */
+static prim_slot *get_prim(cvx_kernels *kc, const prim_key *key) {
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (kc->slot[i].used && !memcmp(&kc->slot[i].key, key, sizeof *key)) return &kc->slot[i];
+    int i = 0;
+    while (i < CACHE_SLOTS && kc->slot[i].used) i++;
+    if (i == CACHE_SLOTS) {  /* full: evict round-robin */
+        i = kc->next_evict;
+        kc->next_evict = (kc->next_evict + 1) % CACHE_SLOTS;
+        drop_slot(&kc->slot[i]);
+    }
+    prim_slot *s = &kc->slot[i];
+    dnnl_memory_desc_t ma, mb, mb_any, mbias, mc;
+    dnnl_dims_t da = {key->M, key->K}, db = {key->K, key->N}, dc = {key->M, key->N}, dbias = {1, key->N};
+    dnnl_dims_t sc = {key->ldc, 1}, sbias = {key->N, 1};
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_matmul_desc_t md;
+    int ok = dnnl_memory_desc_init_by_strides(&ma, 2, da, key->ta, key->sa) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&mb, 2, db, key->tb, key->sb) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&mbias, 2, dbias, dnnl_f32, sbias) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&mb_any, 2, db, key->tb, dnnl_format_tag_any) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &ma, key->blocked ? &mb_any : &mb, key->has_bias ? &mbias : NULL, &mc) ==
+                 dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    if (ok && key->beta != 0)
+        ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, key->beta) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, kc->eng, NULL) == dnnl_success &&
+         dnnl_primitive_create(&s->prim, pd) == dnnl_success;
+    if (ok) {
+        ok = dnnl_memory_create(&s->ma, &ma, kc->eng, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&s->mb, &mb, kc->eng, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&s->mc, &mc, kc->eng, DNNL_MEMORY_NONE) == dnnl_success &&
+             (!key->has_bias || dnnl_memory_create(&s->mbias, &mbias, kc->eng, DNNL_MEMORY_NONE) == dnnl_success);
+    }
+    if (ok && key->blocked) {
+        const dnnl_memory_desc_t *blk = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        dnnl_primitive_desc_t rpd = NULL;
+        ok = blk && dnnl_reorder_primitive_desc_create(&rpd, &mb, kc->eng, blk, kc->eng, NULL) == dnnl_success &&
+             dnnl_primitive_create(&s->reorder, rpd) == dnnl_success &&
+             dnnl_memory_create(&s->mb_blk, blk, kc->eng, DNNL_MEMORY_NONE) == dnnl_success;
+        if (ok) s->blk_bytes = dnnl_memory_desc_get_size(blk);
+        if (rpd) dnnl_primitive_desc_destroy(rpd);
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (!ok) {
+        if (s->prim) dnnl_primitive_destroy(s->prim);
+        if (s->ma) dnnl_memory_destroy(s->ma);
+        if (s->mb) dnnl_memory_destroy(s->mb);
+        if (s->mc) dnnl_memory_destroy(s->mc);
+        if (s->mbias) dnnl_memory_destroy(s->mbias);
+        if (s->reorder) dnnl_primitive_destroy(s->reorder);
+        if (s->mb_blk) dnnl_memory_destroy(s->mb_blk);
+        memset(s, 0, sizeof *s);
+        return NULL;
+    }
+    s->used = 1;
+    s->key = *key;
+    return s;
+}
+
+/* 0 on success, -1 when oneDNN has no primitive for it (caller falls back). */
+static int run_dnnl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, const cvx_mat *A, const cvx_mat *B,
+                       const float *bias, float beta, float *C, int ldc) {
+    prim_key key;
+    memset(&key, 0, sizeof key);   /* padding too: the key is compared with memcmp */
+    key.M = M; key.N = N; key.K = K; key.prec = p; key.has_bias = bias != NULL; key.ldc = ldc; key.beta = beta;
+    key.blocked = p == CVX_PRECISION_BF16 && M >= REORDER_MIN_M && !kc->no_reorder;
+    key.ta = dnnl_dt(A->dtype);
+    key.tb = dnnl_dt(B->dtype);
+    strides_of(A, key.sa);
+    strides_of(B, key.sb);
+    prim_slot *s = get_prim(kc, &key);
+    if (!s) return -1;
+    dnnl_memory_set_data_handle(s->ma, (void *)A->data);
+    dnnl_memory_set_data_handle(s->mb, (void *)B->data);
+    dnnl_memory_set_data_handle(s->mc, C);
+    if (s->reorder) {   /* B into the blocked layout, in the context's scratch (one matrix at a time) */
+        dnnl_memory_set_data_handle(s->mb_blk, scratch_get(&kc->sblk, s->blk_bytes));
+        dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, s->mb}, {DNNL_ARG_TO, s->mb_blk}};
+        if (dnnl_primitive_execute(s->reorder, kc->stream, 2, ra) != dnnl_success) return -1;
+    }
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->ma}, {DNNL_ARG_WEIGHTS, s->reorder ? s->mb_blk : s->mb},
+                               {DNNL_ARG_DST, s->mc}};
+    int nargs = 3;
+    if (bias) {
+        dnnl_memory_set_data_handle(s->mbias, (void *)bias);
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, s->mbias};
+    }
+    if (dnnl_primitive_execute(s->prim, kc->stream, nargs, args) != dnnl_success) return -1;
+    dnnl_stream_wait(kc->stream);
+    return 0;
+}
+
+int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, const float *bias,
+               float beta, float *C, int ldc) {
+    if (check_mat(&A, M, K, "A") || check_mat(&B, K, N, "B")) return -1;
+    if (M <= 0 || N <= 0) return 0;
+    cvx_flops_add(2.0 * M * N * K);
+    if (K <= 0) {   /* empty sum: C = bias + beta·C */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float *c = C + (size_t)i * ldc + j;
+                *c = (beta != 0 ? beta * *c : 0.0f) + (bias ? bias[j] : 0.0f);
+            }
+        return 0;
+    }
+    if (p == CVX_PRECISION_BF16 && cvx_kernels_bf16_native(kc)) {
+        /* bf16 units: every operand bf16 (stored bf16 read in place). */
+        cvx_mat a = A.dtype == CVX_BF16 ? A : convert_mat(&A, M, K, CVX_BF16, 1, &kc->sa);
+        cvx_mat b = B.dtype == CVX_BF16 ? B : convert_mat(&B, K, N, CVX_BF16, 1, &kc->sb);
+        if (run_dnnl(kc, p, M, N, K, &a, &b, bias, beta, C, ldc) == 0) return 0;
+        /* no bf16 primitive here: the f32 path below, from the original operands */
+    }
+    /* f32 arithmetic: operands f32, rounded to bf16 first in bf16 mode (the fallback). */
+    int round = p == CVX_PRECISION_BF16;
+    if (A.dtype != CVX_F32 || round) A = convert_mat(&A, M, K, CVX_F32, round, &kc->sa);
+    if (B.dtype != CVX_F32 || round) B = convert_mat(&B, K, N, CVX_F32, round, &kc->sb);
+    if (kc->force == CVX_KPATH_NO_ONEDNN || run_dnnl(kc, CVX_PRECISION_F32, M, N, K, &A, &B, bias, beta, C, ldc))
+        blas_matmul(M, N, K, &A, &B, bias, beta, C, ldc);
+    return 0;
+}
+
+int cvx_gemm_p(cvx_kernels *kc, cvx_precision p, int trans_a, int trans_b, int M, int N, int K, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cvx_mat a = {A, CVX_F32, lda, trans_a}, b = {B, CVX_F32, ldb, trans_b};
+    return cvx_matmul(kc, p, M, N, K, a, b, NULL, beta, C, ldc);
+}
+
+int cvx_linear_p(cvx_kernels *kc, cvx_precision p, const float *x, int M, int K, const cvx_tensor *W,
+                 const cvx_tensor *b, float *y) {
+    if (W->ndim != 2 || W->shape[1] != K)
+        return cvx_error("%s: linear weight has %d dims / %lld columns, expected [N, %d]", W->file, W->ndim,
+                         W->ndim == 2 ? (long long)W->shape[1] : -1LL, K);
+    int N = (int)W->shape[0];
+    const float *bias = NULL;
+    if (b) {
+        if (b->numel != N) return cvx_error("%s: linear bias has %lld elements, expected %d", b->file,
+                                            (long long)b->numel, N);
+        if (b->dtype == CVX_F32 && ((uintptr_t)b->data & 3) == 0) bias = b->data;
+        else {
+            float *t = scratch_get(&kc->sbias, sizeof(float) * (size_t)N);
+            cvx_to_f32_n(b->dtype, b->data, t, (size_t)N);
+            bias = t;
+        }
+    }
+    cvx_mat xa = {x, CVX_F32, K, 0}, wb = {W->data, W->dtype, K, 1};   /* B = Wᵀ: [K, N] */
+    return cvx_matmul(kc, p, M, N, K, xa, wb, bias, 0.0f, y, N);
+}

@@ -1,0 +1,100 @@
+/* Fast matrix products in f32 or bf16 (bf16 operands, f32 accumulation and output), over
+ * operands of any float storage dtype, zero-copy where the kernel can read the storage.
+ *
+ * Pure functions with everything explicit: the caller owns a cvx_kernels context that holds the
+ * detected CPU features, the oneDNN engine/stream, the cache of oneDNN primitives (one per
+ * shape+layout: creating one costs ~0.1-1 ms) and grow-only conversion scratch. No globals.
+ * A context is not thread-safe: call from serial code (the kernels parallelise inside with
+ * OpenMP, the same pool as OpenBLAS-openmp and our loops), or give each thread its own.
+ *
+ * Paths (cvx_kernels_path names them):
+ *   f32  : oneDNN f32 matmul ("onednn-f32"); if oneDNN cannot make the primitive: OpenBLAS.
+ *   bf16 : with AVX512_BF16 (or AMX-BF16): oneDNN bf16 matmul ("onednn-bf16"), operands rounded
+ *          to bf16 (RNE) unless already bf16, f32 accumulate, f32 dst.
+ *          without: "fallback-bf16": operands rounded to bf16 then widened to f32, f32 GEMM —
+ *          the same arithmetic contract (bf16 inputs, f32 accumulation), not faster than f32.
+ * Reference: cvx_matmul_ref (double accumulation; operands rounded to bf16 first in bf16 mode). */
+#ifndef CVX_GEMM_FAST_H
+#define CVX_GEMM_FAST_H
+
+#include "cpu.h"
+#include "dtype.h"
+#include "safetensors.h"
+
+#include <stdint.h>
+
+typedef enum { CVX_PRECISION_F32 = 0, CVX_PRECISION_BF16 = 1 } cvx_precision;
+
+/* Force a slower path (tests run every path on one machine). */
+typedef enum {
+    CVX_KPATH_AUTO = 0,      /* best available */
+    CVX_KPATH_NO_BF16 = 1,   /* act as a CPU without AVX512_BF16/AMX: bf16 work widened to f32 */
+    CVX_KPATH_NO_ONEDNN = 2, /* no oneDNN at all: OpenBLAS sgemm for everything (bf16 widened) */
+} cvx_kpath;
+
+typedef struct cvx_kernels cvx_kernels;
+
+cvx_kernels *cvx_kernels_new(void);   /* detects the CPU; NULL + cvx_error if oneDNN fails to start */
+void cvx_kernels_free(cvx_kernels *kc);
+const cvx_cpu_features *cvx_kernels_cpu(const cvx_kernels *kc);
+void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path);
+/* Name of the path cvx_matmul takes at precision p: "onednn-f32", "onednn-bf16", "fallback-bf16",
+ * "openblas-f32". */
+const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p);
+/* 1 when bf16 runs on bf16 units (AVX512_BF16 or AMX); 0: bf16 is correct but widened to f32. */
+int cvx_kernels_bf16_native(const cvx_kernels *kc);
+/* 1 (default): bf16 products with M >= 8192 rows reorder B per call into oneDNN's blocked layout
+ * (transient, one matrix); 0: always read B in place (benchmarks compare the two). */
+void cvx_kernels_set_reorder(cvx_kernels *kc, int on);
+/* Drop cached primitives and scratch (e.g. between stages). */
+void cvx_kernels_trim(cvx_kernels *kc);
+/* Bytes of conversion scratch currently held (for RSS accounting in benchmarks). */
+size_t cvx_kernels_scratch_bytes(const cvx_kernels *kc);
+
+/* A matrix operand: logical [rows, cols]; element (r, c) is at data[r*ld + c] when trans = 0,
+ * data[c*ld + r] when trans = 1. dtype: CVX_F32, CVX_BF16 or CVX_F16; data need not be aligned. */
+typedef struct {
+    const void *data;
+    cvx_dtype dtype;
+    int ld;
+    int trans;
+} cvx_mat;
+
+/* C[M,N] = A[M,K] · B[K,N] (+ bias[N] if non-NULL) (+ beta · C if beta != 0), C f32 row stride ldc.
+ * Returns 0, or -1 + cvx_error (unsupported dtype). */
+int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, const float *bias,
+               float beta, float *C, int ldc);
+/* Reference: triple loop, double accumulation; in bf16 mode every operand element is first rounded
+ * to bf16 (RNE), as the fast kernel does. Same contract as cvx_matmul. */
+int cvx_matmul_ref(cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, const float *bias, float beta,
+                   float *C, int ldc);
+
+/* PyTorch nn.Linear, y[M,N] = x[M,K] · W[N,K]ᵀ + b[N]; W (mmapped, any float dtype) read in place
+ * when the path can (bf16 W in bf16 mode, f32 W in f32 mode), else converted one matrix at a time
+ * into the context's scratch. b may be NULL. Returns 0, or -1 + cvx_error (bad shapes/dtype). */
+int cvx_linear_p(cvx_kernels *kc, cvx_precision p, const float *x, int M, int K, const cvx_tensor *W,
+                 const cvx_tensor *b, float *y);
+
+/* Row-major f32 GEMM in the shape of cvx_sgemm (alpha = 1), at precision p: the entry point for
+ * common/conv.c (im2col and Winograd products) and attention_tiled.c. */
+int cvx_gemm_p(cvx_kernels *kc, cvx_precision p, int trans_a, int trans_b, int M, int N, int K, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* f32 → bf16 (RNE, NaN stays NaN, identical to cvx_f32_to_bf16) and bf16-rounding in place
+ * (x = (float)bf16(x)); OpenMP-parallel over chunks (scalar RNE inside). */
+void cvx_f32_to_bf16_fast(const float *src, uint16_t *dst, size_t n);
+void cvx_round_bf16_inplace(float *x, size_t n);
+
+/* ---- attention in bf16 (common/attention_bf16.c) ----
+ * Same call shape and layouts as cvx_attention (common/ops.h): out_h = softmax(scale·q_h k_hᵀ +
+ * bias_h) v_h, but q, k, v and the probabilities p are rounded to bf16 before the two products,
+ * which accumulate in f32; the online softmax (max, exp, sums, rescaling) stays f32.
+ * AVX512_BF16 kernel (vdpbf16ps) when kc says bf16 is native and hd % 32 == 0; else the
+ * portable version with the same rounding points. kc is only read (features, forced path). */
+void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                        float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+/* Reference: full score matrix per head, q/k/v/p rounded to bf16 at the same points, double sums. */
+void cvx_attention_bf16_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                            int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+
+#endif
