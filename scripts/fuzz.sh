@@ -5,7 +5,7 @@
 # times out; the crashing input is saved in $FUZZ_BUILD/artifacts/.
 #
 #   FUZZ_SECONDS=600 sh scripts/fuzz.sh            # longer run
-#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig)
+#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate)
 #   FUZZ_PARALLEL=1 sh scripts/fuzz.sh             # the targets at the same time, one core each
 #   FUZZ_SECONDS=0 sh scripts/fuzz.sh              # build and replay the corpus only
 # shellcheck disable=SC2086  # word splitting of flag lists is intended
@@ -13,12 +13,12 @@ set -eu
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate"}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-0}
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 CLANG=${CLANG:-clang}
 # The untrusted-input parsers and what they need; nothing here touches BLAS, OpenMP or FFmpeg.
-COMMON_SRC="error dtype fileio safetensors st_writer weights config"
+COMMON_SRC="error dtype fileio safetensors st_writer weights config rng validate"
 
 # ---- toolchain: clang with the libFuzzer runtime, and json-c (Debian packages only) ----
 fuzzer_works() {
