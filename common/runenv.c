@@ -1,4 +1,4 @@
-/* cvx_runtime_setup: pick the OpenMP wait policy by re-executing once; see runenv.h. */
+/* cvx_runtime_setup: pick the OpenMP spin time by re-executing once; see runenv.h. */
 #include "runenv.h"
 #include "error.h"
 
@@ -14,10 +14,10 @@ void cvx_runtime_setup(int argc, char **argv) {
     /* the marker stops a loop if the variable were dropped on the way (it is not, but a wrapper
      * that cleans the environment must not make us exec forever) */
     if (getenv("CVX_REEXECED")) return;
-    if (setenv("OMP_WAIT_POLICY", CVX_DEFAULT_WAIT_POLICY, 1) != 0 || setenv("CVX_REEXECED", "1", 1) != 0) return;
+    if (setenv(CVX_DEFAULT_SPIN_VAR, CVX_DEFAULT_SPIN_VALUE, 1) != 0 || setenv("CVX_REEXECED", "1", 1) != 0) return;
     execv("/proc/self/exe", argv);
     int e = errno;   /* no /proc, or the binary was replaced: run with libgomp's defaults */
-    unsetenv("OMP_WAIT_POLICY");
-    cvx_debug("cannot re-execute with OMP_WAIT_POLICY=%s (%s); OpenMP threads will spin while idle",
-              CVX_DEFAULT_WAIT_POLICY, strerror(e));
+    unsetenv(CVX_DEFAULT_SPIN_VAR);
+    cvx_debug("cannot re-execute with %s=%s (%s); idle OpenMP threads will spin for libgomp's default time",
+              CVX_DEFAULT_SPIN_VAR, CVX_DEFAULT_SPIN_VALUE, strerror(e));
 }
