@@ -1,6 +1,7 @@
 /* Validation of inputs before any long computation or write; see validate.h. */
 #include "validate.h"
 #include "error.h"
+#include "fileio.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -180,6 +181,18 @@ int cvx_genconfig_validate(const cvx_config *gc) {
         if (!ok) return cvx_error("%s: key '%s' must be 16 hex digits (an xxh64 hash)", gc->path, k);
     }
     return 0;
+}
+
+int cvx_genconfig_check_pair(const cvx_config *gc, const char *data_path, const char *key) {
+    json_object *v = cfg_get(gc, key);
+    if (!v) {
+        cvx_warn("%s has no '%s' (written by an older build): cannot check that %s belongs to it", gc->path, key,
+                 data_path);
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_string))
+        return cvx_error("%s: key '%s' must be 16 hex digits (an xxh64 hash)", gc->path, key);
+    return cvx_check_file_hash(data_path, json_object_get_string(v), gc->path);
 }
 
 /* ---- text ---- */

@@ -34,6 +34,13 @@ int cvx_check_model_config(const cvx_config *c);
  * seed in range and finite; prompts valid UTF-8; hashes 16 hex digits. Absent keys are fine. */
 int cvx_genconfig_validate(const cvx_config *gc);
 
+/* The pair check the next stage runs before any long computation: `key` of gc (e.g.
+ * "stage2_latents_xxh64", written by the stage that wrote data_path in the same output set) must
+ * equal the xxh64 of data_path: "stage2_latents.safetensors does not belong to
+ * generation_config.json: xxh64 X != Y recorded there ...". A config without the key (written by
+ * an older build) is accepted with a warning naming the key. */
+int cvx_genconfig_check_pair(const cvx_config *gc, const char *data_path, const char *key);
+
 /* Valid UTF-8 (no overlongs, surrogates or > U+10FFFF). *bad_offset gets the first bad byte. */
 int cvx_utf8_valid(const char *s, size_t n, size_t *bad_offset);
 /* A prompt given by the user: non-empty after trimming whitespace, valid UTF-8, no NUL/control

@@ -233,6 +233,19 @@ static void test_xxh64(void **state) {
                            "stage2_latents.safetensors does not belong to generation_config.json: xxh64 "));
     assert_non_null(strstr(cvx_last_error(), "!= fbcea83c8a378bf1"));
     assert_int_equal(cvx_check_file_hash(data, NULL, "generation_config.json"), -1);
+    /* the same through the config: matching, mismatching, absent (older outputs: accepted) */
+    char hexnow[17], json[128];
+    ASSERT_OK(cvx_file_xxh64(data, hexnow));
+    cvx_config gc;
+    snprintf(json, sizeof json, "{\"stage2_latents_xxh64\": \"%s\"}", hexnow);
+    ASSERT_OK(cvx_config_parse(&gc, json, strlen(json), "out/generation_config.json"));
+    ASSERT_OK(cvx_genconfig_check_pair(&gc, data, "stage2_latents_xxh64"));
+    ASSERT_OK(cvx_genconfig_check_pair(&gc, data, "stage1_embeddings_xxh64"));
+    cvx_config_free(&gc);
+    ASSERT_OK(cvx_config_parse(&gc, "{\"stage2_latents_xxh64\": \"0000000000000000\"}", 44, "out/generation_config.json"));
+    assert_int_equal(cvx_genconfig_check_pair(&gc, data, "stage2_latents_xxh64"), -1);
+    assert_non_null(strstr(cvx_last_error(), "does not belong to generation_config.json"));
+    cvx_config_free(&gc);
     tu_rmrf(dir);
 }
 
