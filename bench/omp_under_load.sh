@@ -4,6 +4,7 @@
 # wait setting, first with the machine as it is, then beside HOGS busy loops (nice 0).
 #   sh bench/omp_under_load.sh [BUILD]        (HOGS=2 by default; a few minutes on an idle machine)
 set -u
+# shellcheck disable=SC2086  # S2ARGS/S3ARGS are flag lists: word splitting is intended
 B=${1:-build}
 HOGS=${HOGS:-2}
 POLICIES=${POLICIES:-"default passive spin10k active"}

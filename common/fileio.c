@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,8 @@ static void temp_register(const char *path) {
         for (int i = 0; i < TEMP_SLOTS; i++) {
             if (g_temp_used[i]) continue;
             strcpy(g_temp_path[i], path);
+            /* the handler may run on any thread: the path must be visible before the flag */
+            atomic_thread_fence(memory_order_seq_cst);
             g_temp_used[i] = 1;
             return;
         }
