@@ -3,8 +3,8 @@
 # CogVideoX-2b dims, 2 layers, S2ARGS) and a small VAE decode (bench_stage3 S3ARGS) under each
 # wait setting, first with the machine as it is, then beside HOGS busy loops (nice 0).
 #   sh bench/omp_under_load.sh [BUILD]        (HOGS=2 by default; a few minutes on an idle machine)
-set -u
 # shellcheck disable=SC2086  # S2ARGS/S3ARGS are flag lists: word splitting is intended
+set -u
 B=${1:-build}
 HOGS=${HOGS:-2}
 POLICIES=${POLICIES:-"default passive spin10k active"}
