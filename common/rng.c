@@ -83,10 +83,33 @@ int cvx_generator_validate(const cvx_generator *g) {
         return cvx_error("random generator state: magic 0x%016llx, expected 0x%016llx "
                          "(saved by an incompatible build)",
                          (unsigned long long)g->magic, (unsigned long long)CVX_GENERATOR_MAGIC);
-    if (g->left < 1 || g->left > CVX_MT_N || g->next > CVX_MT_N ||
-        g->has_next_double_normal > 1 || g->reserved != 0)
-        return cvx_error("random generator state: invalid (left %d, next %u, cache flag %u)",
-                         (int)g->left, (unsigned)g->next, (unsigned)g->has_next_double_normal);
+    /* mt_draw reads state[next] after --left, regenerating (next = 0) when left hits 0. The
+     * reachable states are the fresh seed (left 1, next 0) and, after any draw, next + left == 625
+     * with 1 <= next <= 624: each draw moves one from left to next. Checking the ranges alone let
+     * next = 624, left = 624 through, and the next draw read state[624..] past the array. */
+    int fresh = g->left == 1 && g->next == 0;
+    int drawn = g->left >= 1 && g->left <= CVX_MT_N && g->next >= 1 && g->next <= CVX_MT_N &&
+                (int64_t)g->next + g->left == CVX_MT_N + 1;
+    if (!fresh && !drawn)
+        return cvx_error("random generator state: inconsistent indices (next %u, left %d; expected "
+                         "next + left == %d, or next 0 and left 1)",
+                         (unsigned)g->next, (int)g->left, CVX_MT_N + 1);
+    if (g->has_next_double_normal > 1 || g->reserved != 0)
+        return cvx_error("random generator state: invalid (cache flag %u, reserved %u)",
+                         (unsigned)g->has_next_double_normal, (unsigned)g->reserved);
+    if (g->has_next_double_normal && !isfinite(g->next_double_normal))
+        return cvx_error("random generator state: cached normal is not finite");
+    return 0;
+}
+
+int cvx_generator_restore(cvx_generator *g, const void *bytes, size_t n) {
+    if (n != sizeof *g)
+        return cvx_error("random generator state: %zu bytes, expected %zu (saved by an incompatible build)",
+                         n, sizeof *g);
+    cvx_generator tmp;
+    memcpy(&tmp, bytes, sizeof tmp);
+    if (cvx_generator_validate(&tmp)) return -1;
+    *g = tmp;
     return 0;
 }
 

@@ -58,7 +58,11 @@ uint32_t cvx_generator_random(cvx_generator *g);
 /* Two draws joined high word first (torch: generator->random64()). */
 uint64_t cvx_generator_random64(cvx_generator *g);
 
-/* Check a generator loaded from a checkpoint: magic, index ranges. 0, or -1 + cvx_error. */
+/* Check a generator loaded from a checkpoint: magic, that next/left are a state mt19937 can be
+ * in (next + left == 625, or the fresh seed's 0/1), cache flag, reserved. 0, or -1 + cvx_error. */
 int cvx_generator_validate(const cvx_generator *g);
+/* Restore a generator from n saved bytes (a checkpoint's 'generator' tensor): size check, copy,
+ * cvx_generator_validate. *g is only written on success. 0, or -1 + cvx_error. */
+int cvx_generator_restore(cvx_generator *g, const void *bytes, size_t n);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
+#include "fileio.h"
 
 #define CVX_MAX_DIMS 8
 
@@ -79,7 +80,11 @@ int cvx_stw_add(cvx_st_writer *w, const char *name, cvx_dtype dtype, int ndim, c
 int cvx_stw_add_f32(cvx_st_writer *w, const char *name, cvx_dtype store, int ndim, const int64_t *shape,
                     const float *data);
 int cvx_stw_metadata(cvx_st_writer *w, const char *key, const char *value);
-/* Write to "<path>.tmp.<pid>" in the same directory, fsync, rename over `path`. */
+/* Write to a new temp next to `path` (cvx_temp_create), fsync, rename over `path`, fsync dir. */
 int cvx_stw_write(cvx_st_writer *w, const char *path);
+/* Write and fsync the temp only; its name goes to tmp (commit with cvx_commit_file). */
+int cvx_stw_write_temp(cvx_st_writer *w, const char *path, char *tmp, size_t tmp_size);
+/* Write the temp and add it to an output set (fileio.h), committed with the set's other files. */
+int cvx_outset_stw(cvx_outset *s, cvx_st_writer *w, const char *final_path);
 
 #endif

@@ -84,7 +84,7 @@ int cvx_stw_metadata(cvx_st_writer *w, const char *key, const char *value) {
 
 static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
 
-int cvx_stw_write(cvx_st_writer *w, const char *path) {
+int cvx_stw_write_temp(cvx_st_writer *w, const char *path, char *tmp, size_t tmp_size) {
     json_object *hdr = json_object_new_object();
     if (json_object_object_length(w->meta) > 0)
         json_object_object_add(hdr, "__metadata__", json_object_get(w->meta));
@@ -106,12 +106,12 @@ int cvx_stw_write(cvx_st_writer *w, const char *path) {
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
 
-    char tmp[4200];
-    cvx_temp_path(path, tmp, sizeof tmp);
-    FILE *f = fopen(tmp, "wb");
+    int fd = cvx_temp_create(path, tmp, tmp_size);   /* O_EXCL|O_NOFOLLOW, unpredictable name */
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
+        if (fd >= 0) { close(fd); cvx_temp_discard(tmp); cvx_error("%s: cannot write: %s", path, strerror(errno)); }
         json_object_put(hdr);
-        return cvx_error("%s: cannot write: %s", path, strerror(errno));
+        return -1;
     }
     int rc = write_all(f, lenbuf, 8) | write_all(f, js, jlen);
     for (size_t i = jlen; i < padded && !rc; i++) rc = write_all(f, " ", 1);
@@ -120,9 +120,21 @@ int cvx_stw_write(cvx_st_writer *w, const char *path) {
     if (rc || fflush(f) != 0 || fsync(fileno(f)) != 0) {
         int e = errno;
         fclose(f);
-        unlink(tmp);
+        cvx_temp_discard(tmp);
         return cvx_error("%s: write failed: %s", path, strerror(e));
     }
-    if (fclose(f) != 0) { unlink(tmp); return cvx_error("%s: write failed", path); }
+    if (fclose(f) != 0) { cvx_temp_discard(tmp); return cvx_error("%s: write failed", path); }
+    return 0;
+}
+
+int cvx_stw_write(cvx_st_writer *w, const char *path) {
+    char tmp[4200];
+    if (cvx_stw_write_temp(w, path, tmp, sizeof tmp)) return -1;
     return cvx_commit_file(tmp, path);
+}
+
+int cvx_outset_stw(cvx_outset *s, cvx_st_writer *w, const char *final_path) {
+    char tmp[4200];
+    if (cvx_stw_write_temp(w, final_path, tmp, sizeof tmp)) return -1;
+    return cvx_outset_add(s, tmp, final_path);
 }

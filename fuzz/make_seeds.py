@@ -144,12 +144,74 @@ def index_seeds():
     write("index", "bad_json", '{"weight_map": {"a": ')
 
 
+def mt_state(seed):
+    s = [seed & 0xffffffff]
+    for j in range(1, 624):
+        s.append((1812433253 * (s[-1] ^ (s[-1] >> 30)) + j) & 0xffffffff)
+    return s
+
+
+def generator(seed=42, nxt=0, left=1, cached=None, magic=0x3130474E52585643, reserved=0):
+    """cvx_generator (common/rng.h) byte for byte: 2536 bytes."""
+    b = struct.pack("<QQ", magic, seed) + struct.pack("<624I", *mt_state(seed))
+    b += struct.pack("<Ii", nxt, left) + struct.pack("<dII", cached or 0.0, 1 if cached is not None else 0, reserved)
+    assert len(b) == 2536
+    return b
+
+
+def checkpoint(gen, step=3, meta=None, lat_shape=(1, 1, 2, 2, 2), old=True, lat_bytes=None):
+    meta = {"format": "cogvideox.c stage2 checkpoint v1", "steps_done": str(step), "run.seed": "42"} \
+        if meta is None else meta
+    tensors = [("latents", "F32", list(lat_shape), lat_bytes or struct.pack("<8f", *[0.5 * i for i in range(8)])),
+               ("step", "I64", [1], struct.pack("<q", step))]
+    if old:
+        tensors.append(("old_pred_original_sample", "F32", list(lat_shape), struct.pack("<8f", *range(8))))
+    tensors.append(("generator", "U8", [len(gen)], gen))
+    header, off, blob = {"__metadata__": meta}, 0, b""
+    for name, dt, shape, raw in tensors:
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+        blob += raw
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    return struct.pack("<Q", len(hj)) + hj + blob
+
+
+def checkpoint_seeds():
+    write("checkpoint", "valid_fresh", checkpoint(generator()))
+    write("checkpoint", "valid_drawn", checkpoint(generator(nxt=5, left=620, cached=0.25), old=False))
+    write("checkpoint", "valid_last_word", checkpoint(generator(nxt=624, left=1)))
+    write("checkpoint", "bad_next_left_624", checkpoint(generator(nxt=624, left=624)))   # issue 14
+    write("checkpoint", "bad_left_zero", checkpoint(generator(nxt=3, left=0)))
+    write("checkpoint", "bad_magic", checkpoint(generator(magic=1)))
+    write("checkpoint", "bad_generator_short", checkpoint(generator()[:-8]))
+    write("checkpoint", "bad_nan_latents", checkpoint(generator(), lat_bytes=struct.pack("<8f", 0, 1, float("nan"), 0, 0, 0, 0, 0)))
+    write("checkpoint", "bad_format", checkpoint(generator(), meta={"format": "x"}))
+    write("checkpoint", "bad_step", checkpoint(generator(), step=0))
+
+
+def genvalidate_seeds():
+    write("genvalidate", "typical", json.dumps({
+        "prompt": "A panda playing guitar", "negative_prompt": "", "model_id": "/models/CogVideoX-2b",
+        "num_frames": 49, "fps": 8, "height": 480, "width": 720, "num_inference_steps": 50,
+        "guidance_scale": 6.0, "seed": 42, "stage1_embeddings_xxh64": "0123456789abcdef"}, indent=2))
+    write("genvalidate", "bad_fps", '{"fps": -8}')
+    write("genvalidate", "bad_nan", '{"guidance_scale": NaN, "num_layers": 1e9}')
+    write("genvalidate", "bad_utf8", b'{"prompt": "\xff\xfe"}')
+    write("genvalidate", "bad_hash", '{"stage2_latents_xxh64": "XYZ"}')
+    write("genvalidate", "model_vae", '{"scaling_factor": 0, "block_out_channels": [128, 256, 0]}')
+    for cfg in sorted(glob.glob(os.path.join(ROOT, "tests/data/golden/e2e_5b/model/*/config.json"))):
+        shutil.copyfile(cfg, os.path.join(CORPUS, "genvalidate", "real_" + os.path.basename(os.path.dirname(cfg))))
+
+
 if __name__ == "__main__":
     shutil.rmtree(CORPUS, ignore_errors=True)
     safetensors_seeds()
     config_seeds()
     genconfig_seeds()
     index_seeds()
+    checkpoint_seeds()
+    genvalidate_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)

@@ -5,20 +5,23 @@
 # times out; the crashing input is saved in $FUZZ_BUILD/artifacts/.
 #
 #   FUZZ_SECONDS=600 sh scripts/fuzz.sh            # longer run
-#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig)
+#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate)
 #   FUZZ_PARALLEL=1 sh scripts/fuzz.sh             # the targets at the same time, one core each
 #   FUZZ_SECONDS=0 sh scripts/fuzz.sh              # build and replay the corpus only
+#   FUZZ_TIMEOUT=600 ...                           # per-input timeout (default 10 s); a niced run
+#                                                  # on a loaded machine can stall > 10 s
 # shellcheck disable=SC2086  # word splitting of flag lists is intended
 set -eu
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate"}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-0}
+FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}   # seconds per input; raise it for long niced runs on a busy machine
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 CLANG=${CLANG:-clang}
 # The untrusted-input parsers and what they need; nothing here touches BLAS, OpenMP or FFmpeg.
-COMMON_SRC="error dtype fileio safetensors st_writer weights config"
+COMMON_SRC="error dtype fileio safetensors st_writer weights config rng validate"
 
 # ---- toolchain: clang with the libFuzzer runtime, and json-c (Debian packages only) ----
 fuzzer_works() {
@@ -90,7 +93,7 @@ run_target() {
     mkdir -p "$FUZZ_BUILD/corpus/$t"   # new inputs found go here; fuzz/corpus/$t is read-only seeds
     dict=""
     [ -f "fuzz/$t.dict" ] && dict="-dict=fuzz/$t.dict"
-    "$FUZZ_BUILD/fuzz_$t" $dict -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+    "$FUZZ_BUILD/fuzz_$t" $dict -max_total_time="$FUZZ_SECONDS" -timeout="$FUZZ_TIMEOUT" -rss_limit_mb=2048 \
         -max_len=16384 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/artifacts/$t-" \
         "$FUZZ_BUILD/corpus/$t" "fuzz/corpus/$t" >"$FUZZ_BUILD/fuzz_$t.log" 2>&1
 }

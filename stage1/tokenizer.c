@@ -199,9 +199,8 @@ static int match_added(const t5_tokenizer *tok, const char *text, size_t p, size
     return best;
 }
 
-/* Steps 1-2: ids of the text without the EOS. */
-static int tokenize_body(const t5_tokenizer *tok, const char *text, int64_t **out, int *n_out) {
-    const size_t n = strlen(text);
+/* Steps 1-2: ids of text[0..n) without the EOS. */
+static int tokenize_body(const t5_tokenizer *tok, const char *text, size_t n, int64_t **out, int *n_out) {
     chunk *chunks = cvx_malloc((2 * n + 2) * sizeof *chunks);
     int nc = 0;
     size_t last = 0;
@@ -258,7 +257,7 @@ static int ends_with_eos(const t5_tokenizer *tok, const int64_t *ids, int n) {
 }
 
 int t5_tokenize_raw(const t5_tokenizer *tok, const char *text, int64_t **ids, int *n) {
-    if (tokenize_body(tok, text, ids, n)) return -1;
+    if (tokenize_body(tok, text, strlen(text), ids, n)) return -1;
     if (!ends_with_eos(tok, *ids, *n)) {
         *ids = cvx_realloc(*ids, (size_t)(*n + 1) * sizeof **ids);
         (*ids)[(*n)++] = tok->eos_id;
@@ -266,12 +265,58 @@ int t5_tokenize_raw(const t5_tokenizer *tok, const char *text, int64_t **ids, in
     return 0;
 }
 
+/* ---- bounded work for long texts ----
+ * Only the first max_len - 1 ids survive truncation, so a long text is tokenized by prefixes
+ * (4 KB, growing x4) until one yields at least max_len ids; a 10 MB prompt no longer costs
+ * ~1 GB. Exact, not approximate: the prefix ends right before an ASCII whitespace run, and
+ *  - sentencepiece maps whitespace to U+2581 at the start of the next word; when no vocabulary
+ *    piece has U+2581 after its first character (true of T5's spiece.model: split_by_whitespace,
+ *    checked for the genuine 32000-piece model and the test model), every piece boundary falls
+ *    at each U+2581, the Viterbi segmentation splits into independent words, and the prefix's
+ *    ids are exactly the first ids of the whole text (remove_extra_whitespaces drops the
+ *    whitespace at the cut; the prefix ends in a non-space, so nothing else changes);
+ *  - no added token contains ASCII whitespace (checked below), so none straddles the cut, and
+ *    their lstrip/rstrip only remove whitespace, which yields no ids here.
+ * Texts without whitespace after the first window, and tokenizers whose added tokens contain
+ * whitespace, are tokenized whole. tests/stage1_tokenizer.c compares both ways. */
+#define BOUNDED_FIRST_WINDOW 4096
+
+static int ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Start of the whitespace run at or before p (0 when none): the prefix [0, cut) ends in a
+ * non-space character. */
+static size_t cut_before_space(const char *text, size_t p) {
+    while (p > 0 && !ascii_space(text[p])) p--;
+    while (p > 0 && ascii_space(text[p - 1])) p--;
+    return p;
+}
+
+static int tokenize_bounded(const t5_tokenizer *tok, const char *text, int max_len, int64_t **body, int *n,
+                            int *bounded) {
+    const size_t len = strlen(text);
+    *bounded = 0;
+    int can_cut = 1;
+    for (int i = 0; i < tok->n_added && can_cut; i++)
+        for (const char *c = tok->added[i].content; *c && can_cut; c++) can_cut = !ascii_space(*c);
+    for (size_t window = BOUNDED_FIRST_WINDOW; can_cut && window < len; window *= 4) {
+        size_t cut = cut_before_space(text, window);
+        if (cut == 0) continue;   /* no whitespace yet: try a larger window */
+        if (tokenize_body(tok, text, cut, body, n)) return -1;
+        if (*n >= max_len) {
+            *bounded = 1;
+            return 0;
+        }
+        free(*body);
+    }
+    return tokenize_body(tok, text, len, body, n);
+}
+
 int t5_tokenize(const t5_tokenizer *tok, const char *text, int max_len, int64_t *ids, int64_t *mask, int *n_raw) {
     if (max_len < 1) return cvx_error("max_sequence_length must be at least 1, got %d", max_len);
     int64_t *body;
-    int n;
-    if (tokenize_body(tok, text, &body, &n)) return -1;
-    if (n_raw) *n_raw = n + (ends_with_eos(tok, body, n) ? 0 : 1);
+    int n, bounded;
+    if (tokenize_bounded(tok, text, max_len, &body, &n, &bounded)) return -1;
+    if (n_raw) *n_raw = bounded ? n + 1 : n + (ends_with_eos(tok, body, n) ? 0 : 1);
     if (n + 1 > max_len) n = max_len - 1;   /* room for the EOS (num_special_tokens_to_add = 1) */
     int len = 0;
     for (; len < n; len++) ids[len] = body[len];

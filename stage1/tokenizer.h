@@ -35,7 +35,8 @@ void t5_tokenizer_free(t5_tokenizer *tok);
 int t5_tokenize_raw(const t5_tokenizer *tok, const char *text, int64_t **ids, int *n);
 
 /* ids, mask: [max_len]. *n_raw (may be NULL) gets the untruncated length so callers can warn
- * about truncation. */
+ * about truncation; for a long text only a prefix is tokenized (bounded memory, the same ids)
+ * and *n_raw is then a lower bound that is still > max_len. */
 int t5_tokenize(const t5_tokenizer *tok, const char *text, int max_len, int64_t *ids, int64_t *mask, int *n_raw);
 
 #endif
