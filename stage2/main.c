@@ -156,7 +156,7 @@ static void write_outputs(const cogvideox_sample_params *p, const cogvideox_late
     const int64_t oshape[5] = {1, sh->channels, T, sh->height, sh->width};
     float *out = cvx_alloc_f32((size_t)sh->channels * T * sh->height * sh->width);   // [1, C, T, h, w]
     cogvideox_latents_to_output(latents, sh, out);
-    const char *sched_name = cogvideox_scheduler_kind_name(sched->kind);
+    const char *sched_name = sched->type->name;
     write_latents(lat_path, out, oshape, out_dtype, p, sched_name, model_name);
     free(out);
 
@@ -247,13 +247,14 @@ int main(int argc, char **argv) {
     }
     if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (model_id && model_dir_arg) cvx_die("give --model_id or --model_dir, not both");
-    int kind_override = -1;
+    const cogvideox_scheduler_type *kind_override = NULL;
     if (scheduler_arg) {
-        if (strcmp(scheduler_arg, "ddim") && strcmp(scheduler_arg, "dpm"))
-            cvx_die("--scheduler must be ddim or dpm, got '%s'", scheduler_arg);
-        cogvideox_scheduler_kind k;
-        cogvideox_scheduler_parse_kind(scheduler_arg, &k);
-        kind_override = (int)k;
+        int ok = 0;
+        for (int i = 0; cogvideox_schedulers[i]; i++) ok |= !strcmp(scheduler_arg, cogvideox_schedulers[i]->name);
+        char names[256];
+        cogvideox_scheduler_names(names, sizeof names, " or ");
+        if (!ok) cvx_die("--scheduler must be %s, got '%s'", names, scheduler_arg);
+        kind_override = cogvideox_scheduler_find(scheduler_arg);
     }
     if (!output_dir) output_dir = input_dir;
     cvx_set_verbosity(verbosity);
@@ -343,14 +344,14 @@ int main(int argc, char **argv) {
     cogvideox_fingerprint_set(&fp, "height", "%d", p.height);
     cogvideox_fingerprint_set(&fp, "width", "%d", p.width);
     cogvideox_fingerprint_set(&fp, "frames", "%d", p.frames);
-    cogvideox_fingerprint_set(&fp, "scheduler", "%s", cogvideox_scheduler_kind_name(sched.kind));
+    cogvideox_fingerprint_set(&fp, "scheduler", "%s", sched.type->name);
 
     if (cvx_mkdirs(output_dir)) cvx_die_last_error();
     if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
 
     cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %s%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim,
-             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", cogvideox_scheduler_kind_name(sched.kind),
+             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched.type->name,
              steps, gbuf, dynamic_cfg ? " (dynamic)" : "", seed);
     cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p.frames, p.height, p.width, sh.frames,
              sh.channels, sh.height, sh.width, sh.pad_frames ? " (with 1 padding frame)" : "");
@@ -370,7 +371,7 @@ int main(int argc, char **argv) {
         cvx_format_duration(cvx_time() - t0, dur, sizeof dur);
         cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %d steps %s%s) and %s in %s (%.2f s/step), peak RSS %.0f MB",
                  lat_path, sh.channels, sh.frames - sh.pad_frames, sh.height, sh.width,
-                 out_dtype == CVX_BF16 ? "bf16" : "f32", steps, cogvideox_scheduler_kind_name(sched.kind),
+                 out_dtype == CVX_BF16 ? "bf16" : "f32", steps, sched.type->name,
                  res.resumed_from ? ", resumed" : "", out_gc, dur,
                  res.steps_done > res.resumed_from ? res.seconds / (res.steps_done - res.resumed_from) : 0.0,
                  cvx_peak_rss_bytes() / 1048576.0);
