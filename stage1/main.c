@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
 
     t5_tokenizer tok;
     t5_model m;
-    if (t5_tokenizer_load(&tok, tok_dir) || t5_build(&m, te_dir)) cvx_die_last_error();
+    if (t5_tokenizer_load(&tok, tok_dir) || t5_build(&m, te_dir, NULL)) cvx_die_last_error();
     const int L = max_len, D = m.cfg.d_model;
     cvx_info("T5 encoder: %d layers, d_model %d, %d heads x %d, d_ff %d (%s)", m.cfg.num_layers, D,
              m.cfg.num_heads, m.cfg.d_kv, m.cfg.d_ff, cvx_weights_path(m.weights));

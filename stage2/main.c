@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
 
     cogvideox_scheduler sched;
     if (cogvideox_scheduler_load(&sched, sched_cfg, kind_override)) cvx_die_last_error();
-    cogvideox_transformer *m = cogvideox_load(tr_dir);
+    cogvideox_transformer *m = cogvideox_load(tr_dir, NULL);
     if (!m) cvx_die_last_error();
     const cogvideox_config *c = cogvideox_get_config(m);
 

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "context.h"
+
 typedef struct {
     int num_attention_heads, attention_head_dim;   /* inner dim D = heads * head_dim */
     int num_layers;
@@ -28,8 +30,10 @@ typedef struct cogvideox_transformer cogvideox_transformer;
 
 /* Load config.json and map the weights of a diffusers `transformer/` directory (single file or
  * sharded with an index.json). Every tensor is looked up and shape-checked here, so a bad
- * checkpoint fails at load time with one clear message. NULL + cvx_error on failure. */
-cogvideox_transformer *cogvideox_load(const char *transformer_dir);
+ * checkpoint fails at load time with one clear message. NULL + cvx_error on failure.
+ * ctx: the compute context to run on (borrowed), or NULL for a private one (freed with the model). */
+cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx);
+cvx_ctx *cogvideox_ctx(const cogvideox_transformer *m);
 void cogvideox_free(cogvideox_transformer *m);
 const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m);
 

@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
     if (cvx_model_resolve(model, model_dir, sizeof model_dir)) cvx_die_last_error();
     if (cvx_model_component(model_dir, "vae", "config.json", vae_dir, sizeof vae_dir)) cvx_die_last_error();
     vae_decoder d;
-    if (vae_load(&d, vae_dir)) cvx_die_last_error();
+    if (vae_load(&d, vae_dir, NULL)) cvx_die_last_error();
 
     /* Latents [B, C, T, H, W]. */
     cvx_safetensors *st = cvx_st_open(latents_path);

@@ -65,7 +65,7 @@ static void case_open(e2e_case *c, const char *dir) {
     snprintf(p, sizeof p, GOLDEN "/%s/case.json", dir);
     if (cvx_config_load(&c->cj, p)) fail_msg("%s", cvx_last_error());
     snprintf(p, sizeof p, GOLDEN "/%s/model/transformer", dir);
-    if (!(c->m = cogvideox_load(p))) fail_msg("%s", cvx_last_error());
+    if (!(c->m = cogvideox_load(p, NULL))) fail_msg("%s", cvx_last_error());
     json_object *call = jget(c->cj.root, "call");
     c->p.frames = json_object_get_int(jget(call, "num_frames"));
     c->p.height = json_object_get_int(jget(call, "height"));
@@ -249,7 +249,7 @@ static void test_resume_dpm_dyncfg(void **state) {
  * [1, 4, C, 6, 8] with the rotary tables of the padded grid, bit for bit. */
 static void test_15_padding_loop(void **state) {
     (void)state;
-    cogvideox_transformer *m = cogvideox_load(GOLDEN "/transformer_1.5/model/transformer");
+    cogvideox_transformer *m = cogvideox_load(GOLDEN "/transformer_1.5/model/transformer", NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     const cogvideox_config *cfg = cogvideox_get_config(m);
     cogvideox_scheduler s;

@@ -97,7 +97,7 @@ static double frames_error(const char *frames_path) {
  * from a bf16 file): [3, 9, 48, 64]. */
 static float *decode_bf16_rounded(void) {
     vae_decoder d;
-    ASSERT_OK(vae_load(&d, E2E "/model/vae"));
+    ASSERT_OK(vae_load(&d, E2E "/model/vae", NULL));
     cvx_safetensors *st = tu_open(E2E "/expected.safetensors");
     const cvx_tensor *t = cvx_st_find(st, "final_latents");
     int F = (int)t->shape[1], C = (int)t->shape[2], H = (int)t->shape[3], W = (int)t->shape[4];
