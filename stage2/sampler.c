@@ -249,7 +249,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     }
 
     cvx_progress bar;
-    cvx_progress_start(&bar, "denoising", n_steps - start);
+    cvx_progress_start_cb(&bar, "denoising", n_steps - start, p->progress, p->progress_user);
     double t0 = cvx_time();
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {

@@ -23,6 +23,9 @@ typedef struct {
     uint64_t seed;
     int vae_scale_spatial;              /* 2^(len(vae block_out_channels) − 1), 8 for CogVideoX */
     int vae_scale_temporal;             /* vae temporal_compression_ratio, 4 */
+    /* progress of the loop (NULL: the default bar on stderr) */
+    void (*progress)(void *user, const char *label, int done, int total);
+    void *progress_user;
 } cogvideox_sample_params;
 
 typedef struct {

@@ -79,7 +79,7 @@ const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m) { r
 
 /* ------------------------------------------------------------------ config */
 
-static int read_config(const char *path, cogvideox_config *c) {
+int cogvideox_config_load(const char *path, cogvideox_config *c) {
     cvx_config j;
     if (cvx_config_load(&j, path)) return -1;
     int64_t v;
@@ -181,7 +181,7 @@ cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx)
     if (cvx_path_join(path, sizeof path, transformer_dir, "config.json")) { cvx_error("path too long"); return NULL; }
     cogvideox_transformer *m = cvx_calloc(1, sizeof *m);
     cogvideox_config *c = &m->c;
-    if (read_config(path, c)) { free(m); return NULL; }
+    if (cogvideox_config_load(path, c)) { free(m); return NULL; }
     if (!(m->w = cvx_weights_open(transformer_dir))) { free(m); return NULL; }
     m->owns_ctx = ctx == NULL;
     m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());

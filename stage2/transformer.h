@@ -28,6 +28,10 @@ typedef struct {
 
 typedef struct cogvideox_transformer cogvideox_transformer;
 
+/* Read a transformer config.json (required keys checked, upstream defaults for the rest).
+ * -1 + cvx_error naming the file and key. */
+int cogvideox_config_load(const char *path, cogvideox_config *c);
+
 /* Load config.json and map the weights of a diffusers `transformer/` directory (single file or
  * sharded with an index.json). Every tensor is looked up and shape-checked here, so a bad
  * checkpoint fails at load time with one clear message. NULL + cvx_error on failure.

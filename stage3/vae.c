@@ -76,7 +76,7 @@ static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int
     return 0;
 }
 
-static int load_config(vae_decoder *d, const char *path) {
+int vae_config_load(vae_decoder *d, const char *path) {
     cvx_config c;
     if (cvx_config_load(&c, path)) return -1;
     int64_t v, bo[VAE_MAX_BLOCKS];
@@ -144,7 +144,7 @@ int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx) {
     memset(d, 0, sizeof *d);
     char path[4096];
     if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) return cvx_error("%s: path too long", vae_dir);
-    if (load_config(d, path)) return -1;
+    if (vae_config_load(d, path)) return -1;
     d->owns_ctx = ctx == NULL;
     d->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     if (load_weights(d, vae_dir, path)) {

@@ -78,6 +78,8 @@ typedef struct {
  * context to run on (borrowed), or NULL for a private one (default settings, freed by vae_free). */
 int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx);
 void vae_free(vae_decoder *d);
+/* Only the config part of vae_load (the sizes and factors of d; no weights, nothing to free). */
+int vae_config_load(vae_decoder *d, const char *config_path);
 
 void vae_cache_init(vae_cache *c, int n);
 void vae_cache_reset(vae_cache *c);
