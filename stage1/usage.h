@@ -1,4 +1,9 @@
 /* stage1 --help (included by main.c only; kept apart so main.c reads as flags + one call). */
+#ifndef CVX_STAGE1_USAGE_H
+#define CVX_STAGE1_USAGE_H
+
+#include <stdio.h>
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: stage1 --prompt TEXT [options]\n"
@@ -31,3 +36,4 @@ static void usage(FILE *f) {
         DEFAULT_MODEL_ID, DEFAULT_OUTPUT_DIR);
 }
 
+#endif

@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "fileio.h"
+#include "ops.h"
 #include "progress.h"
 
 #define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
@@ -289,10 +290,5 @@ done:
 }
 
 void cogvideox_latents_to_output(const float *latents, const cogvideox_latent_shape *sh, float *out) {
-    const int T = sh->frames - sh->pad_frames;
-    const size_t hw = (size_t)sh->height * sh->width;
-    for (int c = 0; c < sh->channels; c++)
-        for (int f = 0; f < T; f++)
-            memcpy(out + ((size_t)c * T + f) * hw, latents + ((size_t)(f + sh->pad_frames) * sh->channels + c) * hw,
-                   hw * sizeof(float));
+    cvx_permute_fc_to_cf(latents, sh->frames, sh->channels, (size_t)sh->height * sh->width, sh->pad_frames, out);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "ops.h"
 
 const cogvideox_scheduler_type *const cogvideox_schedulers[] = {&cogvideox_scheduler_ddim, &cogvideox_scheduler_dpm,
                                                              NULL};
@@ -30,43 +31,6 @@ const cogvideox_scheduler_type *cogvideox_scheduler_find(const char *name) {
     return NULL;
 }
 
-/* torch.linspace on CPU (PyTorch 1.13, AVX2 build): values before `steps/2` count up from
- * start, the rest down from end; the kernel fills `vec` lanes at a time, each lane as
- * base + lane·step with base from the lane-0 index, and the tail (steps % (2·vec)) one by one. */
-static void torch_linspace(double start, double end, int steps, int vec, double *out) {
-    if (steps == 1) { out[0] = start; return; }
-    double step = (end - start) / (double)(steps - 1);
-    int halfway = steps / 2;
-    int vec_end = steps - steps % (2 * vec);
-    for (int idx = 0; idx < steps; idx++) {
-        if (idx < vec_end) {
-            int base_idx = idx - idx % vec, lane = idx % vec;
-            double base = base_idx < halfway ? start + step * base_idx : end - step * (steps - base_idx - 1);
-            out[idx] = base + lane * step;
-        } else {
-            out[idx] = idx < halfway ? start + step * idx : end - step * (steps - idx - 1);
-        }
-    }
-}
-
-/* The float32 variant (beta_schedule "linear" is float32 upstream). */
-static void torch_linspace_f32(float start, float end, int steps, int vec, float *out) {
-    if (steps == 1) { out[0] = start; return; }
-    float step = (end - start) / (float)(steps - 1);
-    int halfway = steps / 2;
-    int vec_end = steps - steps % (2 * vec);
-    for (int idx = 0; idx < steps; idx++) {
-        if (idx < vec_end) {
-            int base_idx = idx - idx % vec, lane = idx % vec;
-            float base = base_idx < halfway ? start + step * (float)base_idx
-                                            : end - step * (float)(steps - base_idx - 1);
-            out[idx] = base + (float)lane * step;
-        } else {
-            out[idx] = idx < halfway ? start + step * (float)idx : end - step * (float)(steps - idx - 1);
-        }
-    }
-}
-
 /* ā from the betas, the SNR shift (SD3 style) and the zero-terminal-SNR rescale.
  * scaled_linear is float64 upstream; linear / squaredcos_cap_v2 are float32 tensors, so their
  * whole schedule is float32 (cumprod accumulates in double, as torch's CPU cumprod does). */
@@ -86,7 +50,7 @@ static int build_alphas_cumprod(cogvideox_scheduler *s, const cvx_config *cfg) {
     int N = s->num_train_timesteps;
     double *ac = cvx_malloc((size_t)N * sizeof(double));
     if (!strcmp(schedule, "scaled_linear")) {
-        torch_linspace(pow(beta_start, 0.5), pow(beta_end, 0.5), N, 4, ac);
+        cvx_linspace_f64(pow(beta_start, 0.5), pow(beta_end, 0.5), N, 4, ac);
         double acc = 1.0;
         for (int i = 0; i < N; i++) {
             double beta = ac[i] * ac[i];
@@ -97,7 +61,7 @@ static int build_alphas_cumprod(cogvideox_scheduler *s, const cvx_config *cfg) {
     } else if (!strcmp(schedule, "linear") || !strcmp(schedule, "squaredcos_cap_v2")) {
         float *b = cvx_malloc((size_t)N * sizeof(float));
         if (!strcmp(schedule, "linear")) {
-            torch_linspace_f32((float)beta_start, (float)beta_end, N, 8, b);
+            cvx_linspace_f32((float)beta_start, (float)beta_end, N, 8, b);
         } else {  /* Glide cosine schedule: python floats, stored as float32 */
             for (int i = 0; i < N; i++) {
                 double t1 = (double)i / N, t2 = (double)(i + 1) / N;

@@ -1,4 +1,9 @@
 /* stage2 --help (included by main.c only; kept apart so main.c reads as flags + one call). */
+#ifndef CVX_STAGE2_USAGE_H
+#define CVX_STAGE2_USAGE_H
+
+#include <stdio.h>
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: stage2 [options]\n"
@@ -44,3 +49,4 @@ static void usage(FILE *f) {
         "once the latents are written.\n");
 }
 
+#endif

@@ -1,4 +1,9 @@
 /* stage3 --help (included by main.c only; kept apart so main.c reads as flags + one call). */
+#ifndef CVX_STAGE3_USAGE_H
+#define CVX_STAGE3_USAGE_H
+
+#include <stdio.h>
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: stage3 [options]\n"
@@ -38,3 +43,4 @@ static void usage(FILE *f) {
         DEFAULT_INPUT_DIR);
 }
 
+#endif

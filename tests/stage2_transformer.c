@@ -504,7 +504,7 @@ static void test_positional_basics(void **s) {
     cogvideox_timestep_sinusoid(e, &t0, 1, 8, 1, 0);
     for (int i = 0; i < 4; i++) { assert_true(e[i] == 1.0f); assert_true(e[4 + i] == 0.0f); }
     float ls[40];
-    cogvideox_linspace_f32(ls, 2.0f, 4.5f, 40);
+    cvx_linspace_f32(2.0f, 4.5f, 40, 1, ls);
     assert_true(ls[0] == 2.0f && ls[39] == 4.5f);
     for (int i = 1; i < 40; i++) assert_true(ls[i] > ls[i - 1]);
     int crop[4];

@@ -26,9 +26,7 @@ static void write_latents(const char *path, cvx_dtype store, int bad_rank, int e
     float *src = cvx_tensor_f32_dup(t);
     int Co = C + extra_channels;
     float *z = calloc((size_t)Co * F * H * W, sizeof(float));
-    for (int f = 0; f < F; f++)
-        for (int c = 0; c < C; c++)
-            memcpy(z + ((size_t)c * F + f) * H * W, src + ((size_t)f * C + c) * H * W, sizeof(float) * H * W);
+    cvx_permute_fc_to_cf(src, F, C, (size_t)H * W, 0, z);   /* the extra channels stay 0 */
     cvx_st_writer *w = cvx_stw_new();
     if (bad_rank) ASSERT_OK(cvx_stw_add_f32(w, "latents", store, 4, (int64_t[]){Co, F, H, W}, z));
     else ASSERT_OK(cvx_stw_add_f32(w, "latents", store, 5, (int64_t[]){1, Co, F, H, W}, z));

@@ -20,10 +20,8 @@ static float *load_latents(const cvx_safetensors *st, const char *name, const va
     *F = (int)t->shape[1], *C = (int)t->shape[2], *H = (int)t->shape[3], *W = (int)t->shape[4];
     float *src = cvx_tensor_f32_dup(t), *z = cvx_alloc_f32((size_t)t->numel);
     float s = (float)(1.0 / d->scaling_factor);
-    for (int f = 0; f < *F; f++)
-        for (int c = 0; c < *C; c++)
-            for (int i = 0; i < *H * *W; i++)
-                z[((size_t)c * *F + f) * *H * *W + i] = src[((size_t)f * *C + c) * *H * *W + i] * s;
+    cvx_permute_fc_to_cf(src, *F, *C, (size_t)*H * *W, 0, z);
+    for (int64_t i = 0; i < t->numel; i++) z[i] *= s;
     free(src);
     return z;
 }
