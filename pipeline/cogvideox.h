@@ -136,6 +136,13 @@ int cvx_embeddings_write(const char *path, const float *prompt, const float *neg
 /* The embeddings in an opened stage-1 file, checked against the model's transformer (shape,
  * dtype; messages name `st`'s path) and widened to f32. */
 int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out);
+/* The non-empty lines of a prompts file (trailing \r dropped); *buf owns the strings. NULL +
+ * cvx_error when unreadable or without a prompt. */
+typedef struct {
+    const char *text;
+    int line;                     /* line number in the file (0 for a --prompt) */
+} cvx_prompt_item;
+cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count);
 /* generation_config.json after stage 1 (prompt or prompts_file, negative_prompt, model_id). */
 int cvx_genconfig_record_encode(const char *path, const char *prompt, const char *prompts_file,
                                 const char *negative, const char *model_id);
@@ -143,6 +150,11 @@ int cvx_genconfig_record_encode(const char *path, const char *prompt, const char
 /* The run settings a stage-2 checkpoint belongs to (model, embeddings file hash, every resolved
  * setting); fp: a cogvideox_fingerprint (stage2/sampler.h). */
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *resolved, const char *embeddings_path, void *fp);
+/* The model to use: --model_dir / --model_id if given, else generation_config.json's model_id
+ * at gc_path, else the file's model_id metadata (st may be NULL); *out NULL if none. -1 +
+ * cvx_error when gc_path is not valid JSON. */
+int cvx_recorded_model(const char *model_dir, const char *model_id, const char *gc_path, const cvx_safetensors *st,
+                       char *buf, size_t n, const char **out);
 /* stage2_latents.safetensors: latents [1, C, T, h, w] in `dtype` + metadata of the run. */
 int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_params *resolved, cvx_dtype dtype,
                       const char *model_id);

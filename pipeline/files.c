@@ -56,7 +56,48 @@ int cvx_genconfig_record_encode(const char *path, const char *prompt, const char
     return rc;
 }
 
+/* A --prompts_file: one prompt per non-empty line. */
+cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count) {
+    size_t len;
+    *buf = cvx_read_file(path, &len);
+    if (!*buf) return NULL;
+    cvx_prompt_item *items = NULL;
+    int n = 0, line = 0;
+    for (char *p = *buf; p < *buf + len;) {
+        char *nl = memchr(p, '\n', (size_t)(*buf + len - p));
+        char *end = nl ? nl : *buf + len;
+        line++;
+        *end = 0;
+        if (end > p && end[-1] == '\r') end[-1] = 0;
+        if (p[0]) {
+            items = cvx_realloc(items, (size_t)(n + 1) * sizeof *items);
+            items[n++] = (cvx_prompt_item){p, line};
+        }
+        p = end + 1;
+    }
+    if (n == 0) {
+        free(*buf);
+        *buf = NULL;
+        cvx_error("%s: no prompts (the file has no non-empty line)", path);
+        return NULL;
+    }
+    *count = n;
+    return items;
+}
+
+
 /* ---- stage 2 ---- */
+
+int cvx_recorded_model(const char *model_dir, const char *model_id, const char *gc_path, const cvx_safetensors *st,
+                       char *buf, size_t n, const char **out) {
+    *out = model_dir ? model_dir : model_id;
+    if (*out) return 0;
+    buf[0] = 0;
+    if (gc_path && cvx_is_file(gc_path) && cvx_genconfig_get_str(gc_path, "model_id", buf, n)) return -1;
+    const char *v = st ? cvx_st_metadata(st, "model_id") : NULL;
+    *out = buf[0] ? buf : v && v[0] ? v : NULL;
+    return 0;
+}
 
 /* Shortest decimal that reads back as the same double, with ".0" on integers (as Python's repr). */
 static void format_double(double v, char *buf, size_t n) {

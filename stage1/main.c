@@ -23,35 +23,6 @@
 #define DEFAULT_OUTPUT_DIR "stage_outputs"
 #include "stage1/usage.h"
 
-typedef struct {
-    const char *text;
-    int line;          /* line number in --prompts_file, 0 for --prompt */
-} prompt_item;
-
-/* Non-empty lines of FILE (trailing \r dropped). The buffer owns the strings. */
-static prompt_item *read_prompts_file(const char *path, char **buf, int *count) {
-    size_t len;
-    *buf = cvx_read_file(path, &len);
-    if (!*buf) cvx_die_last_error();
-    prompt_item *items = NULL;
-    int n = 0, line = 0;
-    for (char *p = *buf; p < *buf + len;) {
-        char *nl = memchr(p, '\n', (size_t)(*buf + len - p));
-        char *end = nl ? nl : *buf + len;
-        line++;
-        *end = 0;
-        if (end > p && end[-1] == '\r') end[-1] = 0;
-        if (p[0]) {
-            items = cvx_realloc(items, (size_t)(n + 1) * sizeof *items);
-            items[n++] = (prompt_item){p, line};
-        }
-        p = end + 1;
-    }
-    if (n == 0) cvx_die("%s: no prompts (the file has no non-empty line)", path);
-    *count = n;
-    return items;
-}
-
 int main(int argc, char **argv) {
     cvx_set_program_name("stage1");
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
@@ -93,10 +64,10 @@ int main(int argc, char **argv) {
     const double t0 = cvx_time();
 
     /* Everything that can fail cheaply fails before the (large) model is mapped. */
-    prompt_item single = {prompt, 0}, *items = &single;
+    cvx_prompt_item single = {prompt, 0}, *items = &single;
     char *file_buf = NULL;
     int n = 1;
-    if (prompts_file) items = read_prompts_file(prompts_file, &file_buf, &n);
+    if (prompts_file && !(items = cvx_read_prompts_file(prompts_file, &file_buf, &n))) cvx_die_last_error();
     if (cvx_mkdirs(output_dir)) cvx_die_last_error();
     if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
     const char *model = model_dir_arg ? model_dir_arg : model_id ? model_id : DEFAULT_MODEL_ID;

@@ -85,11 +85,7 @@ int main(int argc, char **argv) {
     }
     if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (model_id && model_dir_arg) cvx_die("give --model_id or --model_dir, not both");
-    char names[256];
-    cogvideox_scheduler_names(names, sizeof names, " or ");
-    int known = 0;
-    for (int i = 0; sp.scheduler && cogvideox_schedulers[i]; i++) known |= !strcmp(sp.scheduler, cogvideox_schedulers[i]->name);
-    if (sp.scheduler && !known) cvx_die("--scheduler must be %s, got '%s'", names, sp.scheduler);
+    if (sp.scheduler && !cogvideox_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
     cvx_set_verbosity(verbosity);
     const double t0 = cvx_time();
@@ -106,10 +102,9 @@ int main(int argc, char **argv) {
     cvx_safetensors *emb_file = cvx_st_open(emb_path);
     if (!emb_file) cvx_die_last_error();
     /* the model: --model_dir / --model_id, else what stage1 recorded */
-    if (cvx_is_file(in_gc) && cvx_genconfig_get_str(in_gc, "model_id", gc_model, sizeof gc_model)) cvx_die_last_error();
-    const char *meta_model = cvx_st_metadata(emb_file, "model_id");
-    const char *model = model_dir_arg ? model_dir_arg : model_id ? model_id : gc_model[0] ? gc_model
-                      : meta_model && meta_model[0] ? meta_model : NULL;
+    const char *model;
+    if (cvx_recorded_model(model_dir_arg, model_id, in_gc, emb_file, gc_model, sizeof gc_model, &model))
+        cvx_die_last_error();
     if (!model)
         cvx_die("no model given and %s records no model_id: pass --model_id ORG/NAME or --model_dir DIR", in_gc);
     if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);

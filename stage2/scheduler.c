@@ -19,6 +19,15 @@ void cogvideox_scheduler_names(char *buf, size_t cap, const char *sep) {
         snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? sep : "", cogvideox_schedulers[i]->name);
 }
 
+const cogvideox_scheduler_type *cogvideox_scheduler_by_flag(const char *name) {
+    for (int i = 0; cogvideox_schedulers[i]; i++)
+        if (!strcmp(name, cogvideox_schedulers[i]->name)) return cogvideox_schedulers[i];
+    char names[256];
+    cogvideox_scheduler_names(names, sizeof names, " or ");
+    cvx_error("--scheduler must be %s, got '%s'", names, name);
+    return NULL;
+}
+
 const cogvideox_scheduler_type *cogvideox_scheduler_find(const char *name) {
     for (int i = 0; cogvideox_schedulers[i]; i++)
         if (!strcmp(name, cogvideox_schedulers[i]->name) || !strcmp(name, cogvideox_schedulers[i]->class_name))

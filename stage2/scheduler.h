@@ -60,6 +60,8 @@ struct cogvideox_scheduler {
 
 /* A scheduler by --scheduler name or diffusers class name; NULL + cvx_error listing the table. */
 const cogvideox_scheduler_type *cogvideox_scheduler_find(const char *name);
+/* A scheduler by its --scheduler name only; NULL + "--scheduler must be ddim or dpm, got 'x'". */
+const cogvideox_scheduler_type *cogvideox_scheduler_by_flag(const char *name);
 /* The table's names joined by sep ("ddim|dpm" for "|") into buf, for usage and messages. */
 void cogvideox_scheduler_names(char *buf, size_t cap, const char *sep);
 
