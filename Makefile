@@ -65,6 +65,13 @@ stage_src = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c) $(wildcard $(1)/*.cc))
 stage_obj = $(patsubst %,$(BUILD)/%.o,$(call stage_src,$(1)))
 STAGES := stage1 stage2 stage3
 PROGRAMS := $(addprefix bin/,$(STAGES))
+# The pipeline library (pipeline/) over the stage libraries over libcvx: every program, test,
+# benchmark and example links all of them (static archives: only what is used is pulled in).
+LIBPIPELINE := $(BUILD)/libpipeline.a
+ALL_LIBS := $(LIBPIPELINE) $(BUILD)/libstage1.a $(BUILD)/libstage2.a $(BUILD)/libstage3.a $(LIBCVX)
+$(LIBPIPELINE): $(patsubst %,$(BUILD)/%.o,$(wildcard pipeline/*.c))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 
 TEST_SRC  := $(wildcard tests/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -88,7 +95,7 @@ define STAGE_RULES
 $(BUILD)/lib$(1).a: $(call stage_obj,$(1))
 	@mkdir -p $$(dir $$@)
 	rm -f $$@ && ar rcs $$@ $$^
-$(BUILD)/bin/$(1): $(BUILD)/$(1)/main.c.o $(BUILD)/lib$(1).a $(LIBCVX)
+$(BUILD)/bin/$(1): $(BUILD)/$(1)/main.c.o $(ALL_LIBS)
 	@mkdir -p $$(dir $$@)
 	$(CXX) -o $$@ $$^ $(LIBS)
 endef
@@ -99,19 +106,20 @@ bin/%: $(BUILD)/bin/%
 	@mkdir -p bin
 	cp $< $@
 
-# Tests link the common library plus the stage their name starts with (stage1_*.c ...);
-# e2e_*.c link every stage.
-test_libs = $(if $(filter stage1_%,$(1)),$(BUILD)/libstage1.a,)$(if $(filter stage2_%,$(1)),$(BUILD)/libstage2.a,)$(if $(filter stage3_%,$(1)),$(BUILD)/libstage3.a,)$(if $(filter e2e_%,$(1)),$(BUILD)/libstage1.a $(BUILD)/libstage2.a $(BUILD)/libstage3.a,)
-define TEST_RULE
-$(BUILD)/tests/$(1): $(BUILD)/tests/$(1).c.o $(call test_libs,$(1)) $(LIBCVX)
-	$(CXX) -o $$@ $$^ -lcmocka $(LIBS)
-endef
-$(foreach t,$(patsubst tests/%.c,%,$(TEST_SRC)),$(eval $(call TEST_RULE,$(t))))
+# Tests link every library (whatever their name).
+$(BUILD)/tests/%: $(BUILD)/tests/%.c.o $(ALL_LIBS)
+	$(CXX) -o $@ $^ -lcmocka $(LIBS)
+
+# Examples: examples/*.c, built by `make test` and run on the embedded tiny model.
+EXAMPLE_SRC  := $(wildcard examples/*.c)
+EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
+$(BUILD)/examples/%: $(BUILD)/examples/%.c.o $(ALL_LIBS)
+	$(CXX) -o $@ $^ $(LIBS)
 
 # Benchmarks: bench/*.c, each its own program linked with every stage.
 BENCH_SRC  := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
-$(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(BUILD)/libstage1.a $(BUILD)/libstage2.a $(BUILD)/libstage3.a $(LIBCVX)
+$(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 	$(CXX) -o $@ $^ $(LIBS)
 bench: $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
@@ -119,7 +127,7 @@ bench: $(BENCH_BINS)
 fuzz:
 	sh scripts/fuzz.sh
 
-tests-build: $(TEST_BINS) $(addprefix $(BUILD)/bin/,$(STAGES))
+tests-build: $(TEST_BINS) $(EXAMPLE_BINS) $(addprefix $(BUILD)/bin/,$(STAGES))
 test:
 	@sh scripts/install-deps.sh
 	@$(MAKE) --no-print-directory test-run

@@ -105,7 +105,8 @@ int main(int argc, char **argv) {
 
     /* T5-XXL hyper-parameters (real_configs.md), fewer layers; a small vocabulary suffices. */
     t5_model m = {.cfg = {.d_model = 4096, .d_kv = 64, .num_heads = 64, .d_ff = 10240, .num_layers = layers,
-                          .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f}};
+                          .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f},
+                 .ctx = cvx_ctx_new(threads), .owns_ctx = 1};
     const t5_config *c = &m.cfg;
     const int64_t D = c->d_model, inner = (int64_t)c->num_heads * c->d_kv, F = c->d_ff;
     uint64_t seed = 42;

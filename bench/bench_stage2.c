@@ -137,7 +137,7 @@ static void bench(const char *label, int heads, int rope, int F, int H, int W, i
     double t0 = cvx_time();
     write_model(dir, heads, 2, rope, store);
     double t_write = cvx_time() - t0;
-    cogvideox_transformer *m = cogvideox_load(dir);
+    cogvideox_transformer *m = cogvideox_load(dir, NULL);
     if (!m) cvx_die_last_error();
     const cogvideox_config *c = cogvideox_get_config(m);
     int B = 2, L = 226, Cin = c->in_channels, N = cogvideox_num_video_tokens(c, F, H, W), hd = c->attention_head_dim;

@@ -104,12 +104,13 @@ static void make_model(const char *dir) {
 
 int main(int argc, char **argv) {
     int T = 3, h = 30, w = 45, threads = 0, pos = 0, tiled = 0;
+    cvx_conv_algo algo = CVX_CONV_WINOGRAD4;
     int dims[3] = {T, h, w};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bf16")) g_store = CVX_BF16;
-        else if (!strcmp(argv[i], "--no-winograd")) vae_set_winograd(0);
-        else if (!strcmp(argv[i], "--winograd2")) vae_set_winograd(2);
+        else if (!strcmp(argv[i], "--no-winograd")) algo = CVX_CONV_DIRECT;
+        else if (!strcmp(argv[i], "--winograd2")) algo = CVX_CONV_WINOGRAD2;
         else if (!strcmp(argv[i], "--tiled")) tiled = 1;  /* upstream's default tiles: 240x360 samples */
         else if (pos < 3) dims[pos++] = atoi(argv[i]);
     }
@@ -120,7 +121,8 @@ int main(int argc, char **argv) {
     if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
     make_model(dir);
     vae_decoder d;
-    if (vae_load(&d, dir)) cvx_die_last_error();
+    if (vae_load(&d, dir, NULL)) cvx_die_last_error();
+    d.ctx->conv_algo = algo;
     size_t n = (size_t)d.latent_channels * T * h * w;
     float *z = cvx_alloc_f32(n);   // [16, T, h, w]
     for (size_t i = 0; i < n; i += 2) {
@@ -138,14 +140,14 @@ int main(int argc, char **argv) {
         out = cvx_alloc_f32((size_t)d.out_channels * To * Ho * Wo);
         vae_decode_chunked(&d, z, T, h, w, out, NULL);
     }
-    double dt = cvx_time() - t0, cpu = cpu_seconds() - c0, fl = vae_conv_flops();
+    double dt = cvx_time() - t0, cpu = cpu_seconds() - c0, fl = d.ctx->conv_flops;
     double s = 0;
     for (size_t i = 0; i < (size_t)d.out_channels * To * Ho * Wo; i++) s += out[i];
     printf("bench_stage3: VAE decode latent [16,%d,%d,%d] -> [3,%d,%d,%d] (%s weights, %d threads%s): %.2f s, "
            "%.0f GFLOP conv (direct count), %.1f GFLOP/s effective, 3x3 convs %.1f s, CPU %.1f s, peak RSS %.2f GB "
            "(%.2f GB before decode), checksum %.6g\n",
            T, h, w, To, Ho, Wo, g_store == CVX_BF16 ? "bf16" : "f32", cvx_threads(), tiled ? ", tiled 240x360" : "", dt, fl / 1e9, fl / dt / 1e9,
-           vae_conv_seconds(), cpu,
+           d.ctx->conv_seconds, cpu,
            cvx_peak_rss_bytes() / 1e9, rss0 / 1e9, s);
     if (T == 3 && h == 30 && w == 45) printf("bench_stage3: vs PyTorch 128.1 s: %.2fx\n", 128.1 / dt);
     vae_free(&d);

@@ -183,3 +183,13 @@ int cvx_genconfig_update(const char *path, json_object *updates) {
     json_object_put(root);
     return rc;
 }
+
+int cvx_genconfig_get_str(const char *path, const char *key, char *out, size_t n) {
+    cvx_config c;
+    const char *v = "";
+    if (cvx_config_load(&c, path)) return -1;
+    int rc = cvx_cfg_str_or(&c, key, "", &v);
+    if (!rc) snprintf(out, n, "%s", v);
+    cvx_config_free(&c);
+    return rc;
+}

@@ -40,5 +40,8 @@ int cvx_cfg_str_or(const cvx_config *c, const char *key, const char *def, const 
  * `updates` is an object whose keys replace (or add to) those in the file; the file is
  * created if absent and written atomically. Ownership of `updates` stays with the caller. */
 int cvx_genconfig_update(const char *path, json_object *updates);
+/* The string `key` of the JSON file at path into out ("" when absent or null). -1 + error when the
+ * file is invalid or the value is not a string. */
+int cvx_genconfig_get_str(const char *path, const char *key, char *out, size_t n);
 
 #endif

@@ -8,9 +8,9 @@
 #include "error.h"
 #include "gemm.h"
 
-void cvx_conv_pack_weights(const cvx_tensor *w, int Cout, int Cin, int taps, float *dst) {
+void cvx_conv_pack_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int taps, float *dst) {
     CVX_CHECK(w->numel == (int64_t)Cout * Cin * taps);
-    const float *wf = cvx_weight_f32(w);   /* [Cout, Cin, taps], zero-copy when f32 */
+    const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, taps], zero-copy when f32 */
 #pragma omp parallel for schedule(static)
     for (int co = 0; co < Cout; co++)
         for (int ci = 0; ci < Cin; ci++)
@@ -18,20 +18,7 @@ void cvx_conv_pack_weights(const cvx_tensor *w, int Cout, int Cin, int taps, flo
                 dst[((size_t)k * Cout + co) * Cin + ci] = wf[((size_t)co * Cin + ci) * taps + k];
 }
 
-/* Output-grid scratch, reused across calls (convolutions run one at a time). */
-static float *g_grid;
-static size_t g_grid_cap;
-
-static float *grid_scratch(size_t n) {
-    if (n > g_grid_cap) {
-        free(g_grid);
-        g_grid = cvx_alloc_f32(n);
-        g_grid_cap = n;
-    }
-    return g_grid;
-}
-
-void cvx_conv3d_padded(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
+void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
                        int Cout, int kt, int kh, int kw, float *y) {
     const int T = Tp - kt + 1, H = Hp - kh + 1, W = Wp - kw + 1;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
@@ -41,7 +28,7 @@ void cvx_conv3d_padded(const float *xp, int Cin, int Tp, int Hp, int Wp, const f
     int nt = (int)((16u << 20) / (per_frame ? per_frame : 1));
     if (nt < 1) nt = 1;
     if (nt > T) nt = T;
-    float *grid = grid_scratch((size_t)Cout * nt * HWp);
+    float *grid = cvx_scratch_get(&ctx->conv_grid, (size_t)Cout * nt * HWp);   /* reused across calls */
     for (int t0 = 0; t0 < T; t0 += nt) {
         int n_t = T - t0 < nt ? T - t0 : nt;
         /* Grid columns up to the last valid output: reads never pass the last input frame. */
@@ -51,7 +38,7 @@ void cvx_conv3d_padded(const float *xp, int Cin, int Tp, int Hp, int Wp, const f
                 for (int dx = 0; dx < kw; dx++) {
                     int tap = (dt * kh + dy) * kw + dx;
                     const float *B = xp + (size_t)(t0 + dt) * HWp + (size_t)dy * Wp + dx;   // [Cin, N], ld chan
-                    cvx_sgemm(0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, B, (int)chan,
+                    cvx_gemm(ctx, 0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, B, (int)chan,
                               tap ? 1.0f : 0.0f, grid, (int)N);                                 // [Cout, N]
                 }
         /* Extract the valid positions and add the bias. */
@@ -86,12 +73,12 @@ void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, con
                 }
 }
 
-void cvx_conv1x1(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y) {
+void cvx_conv1x1(cvx_ctx *ctx, const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y) {
     /* Column blocks keep the int GEMM sizes in range for long videos. */
     const size_t blk = (size_t)1 << 30;
     for (size_t n0 = 0; n0 < N; n0 += blk) {
         size_t n = N - n0 < blk ? N - n0 : blk;
-        cvx_sgemm(0, 0, Cout, (int)n, Cin, 1.0f, w, Cin, x + n0, (int)N, 0.0f, y + n0, (int)N);
+        cvx_gemm(ctx, 0, 0, Cout, (int)n, Cin, 1.0f, w, Cin, x + n0, (int)N, 0.0f, y + n0, (int)N);
     }
     if (bias) {
 #pragma omp parallel for schedule(static)
@@ -178,9 +165,9 @@ void cvx_upsample_nearest_padded(const float *x, int C, int Ti, int Hi, int Wi, 
 
 /* ------------------------------------------------------------------ Winograd F(2×2, 3×3) */
 
-void cvx_conv_winograd_weights(const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
+void cvx_conv_winograd_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
     CVX_CHECK(w->numel == (int64_t)Cout * Cin * kt * 9);
-    const float *wf = cvx_weight_f32(w);   /* [Cout, Cin, kt, 3, 3] */
+    const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, kt, 3, 3] */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int co = 0; co < Cout; co++)
         for (int ci = 0; ci < Cin; ci++)
@@ -204,39 +191,27 @@ void cvx_conv_winograd_weights(const cvx_tensor *w, int Cout, int Cin, int kt, f
             }
 }
 
-/* Winograd scratch (transformed inputs and products of one block of tile rows). */
-static float *g_wino;
-static size_t g_wino_cap;
-static size_t g_wino_budget = (size_t)48 << 20;   /* floats */
-
-void cvx_conv_set_winograd_budget(size_t floats) { g_wino_budget = floats ? floats : (size_t)48 << 20; }
-
-/* How many rows of tiles fit the scratch budget (per_row floats each, at most th), with the
- * shared scratch grown to hold them. */
-static int winograd_block_rows(size_t per_row, int th) {
-    int R = (int)(g_wino_budget / per_row);
+/* How many rows of tiles fit the context's Winograd budget (per_row floats each, at most th),
+ * with its Winograd scratch (transformed inputs and products of one block) grown to hold them. */
+static int winograd_block_rows(cvx_ctx *ctx, size_t per_row, int th) {
+    int R = (int)(ctx->winograd_budget / per_row);
     if (R < 1) R = 1;
     if (R > th) R = th;
-    size_t need = per_row * (size_t)R;
-    if (need > g_wino_cap) {
-        free(g_wino);
-        g_wino = cvx_alloc_f32(need);
-        g_wino_cap = need;
-    }
+    cvx_scratch_get(&ctx->winograd, per_row * (size_t)R);
     return R;
 }
 
-void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                          int Cout, int kt, float *y) {
     const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 1) / 2, tw = (W + 1) / 2;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
     /* Tile rows per block: V [16, Cin, Tp, nt] + M [16, Cout, T, nt] within the budget. */
-    const int R = winograd_block_rows((size_t)16 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
+    const int R = winograd_block_rows(ctx, (size_t)16 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
-        float *V = g_wino;                                           // [16, Tp, Cin, nt]
-        float *M = g_wino + (size_t)16 * Cin * Tp * nt;              // [16, Cout, T, nt]
+        float *V = ctx->winograd.data;                                           // [16, Tp, Cin, nt]
+        float *M = ctx->winograd.data + (size_t)16 * Cin * Tp * nt;              // [16, Cout, T, nt]
         const size_t vx = (size_t)Cin * Tp * nt, mx = (size_t)Cout * T * nt;
         /* Input transform Bᵀ d B of every 4×4 patch (stride 2; zero past the padded edge). */
 #pragma omp parallel for collapse(2) schedule(static)
@@ -271,7 +246,7 @@ void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const
          * M_ξ[Cout, t, nt] = U_ξ[Cout, kt·Cin] · V_ξ[t .. t+kt−1][Cin, nt]. */
         for (int xi = 0; xi < 16; xi++)
             for (int t = 0; t < T; t++)
-                cvx_sgemm(0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
                           V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
                           T * nt);
         /* Output transform Aᵀ m A, bias, keep the valid 2×2 outputs. */
@@ -310,9 +285,9 @@ static const double WG4[6][3] = {  /* G */
     {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1},
 };
 
-void cvx_conv_winograd4_weights(const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
+void cvx_conv_winograd4_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
     CVX_CHECK(w->numel == (int64_t)Cout * Cin * kt * 9);
-    const float *wf = cvx_weight_f32(w);   /* [Cout, Cin, kt, 3, 3] */
+    const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, kt, 3, 3] */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int co = 0; co < Cout; co++)
         for (int ci = 0; ci < Cin; ci++)
@@ -330,16 +305,16 @@ void cvx_conv_winograd4_weights(const cvx_tensor *w, int Cout, int Cin, int kt, 
             }
 }
 
-void cvx_conv3d_winograd4(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                           int Cout, int kt, float *y) {
     const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 3) / 4, tw = (W + 3) / 4;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
-    const int R = winograd_block_rows((size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
+    const int R = winograd_block_rows(ctx, (size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
-        float *V = g_wino;                                           // [36, Tp, Cin, nt]
-        float *M = g_wino + (size_t)36 * Cin * Tp * nt;              // [36, Cout, T, nt]
+        float *V = ctx->winograd.data;                                           // [36, Tp, Cin, nt]
+        float *M = ctx->winograd.data + (size_t)36 * Cin * Tp * nt;              // [36, Cout, T, nt]
         const size_t vx = (size_t)Cin * Tp * nt, mx = (size_t)Cout * T * nt;
         /* Input transform V = Bᵀ d B of every 6×6 patch (stride 4, zero past the padded edge):
          * Bᵀ on 6 input rows along the whole row (vectorised over x), then the row is split into
@@ -400,7 +375,7 @@ void cvx_conv3d_winograd4(const float *xp, int Cin, int Tp, int Hp, int Wp, cons
         }
         for (int xi = 0; xi < 36; xi++)
             for (int t = 0; t < T; t++)
-                cvx_sgemm(0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
                           V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
                           T * nt);
         /* Output transform Y = Aᵀ m A (vectorised over the tiles of a row), bias, valid 4×4 outputs. */

@@ -14,17 +14,18 @@
 #define CVX_CONV_H
 
 #include <stddef.h>
+#include "context.h"
 #include "safetensors.h"
 
 /* Weights [Cout, Cin, taps...] (any float dtype; taps = kt·kh·kw) widened and reordered to
  * dst[taps, Cout, Cin], the layout cvx_conv3d_padded wants. dst: taps·Cout·Cin floats. */
-void cvx_conv_pack_weights(const cvx_tensor *w, int Cout, int Cin, int taps, float *dst);
+void cvx_conv_pack_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int taps, float *dst);
 
 /* Valid 3D convolution (stride 1, no dilation) of a pre-padded input:
  *   xp: [Cin, Tp, Hp, Wp]; wpk: [kt·kh·kw, Cout, Cin] (cvx_conv_pack_weights); bias: [Cout] or NULL
  *   y:  [Cout, Tp−kt+1, Hp−kh+1, Wp−kw+1].
- * Heavy work in cvx_sgemm; uses a scratch of at most ~64 MB plus one frame group of output. */
-void cvx_conv3d_padded(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
+ * Heavy work in cvx_gemm; uses ctx->conv_grid (at most ~64 MB) as scratch. */
+void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
                        int Cout, int kt, int kh, int kw, float *y);
 /* Reference: direct loops, double accumulation, weights in their natural layout w[Cout, Cin, kt, kh, kw]. */
 void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *w, const float *bias,
@@ -34,19 +35,18 @@ void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, con
  * multiplies; the kt time taps are summed inside the 16 GEMMs). Same input/output contract
  * as cvx_conv3d_padded with kh = kw = 3; U from cvx_conv_winograd_weights: [16, Cout, kt·Cin]
  * (G g Gᵀ, computed in double). Reference: cvx_conv3d_padded_ref. */
-void cvx_conv_winograd_weights(const cvx_tensor *w, int Cout, int Cin, int kt, float *dst);
-void cvx_conv3d_winograd(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+void cvx_conv_winograd_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst);
+void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                          int Cout, int kt, float *y);
 /* Winograd F(4×4, 3×3): 4× fewer multiplies than direct (36 products per 16 outputs), a little
  * less accurate (6×6 transforms with coefficients up to 8). Same contract; U: [36, Cout, kt·Cin]. */
-void cvx_conv_winograd4_weights(const cvx_tensor *w, int Cout, int Cin, int kt, float *dst);
-void cvx_conv3d_winograd4(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+void cvx_conv_winograd4_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst);
+void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                           int Cout, int kt, float *y);
-/* Scratch budget (floats) for one block of tile rows; 0 restores the default (48M). For tests. */
-void cvx_conv_set_winograd_budget(size_t floats);
+/* (The Winograd scratch per block of tile rows is ctx->winograd_budget floats.) */
 
 /* 1×1×1 convolution: y[Cout, N] = w[Cout, Cin] · x[Cin, N] + bias. w f32 (widened by the caller). */
-void cvx_conv1x1(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y);
+void cvx_conv1x1(cvx_ctx *ctx, const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y);
 void cvx_conv1x1_ref(const float *x, int Cin, size_t N, const float *w, const float *bias, int Cout, float *y);
 
 /* Copy frames ts .. ts+n−1 of src[C, Ts, H, W] into frames t0 .. t0+n−1 of dst[C, Td, H+2ph, W+2pw]

@@ -8,7 +8,14 @@
 #include <sys/resource.h>
 #include <time.h>
 
-static char g_error[2048];
+/* The last error is errno-style: one per thread (_Thread_local), so a library call reports into
+ * the thread that made it and two pipelines running in two threads cannot overwrite each other's
+ * message. It is not in the compute context because errors also come from code that has none
+ * (config and safetensors parsing, path handling) and the caller reads it right after the failing
+ * call, exactly like errno/strerror.
+ * The program name and verbosity are the process's logging setup (like stderr itself, which they
+ * describe): written once by main() before any work, only read afterwards; not per-model state. */
+static _Thread_local char g_error[2048];
 static const char *g_program = "cvx";
 static int g_verbosity = 1;
 

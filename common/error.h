@@ -9,7 +9,8 @@
 
 #include <stddef.h>
 
-/* Record an error message (printf-style) and return -1. Overwrites any earlier message. */
+/* Record an error message (printf-style) and return -1. Overwrites any earlier message of this
+ * thread (the message is per thread, errno-style; see error.c). */
 int cvx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prefix the recorded message with more context: "ctx: <old message>". Returns -1. */
 int cvx_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -7,31 +7,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_threads = 0;
-static double g_flops = 0;
-
 void cvx_set_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
-    g_threads = n;
     omp_set_num_threads(n);
     openblas_set_num_threads(n);
 }
 
-int cvx_threads(void) { return g_threads > 0 ? g_threads : omp_get_max_threads(); }
+int cvx_threads(void) { return omp_get_max_threads(); }
 
-double cvx_flops_linear(void) { return g_flops; }
-void cvx_flops_reset(void) { g_flops = 0; }
-void cvx_flops_add(double f) {
+void cvx_flops_add(cvx_ctx *ctx, double f) {
 #pragma omp atomic
-    g_flops += f;
+    ctx->flops += f;
 }
 
 void cvx_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    cvx_flops_add(2.0 * M * N * K);
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
                 alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void cvx_gemm(cvx_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    CVX_CHECK(ctx->precision == CVX_PRECISION_F32);   /* the only one cvx_ctx_set_precision accepts yet */
+    cvx_flops_add(ctx, 2.0 * M * N * K);
+    cvx_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -48,37 +49,24 @@ void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, c
         }
 }
 
-/* Widening scratch shared by all linear layers: one matrix at a time is ever f32. */
-static float *g_scratch;
-static size_t g_scratch_cap;
-
-void cvx_gemm_release_scratch(void) {
-    free(g_scratch);
-    g_scratch = NULL;
-    g_scratch_cap = 0;
-}
-
-const float *cvx_weight_f32(const cvx_tensor *t) {
+/* Widening scratch shared by all linear layers of a context: one matrix at a time is ever f32. */
+const float *cvx_weight_f32(cvx_ctx *ctx, const cvx_tensor *t) {
     if (t->dtype == CVX_F32 && ((uintptr_t)t->data & 3) == 0) return t->data;
     CVX_CHECK(cvx_dtype_is_float(t->dtype));
     size_t n = (size_t)t->numel;
-    if (g_scratch_cap < n) {
-        free(g_scratch);
-        g_scratch = cvx_alloc_f32(n);
-        g_scratch_cap = n;
-    }
+    float *dst = cvx_scratch_get(&ctx->weights, n);
     /* Widen in parallel chunks: for bf16 this is memory-bound, two threads nearly double it. */
     const unsigned char *src = t->data;
     size_t es = cvx_dtype_size(t->dtype), chunk = 1 << 16;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < (n + chunk - 1) / chunk; c++) {
         size_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
-        cvx_to_f32_n(t->dtype, src + lo * es, g_scratch + lo, len);
+        cvx_to_f32_n(t->dtype, src + lo * es, dst + lo, len);
     }
-    return g_scratch;
+    return dst;
 }
 
-void cvx_linear(const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y) {
+void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y) {
     CVX_CHECK(W->ndim == 2 && W->shape[1] == K);
     int N = (int)W->shape[0];
     if (b) {
@@ -93,6 +81,6 @@ void cvx_linear(const float *x, int M, int K, const cvx_tensor *W, const cvx_ten
             for (int i = 1; i < M; i++) memcpy(y + (size_t)i * N, y, sizeof(float) * (size_t)N);
         }
     }
-    const float *w = cvx_weight_f32(W);
-    cvx_sgemm(0, 1, M, N, K, 1.0f, x, K, w, K, b ? 1.0f : 0.0f, y, N);
+    const float *w = cvx_weight_f32(ctx, W);
+    cvx_gemm(ctx, 0, 1, M, N, K, 1.0f, x, K, w, K, b ? 1.0f : 0.0f, y, N);
 }

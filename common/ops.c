@@ -1,6 +1,8 @@
 /* Normalisations and element-wise activations (f32 in, f32 out, statistics in double). */
 #include "ops.h"
 
+#include <string.h>
+
 #include <math.h>
 #include <stddef.h>
 
@@ -95,3 +97,44 @@ double cvx_rel_l2(const float *a, const float *b, size_t n) {
     if (den == 0) return sqrt(num);
     return sqrt(num / den);
 }
+
+void cvx_permute_fc_to_cf(const float *src, int F, int C, size_t hw, int f0, float *dst) {
+    const int T = F - f0;
+    for (int c = 0; c < C; c++)
+        for (int f = 0; f < T; f++)
+            memcpy(dst + ((size_t)c * T + f) * hw, src + ((size_t)(f + f0) * C + c) * hw, hw * sizeof(float));
+}
+
+void cvx_linspace_f64(double start, double end, int steps, int vec, double *out) {
+    if (steps == 1) { out[0] = start; return; }
+    double step = (end - start) / (double)(steps - 1);
+    int halfway = steps / 2;
+    int vec_end = steps - steps % (2 * vec);
+    for (int idx = 0; idx < steps; idx++) {
+        if (idx < vec_end) {
+            int base_idx = idx - idx % vec, lane = idx % vec;
+            double base = base_idx < halfway ? start + step * base_idx : end - step * (steps - base_idx - 1);
+            out[idx] = base + lane * step;
+        } else {
+            out[idx] = idx < halfway ? start + step * idx : end - step * (steps - idx - 1);
+        }
+    }
+}
+
+void cvx_linspace_f32(float start, float end, int steps, int vec, float *out) {
+    if (steps == 1) { out[0] = start; return; }
+    float step = (end - start) / (float)(steps - 1);
+    int halfway = steps / 2;
+    int vec_end = steps - steps % (2 * vec);
+    for (int idx = 0; idx < steps; idx++) {
+        if (idx < vec_end) {
+            int base_idx = idx - idx % vec, lane = idx % vec;
+            float base = base_idx < halfway ? start + step * (float)base_idx
+                                            : end - step * (float)(steps - base_idx - 1);
+            out[idx] = base + (float)lane * step;
+        } else {
+            out[idx] = idx < halfway ? start + step * (float)idx : end - step * (float)(steps - idx - 1);
+        }
+    }
+}
+

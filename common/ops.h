@@ -39,6 +39,18 @@ void cvx_attention_tiled(const float *q, int ld_q, const float *k, const float *
 void cvx_attention_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
                        int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 
+/* The one latent permute: frames-major [F, C, hw] -> channels-major [C, F, hw] (the pipeline's
+ * layout -> the VAE's / the stage-2 file's). Frames f0 .. F-1 of src are kept (f0 drops
+ * CogVideoX1.5's leading padding frames): dst [C, F − f0, hw]. */
+void cvx_permute_fc_to_cf(const float *src, int F, int C, size_t hw, int f0, float *dst);
+
+/* The one linspace: torch.linspace on the CPU bit for bit (PyTorch 1.13). Values before steps/2
+ * count up from start, the rest down from end; the kernel fills `vec` lanes at a time, each
+ * lane as base + lane·step with base from the lane-0 index, and the tail (steps % (2·vec)) one
+ * by one. vec = 1 is the scalar kernel. f64 (double tensors) and f32 (float32 tensors). */
+void cvx_linspace_f64(double start, double end, int steps, int vec, double *out);
+void cvx_linspace_f32(float start, float end, int steps, int vec, float *out);
+
 /* Relative L2 error ‖a−b‖ / ‖b‖ (double accumulation); used by tests and debug tooling. */
 double cvx_rel_l2(const float *a, const float *b, size_t n);
 

@@ -47,6 +47,13 @@ static void draw(cvx_progress *p, int final) {
 }
 
 void cvx_progress_start(cvx_progress *p, const char *label, int total) {
+    cvx_progress_start_cb(p, label, total, NULL, NULL);
+}
+
+void cvx_progress_start_cb(cvx_progress *p, const char *label, int total,
+                           void (*callback)(void *user, const char *label, int done, int total), void *user) {
+    p->callback = callback;
+    p->user = user;
     p->label = label;
     p->total = total;
     p->done = 0;
@@ -54,11 +61,16 @@ void cvx_progress_start(cvx_progress *p, const char *label, int total) {
     p->is_tty = isatty(2);
     p->printed = 0;
     p->drawn_done = -1;
-    if (cvx_verbosity() >= 1 && p->is_tty) draw(p, 0);
+    if (callback) callback(user, label, 0, total);
+    else if (cvx_verbosity() >= 1 && p->is_tty) draw(p, 0);
 }
 
 void cvx_progress_update(cvx_progress *p, int done) {
     p->done = done;
+    if (p->callback) {
+        p->callback(p->user, p->label, done, p->total);
+        return;
+    }
     if (cvx_verbosity() < 1) return;
     double now = cvx_time();
     if (p->is_tty ? now - p->t_last_print >= 0.1 : now - p->t_last_print >= PLAIN_INTERVAL) draw(p, 0);
@@ -66,6 +78,10 @@ void cvx_progress_update(cvx_progress *p, int done) {
 
 void cvx_progress_finish(cvx_progress *p) {
     p->done = p->total;
+    if (p->callback) {
+        p->callback(p->user, p->label, p->done, p->total);
+        return;
+    }
     if (cvx_verbosity() < 1) return;
     if (p->is_tty || !p->printed || p->drawn_done != p->done) draw(p, 1);
 }

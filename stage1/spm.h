@@ -1,7 +1,7 @@
 /* A C interface to libsentencepiece (C++): load a spiece.model, encode text to piece ids.
  * This file pair is the only C++ in the project; the T5 tokenizer logic lives in tokenizer.c. */
-#ifndef CVX_SPM_H
-#define CVX_SPM_H
+#ifndef CVX_STAGE1_SPM_H
+#define CVX_STAGE1_SPM_H
 
 #include <stddef.h>
 

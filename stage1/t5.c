@@ -74,7 +74,7 @@ static float *get_f32(const cvx_weights *w, const char *name, int64_t r, int64_t
     return t ? cvx_tensor_f32_dup(t) : NULL;
 }
 
-int t5_build(t5_model *m, const char *dir) {
+int t5_build(t5_model *m, const char *dir, cvx_ctx *ctx) {
     memset(m, 0, sizeof *m);
     char path[4096];
     if (!cvx_is_dir(dir)) return cvx_error("%s: text encoder directory not found", dir);
@@ -116,6 +116,8 @@ int t5_build(t5_model *m, const char *dir) {
             goto fail;
 #undef NAME
     }
+    m->owns_ctx = ctx == NULL;   /* set last: nothing to free on failure */
+    m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     return 0;
 fail:
     t5_free(m);
@@ -132,6 +134,7 @@ void t5_free(t5_model *m) {
     free(m->rel_bias);
     free(m->final_ln);
     if (m->weights) cvx_weights_close(m->weights);
+    if (m->owns_ctx) cvx_ctx_free(m->ctx);
     memset(m, 0, sizeof *m);
 }
 
@@ -191,16 +194,17 @@ void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S
     const t5_config *c = &m->cfg;
     const int M = B * S, D = c->d_model, H = c->num_heads, hd = c->d_kv, inner = H * hd;
     cvx_rmsnorm(s->h, x, M, D, blk->ln_attn, c->eps);                 // [M, D]
-    cvx_linear(s->h, M, D, blk->q, NULL, s->q);                        // [M, inner]
-    cvx_linear(s->h, M, D, blk->k, NULL, s->k);                        // [M, inner]
-    cvx_linear(s->h, M, D, blk->v, NULL, s->v);                        // [M, inner]
+    cvx_linear(m->ctx, s->h, M, D, blk->q, NULL, s->q);                        // [M, inner]
+    cvx_linear(m->ctx, s->h, M, D, blk->k, NULL, s->k);                        // [M, inner]
+    cvx_linear(m->ctx, s->h, M, D, blk->v, NULL, s->v);                        // [M, inner]
     for (int b = 0; b < B; b++) {                                      // sequences never mix
         const size_t off = (size_t)b * S * inner;
         /* T5 does not scale the scores by 1/sqrt(d_kv) (folded into its initialisation). */
         cvx_attention(s->q + off, inner, s->k + off, s->v + off, inner, s->a + off, inner, S, S, H, hd, 1.0f,
                       bias);                                           // [S, inner]
     }
-    cvx_linear(s->a, M, inner, blk->o, NULL, s->y);                    // [M, D]
+    cvx_flops_add(m->ctx, 4.0 * S * (double)S * hd * H * B);              // q·kᵀ and p·v
+    cvx_linear(m->ctx, s->a, M, inner, blk->o, NULL, s->y);                    // [M, D]
     cvx_add(x, s->y, (size_t)M * D);
 }
 
@@ -209,12 +213,12 @@ void t5_feed_forward(const t5_model *m, const t5_block *blk, float *x, int B, in
     const int M = B * S, D = c->d_model, F = c->d_ff;
     const size_t n = (size_t)M * F;
     cvx_rmsnorm(s->h, x, M, D, blk->ln_ff, c->eps);                   // [M, D]
-    cvx_linear(s->h, M, D, blk->wi_0, NULL, s->g);                     // [M, F]
-    cvx_linear(s->h, M, D, blk->wi_1, NULL, s->u);                     // [M, F]
+    cvx_linear(m->ctx, s->h, M, D, blk->wi_0, NULL, s->g);                     // [M, F]
+    cvx_linear(m->ctx, s->h, M, D, blk->wi_1, NULL, s->u);                     // [M, F]
     cvx_gelu_tanh(s->g, n);                                            // gelu_new
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) s->g[i] *= s->u[i];                 // [M, F]
-    cvx_linear(s->g, M, F, blk->wo, NULL, s->y);                       // [M, D]
+    cvx_linear(m->ctx, s->g, M, F, blk->wo, NULL, s->y);                       // [M, D]
     cvx_add(x, s->y, (size_t)M * D);
 }
 

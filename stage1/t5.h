@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "context.h"
 #include "progress.h"
 #include "safetensors.h"
 
@@ -28,13 +29,16 @@ typedef struct {
     float *rel_bias;                           /* block 0 relative_attention_bias widened: [buckets, heads] */
     float *final_ln;                           /* encoder.final_layer_norm.weight: [D] */
     t5_block *blocks;                          /* [num_layers] */
+    cvx_ctx *ctx;                              /* compute context (borrowed unless owns_ctx) */
+    int owns_ctx;
 } t5_model;
 
 /* Read text_encoder/config.json (-1 + error naming the file and key). */
 int t5_config_load(t5_config *cfg, const char *config_path);
 /* Open the weights in `text_encoder_dir` (config.json + one .safetensors or a sharded index)
- * and look up / shape-check every tensor once. -1 + error; nothing to free on failure. */
-int t5_build(t5_model *m, const char *text_encoder_dir);
+ * and look up / shape-check every tensor once. -1 + error; nothing to free on failure.
+ * ctx: the compute context to run on (borrowed), or NULL for a private one (freed by t5_free). */
+int t5_build(t5_model *m, const char *text_encoder_dir, cvx_ctx *ctx);
 void t5_free(t5_model *m);
 
 /* T5's bucketed relative position (bidirectional): rel = key_pos - query_pos. */

@@ -2,6 +2,7 @@
  * 0.32.2 computes them (float32 where PyTorch uses float32, float64 where numpy-style code does). */
 #include "positional.h"
 #include "error.h"
+#include "ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -55,16 +56,6 @@ int cogvideox_sincos_3d(float *out, int D, int T, int gh, int gw, double spatial
     return 0;
 }
 
-void cogvideox_linspace_f32(float *out, float start, float end, int steps) {
-    if (steps <= 0) return;
-    if (steps == 1) { out[0] = start; return; }
-    /* ATen's CPU linspace_kernel (scalar since PyTorch 1.10): the first half counts up from
-     * start, the second half down from end, both in float32 */
-    float step = (end - start) / (float)(steps - 1);
-    int halfway = steps / 2;
-    for (int i = 0; i < steps; i++) out[i] = i < halfway ? start + step * (float)i : end - step * (float)(steps - i - 1);
-}
-
 void cogvideox_crop_region(int gh, int gw, int bw, int bh, int crop[4]) {
     double r = (double)gh / gw;
     int rh, rw;
@@ -113,9 +104,9 @@ int cogvideox_rope_tables(const cogvideox_config *c, int F, int H, int W, float 
         /* 1.0: crop region of the base grid; linspace(start, stop·(n−1)/n, n) (upstream's quirk) */
         int crop[4];
         cogvideox_crop_region(gh, gw, bw, bh, crop);
-        cogvideox_linspace_f32(ph, (float)crop[0], (float)((double)crop[2] * (gh - 1) / gh), gh);
-        cogvideox_linspace_f32(pw, (float)crop[1], (float)((double)crop[3] * (gw - 1) / gw), gw);
-        cogvideox_linspace_f32(pt_, 0.0f, (float)((double)T * (T - 1) / T), T);
+        cvx_linspace_f32((float)crop[0], (float)((double)crop[2] * (gh - 1) / gh), gh, 1, ph);
+        cvx_linspace_f32((float)crop[1], (float)((double)crop[3] * (gw - 1) / gw), gw, 1, pw);
+        cvx_linspace_f32(0.0f, (float)((double)T * (T - 1) / T), T, 1, pt_);
     } else {
         /* 1.5: integer positions, a slice of the grid of max size (sample size / p) */
         if (gh > bh || gw > bw) {

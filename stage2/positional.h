@@ -1,8 +1,8 @@
 /* Positional information for the CogVideoX transformer, computed exactly as diffusers 0.32.2
  * computes it: the sinusoidal timestep embedding, the 3D sin-cos table (CogVideoX-2b) and the
  * 3D rotary tables (CogVideoX-5b / 1.5; cogvideox_rope_tables in transformer.h). */
-#ifndef CVX_POSITIONAL_H
-#define CVX_POSITIONAL_H
+#ifndef CVX_STAGE2_POSITIONAL_H
+#define CVX_STAGE2_POSITIONAL_H
 
 #include "transformer.h"
 
@@ -15,9 +15,6 @@ void cogvideox_timestep_sinusoid(float *out, const float *t, int n, int dim, int
  * Computed in float64, rounded to float32. -1 + cvx_error if D is not a multiple of 16. */
 int cogvideox_sincos_3d(float *out, int D, int T, int gh, int gw, double spatial_scale, double temporal_scale);
 
-/* torch.linspace(start, end, steps) for float32 on the CPU, bit for bit (ATen linspace_kernel:
- * start + i·step for i < steps/2, end − (steps−1−i)·step after). */
-void cogvideox_linspace_f32(float *out, float start, float end, int steps);
 
 /* diffusers get_resize_crop_region_for_grid((gh, gw), bw, bh): crop = (top, left, bottom, right). */
 void cogvideox_crop_region(int gh, int gw, int bw, int bh, int crop[4]);

@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "fileio.h"
+#include "ops.h"
 #include "progress.h"
 
 #define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
@@ -96,18 +97,19 @@ void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const
 }
 
 /* ---- checkpoint file: stage2_checkpoint.safetensors ----
- * tensors: latents F32 [1, F, C, h, w]; step I64 [1] (steps done); old_pred_original_sample F32
- * (DPM, once a step is done); generator U8 [sizeof(cvx_generator)] (the POD state byte for byte).
+ * tensors: latents F32 [1, F, C, h, w]; step I64 [1] (steps done); generator U8
+ * [sizeof(cvx_generator)] (the POD state byte for byte); whatever the scheduler's save_state adds
+ * (DPM: old_pred_original_sample F32 [1, F, C, h, w]).
  * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
 static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, const float *latents,
-                            int steps_done, const float *old_x0, const cvx_generator *g) {
+                            int steps_done, const cogvideox_scheduler *s, const cvx_generator *g) {
     cvx_st_writer *w = cvx_stw_new();
     int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
     int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
     char buf[32], key[64];
     int rc = cvx_stw_add(w, "latents", CVX_F32, 5, shape, latents);
     rc |= cvx_stw_add(w, "step", CVX_I64, 1, &one, &step);
-    if (old_x0) rc |= cvx_stw_add(w, "old_pred_original_sample", CVX_F32, 5, shape, old_x0);
+    rc |= s->type->save_state(s, w, shape);
     rc |= cvx_stw_add(w, "generator", CVX_U8, 1, &gbytes, g);
     rc |= cvx_stw_metadata(w, "format", CHECKPOINT_FORMAT);
     snprintf(buf, sizeof buf, "%d", steps_done);
@@ -122,8 +124,8 @@ static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_l
 }
 
 /* Load a checkpoint into the loop state after checking it belongs to this run. */
-static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, int n_steps, int dpm,
-                           float *latents, float *old_x0, int *steps_done, cvx_generator *g) {
+static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, int n_steps,
+                           cogvideox_scheduler *s, float *latents, int *steps_done, cvx_generator *g) {
     const char *path = ck->path;
     if (!cvx_is_file(path))
         return cvx_error("--resume: no checkpoint at %s (run without --resume to start a new run)", path);
@@ -152,7 +154,7 @@ static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_la
     char want[96], got[96];
     cvx_shape_str(5, shape, want, sizeof want);
     const cvx_tensor *tl = cvx_st_find(st, "latents"), *ts = cvx_st_find(st, "step");
-    const cvx_tensor *tg = cvx_st_find(st, "generator"), *to = cvx_st_find(st, "old_pred_original_sample");
+    const cvx_tensor *tg = cvx_st_find(st, "generator");
     if (!tl || tl->dtype != CVX_F32 || tl->numel != (int64_t)sh->numel || tl->ndim != 5 ||
         memcmp(tl->shape, shape, sizeof shape) != 0) {
         cvx_error("%s: tensor 'latents' %s, expected F32 %s", path,
@@ -178,14 +180,7 @@ static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_la
         cvx_error_prefix("%s: tensor 'generator'", path);
         goto done;
     }
-    if (dpm) {
-        if (!to || to->dtype != CVX_F32 || to->numel != (int64_t)sh->numel) {
-            cvx_error("%s: tensor 'old_pred_original_sample' missing or not F32 %s (needed by the DPM scheduler)", path,
-                      want);
-            goto done;
-        }
-        memcpy(old_x0, to->data, sh->numel * sizeof(float));
-    }
+    if (s->type->load_state(s, st, path, sh->numel)) goto done;
     memcpy(latents, tl->data, sh->numel * sizeof(float));
     *steps_done = (int)step;
     rc = 0;
@@ -207,9 +202,10 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     const cogvideox_config *c = cogvideox_get_config(m);
     const size_t n = sh->numel, D = (size_t)c->text_embed_dim;
     const int n_steps = p->num_inference_steps, cfg = cogvideox_uses_cfg(p), B = cfg ? 2 : 1;
-    const int dpm = s->kind == COGVIDEOX_DPM;
     memset(result, 0, sizeof(*result));
     if (cogvideox_scheduler_set_timesteps(s, n_steps)) return -1;
+    CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
+    s->type->init(s, n);
     if (ck && ck->stop_after_steps < 0) return cvx_error("--stop_after_steps must be >= 0");
 
     /* text batch: negative first, as upstream's torch.cat([negative, prompt]) */
@@ -222,15 +218,14 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     }
     float *x = cvx_alloc_f32((size_t)B * n);          /* [B, F, C, h, w] model input */
     float *out = cvx_alloc_f32((size_t)B * n);        /* [B, F, C, h, w] model output */
-    float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n), *x0 = cvx_alloc_f32(n);
-    float *old_x0 = dpm ? cvx_alloc_f32(n) : NULL, *noise = dpm ? cvx_alloc_f32(n) : NULL;
+    float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
     float *rope_cos = NULL, *rope_sin = NULL;
     int rc = -1;
 
     cvx_generator gen;
     int start = 0;
     if (ck && ck->path && ck->resume) {
-        if (checkpoint_read(ck, sh, n_steps, dpm, latents, old_x0, &start, &gen)) goto done;
+        if (checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen)) goto done;
         cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
     } else {
         /* prepare_latents: randn([1, F, C, h, w]) from the seeded generator, its first use;
@@ -255,7 +250,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     }
 
     cvx_progress bar;
-    cvx_progress_start(&bar, "denoising", n_steps - start);
+    cvx_progress_start_cb(&bar, "denoising", n_steps - start, p->progress, p->progress_user);
     double t0 = cvx_time();
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {
@@ -269,14 +264,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(p, t));
         else memcpy(pred, out, n * sizeof(float));
 
-        if (dpm) {
-            /* old x0 from the previous step and t_back = the previous timestep (None at i = 0) */
-            cogvideox_dpm_step(s, pred, i > 0 ? old_x0 : NULL, t, i > 0 ? s->timesteps[i - 1] : -1, latents, n, &gen,
-                               noise, prev, x0);
-            float *tmp = old_x0; old_x0 = x0; x0 = tmp;
-        } else {
-            cogvideox_ddim_step(s, pred, t, latents, n, prev, x0);
-        }
+        s->type->step(s, i, pred, latents, n, &gen, prev);
         memcpy(latents, prev, n * sizeof(float));
         done_steps = i + 1;
         cvx_debug("step %d/%d t=%lld guidance %.6g", done_steps, n_steps, (long long)t, cogvideox_guidance_at(p, t));
@@ -285,7 +273,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
-            if (checkpoint_write(ck, sh, latents, done_steps, dpm ? old_x0 : NULL, &gen)) goto done;
+            if (checkpoint_write(ck, sh, latents, done_steps, s, &gen)) goto done;
         }
         cvx_progress_update(&bar, done_steps - start);
         if (stop) break;
@@ -296,16 +284,11 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     result->seconds = cvx_time() - t0;
     rc = 0;
 done:
-    free(text); free(x); free(out); free(pred); free(prev); free(x0); free(old_x0); free(noise);
+    free(text); free(x); free(out); free(pred); free(prev);
     free(rope_cos); free(rope_sin);
     return rc;
 }
 
 void cogvideox_latents_to_output(const float *latents, const cogvideox_latent_shape *sh, float *out) {
-    const int T = sh->frames - sh->pad_frames;
-    const size_t hw = (size_t)sh->height * sh->width;
-    for (int c = 0; c < sh->channels; c++)
-        for (int f = 0; f < T; f++)
-            memcpy(out + ((size_t)c * T + f) * hw, latents + ((size_t)(f + sh->pad_frames) * sh->channels + c) * hw,
-                   hw * sizeof(float));
+    cvx_permute_fc_to_cf(latents, sh->frames, sh->channels, (size_t)sh->height * sh->width, sh->pad_frames, out);
 }

@@ -5,8 +5,8 @@
  * Latents here are in the pipeline's layout [1, F, C, h, w] (frames before channels), F
  * including CogVideoX1.5's padding frame; cogvideox_latents_to_output gives the stage-2 file
  * layout [1, C, T, h, w] without it. */
-#ifndef COGVIDEOX_SAMPLER_H
-#define COGVIDEOX_SAMPLER_H
+#ifndef CVX_STAGE2_SAMPLER_H
+#define CVX_STAGE2_SAMPLER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +23,9 @@ typedef struct {
     uint64_t seed;
     int vae_scale_spatial;              /* 2^(len(vae block_out_channels) − 1), 8 for CogVideoX */
     int vae_scale_temporal;             /* vae temporal_compression_ratio, 4 */
+    /* progress of the loop (NULL: the default bar on stderr) */
+    void (*progress)(void *user, const char *label, int done, int total);
+    void *progress_user;
 } cogvideox_sample_params;
 
 typedef struct {

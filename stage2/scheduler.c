@@ -3,58 +3,41 @@
 #include "scheduler.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "ops.h"
 
-int cogvideox_scheduler_parse_kind(const char *name, cogvideox_scheduler_kind *out) {
-    if (!strcmp(name, "ddim") || !strcmp(name, "CogVideoXDDIMScheduler")) *out = COGVIDEOX_DDIM;
-    else if (!strcmp(name, "dpm") || !strcmp(name, "CogVideoXDPMScheduler")) *out = COGVIDEOX_DPM;
-    else return cvx_error("unknown scheduler '%s' (expected ddim, dpm, CogVideoXDDIMScheduler or "
-                          "CogVideoXDPMScheduler)", name);
-    return 0;
+const cogvideox_scheduler_type *const cogvideox_schedulers[] = {&cogvideox_scheduler_ddim, &cogvideox_scheduler_dpm,
+                                                             NULL};
+
+void cogvideox_scheduler_names(char *buf, size_t cap, const char *sep) {
+    buf[0] = 0;
+    for (int i = 0; cogvideox_schedulers[i]; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? sep : "", cogvideox_schedulers[i]->name);
 }
 
-const char *cogvideox_scheduler_kind_name(cogvideox_scheduler_kind k) {
-    return k == COGVIDEOX_DPM ? "dpm" : "ddim";
+const cogvideox_scheduler_type *cogvideox_scheduler_by_flag(const char *name) {
+    for (int i = 0; cogvideox_schedulers[i]; i++)
+        if (!strcmp(name, cogvideox_schedulers[i]->name)) return cogvideox_schedulers[i];
+    char names[256];
+    cogvideox_scheduler_names(names, sizeof names, " or ");
+    cvx_error("--scheduler must be %s, got '%s'", names, name);
+    return NULL;
 }
 
-/* torch.linspace on CPU (PyTorch 1.13, AVX2 build): values before `steps/2` count up from
- * start, the rest down from end; the kernel fills `vec` lanes at a time, each lane as
- * base + lane·step with base from the lane-0 index, and the tail (steps % (2·vec)) one by one. */
-static void torch_linspace(double start, double end, int steps, int vec, double *out) {
-    if (steps == 1) { out[0] = start; return; }
-    double step = (end - start) / (double)(steps - 1);
-    int halfway = steps / 2;
-    int vec_end = steps - steps % (2 * vec);
-    for (int idx = 0; idx < steps; idx++) {
-        if (idx < vec_end) {
-            int base_idx = idx - idx % vec, lane = idx % vec;
-            double base = base_idx < halfway ? start + step * base_idx : end - step * (steps - base_idx - 1);
-            out[idx] = base + lane * step;
-        } else {
-            out[idx] = idx < halfway ? start + step * idx : end - step * (steps - idx - 1);
-        }
-    }
-}
-
-/* The float32 variant (beta_schedule "linear" is float32 upstream). */
-static void torch_linspace_f32(float start, float end, int steps, int vec, float *out) {
-    if (steps == 1) { out[0] = start; return; }
-    float step = (end - start) / (float)(steps - 1);
-    int halfway = steps / 2;
-    int vec_end = steps - steps % (2 * vec);
-    for (int idx = 0; idx < steps; idx++) {
-        if (idx < vec_end) {
-            int base_idx = idx - idx % vec, lane = idx % vec;
-            float base = base_idx < halfway ? start + step * (float)base_idx
-                                            : end - step * (float)(steps - base_idx - 1);
-            out[idx] = base + (float)lane * step;
-        } else {
-            out[idx] = idx < halfway ? start + step * (float)idx : end - step * (float)(steps - idx - 1);
-        }
-    }
+const cogvideox_scheduler_type *cogvideox_scheduler_find(const char *name) {
+    for (int i = 0; cogvideox_schedulers[i]; i++)
+        if (!strcmp(name, cogvideox_schedulers[i]->name) || !strcmp(name, cogvideox_schedulers[i]->class_name))
+            return cogvideox_schedulers[i];
+    char list[512] = "";
+    for (int i = 0; cogvideox_schedulers[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s or %s", i ? ", " : "",
+                 cogvideox_schedulers[i]->name, cogvideox_schedulers[i]->class_name);
+    cvx_error("unknown scheduler '%s' (expected %s)", name, list);
+    return NULL;
 }
 
 /* ā from the betas, the SNR shift (SD3 style) and the zero-terminal-SNR rescale.
@@ -76,7 +59,7 @@ static int build_alphas_cumprod(cogvideox_scheduler *s, const cvx_config *cfg) {
     int N = s->num_train_timesteps;
     double *ac = cvx_malloc((size_t)N * sizeof(double));
     if (!strcmp(schedule, "scaled_linear")) {
-        torch_linspace(pow(beta_start, 0.5), pow(beta_end, 0.5), N, 4, ac);
+        cvx_linspace_f64(pow(beta_start, 0.5), pow(beta_end, 0.5), N, 4, ac);
         double acc = 1.0;
         for (int i = 0; i < N; i++) {
             double beta = ac[i] * ac[i];
@@ -87,7 +70,7 @@ static int build_alphas_cumprod(cogvideox_scheduler *s, const cvx_config *cfg) {
     } else if (!strcmp(schedule, "linear") || !strcmp(schedule, "squaredcos_cap_v2")) {
         float *b = cvx_malloc((size_t)N * sizeof(float));
         if (!strcmp(schedule, "linear")) {
-            torch_linspace_f32((float)beta_start, (float)beta_end, N, 8, b);
+            cvx_linspace_f32((float)beta_start, (float)beta_end, N, 8, b);
         } else {  /* Glide cosine schedule: python floats, stored as float32 */
             for (int i = 0; i < N; i++) {
                 double t1 = (double)i / N, t2 = (double)(i + 1) / N;
@@ -122,16 +105,18 @@ static int build_alphas_cumprod(cogvideox_scheduler *s, const cvx_config *cfg) {
     return 0;
 }
 
-int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, int kind_override) {
+int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, const cogvideox_scheduler_type *override) {
     memset(s, 0, sizeof(*s));
-    if (kind_override >= 0) {
-        s->kind = (cogvideox_scheduler_kind)kind_override;
+    if (override) {
+        s->type = override;
     } else {
         const char *cls;
         if (cvx_cfg_str(cfg, "_class_name", &cls)) return -1;
-        if (cogvideox_scheduler_parse_kind(cls, &s->kind))
-            return cvx_error("%s: key '_class_name' is \"%s\", expected \"CogVideoXDDIMScheduler\" or "
-                             "\"CogVideoXDPMScheduler\" (or pass --scheduler ddim|dpm)", cfg->path, cls);
+        if (!(s->type = cogvideox_scheduler_find(cls))) {
+            char names[256];
+            cogvideox_scheduler_names(names, sizeof names, "|");
+            return cvx_error_prefix("%s: key '_class_name' (or pass --scheduler %s)", cfg->path, names);
+        }
     }
     int64_t ntrain, offset;
     const char *pred, *spacing;
@@ -156,16 +141,17 @@ int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, int 
     return build_alphas_cumprod(s, cfg);
 }
 
-int cogvideox_scheduler_load(cogvideox_scheduler *s, const char *path, int kind_override) {
+int cogvideox_scheduler_load(cogvideox_scheduler *s, const char *path, const cogvideox_scheduler_type *override) {
     cvx_config cfg;
     memset(s, 0, sizeof(*s));
     if (cvx_config_load(&cfg, path)) return -1;
-    int rc = cogvideox_scheduler_init(s, &cfg, kind_override);
+    int rc = cogvideox_scheduler_init(s, &cfg, override);
     cvx_config_free(&cfg);
     return rc;
 }
 
 void cogvideox_scheduler_free(cogvideox_scheduler *s) {
+    if (s->state && s->type) s->type->free_state(s->state);
     free(s->alphas_cumprod);
     free(s->timesteps);
     memset(s, 0, sizeof(*s));
@@ -229,13 +215,13 @@ int64_t cogvideox_scheduler_prev_timestep(const cogvideox_scheduler *s, int64_t 
     return t - s->num_train_timesteps / s->num_inference_steps;
 }
 
-static double alpha_prev_of(const cogvideox_scheduler *s, int64_t prev_t) {
+double cogvideox_alpha_prev(const cogvideox_scheduler *s, int64_t prev_t) {
     return prev_t >= 0 ? s->alphas_cumprod[prev_t] : s->final_alpha_cumprod;
 }
 
 /* x0 from the model output. Coefficients f64 → f32, arithmetic f32 as upstream. */
-static void predict_x0(const cogvideox_scheduler *s, double a_t, const float *model_output, const float *sample,
-                       size_t n, float *x0) {
+void cogvideox_predict_x0(const cogvideox_scheduler *s, double a_t, const float *model_output, const float *sample,
+                          size_t n, float *x0) {
     float sa = (float)sqrt(a_t), sb = (float)sqrt(1.0 - a_t);
     switch (s->prediction_type) {
     case PRED_V_PREDICTION:
@@ -248,73 +234,4 @@ static void predict_x0(const cogvideox_scheduler *s, double a_t, const float *mo
         memcpy(x0, model_output, n * sizeof(float));
         break;
     }
-}
-
-void cogvideox_ddim_step(const cogvideox_scheduler *s, const float *model_output, int64_t t, const float *sample,
-                         size_t n, float *prev, float *x0) {
-    CVX_CHECK(s->num_inference_steps > 0 && t >= 0 && t < s->num_train_timesteps);
-    double a_t = s->alphas_cumprod[t];
-    double a_prev = alpha_prev_of(s, cogvideox_scheduler_prev_timestep(s, t));
-    float *p0 = x0 ? x0 : cvx_malloc(n * sizeof(float));
-    predict_x0(s, a_t, model_output, sample, n, p0);
-    double a = sqrt((1.0 - a_prev) / (1.0 - a_t));
-    double b = sqrt(a_prev) - sqrt(a_t) * a;
-    float fa = (float)a, fb = (float)b;
-    if (prev)
-        for (size_t i = 0; i < n; i++) prev[i] = fa * sample[i] + fb * p0[i];
-    if (!x0) free(p0);
-}
-
-int cogvideox_dpm_num_draws(const cogvideox_scheduler *s, int has_old_x0, int64_t t) {
-    return has_old_x0 && cogvideox_scheduler_prev_timestep(s, t) >= 0 ? 2 : 1;
-}
-
-/* λ(ā) = log √(ā / (1 − ā)), the half log-SNR. */
-static double half_log_snr(double a) { return log(sqrt(a / (1.0 - a))); }
-
-void cogvideox_dpm_step_with_noise(const cogvideox_scheduler *s, const float *model_output, const float *old_x0,
-                                   int64_t t, int64_t t_back, const float *sample, size_t n, const float *noise1,
-                                   const float *noise2, float *prev, float *x0) {
-    CVX_CHECK(s->num_inference_steps > 0 && t >= 0 && t < s->num_train_timesteps);
-    CVX_CHECK(t_back < s->num_train_timesteps);
-    int64_t prev_t = cogvideox_scheduler_prev_timestep(s, t);
-    double a_t = s->alphas_cumprod[t];
-    double a_prev = alpha_prev_of(s, prev_t);
-    float *p0 = x0 ? x0 : cvx_malloc(n * sizeof(float));
-    predict_x0(s, a_t, model_output, sample, n, p0);
-
-    double lamb = half_log_snr(a_t), lamb_next = half_log_snr(a_prev);
-    double h = lamb_next - lamb;
-    double mult1 = sqrt((1.0 - a_prev) / (1.0 - a_t)) * exp(-h);
-    double mult2 = expm1(-2.0 * h) * sqrt(a_prev);
-    double mult_noise = sqrt(1.0 - a_prev) * sqrt(1.0 - exp(-2.0 * h));
-    float m1 = (float)mult1, m2 = (float)mult2, mn = (float)mult_noise;
-
-    int second_order = old_x0 && prev_t >= 0;
-    if (!second_order) {  /* first step, or the last (prev_t < 0) */
-        for (size_t i = 0; i < n; i++) prev[i] = (m1 * sample[i] - m2 * p0[i]) + mn * noise1[i];
-    } else {
-        /* h_last from the previous (larger) timestep; with t_back = -1 upstream would fail, so
-         * treat a missing t_back as a programming error. */
-        CVX_CHECK(t_back >= 0 && noise2);
-        double lamb_back = half_log_snr(s->alphas_cumprod[t_back]);
-        double r = (lamb - lamb_back) / h;
-        float m3 = (float)(1.0 + 1.0 / (2.0 * r)), m4 = (float)(1.0 / (2.0 * r));
-        for (size_t i = 0; i < n; i++) {
-            float d = m3 * p0[i] - m4 * old_x0[i];
-            prev[i] = (m1 * sample[i] - m2 * d) + mn * noise2[i];
-        }
-    }
-    if (!x0) free(p0);
-}
-
-void cogvideox_dpm_step(const cogvideox_scheduler *s, const float *model_output, const float *old_x0, int64_t t,
-                        int64_t t_back, const float *sample, size_t n, cvx_generator *g, float *noise_scratch,
-                        float *prev, float *x0) {
-    /* Upstream draws noise1 unconditionally, and noise2 (the one used) for a second-order step;
-     * only the last draw matters for the result, so both go to the same scratch. */
-    int draws = cogvideox_dpm_num_draws(s, old_x0 != NULL, t);
-    for (int k = 0; k < draws; k++) cvx_randn(g, noise_scratch, n);
-    cogvideox_dpm_step_with_noise(s, model_output, old_x0, t, t_back, sample, n, noise_scratch,
-                                  draws == 2 ? noise_scratch : NULL, prev, x0);
 }

@@ -7,20 +7,45 @@
  * (beta_schedule "linear" / "squaredcos_cap_v2" have a float32 schedule upstream; ā is built in
  * float32 here too, but the step coefficients are then computed in float64 — not bit-exact for
  * those schedules, which no CogVideoX checkpoint uses.) */
-#ifndef COGVIDEOX_SCHEDULER_H
-#define COGVIDEOX_SCHEDULER_H
+#ifndef CVX_STAGE2_SCHEDULER_H
+#define CVX_STAGE2_SCHEDULER_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "config.h"
 #include "rng.h"
+#include "safetensors.h"
 
-typedef enum { COGVIDEOX_DDIM = 0, COGVIDEOX_DPM = 1 } cogvideox_scheduler_kind;
+typedef struct cogvideox_scheduler cogvideox_scheduler;
+
+/* The interface every scheduler implements (one file each: scheduler_ddim.c, scheduler_dpm.c).
+ * The sampler calls only these; a third scheduler is one new file plus a line in
+ * cogvideox_schedulers[] (scheduler.c). Per-run state (DPM's previous x0, scratch) lives in
+ * s->state, created by init and freed by cogvideox_scheduler_free. */
+typedef struct {
+    const char *name;          /* the --scheduler name: "ddim" */
+    const char *class_name;    /* diffusers' _class_name: "CogVideoXDDIMScheduler" */
+    /* allocate s->state for latents of n floats (timesteps already set) */
+    void (*init)(cogvideox_scheduler *s, size_t n);
+    /* loop step i (timestep s->timesteps[i]): sample -> prev (n floats, no aliasing).
+     * g: the run's generator (stochastic schedulers draw from it exactly as upstream) */
+    void (*step)(cogvideox_scheduler *s, int i, const float *model_output, const float *sample, size_t n,
+                 cvx_generator *g, float *prev);
+    /* add the state after `steps_done` steps to a checkpoint (shape: the latents' [1, F, C, h, w]) */
+    int (*save_state)(const cogvideox_scheduler *s, cvx_st_writer *w, const int64_t shape[5]);
+    /* restore it from a checkpoint (`path` for messages); -1 + cvx_error when it is missing or wrong */
+    int (*load_state)(cogvideox_scheduler *s, const cvx_safetensors *st, const char *path, size_t n);
+    void (*free_state)(void *state);
+} cogvideox_scheduler_type;
+
+extern const cogvideox_scheduler_type cogvideox_scheduler_ddim, cogvideox_scheduler_dpm;
+/* Every scheduler, NULL-terminated: the one table the --scheduler names come from. */
+extern const cogvideox_scheduler_type *const cogvideox_schedulers[];
 typedef enum { PRED_EPSILON = 0, PRED_V_PREDICTION, PRED_SAMPLE } cogvideox_prediction_type;
 typedef enum { SPACING_LINSPACE = 0, SPACING_LEADING, SPACING_TRAILING } cogvideox_timestep_spacing;
 
-typedef struct {
-    cogvideox_scheduler_kind kind;
+struct cogvideox_scheduler {
+    const cogvideox_scheduler_type *type;
     int num_train_timesteps;
     cogvideox_prediction_type prediction_type;
     cogvideox_timestep_spacing timestep_spacing;
@@ -30,19 +55,30 @@ typedef struct {
     /* set by cogvideox_scheduler_set_timesteps */
     int num_inference_steps;
     int64_t *timesteps;             /* [num_inference_steps], descending */
-} cogvideox_scheduler;
+    void *state;                    /* the type's per-run state (type->init) */
+};
 
-/* "ddim" / "dpm" or the diffusers class names. -1 + cvx_error otherwise. */
-int cogvideox_scheduler_parse_kind(const char *name, cogvideox_scheduler_kind *out);
-const char *cogvideox_scheduler_kind_name(cogvideox_scheduler_kind k);   /* "ddim" / "dpm" */
+/* A scheduler by --scheduler name or diffusers class name; NULL + cvx_error listing the table. */
+const cogvideox_scheduler_type *cogvideox_scheduler_find(const char *name);
+/* A scheduler by its --scheduler name only; NULL + "--scheduler must be ddim or dpm, got 'x'". */
+const cogvideox_scheduler_type *cogvideox_scheduler_by_flag(const char *name);
+/* The table's names joined by sep ("ddim|dpm" for "|") into buf, for usage and messages. */
+void cogvideox_scheduler_names(char *buf, size_t cap, const char *sep);
 
-/* Build from a parsed scheduler_config.json. The class is the config's `_class_name` unless
- * `kind_override` (a cogvideox_scheduler_kind, or -1 for none) is given. -1 + cvx_error naming
- * the file and key on unsupported values. */
-int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, int kind_override);
+/* Build from a parsed scheduler_config.json. The type is the config's `_class_name` unless
+ * `override` (NULL for none) is given. -1 + cvx_error naming the file and key on unsupported
+ * values. */
+int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, const cogvideox_scheduler_type *override);
 /* Load `path` (a scheduler_config.json) and init. */
-int cogvideox_scheduler_load(cogvideox_scheduler *s, const char *path, int kind_override);
+int cogvideox_scheduler_load(cogvideox_scheduler *s, const char *path, const cogvideox_scheduler_type *override);
 void cogvideox_scheduler_free(cogvideox_scheduler *s);
+
+/* ---- shared by the implementations ---- */
+/* ā at a previous timestep (final_alpha_cumprod when prev_t < 0). */
+double cogvideox_alpha_prev(const cogvideox_scheduler *s, int64_t prev_t);
+/* x0 from the model output for the prediction type; coefficients f64 → f32, arithmetic f32. */
+void cogvideox_predict_x0(const cogvideox_scheduler *s, double a_t, const float *model_output, const float *sample,
+                          size_t n, float *x0);
 
 /* The inference timesteps for n steps (spacing + steps_offset as upstream). -1 + error when
  * n < 1 or n > num_train_timesteps. */

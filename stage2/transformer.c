@@ -52,7 +52,11 @@ struct cogvideox_transformer {
     size_t h_cap, ws_cap;
     int stack_rows, chunk_rows;                    /* see cogvideox_set_chunking */
     cogvideox_stats stats;
+    cvx_ctx *ctx;                                  /* compute context (borrowed unless owns_ctx) */
+    int owns_ctx;
 };
+
+cvx_ctx *cogvideox_ctx(const cogvideox_transformer *m) { return m->ctx; }
 
 void cogvideox_set_chunking(cogvideox_transformer *m, int stack_rows, int chunk_rows) {
     m->stack_rows = stack_rows;
@@ -66,7 +70,7 @@ void cogvideox_reset_stats(cogvideox_transformer *m) { memset(&m->stats, 0, size
 static void linear(cogvideox_transformer *m, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b,
                    float *y) {
     double t0 = cvx_time();
-    cvx_linear(x, M, K, W, b, y);
+    cvx_linear(m->ctx, x, M, K, W, b, y);
     m->stats.t_linear += cvx_time() - t0;
     m->stats.flop_linear += 2.0 * M * K * (double)W->shape[0];
 }
@@ -75,7 +79,7 @@ const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m) { r
 
 /* ------------------------------------------------------------------ config */
 
-static int read_config(const char *path, cogvideox_config *c) {
+int cogvideox_config_load(const char *path, cogvideox_config *c) {
     cvx_config j;
     if (cvx_config_load(&j, path)) return -1;
     int64_t v;
@@ -172,13 +176,15 @@ out:
 #define GET(dst, name, ...) do { if (!((dst) = cvx_weights_get(m->w, name, CVX_SHAPE(__VA_ARGS__)))) goto fail; } while (0)
 #define GETF(dst, name, n) do { const cvx_tensor *t_; GET(t_, name, n); (dst) = cvx_tensor_f32_dup(t_); } while (0)
 
-cogvideox_transformer *cogvideox_load(const char *transformer_dir) {
+cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx) {
     char path[4096], name[256];
     if (cvx_path_join(path, sizeof path, transformer_dir, "config.json")) { cvx_error("path too long"); return NULL; }
     cogvideox_transformer *m = cvx_calloc(1, sizeof *m);
     cogvideox_config *c = &m->c;
-    if (read_config(path, c)) { free(m); return NULL; }
+    if (cogvideox_config_load(path, c)) { free(m); return NULL; }
     if (!(m->w = cvx_weights_open(transformer_dir))) { free(m); return NULL; }
+    m->owns_ctx = ctx == NULL;
+    m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim,
                   hd = c->attention_head_dim, p = c->patch_size, C = c->in_channels;
     const int64_t P = p * p * c->out_channels * (c->patch_size_t > 0 ? c->patch_size_t : 1);
@@ -278,6 +284,7 @@ void cogvideox_free(cogvideox_transformer *m) {
     free(m->norm_final_w); free(m->norm_final_b); free(m->norm_out_w); free(m->norm_out_b);
     free(m->pos_table); free(m->h); free(m->ws);
     cvx_weights_close(m->w);
+    if (m->owns_ctx) cvx_ctx_free(m->ctx);
     free(m);
 }
 
@@ -445,6 +452,7 @@ static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer 
         cvx_attention(qb, D, kb, vb, D, qb, D, S, S, heads, hd, scale, NULL);      // [S, D]
         m->stats.t_attention += cvx_time() - t0;
         m->stats.flop_attention += 4.0 * S * (double)S * D;
+        cvx_flops_add(m->ctx, 4.0 * S * (double)S * D);
     }
 }
 

@@ -1,10 +1,12 @@
 /* CogVideoXTransformer3DModel (CogVideoX-2b, -5b, 1.5-5B), read from a diffusers
  * `transformer/` directory: config.json + diffusion_pytorch_model*.safetensors.
  * build / forward / free, as llama2.c: weights stay mmapped in their storage dtype. */
-#ifndef CVX_TRANSFORMER_H
-#define CVX_TRANSFORMER_H
+#ifndef CVX_STAGE2_TRANSFORMER_H
+#define CVX_STAGE2_TRANSFORMER_H
 
 #include <stdint.h>
+
+#include "context.h"
 
 typedef struct {
     int num_attention_heads, attention_head_dim;   /* inner dim D = heads * head_dim */
@@ -26,10 +28,16 @@ typedef struct {
 
 typedef struct cogvideox_transformer cogvideox_transformer;
 
+/* Read a transformer config.json (required keys checked, upstream defaults for the rest).
+ * -1 + cvx_error naming the file and key. */
+int cogvideox_config_load(const char *path, cogvideox_config *c);
+
 /* Load config.json and map the weights of a diffusers `transformer/` directory (single file or
  * sharded with an index.json). Every tensor is looked up and shape-checked here, so a bad
- * checkpoint fails at load time with one clear message. NULL + cvx_error on failure. */
-cogvideox_transformer *cogvideox_load(const char *transformer_dir);
+ * checkpoint fails at load time with one clear message. NULL + cvx_error on failure.
+ * ctx: the compute context to run on (borrowed), or NULL for a private one (freed with the model). */
+cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx);
+cvx_ctx *cogvideox_ctx(const cogvideox_transformer *m);
 void cogvideox_free(cogvideox_transformer *m);
 const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m);
 

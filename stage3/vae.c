@@ -19,18 +19,12 @@
 /* SpatialNorm3D builds its GroupNorm with eps=1e-6 whatever norm_eps says (upstream). */
 #define SPATIAL_NORM_EPS 1e-6f
 
-static double g_conv_flops, g_conv_seconds;
-double vae_conv_flops(void) { return g_conv_flops; }
-double vae_conv_seconds(void) { return g_conv_seconds; }
-
-static int g_winograd = 4;
-void vae_set_winograd(int m) { g_winograd = m; }
-
 /* ------------------------------------------------------------------ loading */
 
 typedef struct {
     void *w;        /* cvx_weights * */
     int next_cache;
+    cvx_ctx *ctx;
 } loader;
 
 static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
@@ -45,6 +39,7 @@ static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout,
     if (!c->b) return -1;
     c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
     c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
+    c->ctx = L->ctx;
     return 0;
 }
 
@@ -74,6 +69,7 @@ static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int
     if (conv_get(L, &r->conv2, buf, cout, cout, 3, 3, 3, 0, 1)) return -1;
     memset(&r->shortcut, 0, sizeof r->shortcut);
     r->shortcut.cache_id = -1;
+    r->shortcut.ctx = L->ctx;
     if (cin != cout) {   /* CogVideoXSafeConv3d 1×1×1 (conv_shortcut=False upstream) */
         snprintf(buf, sizeof buf, "%s.conv_shortcut", name);
         if (conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
@@ -81,7 +77,7 @@ static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int
     return 0;
 }
 
-static int load_config(vae_decoder *d, const char *path) {
+int vae_config_load(vae_decoder *d, const char *path) {
     cvx_config c;
     if (cvx_config_load(&c, path)) return -1;
     int64_t v, bo[VAE_MAX_BLOCKS];
@@ -143,12 +139,24 @@ out:
     return rc;
 }
 
-int vae_load(vae_decoder *d, const char *vae_dir) {
+static int load_weights(vae_decoder *d, const char *vae_dir, const char *path);
+
+int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx) {
     memset(d, 0, sizeof *d);
     char path[4096];
     if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) return cvx_error("%s: path too long", vae_dir);
-    if (load_config(d, path)) return -1;
-    loader L = {cvx_weights_open(vae_dir), 0};
+    if (vae_config_load(d, path)) return -1;
+    d->owns_ctx = ctx == NULL;
+    d->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
+    if (load_weights(d, vae_dir, path)) {
+        vae_free(d);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
+    loader L = {cvx_weights_open(vae_dir), 0, d->ctx};
     if (!L.w) return -1;
     d->weights = L.w;
     const int n = d->num_blocks, zc = d->latent_channels;
@@ -156,6 +164,7 @@ int vae_load(vae_decoder *d, const char *vae_dir) {
     for (int i = 0; i < n; i++) rev[i] = d->block_out[n - 1 - i];
     char name[256];
     d->post_quant_conv.cache_id = -1;
+    d->post_quant_conv.ctx = d->ctx;
     if (d->use_post_quant_conv) {
         /* Upstream builds it as CogVideoXSafeConv3d(out_channels, out_channels, 1). */
         if (zc != d->out_channels)
@@ -182,6 +191,7 @@ int vae_load(vae_decoder *d, const char *vae_dir) {
         b->has_upsampler = i < n - 1;
         b->compress_time = i < d->temporal_levels;
         b->upsampler.cache_id = -1;
+        b->upsampler.ctx = d->ctx;
         if (b->has_upsampler) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0.conv", i);
             if (conv_get(&L, &b->upsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) return -1;
@@ -196,6 +206,7 @@ int vae_load(vae_decoder *d, const char *vae_dir) {
 void vae_free(vae_decoder *d) {
     for (int i = 0; i < d->num_blocks; i++) free(d->up[i].resnets);
     if (d->weights) cvx_weights_close(d->weights);
+    if (d->owns_ctx) cvx_ctx_free(d->ctx);
     memset(d, 0, sizeof *d);
 }
 
@@ -225,33 +236,34 @@ void vae_cache_free(vae_cache *c) {
 /* Run a convolution on a padded input xp[Cin, Tp, Hp, Wp] with weights widened at use. */
 static void conv_on_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
     int taps = c->kt * c->kh * c->kw;
+    cvx_ctx *ctx = c->ctx;
     double t0 = cvx_time();
     float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
-    if (g_winograd == 4 && c->kh == 3 && c->kw == 3) {
+    if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
         float *U = cvx_alloc_f32((size_t)c->kt * 36 * c->cout * c->cin);
-        cvx_conv_winograd4_weights(c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
-        cvx_conv3d_winograd4(xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
+        cvx_conv_winograd4_weights(ctx, c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
+        cvx_conv3d_winograd4(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
         free(U);
-    } else if (g_winograd == 2 && c->kh == 3 && c->kw == 3) {
+    } else if (ctx->conv_algo == CVX_CONV_WINOGRAD2 && c->kh == 3 && c->kw == 3) {
         float *U = cvx_alloc_f32((size_t)c->kt * 16 * c->cout * c->cin);
-        cvx_conv_winograd_weights(c->w, c->cout, c->cin, c->kt, U);   // [16, Cout, kt·Cin]
-        cvx_conv3d_winograd(xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
+        cvx_conv_winograd_weights(ctx, c->w, c->cout, c->cin, c->kt, U);   // [16, Cout, kt·Cin]
+        cvx_conv3d_winograd(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
         free(U);
     } else {
         float *wpk = cvx_alloc_f32((size_t)taps * c->cout * c->cin);
-        cvx_conv_pack_weights(c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
-        cvx_conv3d_padded(xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
+        cvx_conv_pack_weights(ctx, c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
+        cvx_conv3d_padded(ctx, xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
         free(wpk);
     }
-    g_conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
+    ctx->conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
     free(bias);
-    g_conv_seconds += cvx_time() - t0;
+    ctx->conv_seconds += cvx_time() - t0;
 }
 
 static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     float *bias = cvx_tensor_f32_dup(c->b);
-    cvx_conv1x1(x, c->cin, N, cvx_weight_f32(c->w), bias, c->cout, y);   // [Cout, N]
-    g_conv_flops += 2.0 * c->cout * c->cin * (double)N;
+    cvx_conv1x1(c->ctx, x, c->cin, N, cvx_weight_f32(c->ctx, c->w), bias, c->cout, y);   // [Cout, N]
+    c->ctx->conv_flops += 2.0 * c->cout * c->cin * (double)N;
     free(bias);
 }
 

@@ -9,11 +9,12 @@
  * frames (2, the first one 3 when the count is odd) carrying each causal convolution's last
  * kt−1 input frames to the next chunk, exactly as upstream (the chunk boundaries decide the
  * GroupNorm statistics), so memory does not grow with the video length. */
-#ifndef STAGE3_VAE_H
-#define STAGE3_VAE_H
+#ifndef CVX_STAGE3_VAE_H
+#define CVX_STAGE3_VAE_H
 
 #include <stddef.h>
 
+#include "context.h"
 #include "progress.h"
 #include "safetensors.h"
 
@@ -23,6 +24,7 @@ typedef struct {
     const cvx_tensor *w, *b;   /* [Cout, Cin, kt, kh, kw] (2D convs: [Cout, Cin, kh, kw]); bias [Cout] */
     int cin, cout, kt, kh, kw;
     int cache_id;              /* causal convs with kt > 1: slot in vae_cache; −1 otherwise */
+    cvx_ctx *ctx;              /* the decoder's compute context (set by vae_load) */
 } vae_conv;
 
 typedef struct {               /* CogVideoXSpatialNorm3D */
@@ -60,6 +62,8 @@ typedef struct {
     vae_up_block_w up[VAE_MAX_BLOCKS];
     vae_spatial_norm_w norm_out;
     int num_caches;
+    cvx_ctx *ctx;              /* compute context (scratch, counters, conv algorithm) */
+    int owns_ctx;
 } vae_decoder;
 
 /* Per-causal-conv carried frames ([Cin, kt−1, H, W] each), one set per spatial tile. */
@@ -70,9 +74,12 @@ typedef struct {
 } vae_cache;
 
 /* Load vae/config.json and the weights from `vae_dir`; every tensor looked up and
- * shape-checked. -1 + cvx_error naming the file/key/tensor on failure. */
-int vae_load(vae_decoder *d, const char *vae_dir);
+ * shape-checked. -1 + cvx_error naming the file/key/tensor on failure. ctx: the compute
+ * context to run on (borrowed), or NULL for a private one (default settings, freed by vae_free). */
+int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx);
 void vae_free(vae_decoder *d);
+/* Only the config part of vae_load (the sizes and factors of d; no weights, nothing to free). */
+int vae_config_load(vae_decoder *d, const char *config_path);
 
 void vae_cache_init(vae_cache *c, int n);
 void vae_cache_reset(vae_cache *c);
@@ -123,14 +130,10 @@ int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int t
 /* Rough peak bytes of an untiled decode of an h×w latent (for --tiling auto). */
 double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w);
 
-/* How the 3×3 spatial part of the convolutions is computed: 4 = Winograd F(4×4, 3×3) (default,
- * 4× fewer multiplies), 2 = F(2×2, 3×3) (2.25×), 0 = plain shifted GEMMs. */
-void vae_set_winograd(int m);
-
-/* Convolution FLOPs done so far (multiply-add = 2, nominal direct-convolution count:
- * no padding waste, Winograd savings not subtracted) — benchmarks. */
-double vae_conv_flops(void);
-/* Wall time spent inside the 3×3 convolutions (padded input ready -> output), for benchmarks. */
-double vae_conv_seconds(void);
+/* How the 3×3 spatial part of the convolutions is computed: d->ctx->conv_algo, CVX_CONV_WINOGRAD4
+ * (default, 4× fewer multiplies), CVX_CONV_WINOGRAD2 (2.25×) or CVX_CONV_DIRECT (shifted GEMMs).
+ * Counters for benchmarks: d->ctx->conv_flops (multiply-add = 2, nominal direct-convolution
+ * count: no padding waste, Winograd savings not subtracted) and d->ctx->conv_seconds (wall time
+ * inside the convolutions, padded input ready -> output). */
 
 #endif

@@ -30,11 +30,15 @@ void video_frame_rgb(const float *dec, int T, int H, int W, int t, uint8_t *rgb)
     }
 }
 
-static const char *av_err(int e) {
-    static char buf[AV_ERROR_MAX_STRING_SIZE];
-    av_strerror(e, buf, sizeof buf);
-    return buf;
+/* libav's message for e, in a buffer of the caller's (an expression's lifetime). */
+typedef struct {
+    char s[AV_ERROR_MAX_STRING_SIZE];
+} av_err_buf;
+static const char *av_err_str(int e, av_err_buf *b) {
+    av_strerror(e, b->s, sizeof b->s);
+    return b->s;
 }
+#define av_err(e) av_err_str((e), &(av_err_buf){{0}})
 
 /* Frame t as RGB24 [He, We, 3], the last row/column repeated when He/We exceed H/W. */
 static void frame_rgb_padded(const float *dec, int T, int H, int W, int t, uint8_t *rgb, int He, int We) {

@@ -2,8 +2,8 @@
  * libx264, else MPEG-4 part 2) through libavformat/libavcodec, PNG frames, a contact sheet.
  *
  * Decoded video is the VAE output of one sample, [3, T, H, W] in [-1, 1]. */
-#ifndef STAGE3_VIDEO_H
-#define STAGE3_VIDEO_H
+#ifndef CVX_STAGE3_VIDEO_H
+#define CVX_STAGE3_VIDEO_H
 
 #include <stdint.h>
 

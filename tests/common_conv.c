@@ -16,8 +16,13 @@ static float *rand_buf(size_t n) {
     return p;
 }
 
+/* Winograd scratch budget of the contexts check_conv makes (0: the default). */
+static size_t g_budget;
+
 /* Fast conv vs reference for one shape; also through bf16 weights (packed at use). */
 static void check_conv(int Cin, int Cout, int Tp, int Hp, int Wp, int kt, int kh, int kw) {
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    if (g_budget) ctx->winograd_budget = g_budget;
     int T = Tp - kt + 1, H = Hp - kh + 1, W = Wp - kw + 1, taps = kt * kh * kw;
     float *xp = rand_buf((size_t)Cin * Tp * Hp * Wp), *w = rand_buf((size_t)Cout * Cin * taps),
           *b = rand_buf((size_t)Cout);
@@ -25,20 +30,20 @@ static void check_conv(int Cin, int Cout, int Tp, int Hp, int Wp, int kt, int kh
     cvx_tensor t = {.name = "w", .dtype = CVX_F32, .ndim = 1, .shape = {(int64_t)Cout * Cin * taps},
                     .numel = (int64_t)Cout * Cin * taps, .data = w, .nbytes = sizeof(float) * Cout * Cin * taps};
     float *wpk = cvx_alloc_f32((size_t)taps * Cout * Cin);
-    cvx_conv_pack_weights(&t, Cout, Cin, taps, wpk);
-    cvx_conv3d_padded(xp, Cin, Tp, Hp, Wp, wpk, b, Cout, kt, kh, kw, y);
+    cvx_conv_pack_weights(ctx, &t, Cout, Cin, taps, wpk);
+    cvx_conv3d_padded(ctx, xp, Cin, Tp, Hp, Wp, wpk, b, Cout, kt, kh, kw, y);
     cvx_conv3d_padded_ref(xp, Cin, Tp, Hp, Wp, w, b, Cout, kt, kh, kw, yr);
     print_message("  conv Cin %d Cout %d grid %dx%dx%d kernel %dx%dx%d\n", Cin, Cout, Tp, Hp, Wp, kt, kh, kw);
     ASSERT_REL_L2(y, yr, (size_t)Cout * T * H * W, 1e-6);
     if (kh == 3 && kw == 3) {   /* Winograd F(2×2, 3×3): odd and even sizes, time taps */
         float *U = cvx_alloc_f32((size_t)kt * 16 * Cout * Cin), *yw = cvx_alloc_f32((size_t)Cout * T * H * W);
-        cvx_conv_winograd_weights(&t, Cout, Cin, kt, U);
-        cvx_conv3d_winograd(xp, Cin, Tp, Hp, Wp, U, b, Cout, kt, yw);
+        cvx_conv_winograd_weights(ctx, &t, Cout, Cin, kt, U);
+        cvx_conv3d_winograd(ctx, xp, Cin, Tp, Hp, Wp, U, b, Cout, kt, yw);
         ASSERT_REL_L2(yw, yr, (size_t)Cout * T * H * W, 2e-6);
         free(U);
         U = cvx_alloc_f32((size_t)kt * 36 * Cout * Cin);   /* F(4×4, 3×3) */
-        cvx_conv_winograd4_weights(&t, Cout, Cin, kt, U);
-        cvx_conv3d_winograd4(xp, Cin, Tp, Hp, Wp, U, b, Cout, kt, yw);
+        cvx_conv_winograd4_weights(ctx, &t, Cout, Cin, kt, U);
+        cvx_conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, U, b, Cout, kt, yw);
         ASSERT_REL_L2(yw, yr, (size_t)Cout * T * H * W, 5e-6);
         free(U), free(yw);
     }
@@ -48,11 +53,13 @@ static void check_conv(int Cin, int Cout, int Tp, int Hp, int Wp, int kt, int kh
     cvx_bf16_to_f32_n(wb, w, (size_t)Cout * Cin * taps);
     cvx_tensor tb = t;
     tb.dtype = CVX_BF16, tb.data = wb, tb.nbytes = sizeof(uint16_t) * Cout * Cin * taps;
-    cvx_conv_pack_weights(&tb, Cout, Cin, taps, wpk);
-    cvx_conv3d_padded(xp, Cin, Tp, Hp, Wp, wpk, b, Cout, kt, kh, kw, y);
+    cvx_conv_pack_weights(ctx, &tb, Cout, Cin, taps, wpk);
+    cvx_conv3d_padded(ctx, xp, Cin, Tp, Hp, Wp, wpk, b, Cout, kt, kh, kw, y);
     cvx_conv3d_padded_ref(xp, Cin, Tp, Hp, Wp, w, b, Cout, kt, kh, kw, yr);
     ASSERT_REL_L2(y, yr, (size_t)Cout * T * H * W, 1e-6);
+    assert_true(ctx->flops > 0);   /* every GEMM counted on the context */
     free(wb), free(xp), free(w), free(b), free(y), free(yr), free(wpk);
+    cvx_ctx_free(ctx);
 }
 
 static void test_conv3d(void **s) {
@@ -67,9 +74,9 @@ static void test_conv3d(void **s) {
 /* Winograd with several blocks of tile rows (the scratch budget forces R < tile rows). */
 static void test_winograd_blocks(void **s) {
     (void)s;
-    cvx_conv_set_winograd_budget(16 * 20 * (7 * 5 + 6 * 3) * 3);   /* 3 tile rows per block */
+    g_budget = 16 * 20 * (7 * 5 + 6 * 3) * 3;   /* 3 tile rows per block */
     check_conv(7, 6, 5, 41, 39, 3, 3, 3);
-    cvx_conv_set_winograd_budget(0);
+    g_budget = 0;
 }
 
 /* Frame-group splitting: Cout·Hp·Wp large enough that frames are processed in groups. */
@@ -84,13 +91,15 @@ static void test_conv1x1(void **s) {
     const size_t N = 777;
     float *x = rand_buf(Cin * N), *w = rand_buf((size_t)Cout * Cin), *b = rand_buf(Cout);
     float *y = cvx_alloc_f32(Cout * N), *yr = cvx_alloc_f32(Cout * N);
-    cvx_conv1x1(x, Cin, N, w, b, Cout, y);
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    cvx_conv1x1(ctx, x, Cin, N, w, b, Cout, y);
     cvx_conv1x1_ref(x, Cin, N, w, b, Cout, yr);
     ASSERT_REL_L2(y, yr, Cout * N, 1e-6);
-    cvx_conv1x1(x, Cin, N, w, NULL, Cout, y);
+    cvx_conv1x1(ctx, x, Cin, N, w, NULL, Cout, y);
     cvx_conv1x1_ref(x, Cin, N, w, NULL, Cout, yr);
     ASSERT_REL_L2(y, yr, Cout * N, 1e-6);
     free(x), free(w), free(b), free(y), free(yr);
+    cvx_ctx_free(ctx);
 }
 
 /* PyTorch nearest: exact 2× and identity fast paths, float scale otherwise. Values from

@@ -44,7 +44,9 @@ static void test_linear_bf16(void **state) {
     cvx_tensor W = {.name = "w", .dtype = CVX_BF16, .ndim = 2, .shape = {N, K}, .numel = N * K, .data = wb};
     cvx_tensor b = {.name = "b", .dtype = CVX_BF16, .ndim = 1, .shape = {N}, .numel = N, .data = bb};
     float y[M * N], r[M * N];
-    cvx_linear(x, M, K, &W, &b, y);
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    cvx_linear(ctx, x, M, K, &W, &b, y);
+    assert_true(ctx->flops == 2.0 * M * N * K);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
             double acc = cvx_bf16_to_f32(bb[j]);
@@ -54,10 +56,11 @@ static void test_linear_bf16(void **state) {
     ASSERT_REL_L2(y, r, M * N, 1e-6);
     /* F32 weights are used in place, without bias */
     cvx_tensor Wf = {.name = "w", .dtype = CVX_F32, .ndim = 2, .shape = {N, K}, .numel = N * K, .data = wf};
-    assert_ptr_equal(cvx_weight_f32(&Wf), wf);
-    cvx_linear(x, M, K, &Wf, NULL, y);
+    assert_ptr_equal(cvx_weight_f32(ctx, &Wf), wf);
+    cvx_linear(ctx, x, M, K, &Wf, NULL, y);
     cvx_sgemm_ref(0, 1, M, N, K, 1, x, K, wf, K, 0, r, N);
     ASSERT_REL_L2(y, r, M * N, 1e-6);
+    cvx_ctx_free(ctx);
     free(x); free(wf); free(bf);
 }
 

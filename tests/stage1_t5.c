@@ -63,7 +63,7 @@ static void test_relative_position_bucket(void **state) {
 
 static void encode_all(const char *dir, float *out) {
     t5_model m;
-    ASSERT_OK(t5_build(&m, dir));
+    ASSERT_OK(t5_build(&m, dir, NULL));
     assert_int_equal(m.cfg.d_model, g_D);
     /* two prompts per call, as stage1 batches prompt and negative prompt */
     for (int b = 0; b < g_B; b += 2) {
@@ -89,7 +89,7 @@ static void test_golden_last_hidden_state(void **state) {
     print_message("  worst rel L2 over %d prompts = %.3g (tol 1e-5)\n", g_B, worst);
     /* one sequence alone gives the same numbers as in a batch */
     t5_model m;
-    ASSERT_OK(t5_build(&m, T5_CASE "/model/text_encoder"));
+    ASSERT_OK(t5_build(&m, T5_CASE "/model/text_encoder", NULL));
     float *one = malloc(per * sizeof(float));
     ASSERT_OK(t5_encode(&m, g_ids + 3 * (size_t)g_S, 1, g_S, one, NULL));
     ASSERT_REL_L2(one, out + 3 * per, per, 1e-6);

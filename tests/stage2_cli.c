@@ -85,8 +85,7 @@ static float *golden_output(const char *golden_case, int64_t *shape) {
     ASSERT_NONNULL(t);
     int64_t F = t->shape[1], C = t->shape[2], hw = t->shape[3] * t->shape[4];
     float *src = cvx_tensor_f32_dup(t), *dst = malloc((size_t)t->numel * sizeof(float));
-    for (int64_t f = 0; f < F; f++)
-        for (int64_t c = 0; c < C; c++) memcpy(dst + (c * F + f) * hw, src + (f * C + c) * hw, (size_t)hw * sizeof(float));
+    cvx_permute_fc_to_cf(src, (int)F, (int)C, (size_t)hw, 0, dst);
     int64_t s[5] = {1, C, F, t->shape[3], t->shape[4]};
     memcpy(shape, s, sizeof s);
     free(src);

@@ -45,7 +45,7 @@ static float *f32_of(const cvx_safetensors *st, const char *fmt, ...) {
 static void load_case(const char *dir, cogvideox_scheduler *s, cvx_safetensors **st, cvx_config *cj) {
     char p[512];
     snprintf(p, sizeof p, GOLDEN "/%s/model/scheduler/scheduler_config.json", dir);
-    if (cogvideox_scheduler_load(s, p, -1)) fail_msg("%s", cvx_last_error());
+    if (cogvideox_scheduler_load(s, p, NULL)) fail_msg("%s", cvx_last_error());
     snprintf(p, sizeof p, GOLDEN "/%s/expected.safetensors", dir);
     *st = cvx_st_open(p);
     if (!*st) fail_msg("%s", cvx_last_error());
@@ -55,11 +55,11 @@ static void load_case(const char *dir, cogvideox_scheduler *s, cvx_safetensors *
     }
 }
 
-static void check_alphas_and_timesteps(const char *dir, cogvideox_scheduler_kind kind) {
+static void check_alphas_and_timesteps(const char *dir, const cogvideox_scheduler_type *kind) {
     cogvideox_scheduler s;
     cvx_safetensors *st;
     load_case(dir, &s, &st, NULL);
-    assert_int_equal(s.kind, kind);
+    assert_ptr_equal(s.type, kind);
     const cvx_tensor *ac = need(st, "alphas_cumprod");
     assert_int_equal(ac->dtype, CVX_F64);
     assert_int_equal(ac->numel, s.num_train_timesteps);
@@ -95,9 +95,9 @@ static void check_alphas_and_timesteps(const char *dir, cogvideox_scheduler_kind
     cogvideox_scheduler_free(&s);
 }
 
-static void test_schedule_2b(void **state) { (void)state; check_alphas_and_timesteps("scheduler_2b", COGVIDEOX_DDIM); }
-static void test_schedule_5b(void **state) { (void)state; check_alphas_and_timesteps("scheduler_5b", COGVIDEOX_DPM); }
-static void test_schedule_15(void **state) { (void)state; check_alphas_and_timesteps("scheduler_1.5", COGVIDEOX_DPM); }
+static void test_schedule_2b(void **state) { (void)state; check_alphas_and_timesteps("scheduler_2b", &cogvideox_scheduler_ddim); }
+static void test_schedule_5b(void **state) { (void)state; check_alphas_and_timesteps("scheduler_5b", &cogvideox_scheduler_dpm); }
+static void test_schedule_15(void **state) { (void)state; check_alphas_and_timesteps("scheduler_1.5", &cogvideox_scheduler_dpm); }
 
 static size_t numel_of(const cvx_safetensors *st, const char *name) { return (size_t)need(st, name)->numel; }
 
@@ -216,7 +216,7 @@ static void check_dpm_chains(const char *dir) {
 static void test_dpm_chains_5b(void **state) { (void)state; check_dpm_chains("scheduler_5b"); }
 static void test_dpm_chains_15(void **state) { (void)state; check_dpm_chains("scheduler_1.5"); }
 
-static int init_from_json(cogvideox_scheduler *s, const char *json, int kind_override) {
+static int init_from_json(cogvideox_scheduler *s, const char *json, const cogvideox_scheduler_type *kind_override) {
     cvx_config c;
     if (cvx_config_parse(&c, json, strlen(json), "test/scheduler_config.json")) return -1;
     int rc = cogvideox_scheduler_init(s, &c, kind_override);
@@ -230,7 +230,7 @@ static void test_spacings(void **state) {
     (void)state;
     cogvideox_scheduler s;
     assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"beta_schedule\":\"scaled_linear\","
-                                        "\"timestep_spacing\":\"leading\",\"steps_offset\":1}", -1), 0);
+                                        "\"timestep_spacing\":\"leading\",\"steps_offset\":1}", NULL), 0);
     assert_int_equal(cogvideox_scheduler_set_timesteps(&s, 50), 0);
     assert_int_equal(s.timesteps[0], 981);
     assert_int_equal(s.timesteps[49], 1);
@@ -239,8 +239,8 @@ static void test_spacings(void **state) {
     assert_memory_equal(s.timesteps, lead7, sizeof lead7);
     cogvideox_scheduler_free(&s);
 
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDPMScheduler\",\"timestep_spacing\":\"linspace\"}", -1), 0);
-    assert_int_equal(s.kind, COGVIDEOX_DPM);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDPMScheduler\",\"timestep_spacing\":\"linspace\"}", NULL), 0);
+    assert_ptr_equal(s.type, &cogvideox_scheduler_dpm);
     assert_int_equal(cogvideox_scheduler_set_timesteps(&s, 7), 0);
     static const int64_t lin7[] = {999, 832, 666, 500, 333, 166, 0};
     assert_memory_equal(s.timesteps, lin7, sizeof lin7);
@@ -252,7 +252,7 @@ static void test_spacings(void **state) {
 
     /* trailing spacing with n = 61: numpy's arange makes 62 timesteps (the last -1) upstream;
      * refused with a clear message naming usable counts */
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"timestep_spacing\":\"trailing\"}", -1), 0);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"timestep_spacing\":\"trailing\"}", NULL), 0);
     assert_int_equal(cogvideox_scheduler_set_timesteps(&s, 61), -1);
     printf("  %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "use 60 or 62 steps"));
@@ -261,8 +261,8 @@ static void test_spacings(void **state) {
     cogvideox_scheduler_free(&s);
 
     /* --scheduler override beats _class_name */
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\"}", COGVIDEOX_DPM), 0);
-    assert_int_equal(s.kind, COGVIDEOX_DPM);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\"}", &cogvideox_scheduler_dpm), 0);
+    assert_ptr_equal(s.type, &cogvideox_scheduler_dpm);
     cogvideox_scheduler_free(&s);
 }
 
@@ -271,7 +271,7 @@ static void test_plain_schedule(void **state) {
     (void)state;
     cogvideox_scheduler s;
     assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"beta_schedule\":\"scaled_linear\","
-                                        "\"snr_shift_scale\":1.0,\"set_alpha_to_one\":false}", -1), 0);
+                                        "\"snr_shift_scale\":1.0,\"set_alpha_to_one\":false}", NULL), 0);
     double b0 = 0.00085, b999 = 0.012;
     assert_true(fabs(s.alphas_cumprod[0] - (1 - b0)) < 1e-15);
     assert_true(s.final_alpha_cumprod == s.alphas_cumprod[0]);
@@ -279,7 +279,7 @@ static void test_plain_schedule(void **state) {
     cogvideox_scheduler_free(&s);
     /* float32 linear schedule: the first value is 1 − beta_start in float */
     assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"beta_schedule\":\"linear\","
-                                        "\"snr_shift_scale\":1.0}", -1), 0);
+                                        "\"snr_shift_scale\":1.0}", NULL), 0);
     assert_true(s.alphas_cumprod[0] == (double)(1.0f - 0.00085f));
     cogvideox_scheduler_free(&s);
 }
@@ -287,20 +287,23 @@ static void test_plain_schedule(void **state) {
 static void test_config_errors(void **state) {
     (void)state;
     cogvideox_scheduler s;
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"EulerDiscreteScheduler\"}", -1), -1);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"EulerDiscreteScheduler\"}", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "_class_name"));
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"beta_schedule\":\"cubic\"}", -1), -1);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"beta_schedule\":\"cubic\"}", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "beta_schedule"));
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"prediction_type\":\"flow\"}", -1), -1);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"prediction_type\":\"flow\"}", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "prediction_type"));
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"timestep_spacing\":\"odd\"}", -1), -1);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"timestep_spacing\":\"odd\"}", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "timestep_spacing"));
-    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"num_train_timesteps\":\"x\"}", -1), -1);
+    assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"num_train_timesteps\":\"x\"}", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "num_train_timesteps"));
-    cogvideox_scheduler_kind k;
-    assert_int_equal(cogvideox_scheduler_parse_kind("euler", &k), -1);
-    assert_int_equal(cogvideox_scheduler_parse_kind("dpm", &k), 0);
-    assert_int_equal(k, COGVIDEOX_DPM);
+    assert_null(cogvideox_scheduler_find("euler"));
+    assert_non_null(strstr(cvx_last_error(), "ddim"));
+    assert_ptr_equal(cogvideox_scheduler_find("dpm"), &cogvideox_scheduler_dpm);
+    assert_ptr_equal(cogvideox_scheduler_find("CogVideoXDDIMScheduler"), &cogvideox_scheduler_ddim);
+    char names[64];
+    cogvideox_scheduler_names(names, sizeof names, "|");
+    assert_string_equal(names, "ddim|dpm");
 }
 
 int main(void) {

@@ -106,7 +106,7 @@ static void run_case(const char *dir) {
     golden_case g;
     case_open(&g, dir);
     snprintf(p, sizeof p, "%s/model/transformer", dir);
-    cogvideox_transformer *m = cogvideox_load(p);
+    cogvideox_transformer *m = cogvideox_load(p, NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     const cogvideox_config *c = cogvideox_get_config(m);
     assert_non_null(g.out);
@@ -170,7 +170,7 @@ static void test_rope_e2e(void **s) {
         cvx_safetensors *st = cvx_st_open(p);
         if (!st) fail_msg("%s", cvx_last_error());
         snprintf(p, sizeof p, "%s/model/transformer", cases[i]);
-        cogvideox_transformer *m = cogvideox_load(p);
+        cogvideox_transformer *m = cogvideox_load(p, NULL);
         if (!m) fail_msg("%s", cvx_last_error());
         const cvx_tensor *lat = cvx_st_find(st, "initial_latents");
         float *cr = dup_or_null(st, "image_rotary_emb_cos"), *sr = dup_or_null(st, "image_rotary_emb_sin"), *cs, *sn;
@@ -321,7 +321,7 @@ static void edit_config(const char *case_dir, int n, const char *const *from, co
 }
 
 static float *forward_tmp(golden_case *g, const float *ofs, int n_ofs) {
-    cogvideox_transformer *m = cogvideox_load(tmpdir);
+    cogvideox_transformer *m = cogvideox_load(tmpdir, NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     size_t n = (size_t)g->B * g->F * g->C * g->H * g->W;
     float *out = malloc(sizeof(float) * n);
@@ -357,7 +357,7 @@ static void test_learned_positional(void **s) {
     printf("  learned table zero: rel L2 %.3g; non-zero: %.3g (must differ)\n", rel0, rel1);
     assert_true(rel0 <= 1e-5 && rel1 > 1e-3);
     free(out);
-    cogvideox_transformer *m = cogvideox_load(tmpdir);
+    cogvideox_transformer *m = cogvideox_load(tmpdir, NULL);
     assert_non_null(m);
     float *xo = calloc(2 * 3 * 4 * 8 * 8, sizeof(float)), *o = malloc(sizeof(float) * 2 * 3 * 4 * 8 * 8);
     assert_int_equal(cogvideox_forward(m, xo, 2, 3, 8, 8, g.text, 226, g.t, g.cos, g.sin, o), -1);
@@ -407,7 +407,7 @@ static void test_ofs_embedding(void **s) {
 }
 
 static void expect_load_error(const char *must1, const char *must2) {
-    cogvideox_transformer *m = cogvideox_load(tmpdir);
+    cogvideox_transformer *m = cogvideox_load(tmpdir, NULL);
     assert_null(m);
     const char *e = cvx_last_error();
     printf("  expected error: %s\n", e);
@@ -453,7 +453,7 @@ static void test_bad_config(void **s) {
 /* Sizes the model cannot take fail with a message, not a crash. */
 static void test_forward_errors(void **s) {
     (void)s;
-    cogvideox_transformer *m = cogvideox_load(GOLDEN "/transformer_1.5/model/transformer");
+    cogvideox_transformer *m = cogvideox_load(GOLDEN "/transformer_1.5/model/transformer", NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     float x[1] = {0}, out[1];
     int64_t t[2] = {1, 1};
@@ -467,7 +467,7 @@ static void test_forward_errors(void **s) {
     assert_int_equal(cogvideox_rope_tables(cogvideox_get_config(m), 4, 40, 8, cs, sn), -1);   /* grid > sample grid */
     assert_non_null(strstr(cvx_last_error(), "exceeds"));
     cogvideox_free(m);
-    m = cogvideox_load(GOLDEN "/transformer_2b/model/transformer");
+    m = cogvideox_load(GOLDEN "/transformer_2b/model/transformer", NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     assert_int_equal(cogvideox_forward(m, x, 2, 3, 6, 8, x, 100, t, NULL, NULL, out), -1);   /* sin-cos needs L = 226 */
     assert_non_null(strstr(cvx_last_error(), "max_text_seq_length"));
@@ -482,7 +482,7 @@ static void test_bf16_sharded(void **s) {
     make_tmpdir();
     copy_config(NULL, NULL);
     write_model(CVX_BF16, NULL, NULL, 2);
-    cogvideox_transformer *m = cogvideox_load(tmpdir);
+    cogvideox_transformer *m = cogvideox_load(tmpdir, NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     size_t n = (size_t)g.B * g.F * g.C * g.H * g.W;
     float *out = malloc(sizeof(float) * n);
@@ -504,7 +504,7 @@ static void test_positional_basics(void **s) {
     cogvideox_timestep_sinusoid(e, &t0, 1, 8, 1, 0);
     for (int i = 0; i < 4; i++) { assert_true(e[i] == 1.0f); assert_true(e[4 + i] == 0.0f); }
     float ls[40];
-    cogvideox_linspace_f32(ls, 2.0f, 4.5f, 40);
+    cvx_linspace_f32(2.0f, 4.5f, 40, 1, ls);
     assert_true(ls[0] == 2.0f && ls[39] == 4.5f);
     for (int i = 1; i < 40; i++) assert_true(ls[i] > ls[i - 1]);
     int crop[4];

@@ -20,17 +20,19 @@ static float *load_latents(const cvx_safetensors *st, const char *name, const va
     *F = (int)t->shape[1], *C = (int)t->shape[2], *H = (int)t->shape[3], *W = (int)t->shape[4];
     float *src = cvx_tensor_f32_dup(t), *z = cvx_alloc_f32((size_t)t->numel);
     float s = (float)(1.0 / d->scaling_factor);
-    for (int f = 0; f < *F; f++)
-        for (int c = 0; c < *C; c++)
-            for (int i = 0; i < *H * *W; i++)
-                z[((size_t)c * *F + f) * *H * *W + i] = src[((size_t)f * *C + c) * *H * *W + i] * s;
+    cvx_permute_fc_to_cf(src, *F, *C, (size_t)*H * *W, 0, z);
+    for (int64_t i = 0; i < t->numel; i++) z[i] *= s;
     free(src);
     return z;
 }
 
+/* The convolution algorithm run_case's decoders use. */
+static cvx_conv_algo g_algo = CVX_CONV_WINOGRAD4;
+
 static void run_case(const char *name, int tiled, int tsh, int tsw, double tol) {
     vae_decoder d;
-    ASSERT_OK(vae_load(&d, VAE_DIR));
+    ASSERT_OK(vae_load(&d, VAE_DIR, NULL));
+    d.ctx->conv_algo = g_algo;
     cvx_safetensors *st = tu_open(VAE_EXPECTED);
     char key[128];
     snprintf(key, sizeof key, "%s.latents", name);
@@ -86,13 +88,13 @@ static void test_f3(void **s) { (void)s; run_case("f3", 0, 0, 0, 1e-4); }
  * results as the default F(4×4, 3×3). */
 static void test_f5_gemm_convs(void **s) {
     (void)s;
-    vae_set_winograd(0);
+    g_algo = CVX_CONV_DIRECT;
     run_case("f5", 0, 0, 0, 1e-4);
     run_case("f3_tiled_inconsistent", 1, 24, 32, 1e-4);
-    vae_set_winograd(2);
+    g_algo = CVX_CONV_WINOGRAD2;
     run_case("f5", 0, 0, 0, 1e-4);
     run_case("f3_tiled", 1, 48, 40, 1e-4);
-    vae_set_winograd(4);
+    g_algo = CVX_CONV_WINOGRAD4;
 }
 static void test_f5_chunked(void **s) { (void)s; run_case("f5", 0, 0, 0, 1e-4); }
 static void test_f3_tiled(void **s) { (void)s; run_case("f3_tiled", 1, 48, 40, 1e-4); }
@@ -103,7 +105,7 @@ static void test_f3_tiled_inconsistent(void **s) { (void)s; run_case("f3_tiled_i
 static void test_frame_counts(void **s) {
     (void)s;
     vae_decoder d;
-    ASSERT_OK(vae_load(&d, VAE_DIR));
+    ASSERT_OK(vae_load(&d, VAE_DIR, NULL));
     assert_int_equal(vae_output_frames(&d, 1), 1);
     assert_int_equal(vae_output_frames(&d, 2), 8);
     assert_int_equal(vae_output_frames(&d, 3), 9);
@@ -117,7 +119,7 @@ static void test_frame_counts(void **s) {
 static void test_load_errors(void **s) {
     (void)s;
     vae_decoder d;
-    assert_int_equal(vae_load(&d, "tests/data/golden/no_such_vae"), -1);
+    assert_int_equal(vae_load(&d, "tests/data/golden/no_such_vae", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "no_such_vae"));
     vae_free(&d);
     /* A config whose block_out_channels disagree with the weights: shape mismatch named. */
@@ -129,7 +131,7 @@ static void test_load_errors(void **s) {
     tu_write(path, cfg, strlen(cfg));
     snprintf(path, sizeof path, "ln -s \"$PWD/%s/diffusion_pytorch_model.safetensors\" %s/", VAE_DIR, dir);
     assert_int_equal(system(path), 0);
-    assert_int_equal(vae_load(&d, dir), -1);
+    assert_int_equal(vae_load(&d, dir, NULL), -1);
     print_message("  error: %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "decoder.conv_in.conv.weight"));
     vae_free(&d);

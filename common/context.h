@@ -1,0 +1,63 @@
+/* The compute context: everything a heavy op needs besides its operands.
+ *
+ * One cvx_ctx is passed to every heavy op (cvx_linear(ctx, ...), cvx_conv3d_padded(ctx, ...))
+ * and owned by whoever runs a model (a cvx_pipeline, or a test). It holds the reusable scratch
+ * buffers, the FLOP counters, the thread count, the compute precision and the CPU features, so
+ * that two models (two contexts) run in one process without sharing hidden state, and so the next
+ * kernels plug in here: the bf16 GEMM/attention kernels are pure functions; cvx_linear and friends
+ * dispatch on ctx->precision and ctx->cpu_features.
+ *
+ * A context is not thread-safe: one model call at a time per context (ops parallelise inside
+ * with OpenMP). The OpenMP/OpenBLAS thread count itself is process-wide (those libraries keep
+ * it globally); cvx_ctx_new applies ctx->threads. */
+#ifndef CVX_CONTEXT_H
+#define CVX_CONTEXT_H
+
+#include <stddef.h>
+
+typedef enum {
+    CVX_PRECISION_F32 = 0,   /* f32 compute, f32 accumulation (upstream parity) */
+    CVX_PRECISION_BF16,      /* bf16 operands, f32 accumulation (not implemented yet: refused) */
+} cvx_precision;
+
+/* CPU features bit set (filled by common/cpu.* once it lands; 0 = portable code only). */
+enum { CVX_CPU_AVX2 = 1u << 0, CVX_CPU_AVX512F = 1u << 1, CVX_CPU_AVX512_BF16 = 1u << 2 };
+
+/* Conv algorithm for 3×3 spatial kernels (the VAE's convolutions). */
+typedef enum { CVX_CONV_DIRECT = 0, CVX_CONV_WINOGRAD2 = 2, CVX_CONV_WINOGRAD4 = 4 } cvx_conv_algo;
+
+typedef struct {
+    float *data;
+    size_t cap;   /* floats */
+} cvx_scratch;
+
+typedef struct cvx_ctx {
+    int threads;                 /* OpenMP/OpenBLAS threads (>= 1) */
+    cvx_precision precision;
+    unsigned cpu_features;       /* CVX_CPU_* bits */
+    cvx_conv_algo conv_algo;     /* default CVX_CONV_WINOGRAD4 */
+    size_t winograd_budget;      /* floats of Winograd scratch per block of tile rows (default 48M) */
+
+    /* counters (multiply-add = 2); reset by the caller when it wants a fresh count */
+    double flops;                /* every GEMM an op ran through this context */
+    double conv_flops;           /* VAE convolutions, direct-convolution equivalent */
+    double conv_seconds;         /* wall time in VAE convolutions */
+
+    /* scratch, grown on demand, freed by cvx_ctx_free */
+    cvx_scratch weights;         /* one weight matrix widened to f32 (cvx_weight_f32) */
+    cvx_scratch conv_grid;       /* shifted-GEMM output grid (cvx_conv3d_padded) */
+    cvx_scratch winograd;        /* Winograd V and M tiles */
+} cvx_ctx;
+
+/* threads <= 0: all cores. Applies the thread count (process-wide, see above). */
+cvx_ctx *cvx_ctx_new(int threads);
+void cvx_ctx_free(cvx_ctx *ctx);
+/* 0, or -1 + cvx_error when the precision has no kernels yet. */
+int cvx_ctx_set_precision(cvx_ctx *ctx, cvx_precision p);
+const char *cvx_precision_name(cvx_precision p);
+/* Free the scratch buffers (they grow again on the next use). */
+void cvx_ctx_release_scratch(cvx_ctx *ctx);
+/* The buffer of s, at least n floats (contents undefined). */
+float *cvx_scratch_get(cvx_scratch *s, size_t n);
+
+#endif

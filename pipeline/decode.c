@@ -1,0 +1,75 @@
+/* decode: latents -> frames (AutoencoderKLCogVideoX.decode as CogVideoXPipeline calls it). */
+#include "pipeline/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+/* --tiling auto tiles when an untiled decode would need more than this. */
+#define AUTO_TILING_BUDGET (6.0 * 1024 * 1024 * 1024)
+
+void cvx_frames_free(cvx_frames *f) {
+    for (int b = 0; f->data && b < f->B; b++) free(f->data[b]);
+    free(f->data);
+    memset(f, 0, sizeof *f);
+}
+
+int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
+               const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
+    memset(out, 0, sizeof *out);
+    if (!label) label = "latents";
+    if (cvx_model_load_vae(m)) return -1;
+    const vae_decoder *d = &m->vae;
+    if (C != d->latent_channels)
+        return cvx_error("%s: tensor 'latents' has %d channels (dim 1 of [B, C, T, H, W]), the VAE in %s expects "
+                         "latent_channels = %d", label, C, m->dir, d->latent_channels);
+    if (B < 1 || T < 1 || h < 1 || w < 1) return cvx_error("%s: tensor 'latents' has an empty shape", label);
+    if (d->out_channels != 3) return cvx_error("%s/vae: out_channels = %d, a video needs 3", m->dir, d->out_channels);
+
+    /* tiling */
+    int tsh = p->tile_height ? p->tile_height : d->sample_height / 2;
+    int tsw = p->tile_width ? p->tile_width : d->sample_width / 2;
+    int tiled = 0;
+    if (p->tiling == CVX_TILING_ON) tiled = vae_tiling_applies(d, h, w, tsh, tsw);
+    else if (p->tiling == CVX_TILING_AUTO)
+        tiled = vae_tiling_applies(d, h, w, tsh, tsw) && vae_estimate_peak_bytes(d, h, w) > AUTO_TILING_BUDGET;
+    if (tiled && vae_tiling_check(d, tsh, tsw)) return -1;
+    if (tiled)
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae in tiles of %dx%d samples", B, C, T, h, w, m->dir,
+                 tsh, tsw);
+    else
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (untiled, ~%.1f GB estimated peak)", B, C, T, h,
+                 w, m->dir, vae_estimate_peak_bytes(d, h, w) / 1e9);
+
+    /* 1 / scaling_factor * latents, as upstream; NaN (a diverged run) decodes as 0 */
+    const size_t n = (size_t)B * C * T * h * w;
+    float *z = cvx_alloc_f32(n);   // [B, C, T, h, w]
+    size_t nan = 0;
+    const float scale = (float)(1.0 / d->scaling_factor);
+    for (size_t i = 0; i < n; i++) {
+        float v = zin[i];
+        if (isnan(v)) v = 0.0f, nan++;
+        z[i] = v * scale;
+    }
+    if (nan) cvx_warn("%s: %zu NaN values in 'latents' replaced by 0", label, nan);
+
+    const int To = vae_output_frames(d, T);
+    cvx_progress bar;
+    cvx_progress_begin(&bar, "vae decode", B * vae_decode_steps(d, T, h, w, tiled, tsh, tsw), progress, user);
+    out->B = B, out->T = To, out->H = h * d->spatial_ratio, out->W = w * d->spatial_ratio, out->tiled = tiled;
+    out->data = cvx_calloc((size_t)B, sizeof *out->data);
+    for (int b = 0; b < B; b++) {
+        const float *zb = z + (size_t)b * C * T * h * w;   // [C, T, h, w]
+        if (tiled) {
+            out->data[b] = vae_decode_tiled(d, zb, T, h, w, tsh, tsw, &out->T, &out->H, &out->W, &bar);
+        } else {
+            out->data[b] = cvx_alloc_f32((size_t)d->out_channels * To * out->H * out->W);   // [3, To, Ho, Wo]
+            vae_decode_chunked(d, zb, T, h, w, out->data[b], &bar);
+        }
+    }
+    cvx_progress_finish(&bar);
+    free(z);
+    return 0;
+}

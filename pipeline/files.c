@@ -1,0 +1,253 @@
+/* The files between the stages: stage1_embeddings.safetensors, stage2_latents.safetensors,
+ * generation_config.json, the decoded frames (docs/file-formats.md). */
+#include "pipeline/internal.h"
+
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "fileio.h"
+#include "stage2/sampler.h"
+
+/* ---- stage 1 ---- */
+
+int cvx_embeddings_write(const char *path, const float *prompt, const float *negative, int L, int D,
+                         const char *prompt_text, const char *negative_text, const char *model_id) {
+    cvx_st_writer *w = cvx_stw_new();
+    const int64_t shape[3] = {1, L, D};
+    int rc = cvx_stw_add_f32(w, "prompt_embeds", CVX_F32, 3, shape, prompt) ||
+             cvx_stw_add_f32(w, "negative_prompt_embeds", CVX_F32, 3, shape, negative) ||
+             cvx_stw_metadata(w, "prompt", prompt_text) || cvx_stw_metadata(w, "negative_prompt", negative_text) ||
+             cvx_stw_metadata(w, "model_id", model_id) ||
+             cvx_stw_metadata(w, "dtype_info",
+                              "{\"prompt_embeds\": \"float32\", \"negative_prompt_embeds\": \"float32\"}") ||
+             cvx_stw_write(w, path);
+    cvx_stw_free(w);
+    return rc ? -1 : 0;
+}
+
+int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out) {
+    memset(out, 0, sizeof *out);
+    if (!m->has_transformer) {
+        char dir[4200];
+        return cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir);
+    }
+    const cvx_tensor *tp = cvx_st_find(st, "prompt_embeds"), *tn = cvx_st_find(st, "negative_prompt_embeds");
+    if (cogvideox_check_embeddings(&m->tcfg, tp, tn, cvx_st_path(st))) return -1;
+    out->L = (int)tp->shape[1], out->D = (int)tp->shape[2];
+    out->prompt = cvx_tensor_f32_dup(tp);
+    out->negative = cvx_tensor_f32_dup(tn);
+    return 0;
+}
+
+int cvx_genconfig_record_encode(const char *path, const char *prompt, const char *prompts_file,
+                                const char *negative, const char *model_id) {
+    json_object *upd = json_object_new_object();
+    if (prompt) json_object_object_add(upd, "prompt", json_object_new_string(prompt));
+    else json_object_object_add(upd, "prompts_file", json_object_new_string(prompts_file));
+    json_object_object_add(upd, "negative_prompt", json_object_new_string(negative));
+    json_object_object_add(upd, "model_id", json_object_new_string(model_id));
+    int rc = cvx_genconfig_update(path, upd);
+    json_object_put(upd);
+    return rc;
+}
+
+/* A --prompts_file: one prompt per non-empty line. */
+cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count) {
+    size_t len;
+    *buf = cvx_read_file(path, &len);
+    if (!*buf) return NULL;
+    cvx_prompt_item *items = NULL;
+    int n = 0, line = 0;
+    for (char *p = *buf; p < *buf + len;) {
+        char *nl = memchr(p, '\n', (size_t)(*buf + len - p));
+        char *end = nl ? nl : *buf + len;
+        line++;
+        *end = 0;
+        if (end > p && end[-1] == '\r') end[-1] = 0;
+        if (p[0]) {
+            items = cvx_realloc(items, (size_t)(n + 1) * sizeof *items);
+            items[n++] = (cvx_prompt_item){p, line};
+        }
+        p = end + 1;
+    }
+    if (n == 0) {
+        free(*buf);
+        *buf = NULL;
+        cvx_error("%s: no prompts (the file has no non-empty line)", path);
+        return NULL;
+    }
+    *count = n;
+    return items;
+}
+
+
+/* ---- stage 2 ---- */
+
+int cvx_recorded_model(const char *model_dir, const char *model_id, const char *gc_path, const cvx_safetensors *st,
+                       char *buf, size_t n, const char **out) {
+    *out = model_dir ? model_dir : model_id;
+    if (*out) return 0;
+    buf[0] = 0;
+    if (gc_path && cvx_is_file(gc_path) && cvx_genconfig_get_str(gc_path, "model_id", buf, n)) return -1;
+    const char *v = st ? cvx_st_metadata(st, "model_id") : NULL;
+    *out = buf[0] ? buf : v && v[0] ? v : NULL;
+    return 0;
+}
+
+/* Shortest decimal that reads back as the same double, with ".0" on integers (as Python's repr). */
+static void format_double(double v, char *buf, size_t n) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    if (!strpbrk(buf, ".eni")) strncat(buf, ".0", n - strlen(buf) - 1);
+}
+
+/* FNV-1a 64 of a file's bytes: identifies the embeddings in the checkpoint fingerprint. */
+static int hash_file(const char *path, uint64_t *out) {
+    size_t len;
+    char *buf = cvx_read_file(path, &len);
+    if (!buf) return -1;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+    free(buf);
+    *out = h;
+    return 0;
+}
+
+int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, void *fpv) {
+    cogvideox_fingerprint *fp = fpv;
+    char real_model[PATH_MAX], gbuf[64];
+    uint64_t emb_hash;
+    if (!realpath(m->dir, real_model)) snprintf(real_model, sizeof real_model, "%s", m->dir);
+    if (hash_file(embeddings_path, &emb_hash)) return -1;
+    memset(fp, 0, sizeof *fp);
+    cogvideox_fingerprint_set(fp, "model", "%s", real_model);
+    cogvideox_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
+    cogvideox_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
+    format_double(p->guidance_scale, gbuf, sizeof gbuf);
+    cogvideox_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
+    cogvideox_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
+    cogvideox_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
+    cogvideox_fingerprint_set(fp, "height", "%d", p->height);
+    cogvideox_fingerprint_set(fp, "width", "%d", p->width);
+    cogvideox_fingerprint_set(fp, "frames", "%d", p->frames);
+    cogvideox_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    return 0;
+}
+
+int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_params *p, cvx_dtype dtype,
+                      const char *model_id) {
+    cvx_st_writer *w = cvx_stw_new();
+    const int64_t shape[5] = {1, l->C, l->T, l->h, l->w};
+    char buf[64];
+    int rc = cvx_stw_add_f32(w, "latents", dtype, 5, shape, l->data);
+    snprintf(buf, sizeof buf, "%d", p->frames);
+    rc |= cvx_stw_metadata(w, "num_frames", buf);
+    snprintf(buf, sizeof buf, "%d", p->num_inference_steps);
+    rc |= cvx_stw_metadata(w, "num_inference_steps", buf);
+    format_double(p->guidance_scale, buf, sizeof buf);
+    rc |= cvx_stw_metadata(w, "guidance_scale", buf);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)p->seed);
+    rc |= cvx_stw_metadata(w, "seed", buf);
+    snprintf(buf, sizeof buf, "%d", p->height);
+    rc |= cvx_stw_metadata(w, "height", buf);
+    snprintf(buf, sizeof buf, "%d", p->width);
+    rc |= cvx_stw_metadata(w, "width", buf);
+    rc |= cvx_stw_metadata(w, "dtype_info",
+                           dtype == CVX_BF16 ? "{\"latents\": \"bfloat16\"}" : "{\"latents\": \"float32\"}");
+    rc |= cvx_stw_metadata(w, "use_dynamic_cfg", p->use_dynamic_cfg ? "true" : "false");
+    rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
+    rc |= cvx_stw_metadata(w, "model_id", model_id);
+    if (!rc) rc = cvx_stw_write(w, path);
+    cvx_stw_free(w);
+    return rc ? -1 : 0;
+}
+
+int cvx_genconfig_record_sample(const char *out_gc, const char *in_gc, const cvx_sample_params *p, int fps,
+                                const char *scheduler, const char *model_id) {
+    cvx_config gc;
+    json_object *upd = json_object_new_object();
+    if (!cvx_is_file(out_gc) && in_gc && cvx_is_file(in_gc)) {  /* new output dir: carry stage1's keys over */
+        if (cvx_config_load(&gc, in_gc)) {
+            json_object_put(upd);
+            return -1;
+        }
+        json_object_object_foreach(gc.root, key, val) json_object_object_add(upd, key, json_object_get(val));
+        cvx_config_free(&gc);
+    }
+    /* the model that made these latents (stage3 decodes with its VAE; T5 is shared by all) */
+    json_object_object_add(upd, "model_id", json_object_new_string(model_id));
+    json_object_object_add(upd, "num_inference_steps", json_object_new_int(p->num_inference_steps));
+    json_object_object_add(upd, "guidance_scale", json_object_new_double(p->guidance_scale));
+    json_object_object_add(upd, "seed", json_object_new_uint64(p->seed));
+    json_object_object_add(upd, "height", json_object_new_int(p->height));
+    json_object_object_add(upd, "width", json_object_new_int(p->width));
+    json_object_object_add(upd, "frames", json_object_new_int(p->frames));
+    json_object_object_add(upd, "fps", json_object_new_int(fps));
+    json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(p->use_dynamic_cfg));
+    json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
+    int rc = cvx_genconfig_update(out_gc, upd);
+    json_object_put(upd);
+    return rc;
+}
+
+/* ---- stage 3 ---- */
+
+int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], long *meta_frames) {
+    *z = NULL;
+    cvx_safetensors *st = cvx_st_open(path);
+    if (!st) return -1;
+    int rc = -1;
+    const cvx_tensor *lt = cvx_st_find(st, "latents");
+    char shp[128];
+    if (!lt) {
+        cvx_error("%s: no tensor 'latents'", path);
+        goto done;
+    }
+    cvx_shape_str(lt->ndim, lt->shape, shp, sizeof shp);
+    if (!cvx_dtype_is_float(lt->dtype)) {
+        cvx_error("%s: tensor 'latents' has dtype %s, expected F32, BF16 or F16", path, cvx_dtype_name(lt->dtype));
+        goto done;
+    }
+    if (lt->ndim != 5) {
+        cvx_error("%s: tensor 'latents' has shape %s (rank %d), expected rank 5 [B, C, T, H, W]", path, shp,
+                  lt->ndim);
+        goto done;
+    }
+    for (int i = 0; i < 5; i++) dims[i] = (int)lt->shape[i];
+    if (m->has_vae && dims[1] != m->vcfg.latent_channels) {
+        cvx_error("%s: tensor 'latents' has shape %s: %d channels (dim 1 of [B, C, T, H, W]), the VAE in %s/vae "
+                  "expects latent_channels = %d", path, shp, dims[1], m->dir, m->vcfg.latent_channels);
+        goto done;
+    }
+    if (dims[0] < 1 || dims[2] < 1 || dims[3] < 1 || dims[4] < 1) {
+        cvx_error("%s: tensor 'latents' has an empty shape %s", path, shp);
+        goto done;
+    }
+    *z = cvx_alloc_f32((size_t)lt->numel);   // [B, C, T, h, w]
+    cvx_tensor_to_f32(lt, *z);
+    const char *meta = cvx_st_metadata(st, "num_frames");
+    *meta_frames = meta ? atol(meta) : 0;
+    rc = 0;
+done:
+    cvx_st_close(st);
+    return rc;
+}
+
+int cvx_frames_write(const char *path, const cvx_frames *f, const char *latents_path) {
+    size_t per = (size_t)3 * f->T * f->H * f->W;
+    float *all = cvx_alloc_f32(per * f->B);   // [B, 3, T, H, W]
+    for (int b = 0; b < f->B; b++) memcpy(all + per * b, f->data[b], per * sizeof(float));
+    cvx_st_writer *sw = cvx_stw_new();
+    int rc = cvx_stw_add_f32(sw, "decoded", CVX_F32, 5, (int64_t[]){f->B, 3, f->T, f->H, f->W}, all) ||
+             cvx_stw_metadata(sw, "latents", latents_path) || cvx_stw_write(sw, path);
+    cvx_stw_free(sw);
+    free(all);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,100 @@
+/* sample: embeddings -> latents (the CogVideoXPipeline denoising loop, stage2/sampler.c). */
+#include "pipeline/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "stage2/sampler.h"
+#include "stage2/scheduler.h"
+
+#define DEFAULT_STEPS 50
+
+void cvx_latents_free(cvx_latents *l) {
+    free(l->data);
+    memset(l, 0, sizeof *l);
+}
+
+int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *r) {
+    *r = *p;
+    if (!m->has_transformer) {
+        char dir[4200];
+        return cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir);
+    }
+    const cvx_model_info *i = &m->info;
+    if (!r->frames) r->frames = i->frames;
+    if (!r->height) r->height = i->height;
+    if (!r->width) r->width = i->width;
+    if (!r->num_inference_steps) r->num_inference_steps = DEFAULT_STEPS;
+    if (!r->scheduler) r->scheduler = i->scheduler;
+    return 0;
+}
+
+/* The scheduler of the model's scheduler_config.json, its type overridden by `name`. */
+static int load_scheduler(cvx_model *m, const char *name, cogvideox_scheduler *s, char *path, size_t n) {
+    char dir[4200];
+    const cogvideox_scheduler_type *override = NULL;
+    if (name && !(override = cogvideox_scheduler_find(name))) return -1;
+    if (cvx_model_component(m->dir, "scheduler", "scheduler_config.json", dir, sizeof dir)) return -1;
+    snprintf(path, n, "%s/scheduler_config.json", dir);
+    return cogvideox_scheduler_load(s, path, override);
+}
+
+int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddings *emb, cvx_progress_fn progress,
+               void *user, cvx_latents *out) {
+    memset(out, 0, sizeof *out);
+    cvx_sample_params p;
+    if (cvx_sample_resolve(m, params, &p)) return -1;
+    char sched_cfg[4300];
+    cogvideox_scheduler sched;
+    if (load_scheduler(m, params->scheduler, &sched, sched_cfg, sizeof sched_cfg)) return -1;
+    int rc = -1;
+    if (cvx_model_load_transformer(m)) goto done;
+    const cogvideox_config *c = &m->tcfg;
+    cogvideox_sample_params sp = {
+        .frames = p.frames, .height = p.height, .width = p.width, .num_inference_steps = p.num_inference_steps,
+        .guidance_scale = p.guidance_scale, .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
+        .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
+        .progress = progress, .progress_user = user};
+    if (sp.num_inference_steps > sched.num_train_timesteps) {
+        cvx_error("--num_inference_steps %d: at most num_train_timesteps %d (%s)", sp.num_inference_steps,
+                  sched.num_train_timesteps, sched_cfg);
+        goto done;
+    }
+    cogvideox_latent_shape sh;
+    if (cogvideox_latent_shape_for(c, &sp, &sh)) goto done;
+    if (emb->L != c->max_text_seq_length || emb->D != c->text_embed_dim) {
+        cvx_error("embeddings [%d, %d], expected [%d, %d] (the transformer's max_text_seq_length and text_embed_dim)",
+                  emb->L, emb->D, c->max_text_seq_length, c->text_embed_dim);
+        goto done;
+    }
+    cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %g%s, seed %llu",
+             c->num_layers, c->num_attention_heads, c->attention_head_dim,
+             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched.type->name, sp.num_inference_steps,
+             sp.guidance_scale, sp.use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)sp.seed);
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp.frames, sp.height, sp.width, sh.frames,
+             sh.channels, sh.height, sh.width, sh.pad_frames ? " (with 1 padding frame)" : "");
+
+    cogvideox_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
+                                  (const cogvideox_fingerprint *)p.fingerprint};
+    cogvideox_sample_result res;
+    float *latents = cvx_alloc_f32(sh.numel);   // [1, F, C, h, w]
+    if (cogvideox_sample(m->transformer, &sched, &sp, &sh, emb->prompt, emb->negative, emb->L, &ck, NULL, NULL, latents,
+                         &res)) {
+        free(latents);
+        goto done;
+    }
+    out->C = sh.channels, out->T = sh.frames - sh.pad_frames, out->h = sh.height, out->w = sh.width;
+    out->data = cvx_alloc_f32((size_t)out->C * out->T * out->h * out->w);
+    cogvideox_latents_to_output(latents, &sh, out->data);   // [1, C, T, h, w]
+    free(latents);
+    out->steps_done = res.steps_done;
+    out->resumed_from = res.resumed_from;
+    out->seconds = res.seconds;
+    out->scheduler = sched.type->name;   /* a static table entry: outlives sched */
+    rc = 0;
+done:
+    cogvideox_scheduler_free(&sched);
+    return rc;
+}

@@ -1,0 +1,39 @@
+/* stage1 --help (included by main.c only; kept apart so main.c reads as flags + one call). */
+#ifndef CVX_STAGE1_USAGE_H
+#define CVX_STAGE1_USAGE_H
+
+#include <stdio.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: stage1 --prompt TEXT [options]\n"
+        "       stage1 --prompts_file FILE [options]\n"
+        "\n"
+        "Encode a prompt and a negative prompt with the model's T5 tokenizer and T5 v1.1 encoder,\n"
+        "as diffusers' CogVideoXPipeline does (no attention mask, padding to max_sequence_length).\n"
+        "\n"
+        "  --prompt TEXT               the prompt\n"
+        "  --negative_prompt TEXT      the negative prompt (default: \"\")\n"
+        "  --model_id ORG/NAME         hub id looked up in the local HuggingFace cache\n"
+        "                              ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub;\n"
+        "                              nothing is downloaded; default %s)\n"
+        "  --model_dir DIR             a local diffusers model directory (tokenizer/, text_encoder/)\n"
+        "  --output_dir DIR            where to write (default %s; created if needed)\n"
+        "  --max_sequence_length N     tokens per prompt, padded/truncated (default 226)\n"
+        "  --prompts_file FILE         encode every non-empty line of FILE as a prompt with one model\n"
+        "                              load; line N is written to stage1_embeddings_NNNN.safetensors\n"
+        "                              (N = line number in the file, 1-based, at least 4 digits)\n"
+        "  --threads N                 threads (default: all cores)\n"
+        "  --quiet                     only errors and warnings\n"
+        "  --verbose                   more detail\n"
+        "  --help                      this text\n"
+        "\n"
+        "Output: <output_dir>/stage1_embeddings.safetensors with prompt_embeds and\n"
+        "negative_prompt_embeds, each [1, L, d_model] float32, metadata prompt, negative_prompt,\n"
+        "model_id, dtype_info; <output_dir>/generation_config.json gets prompt, negative_prompt and\n"
+        "model_id (other keys are kept). With --prompts_file the prompt key is not set; the file\n"
+        "gets prompts_file instead.\n",
+        DEFAULT_MODEL_ID, DEFAULT_OUTPUT_DIR);
+}
+
+#endif

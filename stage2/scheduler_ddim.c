@@ -1,0 +1,44 @@
+/* CogVideoXDDIMScheduler.step (eta = 0, deterministic), diffusers 0.32.2. */
+#include "scheduler.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "error.h"
+
+void cogvideox_ddim_step(const cogvideox_scheduler *s, const float *model_output, int64_t t, const float *sample,
+                         size_t n, float *prev, float *x0) {
+    CVX_CHECK(s->num_inference_steps > 0 && t >= 0 && t < s->num_train_timesteps);
+    double a_t = s->alphas_cumprod[t];
+    double a_prev = cogvideox_alpha_prev(s, cogvideox_scheduler_prev_timestep(s, t));
+    float *p0 = x0 ? x0 : cvx_malloc(n * sizeof(float));
+    cogvideox_predict_x0(s, a_t, model_output, sample, n, p0);
+    double a = sqrt((1.0 - a_prev) / (1.0 - a_t));
+    double b = sqrt(a_prev) - sqrt(a_t) * a;
+    float fa = (float)a, fb = (float)b;
+    if (prev)
+        for (size_t i = 0; i < n; i++) prev[i] = fa * sample[i] + fb * p0[i];
+    if (!x0) free(p0);
+}
+
+/* ---- the scheduler interface: the state is one x0 scratch; nothing to checkpoint ---- */
+static void ddim_init(cogvideox_scheduler *s, size_t n) { s->state = cvx_alloc_f32(n); }
+
+static void ddim_step(cogvideox_scheduler *s, int i, const float *model_output, const float *sample, size_t n,
+                      cvx_generator *g, float *prev) {
+    (void)g;
+    cogvideox_ddim_step(s, model_output, s->timesteps[i], sample, n, prev, s->state);
+}
+
+static int ddim_save(const cogvideox_scheduler *s, cvx_st_writer *w, const int64_t shape[5]) { return 0; }
+static int ddim_load(cogvideox_scheduler *s, const cvx_safetensors *st, const char *path, size_t n) { return 0; }
+
+const cogvideox_scheduler_type cogvideox_scheduler_ddim = {
+    .name = "ddim",
+    .class_name = "CogVideoXDDIMScheduler",
+    .init = ddim_init,
+    .step = ddim_step,
+    .save_state = ddim_save,
+    .load_state = ddim_load,
+    .free_state = free,
+};

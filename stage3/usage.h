@@ -1,0 +1,46 @@
+/* stage3 --help (included by main.c only; kept apart so main.c reads as flags + one call). */
+#ifndef CVX_STAGE3_USAGE_H
+#define CVX_STAGE3_USAGE_H
+
+#include <stdio.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: stage3 [options]\n"
+        "\n"
+        "Decode stage 2 latents with the model's CogVideoX VAE (as diffusers' CogVideoXPipeline\n"
+        "does: latents x 1/scaling_factor, chunks of 2 latent frames with carried causal caches)\n"
+        "and write an MP4.\n"
+        "\n"
+        "  --input_dir DIR              where stage2_latents.safetensors and generation_config.json\n"
+        "                               are (default %s)\n"
+        "  --latents FILE               latents file (default <input_dir>/stage2_latents.safetensors);\n"
+        "                               tensor 'latents' [B, C, T, H, W], F32, BF16 or F16\n"
+        "  --output_video PATH          MP4 to write (default <input_dir>/output_video.mp4)\n"
+        "  --fps N                      frames per second (default: generation_config.json 'fps',\n"
+        "                               else 8 for CogVideoX 1.0 models, 16 for 1.5)\n"
+        "  --model_id ORG/NAME          hub id looked up in the local HuggingFace cache (nothing is\n"
+        "                               downloaded; default: generation_config.json 'model_id')\n"
+        "  --model_dir DIR              a local diffusers model directory (vae/)\n"
+        "  --tiling auto|on|off         spatial tiling: 'on' tiles whenever the latent is larger than\n"
+        "                               one tile (upstream enable_tiling), 'off' never, 'auto'\n"
+        "                               (default) only when an untiled decode would need > 6 GiB\n"
+        "  --tile_sample_min_height H   tile height in pixels (default: vae sample_height / 2)\n"
+        "  --tile_sample_min_width W    tile width in pixels (default: vae sample_width / 2)\n"
+        "  --crf N                      H.264 quality, 0 (lossless) .. 51 (default 18)\n"
+        "  --png_dir DIR                also write every frame as DIR/frame_NNNN.png\n"
+        "  --contact_sheet FILE         also write a PNG with all frames in a grid\n"
+        "  --output_frames FILE         also write the decoder output, tensor 'decoded'\n"
+        "                               [B, 3, T, H, W] F32 in [-1, 1] (before post-processing)\n"
+        "  --threads N                  threads (default: all cores)\n"
+        "  --quiet                      only errors and warnings\n"
+        "  --verbose                    more detail\n"
+        "  --help                       this text\n"
+        "\n"
+        "Frames are post-processed as upstream: clamp(x/2 + 0.5, 0, 1), x255 rounded to 8 bits.\n"
+        "Odd frame sizes are padded to even (last row/column repeated) for yuv420p. With B > 1 the\n"
+        "sample i > 0 goes to <output_video stem>_<i>.mp4.\n",
+        DEFAULT_INPUT_DIR);
+}
+
+#endif
