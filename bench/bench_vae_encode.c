@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
     int st = 0;
     if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) cvx_die("writing the weights failed");
     vae_encoder e;
-    if (vae_encoder_load(&e, dir)) cvx_die_last_error();
+    if (vae_encoder_load(&e, dir, NULL)) cvx_die_last_error();
     const size_t n = (size_t)3 * F * H * W;
     float *x = cvx_alloc_f32(n);   // [3, F, H, W] in [-1, 1]
     uint64_t s = 12345;

@@ -338,7 +338,6 @@ int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A,
                float beta, float *C, int ldc) {
     if (check_mat(&A, M, K, "A") || check_mat(&B, K, N, "B")) return -1;
     if (M <= 0 || N <= 0) return 0;
-    cvx_flops_add(2.0 * M * N * K);
     if (K <= 0) {   /* empty sum: C = bias + beta·C */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) {

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-typedef enum { CVX_PRECISION_F32 = 0, CVX_PRECISION_BF16 = 1 } cvx_precision;
+#include "context.h"   /* cvx_precision */
 
 /* Force a slower path (tests run every path on one machine). */
 typedef enum {

@@ -14,7 +14,7 @@
 #include "fileio.h"
 
 /* Frames are appended to a growing buffer; all must share the first frame's size. */
-static int frames_append(cvx_frames *f, const AVFrame *fr, const char *path, struct SwsContext **sws) {
+static int frames_append(cvx_rgb_frames *f, const AVFrame *fr, const char *path, struct SwsContext **sws) {
     if (f->frames == 0) {
         f->width = fr->width, f->height = fr->height;
     } else if (fr->width != f->width || fr->height != f->height) {
@@ -46,7 +46,7 @@ static int frames_append(cvx_frames *f, const AVFrame *fr, const char *path, str
 }
 
 /* Decode up to max_frames (<= 0: all) frames of the best video stream of `path`, appending. */
-static int decode_file(const char *path, int max_frames, cvx_frames *f) {
+static int decode_file(const char *path, int max_frames, cvx_rgb_frames *f) {
     AVFormatContext *fc = NULL;
     AVCodecContext *ctx = NULL;
     AVPacket *pkt = NULL;
@@ -127,10 +127,10 @@ out:
     return rc;
 }
 
-int cvx_image_load(const char *path, cvx_frames *out) {
+int cvx_image_load(const char *path, cvx_rgb_frames *out) {
     memset(out, 0, sizeof *out);
     if (decode_file(path, 1, out)) {
-        cvx_frames_free(out);
+        cvx_rgb_frames_free(out);
         return -1;
     }
     return 0;
@@ -147,7 +147,7 @@ static int is_image_name(const char *n) {
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int load_dir(const char *path, int max_frames, cvx_frames *out) {
+static int load_dir(const char *path, int max_frames, cvx_rgb_frames *out) {
     DIR *d = opendir(path);
     if (!d) return cvx_error("%s: cannot open directory", path);
     char **names = NULL;
@@ -173,14 +173,14 @@ static int load_dir(const char *path, int max_frames, cvx_frames *out) {
     return rc;
 }
 
-int cvx_video_load(const char *path, int max_frames, cvx_frames *out) {
+int cvx_video_load(const char *path, int max_frames, cvx_rgb_frames *out) {
     memset(out, 0, sizeof *out);
     int rc = cvx_is_dir(path) ? load_dir(path, max_frames, out) : decode_file(path, max_frames, out);
-    if (rc) cvx_frames_free(out);
+    if (rc) cvx_rgb_frames_free(out);
     return rc;
 }
 
-void cvx_frames_free(cvx_frames *f) {
+void cvx_rgb_frames_free(cvx_rgb_frames *f) {
     free(f->rgb);
     memset(f, 0, sizeof *f);
 }

@@ -11,20 +11,20 @@
 typedef struct {
     uint8_t *rgb;        /* [frames, height, width, 3], row-major, packed */
     int frames, width, height;
-} cvx_frames;
+} cvx_rgb_frames;
 
 /* One image (the first frame of whatever libav decodes at `path`). 0, or -1 + cvx_error
  * naming the file ("cannot open", "no video stream", "no decodable frame", ...). */
-int cvx_image_load(const char *path, cvx_frames *out);
+int cvx_image_load(const char *path, cvx_rgb_frames *out);
 /* The first max_frames frames (max_frames <= 0: all) of a video file, or of a directory of
  * images (*.png, *.jpg, *.jpeg, *.bmp, *.webp, *.tif, *.tiff, case-insensitive; other files
  * ignored) in sorted name order. Every frame must have the first frame's size. 0 frames is an
  * error. */
-int cvx_video_load(const char *path, int max_frames, cvx_frames *out);
-void cvx_frames_free(cvx_frames *f);
+int cvx_video_load(const char *path, int max_frames, cvx_rgb_frames *out);
+void cvx_rgb_frames_free(cvx_rgb_frames *f);
 
 /* Frame t as a pointer into f->rgb. */
-static inline const uint8_t *cvx_frame_rgb(const cvx_frames *f, int t) {
+static inline const uint8_t *cvx_frame_rgb(const cvx_rgb_frames *f, int t) {
     return f->rgb + (size_t)t * f->height * f->width * 3;
 }
 

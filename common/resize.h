@@ -23,7 +23,7 @@ void cvx_resize_lanczos_rgb8(const uint8_t *src, int sw, int sh, uint8_t *dst, i
 void cvx_preprocess_image(const uint8_t *rgb, int sw, int sh, int dw, int dh, float *out);
 
 /* VideoProcessor.preprocess_video on F frames (RGB8, each sw×sh, packed one after another as
- * in cvx_frames): every frame as cvx_preprocess_image, out: [3, F, dh, dw] (the [1, 3, F, H, W]
+ * in cvx_rgb_frames): every frame as cvx_preprocess_image, out: [3, F, dh, dw] (the [1, 3, F, H, W]
  * pixels the VAE encoder takes). */
 void cvx_preprocess_frames(const uint8_t *rgb, int frames, int sw, int sh, int dw, int dh, float *out);
 

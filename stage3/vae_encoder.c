@@ -30,6 +30,7 @@
 typedef struct {
     void *w;        /* cvx_weights * */
     int next_cache;
+    cvx_ctx *ctx;   /* every conv computes through the encoder's context */
 } loader;
 
 static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
@@ -42,6 +43,7 @@ static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout,
     if (!c->w) return -1;
     if (!(c->b = cvx_weights_get(L->w, bn, CVX_SHAPE(cout)))) return -1;
     c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
+    c->ctx = L->ctx;
     c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
     return 0;
 }
@@ -137,13 +139,18 @@ out:
     return rc;
 }
 
-int vae_encoder_load(vae_encoder *e, const char *vae_dir) {
+int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
     memset(e, 0, sizeof *e);
+    e->owns_ctx = ctx == NULL;
+    e->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     char path[4096], name[256];
-    if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) return cvx_error("%s: path too long", vae_dir);
-    if (load_config(e, path)) return -1;
-    loader L = {cvx_weights_open(vae_dir), 0};
-    if (!L.w) return -1;
+    if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) {
+        cvx_error("%s: path too long", vae_dir);
+        goto fail;
+    }
+    if (load_config(e, path)) goto fail;
+    loader L = {cvx_weights_open(vae_dir), 0, e->ctx};
+    if (!L.w) goto fail;
     e->weights = L.w;
     const int n = e->num_blocks, lc2 = 2 * e->latent_channels;
     if (conv_get(&L, &e->conv_in, "encoder.conv_in.conv", e->in_channels, e->block_out[0], 3, 3, 3, 0, 1)) goto fail;
@@ -184,6 +191,7 @@ fail:
 void vae_encoder_free(vae_encoder *e) {
     for (int i = 0; i < e->num_blocks; i++) free(e->down[i].resnets);
     if (e->weights) cvx_weights_close(e->weights);
+    if (e->owns_ctx) cvx_ctx_free(e->ctx);
     memset(e, 0, sizeof *e);
 }
 
@@ -200,7 +208,7 @@ static void groupnorm_silu(const cvx_tensor *w, const cvx_tensor *b, int groups,
 
 static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     float *bias = cvx_tensor_f32_dup(c->b);
-    cvx_conv1x1(x, c->cin, N, cvx_weight_f32(c->w), bias, c->cout, y);   // [Cout, N]
+    cvx_conv1x1(c->ctx, x, c->cin, N, cvx_weight_f32(c->ctx, c->w), bias, c->cout, y);   // [Cout, N]
     free(bias);
 }
 
@@ -248,7 +256,7 @@ void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float
     const int Cin = c->cin, Cout = c->cout, Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
     const size_t N = (size_t)Ho * Wo;
     float *wpk = cvx_alloc_f32((size_t)9 * Cout * Cin);       // [9, Cout, Cin]
-    cvx_conv_pack_weights(c->w, Cout, Cin, 9, wpk);
+    cvx_conv_pack_weights(c->ctx, c->w, Cout, Cin, 9, wpk);
     float *bias = cvx_tensor_f32_dup(c->b);
     float *xs = cvx_alloc_f32((size_t)Cin * N);               // [Cin, Ho·Wo]: one tap's strided view
     float *acc = cvx_alloc_f32((size_t)Cout * N);             // [Cout, Ho·Wo]

@@ -52,11 +52,13 @@ typedef struct {
     vae_enc_resnet_w mid[2];
     const cvx_tensor *norm_out_w, *norm_out_b;
     int num_caches;
+    cvx_ctx *ctx;              /* compute context (scratch, counters, conv algorithm) */
+    int owns_ctx;
 } vae_encoder;
 
 /* Load vae/config.json and the encoder weights (encoder.*, quant_conv.*) from `vae_dir`;
  * every tensor looked up and shape-checked against the config. -1 + cvx_error on failure. */
-int vae_encoder_load(vae_encoder *e, const char *vae_dir);
+int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx);   /* ctx NULL: a private one */
 void vae_encoder_free(vae_encoder *e);
 
 /* ---- blocks (exposed for tests); inputs [C, T, H, W], outputs newly allocated ---- */

@@ -16,7 +16,7 @@ static uint8_t pattern(int t, int x, int y, int c) {
 }
 
 /* Max abs difference of frame f (of fr) against pattern frame t. */
-static int frame_diff(const cvx_frames *fr, int f, int t) {
+static int frame_diff(const cvx_rgb_frames *fr, int f, int t) {
     const uint8_t *p = cvx_frame_rgb(fr, f);
     int maxd = 0;
     for (int y = 0; y < fr->height; y++)
@@ -30,18 +30,18 @@ static int frame_diff(const cvx_frames *fr, int f, int t) {
 
 static void test_png_exact(void **s) {
     (void)s;
-    cvx_frames f;
+    cvx_rgb_frames f;
     ASSERT_OK(cvx_image_load(DATA "/pattern.png", &f));
     assert_int_equal(f.frames, 1);
     assert_int_equal(f.width, 8);
     assert_int_equal(f.height, 6);
     assert_int_equal(frame_diff(&f, 0, 0), 0);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
 }
 
 static void test_jpeg_close(void **s) {
     (void)s;
-    cvx_frames f;
+    cvx_rgb_frames f;
     ASSERT_OK(cvx_image_load(DATA "/pattern.jpg", &f));
     assert_int_equal(f.frames, 1);
     assert_int_equal(f.width, 8);
@@ -49,28 +49,28 @@ static void test_jpeg_close(void **s) {
     int d = frame_diff(&f, 0, 0);
     print_message("  jpeg max abs diff %d\n", d);
     assert_true(d < 64);   /* 4:2:0 chroma on an 8×6 image with strong colour edges */
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
 }
 
 static void test_video_lossless_exact(void **s) {
     (void)s;
-    cvx_frames f;
+    cvx_rgb_frames f;
     ASSERT_OK(cvx_video_load(DATA "/clip_lossless.mkv", 0, &f));
     assert_int_equal(f.frames, 5);
     for (int t = 0; t < 5; t++) assert_int_equal(frame_diff(&f, t, t), 0);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
     ASSERT_OK(cvx_video_load(DATA "/clip_lossless.mkv", 3, &f));   /* the first N frames */
     assert_int_equal(f.frames, 3);
     assert_int_equal(frame_diff(&f, 2, 2), 0);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
     ASSERT_OK(cvx_video_load(DATA "/clip_lossless.mkv", 99, &f));  /* more than there are: all */
     assert_int_equal(f.frames, 5);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
 }
 
 static void test_video_mp4(void **s) {
     (void)s;
-    cvx_frames f;
+    cvx_rgb_frames f;
     ASSERT_OK(cvx_video_load(DATA "/clip.mp4", 0, &f));
     assert_int_equal(f.frames, 5);
     assert_int_equal(f.width, 8);
@@ -83,29 +83,29 @@ static void test_video_mp4(void **s) {
     mean /= 5 * 8 * 6 * 3;
     print_message("  mp4 mean abs diff %.2f\n", mean);
     assert_true(mean < 16);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
     /* An image file read as a 1-frame video. */
     ASSERT_OK(cvx_video_load(DATA "/pattern.png", 0, &f));
     assert_int_equal(f.frames, 1);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
 }
 
 static void test_frame_folder(void **s) {
     (void)s;
-    cvx_frames f;
+    cvx_rgb_frames f;
     ASSERT_OK(cvx_video_load(DATA "/frames", 0, &f));
     assert_int_equal(f.frames, 4);   /* notes.txt skipped */
     const int order[4] = {0, 1, 2, 3};  /* 0000, 0001, 0002, 0010 hold pattern frames 0, 1, 2, 3 */
     for (int i = 0; i < 4; i++) assert_int_equal(frame_diff(&f, i, order[i]), 0);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
     ASSERT_OK(cvx_video_load(DATA "/frames", 2, &f));
     assert_int_equal(f.frames, 2);
-    cvx_frames_free(&f);
+    cvx_rgb_frames_free(&f);
 }
 
 static void test_errors(void **s) {
     (void)s;
-    cvx_frames f;
+    cvx_rgb_frames f;
     char dir[256], path[1024];
     assert_int_equal(cvx_image_load(DATA "/missing.png", &f), -1);
     print_message("  %s\n", cvx_last_error());

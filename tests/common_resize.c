@@ -9,7 +9,7 @@
 static void check_case(const char *dir, int expect_w, int expect_h) {
     char path[512];
     snprintf(path, sizeof path, GOLDEN "/%s/image.png", dir);
-    cvx_frames im;
+    cvx_rgb_frames im;
     ASSERT_OK(cvx_image_load(path, &im));
     assert_int_equal(im.frames, 1);
     assert_int_equal(im.width, expect_w);
@@ -34,7 +34,7 @@ static void check_case(const char *dir, int expect_w, int expect_h) {
     assert_int_equal(differ, 0);   /* bit-exact, not merely within 1/255 */
     free(want), free(got);
     cvx_st_close(st);
-    cvx_frames_free(&im);
+    cvx_rgb_frames_free(&im);
 }
 
 static void test_resize_golden(void **s) { (void)s; check_case("e2e_i2v_5b_resize", 101, 77); }
@@ -75,7 +75,7 @@ static void test_properties(void **s) {
 /* A clip: every frame preprocessed alone, laid out [3, F, H, W]. */
 static void test_preprocess_frames(void **s) {
     (void)s;
-    cvx_frames v;
+    cvx_rgb_frames v;
     ASSERT_OK(cvx_video_load("tests/data/image/frames", 0, &v));
     const int F = v.frames, dw = 5, dh = 4, HW = dw * dh;
     float *all = cvx_alloc_f32((size_t)3 * F * HW), *one = cvx_alloc_f32((size_t)3 * HW);
@@ -85,13 +85,13 @@ static void test_preprocess_frames(void **s) {
         for (int c = 0; c < 3; c++) assert_memory_equal(all + ((size_t)c * F + t) * HW, one + (size_t)c * HW, sizeof(float) * HW);
     }
     free(all), free(one);
-    cvx_frames_free(&v);
+    cvx_rgb_frames_free(&v);
 }
 
 /* Bad inputs: one clear error naming the file. */
 static void test_image_errors(void **s) {
     (void)s;
-    cvx_frames f;
+    cvx_rgb_frames f;
     assert_int_equal(cvx_image_load("tests/data/no_such_image.png", &f), -1);
     assert_non_null(strstr(cvx_last_error(), "no_such_image.png"));
     assert_null(f.rgb);

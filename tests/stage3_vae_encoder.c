@@ -17,7 +17,7 @@
 
 static void run_case(const char *name, int tiled, int tsh, int tsw) {
     vae_encoder e;
-    ASSERT_OK(vae_encoder_load(&e, ENC_DIR));
+    ASSERT_OK(vae_encoder_load(&e, ENC_DIR, NULL));
     cvx_safetensors *st = tu_open(ENC_EXPECTED);
     char key[128];
     snprintf(key, sizeof key, "%s.pixels", name);
@@ -81,7 +81,7 @@ static void i2v_image_latents(const char *dir) {
     char path[512];
     snprintf(path, sizeof path, GOLDEN "/%s/model/vae", dir);
     vae_encoder e;
-    ASSERT_OK(vae_encoder_load(&e, path));
+    ASSERT_OK(vae_encoder_load(&e, path, NULL));
     snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", dir);
     cvx_safetensors *st = tu_open(path);
     const cvx_tensor *want = cvx_st_find(st, "image_latents");   // [1, F, C, h, w]
@@ -90,7 +90,7 @@ static void i2v_image_latents(const char *dir) {
     ASSERT_NONNULL(pre);
     const int H = (int)pre->shape[2], W = (int)pre->shape[3], lc = e.latent_channels;
     snprintf(path, sizeof path, GOLDEN "/%s/image.png", dir);
-    cvx_frames im;
+    cvx_rgb_frames im;
     ASSERT_OK(cvx_image_load(path, &im));
     float *x = cvx_alloc_f32((size_t)3 * H * W);   // [3, 1, H, W]
     cvx_preprocess_image(im.rgb, im.width, im.height, W, H, x);
@@ -128,7 +128,7 @@ static void i2v_image_latents(const char *dir) {
     assert_memory_equal(noise, init, nn * sizeof(float));
     free(init), free(noise);
     free(ref), free(m), free(mean), free(std), free(x);
-    cvx_frames_free(&im);
+    cvx_rgb_frames_free(&im);
     cvx_st_close(st);
     vae_encoder_free(&e);
 }
@@ -140,7 +140,7 @@ static void test_i2v_resized_image_latents(void **s) { (void)s; i2v_image_latent
 static void test_frame_counts(void **s) {
     (void)s;
     vae_encoder e;
-    ASSERT_OK(vae_encoder_load(&e, ENC_DIR));
+    ASSERT_OK(vae_encoder_load(&e, ENC_DIR, NULL));
     assert_int_equal(vae_encoded_frames(&e, 1), 1);
     assert_int_equal(vae_encoded_frames(&e, 9), 3);
     assert_int_equal(vae_encoded_frames(&e, 17), 5);
@@ -170,7 +170,8 @@ static void test_conv2d_s2_ref(void **s) {
                      .data = w, .nbytes = sizeof(float) * Cout * Cin * 9, .file = "test"};
     cvx_tensor tb = {.name = "b", .dtype = CVX_F32, .ndim = 1, .shape = {Cout}, .numel = Cout, .data = b,
                      .nbytes = sizeof(float) * Cout, .file = "test"};
-    vae_conv c = {&tw, &tb, Cin, Cout, 1, 3, 3, -1};
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    vae_conv c = {&tw, &tb, Cin, Cout, 1, 3, 3, -1, ctx};
     for (int k = 0; k < 3; k++) {
         const int H = sizes[k][0], W = sizes[k][1], Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
         float *x = cvx_alloc_f32((size_t)Cin * T * H * W);
@@ -181,6 +182,7 @@ static void test_conv2d_s2_ref(void **s) {
         ASSERT_REL_L2(y, r, (size_t)Cout * T * Ho * Wo, 1e-6);
         free(x), free(y), free(r);
     }
+    cvx_ctx_free(ctx);
     free(w), free(b);
 }
 
@@ -199,7 +201,7 @@ static void test_latent_dist_clamp(void **s) {
 static void test_load_errors(void **s) {
     (void)s;
     vae_encoder e;
-    assert_int_equal(vae_encoder_load(&e, "tests/data/golden/no_such_vae"), -1);
+    assert_int_equal(vae_encoder_load(&e, "tests/data/golden/no_such_vae", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "no_such_vae"));
     char dir[256], path[512];
     tu_mkdtemp(dir, sizeof dir);
@@ -209,7 +211,7 @@ static void test_load_errors(void **s) {
     tu_write(path, cfg, strlen(cfg));
     snprintf(path, sizeof path, "ln -s \"$PWD/%s/diffusion_pytorch_model.safetensors\" %s/", ENC_DIR, dir);
     assert_int_equal(system(path), 0);
-    assert_int_equal(vae_encoder_load(&e, dir), -1);
+    assert_int_equal(vae_encoder_load(&e, dir, NULL), -1);
     print_message("  error: %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "encoder.down_blocks.3.resnets.0.conv1.conv.weight"));
     tu_rmrf(dir);
