@@ -1,79 +1,15 @@
-/* common/rng: torch.Generator('cpu').manual_seed(s) + torch.randn(float32), bit for bit.
- *
- * Every golden noise value is compared bitwise (mismatch counts printed): tests/data/golden/noise
- * (numel < 16, multiples of 16 and not, real latent shapes as head/mid/tail + float64 sums,
- * three consecutive draws), the DPM scheduler chains' per-step noise (scheduler_5b, _1.5) and the
- * pipelines' initial latents (e2e_*). Plus mt19937 reference values, state carry-over, resume
- * from a byte copy of the generator and state validation. */
+/* common/rng: torch.Generator('cpu').manual_seed(s) + torch.randn(float32), bit for bit:
+ * mt19937 reference values, state carry-over, resume from a byte copy of the generator and state
+ * validation. The golden noise (tests/data/golden/noise: numel < 16, multiples of 16 and not,
+ * real latent shapes as head/mid/tail + float64 sums, three consecutive draws; the DPM chains'
+ * per-step noise; the pipelines' initial latents), compared bitwise, is rows of
+ * tests/golden_cases.c. */
 #include "testutil.h"
 
 #include <math.h>
 
-#include "config.h"
 #include "rng.h"
 
-#define NOISE_DIR GOLDEN "/noise"
-
-/* ------------------------------------------------------------------------------ helpers */
-
-/* Bitwise comparison; prints the first few differences and the mismatch count. */
-static size_t count_mismatches(const char *what, const float *got, const float *want, size_t n) {
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-            if (bad < 5)
-                print_message("  %s[%zu]: got %.9g, want %.9g\n", what, i, (double)got[i],
-                              (double)want[i]);
-            bad++;
-        }
-    }
-    print_message("  %-28s %zu values, %zu mismatches\n", what, n, bad);
-    return bad;
-}
-
-/* Golden tensor `name` must equal got[0..n) bit for bit (and have exactly n values). */
-static void expect_exact(const cvx_safetensors *st, const char *name, const float *got, size_t n) {
-    size_t wn = 0;
-    float *want = tu_f32(st, name, &wn);
-    const cvx_tensor *t = cvx_st_find(st, name);
-    assert_int_equal(t->dtype, CVX_F32);
-    if (wn != n) fail_msg("%s: golden has %zu values, we drew %zu", name, wn, n);
-    size_t bad = count_mismatches(name, got, want, n);
-    free(want);
-    if (bad) fail_msg("%s: %zu of %zu values differ from torch.randn", name, bad, n);
-}
-
-static json_object *jget(json_object *o, const char *key) {
-    json_object *v = NULL;
-    if (!json_object_object_get_ex(o, key, &v)) fail_msg("case.json: missing key '%s'", key);
-    return v;
-}
-
-static size_t json_numel(json_object *shape) {
-    size_t n = 1;
-    for (size_t i = 0; i < json_object_array_length(shape); i++)
-        n *= (size_t)json_object_get_int64(json_object_array_get_idx(shape, i));
-    return n;
-}
-
-/* The noise/case.json entry whose "key" is `key`. */
-static json_object *noise_entry(const cvx_config *c, const char *key) {
-    json_object *entries = jget(c->root, "entries");
-    for (size_t i = 0; i < json_object_array_length(entries); i++) {
-        json_object *e = json_object_array_get_idx(entries, i);
-        if (strcmp(json_object_get_string(jget(e, "key")), key) == 0) return e;
-    }
-    fail_msg("noise/case.json: no entry '%s'", key);
-    return NULL;
-}
-
-static float *randn_seeded(uint64_t seed, size_t n) {
-    cvx_generator g;
-    cvx_generator_seed(&g, seed);
-    float *out = cvx_alloc_f32(n ? n : 1);
-    cvx_randn(&g, out, n);
-    return out;
-}
 
 /* ------------------------------------------------------------------------------- tests */
 
@@ -98,167 +34,6 @@ static void test_mt19937_reference(void **state) {
     cvx_generator_seed(&b, 11);
     uint64_t hi = cvx_generator_random(&a), lo = cvx_generator_random(&a);
     assert_true(cvx_generator_random64(&b) == ((hi << 32) | lo));
-}
-
-/* randn_0..randn_7 (numel 1, 7, 15, 16, 17, 33, 30, 576) stored in full, and the 2b-like
- * prepare_latents case. */
-static void test_golden_small(void **state) {
-    (void)state;
-    cvx_config c;
-    ASSERT_OK(cvx_config_load(&c, NOISE_DIR "/case.json"));
-    cvx_safetensors *st = tu_open(NOISE_DIR "/expected.safetensors");
-    json_object *entries = jget(c.root, "entries");
-    int cases = 0;
-    for (size_t i = 0; i < json_object_array_length(entries); i++) {
-        json_object *e = json_object_array_get_idx(entries, i), *stored = NULL;
-        if (!json_object_object_get_ex(e, "stored", &stored) ||
-            strcmp(json_object_get_string(stored), "full") != 0)
-            continue;
-        const char *key = json_object_get_string(jget(e, "key"));
-        size_t n = json_numel(jget(e, "shape"));
-        assert_int_equal(n, (size_t)json_object_get_int64(jget(e, "numel")));
-        float *got = randn_seeded((uint64_t)json_object_get_int64(jget(e, "seed")), n);
-        expect_exact(st, key, got, n);
-        free(got);
-        cases++;
-    }
-    assert_int_equal(cases, 8);
-
-    json_object *pl = jget(jget(noise_entry(&c, "prepare_latents.*"), "cases"), "2b_like");
-    size_t n = json_numel(jget(pl, "shape"));
-    float *got = randn_seeded((uint64_t)json_object_get_int64(jget(pl, "seed")), n);
-    expect_exact(st, "prepare_latents.2b_like", got, n);
-    free(got);
-    cvx_st_close(st);
-    cvx_config_free(&c);
-}
-
-/* The real latent shapes [1,3,16,60,90] and [1,13,16,60,90]: head 4096 / mid 1000 / tail 4096
- * exact, and the float64 sum / sum of squares of all values. */
-static void test_golden_latent_shapes(void **state) {
-    (void)state;
-    cvx_config c;
-    ASSERT_OK(cvx_config_load(&c, NOISE_DIR "/case.json"));
-    cvx_safetensors *st = tu_open(NOISE_DIR "/expected.safetensors");
-    const char *keys[2] = {"randn_8", "randn_9"};
-    for (int k = 0; k < 2; k++) {
-        json_object *e = noise_entry(&c, keys[k]);
-        size_t n = json_numel(jget(e, "shape"));
-        float *got = randn_seeded((uint64_t)json_object_get_int64(jget(e, "seed")), n);
-        char name[64];
-        size_t hn = (size_t)cvx_st_find(st, (snprintf(name, sizeof name, "%s.head", keys[k]), name))->numel;
-        expect_exact(st, name, got, hn);
-        size_t mid = (size_t)json_object_get_int64(jget(e, "mid_offset"));
-        assert_int_equal(mid, n / 2);
-        snprintf(name, sizeof name, "%s.mid", keys[k]);
-        size_t mn = (size_t)cvx_st_find(st, name)->numel;
-        expect_exact(st, name, got + mid, mn);
-        snprintf(name, sizeof name, "%s.tail", keys[k]);
-        size_t tn = (size_t)cvx_st_find(st, name)->numel;
-        expect_exact(st, name, got + n - tn, tn);
-
-        double sum = 0, sumsq = 0;
-        for (size_t i = 0; i < n; i++) { sum += got[i]; sumsq += (double)got[i] * got[i]; }
-        double want_sum = json_object_get_double(jget(e, "sum_float64"));
-        double want_sumsq = json_object_get_double(jget(e, "sumsq_float64"));
-        double rs = fabs(sum - want_sum) / fabs(want_sum), rq = fabs(sumsq - want_sumsq) / want_sumsq;
-        print_message("  %s: sum %.15g (want %.15g, rel %.2g), sumsq %.15g (want %.15g, rel %.2g)\n",
-                      keys[k], sum, want_sum, rs, sumsq, want_sumsq, rq);
-        assert_true(rs < 1e-9);   /* only the summation order differs from torch */
-        assert_true(rq < 1e-9);
-        free(got);
-    }
-    cvx_st_close(st);
-    cvx_config_free(&c);
-}
-
-/* seq99.draw0/1/2: three consecutive randn calls on one generator (24, 5, 20 values: the
- * vector path, the scalar path leaving a cached normal, the vector path again). */
-static void test_golden_consecutive_draws(void **state) {
-    (void)state;
-    cvx_config c;
-    ASSERT_OK(cvx_config_load(&c, NOISE_DIR "/case.json"));
-    cvx_safetensors *st = tu_open(NOISE_DIR "/expected.safetensors");
-    json_object *e = noise_entry(&c, "seq99.draw0/1/2");
-    json_object *shapes = jget(e, "shapes");
-    assert_int_equal(json_object_array_length(shapes), 3);
-    cvx_generator g;
-    cvx_generator_seed(&g, (uint64_t)json_object_get_int64(jget(e, "seed")));
-    for (int d = 0; d < 3; d++) {
-        size_t n = json_numel(json_object_array_get_idx(shapes, (size_t)d));
-        float got[64];
-        assert_true(n <= 64);
-        cvx_randn(&g, got, n);
-        char name[32];
-        snprintf(name, sizeof name, "seq99.draw%d", d);
-        expect_exact(st, name, got, n);
-    }
-    cvx_st_close(st);
-    cvx_config_free(&c);
-}
-
-/* The DPM scheduler chains: one generator per chain (case.json generator_seed), drawn for
- * noise1 (and noise2 on second-order steps) in step order, nothing drawn before. */
-static void check_scheduler_noise(const char *dir) {
-    char path[256];
-    cvx_config c;
-    print_message("  %s:\n", dir);
-    snprintf(path, sizeof path, "%s/case.json", dir);
-    ASSERT_OK(cvx_config_load(&c, path));
-    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-    cvx_safetensors *st = tu_open(path);
-    size_t n = json_numel(jget(c.root, "sample_shape"));
-    float *got = cvx_alloc_f32(n);
-    json_object *chains = jget(c.root, "steps");
-    int draws = 0;
-    for (size_t ci = 0; ci < json_object_array_length(chains); ci++) {
-        json_object *chain = json_object_array_get_idx(chains, ci);
-        cvx_generator g;
-        cvx_generator_seed(&g, (uint64_t)json_object_get_int64(jget(chain, "generator_seed")));
-        json_object *steps = jget(chain, "steps");
-        for (size_t si = 0; si < json_object_array_length(steps); si++) {
-            json_object *s = json_object_array_get_idx(steps, si);
-            int k = json_object_get_int(jget(s, "generator_draws"));
-            for (int d = 1; d <= k; d++) {
-                char name[96];
-                snprintf(name, sizeof name, "%s.noise%d", json_object_get_string(jget(s, "key")), d);
-                cvx_randn(&g, got, n);
-                expect_exact(st, name, got, n);
-                draws++;
-            }
-        }
-    }
-    assert_int_equal(draws, 24);
-    free(got);
-    cvx_st_close(st);
-    cvx_config_free(&c);
-}
-static void test_golden_scheduler_noise(void **state) {
-    (void)state;
-    check_scheduler_noise(GOLDEN "/scheduler_5b");
-    check_scheduler_noise(GOLDEN "/scheduler_1.5");
-}
-
-/* The pipelines' initial latents: randn(latent shape, generator seeded with call.seed) * 1.0. */
-static void test_golden_e2e_initial_latents(void **state) {
-    (void)state;
-    const char *dirs[3] = {GOLDEN "/e2e_2b", GOLDEN "/e2e_5b", GOLDEN "/e2e_5b_dyncfg"};
-    for (int d = 0; d < 3; d++) {
-        char path[256];
-        cvx_config c;
-        snprintf(path, sizeof path, "%s/case.json", dirs[d]);
-        ASSERT_OK(cvx_config_load(&c, path));
-        snprintf(path, sizeof path, "%s/expected.safetensors", dirs[d]);
-        cvx_safetensors *st = tu_open(path);
-        const cvx_tensor *t = cvx_st_find(st, "initial_latents");
-        ASSERT_NONNULL(t);
-        float *got = randn_seeded((uint64_t)json_object_get_int64(jget(jget(c.root, "call"), "seed")),
-                                  (size_t)t->numel);
-        expect_exact(st, "initial_latents", got, (size_t)t->numel);
-        free(got);
-        cvx_st_close(st);
-        cvx_config_free(&c);
-    }
 }
 
 /* The generator state carries over between calls exactly as in torch: the scalar path (< 16)
@@ -396,11 +171,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mt19937_reference),
         cmocka_unit_test(test_validate_next_left),
-        cmocka_unit_test(test_golden_small),
-        cmocka_unit_test(test_golden_latent_shapes),
-        cmocka_unit_test(test_golden_consecutive_draws),
-        cmocka_unit_test(test_golden_scheduler_noise),
-        cmocka_unit_test(test_golden_e2e_initial_latents),
         cmocka_unit_test(test_state_carry_over),
         cmocka_unit_test(test_resume_from_copy),
         cmocka_unit_test(test_validate),

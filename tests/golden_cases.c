@@ -10,6 +10,8 @@
 #include "golden_harness.h"
 
 #include "context.h"
+#include "image.h"
+#include "resize.h"
 #include "rng.h"
 #include "stage1/t5.h"
 #include "stage2/positional.h"
@@ -470,6 +472,49 @@ static void run_vae_encode(gh_case *c, const gh_row *r) {
     vae_encoder_free(&e);
 }
 
+/* The image path of I2V end to end (e2e_i2v_5b, and e2e_i2v_5b_resize whose 101×77 image is
+ * LANCZOS-resized): image.png -> preprocess -> encode -> latent_dist.sample with the pipeline's
+ * generator (it draws first) -> × scaling_factor = image_latents frame 0 (≤ tol), zero frames
+ * after; the initial noise is the generator's next draw, bit for bit. */
+static void run_i2v_image_latents(gh_case *c, const gh_row *r) {
+    vae_encoder e;
+    ASSERT_OK(vae_encoder_load(&e, gh_path(c, "model/vae"), NULL));
+    const cvx_tensor *want = gh_tensor(c, "image_latents");       // [1, F, C, h, w]
+    const cvx_tensor *pre = gh_tensor(c, "image_preprocessed");   // [1, 3, H, W]
+    const int H = (int)pre->shape[2], W = (int)pre->shape[3], lc = e.latent_channels;
+    cvx_rgb_frames im;
+    ASSERT_OK(cvx_image_load(gh_path(c, "image.png"), &im));
+    float *x = cvx_alloc_f32((size_t)3 * H * W);   // [3, 1, H, W]
+    cvx_preprocess_image(im.rgb, im.width, im.height, W, H, x);
+    const int h = vae_encoded_size(&e, H), w = vae_encoded_size(&e, W);
+    assert_int_equal(vae_encoded_frames(&e, 1), 1);
+    gh_check_true(c, "image_latents shape", want->shape[2] == lc && want->shape[3] == h && want->shape[4] == w);
+    const size_t n = (size_t)lc * h * w;
+    float *m = cvx_alloc_f32(2 * n), *mean = cvx_alloc_f32(n), *std = cvx_alloc_f32(n);
+    vae_encode_batched(&e, x, 1, H, W, m, NULL);
+    vae_latent_dist(m, lc, (size_t)h * w, mean, NULL, std);
+    cvx_generator g;
+    cvx_generator_seed(&g, (uint64_t)gh_int(gh_json(c, "seed")));
+    vae_latent_sample(mean, std, n, &g, mean);
+    const float sf = (float)e.scaling_factor;   /* invert_scale_latents is false for 5b-I2V */
+    assert_false(e.invert_scale_latents);
+    float *image_latent = mean;   /* the sample, in place */
+    for (size_t i = 0; i < n; i++) image_latent[i] *= sf;
+    float *ref = cvx_tensor_f32_dup(want);
+    print_message("  %s: image %dx%d -> [%d,%d,%d] latent frame 0\n", c->name, im.width, im.height, lc, h, w);
+    gh_check_rel_l2(c, "image_latents frame 0", image_latent, ref, n, r->tol);
+    int zeros = 1;
+    for (size_t i = n; i < (size_t)want->numel; i++) zeros &= ref[i] == 0.0f;
+    gh_check_true(c, "image_latents zero frames after 0", zeros);
+    size_t nn;
+    float *init = gh_f32(c, &nn, "initial_latents"), *noise = cvx_alloc_f32(nn);
+    cvx_randn(&g, noise, nn);
+    gh_check_exact_f32(c, "initial_latents (next draw)", noise, init, nn);
+    free(init), free(noise), free(ref), free(m), free(mean), free(std), free(x);
+    cvx_rgb_frames_free(&im);
+    vae_encoder_free(&e);
+}
+
 /* ============================================================== the table */
 
 static const gh_row rows[] = {
@@ -507,6 +552,8 @@ static const gh_row rows[] = {
     {"vae_encode",        "vae encode 9 frames",     run_vae_encode,           1e-4,  "f9", 0, 0, 0, 5},
     {"vae_encode",        "vae encode 17 frames",    run_vae_encode,           1e-4,  "f17", 0, 0, 0, 5},
     {"vae_encode",        "vae encode tiled",        run_vae_encode,           1e-4,  "f9_tiled", 1, 32, 40, 5},
+    {"e2e_i2v_5b",        "i2v image latents",       run_i2v_image_latents,    1e-4,  NULL, 0, 0, 0, 4},
+    {"e2e_i2v_5b_resize", "i2v image latents",       run_i2v_image_latents,    1e-4,  NULL, 0, 0, 0, 4},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
