@@ -1,5 +1,6 @@
 /* Normalisations and element-wise activations (f32 in, f32 out, statistics in double). */
 #include "ops.h"
+#include "vecmath.h"
 
 #include <string.h>
 
@@ -60,9 +61,13 @@ void cvx_groupnorm(float *y, const float *x, int C, size_t S, int groups, const 
     }
 }
 
+/* The one SiLU kernel (vecmath.c) over threads: chunks are multiples of 8, so every element
+ * takes the same path (lane or tail) as in one cvx_silu_serial call over all n. */
 void cvx_silu(float *x, size_t n) {
+    const size_t chunk = 4096;
+    size_t nchunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+    for (size_t c = 0; c < nchunks; c++) cvx_silu_serial(x + c * chunk, c + 1 < nchunks ? chunk : n - c * chunk);
 }
 
 void cvx_add(float *y, const float *x, size_t n) {

@@ -1,4 +1,4 @@
-/* Vectorised exp and tanh-GELU (see vecmath.h). */
+/* Vectorised exp, SiLU and tanh-GELU (see vecmath.h). */
 #include "vecmath.h"
 #include "ops.h"
 
@@ -15,6 +15,19 @@ void cvx_exp_inplace(float *x, size_t n) {
     for (; j + 8 <= n; j += 8) _mm256_storeu_ps(x + j, cvx_exp8(_mm256_loadu_ps(x + j)));
 #endif
     for (; j < n; j++) x[j] = exp_clamped(x[j]);
+}
+
+void cvx_silu_serial(float *x, size_t n) {
+    size_t i = 0;
+#ifdef __AVX2__
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 e = cvx_exp8(_mm256_sub_ps(zero, v));
+        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+    }
+#endif
+    for (; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));   /* libm expf, unclamped */
 }
 
 static inline float gelu1(float v) {

@@ -32,6 +32,12 @@ static inline __m256 cvx_exp8(__m256 x) {
 /* x[i] = exp(x[i]) (clamped to [-87, 88.37] first). */
 void cvx_exp_inplace(float *x, size_t n);
 
-/* (cvx_gelu_tanh, declared in ops.h, lives in vecmath.c beside the exp it uses.) */
+/* SiLU x·σ(x) = x / (1 + e^−x) over x[0..n) on the calling thread: 8 lanes at a time with
+ * cvx_exp8, the n % 8 tail with libm expf. The one SiLU kernel: cvx_silu (ops.h) runs it over
+ * threads in chunks of a multiple of 8, the VAE decoder calls it per row inside its own
+ * parallel loop. An element's value depends only on which path it takes (lane or tail). */
+void cvx_silu_serial(float *x, size_t n);
+
+/* (cvx_gelu_tanh and cvx_silu, declared in ops.h, live in vecmath.c / ops.c over these kernels.) */
 
 #endif

@@ -314,20 +314,6 @@ float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int 
     return y;
 }
 
-/* x · σ(x) = x / (1 + e^−x) over one row, 8 lanes at a time. */
-static void silu_row(float *o, int n) {
-    int x = 0;
-#ifdef __AVX2__
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    for (; x + 8 <= n; x += 8) {
-        __m256 v = _mm256_loadu_ps(o + x);
-        __m256 e = cvx_exp8(_mm256_sub_ps(zero, v));
-        _mm256_storeu_ps(o + x, _mm256_div_ps(v, _mm256_add_ps(one, e)));
-    }
-#endif
-    for (; x < n; x++) o[x] = o[x] / (1.0f + expf(-o[x]));
-}
-
 /* Source latent frame for feature frame t (SpatialNorm3D's resize of zq). */
 static int zq_frame(int t, int Tf, int Tz) {
     if (Tf > 1 && Tf % 2 == 1) return t == 0 ? 0 : 1 + cvx_nearest_index(t - 1, Tz - 1, Tf - 1);
@@ -357,7 +343,7 @@ void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const v
                 size_t zrow = (((size_t)c * zq->T + tm[t]) * zq->H + ym[y]) * zq->W;
                 float *o = out + (((size_t)c * T + t) * H + y) * W;
                 for (int x = 0; x < W; x++) o[x] = o[x] * zy[zrow + xm[x]] + zb[zrow + xm[x]];
-                if (silu) silu_row(o, W);
+                if (silu) cvx_silu_serial(o, W);   /* per row: this loop is the parallel one */
             }
     free(tm), free(ym), free(xm), free(gw), free(gb), free(zy), free(zb);
 }

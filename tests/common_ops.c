@@ -3,6 +3,7 @@
 #include "testutil.h"
 #include "dtype.h"
 #include "gemm.h"
+#include "vecmath.h"
 
 #include <math.h>
 
@@ -221,6 +222,42 @@ static void test_dtype_conversions(void **state) {
     assert_int_equal(cvx_dtype_size(CVX_I64), 8);
 }
 
+/* The one SiLU (issue 9): the threaded cvx_silu gives the bytes of one cvx_silu_serial call
+ * (what the VAE decoder runs per row) for every length, both stay within a few ulp of the
+ * scalar reference x / (1 + e^−x), and the extremes behave (0 → 0, large → x, very negative → −0). */
+static void test_one_silu(void **state) {
+    (void)state;
+    const size_t lens[] = {1, 7, 8, 9, 15, 16, 17, 4095, 4096, 4097, 8200, 10007};
+    float *x = rand_buf(10007, 8);
+    float *a = malloc(sizeof(float) * 10007), *b = malloc(sizeof(float) * 10007);
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        size_t n = lens[k];
+        memcpy(a, x, sizeof(float) * n);
+        memcpy(b, x, sizeof(float) * n);
+        cvx_silu(a, n);
+        cvx_silu_serial(b, n);
+        assert_memory_equal(a, b, sizeof(float) * n);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < 10007; i++) {
+        double r = x[i] / (1.0 + exp(-(double)x[i]));
+        if (fabs(r) > 1e-30) worst = fmax(worst, fabs(a[i] - r) / fabs(r));
+    }
+    print_message("  silu: worst relative error vs double reference %.3g\n", worst);
+    assert_true(worst < 4e-7);   /* a few float ulp */
+    float e[16] = {0.0f, 100.0f, -100.0f, 20.0f, -20.0f, 1.0f, -1.0f, 88.0f,
+                   -88.0f, 89.0f, -89.0f, 0.5f, -0.5f, 3.0f, -3.0f, 1e-20f};
+    float f[16];
+    memcpy(f, e, sizeof e);
+    cvx_silu_serial(f, 16);   /* all in the 8-lane path */
+    assert_true(f[0] == 0.0f && f[1] == 100.0f && f[3] == 20.0f && f[15] == 1e-20f * 0.5f);
+    assert_true(f[2] <= 0.0f && f[2] > -1e-30f && f[10] <= 0.0f && f[10] > -1e-30f);
+    memcpy(f, e, sizeof e);
+    cvx_silu_serial(f, 3);    /* the scalar tail */
+    assert_true(f[0] == 0.0f && f[1] == 100.0f && f[2] <= 0.0f && f[2] > -1e-30f);
+    free(x), free(a), free(b);
+}
+
 int main(void) {
     cvx_set_threads(0);
     const struct CMUnitTest tests[] = {
@@ -229,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_attention_vs_reference),
         cmocka_unit_test(test_norms),
         cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_one_silu),
         cmocka_unit_test(test_dtype_conversions),
     };
     return cmocka_run_group_tests_name("common_ops", tests, NULL, NULL);
