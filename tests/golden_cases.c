@@ -15,6 +15,7 @@
 #include "rng.h"
 #include "stage1/t5.h"
 #include "stage2/positional.h"
+#include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 #include "stage2/transformer.h"
 #include "stage3/vae.h"
@@ -242,6 +243,82 @@ static void run_dpm_chains(gh_case *c, const gh_row *r) {
         }
     }
     cogvideox_scheduler_free(&s);
+}
+
+/* ============================================================== the stage-2 loop (e2e latents) */
+
+typedef struct {
+    gh_case *c;
+    double tol;
+    int steps_seen;
+} step_check;
+
+/* Latents after every step ≤ tol (the sampler's step callback). */
+static void check_step(void *ctx, int step, const float *latents, const cogvideox_latent_shape *sh) {
+    step_check *sc = ctx;
+    char name[64];
+    snprintf(name, sizeof name, "latents_after_step_%d", step);
+    size_t n;
+    float *g = gh_f32(sc->c, &n, "%s", name);
+    assert_int_equal(n, sh->numel);
+    gh_check_rel_l2(sc->c, name, latents, g, n, sc->tol);
+    sc->steps_seen++;
+    free(g);
+}
+
+/* The CogVideoXPipeline loop from the stored prompt embeddings (scheduler class = arg): initial
+ * noise bit for bit, timesteps exact and guidance per step (dynamic CFG) within 1e-12 of
+ * case.json, latents after every step and the final latents ≤ tol. */
+static void run_e2e_latents(gh_case *c, const gh_row *r) {
+    cogvideox_transformer *m = cogvideox_load(gh_path(c, "model/transformer"), NULL);
+    if (!m) fail_msg("%s", cvx_last_error());
+    gh_call k = gh_call_of(c);
+    cogvideox_sample_params p = {.frames = k.frames, .height = k.height, .width = k.width,
+                                 .num_inference_steps = k.num_inference_steps, .guidance_scale = k.guidance_scale,
+                                 .use_dynamic_cfg = k.use_dynamic_cfg, .seed = k.seed,
+                                 .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    const cogvideox_config *cfg = cogvideox_get_config(m);
+    cogvideox_latent_shape sh;
+    if (cogvideox_latent_shape_for(cfg, &p, &sh)) fail_msg("%s", cvx_last_error());
+    const cvx_tensor *tp = gh_tensor(c, "prompt_embeds"), *tn = gh_tensor(c, "negative_prompt_embeds");
+    if (cogvideox_check_embeddings(cfg, tp, tn, "expected.safetensors")) fail_msg("%s", cvx_last_error());
+    float *prompt = cvx_tensor_f32_dup(tp), *negative = cvx_tensor_f32_dup(tn);
+    cogvideox_scheduler s;
+    load_scheduler(c, &s);
+    assert_ptr_equal(s.type, cogvideox_scheduler_find(r->arg));
+
+    /* initial noise: randn([1, F, C, h, w]) from the seed, exact */
+    float *noise = malloc(sh.numel * sizeof(float));
+    cvx_generator g;
+    cvx_generator_seed(&g, p.seed);
+    cvx_randn(&g, noise, sh.numel);
+    gh_expect_exact(c, "initial_latents", noise, sh.numel);
+    free(noise);
+
+    json_object *gps = gh_json(c, "guidance_scale_per_step"), *tss = gh_json(c, "timesteps");
+    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, p.num_inference_steps), 0);
+    for (int i = 0; i < p.num_inference_steps; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "timestep %d", i);
+        gh_check_true(c, what, s.timesteps[i] == gh_int(gh_at(tss, (size_t)i)));
+        double want = gh_num(gh_at(gps, (size_t)i)), got = cogvideox_guidance_at(&p, s.timesteps[i]);
+        snprintf(what, sizeof what, "guidance at step %d", i);
+        gh_check_true(c, what, fabs(got - want) <= 1e-12 * fabs(want));
+    }
+    step_check sc = {c, r->tol, 0};
+    cogvideox_sample_result res;
+    float *lat = malloc(sh.numel * sizeof(float));
+    if (cogvideox_sample(m, &s, &p, &sh, prompt, negative, (int)tp->shape[1], NULL, check_step, &sc, lat, &res))
+        fail_msg("%s", cvx_last_error());
+    assert_int_equal(res.steps_done, p.num_inference_steps);
+    assert_int_equal(sc.steps_seen, p.num_inference_steps);
+    size_t nf;
+    float *fin = gh_f32(c, &nf, "final_latents");
+    assert_int_equal(nf, sh.numel);
+    gh_check_rel_l2(c, "final_latents", lat, fin, nf, r->tol);
+    free(fin), free(lat), free(prompt), free(negative);
+    cogvideox_scheduler_free(&s);
+    cogvideox_free(m);
 }
 
 /* ============================================================== noise (torch.randn) */
@@ -531,6 +608,9 @@ static const gh_row rows[] = {
     {"scheduler_2b",      "ddim steps",              run_ddim_steps,           1e-6,  NULL, 0, 0, 0, 12},
     {"scheduler_5b",      "dpm chains",              run_dpm_chains,           1e-6,  NULL, 0, 0, 0, 24},
     {"scheduler_1.5",     "dpm chains",              run_dpm_chains,           1e-6,  NULL, 0, 0, 0, 24},
+    {"e2e_2b",            "stage-2 loop latents",    run_e2e_latents,          1e-4,  "ddim", 0, 0, 0, 14},
+    {"e2e_5b",            "stage-2 loop latents",    run_e2e_latents,          1e-4,  "dpm", 0, 0, 0, 14},
+    {"e2e_5b_dyncfg",     "stage-2 loop latents",    run_e2e_latents,          1e-4,  "dpm", 0, 0, 0, 14},
     {"noise",             "randn small",             run_noise_small,          EXACT, NULL, 0, 0, 0, 9},
     {"noise",             "randn latent shapes",     run_noise_latent_shapes,  EXACT, NULL, 0, 0, 0, 10},
     {"noise",             "randn consecutive",       run_noise_consecutive,    EXACT, NULL, 0, 0, 0, 3},

@@ -263,4 +263,26 @@ static inline void gh_forward_free(gh_forward *g) {
     memset(g, 0, sizeof *g);
 }
 
+/* ---------------------------------------------------------------- typed view: an end-to-end case's call */
+
+/* The pipeline call of an e2e_* case (case.json "call"). */
+typedef struct {
+    int frames, height, width, num_inference_steps, use_dynamic_cfg;
+    double guidance_scale;
+    uint64_t seed;
+} gh_call;
+
+static inline gh_call gh_call_of(const gh_case *c) {
+    json_object *call = gh_json(c, "call");
+    gh_call k;
+    k.frames = (int)gh_int(gh_get(call, "num_frames"));
+    k.height = (int)gh_int(gh_get(call, "height"));
+    k.width = (int)gh_int(gh_get(call, "width"));
+    k.num_inference_steps = (int)gh_int(gh_get(call, "num_inference_steps"));
+    k.guidance_scale = gh_num(gh_get(call, "guidance_scale"));
+    k.use_dynamic_cfg = json_object_get_boolean(gh_get(call, "use_dynamic_cfg"));
+    k.seed = (uint64_t)gh_int(gh_get(call, "seed"));
+    return k;
+}
+
 #endif
