@@ -80,23 +80,10 @@ int main(int argc, char **argv) {
         cvx_die("--negative_prompt is not valid UTF-8 (byte %zu); give the text in UTF-8", bad);
     if (cvx_mkdirs(output_dir)) cvx_die_last_error();
     if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
-    cvx_dir_lock *lock = cvx_dir_lock_acquire(output_dir, 1);   /* one run per directory */
-    if (!lock) cvx_die_last_error();
-    cvx_clean_stale_temps(output_dir);
+    if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
     char model_abs[4096], gc_path[4200];
     const char *model = model_dir_arg ? model_dir_arg : model_id ? model_id : DEFAULT_MODEL_ID;
-    if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
     model = cvx_model_abs(model, model_abs, sizeof model_abs);   /* recorded: later stages run elsewhere */
-    /* the generation_config.json this run extends must be sound before the embeddings are made */
-    if (cvx_path_join(gc_path, sizeof gc_path, output_dir, "generation_config.json"))
-        cvx_die("%s: output path too long", output_dir);
-    if (cvx_is_file(gc_path)) {
-        cvx_config gc;
-        if (cvx_config_load(&gc, gc_path)) cvx_die_last_error();
-        int bad_gc = cvx_genconfig_validate(&gc);
-        cvx_config_free(&gc);
-        if (bad_gc) cvx_die_last_error();
-    }
 
     /* the negative prompt first, then the prompts */
     const char **texts = cvx_malloc((size_t)(n + 1) * sizeof *texts);
@@ -113,6 +100,22 @@ int main(int argc, char **argv) {
     if (!m) cvx_die_last_error();
     const int D = cvx_encoder_dim(m);   /* maps the text encoder */
     if (D < 0) cvx_die_last_error();
+    /* the output directory, locked: one run per directory (after the model loaded: a run that
+     * fails before leaves only the empty directory) */
+    cvx_dir_lock *lock = cvx_dir_lock_acquire(output_dir, 1);   /* one run per directory */
+    if (!lock) cvx_die_last_error();
+    cvx_clean_stale_temps(output_dir);
+    /* the generation_config.json this run extends must be sound before the embeddings are made */
+    if (cvx_path_join(gc_path, sizeof gc_path, output_dir, "generation_config.json"))
+        cvx_die("%s: output path too long", output_dir);
+    if (cvx_is_file(gc_path)) {
+        cvx_config gc;
+        if (cvx_config_load(&gc, gc_path)) cvx_die_last_error();
+        int bad_gc = cvx_genconfig_validate(&gc);
+        cvx_config_free(&gc);
+        if (bad_gc) cvx_die_last_error();
+    }
+
     float *emb = cvx_alloc_f32((size_t)(n + 1) * L * D);   // [1 + n, L, D]
     if (cvx_encode_texts(m, texts, labels, n + 1, L, NULL, NULL, emb)) cvx_die_last_error();
 
