@@ -99,9 +99,9 @@ int main(int argc, char **argv) {
     if (frames_out) check_writable(frames_out, "the frames");
     if (sheet) check_writable(sheet, "the contact sheet");
     /* one run per output directory (the video's); the input directory, if another, shared */
-    char out_dir[4200], real_in[PATH_MAX], real_out[PATH_MAX], real_lat[PATH_MAX], default_lat[4200];
-    snprintf(out_dir, sizeof out_dir, "%s", out_path);
-    snprintf(out_dir, sizeof out_dir, "%s", dirname(out_dir));
+    char out_dir[4200], buf[4200], real_in[PATH_MAX], real_out[PATH_MAX], real_lat[PATH_MAX], default_lat[4200];
+    snprintf(buf, sizeof buf, "%s", out_path);
+    snprintf(out_dir, sizeof out_dir, "%s", dirname(buf));   /* dirname may point into buf */
     int same_dir = realpath(input_dir, real_in) && realpath(out_dir, real_out) && !strcmp(real_in, real_out);
     cvx_dir_lock *out_lock = cvx_dir_lock_acquire(out_dir, 1), *in_lock = NULL;
     if (!out_lock || (!same_dir && cvx_is_dir(input_dir) && !(in_lock = cvx_dir_lock_acquire(input_dir, 0))))

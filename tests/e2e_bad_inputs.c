@@ -4,19 +4,24 @@
  * stderr holding the case's key words, no temp file left, and every file of the directory
  * byte-identical to before (a failed run never replaces or damages previous outputs).
  *
- * Only cases that hold with the library as it is are listed; the ones that need the programs'
- * wiring of the new checks (non-finite inputs, config ranges, locks, pair hashes, CLI helpers)
- * are added when the mains call them (see the report of the reliab branch). */
+ * Besides the table: the directory lock names its holder's pid, a stale temp of a dead run is
+ * removed by the next run, and SIGTERM during writes leaves no temp. */
 #include "testutil.h"
+#include "config.h"
 #include "fileio.h"
+#include "lock.h"
 #include "rng.h"
 
 #include <limits.h>
+#include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 static char g_base[64];          /* outputs of one good run (the "previous outputs") */
 static char g_model[1024];        /* golden tiny 2b model */
 static char g_s1[256], g_s2[256], g_s3[256];
+static cvx_dir_lock *g_held;      /* a lock a case's preparation holds during its run */
 
 #define STAGE2_ARGS "--num_inference_steps 2 --frames 9 --height 48 --width 64"
 
@@ -97,6 +102,9 @@ static int snap_same(const snapshot *a, const snapshot *b, char *why, size_t n) 
 }
 
 /* ---- preparations: D is the case's copy of the good outputs, X a scratch dir ---- */
+static void rehash(const char *D, const char *data_rel, const char *key);
+#define EMB "stage1_embeddings.safetensors"
+#define LAT "stage2_latents.safetensors"
 typedef void (*prep_fn)(const char *D, const char *X);
 
 static void model_copy(const char *X) {
@@ -114,14 +122,23 @@ static void truncate_file(const char *dir, const char *rel, long keep) {
     snprintf(p, sizeof p, "%s/%s", dir, rel);
     assert_int_equal(truncate(p, keep), 0);
 }
-static void p_trunc_embeddings(const char *D, const char *X) { (void)X; truncate_file(D, "stage1_embeddings.safetensors", 100); }
+/* the damaged data files get their hash recorded, so that the case reaches the reader's own check */
+static void p_trunc_embeddings(const char *D, const char *X) {
+    (void)X;
+    truncate_file(D, EMB, 100);
+    rehash(D, EMB, "stage1_embeddings_xxh64");
+}
 static void p_no_embeddings(const char *D, const char *X) {
     (void)X;
     char p[512];
     snprintf(p, sizeof p, "%s/stage1_embeddings.safetensors", D);
     unlink(p);
 }
-static void p_garbage_embeddings(const char *D, const char *X) { (void)X; put(D, "stage1_embeddings.safetensors", "not a safetensors file at all"); }
+static void p_garbage_embeddings(const char *D, const char *X) {
+    (void)X;
+    put(D, EMB, "not a safetensors file at all");
+    rehash(D, EMB, "stage1_embeddings_xxh64");
+}
 static void p_renamed_tensor(const char *D, const char *X) {
     (void)X;
     char p[512];
@@ -131,6 +148,7 @@ static void p_renamed_tensor(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_add_f32(w, "embeds", CVX_F32, 3, (int64_t[]){1, 2, 4}, z));
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
+    rehash(D, EMB, "stage1_embeddings_xxh64");
 }
 static void p_wrong_embed_dim(const char *D, const char *X) {
     (void)X;
@@ -143,8 +161,13 @@ static void p_wrong_embed_dim(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
     free(z);
+    rehash(D, EMB, "stage1_embeddings_xxh64");
 }
-static void p_trunc_latents(const char *D, const char *X) { (void)X; truncate_file(D, "stage2_latents.safetensors", 64); }
+static void p_trunc_latents(const char *D, const char *X) {
+    (void)X;
+    truncate_file(D, LAT, 64);
+    rehash(D, LAT, "stage2_latents_xxh64");
+}
 static void p_latents_rank4(const char *D, const char *X) {
     (void)X;
     char p[512];
@@ -154,6 +177,7 @@ static void p_latents_rank4(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_add_f32(w, "latents", CVX_F32, 4, (int64_t[]){4, 3, 2, 2}, z));
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
+    rehash(D, LAT, "stage2_latents_xxh64");
 }
 static void p_latents_channels(const char *D, const char *X) {
     (void)X;
@@ -165,6 +189,7 @@ static void p_latents_channels(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
     free(z);
+    rehash(D, LAT, "stage2_latents_xxh64");
 }
 static void p_latents_i64(const char *D, const char *X) {
     (void)X;
@@ -175,6 +200,7 @@ static void p_latents_i64(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_add(w, "latents", CVX_I64, 5, (int64_t[]){1, 1, 1, 2, 2}, z));
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
+    rehash(D, LAT, "stage2_latents_xxh64");
 }
 static void p_model_no_tokenizer(const char *D, const char *X) {
     (void)D;
@@ -250,6 +276,160 @@ static void p_checkpoint_bad_generator(const char *D, const char *X) {
 static void p_checkpoint_other_seed(const char *D, const char *X) { (void)X; make_checkpoint(D, "--seed 7"); }
 static void p_checkpoint_garbage(const char *D, const char *X) { (void)X; put(D, "stage2_checkpoint.safetensors", "xx"); }
 
+/* ---- preparations that need the wiring of issue 14 ---- */
+static void put_bytes(const char *dir, const char *rel, const char *bytes, size_t n) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    tu_write(p, bytes, n);
+}
+/* replace `from` by `to` in a text file (once; the file must hold it) */
+static void edit(const char *dir, const char *rel, const char *from, const char *to) {
+    char p[1024];
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    char *s = cvx_read_file(p, &n);
+    assert_non_null(s);
+    char *at = strstr(s, from);
+    if (!at) fail_msg("%s does not hold '%s'", p, from);
+    size_t k = (size_t)(at - s), out_n = n - strlen(from) + strlen(to);
+    char *o = malloc(out_n + 1);
+    memcpy(o, s, k);
+    memcpy(o + k, to, strlen(to));
+    memcpy(o + k + strlen(to), at + strlen(from), n - k - strlen(from));
+    tu_write(p, o, out_n);
+    free(o);
+    free(s);
+}
+/* record the current xxh64 of data_rel under key in D's generation_config.json (so that a case
+ * reaches the check after the pair check) */
+static void rehash(const char *D, const char *data_rel, const char *key) {
+    char p[1024], gc[1024], hex[17];
+    snprintf(p, sizeof p, "%s/%s", D, data_rel);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
+    ASSERT_OK(cvx_file_xxh64(p, hex));
+    json_object *upd = json_object_new_object();
+    json_object_object_add(upd, key, json_object_new_string(hex));
+    ASSERT_OK(cvx_genconfig_update(gc, upd));
+    json_object_put(upd);
+}
+/* element `index` of F32 tensor `name` in the safetensors file dir/rel set to v, in place */
+static void poke(const char *dir, const char *rel, const char *name, size_t index, float v) {
+    char p[1024];
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    if (!t || t->dtype != CVX_F32 || (int64_t)index >= t->numel) fail_msg("%s: no F32 tensor %s[%zu]", p, name, index);
+    memcpy((char *)t->data + index * sizeof(float), &v, sizeof v);   /* the data lies inside buf */
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+}
+static void p_s1_whitespace_file(const char *D, const char *X) { (void)D; put(X, "p.txt", "   \n\t\n \r\n\n"); }
+static void p_s1_bad_utf8_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a cat\n\xc3\x28 dog\n", 11); }
+static void p_s1_control_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a \001cat\n", 8); }
+static void p_corrupt_genconfig(const char *D, const char *X) { (void)X; put(D, "generation_config.json", "{\"prompt\": "); }
+static void p_genconfig_fps(const char *D, const char *X) { (void)X; edit(D, "generation_config.json", "\"fps\": 8", "\"fps\": -8"); }
+static void p_genconfig_bad_utf8(const char *D, const char *X) {
+    (void)X;
+    edit(D, "generation_config.json", "\"A panda\"", "\"A \xff panda\"");
+}
+static void p_genconfig_bad_hash(const char *D, const char *X) {
+    (void)X;
+    put(D, "generation_config.json", "{\"model_id\": \"x\", \"stage2_latents_xxh64\": \"not-a-hash\"}");
+}
+static void p_t5_layers(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/text_encoder/config.json", "\"num_layers\": 2", "\"num_layers\": 1000000000");
+}
+static void p_transformer_layers(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/transformer/config.json", "\"num_layers\": 2", "\"num_layers\": 1e9");
+}
+static void p_transformer_heads_zero(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/transformer/config.json", "\"num_attention_heads\": 3", "\"num_attention_heads\": 0");
+}
+static void p_vae_scaling_zero(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/vae/config.json", "\"scaling_factor\": 1.15258426", "\"scaling_factor\": 0");
+}
+static void p_vae_layers(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/vae/config.json", "\"layers_per_block\": 1", "\"layers_per_block\": 1000000000");
+}
+static void p_nan_embeddings(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage1_embeddings.safetensors", "prompt_embeds", 5, NAN);
+    rehash(D, "stage1_embeddings.safetensors", "stage1_embeddings_xxh64");
+}
+static void p_inf_negative(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage1_embeddings.safetensors", "negative_prompt_embeds", 77, -INFINITY);
+    rehash(D, "stage1_embeddings.safetensors", "stage1_embeddings_xxh64");
+}
+static void p_embeddings_other(const char *D, const char *X) {   /* valid, but not the file the config describes */
+    (void)X;
+    poke(D, "stage1_embeddings.safetensors", "prompt_embeds", 0, 0.5f);
+}
+static void p_nan_weight(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
+}
+/* a good checkpoint after step 1 with the copied model, then a NaN weight: step 2 diverges and
+ * the checkpoint of step 1 must stay as it was */
+static void p_nan_weight_resume(const char *D, const char *X) {
+    model_copy(X);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s/model " STAGE2_ARGS " --stop_after_steps 1",
+             g_s2, D, X);
+    sh(cmd);
+    poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
+}
+static void p_out_genconfig_corrupt(const char *D, const char *X) {
+    (void)D;
+    char p[512];
+    snprintf(p, sizeof p, "%s/out", X);
+    assert_int_equal(mkdir(p, 0755), 0);
+    put(X, "out/generation_config.json", "{\"fps\": \"eight\", ");
+}
+static void p_inf_latents(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage2_latents.safetensors", "latents", 3, INFINITY);
+    rehash(D, "stage2_latents.safetensors", "stage2_latents_xxh64");
+}
+static void p_nan_latents(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage2_latents.safetensors", "latents", 100, NAN);
+    rehash(D, "stage2_latents.safetensors", "stage2_latents_xxh64");
+}
+static void p_latents_other(const char *D, const char *X) { (void)X; poke(D, "stage2_latents.safetensors", "latents", 0, 0.25f); }
+static void p_nan_vae_weight(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    poke(X, "model/vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.conv.bias", 1, NAN);
+}
+static void p_lock(const char *D, const char *X) {
+    (void)X;
+    g_held = cvx_dir_lock_acquire(D, 1);
+    ASSERT_NONNULL(g_held);
+}
+static void p_lock_input(const char *D, const char *X) {   /* a writer holds the input directory */
+    p_lock(D, X);
+    char p[512];
+    snprintf(p, sizeof p, "%s/out", X);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+
 typedef struct {
     const char *name;
     int stage;
@@ -324,6 +504,48 @@ static const bad_case CASES[] = {
     {"s3 truncated vae", 3, "--model_dir {X}/model", p_model_trunc_vae, {"diffusion_pytorch_model.safetensors"}},
     {"s3 output dir missing", 3, "--output_video {X}/no/such/dir/v.mp4", NULL, {"v.mp4"}},
     {"s3 unknown option", 3, "--bogus", NULL, {"--bogus"}},
+
+    /* ---- issue 14, with the wiring: stage 1 ---- */
+    {"s1 prompts file whitespace only", 1, "--prompts_file {X}/p.txt", p_s1_whitespace_file, {"p.txt", "whitespace"}},
+    {"s1 prompts file bad UTF-8 line", 1, "--prompts_file {X}/p.txt", p_s1_bad_utf8_line, {"p.txt line 2", "UTF-8"}},
+    {"s1 prompts file control char", 1, "--prompts_file {X}/p.txt", p_s1_control_line, {"p.txt line 1", "control"}},
+    {"s1 --prompt --threads 1", 1, "--prompt --threads 1", NULL, {"--prompt needs a value", "--threads"}},
+    {"s1 prompt invalid UTF-8", 1, "--prompt \"$(printf 'a\\377b')\"", NULL, {"--prompt", "UTF-8"}},
+    {"s1 prompt whitespace only", 1, "--prompt '  \t '", NULL, {"--prompt", "whitespace"}},
+    {"s1 negative prompt invalid UTF-8", 1, "--prompt a --negative_prompt \"$(printf '\\300\\200')\"", NULL,
+     {"--negative_prompt", "UTF-8"}},
+    {"s1 corrupt genconfig", 1, "--prompt a", p_corrupt_genconfig, {"generation_config.json"}},
+    {"s1 genconfig fps -8", 1, "--prompt a", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
+    {"s1 T5 num_layers 1e9", 1, "--prompt a --model_dir {X}/model", p_t5_layers, {"config.json", "num_layers", "1000000000"}},
+    {"s1 directory locked", 1, "--prompt a", p_lock, {"in use by another run", "pid"}},
+    /* ---- stage 2 ---- */
+    {"s2 NaN in prompt_embeds", 2, "", p_nan_embeddings, {"prompt_embeds", "nan", "index 5"}},
+    {"s2 -Inf in negative_prompt_embeds", 2, "", p_inf_negative, {"negative_prompt_embeds", "inf", "index 77"}},
+    {"s2 NaN in a weight (step named)", 2, "--model_dir {X}/model", p_nan_weight, {"step 1/2", "latents", "diverged"}},
+    {"s2 NaN weight at step 2 keeps checkpoint", 2, "--model_dir {X}/model --resume", p_nan_weight_resume,
+     {"step 2/2", "latents"}},
+    {"s2 corrupt output genconfig", 2, "--output_dir {X}/out", p_out_genconfig_corrupt, {"out/generation_config.json"}},
+    {"s2 corrupt input genconfig", 2, "", p_corrupt_genconfig, {"generation_config.json"}},
+    {"s2 genconfig fps -8", 2, "", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
+    {"s2 embeddings hash mismatch", 2, "", p_embeddings_other, {"stage1_embeddings.safetensors", "does not belong"}},
+    {"s2 transformer num_layers 1e9", 2, "--model_dir {X}/model", p_transformer_layers, {"transformer/config.json", "num_layers"}},
+    {"s2 transformer heads 0", 2, "--model_dir {X}/model", p_transformer_heads_zero, {"num_attention_heads", "0"}},
+    {"s2 directory locked", 2, "", p_lock, {"in use by another run", "pid"}},
+    {"s2 input directory locked", 2, "--output_dir {X}/out", p_lock_input, {"in use by another run", "pid"}},
+    {"s2 --seed --threads 1", 2, "--seed --threads 1", NULL, {"--seed needs a value", "--threads"}},
+    /* ---- stage 3 ---- */
+    {"s3 Inf in latents", 3, "", p_inf_latents, {"latents", "inf", "index 3"}},
+    {"s3 NaN in latents", 3, "", p_nan_latents, {"latents", "nan", "index 100"}},
+    {"s3 NaN decoded (VAE weight)", 3, "--model_dir {X}/model", p_nan_vae_weight, {"decoded", "nan"}},
+    {"s3 scaling_factor 0", 3, "--model_dir {X}/model", p_vae_scaling_zero, {"vae/config.json", "scaling_factor"}},
+    {"s3 vae layers_per_block 1e9", 3, "--model_dir {X}/model", p_vae_layers, {"vae/config.json", "layers_per_block"}},
+    {"s3 genconfig fps -8", 3, "", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
+    {"s3 genconfig prompt not UTF-8", 3, "", p_genconfig_bad_utf8, {"generation_config.json", "prompt", "UTF-8"}},
+    {"s3 genconfig malformed hash", 3, "", p_genconfig_bad_hash, {"stage2_latents_xxh64"}},
+    {"s3 corrupt genconfig", 3, "", p_corrupt_genconfig, {"generation_config.json"}},
+    {"s3 latents hash mismatch", 3, "", p_latents_other, {"stage2_latents.safetensors", "does not belong"}},
+    {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
+    {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
 };
 
 static void expand(char *out, size_t n, const char *tmpl, const char *D, const char *X) {
@@ -367,6 +589,8 @@ static int run_bad_case(const bad_case *c, char *why, size_t wn) {
     else
         snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s %s", g_s3, D, g_model, args);
     int rc = tu_run(cmd, err, sizeof err), bad = 1;
+    cvx_dir_lock_release(g_held);
+    g_held = NULL;
     snap(D, &after);
     if (rc != 1)
         snprintf(why, wn, "exit %d, expected 1: %.300s", rc, err);
