@@ -14,7 +14,9 @@
 
 #include <limits.h>
 #include <math.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -631,7 +633,94 @@ static void test_bad_inputs(void **state) {
     if (failed) fail_msg("%d of %zu bad-input cases failed (listed above)", failed, n);
 }
 
+/* A second run into a locked directory: one error line naming the holder's pid, nothing
+ * written; the same run succeeds once the lock is released. */
+static void test_lock_names_holder(void **state) {
+    (void)state;
+    char D[64], cmd[8192], err[4096], want[64];
+    tu_mkdtemp(D, sizeof D);
+    cvx_dir_lock *l = cvx_dir_lock_acquire(D, 1);
+    ASSERT_NONNULL(l);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("  %s", err);
+    assert_int_equal(rc, 1);
+    assert_int_equal(count_substr(err, "\n"), 1);
+    snprintf(want, sizeof want, "pid %ld", (long)getpid());
+    assert_non_null(strstr(err, "in use by another run"));
+    assert_non_null(strstr(err, want));
+    assert_int_equal(tu_count_entries(D), 0);
+    cvx_dir_lock_release(l);
+    assert_int_equal(tu_run(cmd, err, sizeof err), 0);
+    assert_int_equal(tu_count_entries(D), 2);   /* embeddings + generation_config.json */
+    tu_rmrf(D);
+}
+
+/* A temp left by a run that died (its pid no longer runs) is removed by the next run into the
+ * directory; a temp of a live process (this test) is kept. */
+static void test_stale_temp_removed(void **state) {
+    (void)state;
+    char D[64], cmd[8192], err[4096], dead[512], live[512];
+    tu_mkdtemp(D, sizeof D);
+    pid_t child = fork();   /* a pid that surely ran and is gone */
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    snprintf(dead, sizeof dead, "%s/stage1_embeddings.safetensors.tmp.%ld.0123456789ab", D, (long)child);
+    snprintf(live, sizeof live, "%s/generation_config.json.tmp.%ld.abcdef012345", D, (long)getpid());
+    tu_write(dead, "half", 4);
+    tu_write(live, "busy", 4);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc) fail_msg("stage1 failed (%d): %s", rc, err);
+    assert_false(cvx_is_file(dead));
+    assert_true(cvx_is_file(live));
+    tu_rmrf(D);
+}
+
+/* SIGTERM at many points of a run that writes a file after every step (checkpoints, then the
+ * output set): the run dies of the signal and no temp is ever left behind. */
+static void test_sigterm_leaves_no_temp(void **state) {
+    (void)state;
+    char D[64], cmd[8192];
+    tu_mkdtemp(D, sizeof D);
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);
+    sh(cmd);
+    int killed = 0;
+    for (int trial = 0; trial < 24; trial++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            int devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, 2);
+            execl(g_s2, g_s2, "--quiet", "--input_dir", D, "--model_dir", g_model, "--num_inference_steps", "6",
+                  "--frames", "9", "--height", "48", "--width", "64", "--checkpoint_every", "1", (char *)NULL);
+            _exit(127);
+        }
+        struct timespec ts = {0, (long)(20 + 15 * trial) * 1000000L};   /* 20 .. 365 ms */
+        nanosleep(&ts, NULL);
+        kill(pid, SIGTERM);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        if (WIFSIGNALED(st)) {
+            assert_int_equal(WTERMSIG(st), SIGTERM);
+            killed++;
+        } else {
+            assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);   /* finished before the signal */
+        }
+        DIR *d = opendir(D);
+        for (struct dirent *e; (e = readdir(d));)
+            if (strstr(e->d_name, ".tmp.")) fail_msg("trial %d: temp %s left behind after SIGTERM", trial, e->d_name);
+        closedir(d);
+    }
+    print_message("  %d of 24 runs killed by SIGTERM mid-run, no temp left\n", killed);
+    assert_true(killed > 0);
+    tu_rmrf(D);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs), cmocka_unit_test(test_lock_names_holder),
+                                       cmocka_unit_test(test_stale_temp_removed),
+                                       cmocka_unit_test(test_sigterm_leaves_no_temp)};
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
