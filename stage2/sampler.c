@@ -180,12 +180,12 @@ static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_la
         cvx_error_prefix("%s: tensor 'generator'", path);
         goto done;
     }
-    if (cvx_check_finite(tl->data, sh->numel, "latents")) {
+    if (s->type->load_state(s, st, path, sh->numel)) goto done;
+    memcpy(latents, tl->data, sh->numel * sizeof(float));   /* the file's data may be unaligned */
+    if (cvx_check_finite(latents, sh->numel, "latents")) {
         cvx_error_prefix("%s", path);
         goto done;
     }
-    if (s->type->load_state(s, st, path, sh->numel)) goto done;
-    memcpy(latents, tl->data, sh->numel * sizeof(float));
     *steps_done = (int)step;
     rc = 0;
 done:

@@ -98,15 +98,18 @@ int main(int argc, char **argv) {
     check_writable(out_path, "the video");
     if (frames_out) check_writable(frames_out, "the frames");
     if (sheet) check_writable(sheet, "the contact sheet");
-    /* one run per output directory (the video's); the input directory, if another, shared */
+    /* one run per run directory: exclusive when the video goes into the input directory (the
+     * default); a video written elsewhere (a shared folder, /tmp) takes no lock there, only a
+     * shared one on the input directory (renames keep such a file whole either way) */
     char out_dir[4200], buf[4200], real_in[PATH_MAX], real_out[PATH_MAX], real_lat[PATH_MAX], default_lat[4200];
     snprintf(buf, sizeof buf, "%s", out_path);
     snprintf(out_dir, sizeof out_dir, "%s", dirname(buf));   /* dirname may point into buf */
     int same_dir = realpath(input_dir, real_in) && realpath(out_dir, real_out) && !strcmp(real_in, real_out);
-    cvx_dir_lock *out_lock = cvx_dir_lock_acquire(out_dir, 1), *in_lock = NULL;
-    if (!out_lock || (!same_dir && cvx_is_dir(input_dir) && !(in_lock = cvx_dir_lock_acquire(input_dir, 0))))
+    cvx_dir_lock *out_lock = NULL, *in_lock = NULL;
+    if (same_dir ? !(out_lock = cvx_dir_lock_acquire(out_dir, 1))
+                 : cvx_is_dir(input_dir) && !(in_lock = cvx_dir_lock_acquire(input_dir, 0)))
         cvx_die_last_error();
-    cvx_clean_stale_temps(out_dir);
+    if (out_lock) cvx_clean_stale_temps(out_dir);
 
     /* generation_config.json: fps, frames, model_id (all optional) */
     cvx_config gen = {0};

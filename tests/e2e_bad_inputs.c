@@ -397,6 +397,11 @@ static void p_nan_weight_resume(const char *D, const char *X) {
     sh(cmd);
     poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
 }
+static void p_checkpoint_nan(const char *D, const char *X) {
+    (void)X;
+    make_checkpoint(D, "");
+    poke(D, "stage2_checkpoint.safetensors", "latents", 9, NAN);
+}
 static void p_out_genconfig_corrupt(const char *D, const char *X) {
     (void)D;
     char p[512];
@@ -526,6 +531,8 @@ static const bad_case CASES[] = {
     {"s2 NaN in a weight (step named)", 2, "--model_dir {X}/model", p_nan_weight, {"step 1/2", "latents", "diverged"}},
     {"s2 NaN weight at step 2 keeps checkpoint", 2, "--model_dir {X}/model --resume", p_nan_weight_resume,
      {"step 2/2", "latents"}},
+    {"s2 resume checkpoint with NaN latents", 2, "--resume", p_checkpoint_nan,
+     {"stage2_checkpoint.safetensors", "latents", "index 9"}},
     {"s2 corrupt output genconfig", 2, "--output_dir {X}/out", p_out_genconfig_corrupt, {"out/generation_config.json"}},
     {"s2 corrupt input genconfig", 2, "", p_corrupt_genconfig, {"generation_config.json"}},
     {"s2 genconfig fps -8", 2, "", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
