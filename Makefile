@@ -123,6 +123,11 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 	$(CXX) -o $@ $^ $(LIBS)
 bench: $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+	@echo "== bench/omp_under_load.sh (issue 14: alone vs beside CPU hogs)"; sh bench/omp_under_load.sh $(BUILD)
+# only the under-load measurement (docs/performance.md "OpenMP threads under load")
+.PHONY: bench-load
+bench-load: $(BUILD)/bench/bench_stage2 $(BUILD)/bench/bench_stage3
+	sh bench/omp_under_load.sh $(BUILD)
 
 fuzz:
 	sh scripts/fuzz.sh

@@ -1,7 +1,9 @@
 #include "cli.h"
 #include "error.h"
+#include "fileio.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,4 +58,11 @@ _Noreturn void cvx_die_bad_option(const struct option *opts, char *const *argv, 
     if (o && o->has_arg == no_argument && strchr(word, '='))
         cvx_die("--%s takes no value, got '%s' (see --help)", o->name, word);
     cvx_die("unknown or incomplete option '%s' (see --help)", word);
+}
+
+const char *cvx_model_abs(const char *model, char *buf, size_t n) {
+    char real[PATH_MAX];
+    if (!model || model[0] == '/' || !cvx_is_dir(model) || !realpath(model, real) || strlen(real) >= n) return model;
+    memcpy(buf, real, strlen(real) + 1);
+    return buf;
 }

@@ -4,6 +4,7 @@
 #define CVX_CLI_H
 
 #include <getopt.h>
+#include <stddef.h>
 
 long long cvx_flag_int(const char *flag, const char *value, long long lo, long long hi);
 double cvx_flag_num(const char *flag, const char *value, double lo, double hi);
@@ -17,5 +18,11 @@ const char *cvx_opt_value(const struct option *opts, int val, const char *value,
 /* The message for getopt_long's '?' (opterr = 0): "--prompt needs a value" when the option
  * exists and lacks its argument, else "unknown option '--x' (see --help)". Exits 1. */
 _Noreturn void cvx_die_bad_option(const struct option *opts, char *const *argv, int optind, int optopt);
+
+/* A model given as a relative local directory becomes its absolute path (the stages record it
+ * in their outputs; a later run from another working directory must find the same model).
+ * A hub id (ORG/NAME that is not a local directory) or an absolute path is returned unchanged;
+ * buf holds the result when it changed. */
+const char *cvx_model_abs(const char *model, char *buf, size_t n);
 
 #endif

@@ -162,11 +162,11 @@ int cvx_cfg_str_array(const cvx_config *c, const char *key, const char **out, in
     return 0;
 }
 
-int cvx_genconfig_update(const char *path, json_object *updates) {
+char *cvx_genconfig_render(const char *path, json_object *updates, size_t *len) {
     cvx_config c;
     json_object *root;
     if (cvx_is_file(path)) {
-        if (cvx_config_load(&c, path) != 0) return -1;
+        if (cvx_config_load(&c, path) != 0) return NULL;
         root = c.root;
     } else {
         root = json_object_new_object();
@@ -174,13 +174,21 @@ int cvx_genconfig_update(const char *path, json_object *updates) {
     json_object_object_foreach(updates, key, val) json_object_object_add(root, key, json_object_get(val));
     const char *text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                               JSON_C_TO_STRING_NOSLASHESCAPE);
-    size_t len = strlen(text);
-    char *buf = cvx_malloc(len + 2);
-    memcpy(buf, text, len);
-    buf[len] = '\n';
-    int rc = cvx_write_file_atomic(path, buf, len + 1);
-    free(buf);
+    *len = strlen(text);
+    char *buf = cvx_malloc(*len + 2);
+    memcpy(buf, text, *len);
+    buf[(*len)++] = '\n';
+    buf[*len] = 0;
     json_object_put(root);
+    return buf;
+}
+
+int cvx_genconfig_update(const char *path, json_object *updates) {
+    size_t len;
+    char *buf = cvx_genconfig_render(path, updates, &len);
+    if (!buf) return -1;
+    int rc = cvx_write_file_atomic(path, buf, len);
+    free(buf);
     return rc;
 }
 

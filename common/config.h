@@ -4,6 +4,7 @@
 #ifndef CVX_CONFIG_H
 #define CVX_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
 
@@ -40,6 +41,9 @@ int cvx_cfg_str_or(const cvx_config *c, const char *key, const char *def, const 
  * `updates` is an object whose keys replace (or add to) those in the file; the file is
  * created if absent and written atomically. Ownership of `updates` stays with the caller. */
 int cvx_genconfig_update(const char *path, json_object *updates);
+/* The text cvx_genconfig_update would write (NUL-terminated, *len bytes, free()), for a caller
+ * that commits it with other files as one output set (fileio.h cvx_outset). NULL + cvx_error. */
+char *cvx_genconfig_render(const char *path, json_object *updates, size_t *len);
 /* The string `key` of the JSON file at path into out ("" when absent or null). -1 + error when the
  * file is invalid or the value is not a string. */
 int cvx_genconfig_get_str(const char *path, const char *key, char *out, size_t n);

@@ -186,8 +186,9 @@ int cvx_genconfig_validate(const cvx_config *gc) {
 int cvx_genconfig_check_pair(const cvx_config *gc, const char *data_path, const char *key) {
     json_object *v = cfg_get(gc, key);
     if (!v) {
-        cvx_warn("%s has no '%s' (written by an older build): cannot check that %s belongs to it", gc->path, key,
-                 data_path);
+        /* a note, not a warning: hand-made directories and older builds are normal */
+        cvx_debug("%s has no '%s' (written by an older build?): cannot check that %s belongs to it", gc->path, key,
+                  data_path);
         return 0;
     }
     if (!json_object_is_type(v, json_type_string))

@@ -38,7 +38,7 @@ int cvx_genconfig_validate(const cvx_config *gc);
  * "stage2_latents_xxh64", written by the stage that wrote data_path in the same output set) must
  * equal the xxh64 of data_path: "stage2_latents.safetensors does not belong to
  * generation_config.json: xxh64 X != Y recorded there ...". A config without the key (written by
- * an older build) is accepted with a warning naming the key. */
+ * an older build) is accepted (a note naming the key at --verbose). */
 int cvx_genconfig_check_pair(const cvx_config *gc, const char *data_path, const char *key);
 
 /* Valid UTF-8 (no overlongs, surrogates or > U+10FFFF). *bad_offset gets the first bad byte. */

@@ -121,14 +121,15 @@ typedef struct {
 } cvx_frames;
 void cvx_frames_free(cvx_frames *f);
 
-/* z: [B, C, T, h, w] raw latents (as stage 2 writes them; NaN replaced by 0 with a warning,
- * × 1/scaling_factor here). `label` names z in messages (a file name). */
+/* z: [B, C, T, h, w] raw latents (as stage 2 writes them; × 1/scaling_factor here). A NaN/Inf in
+ * z or in the decoded frames is an error naming the tensor and index. `label` names z in messages (a file name). */
 int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
                const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
 
 /* ---- the files between the stages (stage{1,2,3} programs; docs/file-formats.md) ---- */
 #include "dtype.h"
 #include "safetensors.h"
+#include "fileio.h"
 
 /* stage1_embeddings.safetensors: prompt_embeds / negative_prompt_embeds [1, L, D] F32 + metadata. */
 int cvx_embeddings_write(const char *path, const float *prompt, const float *negative, int L, int D,
@@ -136,7 +137,8 @@ int cvx_embeddings_write(const char *path, const float *prompt, const float *neg
 /* The embeddings in an opened stage-1 file, checked against the model's transformer (shape,
  * dtype; messages name `st`'s path) and widened to f32. */
 int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out);
-/* The non-empty lines of a prompts file (trailing \r dropped); *buf owns the strings. NULL +
+/* The non-blank lines of a prompts file (trailing \r dropped; each a valid prompt: UTF-8, no
+ * control characters, else an error naming the line); *buf owns the strings. NULL +
  * cvx_error when unreadable or without a prompt. */
 typedef struct {
     const char *text;
@@ -162,6 +164,20 @@ int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_p
  * in_path when out_path is new). */
 int cvx_genconfig_record_sample(const char *out_path, const char *in_path, const cvx_sample_params *resolved,
                                 int fps, const char *scheduler, const char *model_id);
+
+/* The writers above into an output set (fileio.h: every file of the set is renamed into place
+ * only once all are written; add generation_config.json last). The genconfig forms record the
+ * xxh64 of the data file of the set (cvx_file_xxh64 of its temp; NULL: none) under
+ * "stage1_embeddings_xxh64" / "stage2_latents_xxh64", which the next stage checks. */
+int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *prompt, const float *negative, int L,
+                             int D, const char *prompt_text, const char *negative_text, const char *model_id);
+int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
+                                    const char *negative, const char *model_id, const char *emb_xxh64);
+int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *l, const cvx_sample_params *resolved,
+                          cvx_dtype dtype, const char *model_id);
+int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_path, const char *in_path,
+                                    const cvx_sample_params *resolved, int fps, const char *scheduler,
+                                    const char *model_id, const char *lat_xxh64);
 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */

@@ -1,11 +1,11 @@
 /* decode: latents -> frames (AutoencoderKLCogVideoX.decode as CogVideoXPipeline calls it). */
 #include "pipeline/internal.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "validate.h"
 
 /* --tiling auto tiles when an untiled decode would need more than this. */
 #define AUTO_TILING_BUDGET (6.0 * 1024 * 1024 * 1024)
@@ -43,17 +43,13 @@ int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B
         cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (untiled, ~%.1f GB estimated peak)", B, C, T, h,
                  w, m->dir, vae_estimate_peak_bytes(d, h, w) / 1e9);
 
-    /* 1 / scaling_factor * latents, as upstream; NaN (a diverged run) decodes as 0 */
+    /* 1 / scaling_factor * latents, as upstream. A NaN/Inf (a diverged run, a damaged file) is an
+     * error naming the index, not a video of NaNs (issue 14) */
     const size_t n = (size_t)B * C * T * h * w;
+    if (cvx_check_finite(zin, n, "latents")) return cvx_error_prefix("%s", label);
     float *z = cvx_alloc_f32(n);   // [B, C, T, h, w]
-    size_t nan = 0;
     const float scale = (float)(1.0 / d->scaling_factor);
-    for (size_t i = 0; i < n; i++) {
-        float v = zin[i];
-        if (isnan(v)) v = 0.0f, nan++;
-        z[i] = v * scale;
-    }
-    if (nan) cvx_warn("%s: %zu NaN values in 'latents' replaced by 0", label, nan);
+    for (size_t i = 0; i < n; i++) z[i] = zin[i] * scale;
 
     const int To = vae_output_frames(d, T);
     cvx_progress bar;
@@ -71,5 +67,12 @@ int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B
     }
     cvx_progress_finish(&bar);
     free(z);
+    /* finite latents can still overflow in a damaged VAE: never encode NaN frames */
+    for (int b = 0; b < B; b++)
+        if (cvx_check_finite(out->data[b], (size_t)3 * out->T * out->H * out->W, "decoded")) {
+            cvx_error_prefix("%s: sample %d", label, b);
+            cvx_frames_free(out);
+            return -1;
+        }
     return 0;
 }

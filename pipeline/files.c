@@ -12,11 +12,17 @@
 #include "error.h"
 #include "fileio.h"
 #include "stage2/sampler.h"
+#include "validate.h"
 
 /* ---- stage 1 ---- */
 
 int cvx_embeddings_write(const char *path, const float *prompt, const float *negative, int L, int D,
                          const char *prompt_text, const char *negative_text, const char *model_id) {
+    return cvx_embeddings_write_set(NULL, path, prompt, negative, L, D, prompt_text, negative_text, model_id);
+}
+
+int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *prompt, const float *negative, int L,
+                             int D, const char *prompt_text, const char *negative_text, const char *model_id) {
     cvx_st_writer *w = cvx_stw_new();
     const int64_t shape[3] = {1, L, D};
     int rc = cvx_stw_add_f32(w, "prompt_embeds", CVX_F32, 3, shape, prompt) ||
@@ -25,7 +31,7 @@ int cvx_embeddings_write(const char *path, const float *prompt, const float *neg
              cvx_stw_metadata(w, "model_id", model_id) ||
              cvx_stw_metadata(w, "dtype_info",
                               "{\"prompt_embeds\": \"float32\", \"negative_prompt_embeds\": \"float32\"}") ||
-             cvx_stw_write(w, path);
+             (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
     cvx_stw_free(w);
     return rc ? -1 : 0;
 }
@@ -44,14 +50,30 @@ int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embedd
     return 0;
 }
 
+/* updates -> path, directly or as the last file of an output set */
+static int genconfig_put(cvx_outset *set, const char *path, json_object *upd) {
+    if (!set) return cvx_genconfig_update(path, upd);
+    size_t len;
+    char *text = cvx_genconfig_render(path, upd, &len);
+    int rc = text ? cvx_outset_write(set, path, text, len) : -1;
+    free(text);
+    return rc;
+}
+
 int cvx_genconfig_record_encode(const char *path, const char *prompt, const char *prompts_file,
                                 const char *negative, const char *model_id) {
+    return cvx_genconfig_record_encode_set(NULL, path, prompt, prompts_file, negative, model_id, NULL);
+}
+
+int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
+                                    const char *negative, const char *model_id, const char *emb_xxh64) {
     json_object *upd = json_object_new_object();
     if (prompt) json_object_object_add(upd, "prompt", json_object_new_string(prompt));
     else json_object_object_add(upd, "prompts_file", json_object_new_string(prompts_file));
     json_object_object_add(upd, "negative_prompt", json_object_new_string(negative));
     json_object_object_add(upd, "model_id", json_object_new_string(model_id));
-    int rc = cvx_genconfig_update(path, upd);
+    if (emb_xxh64) json_object_object_add(upd, "stage1_embeddings_xxh64", json_object_new_string(emb_xxh64));
+    int rc = genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
 }
@@ -69,7 +91,15 @@ cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count)
         line++;
         *end = 0;
         if (end > p && end[-1] == '\r') end[-1] = 0;
-        if (p[0]) {
+        if (p[strspn(p, " \t\v\f\r")]) {   /* blank and whitespace-only lines are skipped */
+            char what[4200];
+            snprintf(what, sizeof what, "%s line %d", path, line);
+            if (cvx_check_prompt(p, what)) {
+                free(items);
+                free(*buf);
+                *buf = NULL;
+                return NULL;
+            }
             items = cvx_realloc(items, (size_t)(n + 1) * sizeof *items);
             items[n++] = (cvx_prompt_item){p, line};
         }
@@ -78,7 +108,7 @@ cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count)
     if (n == 0) {
         free(*buf);
         *buf = NULL;
-        cvx_error("%s: no prompts (the file has no non-empty line)", path);
+        cvx_error("%s: no prompts (every line is empty or whitespace only)", path);
         return NULL;
     }
     *count = n;
@@ -143,6 +173,11 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
 
 int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_params *p, cvx_dtype dtype,
                       const char *model_id) {
+    return cvx_latents_write_set(NULL, path, l, p, dtype, model_id);
+}
+
+int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *l, const cvx_sample_params *p,
+                          cvx_dtype dtype, const char *model_id) {
     cvx_st_writer *w = cvx_stw_new();
     const int64_t shape[5] = {1, l->C, l->T, l->h, l->w};
     char buf[64];
@@ -164,13 +199,19 @@ int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_p
     rc |= cvx_stw_metadata(w, "use_dynamic_cfg", p->use_dynamic_cfg ? "true" : "false");
     rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
     rc |= cvx_stw_metadata(w, "model_id", model_id);
-    if (!rc) rc = cvx_stw_write(w, path);
+    if (!rc) rc = set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path);
     cvx_stw_free(w);
     return rc ? -1 : 0;
 }
 
 int cvx_genconfig_record_sample(const char *out_gc, const char *in_gc, const cvx_sample_params *p, int fps,
                                 const char *scheduler, const char *model_id) {
+    return cvx_genconfig_record_sample_set(NULL, out_gc, in_gc, p, fps, scheduler, model_id, NULL);
+}
+
+int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const char *in_gc,
+                                    const cvx_sample_params *p, int fps, const char *scheduler, const char *model_id,
+                                    const char *lat_xxh64) {
     cvx_config gc;
     json_object *upd = json_object_new_object();
     if (!cvx_is_file(out_gc) && in_gc && cvx_is_file(in_gc)) {  /* new output dir: carry stage1's keys over */
@@ -192,7 +233,8 @@ int cvx_genconfig_record_sample(const char *out_gc, const char *in_gc, const cvx
     json_object_object_add(upd, "fps", json_object_new_int(fps));
     json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(p->use_dynamic_cfg));
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
-    int rc = cvx_genconfig_update(out_gc, upd);
+    if (lat_xxh64) json_object_object_add(upd, "stage2_latents_xxh64", json_object_new_string(lat_xxh64));
+    int rc = genconfig_put(set, out_gc, upd);
     json_object_put(upd);
     return rc;
 }

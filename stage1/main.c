@@ -16,6 +16,9 @@
 #include "cli.h"
 #include "error.h"
 #include "fileio.h"
+#include "lock.h"
+#include "runenv.h"
+#include "validate.h"
 #include "pipeline/cogvideox.h"
 #include "progress.h"
 
@@ -25,6 +28,8 @@
 
 int main(int argc, char **argv) {
     cvx_set_program_name("stage1");
+    cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
+    cvx_install_signal_cleanup();    /* SIGINT/SIGTERM remove this run's temps */
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL;
     int L = 226, threads = 0, verbosity = 1;
@@ -35,6 +40,7 @@ int main(int argc, char **argv) {
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
+        if (optarg) cvx_opt_value(opts, c, optarg, argv, optind);   /* "--prompt --threads 1" */
         switch (c) {
         case 'p': prompt = optarg; break;
         case 'n': negative = optarg; break;
@@ -54,7 +60,7 @@ int main(int argc, char **argv) {
         case 'v': verbosity = 2; break;
         case 'f': prompts_file = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
     }
     if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
@@ -68,10 +74,16 @@ int main(int argc, char **argv) {
     char *file_buf = NULL;
     int n = 1;
     if (prompts_file && !(items = cvx_read_prompts_file(prompts_file, &file_buf, &n))) cvx_die_last_error();
+    if (prompt && cvx_check_prompt(prompt, "--prompt")) cvx_die_last_error();
+    size_t bad;
+    if (!cvx_utf8_valid(negative, strlen(negative), &bad))
+        cvx_die("--negative_prompt is not valid UTF-8 (byte %zu); give the text in UTF-8", bad);
     if (cvx_mkdirs(output_dir)) cvx_die_last_error();
     if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
-    const char *model = model_dir_arg ? model_dir_arg : model_id ? model_id : DEFAULT_MODEL_ID;
     if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
+    char model_abs[4096], gc_path[4200];
+    const char *model = model_dir_arg ? model_dir_arg : model_id ? model_id : DEFAULT_MODEL_ID;
+    model = cvx_model_abs(model, model_abs, sizeof model_abs);   /* recorded: later stages run elsewhere */
 
     /* the negative prompt first, then the prompts */
     const char **texts = cvx_malloc((size_t)(n + 1) * sizeof *texts);
@@ -88,22 +100,51 @@ int main(int argc, char **argv) {
     if (!m) cvx_die_last_error();
     const int D = cvx_encoder_dim(m);   /* maps the text encoder */
     if (D < 0) cvx_die_last_error();
+    /* the output directory, locked: one run per directory (after the model loaded: a run that
+     * fails before leaves only the empty directory) */
+    cvx_dir_lock *lock = cvx_dir_lock_acquire(output_dir, 1);   /* one run per directory */
+    if (!lock) cvx_die_last_error();
+    cvx_clean_stale_temps(output_dir);
+    /* the generation_config.json this run extends must be sound before the embeddings are made */
+    if (cvx_path_join(gc_path, sizeof gc_path, output_dir, "generation_config.json"))
+        cvx_die("%s: output path too long", output_dir);
+    if (cvx_is_file(gc_path)) {
+        cvx_config gc;
+        if (cvx_config_load(&gc, gc_path)) cvx_die_last_error();
+        int bad_gc = cvx_genconfig_validate(&gc);
+        cvx_config_free(&gc);
+        if (bad_gc) cvx_die_last_error();
+    }
+
     float *emb = cvx_alloc_f32((size_t)(n + 1) * L * D);   // [1 + n, L, D]
     if (cvx_encode_texts(m, texts, labels, n + 1, L, NULL, NULL, emb)) cvx_die_last_error();
 
-    char first[4200] = "", path[4200], gc_path[4200], name[64];
+    for (int i = 0; i <= n; i++)   /* a NaN here would only surface later, as a NaN video */
+        if (cvx_check_finite(emb + (size_t)i * L * D, (size_t)L * D, i ? "prompt_embeds" : "negative_prompt_embeds"))
+            cvx_error_prefix("%s", labels[i]), cvx_die_last_error();
+
+    /* outputs: one set (embeddings, then generation_config.json with their xxh64), renamed into place
+     * together; a failure before the commit leaves the previous files untouched */
+    char first[4200] = "", path[4200], name[64], hex[17];
+    cvx_outset set;
+    cvx_outset_init(&set);
     for (int i = 1; i <= n; i++) {
         if (prompts_file) snprintf(name, sizeof name, "stage1_embeddings_%04d.safetensors", items[i - 1].line);
         else snprintf(name, sizeof name, "stage1_embeddings.safetensors");
         if (cvx_path_join(path, sizeof path, output_dir, name)) cvx_die("%s: output path too long", output_dir);
-        if (cvx_embeddings_write(path, emb + (size_t)i * L * D, emb, L, D, texts[i], negative, model))
-            cvx_die_last_error();
+        /* a prompts file may have more lines than a set holds: those files are written one by one */
+        if (prompts_file ? cvx_embeddings_write(path, emb + (size_t)i * L * D, emb, L, D, texts[i], negative, model)
+                         : cvx_embeddings_write_set(&set, path, emb + (size_t)i * L * D, emb, L, D, texts[i],
+                                                    negative, model))
+            cvx_outset_abort(&set), cvx_die_last_error();
         if (i == 1) snprintf(first, sizeof first, "%s", path);
         cvx_debug("wrote %s", path);
     }
-    if (cvx_path_join(gc_path, sizeof gc_path, output_dir, "generation_config.json") ||
-        cvx_genconfig_record_encode(gc_path, prompts_file ? NULL : prompt, prompts_file, negative, model))
-        cvx_die_last_error();
+    if ((!prompts_file && cvx_file_xxh64(set.tmp[0], hex)) ||
+        cvx_genconfig_record_encode_set(&set, gc_path, prompts_file ? NULL : prompt, prompts_file, negative, model,
+                                        prompts_file ? NULL : hex) ||
+        cvx_outset_commit(&set))
+        cvx_outset_abort(&set), cvx_die_last_error();
     char dur[32];
     cvx_format_duration(cvx_time() - t0, dur, sizeof dur);
     if (n == 1)
@@ -114,5 +155,6 @@ int main(int argc, char **argv) {
     if (items != &single) free(items);
     free(file_buf);
     cvx_model_close(m);
+    cvx_dir_lock_release(lock);
     return 0;
 }

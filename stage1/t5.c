@@ -18,12 +18,17 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "ops.h"
+#include "validate.h"
 
 /* ---- config and weights ---- */
 
 int t5_config_load(t5_config *c, const char *path) {
     cvx_config cfg;
     if (cvx_config_load(&cfg, path)) return -1;
+    if (cvx_check_model_config(&cfg)) {   /* ranges before anything is sized from them (issue 14) */
+        cvx_config_free(&cfg);
+        return -1;
+    }
     int64_t d_model, d_kv, heads, d_ff, layers, vocab, buckets, max_dist;
     double eps;
     const char *ff;

@@ -10,6 +10,7 @@
  * The loop state is checkpointed to <output_dir>/stage2_checkpoint.safetensors (see --help).
  * The work is cvx_sample (pipeline/cogvideox.h); this file is flags, files and messages. */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,9 @@
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
+#include "lock.h"
+#include "runenv.h"
+#include "validate.h"
 #include "pipeline/cogvideox.h"
 #include "progress.h"
 #include "stage2/sampler.h"
@@ -33,8 +37,18 @@
 
 #include "stage2/usage.h"
 
+/* generation_config.json at path, if there is one, loaded and validated (fps, sizes, UTF-8,
+ * hashes) into *gc; 0 when absent (gc->root NULL). Dies on a bad file: checked before any work. */
+static void load_genconfig(const char *path, cvx_config *gc) {
+    memset(gc, 0, sizeof *gc);
+    if (!cvx_is_file(path)) return;
+    if (cvx_config_load(gc, path) || cvx_genconfig_validate(gc)) cvx_die_last_error();
+}
+
 int main(int argc, char **argv) {
     cvx_set_program_name("stage2");
+    cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
+    cvx_install_signal_cleanup();    /* SIGINT/SIGTERM remove this run's temps */
     const char *input_dir = DEFAULT_DIR, *output_dir = NULL, *model_id = NULL, *model_dir_arg = NULL;
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0;
     cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = 6.0, .seed = 42};
@@ -49,6 +63,7 @@ int main(int argc, char **argv) {
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
+        if (optarg) cvx_opt_value(opts, c, optarg, argv, optind);   /* "--seed --steps 2" */
         switch (c) {
         case 'i': input_dir = optarg; break;
         case 'o': output_dir = optarg; break;
@@ -80,7 +95,7 @@ int main(int argc, char **argv) {
         case 'v': verbosity = 2; break;
         case 'x': stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
         case 'h': usage(stdout); return 0;
-        default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
     }
     if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
@@ -99,6 +114,20 @@ int main(int argc, char **argv) {
         cvx_path_join(ckpt_path, sizeof ckpt_path, output_dir, CHECKPOINT_FILE))
         cvx_die("path too long under %s or %s", input_dir, output_dir);
     if (!cvx_is_file(emb_path)) cvx_die("%s: input file not found (run stage1 first, or pass --input_dir)", emb_path);
+    /* one run per output directory; the input directory (if another) is not replaced while read */
+    if (cvx_mkdirs(output_dir)) cvx_die_last_error();
+    if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
+    char real_in[PATH_MAX], real_out[PATH_MAX];
+    int same_dir = realpath(input_dir, real_in) && realpath(output_dir, real_out) && !strcmp(real_in, real_out);
+    cvx_dir_lock *out_lock = cvx_dir_lock_acquire(output_dir, 1), *in_lock = NULL;
+    if (!out_lock || (!same_dir && !(in_lock = cvx_dir_lock_acquire(input_dir, 0)))) cvx_die_last_error();
+    cvx_clean_stale_temps(output_dir);
+    /* both generation_config.json files are sound, and the embeddings are the ones stage1 wrote
+     * with the input one, before the (hours-long) denoise */
+    cvx_config in_cfg, out_cfg;
+    load_genconfig(in_gc, &in_cfg);
+    if (!same_dir) load_genconfig(out_gc, &out_cfg);
+    if (in_cfg.root && cvx_genconfig_check_pair(&in_cfg, emb_path, "stage1_embeddings_xxh64")) cvx_die_last_error();
     cvx_safetensors *emb_file = cvx_st_open(emb_path);
     if (!emb_file) cvx_die_last_error();
     /* the model: --model_dir / --model_id, else what stage1 recorded */
@@ -108,6 +137,8 @@ int main(int argc, char **argv) {
     if (!model)
         cvx_die("no model given and %s records no model_id: pass --model_id ORG/NAME or --model_dir DIR", in_gc);
     if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
+    char model_abs[4096];
+    model = cvx_model_abs(model, model_abs, sizeof model_abs);   /* recorded for stage3 */
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
     cvx_embeddings emb;
     cvx_sample_params r;
@@ -115,9 +146,10 @@ int main(int argc, char **argv) {
     if (!m || cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
         cvx_sample_fingerprint(m, &r, emb_path, &fp))
         cvx_die_last_error();
+    if (cvx_check_finite(emb.prompt, (size_t)emb.L * emb.D, "prompt_embeds") ||
+        cvx_check_finite(emb.negative, (size_t)emb.L * emb.D, "negative_prompt_embeds"))
+        cvx_error_prefix("%s", emb_path), cvx_die_last_error();
     if (!fps) fps = cvx_model_get_info(m)->fps;
-    if (cvx_mkdirs(output_dir)) cvx_die_last_error();
-    if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
 
     /* ---- the loop ---- */
     sp.checkpoint_path = ckpt_path, sp.checkpoint_every = checkpoint_every, sp.resume = resume;
@@ -128,9 +160,14 @@ int main(int argc, char **argv) {
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
                  lat.steps_done, r.num_inference_steps, ckpt_path);
     } else {
-        if (cvx_latents_write(lat_path, &lat, &r, out_dtype, model) ||
-            cvx_genconfig_record_sample(out_gc, in_gc, &r, fps, lat.scheduler, model))
-            cvx_die_last_error();
+        /* latents + generation_config.json (with the latents' xxh64) committed as one set */
+        char hex[17];
+        cvx_outset set;
+        cvx_outset_init(&set);
+        if (cvx_latents_write_set(&set, lat_path, &lat, &r, out_dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
+            cvx_genconfig_record_sample_set(&set, out_gc, in_gc, &r, fps, lat.scheduler, model, hex) ||
+            cvx_outset_commit(&set))
+            cvx_outset_abort(&set), cvx_die_last_error();
         /* the checkpoint is stale now that the result is written */
         if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0)
             cvx_warn("%s: could not delete: %s", ckpt_path, strerror(errno));
@@ -146,5 +183,9 @@ int main(int argc, char **argv) {
     cvx_embeddings_free(&emb);
     cvx_model_close(m);
     cvx_st_close(emb_file);
+    if (in_cfg.root) cvx_config_free(&in_cfg);
+    if (!same_dir && out_cfg.root) cvx_config_free(&out_cfg);
+    cvx_dir_lock_release(in_lock);
+    cvx_dir_lock_release(out_lock);
     return 0;
 }

@@ -13,6 +13,7 @@
 #include "fileio.h"
 #include "ops.h"
 #include "progress.h"
+#include "validate.h"
 
 #define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
 
@@ -175,13 +176,16 @@ static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_la
         cvx_error("%s: tensor 'generator' missing or not U8 [%zu] (checkpoint from another build?)", path, sizeof(*g));
         goto done;
     }
-    memcpy(g, tg->data, sizeof(*g));
-    if (cvx_generator_validate(g)) {
+    if (cvx_generator_restore(g, tg->data, (size_t)tg->nbytes)) {   /* size, copy, validate */
         cvx_error_prefix("%s: tensor 'generator'", path);
         goto done;
     }
     if (s->type->load_state(s, st, path, sh->numel)) goto done;
-    memcpy(latents, tl->data, sh->numel * sizeof(float));
+    memcpy(latents, tl->data, sh->numel * sizeof(float));   /* the file's data may be unaligned */
+    if (cvx_check_finite(latents, sh->numel, "latents")) {
+        cvx_error_prefix("%s", path);
+        goto done;
+    }
     *steps_done = (int)step;
     rc = 0;
 done:
@@ -267,6 +271,12 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         s->type->step(s, i, pred, latents, n, &gen, prev);
         memcpy(latents, prev, n * sizeof(float));
         done_steps = i + 1;
+        /* a diverged step (NaN/Inf in a weight or an input) stops here, before the checkpoint
+         * write: the last good checkpoint stays, and no NaN latents are written (issue 14) */
+        if (cvx_check_finite(latents, n, "latents")) {
+            cvx_error_prefix("step %d/%d (t=%lld): the denoising diverged", done_steps, n_steps, (long long)t);
+            goto done;
+        }
         cvx_debug("step %d/%d t=%lld guidance %.6g", done_steps, n_steps, (long long)t, cogvideox_guidance_at(p, t));
         if (hook) hook(hook_ctx, i, latents, sh);
 

@@ -13,6 +13,7 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "ops.h"
+#include "validate.h"
 #include "safetensors.h"
 #include "vecmath.h"
 
@@ -82,6 +83,10 @@ const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m) { r
 int cogvideox_config_load(const char *path, cogvideox_config *c) {
     cvx_config j;
     if (cvx_config_load(&j, path)) return -1;
+    if (cvx_check_model_config(&j)) {   /* ranges before anything is sized from them (issue 14) */
+        cvx_config_free(&j);
+        return -1;
+    }
     int64_t v;
     double d;
     const char *s;

@@ -12,6 +12,7 @@
  * file is flags, files and messages. */
 #include <getopt.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,9 @@
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
+#include "lock.h"
+#include "runenv.h"
+#include "validate.h"
 #include "pipeline/cogvideox.h"
 #include "stage3/video.h"
 
@@ -39,6 +43,8 @@ static void check_writable(const char *path, const char *what) {
 
 int main(int argc, char **argv) {
     cvx_set_program_name("stage3");
+    cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
+    cvx_install_signal_cleanup();    /* SIGINT/SIGTERM remove this run's temps */
     const char *input_dir = DEFAULT_INPUT_DIR, *latents_arg = NULL, *output_arg = NULL, *model_id = NULL,
                *model_dir_arg = NULL, *png_dir = NULL, *sheet = NULL, *frames_out = NULL;
     int fps = 0, crf = 18, threads = 0, verbosity = 1;
@@ -51,6 +57,7 @@ int main(int argc, char **argv) {
         {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (optarg) cvx_opt_value(opts, c, optarg, argv, optind);   /* "--latents --fps 8" */
         switch (c) {
         case 'i': input_dir = optarg; break;
         case 'l': latents_arg = optarg; break;
@@ -74,7 +81,7 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'h': usage(stdout); return 0;
-        default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
     }
     if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
@@ -91,14 +98,32 @@ int main(int argc, char **argv) {
     check_writable(out_path, "the video");
     if (frames_out) check_writable(frames_out, "the frames");
     if (sheet) check_writable(sheet, "the contact sheet");
+    /* one run per run directory: exclusive when the video goes into the input directory (the
+     * default); a video written elsewhere (a shared folder, /tmp) takes no lock there, only a
+     * shared one on the input directory (renames keep such a file whole either way) */
+    char out_dir[4200], buf[4200], real_in[PATH_MAX], real_out[PATH_MAX], real_lat[PATH_MAX], default_lat[4200];
+    snprintf(buf, sizeof buf, "%s", out_path);
+    snprintf(out_dir, sizeof out_dir, "%s", dirname(buf));   /* dirname may point into buf */
+    int same_dir = realpath(input_dir, real_in) && realpath(out_dir, real_out) && !strcmp(real_in, real_out);
+    cvx_dir_lock *out_lock = NULL, *in_lock = NULL;
+    if (same_dir ? !(out_lock = cvx_dir_lock_acquire(out_dir, 1))
+                 : cvx_is_dir(input_dir) && !(in_lock = cvx_dir_lock_acquire(input_dir, 0)))
+        cvx_die_last_error();
+    if (out_lock) cvx_clean_stale_temps(out_dir);
 
     /* generation_config.json: fps, frames, model_id (all optional) */
     cvx_config gen = {0};
     int have_gen = cvx_is_file(gc_path);
     int64_t gen_fps = 0, gen_frames = 0;
     const char *gen_model = NULL;
-    if (have_gen && (cvx_config_load(&gen, gc_path) || cvx_cfg_int_or(&gen, "fps", 0, &gen_fps) ||
+    if (have_gen && (cvx_config_load(&gen, gc_path) || cvx_genconfig_validate(&gen) ||
+                     cvx_cfg_int_or(&gen, "fps", 0, &gen_fps) ||
                      cvx_cfg_int_or(&gen, "frames", 0, &gen_frames) || cvx_cfg_str_or(&gen, "model_id", NULL, &gen_model)))
+        cvx_die_last_error();
+    /* the latents stage2 wrote with this config must be the ones it describes (its xxh64) */
+    if (have_gen && cvx_path_join(default_lat, sizeof default_lat, input_dir, "stage2_latents.safetensors") == 0 &&
+        realpath(lat_path, real_lat) && realpath(default_lat, real_in) && !strcmp(real_lat, real_in) &&
+        cvx_genconfig_check_pair(&gen, lat_path, "stage2_latents_xxh64"))
         cvx_die_last_error();
     const char *model = model_dir_arg ? model_dir_arg : model_id ? model_id : gen_model;
     if (!model)
@@ -140,5 +165,7 @@ int main(int argc, char **argv) {
     cvx_frames_free(&fr);
     cvx_model_close(m);
     if (have_gen) cvx_config_free(&gen);
+    cvx_dir_lock_release(in_lock);
+    cvx_dir_lock_release(out_lock);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "ops.h"
+#include "validate.h"
 #include "vecmath.h"
 
 /* SpatialNorm3D builds its GroupNorm with eps=1e-6 whatever norm_eps says (upstream). */
@@ -80,6 +81,10 @@ static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int
 int vae_config_load(vae_decoder *d, const char *path) {
     cvx_config c;
     if (cvx_config_load(&c, path)) return -1;
+    if (cvx_check_model_config(&c)) {   /* ranges before anything is sized from them (issue 14) */
+        cvx_config_free(&c);
+        return -1;
+    }
     int64_t v, bo[VAE_MAX_BLOCKS];
     int n = 0, rc = -1;
     const char *act, *types[VAE_MAX_BLOCKS];

@@ -172,7 +172,7 @@ int video_write_mp4(const char *path, const float *dec, int T, int H, int W, con
     rc = 0;
 out:
     if (opened) avio_closep(&m.oc->pb);
-    if (rc) unlink(tmp);
+    if (rc && tmp[0]) cvx_temp_discard(tmp);
     free(rgb);
     sws_freeContext(sws);
     av_frame_free(&frame);

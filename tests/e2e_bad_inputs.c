@@ -4,19 +4,26 @@
  * stderr holding the case's key words, no temp file left, and every file of the directory
  * byte-identical to before (a failed run never replaces or damages previous outputs).
  *
- * Only cases that hold with the library as it is are listed; the ones that need the programs'
- * wiring of the new checks (non-finite inputs, config ranges, locks, pair hashes, CLI helpers)
- * are added when the mains call them (see the report of the reliab branch). */
+ * Besides the table: the directory lock names its holder's pid, a stale temp of a dead run is
+ * removed by the next run, and SIGTERM during writes leaves no temp. */
 #include "testutil.h"
+#include "config.h"
 #include "fileio.h"
+#include "lock.h"
 #include "rng.h"
 
 #include <limits.h>
+#include <math.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 static char g_base[64];          /* outputs of one good run (the "previous outputs") */
 static char g_model[1024];        /* golden tiny 2b model */
 static char g_s1[256], g_s2[256], g_s3[256];
+static cvx_dir_lock *g_held;      /* a lock a case's preparation holds during its run */
 
 #define STAGE2_ARGS "--num_inference_steps 2 --frames 9 --height 48 --width 64"
 
@@ -97,6 +104,9 @@ static int snap_same(const snapshot *a, const snapshot *b, char *why, size_t n) 
 }
 
 /* ---- preparations: D is the case's copy of the good outputs, X a scratch dir ---- */
+static void rehash(const char *D, const char *data_rel, const char *key);
+#define EMB "stage1_embeddings.safetensors"
+#define LAT "stage2_latents.safetensors"
 typedef void (*prep_fn)(const char *D, const char *X);
 
 static void model_copy(const char *X) {
@@ -114,14 +124,23 @@ static void truncate_file(const char *dir, const char *rel, long keep) {
     snprintf(p, sizeof p, "%s/%s", dir, rel);
     assert_int_equal(truncate(p, keep), 0);
 }
-static void p_trunc_embeddings(const char *D, const char *X) { (void)X; truncate_file(D, "stage1_embeddings.safetensors", 100); }
+/* the damaged data files get their hash recorded, so that the case reaches the reader's own check */
+static void p_trunc_embeddings(const char *D, const char *X) {
+    (void)X;
+    truncate_file(D, EMB, 100);
+    rehash(D, EMB, "stage1_embeddings_xxh64");
+}
 static void p_no_embeddings(const char *D, const char *X) {
     (void)X;
     char p[512];
     snprintf(p, sizeof p, "%s/stage1_embeddings.safetensors", D);
     unlink(p);
 }
-static void p_garbage_embeddings(const char *D, const char *X) { (void)X; put(D, "stage1_embeddings.safetensors", "not a safetensors file at all"); }
+static void p_garbage_embeddings(const char *D, const char *X) {
+    (void)X;
+    put(D, EMB, "not a safetensors file at all");
+    rehash(D, EMB, "stage1_embeddings_xxh64");
+}
 static void p_renamed_tensor(const char *D, const char *X) {
     (void)X;
     char p[512];
@@ -131,6 +150,7 @@ static void p_renamed_tensor(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_add_f32(w, "embeds", CVX_F32, 3, (int64_t[]){1, 2, 4}, z));
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
+    rehash(D, EMB, "stage1_embeddings_xxh64");
 }
 static void p_wrong_embed_dim(const char *D, const char *X) {
     (void)X;
@@ -143,8 +163,13 @@ static void p_wrong_embed_dim(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
     free(z);
+    rehash(D, EMB, "stage1_embeddings_xxh64");
 }
-static void p_trunc_latents(const char *D, const char *X) { (void)X; truncate_file(D, "stage2_latents.safetensors", 64); }
+static void p_trunc_latents(const char *D, const char *X) {
+    (void)X;
+    truncate_file(D, LAT, 64);
+    rehash(D, LAT, "stage2_latents_xxh64");
+}
 static void p_latents_rank4(const char *D, const char *X) {
     (void)X;
     char p[512];
@@ -154,6 +179,7 @@ static void p_latents_rank4(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_add_f32(w, "latents", CVX_F32, 4, (int64_t[]){4, 3, 2, 2}, z));
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
+    rehash(D, LAT, "stage2_latents_xxh64");
 }
 static void p_latents_channels(const char *D, const char *X) {
     (void)X;
@@ -165,6 +191,7 @@ static void p_latents_channels(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
     free(z);
+    rehash(D, LAT, "stage2_latents_xxh64");
 }
 static void p_latents_i64(const char *D, const char *X) {
     (void)X;
@@ -175,6 +202,7 @@ static void p_latents_i64(const char *D, const char *X) {
     ASSERT_OK(cvx_stw_add(w, "latents", CVX_I64, 5, (int64_t[]){1, 1, 1, 2, 2}, z));
     ASSERT_OK(cvx_stw_write(w, p));
     cvx_stw_free(w);
+    rehash(D, LAT, "stage2_latents_xxh64");
 }
 static void p_model_no_tokenizer(const char *D, const char *X) {
     (void)D;
@@ -250,6 +278,165 @@ static void p_checkpoint_bad_generator(const char *D, const char *X) {
 static void p_checkpoint_other_seed(const char *D, const char *X) { (void)X; make_checkpoint(D, "--seed 7"); }
 static void p_checkpoint_garbage(const char *D, const char *X) { (void)X; put(D, "stage2_checkpoint.safetensors", "xx"); }
 
+/* ---- preparations that need the wiring of issue 14 ---- */
+static void put_bytes(const char *dir, const char *rel, const char *bytes, size_t n) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    tu_write(p, bytes, n);
+}
+/* replace `from` by `to` in a text file (once; the file must hold it) */
+static void edit(const char *dir, const char *rel, const char *from, const char *to) {
+    char p[1024];
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    char *s = cvx_read_file(p, &n);
+    assert_non_null(s);
+    char *at = strstr(s, from);
+    if (!at) fail_msg("%s does not hold '%s'", p, from);
+    size_t k = (size_t)(at - s), out_n = n - strlen(from) + strlen(to);
+    char *o = malloc(out_n + 1);
+    memcpy(o, s, k);
+    memcpy(o + k, to, strlen(to));
+    memcpy(o + k + strlen(to), at + strlen(from), n - k - strlen(from));
+    tu_write(p, o, out_n);
+    free(o);
+    free(s);
+}
+/* record the current xxh64 of data_rel under key in D's generation_config.json (so that a case
+ * reaches the check after the pair check) */
+static void rehash(const char *D, const char *data_rel, const char *key) {
+    char p[1024], gc[1024], hex[17];
+    snprintf(p, sizeof p, "%s/%s", D, data_rel);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
+    ASSERT_OK(cvx_file_xxh64(p, hex));
+    json_object *upd = json_object_new_object();
+    json_object_object_add(upd, key, json_object_new_string(hex));
+    ASSERT_OK(cvx_genconfig_update(gc, upd));
+    json_object_put(upd);
+}
+/* element `index` of F32 tensor `name` in the safetensors file dir/rel set to v, in place */
+static void poke(const char *dir, const char *rel, const char *name, size_t index, float v) {
+    char p[1024];
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    if (!t || t->dtype != CVX_F32 || (int64_t)index >= t->numel) fail_msg("%s: no F32 tensor %s[%zu]", p, name, index);
+    memcpy((char *)t->data + index * sizeof(float), &v, sizeof v);   /* the data lies inside buf */
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+}
+static void p_s1_whitespace_file(const char *D, const char *X) { (void)D; put(X, "p.txt", "   \n\t\n \r\n\n"); }
+static void p_s1_bad_utf8_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a cat\n\xc3\x28 dog\n", 11); }
+static void p_s1_control_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a \001cat\n", 8); }
+static void p_corrupt_genconfig(const char *D, const char *X) { (void)X; put(D, "generation_config.json", "{\"prompt\": "); }
+static void p_genconfig_fps(const char *D, const char *X) { (void)X; edit(D, "generation_config.json", "\"fps\": 8", "\"fps\": -8"); }
+static void p_genconfig_bad_utf8(const char *D, const char *X) {
+    (void)X;
+    edit(D, "generation_config.json", "\"A panda\"", "\"A \xff panda\"");
+}
+static void p_genconfig_bad_hash(const char *D, const char *X) {
+    (void)X;
+    put(D, "generation_config.json", "{\"model_id\": \"x\", \"stage2_latents_xxh64\": \"not-a-hash\"}");
+}
+static void p_t5_layers(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/text_encoder/config.json", "\"num_layers\": 2", "\"num_layers\": 1000000000");
+}
+static void p_transformer_layers(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/transformer/config.json", "\"num_layers\": 2", "\"num_layers\": 1e9");
+}
+static void p_transformer_heads_zero(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/transformer/config.json", "\"num_attention_heads\": 3", "\"num_attention_heads\": 0");
+}
+static void p_vae_scaling_zero(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/vae/config.json", "\"scaling_factor\": 1.15258426", "\"scaling_factor\": 0");
+}
+static void p_vae_layers(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    edit(X, "model/vae/config.json", "\"layers_per_block\": 1", "\"layers_per_block\": 1000000000");
+}
+static void p_nan_embeddings(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage1_embeddings.safetensors", "prompt_embeds", 5, NAN);
+    rehash(D, "stage1_embeddings.safetensors", "stage1_embeddings_xxh64");
+}
+static void p_inf_negative(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage1_embeddings.safetensors", "negative_prompt_embeds", 77, -INFINITY);
+    rehash(D, "stage1_embeddings.safetensors", "stage1_embeddings_xxh64");
+}
+static void p_embeddings_other(const char *D, const char *X) {   /* valid, but not the file the config describes */
+    (void)X;
+    poke(D, "stage1_embeddings.safetensors", "prompt_embeds", 0, 0.5f);
+}
+static void p_nan_weight(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
+}
+/* a good checkpoint after step 1 with the copied model, then a NaN weight: step 2 diverges and
+ * the checkpoint of step 1 must stay as it was */
+static void p_nan_weight_resume(const char *D, const char *X) {
+    model_copy(X);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s/model " STAGE2_ARGS " --stop_after_steps 1",
+             g_s2, D, X);
+    sh(cmd);
+    poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
+}
+static void p_checkpoint_nan(const char *D, const char *X) {
+    (void)X;
+    make_checkpoint(D, "");
+    poke(D, "stage2_checkpoint.safetensors", "latents", 9, NAN);
+}
+static void p_out_genconfig_corrupt(const char *D, const char *X) {
+    (void)D;
+    char p[512];
+    snprintf(p, sizeof p, "%s/out", X);
+    assert_int_equal(mkdir(p, 0755), 0);
+    put(X, "out/generation_config.json", "{\"fps\": \"eight\", ");
+}
+static void p_inf_latents(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage2_latents.safetensors", "latents", 3, INFINITY);
+    rehash(D, "stage2_latents.safetensors", "stage2_latents_xxh64");
+}
+static void p_nan_latents(const char *D, const char *X) {
+    (void)X;
+    poke(D, "stage2_latents.safetensors", "latents", 100, NAN);
+    rehash(D, "stage2_latents.safetensors", "stage2_latents_xxh64");
+}
+static void p_latents_other(const char *D, const char *X) { (void)X; poke(D, "stage2_latents.safetensors", "latents", 0, 0.25f); }
+static void p_nan_vae_weight(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    poke(X, "model/vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.conv.bias", 1, NAN);
+}
+static void p_lock(const char *D, const char *X) {
+    (void)X;
+    g_held = cvx_dir_lock_acquire(D, 1);
+    ASSERT_NONNULL(g_held);
+}
+static void p_lock_input(const char *D, const char *X) {   /* a writer holds the input directory */
+    p_lock(D, X);
+    char p[512];
+    snprintf(p, sizeof p, "%s/out", X);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+
 typedef struct {
     const char *name;
     int stage;
@@ -324,6 +511,50 @@ static const bad_case CASES[] = {
     {"s3 truncated vae", 3, "--model_dir {X}/model", p_model_trunc_vae, {"diffusion_pytorch_model.safetensors"}},
     {"s3 output dir missing", 3, "--output_video {X}/no/such/dir/v.mp4", NULL, {"v.mp4"}},
     {"s3 unknown option", 3, "--bogus", NULL, {"--bogus"}},
+
+    /* ---- issue 14, with the wiring: stage 1 ---- */
+    {"s1 prompts file whitespace only", 1, "--prompts_file {X}/p.txt", p_s1_whitespace_file, {"p.txt", "whitespace"}},
+    {"s1 prompts file bad UTF-8 line", 1, "--prompts_file {X}/p.txt", p_s1_bad_utf8_line, {"p.txt line 2", "UTF-8"}},
+    {"s1 prompts file control char", 1, "--prompts_file {X}/p.txt", p_s1_control_line, {"p.txt line 1", "control"}},
+    {"s1 --prompt --threads 1", 1, "--prompt --threads 1", NULL, {"--prompt needs a value", "--threads"}},
+    {"s1 prompt invalid UTF-8", 1, "--prompt \"$(printf 'a\\377b')\"", NULL, {"--prompt", "UTF-8"}},
+    {"s1 prompt whitespace only", 1, "--prompt '  \t '", NULL, {"--prompt", "whitespace"}},
+    {"s1 negative prompt invalid UTF-8", 1, "--prompt a --negative_prompt \"$(printf '\\300\\200')\"", NULL,
+     {"--negative_prompt", "UTF-8"}},
+    {"s1 corrupt genconfig", 1, "--prompt a", p_corrupt_genconfig, {"generation_config.json"}},
+    {"s1 genconfig fps -8", 1, "--prompt a", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
+    {"s1 T5 num_layers 1e9", 1, "--prompt a --model_dir {X}/model", p_t5_layers, {"config.json", "num_layers", "1000000000"}},
+    {"s1 directory locked", 1, "--prompt a", p_lock, {"in use by another run", "pid"}},
+    /* ---- stage 2 ---- */
+    {"s2 NaN in prompt_embeds", 2, "", p_nan_embeddings, {"prompt_embeds", "nan", "index 5"}},
+    {"s2 -Inf in negative_prompt_embeds", 2, "", p_inf_negative, {"negative_prompt_embeds", "inf", "index 77"}},
+    {"s2 NaN in a weight (step named)", 2, "--model_dir {X}/model", p_nan_weight, {"step 1/2", "latents", "diverged"}},
+    {"s2 NaN weight at step 2 keeps checkpoint", 2, "--model_dir {X}/model --resume", p_nan_weight_resume,
+     {"step 2/2", "latents"}},
+    {"s2 resume checkpoint with NaN latents", 2, "--resume", p_checkpoint_nan,
+     {"stage2_checkpoint.safetensors", "latents", "index 9"}},
+    {"s2 corrupt output genconfig", 2, "--output_dir {X}/out", p_out_genconfig_corrupt, {"out/generation_config.json"}},
+    {"s2 corrupt input genconfig", 2, "", p_corrupt_genconfig, {"generation_config.json"}},
+    {"s2 genconfig fps -8", 2, "", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
+    {"s2 embeddings hash mismatch", 2, "", p_embeddings_other, {"stage1_embeddings.safetensors", "does not belong"}},
+    {"s2 transformer num_layers 1e9", 2, "--model_dir {X}/model", p_transformer_layers, {"transformer/config.json", "num_layers"}},
+    {"s2 transformer heads 0", 2, "--model_dir {X}/model", p_transformer_heads_zero, {"num_attention_heads", "0"}},
+    {"s2 directory locked", 2, "", p_lock, {"in use by another run", "pid"}},
+    {"s2 input directory locked", 2, "--output_dir {X}/out", p_lock_input, {"in use by another run", "pid"}},
+    {"s2 --seed --threads 1", 2, "--seed --threads 1", NULL, {"--seed needs a value", "--threads"}},
+    /* ---- stage 3 ---- */
+    {"s3 Inf in latents", 3, "", p_inf_latents, {"latents", "inf", "index 3"}},
+    {"s3 NaN in latents", 3, "", p_nan_latents, {"latents", "nan", "index 100"}},
+    {"s3 NaN decoded (VAE weight)", 3, "--model_dir {X}/model", p_nan_vae_weight, {"decoded", "nan"}},
+    {"s3 scaling_factor 0", 3, "--model_dir {X}/model", p_vae_scaling_zero, {"vae/config.json", "scaling_factor"}},
+    {"s3 vae layers_per_block 1e9", 3, "--model_dir {X}/model", p_vae_layers, {"vae/config.json", "layers_per_block"}},
+    {"s3 genconfig fps -8", 3, "", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
+    {"s3 genconfig prompt not UTF-8", 3, "", p_genconfig_bad_utf8, {"generation_config.json", "prompt", "UTF-8"}},
+    {"s3 genconfig malformed hash", 3, "", p_genconfig_bad_hash, {"stage2_latents_xxh64"}},
+    {"s3 corrupt genconfig", 3, "", p_corrupt_genconfig, {"generation_config.json"}},
+    {"s3 latents hash mismatch", 3, "", p_latents_other, {"stage2_latents.safetensors", "does not belong"}},
+    {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
+    {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
 };
 
 static void expand(char *out, size_t n, const char *tmpl, const char *D, const char *X) {
@@ -367,6 +598,8 @@ static int run_bad_case(const bad_case *c, char *why, size_t wn) {
     else
         snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s %s", g_s3, D, g_model, args);
     int rc = tu_run(cmd, err, sizeof err), bad = 1;
+    cvx_dir_lock_release(g_held);
+    g_held = NULL;
     snap(D, &after);
     if (rc != 1)
         snprintf(why, wn, "exit %d, expected 1: %.300s", rc, err);
@@ -407,7 +640,94 @@ static void test_bad_inputs(void **state) {
     if (failed) fail_msg("%d of %zu bad-input cases failed (listed above)", failed, n);
 }
 
+/* A second run into a locked directory: one error line naming the holder's pid, nothing
+ * written; the same run succeeds once the lock is released. */
+static void test_lock_names_holder(void **state) {
+    (void)state;
+    char D[64], cmd[8192], err[4096], want[64];
+    tu_mkdtemp(D, sizeof D);
+    cvx_dir_lock *l = cvx_dir_lock_acquire(D, 1);
+    ASSERT_NONNULL(l);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("  %s", err);
+    assert_int_equal(rc, 1);
+    assert_int_equal(count_substr(err, "\n"), 1);
+    snprintf(want, sizeof want, "pid %ld", (long)getpid());
+    assert_non_null(strstr(err, "in use by another run"));
+    assert_non_null(strstr(err, want));
+    assert_int_equal(tu_count_entries(D), 0);
+    cvx_dir_lock_release(l);
+    assert_int_equal(tu_run(cmd, err, sizeof err), 0);
+    assert_int_equal(tu_count_entries(D), 2);   /* embeddings + generation_config.json */
+    tu_rmrf(D);
+}
+
+/* A temp left by a run that died (its pid no longer runs) is removed by the next run into the
+ * directory; a temp of a live process (this test) is kept. */
+static void test_stale_temp_removed(void **state) {
+    (void)state;
+    char D[64], cmd[8192], err[4096], dead[512], live[512];
+    tu_mkdtemp(D, sizeof D);
+    pid_t child = fork();   /* a pid that surely ran and is gone */
+    assert_true(child >= 0);
+    if (child == 0) _exit(0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    snprintf(dead, sizeof dead, "%s/stage1_embeddings.safetensors.tmp.%ld.0123456789ab", D, (long)child);
+    snprintf(live, sizeof live, "%s/generation_config.json.tmp.%ld.abcdef012345", D, (long)getpid());
+    tu_write(dead, "half", 4);
+    tu_write(live, "busy", 4);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc) fail_msg("stage1 failed (%d): %s", rc, err);
+    assert_false(cvx_is_file(dead));
+    assert_true(cvx_is_file(live));
+    tu_rmrf(D);
+}
+
+/* SIGTERM at many points of a run that writes a file after every step (checkpoints, then the
+ * output set): the run dies of the signal and no temp is ever left behind. */
+static void test_sigterm_leaves_no_temp(void **state) {
+    (void)state;
+    char D[64], cmd[8192];
+    tu_mkdtemp(D, sizeof D);
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);
+    sh(cmd);
+    int killed = 0;
+    for (int trial = 0; trial < 24; trial++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            int devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, 2);
+            execl(g_s2, g_s2, "--quiet", "--input_dir", D, "--model_dir", g_model, "--num_inference_steps", "6",
+                  "--frames", "9", "--height", "48", "--width", "64", "--checkpoint_every", "1", (char *)NULL);
+            _exit(127);
+        }
+        struct timespec ts = {0, (long)(20 + 15 * trial) * 1000000L};   /* 20 .. 365 ms */
+        nanosleep(&ts, NULL);
+        kill(pid, SIGTERM);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        if (WIFSIGNALED(st)) {
+            assert_int_equal(WTERMSIG(st), SIGTERM);
+            killed++;
+        } else {
+            assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);   /* finished before the signal */
+        }
+        DIR *d = opendir(D);
+        for (struct dirent *e; (e = readdir(d));)
+            if (strstr(e->d_name, ".tmp.")) fail_msg("trial %d: temp %s left behind after SIGTERM", trial, e->d_name);
+        closedir(d);
+    }
+    print_message("  %d of 24 runs killed by SIGTERM mid-run, no temp left\n", killed);
+    assert_true(killed > 0);
+    tu_rmrf(D);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs), cmocka_unit_test(test_lock_names_holder),
+                                       cmocka_unit_test(test_stale_temp_removed),
+                                       cmocka_unit_test(test_sigterm_leaves_no_temp)};
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

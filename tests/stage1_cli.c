@@ -3,6 +3,8 @@
  * keeps unknown keys; --prompts_file naming; and the error table (each: non-zero exit, one
  * line on stderr, no output file left behind). Corrupt models are copies in a mkdtemp dir. */
 #include "testutil.h"
+
+#include <limits.h>
 #include "config.h"
 #include "fileio.h"
 
@@ -64,7 +66,9 @@ static void check_embeds(const char *path, const char *want_prompt_name, const c
     ASSERT_REL_L2(gn, wn, n2, 1e-4);
     assert_string_equal(cvx_st_metadata(got, "prompt"), want_prompt_text);
     assert_string_equal(cvx_st_metadata(got, "negative_prompt"), negative);
-    assert_string_equal(cvx_st_metadata(got, "model_id"), E2E "/model");
+    char real_model[PATH_MAX];   /* a relative model directory is recorded as its absolute path */
+    assert_non_null(realpath(E2E "/model", real_model));
+    assert_string_equal(cvx_st_metadata(got, "model_id"), real_model);
     /* dtype_info is a JSON string naming each tensor's compute dtype */
     json_object *di = json_tokener_parse(cvx_st_metadata(got, "dtype_info"));
     assert_non_null(di);
@@ -103,7 +107,9 @@ static void test_golden_e2e_prompt(void **state) {
     ASSERT_OK(cvx_cfg_str(&gc, "negative_prompt", &s));
     assert_string_equal(s, negative);
     ASSERT_OK(cvx_cfg_str(&gc, "model_id", &s));
-    assert_string_equal(s, E2E "/model");
+    char real_model[PATH_MAX];   /* a relative model directory is recorded as its absolute path */
+    assert_non_null(realpath(E2E "/model", real_model));
+    assert_string_equal(s, real_model);
     ASSERT_OK(cvx_cfg_int(&gc, "seed", &seed));   /* unknown keys kept */
     assert_int_equal(seed, 7);
     json_object *foo;

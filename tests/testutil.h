@@ -92,12 +92,13 @@ static inline int tu_run(const char *cmd, char *err, size_t errn) {
 }
 
 /* Entries of a directory other than . and .. (0 if it does not exist). */
+/* entries of dir, not counting the programs' directory lock file ".lock" (common/lock.h) */
 static inline int tu_count_entries(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     int n = 0;
     for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, ".lock")) n++;
     closedir(d);
     return n;
 }
