@@ -44,8 +44,8 @@ int cogvideox_latent_shape_for(const cogvideox_config *c, const cogvideox_sample
     if (c->use_learned_positional_embeddings &&
         (p->height != c->sample_height * sp || p->width != c->sample_width * sp))
         return cvx_error("--height %d --width %d: this model has learned positional embeddings (CogVideoX-5b-I2V "
-                         "style) and runs only at its sample size %dx%d (--height %d --width %d)", p->height, p->width,
-                         c->sample_height * sp, c->sample_width * sp, c->sample_height * sp, c->sample_width * sp);
+                         "style) and runs only at its sample size: --height %d --width %d", p->height, p->width,
+                         c->sample_height * sp, c->sample_width * sp);
     if (p->num_inference_steps < 1)
         return cvx_error("--num_inference_steps %d: must be at least 1", p->num_inference_steps);
     if (!(p->guidance_scale >= 0) || !isfinite(p->guidance_scale))

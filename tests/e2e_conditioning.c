@@ -323,6 +323,42 @@ static void test_stale_and_size(void **s) {
     tu_rmrf(dir);
 }
 
+/* V2V through a stop and --resume: bit-identical to the uninterrupted run (the golden run's
+ * latents), and a resume with another --strength is refused naming it. */
+static void test_v2v_resume(void **s) {
+    (void)s;
+    cond_case c;
+    load_case(&c, "e2e_v2v_5b");
+    char dir[256], cmd[4096], qp[1100], s1[256], s2[256], path[512], base[2048];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    quote(qp, sizeof qp, c.prompt);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, qp, model, dir);
+    run_ok(cmd);
+    snprintf(base, sizeof base, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps %lld --guidance_scale %g "
+             "--seed %lld", s2, dir, model, (long long)c.steps, c.guidance, (long long)c.seed);
+    snprintf(cmd, sizeof cmd, "%s --strength %g --stop_after_steps 1", base, c.strength);
+    run_ok(cmd);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    struct stat st;
+    assert_true(stat(path, &st) != 0);   /* stopped: no result yet */
+    snprintf(cmd, sizeof cmd, "%s --strength 0.9 --resume", base);
+    expect_fail(cmd, "strength", NULL);
+    snprintf(cmd, sizeof cmd, "%s --strength %g --resume", base, c.strength);
+    run_ok(cmd);
+    cvx_safetensors *l = tu_open(path), *gold = tu_open(GOLDEN "/e2e_v2v_5b/expected.safetensors");
+    const cvx_tensor *lt = cvx_st_find(l, "latents");
+    float *got = cvx_tensor_f32_dup(lt), *want = golden_latents_cf(cvx_st_find(gold, "final_latents"), 0);
+    print_message("  resumed final_latents:\n");
+    ASSERT_REL_L2(got, want, (size_t)lt->numel, 1e-4);
+    free(got), free(want);
+    cvx_st_close(l), cvx_st_close(gold);
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strength_t_start),
@@ -334,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_cli_v2v_5b),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_stale_and_size),
+        cmocka_unit_test(test_v2v_resume),
     };
     return cmocka_run_group_tests_name("e2e_conditioning", tests, NULL, NULL);
 }
