@@ -152,6 +152,7 @@ help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
 	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS OUT STAGE3_EXTRA (see docs/usage.md)"
+	@echo "                    IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
 
 clean:
 	rm -rf build build-asan build-fuzz bin
@@ -177,15 +178,24 @@ CRF             ?= 18
 THREADS         ?= 0
 STAGE3_EXTRA    ?=
 BIN             ?= bin
+# image-to-video (IMAGE=file, an I2V MODEL) / video-to-video (VIDEO=file or folder, STRENGTH)
+IMAGE           ?=
+VIDEO           ?=
+STRENGTH        ?=
 
 ifeq ($(MODEL),models/cogvideox-tiny-random)
 STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 endif
 sq = '$(subst ','\'',$(1))'
 model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(MODEL)),--model_id $(call sq,$(MODEL)))
-STAGE1_ARGS = --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag)
+STAGE1_ARGS = --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag) \
+  $(if $(IMAGE),--image $(call sq,$(IMAGE))) $(if $(VIDEO),--video $(call sq,$(VIDEO)) $(if $(FRAMES),--frames $(FRAMES))) \
+  $(if $(IMAGE)$(VIDEO),$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)))
+# with IMAGE/VIDEO the size (and VIDEO's frame count) is stage 1's: stage 2 takes it from there
 STAGE2_ARGS = --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
-  $(if $(FRAMES),--frames $(FRAMES)) $(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)) \
+  $(if $(VIDEO),,$(if $(FRAMES),--frames $(FRAMES))) \
+  $(if $(IMAGE)$(VIDEO),,$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH))) \
+  $(if $(STRENGTH),--strength $(STRENGTH)) \
   $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg)
 STAGE3_ARGS = $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
@@ -196,7 +206,8 @@ $(OUT)/.stage%.args: FORCE
 	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
 FORCE:
 
-$(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args $(BIN)/stage1
+# the conditioning input itself too (a file, or a folder of frames), so editing it re-runs stage 1
+$(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args $(BIN)/stage1 $(wildcard $(IMAGE)) $(if $(VIDEO),$(wildcard $(VIDEO) $(VIDEO)/*))
 	$(BIN)/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
 $(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2
 	$(BIN)/stage2 $(STAGE2_ARGS) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)

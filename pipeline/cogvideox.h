@@ -59,7 +59,7 @@ typedef struct {
     const char *prompt;
     const char *negative_prompt;  /* NULL = "" */
     int max_sequence_length;      /* 0 = 226 (the pipeline's) */
-    /* (image conditioning for I2V goes here: an image input encoded by the VAE encoder) */
+    /* (image / video conditioning: cvx_encode_conditioning below) */
 } cvx_encode_params;
 
 typedef struct {
@@ -88,7 +88,11 @@ typedef struct {
     const char *checkpoint_path;
     int checkpoint_every, resume, stop_after_steps;
     const void *fingerprint;      /* const cogvideox_fingerprint *, NULL = none */
-    /* (I2V / V2V come next: conditioning latents and their frame count go here) */
+    /* image-to-video / video-to-video: the encoded image or video (cvx_encode_conditioning or
+     * cvx_conditioning_read), NULL = text-to-video. Its size is the video size (height/width
+     * 0 or equal); V2V: its frame count too. */
+    const struct cvx_conditioning *conditioning;
+    double strength;              /* V2V: 0 = 0.8 (upstream's default); in (0, 1] */
 } cvx_sample_params;
 
 typedef struct {
@@ -125,6 +129,34 @@ void cvx_frames_free(cvx_frames *f);
  * z or in the decoded frames is an error naming the tensor and index. `label` names z in messages (a file name). */
 int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
                const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
+
+/* ---- conditioning: an image (I2V) or a video (V2V) -> the VAE encoder's latent distribution ----
+ * Stage 1 encodes it (decode with libav, resize with Pillow's LANCZOS when the size differs, VAE
+ * encode: frame batches, tiles when an untiled encode would be large) and keeps the latent
+ * distribution's mean and std, so the seed stays a stage-2 setting: cvx_sample draws the encoder
+ * sample mean + std·randn with the seeded generator first, then the noise (upstream's order). */
+typedef enum { CVX_MODE_T2V = 0, CVX_MODE_I2V, CVX_MODE_V2V } cvx_mode;
+const char *cvx_mode_name(cvx_mode mode);   /* "t2v", "i2v", "v2v" */
+
+typedef struct {
+    const char *image;            /* I2V: an image file (PNG/JPEG/... anything libav decodes) */
+    const char *video;            /* V2V: a video file or a directory of frame images */
+    int max_frames;               /* V2V: the first N frames (0 = all) */
+    int height, width;            /* target size, 0 = the model's default */
+} cvx_conditioning_params;
+
+typedef struct cvx_conditioning {
+    cvx_mode mode;
+    float *mean, *std;            /* [C, T, h, w] each: latent_dist of the encoded pixels */
+    int C, T, h, w;
+    int frames, height, width;    /* the pixel frames encoded and their (target) size */
+} cvx_conditioning;
+void cvx_conditioning_free(cvx_conditioning *c);
+
+/* Checks the inputs (readable, non-empty, a size the model takes, the model type fits the mode)
+ * before the VAE encoder is mapped. -1 + cvx_error. */
+int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                            cvx_conditioning *out);
 
 /* ---- the files between the stages (stage{1,2,3} programs; docs/file-formats.md) ---- */
 #include "dtype.h"
@@ -178,6 +210,13 @@ int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *
 int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_path, const char *in_path,
                                     const cvx_sample_params *resolved, int fps, const char *scheduler,
                                     const char *model_id, const char *lat_xxh64);
+/* stage1_conditioning.safetensors: latent_mean / latent_std [1, C, T, h, w] F32 + metadata (mode,
+ * frames, height, width, source, model_id). */
+int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const char *source, const char *model_id);
+/* Read and check against the model (latent channels, the transformer fits the mode). */
+int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out);
+/* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"), image or video, conditioning_frames. */
+int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *c, const char *source);
 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */

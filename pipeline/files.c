@@ -1,6 +1,7 @@
 /* The files between the stages: stage1_embeddings.safetensors, stage2_latents.safetensors,
  * generation_config.json, the decoded frames (docs/file-formats.md). */
 #include "pipeline/internal.h"
+#include "pipeline/conditioning.h"
 
 #include <json-c/json.h>
 #include <limits.h>
@@ -168,6 +169,13 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cogvideox_fingerprint_set(fp, "width", "%d", p->width);
     cogvideox_fingerprint_set(fp, "frames", "%d", p->frames);
     cogvideox_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    if (p->conditioning) {   /* I2V / V2V: the encoded image or video, and V2V's strength */
+        cogvideox_fingerprint_set(fp, "mode", "%s", cvx_mode_name(p->conditioning->mode));
+        cogvideox_fingerprint_set(fp, "conditioning_xxh64", "%016llx",
+                                  (unsigned long long)cvx_conditioning_hash(p->conditioning));
+        format_double(p->strength, gbuf, sizeof gbuf);
+        if (p->conditioning->mode == CVX_MODE_V2V) cogvideox_fingerprint_set(fp, "strength", "%s", gbuf);
+    }
     return 0;
 }
 
@@ -199,6 +207,11 @@ int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *
     rc |= cvx_stw_metadata(w, "use_dynamic_cfg", p->use_dynamic_cfg ? "true" : "false");
     rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
     rc |= cvx_stw_metadata(w, "model_id", model_id);
+    rc |= cvx_stw_metadata(w, "mode", cvx_mode_name(p->conditioning ? p->conditioning->mode : CVX_MODE_T2V));
+    if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V) {
+        format_double(p->strength, buf, sizeof buf);
+        rc |= cvx_stw_metadata(w, "strength", buf);
+    }
     if (!rc) rc = set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path);
     cvx_stw_free(w);
     return rc ? -1 : 0;
@@ -233,6 +246,8 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     json_object_object_add(upd, "fps", json_object_new_int(fps));
     json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(p->use_dynamic_cfg));
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
+    if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
+        json_object_object_add(upd, "strength", json_object_new_double(p->strength));
     if (lat_xxh64) json_object_object_add(upd, "stage2_latents_xxh64", json_object_new_string(lat_xxh64));
     int rc = genconfig_put(set, out_gc, upd);
     json_object_put(upd);

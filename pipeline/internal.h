@@ -9,6 +9,7 @@
 #include "stage1/tokenizer.h"
 #include "stage2/transformer.h"
 #include "stage3/vae.h"
+#include "stage3/vae_encoder.h"
 
 struct cvx_model {
     cvx_model_info info;
@@ -25,11 +26,14 @@ struct cvx_model {
     t5_model t5;
     cogvideox_transformer *transformer;
     vae_decoder vae;
+    int enc_loaded;                  /* the VAE encoder (I2V / V2V conditioning), on first use */
+    vae_encoder enc;
 };
 
 int cvx_model_load_t5(cvx_model *m);
 int cvx_model_load_transformer(cvx_model *m);
 int cvx_model_load_vae(cvx_model *m);
+int cvx_model_load_vae_encoder(cvx_model *m);   /* pipeline/conditioning.c */
 /* A progress bar reporting to fn (NULL: the default bar). */
 void cvx_progress_begin(cvx_progress *bar, const char *label, int total, cvx_progress_fn fn, void *user);
 

@@ -89,6 +89,7 @@ void cvx_model_close(cvx_model *m) {
     }
     cogvideox_free(m->transformer);
     if (m->vae_loaded) vae_free(&m->vae);
+    if (m->enc_loaded) vae_encoder_free(&m->enc);
     cvx_ctx_free(m->ctx);
     free(m);
 }

@@ -1,5 +1,6 @@
 /* sample: embeddings -> latents (the CogVideoXPipeline denoising loop, stage2/sampler.c). */
 #include "pipeline/internal.h"
+#include "pipeline/conditioning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +24,21 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
         return cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir);
     }
     const cvx_model_info *i = &m->info;
+    /* I2V / V2V: the size (V2V: the frame count) stage 1 encoded */
+    if (r->conditioning && cvx_sample_conditioning_sizes(r->conditioning, r)) return -1;
     if (!r->frames) r->frames = i->frames;
     if (!r->height) r->height = i->height;
     if (!r->width) r->width = i->width;
     if (!r->num_inference_steps) r->num_inference_steps = DEFAULT_STEPS;
     if (!r->scheduler) r->scheduler = i->scheduler;
+    if (!r->conditioning && r->strength) return cvx_error("--strength is for video-to-video (give stage 1 a --video)");
     return 0;
+}
+
+/* cvx_sample_resolve, then the model type against the mode (T2V / I2V / V2V). */
+static int resolve_for_sample(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *r) {
+    if (cvx_sample_resolve(m, p, r)) return -1;
+    return cvx_check_model_mode(m, r->conditioning ? r->conditioning->mode : CVX_MODE_T2V);
 }
 
 /* The scheduler of the model's scheduler_config.json, its type overridden by `name`. */
@@ -45,18 +55,20 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
                void *user, cvx_latents *out) {
     memset(out, 0, sizeof *out);
     cvx_sample_params p;
-    if (cvx_sample_resolve(m, params, &p)) return -1;
+    if (resolve_for_sample(m, params, &p)) return -1;
     char sched_cfg[4300];
     cogvideox_scheduler sched;
     if (load_scheduler(m, params->scheduler, &sched, sched_cfg, sizeof sched_cfg)) return -1;
     int rc = -1;
+    cvx_prepared prep = {0};
     if (cvx_model_load_transformer(m)) goto done;
     const cogvideox_config *c = &m->tcfg;
     cogvideox_sample_params sp = {
         .frames = p.frames, .height = p.height, .width = p.width, .num_inference_steps = p.num_inference_steps,
         .guidance_scale = p.guidance_scale, .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
         .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
-        .progress = progress, .progress_user = user};
+        .progress = progress, .progress_user = user,
+        .i2v = p.conditioning && p.conditioning->mode == CVX_MODE_I2V};
     if (sp.num_inference_steps > sched.num_train_timesteps) {
         cvx_error("--num_inference_steps %d: at most num_train_timesteps %d (%s)", sp.num_inference_steps,
                   sched.num_train_timesteps, sched_cfg);
@@ -75,6 +87,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
              sp.guidance_scale, sp.use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)sp.seed);
     cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp.frames, sp.height, sp.width, sh.frames,
              sh.channels, sh.height, sh.width, sh.pad_frames ? " (with 1 padding frame)" : "");
+    if (p.conditioning && cvx_prepare_conditioned(m, p.conditioning, &sched, p.strength, &sp, &sh, &prep)) goto done;
 
     cogvideox_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
                                   (const cogvideox_fingerprint *)p.fingerprint};
@@ -89,12 +102,13 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->data = cvx_alloc_f32((size_t)out->C * out->T * out->h * out->w);
     cogvideox_latents_to_output(latents, &sh, out->data);   // [1, C, T, h, w]
     free(latents);
-    out->steps_done = res.steps_done;
-    out->resumed_from = res.resumed_from;
+    out->steps_done = sp.t_start + res.steps_done;   /* V2V: the steps strength skips count as done */
+    out->resumed_from = res.resumed_from ? sp.t_start + res.resumed_from : 0;
     out->seconds = res.seconds;
     out->scheduler = sched.type->name;   /* a static table entry: outlives sched */
     rc = 0;
 done:
+    cvx_prepared_free(&prep);
     cogvideox_scheduler_free(&sched);
     return rc;
 }

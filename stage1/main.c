@@ -2,11 +2,13 @@
  *
  *   stage1 --prompt TEXT [--negative_prompt TEXT] [--model_id ID | --model_dir DIR]
  *          [--output_dir DIR] [--max_sequence_length N] [--threads N] [--quiet] [--verbose]
- *          [--prompts_file FILE]
+ *          [--prompts_file FILE] [--image PATH | --video PATH [--frames N]] [--height H] [--width W]
  *
  * Writes <output_dir>/stage1_embeddings.safetensors (prompt_embeds, negative_prompt_embeds,
  * each [1, L, d_model] F32) and updates <output_dir>/generation_config.json. The work is
- * cvx_encode_texts (pipeline/cogvideox.h); this file is flags, files and messages. */
+ * cvx_encode_texts (pipeline/cogvideox.h); this file is flags, files and messages.
+ * With --image / --video also <output_dir>/stage1_conditioning.safetensors (cvx_encode_conditioning). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +35,12 @@ int main(int argc, char **argv) {
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL;
     int L = 226, threads = 0, verbosity = 1;
+    cvx_conditioning_params cp = {0};   /* --image / --video: I2V / V2V conditioning */
     static const struct option opts[] = {
         {"prompt", 1, 0, 'p'}, {"negative_prompt", 1, 0, 'n'}, {"model_id", 1, 0, 'm'}, {"model_dir", 1, 0, 'M'},
         {"output_dir", 1, 0, 'o'}, {"max_sequence_length", 1, 0, 'L'}, {"threads", 1, 0, 't'}, {"quiet", 0, 0, 'q'},
-        {"verbose", 0, 0, 'v'}, {"prompts_file", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"verbose", 0, 0, 'v'}, {"prompts_file", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {"image", 1, 0, 'I'},
+        {"video", 1, 0, 'V'}, {"frames", 1, 0, 'F'}, {"height", 1, 0, 'H'}, {"width", 1, 0, 'W'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -59,6 +63,11 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'f': prompts_file = optarg; break;
+        case 'I': cp.image = optarg; break;
+        case 'V': cp.video = optarg; break;
+        case 'F': cp.max_frames = (int)cvx_flag_int("--frames", optarg, 1, 65536); break;
+        case 'H': cp.height = (int)cvx_flag_int("--height", optarg, 1, 65536); break;
+        case 'W': cp.width = (int)cvx_flag_int("--width", optarg, 1, 65536); break;
         case 'h': usage(stdout); return 0;
         default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
@@ -66,6 +75,10 @@ int main(int argc, char **argv) {
     if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (!prompt == !prompts_file) cvx_die("give exactly one of --prompt TEXT and --prompts_file FILE (see --help)");
     if (model_id && model_dir_arg) cvx_die("give --model_id or --model_dir, not both");
+    if (cp.image && cp.video) cvx_die("give --image (image-to-video) or --video (video-to-video), not both");
+    if (cp.max_frames && !cp.video) cvx_die("--frames takes the first N frames of a --video; give a --video");
+    if ((cp.height || cp.width) && !cp.image && !cp.video)
+        cvx_die("--height/--width size the --image or --video; without one, give them to stage 2");
     cvx_set_verbosity(verbosity);
     const double t0 = cvx_time();
 
@@ -98,6 +111,10 @@ int main(int argc, char **argv) {
     }
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
     if (!m) cvx_die_last_error();
+    /* the image / video first: a bad input fails before the text encoder is mapped */
+    cvx_conditioning cond = {0};
+    const char *source = cp.image ? cp.image : cp.video;
+    if (source && cvx_encode_conditioning(m, &cp, NULL, NULL, &cond)) cvx_die_last_error();
     const int D = cvx_encoder_dim(m);   /* maps the text encoder */
     if (D < 0) cvx_die_last_error();
     /* the output directory, locked: one run per directory (after the model loaded: a run that
@@ -128,6 +145,12 @@ int main(int argc, char **argv) {
     char first[4200] = "", path[4200], name[64], hex[17];
     cvx_outset set;
     cvx_outset_init(&set);
+    char cond_path[4200];
+    if (cvx_path_join(cond_path, sizeof cond_path, output_dir, "stage1_conditioning.safetensors"))
+        cvx_die("%s: output path too long", output_dir);
+    if (source && cvx_conditioning_write(cond_path, &cond, source, model)) cvx_die_last_error();
+    if (!source && cvx_is_file(cond_path) && unlink(cond_path) != 0)   /* a T2V run: no stale I2V/V2V input */
+        cvx_die("%s: cannot remove the conditioning of an earlier run: %s", cond_path, strerror(errno));
     for (int i = 1; i <= n; i++) {
         if (prompts_file) snprintf(name, sizeof name, "stage1_embeddings_%04d.safetensors", items[i - 1].line);
         else snprintf(name, sizeof name, "stage1_embeddings.safetensors");
@@ -145,6 +168,10 @@ int main(int argc, char **argv) {
                                         prompts_file ? NULL : hex) ||
         cvx_outset_commit(&set))
         cvx_outset_abort(&set), cvx_die_last_error();
+    if (cvx_genconfig_record_conditioning(gc_path, source ? &cond : NULL, source)) cvx_die_last_error();
+    if (source) cvx_info("wrote %s (%s: latent distribution [1, %d, %d, %d, %d])", cond_path, cvx_mode_name(cond.mode),
+                         cond.C, cond.T, cond.h, cond.w);
+    cvx_conditioning_free(&cond);
     char dur[32];
     cvx_format_duration(cvx_time() - t0, dur, sizeof dur);
     if (n == 1)

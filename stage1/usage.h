@@ -23,6 +23,14 @@ static void usage(FILE *f) {
         "  --prompts_file FILE         encode every non-empty line of FILE as a prompt with one model\n"
         "                              load; line N is written to stage1_embeddings_NNNN.safetensors\n"
         "                              (N = line number in the file, 1-based, at least 4 digits)\n"
+        "  --image PATH                image-to-video: the first frame (PNG, JPEG, ...), for an I2V\n"
+        "                              model (CogVideoX-5b-I2V, CogVideoX1.5-5B-I2V)\n"
+        "  --video PATH                video-to-video: a video file or a directory of frame images\n"
+        "                              (sorted by name), for a text-to-video model\n"
+        "  --frames N                  with --video: its first N frames (default all; 4k+1)\n"
+        "  --height H, --width W       the video size the image/video is resized to (Pillow LANCZOS\n"
+        "                              when it differs; default the model's, as stage 2); stage 2\n"
+        "                              takes the size (and V2V's frame count) from stage 1\n"
         "  --threads N                 threads (default: all cores)\n"
         "  --quiet                     only errors and warnings\n"
         "  --verbose                   more detail\n"
@@ -32,7 +40,11 @@ static void usage(FILE *f) {
         "negative_prompt_embeds, each [1, L, d_model] float32, metadata prompt, negative_prompt,\n"
         "model_id, dtype_info; <output_dir>/generation_config.json gets prompt, negative_prompt and\n"
         "model_id (other keys are kept). With --prompts_file the prompt key is not set; the file\n"
-        "gets prompts_file instead.\n",
+        "gets prompts_file instead.\n"
+        "With --image/--video: <output_dir>/stage1_conditioning.safetensors with the VAE encoder's\n"
+        "latent_mean and latent_std [1, C, T, h, w] (stage 2 draws the sample with its --seed);\n"
+        "generation_config.json gets mode (t2v, i2v, v2v), image or video, height, width. A run\n"
+        "without them deletes an earlier stage1_conditioning.safetensors.\n",
         DEFAULT_MODEL_ID, DEFAULT_OUTPUT_DIR);
 }
 

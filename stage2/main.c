@@ -5,7 +5,8 @@
  *          [--model_id ID | --model_dir DIR] [--scheduler ddim|dpm] [--threads N] [--resume]
  *          [--checkpoint_every K] [--output_dtype f32|bf16] [--quiet] [--verbose] [--help]
  *
- * Reads <input_dir>/stage1_embeddings.safetensors (+ generation_config.json for the model id),
+ * Reads <input_dir>/stage1_embeddings.safetensors (+ generation_config.json for the model id;
+ * + stage1_conditioning.safetensors when stage 1 had an --image or --video: I2V / V2V),
  * writes <output_dir>/stage2_latents.safetensors and extends <output_dir>/generation_config.json.
  * The loop state is checkpointed to <output_dir>/stage2_checkpoint.safetensors (see --help).
  * The work is cvx_sample (pipeline/cogvideox.h); this file is flags, files and messages. */
@@ -34,6 +35,7 @@
 #define LATENTS_FILE "stage2_latents.safetensors"
 #define CHECKPOINT_FILE "stage2_checkpoint.safetensors"
 #define GENCONFIG_FILE "generation_config.json"
+#define CONDITIONING_FILE "stage1_conditioning.safetensors"
 
 #include "stage2/usage.h"
 
@@ -59,7 +61,7 @@ int main(int argc, char **argv) {
         {"width", 1, 0, 'W'}, {"frames", 1, 0, 'F'}, {"fps", 1, 0, 'f'}, {"model_id", 1, 0, 'm'},
         {"model_dir", 1, 0, 'M'}, {"scheduler", 1, 0, 'S'}, {"threads", 1, 0, 't'}, {"resume", 0, 0, 'r'},
         {"checkpoint_every", 1, 0, 'c'}, {"output_dtype", 1, 0, 'd'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'},
-        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {"strength", 1, 0, 'R'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -93,6 +95,7 @@ int main(int argc, char **argv) {
             break;
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
+        case 'R': sp.strength = cvx_flag_num("--strength", optarg, 1e-9, 1); break;
         case 'x': stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
         case 'h': usage(stdout); return 0;
         default: cvx_die_bad_option(opts, argv, optind, optopt);
@@ -107,11 +110,13 @@ int main(int argc, char **argv) {
 
     /* ---- inputs: everything is checked before anything is written ---- */
     char emb_path[4200], in_gc[4200], out_gc[4200], lat_path[4200], ckpt_path[4200], gc_model[4096] = "";
+    char cond_path[4200], gc_mode[16] = "";
     if (cvx_path_join(emb_path, sizeof emb_path, input_dir, EMBEDDINGS_FILE) ||
         cvx_path_join(in_gc, sizeof in_gc, input_dir, GENCONFIG_FILE) ||
         cvx_path_join(out_gc, sizeof out_gc, output_dir, GENCONFIG_FILE) ||
         cvx_path_join(lat_path, sizeof lat_path, output_dir, LATENTS_FILE) ||
-        cvx_path_join(ckpt_path, sizeof ckpt_path, output_dir, CHECKPOINT_FILE))
+        cvx_path_join(ckpt_path, sizeof ckpt_path, output_dir, CHECKPOINT_FILE) ||
+        cvx_path_join(cond_path, sizeof cond_path, input_dir, CONDITIONING_FILE))
         cvx_die("path too long under %s or %s", input_dir, output_dir);
     if (!cvx_is_file(emb_path)) cvx_die("%s: input file not found (run stage1 first, or pass --input_dir)", emb_path);
     /* one run per output directory; the input directory (if another) is not replaced while read */
@@ -143,6 +148,18 @@ int main(int argc, char **argv) {
     cvx_embeddings emb;
     cvx_sample_params r;
     cogvideox_fingerprint fp;
+    /* I2V / V2V: stage 1's encoded image or video (the recorded mode must find its file) */
+    cvx_conditioning cond = {0};
+    if (!m) cvx_die_last_error();
+    if (cvx_is_file(in_gc) && cvx_genconfig_get_str(in_gc, "mode", gc_mode, sizeof gc_mode)) cvx_die_last_error();
+    if (cvx_is_file(cond_path)) {
+        if (cvx_conditioning_read(m, cond_path, &cond)) cvx_die_last_error();
+        sp.conditioning = &cond;
+        cvx_info("%s: %s, %d frame%s %dx%d", cond_path, cond.mode == CVX_MODE_I2V ? "image-to-video" : "video-to-video",
+                 cond.frames, cond.frames == 1 ? "" : "s", cond.width, cond.height);
+    } else if (gc_mode[0] && strcmp(gc_mode, "t2v")) {
+        cvx_die("%s records mode \"%s\" but %s is missing (run stage 1 again)", in_gc, gc_mode, cond_path);
+    }
     if (!m || cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
         cvx_sample_fingerprint(m, &r, emb_path, &fp))
         cvx_die_last_error();
@@ -180,6 +197,7 @@ int main(int argc, char **argv) {
                  ran > 0 ? lat.seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
     }
     cvx_latents_free(&lat);
+    cvx_conditioning_free(&cond);
     cvx_embeddings_free(&emb);
     cvx_model_close(m);
     cvx_st_close(emb_file);

@@ -20,9 +20,17 @@
 int cogvideox_latent_shape_for(const cogvideox_config *c, const cogvideox_sample_params *p, cogvideox_latent_shape *out) {
     int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mult = sp * c->patch_size;
     memset(out, 0, sizeof(*out));
-    if (c->in_channels != c->out_channels)
-        return cvx_error("transformer in_channels %d != out_channels %d: image-to-video models are not supported by "
-                         "this text-to-video sampler", c->in_channels, c->out_channels);
+    /* the model type must fit the mode: I2V models take [noise, image] latents (2 × channels) */
+    if (c->in_channels == 2 * c->out_channels && !p->i2v)
+        return cvx_error("this is an image-to-video model (transformer in_channels %d = 2 × %d latent channels): "
+                         "give stage 1 an --image", c->in_channels, c->out_channels);
+    if (c->in_channels != 2 * c->out_channels && c->in_channels != c->out_channels)
+        return cvx_error("transformer in_channels %d: expected out_channels %d (text-to-video) or 2 × %d "
+                         "(image-to-video)", c->in_channels, c->out_channels, c->out_channels);
+    if (p->i2v && c->in_channels == c->out_channels)
+        return cvx_error("this is a text-to-video model (transformer in_channels %d = out_channels): it cannot take "
+                         "an --image; use an image-to-video checkpoint (CogVideoX-5b-I2V, CogVideoX1.5-5B-I2V)",
+                         c->in_channels);
     if (p->frames < 1 || (p->frames - 1) % ts != 0) {
         int lower = p->frames > 1 ? (p->frames - 1) / ts * ts + 1 : 1;
         return cvx_error("--frames %d: the frame count must be %dk+1 (VAE temporal factor %d), e.g. %d or %d",
@@ -34,6 +42,11 @@ int cogvideox_latent_shape_for(const cogvideox_config *c, const cogvideox_sample
     if (p->width < mult || p->width % mult != 0)
         return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->width, mult,
                          sp, c->patch_size);
+    if (c->use_learned_positional_embeddings &&
+        (p->height != c->sample_height * sp || p->width != c->sample_width * sp))
+        return cvx_error("--height %d --width %d: this model has learned positional embeddings (CogVideoX-5b-I2V "
+                         "style) and runs only at its sample size: --height %d --width %d", p->height, p->width,
+                         c->sample_height * sp, c->sample_width * sp);
     if (p->num_inference_steps < 1)
         return cvx_error("--num_inference_steps %d: must be at least 1", p->num_inference_steps);
     if (!(p->guidance_scale >= 0) || !isfinite(p->guidance_scale))
@@ -45,7 +58,7 @@ int cogvideox_latent_shape_for(const cogvideox_config *c, const cogvideox_sample
         out->pad_frames = c->patch_size_t - out->frames % c->patch_size_t;
         out->frames += out->pad_frames;
     }
-    out->channels = c->in_channels;
+    out->channels = c->out_channels;
     out->height = p->height / sp;
     out->width = p->width / sp;
     out->numel = (size_t)out->frames * out->channels * out->height * out->width;
@@ -205,10 +218,19 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                      cogvideox_sample_result *result) {
     const cogvideox_config *c = cogvideox_get_config(m);
     const size_t n = sh->numel, D = (size_t)c->text_embed_dim;
-    const int n_steps = p->num_inference_steps, cfg = cogvideox_uses_cfg(p), B = cfg ? 2 : 1;
+    const int cfg = cogvideox_uses_cfg(p), B = cfg ? 2 : 1;
     memset(result, 0, sizeof(*result));
-    if (cogvideox_scheduler_set_timesteps(s, n_steps)) return -1;
+    if (cogvideox_scheduler_set_timesteps(s, p->num_inference_steps)) return -1;
     CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
+    CVX_CHECK(p->t_start >= 0 && p->t_start < p->num_inference_steps && (!p->i2v || p->image_latents));
+    /* V2V: timesteps[t_start:] (the scheduler keeps num_inference_steps for its step size) */
+    const int n_steps = p->num_inference_steps - p->t_start;
+    memmove(s->timesteps, s->timesteps + p->t_start, (size_t)n_steps * sizeof *s->timesteps);
+    cogvideox_sample_params pg = *p;   /* dynamic CFG counts the steps that run, as upstream */
+    pg.num_inference_steps = n_steps;
+    /* I2V: per frame, the latents' C channels then the image latents' C */
+    const size_t hw = (size_t)sh->height * sh->width, chw = (size_t)sh->channels * hw;
+    const size_t n_in = p->i2v ? 2 * n : n;
     s->type->init(s, n);
     if (ck && ck->stop_after_steps < 0) return cvx_error("--stop_after_steps must be >= 0");
 
@@ -220,7 +242,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     } else {
         memcpy(text, prompt, (size_t)L * D * sizeof(float));
     }
-    float *x = cvx_alloc_f32((size_t)B * n);          /* [B, F, C, h, w] model input */
+    float *x = cvx_alloc_f32((size_t)B * n_in);       /* [B, F, C_in, h, w] model input */
     float *out = cvx_alloc_f32((size_t)B * n);        /* [B, F, C, h, w] model output */
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
     float *rope_cos = NULL, *rope_sin = NULL;
@@ -234,8 +256,13 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     } else {
         /* prepare_latents: randn([1, F, C, h, w]) from the seeded generator, its first use;
          * × init_noise_sigma (1.0) */
-        cvx_generator_seed(&gen, p->seed);
-        cvx_randn(&gen, latents, n);
+        if (p->init_latents) {   /* I2V / V2V: drawn by the caller (encoder sample first) */
+            memcpy(latents, p->init_latents, n * sizeof(float));
+            gen = *p->init_generator;
+        } else {
+            cvx_generator_seed(&gen, p->seed);
+            cvx_randn(&gen, latents, n);
+        }
         if (ck && ck->path && cvx_is_file(ck->path))
             cvx_warn("%s exists and will be overwritten by this new run (pass --resume to continue it instead)",
                      ck->path);
@@ -260,12 +287,22 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     for (int i = start; i < n_steps; i++) {
         int64_t t = s->timesteps[i];
         int64_t tstep[2] = {t, t};
-        for (int b = 0; b < B; b++) memcpy(x + (size_t)b * n, latents, n * sizeof(float));
+        for (int b = 0; b < B; b++) {
+            if (!p->i2v) {
+                memcpy(x + (size_t)b * n, latents, n * sizeof(float));
+                continue;
+            }
+            for (int f = 0; f < sh->frames; f++) {   /* torch.cat([latents, image_latents], dim=2) */
+                float *xf = x + (size_t)b * n_in + (size_t)f * 2 * chw;
+                memcpy(xf, latents + (size_t)f * chw, chw * sizeof(float));
+                memcpy(xf + chw, p->image_latents + (size_t)f * chw, chw * sizeof(float));
+            }
+        }
         if (cogvideox_forward(m, x, B, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos, rope_sin, out)) {
             cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
             goto done;
         }
-        if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(p, t));
+        if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(&pg, t));
         else memcpy(pred, out, n * sizeof(float));
 
         s->type->step(s, i, pred, latents, n, &gen, prev);
@@ -277,7 +314,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
             cvx_error_prefix("step %d/%d (t=%lld): the denoising diverged", done_steps, n_steps, (long long)t);
             goto done;
         }
-        cvx_debug("step %d/%d t=%lld guidance %.6g", done_steps, n_steps, (long long)t, cogvideox_guidance_at(p, t));
+        cvx_debug("step %d/%d t=%lld guidance %.6g", done_steps, n_steps, (long long)t, cogvideox_guidance_at(&pg, t));
         if (hook) hook(hook_ctx, i, latents, sh);
 
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
@@ -297,6 +334,28 @@ done:
     free(text); free(x); free(out); free(pred); free(prev);
     free(rope_cos); free(rope_sin);
     return rc;
+}
+
+int cogvideox_strength_t_start(int n, double strength, int *t_start) {
+    if (!(strength > 0.0 && strength <= 1.0))
+        return cvx_error("--strength %g: must be in (0, 1] (the share of the denoising steps that run)", strength);
+    int init_timestep = (int)(n * strength) < n ? (int)(n * strength) : n;   /* min(int(n·strength), n) */
+    if (init_timestep < 1)
+        return cvx_error("--strength %g with --num_inference_steps %d runs no step (int(%d × %g) = 0): raise either",
+                         strength, n, n, strength);
+    *t_start = n - init_timestep > 0 ? n - init_timestep : 0;
+    return 0;
+}
+
+void cogvideox_add_noise(const cogvideox_scheduler *s, int64_t t, const float *x0, const float *noise, size_t n,
+                         float *out) {
+    CVX_CHECK(t >= 0 && t < s->num_train_timesteps);
+    /* alphas_cumprod.to(float32)[t] ** 0.5 and (1 − ā) ** 0.5, float32 tensors */
+    const float a = (float)s->alphas_cumprod[t], sa = sqrtf(a), sb = sqrtf(1.0f - a);
+    for (size_t i = 0; i < n; i++) {
+        float u = sa * x0[i], v = sb * noise[i];
+        out[i] = u + v;
+    }
 }
 
 void cogvideox_latents_to_output(const float *latents, const cogvideox_latent_shape *sh, float *out) {

@@ -26,6 +26,12 @@ typedef struct {
     /* progress of the loop (NULL: the default bar on stderr) */
     void (*progress)(void *user, const char *label, int done, int total);
     void *progress_user;
+    /* image-to-video / video-to-video (all zero for text-to-video) */
+    int i2v;                             /* the transformer input is [latents, image_latents] on the channel axis */
+    const float *image_latents;          /* I2V: [1, F, C, h, w], F the loop's (padding included) */
+    const float *init_latents;           /* initial latents [1, F, C, h, w] instead of randn from the seed */
+    const cvx_generator *init_generator; /* with init_latents: the generator after the draws that made them */
+    int t_start;                         /* V2V: the loop runs timesteps[t_start:] (upstream get_timesteps) */
 } cogvideox_sample_params;
 
 typedef struct {
@@ -88,6 +94,15 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                      const cogvideox_latent_shape *shape, const float *prompt, const float *negative, int L,
                      const cogvideox_checkpointing *ck, cogvideox_step_hook hook, void *hook_ctx, float *latents,
                      cogvideox_sample_result *result);
+
+/* Video-to-video (upstream get_timesteps): init_timestep = min(int(n·strength), n), t_start =
+ * max(n − init_timestep, 0); the loop runs the last n − t_start timesteps. -1 + cvx_error when
+ * strength is not in (0, 1] or keeps no step. */
+int cogvideox_strength_t_start(int n, double strength, int *t_start);
+/* scheduler.add_noise (CogVideoXDDIM/DPMScheduler): ā_t rounded to float32 first, then
+ * out = √ā·x0 + √(1−ā)·noise in float32, as upstream. */
+void cogvideox_add_noise(const cogvideox_scheduler *s, int64_t t, const float *x0, const float *noise, size_t n,
+                         float *out);
 
 /* [1, F, C, h, w] (padding first) -> [1, C, F − pad, h, w], the stage-2 file layout. */
 void cogvideox_latents_to_output(const float *latents, const cogvideox_latent_shape *shape, float *out);

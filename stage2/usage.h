@@ -25,6 +25,8 @@ static void usage(FILE *f) {
         "  --height H, --width W       video size in pixels (default: the model's, 480x720 for\n"
         "                              CogVideoX-2b/5b, 768x1360 for CogVideoX1.5)\n"
         "  --frames F                  frames, 4k+1 (default: the model's, 49 or 81)\n"
+        "  --strength S                video-to-video: the share of the steps that run, in (0, 1]\n"
+        "                              (default 0.8; upstream get_timesteps: the last int(N·S) of N)\n"
         "  --fps N                     recorded for stage3 (default 8, 16 for CogVideoX1.5)\n"
         "  --scheduler ddim|dpm        override the scheduler class named in scheduler_config.json\n"
         "                              (the CogVideoX-5b/1.5 model cards use dpm)\n"
@@ -46,7 +48,12 @@ static void usage(FILE *f) {
         "guidance_scale, seed, height, width, dtype_info. <output_dir>/" GENCONFIG_FILE " gets\n"
         "num_inference_steps, guidance_scale, seed, height, width, frames, fps, use_dynamic_cfg,\n"
         "scheduler and model_id (the model used); other keys are kept. The checkpoint is deleted\n"
-        "once the latents are written.\n");
+        "once the latents are written.\n"
+        "\n"
+        "Image-to-video / video-to-video: when stage 1 wrote " CONDITIONING_FILE " (--image or\n"
+        "--video), the loop is the CogVideoX I2V / V2V pipeline's: the encoder sample is drawn with\n"
+        "--seed first, then the noise. The size (and V2V's frame count) come from stage 1; a\n"
+        "different --height/--width/--frames is an error.\n");
 }
 
 #endif

@@ -76,44 +76,30 @@ static int resnet_get(loader *L, vae_enc_resnet_w *r, const char *name, int cin,
     return 0;
 }
 
+/* The shared keys through the decoder's reader (one way to read vae/config.json), then the
+ * encoder's own: in_channels, use_quant_conv, down_block_types. */
 static int load_config(vae_encoder *e, const char *path) {
+    vae_decoder d;
+    if (vae_config_load(&d, path)) return -1;
+    e->num_blocks = d.num_blocks;
+    memcpy(e->block_out, d.block_out, sizeof e->block_out);
+    e->latent_channels = d.latent_channels, e->layers_per_block = d.layers_per_block, e->groups = d.groups;
+    e->norm_eps = d.norm_eps, e->scaling_factor = d.scaling_factor;
+    e->temporal_levels = d.temporal_levels, e->spatial_ratio = d.spatial_ratio;
+    e->sample_height = d.sample_height, e->sample_width = d.sample_width;
+    e->invert_scale_latents = d.invert_scale_latents;
     cvx_config c;
     if (cvx_config_load(&c, path)) return -1;
-    int64_t v, bo[VAE_MAX_BLOCKS];
-    int n = 0, nt = 0, rc = -1;
-    const char *act, *types[VAE_MAX_BLOCKS];
-    double tcr;
-    if (cvx_cfg_int_array(&c, "block_out_channels", bo, VAE_MAX_BLOCKS, &n)) goto out;
-    if (n < 1) { cvx_error("%s: key 'block_out_channels' must not be empty", path); goto out; }
-    e->num_blocks = n;
-    for (int i = 0; i < n; i++) e->block_out[i] = (int)bo[i];
+    int64_t v;
+    int nt = 0, rc = -1;
+    const char *types[VAE_MAX_BLOCKS];
     if (cvx_cfg_int_or(&c, "in_channels", 3, &v)) goto out;
     e->in_channels = (int)v;
-    if (cvx_cfg_int_or(&c, "latent_channels", 16, &v)) goto out;
-    e->latent_channels = (int)v;
-    if (cvx_cfg_int_or(&c, "layers_per_block", 3, &v)) goto out;
-    e->layers_per_block = (int)v;
-    if (cvx_cfg_int_or(&c, "norm_num_groups", 32, &v)) goto out;
-    e->groups = (int)v;
-    if (cvx_cfg_num_or(&c, "norm_eps", 1e-6, &e->norm_eps)) goto out;
-    if (cvx_cfg_num_or(&c, "scaling_factor", 1.15258426, &e->scaling_factor)) goto out;
-    if (cvx_cfg_num_or(&c, "temporal_compression_ratio", 4, &tcr)) goto out;
-    e->temporal_levels = tcr >= 1 ? (int)floor(log2(tcr)) : 0;   /* int(np.log2(ratio)) */
-    if (cvx_cfg_int_or(&c, "sample_height", 480, &v)) goto out;
-    e->sample_height = (int)v;
-    if (cvx_cfg_int_or(&c, "sample_width", 720, &v)) goto out;
-    e->sample_width = (int)v;
     if (cvx_cfg_bool_or(&c, "use_quant_conv", 0, &e->use_quant_conv)) goto out;
-    if (cvx_cfg_bool_or(&c, "invert_scale_latents", 0, &e->invert_scale_latents)) goto out;
-    if (cvx_cfg_str_or(&c, "act_fn", "silu", &act)) goto out;
-    if (strcmp(act, "silu") && strcmp(act, "swish")) {
-        cvx_error("%s: key 'act_fn' is \"%s\", only \"silu\" is supported", path, act);
-        goto out;
-    }
     if (cvx_cfg_has(&c, "down_block_types")) {
         if (cvx_cfg_str_array(&c, "down_block_types", types, VAE_MAX_BLOCKS, &nt)) goto out;
-        if (nt != n) {
-            cvx_error("%s: 'down_block_types' has %d entries, block_out_channels %d", path, nt, n);
+        if (nt != e->num_blocks) {
+            cvx_error("%s: 'down_block_types' has %d entries, block_out_channels %d", path, nt, e->num_blocks);
             goto out;
         }
         for (int i = 0; i < nt; i++)
@@ -122,17 +108,10 @@ static int load_config(vae_encoder *e, const char *path) {
                 goto out;
             }
     }
-    if (e->in_channels < 1 || e->latent_channels < 1 || e->layers_per_block < 0 || e->groups < 1) {
-        cvx_error("%s: in_channels/latent_channels/layers_per_block/norm_num_groups out of range", path);
+    if (e->in_channels < 1) {
+        cvx_error("%s: key 'in_channels' is %d, expected >= 1", path, e->in_channels);
         goto out;
     }
-    for (int i = 0; i < n; i++)
-        if (e->block_out[i] < 1 || e->block_out[i] % e->groups) {
-            cvx_error("%s: block_out_channels[%d] = %d is not a positive multiple of norm_num_groups %d", path, i,
-                      e->block_out[i], e->groups);
-            goto out;
-        }
-    e->spatial_ratio = 1 << (n - 1);
     rc = 0;
 out:
     cvx_config_free(&c);

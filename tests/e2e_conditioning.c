@@ -1,0 +1,376 @@
+/* Image-to-video and video-to-video end to end against upstream (golden README §11–§12):
+ * CogVideoXImageToVideoPipeline on the 5b-I2V-style model (an image at the target size and one
+ * LANCZOS-resized from 101×77) and the 1.5-I2V-style model (ofs, patch_size_t 2, the odd-frame
+ * padding), CogVideoXVideoToVideoPipeline on the 5b-style model (a folder of frames, strength
+ * 0.6). Through the three programs and their files: embeddings and latents ≤ 1e-4, decoded
+ * frames ≤ 1e-3 relative L2. Through the API: the image latents (the seeded encoder sample ×
+ * scaling factor) ≤ 1e-4 and the initial noise, the generator's next draw, bit for bit.
+ * Bad inputs: one clear error and no output. */
+#include "testutil.h"
+#include "config.h"
+#include "pipeline/conditioning.h"
+
+#include <sys/stat.h>
+
+typedef struct {
+    const char *name;
+    char prompt[512], negative[512];
+    int64_t frames, height, width, steps, seed;
+    double guidance, strength;
+    int dynamic;
+} cond_case;
+
+static void quote(char *out, size_t n, const char *s) {
+    size_t k = 0;
+    out[k++] = '\'';
+    for (; *s && k + 5 < n; s++) {
+        if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
+        else out[k++] = *s;
+    }
+    out[k++] = '\'';
+    out[k] = 0;
+}
+
+static void load_case(cond_case *c, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, GOLDEN "/%s/case.json", name);
+    cvx_config cfg;
+    ASSERT_OK(cvx_config_load(&cfg, path));
+    json_object *call;
+    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
+    cvx_config cc = {.root = call};
+    snprintf(cc.path, sizeof cc.path, "%s:call", path);
+    const char *s;
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    ASSERT_OK(cvx_cfg_str(&cc, "prompt", &s));
+    snprintf(c->prompt, sizeof c->prompt, "%s", s);
+    ASSERT_OK(cvx_cfg_str(&cc, "negative_prompt", &s));
+    snprintf(c->negative, sizeof c->negative, "%s", s);
+    /* V2V: the frame count is the video's (case.json's top-level num_frames) */
+    if (cvx_cfg_has(&cc, "num_frames")) ASSERT_OK(cvx_cfg_int(&cc, "num_frames", &c->frames));
+    else ASSERT_OK(cvx_cfg_int(&cfg, "num_frames", &c->frames));
+    ASSERT_OK(cvx_cfg_int(&cc, "height", &c->height));
+    ASSERT_OK(cvx_cfg_int(&cc, "width", &c->width));
+    ASSERT_OK(cvx_cfg_int(&cc, "num_inference_steps", &c->steps));
+    ASSERT_OK(cvx_cfg_int(&cc, "seed", &c->seed));
+    ASSERT_OK(cvx_cfg_num(&cc, "guidance_scale", &c->guidance));
+    ASSERT_OK(cvx_cfg_bool(&cc, "use_dynamic_cfg", &c->dynamic));
+    if (cvx_cfg_has(&cc, "strength")) ASSERT_OK(cvx_cfg_num(&cc, "strength", &c->strength));
+    cvx_config_free(&cfg);
+}
+
+static void run_ok(const char *cmd) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
+}
+
+/* golden [1, T, C, h, w] (frames from f0 on) -> ours [1, C, T − f0, h, w] */
+static float *golden_latents_cf(const cvx_tensor *gt, int f0) {
+    const int64_t T = gt->shape[1], C = gt->shape[2], hw = gt->shape[3] * gt->shape[4];
+    float *all = cvx_tensor_f32_dup(gt), *out = cvx_alloc_f32((size_t)(C * (T - f0) * hw));
+    for (int64_t t = f0; t < T; t++)
+        for (int64_t ch = 0; ch < C; ch++)
+            memcpy(out + (ch * (T - f0) + (t - f0)) * hw, all + (t * C + ch) * hw, sizeof(float) * (size_t)hw);
+    free(all);
+    return out;
+}
+
+static void compare_tensor(cvx_safetensors *ours, const char *ours_name, cvx_safetensors *gold, const char *gold_name,
+                           double tol) {
+    size_t n, m;
+    float *got = tu_f32(ours, ours_name, &n), *want = tu_f32(gold, gold_name, &m);
+    assert_int_equal(n, m);
+    print_message("  %s:\n", gold_name);
+    ASSERT_REL_L2(got, want, n, tol);
+    free(got), free(want);
+}
+
+/* stage1 (--image / --video) -> stage2 -> stage3, every output against the golden pipeline. */
+static void run_cli_case(const char *name, int is_video, int pad_frames) {
+    cond_case c;
+    load_case(&c, name);
+    char dir[256], cmd[4096], qp[1100], qn[1100], model[512], s1[256], s2[256], s3[256], path[512], input[512];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(model, sizeof model, GOLDEN "/%s/model", name);
+    snprintf(input, sizeof input, GOLDEN "/%s/%s", name, is_video ? "video" : "image.png");
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    tu_program(s3, sizeof s3, "stage3");
+    quote(qp, sizeof qp, c.prompt);
+    quote(qn, sizeof qn, c.negative);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s %s %s "
+             "--height %lld --width %lld", s1, qp, qn, model, dir, is_video ? "--video" : "--image", input,
+             (long long)c.height, (long long)c.width);
+    run_ok(cmd);
+    /* stage 2 takes the size (and V2V's frame count) from stage 1 */
+    char extra[128] = "";
+    if (is_video) snprintf(extra, sizeof extra, "--strength %g", c.strength);
+    else snprintf(extra, sizeof extra, "--frames %lld", (long long)c.frames);
+    snprintf(cmd, sizeof cmd,
+             "%s --quiet --input_dir %s --model_dir %s --num_inference_steps %lld --guidance_scale %g --seed %lld %s %s",
+             s2, dir, model, (long long)c.steps, c.guidance, (long long)c.seed, c.dynamic ? "--use_dynamic_cfg" : "",
+             extra);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --output_video %s/video.mp4 "
+             "--output_frames %s/frames.safetensors", s3, dir, model, dir, dir);
+    run_ok(cmd);
+
+    snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", name);
+    cvx_safetensors *gold = tu_open(path);
+    snprintf(path, sizeof path, "%s/stage1_embeddings.safetensors", dir);
+    cvx_safetensors *e = tu_open(path);
+    compare_tensor(e, "prompt_embeds", gold, "prompt_embeds", 1e-4);
+    compare_tensor(e, "negative_prompt_embeds", gold, "negative_prompt_embeds", 1e-4);
+    cvx_st_close(e);
+
+    /* final latents; 1.5: upstream's output_type="latent" keeps the padding frame, ours drops it */
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    cvx_safetensors *l = tu_open(path);
+    const cvx_tensor *lt = cvx_st_find(l, "latents"), *gt = cvx_st_find(gold, "final_latents");
+    assert_non_null(lt);
+    assert_true(lt->shape[1] == gt->shape[2] && lt->shape[2] == gt->shape[1] - pad_frames);
+    float *got = cvx_tensor_f32_dup(lt), *want = golden_latents_cf(gt, pad_frames);
+    print_message("  final_latents:\n");
+    ASSERT_REL_L2(got, want, (size_t)lt->numel, 1e-4);
+    free(got), free(want);
+    assert_string_equal(cvx_st_metadata(l, "mode"), is_video ? "v2v" : "i2v");
+    cvx_st_close(l);
+
+    snprintf(path, sizeof path, "%s/frames.safetensors", dir);
+    cvx_safetensors *fr = tu_open(path);
+    compare_tensor(fr, "decoded", gold, "decoded", 1e-3);
+    /* frames_np = clamp(x/2 + 0.5, 0, 1) as [1, F, H, W, 3] */
+    const cvx_tensor *dt = cvx_st_find(gold, "decoded"), *np = cvx_st_find(gold, "frames_np");
+    const int64_t F = dt->shape[2], HW = dt->shape[3] * dt->shape[4];
+    float *dec = tu_f32(fr, "decoded", NULL), *post = cvx_alloc_f32(np->numel), *wantnp = cvx_tensor_f32_dup(np);
+    for (int64_t ch = 0; ch < 3; ch++)
+        for (int64_t f = 0; f < F; f++)
+            for (int64_t p = 0; p < HW; p++) {
+                float v = dec[(ch * F + f) * HW + p] * 0.5f + 0.5f;
+                post[(f * HW + p) * 3 + ch] = v < 0 ? 0 : v > 1 ? 1 : v;
+            }
+    print_message("  frames_np:\n");
+    ASSERT_REL_L2(post, wantnp, (size_t)np->numel, 1e-3);
+    free(dec), free(post), free(wantnp);
+    cvx_st_close(fr);
+    cvx_st_close(gold);
+    tu_rmrf(dir);
+}
+
+static void test_cli_i2v_5b(void **s) { (void)s; run_cli_case("e2e_i2v_5b", 0, 0); }
+static void test_cli_i2v_5b_resize(void **s) { (void)s; run_cli_case("e2e_i2v_5b_resize", 0, 0); }
+static void test_cli_i2v_15(void **s) { (void)s; run_cli_case("e2e_i2v_1.5", 0, 1); }
+static void test_cli_v2v_5b(void **s) { (void)s; run_cli_case("e2e_v2v_5b", 1, 0); }
+
+/* The API's prepare_latents: image latents (the encoder sample × or ÷ the scaling factor in
+ * frame 0, zeros after) and the initial noise drawn right after the encoder sample. */
+static void api_i2v_prepare(const char *name) {
+    cond_case c;
+    load_case(&c, name);
+    char dir[256], path[512];
+    snprintf(dir, sizeof dir, GOLDEN "/%s/model", name);
+    snprintf(path, sizeof path, GOLDEN "/%s/image.png", name);
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});
+    ASSERT_NONNULL(m);
+    cvx_conditioning cond;
+    cvx_conditioning_params cp = {.image = path, .height = (int)c.height, .width = (int)c.width};
+    ASSERT_OK(cvx_encode_conditioning(m, &cp, NULL, NULL, &cond));
+    assert_int_equal(cond.mode, CVX_MODE_I2V);
+    assert_int_equal(cond.T, 1);
+    cogvideox_scheduler sched;
+    snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
+    ASSERT_OK(cogvideox_scheduler_load(&sched, path, NULL));
+    cogvideox_sample_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
+                                  .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
+                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4, .i2v = 1};
+    cogvideox_latent_shape sh;
+    ASSERT_OK(cogvideox_latent_shape_for(&m->tcfg, &sp, &sh));
+    cvx_prepared prep;
+    ASSERT_OK(cvx_prepare_conditioned(m, &cond, &sched, 0, &sp, &sh, &prep));
+    snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", name);
+    cvx_safetensors *gold = tu_open(path);
+    size_t n;
+    float *want = tu_f32(gold, "image_latents", &n);   // [1, F, C, h, w]
+    assert_int_equal(n, sh.numel);
+    print_message("  %s image_latents:\n", name);
+    ASSERT_REL_L2(prep.image_latents, want, n, 1e-4);
+    for (size_t i = (size_t)sh.channels * sh.height * sh.width; i < n; i++) assert_true(prep.image_latents[i] == 0.0f);
+    free(want);
+    want = tu_f32(gold, "initial_latents", &n);
+    assert_int_equal(n, sh.numel);
+    assert_memory_equal(prep.init, want, n * sizeof(float));   /* the generator's order, bit for bit */
+    assert_true(sp.init_latents == prep.init && sp.image_latents == prep.image_latents && sp.t_start == 0);
+    free(want);
+    cvx_st_close(gold);
+    cvx_prepared_free(&prep);
+    cogvideox_scheduler_free(&sched);
+    cvx_conditioning_free(&cond);
+    cvx_model_close(m);
+}
+static void test_api_i2v_5b(void **s) { (void)s; api_i2v_prepare("e2e_i2v_5b"); }
+static void test_api_i2v_15(void **s) { (void)s; api_i2v_prepare("e2e_i2v_1.5"); }
+
+/* upstream get_timesteps */
+static void test_strength_t_start(void **s) {
+    (void)s;
+    int t;
+    ASSERT_OK(cogvideox_strength_t_start(4, 0.6, &t));
+    assert_int_equal(t, 2);   /* int(2.4) = 2 steps run: timesteps [499, 249] of 4 */
+    ASSERT_OK(cogvideox_strength_t_start(50, 0.8, &t));
+    assert_int_equal(t, 10);
+    ASSERT_OK(cogvideox_strength_t_start(4, 1.0, &t));
+    assert_int_equal(t, 0);
+    assert_int_equal(cogvideox_strength_t_start(4, 0.2, &t), -1);   /* int(0.8) = 0: no step */
+    assert_non_null(strstr(cvx_last_error(), "--strength"));
+    assert_int_equal(cogvideox_strength_t_start(4, 1.5, &t), -1);
+}
+
+/* ---- bad inputs: one clear error line, non-zero exit, nothing written ---- */
+static int dir_is_empty(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "[ -z \"$(ls -A %s)\" ]", dir);
+    return system(cmd) == 0;
+}
+
+static void expect_fail(const char *cmd, const char *needle, const char *out_dir) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("  -> %s", err);
+    if (rc == 0) fail_msg("expected failure: %s", cmd);
+    if (!strstr(err, needle)) fail_msg("error lacks '%s': %s", needle, err);
+    if (out_dir) assert_true(dir_is_empty(out_dir));
+}
+
+static void test_bad_inputs(void **s) {
+    (void)s;
+    char dir[256], empty[300], notimg[300], s1[256], s2[256], cmd[4096];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(empty, sizeof empty, "%s/empty_frames", dir);
+    snprintf(notimg, sizeof notimg, "%s/not_an_image.png", dir);
+    tu_write(notimg, "this is not a png", 17);
+    assert_int_equal(mkdir(empty, 0755), 0);
+    char out[300];
+    snprintf(out, sizeof out, "%s/out", dir);
+    assert_int_equal(mkdir(out, 0755), 0);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    const char *i2v = GOLDEN "/e2e_i2v_5b/model", *t2v = GOLDEN "/e2e_5b/model";
+    /* unreadable image */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image %s", s1, i2v, out, notimg);
+    expect_fail(cmd, "not_an_image.png", out);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image %s/nope.png", s1, i2v, out,
+             dir);
+    expect_fail(cmd, "nope.png", out);
+    /* a video with no frames */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --video %s", s1, t2v, out, empty);
+    expect_fail(cmd, "empty_frames", out);
+    /* an image given to a text-to-video model */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image " GOLDEN
+             "/e2e_i2v_5b/image.png --height 48 --width 64", s1, t2v, out);
+    expect_fail(cmd, "text-to-video model", out);
+    /* a video given to an image-to-video model */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, i2v, out);
+    expect_fail(cmd, "video-to-video runs on text-to-video", out);
+    /* 5b-I2V at another size than its sample size */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image " GOLDEN
+             "/e2e_i2v_5b/image.png --height 64 --width 64", s1, i2v, out);
+    expect_fail(cmd, "learned positional embeddings", out);
+    /* a V2V frame count that is not 4k+1 */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --frames 7 --height 48 --width 64", s1, t2v, out);
+    expect_fail(cmd, "4k+1", out);
+    /* a T2V run on an I2V model: stage 2 refuses, writes nothing */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s", s1, i2v, out);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/s2 --model_dir %s --num_inference_steps 2 "
+             "--frames 9 --height 48 --width 64", s2, out, dir, i2v);
+    expect_fail(cmd, "image-to-video model", NULL);
+    char s2dir[300];
+    snprintf(s2dir, sizeof s2dir, "%s/s2", dir);
+    struct stat st;
+    assert_true(stat(s2dir, &st) != 0 || dir_is_empty(s2dir));
+    /* --strength without a video */
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/s2 --model_dir %s --strength 0.5", s2, out,
+             dir, t2v);
+    expect_fail(cmd, "--strength", NULL);
+    tu_rmrf(dir);
+}
+
+/* A T2V stage-1 run after an I2V one removes the stale conditioning; stage 2 checks the size. */
+static void test_stale_and_size(void **s) {
+    (void)s;
+    char dir[256], s1[256], s2[256], cmd[4096], path[512];
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    const char *i2v = GOLDEN "/e2e_i2v_5b/model";
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image " GOLDEN
+             "/e2e_i2v_5b/image.png --height 48 --width 64", s1, i2v, dir);
+    run_ok(cmd);
+    snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    /* stage 2 at another size than stage 1 encoded */
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --height 96", s2, dir,
+             i2v);
+    expect_fail(cmd, "stage 1 encoded the image at 64x48", NULL);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s", s1, i2v, dir);
+    run_ok(cmd);
+    assert_true(stat(path, &st) != 0);
+    tu_rmrf(dir);
+}
+
+/* V2V through a stop and --resume: bit-identical to the uninterrupted run (the golden run's
+ * latents), and a resume with another --strength is refused naming it. */
+static void test_v2v_resume(void **s) {
+    (void)s;
+    cond_case c;
+    load_case(&c, "e2e_v2v_5b");
+    char dir[256], cmd[4096], qp[1100], s1[256], s2[256], path[512], base[2048];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    quote(qp, sizeof qp, c.prompt);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, qp, model, dir);
+    run_ok(cmd);
+    snprintf(base, sizeof base, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps %lld --guidance_scale %g "
+             "--seed %lld", s2, dir, model, (long long)c.steps, c.guidance, (long long)c.seed);
+    snprintf(cmd, sizeof cmd, "%s --strength %g --stop_after_steps 1", base, c.strength);
+    run_ok(cmd);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    struct stat st;
+    assert_true(stat(path, &st) != 0);   /* stopped: no result yet */
+    snprintf(cmd, sizeof cmd, "%s --strength 0.9 --resume", base);
+    expect_fail(cmd, "strength", NULL);
+    snprintf(cmd, sizeof cmd, "%s --strength %g --resume", base, c.strength);
+    run_ok(cmd);
+    cvx_safetensors *l = tu_open(path), *gold = tu_open(GOLDEN "/e2e_v2v_5b/expected.safetensors");
+    const cvx_tensor *lt = cvx_st_find(l, "latents");
+    float *got = cvx_tensor_f32_dup(lt), *want = golden_latents_cf(cvx_st_find(gold, "final_latents"), 0);
+    print_message("  resumed final_latents:\n");
+    ASSERT_REL_L2(got, want, (size_t)lt->numel, 1e-4);
+    free(got), free(want);
+    cvx_st_close(l), cvx_st_close(gold);
+    tu_rmrf(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_strength_t_start),
+        cmocka_unit_test(test_api_i2v_5b),
+        cmocka_unit_test(test_api_i2v_15),
+        cmocka_unit_test(test_cli_i2v_5b),
+        cmocka_unit_test(test_cli_i2v_5b_resize),
+        cmocka_unit_test(test_cli_i2v_15),
+        cmocka_unit_test(test_cli_v2v_5b),
+        cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_stale_and_size),
+        cmocka_unit_test(test_v2v_resume),
+    };
+    return cmocka_run_group_tests_name("e2e_conditioning", tests, NULL, NULL);
+}
