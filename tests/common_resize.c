@@ -1,44 +1,11 @@
-/* Pillow-exact LANCZOS resize and VaeImageProcessor.preprocess (golden README §11):
- * e2e_i2v_5b_resize/image.png (101×77) -> image_preprocessed [1, 3, 48, 64], and the
- * same-size e2e_i2v_5b/image.png (64×48, no resize). */
+/* Pillow-exact LANCZOS resize and VaeImageProcessor.preprocess: the filter, properties, frames,
+ * errors. The golden images (README §11: e2e_i2v_5b_resize/image.png 101×77 -> [1, 3, 48, 64],
+ * the same-size e2e_i2v_5b/image.png) are rows of tests/golden_cases.c. */
 #include "testutil.h"
 #include <math.h>
 #include "image.h"
 #include "resize.h"
 
-static void check_case(const char *dir, int expect_w, int expect_h) {
-    char path[512];
-    snprintf(path, sizeof path, GOLDEN "/%s/image.png", dir);
-    cvx_rgb_frames im;
-    ASSERT_OK(cvx_image_load(path, &im));
-    assert_int_equal(im.frames, 1);
-    assert_int_equal(im.width, expect_w);
-    assert_int_equal(im.height, expect_h);
-    snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", dir);
-    cvx_safetensors *st = tu_open(path);
-    const cvx_tensor *t = cvx_st_find(st, "image_preprocessed");
-    ASSERT_NONNULL(t);
-    assert_int_equal(t->ndim, 4);
-    const int H = (int)t->shape[2], W = (int)t->shape[3];
-    float *want = cvx_tensor_f32_dup(t), *got = cvx_alloc_f32((size_t)3 * H * W);
-    cvx_preprocess_image(im.rgb, im.width, im.height, W, H, got);
-    size_t differ = 0;
-    double maxd = 0;
-    for (size_t i = 0; i < (size_t)3 * H * W; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        if (d > maxd) maxd = d;
-        differ += got[i] != want[i];
-    }
-    print_message("  %s: %dx%d -> %dx%d, %zu of %d values differ, max abs diff %.3g\n", dir, im.width, im.height, W,
-                  H, differ, 3 * H * W, maxd);
-    assert_int_equal(differ, 0);   /* bit-exact, not merely within 1/255 */
-    free(want), free(got);
-    cvx_st_close(st);
-    cvx_rgb_frames_free(&im);
-}
-
-static void test_resize_golden(void **s) { (void)s; check_case("e2e_i2v_5b_resize", 101, 77); }
-static void test_same_size_golden(void **s) { (void)s; check_case("e2e_i2v_5b", 64, 48); }
 
 /* Pillow's filter: 1 at 0, zero at the integers, 0 outside [−3, 3) (−3 itself is inside: sin rounding). */
 static void test_filter(void **s) {
@@ -101,8 +68,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_filter),
         cmocka_unit_test(test_properties),
-        cmocka_unit_test(test_same_size_golden),
-        cmocka_unit_test(test_resize_golden),
         cmocka_unit_test(test_preprocess_frames),
         cmocka_unit_test(test_image_errors),
     };

@@ -14,6 +14,7 @@
 #include "resize.h"
 #include "rng.h"
 #include "stage1/t5.h"
+#include "stage1/tokenizer.h"
 #include "stage2/positional.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
@@ -71,6 +72,69 @@ static void run_t5(gh_case *c, const gh_row *r) {
     assert_non_null(strstr(cvx_last_error(), "100000"));
     t5_free(&m);
     free(one), free(out), free(ref), free(idv);
+}
+
+/* ============================================================== T5 tokenizer */
+
+/* Every golden prompt: input_ids and attention_mask [n, 226] exactly, and the untruncated ids
+ * of case.json. */
+static void run_tokenizer(gh_case *c, const gh_row *r) {
+    (void)r;
+    enum { L = 226 };
+    t5_tokenizer tok;
+    ASSERT_OK(t5_tokenizer_load(&tok, gh_path(c, "model/tokenizer")));
+    json_object *prompts = gh_json(c, "prompts"), *raw = gh_json(c, "untruncated_input_ids");
+    const cvx_tensor *want_ids = gh_tensor(c, "input_ids"), *want_mask = gh_tensor(c, "attention_mask");
+    const int n = (int)gh_len(prompts);
+    assert_int_equal(n, 10);
+    assert_int_equal(want_ids->shape[0], n);
+    assert_int_equal(want_ids->shape[1], L);
+    for (int p = 0; p < n; p++) {
+        const char *text = gh_str(gh_at(prompts, (size_t)p));
+        int64_t ids[2 * L], want[2 * L];
+        int n_raw;
+        ASSERT_OK(t5_tokenize(&tok, text, L, ids, ids + L, &n_raw));
+        for (int i = 0; i < L; i++) {
+            want[i] = gh_i64_at(want_ids, (size_t)p * L + i);
+            want[L + i] = gh_i64_at(want_mask, (size_t)p * L + i);
+        }
+        char what[48];
+        snprintf(what, sizeof what, "prompt %d ids + mask", p);
+        gh_check_exact_i64(c, what, ids, want, 2 * L);
+        json_object *rw = gh_at(raw, (size_t)p);
+        const int nr = (int)gh_len(rw);
+        assert_int_equal(n_raw, nr);
+        int64_t *full, *wr = malloc(sizeof(int64_t) * (size_t)(nr ? nr : 1));
+        int nf;
+        ASSERT_OK(t5_tokenize_raw(&tok, text, &full, &nf));
+        assert_int_equal(nf, nr);
+        for (int i = 0; i < nr; i++) wr[i] = gh_int(gh_at(rw, (size_t)i));
+        snprintf(what, sizeof what, "prompt %d untruncated ids", p);
+        gh_check_exact_i64(c, what, full, wr, (size_t)nr);
+        free(full), free(wr);
+    }
+    t5_tokenizer_free(&tok);
+}
+
+/* ============================================================== image preprocessing */
+
+/* image.png (i1 × i2 pixels) -> Pillow LANCZOS resize + VaeImageProcessor.preprocess ->
+ * image_preprocessed [1, 3, H, W], bit for bit (not merely within 1/255). */
+static void run_preprocess_image(gh_case *c, const gh_row *r) {
+    cvx_rgb_frames im;
+    ASSERT_OK(cvx_image_load(gh_path(c, "image.png"), &im));
+    assert_int_equal(im.frames, 1);
+    assert_int_equal(im.width, r->i1);
+    assert_int_equal(im.height, r->i2);
+    const cvx_tensor *t = gh_tensor(c, "image_preprocessed");
+    assert_int_equal(t->ndim, 4);
+    const int H = (int)t->shape[2], W = (int)t->shape[3];
+    float *want = cvx_tensor_f32_dup(t), *got = cvx_alloc_f32((size_t)3 * H * W);
+    cvx_preprocess_image(im.rgb, im.width, im.height, W, H, got);
+    print_message("  %s: %dx%d -> %dx%d\n", c->name, im.width, im.height, W, H);
+    gh_check_exact_f32(c, "image_preprocessed", got, want, (size_t)3 * H * W);
+    free(want), free(got);
+    cvx_rgb_frames_free(&im);
 }
 
 /* ============================================================== transformer */
@@ -596,6 +660,7 @@ static void run_i2v_image_latents(gh_case *c, const gh_row *r) {
 
 static const gh_row rows[] = {
     /* case               module                     runner                    tol    arg  i1 i2 i3 min */
+    {"tokenizer",         "t5 tokenizer",            run_tokenizer,            EXACT, NULL, 0, 0, 0, 20},
     {"t5",                "t5 encoder",              run_t5,                   1e-5,  NULL, 0, 0, 0, 10},
     {"transformer_2b",    "transformer (sincos)",    run_transformer,          1e-5,  NULL, 0, 0, 0, 2},
     {"transformer_5b",    "transformer (rope)",      run_transformer,          1e-5,  NULL, 0, 0, 0, 4},
@@ -632,6 +697,8 @@ static const gh_row rows[] = {
     {"vae_encode",        "vae encode 9 frames",     run_vae_encode,           1e-4,  "f9", 0, 0, 0, 5},
     {"vae_encode",        "vae encode 17 frames",    run_vae_encode,           1e-4,  "f17", 0, 0, 0, 5},
     {"vae_encode",        "vae encode tiled",        run_vae_encode,           1e-4,  "f9_tiled", 1, 32, 40, 5},
+    {"e2e_i2v_5b_resize", "image preprocess",        run_preprocess_image,     EXACT, NULL, 101, 77, 0, 1},
+    {"e2e_i2v_5b",        "image preprocess",        run_preprocess_image,     EXACT, NULL, 64, 48, 0, 1},
     {"e2e_i2v_5b",        "i2v image latents",       run_i2v_image_latents,    1e-4,  NULL, 0, 0, 0, 4},
     {"e2e_i2v_5b_resize", "i2v image latents",       run_i2v_image_latents,    1e-4,  NULL, 0, 0, 0, 4},
 };

@@ -1,5 +1,6 @@
-/* T5Tokenizer parity: every golden prompt's input_ids and attention_mask exactly, plus the
- * untruncated ids from case.json, and the edge cases upstream's code implies. */
+/* T5Tokenizer: the vocabulary, the edge cases upstream's code implies, the genuine T5 vocabulary.
+ * The golden prompts (input_ids and attention_mask exactly, untruncated ids of case.json) are a
+ * row of tests/golden_cases.c. */
 #include "testutil.h"
 #include "config.h"
 #include "stage1/tokenizer.h"
@@ -31,50 +32,6 @@ static void test_vocabulary(void **state) {
     assert_int_equal(tok.vocab_size, 900);   /* len(tokenizer) in case.json */
     assert_int_equal(tok.eos_id, 1);
     assert_int_equal(tok.pad_id, 0);
-}
-
-/* The 10 golden prompts: ids and mask [10, 226] exactly; untruncated ids as case.json. */
-static void test_golden_prompts(void **state) {
-    (void)state;
-    cvx_config c;
-    ASSERT_OK(cvx_config_load(&c, TOK_CASE "/case.json"));
-    json_object *prompts, *raw;
-    assert_true(json_object_object_get_ex(c.root, "prompts", &prompts));
-    assert_true(json_object_object_get_ex(c.root, "untruncated_input_ids", &raw));
-    cvx_safetensors *st = tu_open(TOK_CASE "/expected.safetensors");
-    const cvx_tensor *want_ids = cvx_st_find(st, "input_ids"), *want_mask = cvx_st_find(st, "attention_mask");
-    assert_non_null(want_ids);
-    assert_non_null(want_mask);
-    const int n = (int)json_object_array_length(prompts);
-    assert_int_equal(n, 10);
-    assert_int_equal(want_ids->shape[0], n);
-    assert_int_equal(want_ids->shape[1], L);
-    for (int p = 0; p < n; p++) {
-        const char *text = json_object_get_string(json_object_array_get_idx(prompts, p));
-        int64_t ids[L], mask[L], wi[L], wm[L];
-        int n_raw;
-        ASSERT_OK(t5_tokenize(&tok, text, L, ids, mask, &n_raw));
-        memcpy(wi, (const int64_t *)want_ids->data + (size_t)p * L, sizeof wi);
-        memcpy(wm, (const int64_t *)want_mask->data + (size_t)p * L, sizeof wm);
-        for (int i = 0; i < L; i++) {
-            if (ids[i] != wi[i] || mask[i] != wm[i])
-                fail_msg("prompt %d position %d: id %lld mask %lld, expected id %lld mask %lld", p, i,
-                         (long long)ids[i], (long long)mask[i], (long long)wi[i], (long long)wm[i]);
-        }
-        json_object *r = json_object_array_get_idx(raw, p);
-        const int nr = (int)json_object_array_length(r);
-        assert_int_equal(n_raw, nr);
-        int64_t *full;
-        int nf;
-        ASSERT_OK(t5_tokenize_raw(&tok, text, &full, &nf));
-        assert_int_equal(nf, nr);
-        for (int i = 0; i < nr; i++)
-            assert_int_equal(full[i], json_object_get_int64(json_object_array_get_idx(r, i)));
-        free(full);
-        print_message("  prompt %d: %d tokens%s, ids and mask exact\n", p, nr, nr > L ? " (truncated)" : "");
-    }
-    cvx_st_close(st);
-    cvx_config_free(&c);
 }
 
 /* Cases implied by upstream's code rather than covered by the golden prompts. */
@@ -205,7 +162,6 @@ static void test_missing_model(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vocabulary),
-        cmocka_unit_test(test_golden_prompts),
         cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_genuine_vocabulary),
         cmocka_unit_test(test_embedded_model_tokenizer),
