@@ -89,6 +89,7 @@ typedef struct {
     int checkpoint_every, resume, stop_after_steps;
     const void *fingerprint;      /* const cogvideox_fingerprint *, NULL = none */
     /* (I2V / V2V come next: conditioning latents and their frame count go here) */
+    struct cvx_dist *cfg_dist;    /* CFG-parallel group of 2 MPI ranks (common/dist.h), NULL = none */
 } cvx_sample_params;
 
 typedef struct {

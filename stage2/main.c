@@ -21,6 +21,7 @@
 #include "error.h"
 #include "fileio.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/parallel.h"
 #include "progress.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
@@ -35,6 +36,8 @@
 
 int main(int argc, char **argv) {
     cvx_set_program_name("stage2");
+    cvx_dist *world = cvx_par_start(&argc, &argv);   /* one rank without mpirun */
+    int cfg_parallel = 0, sp_degree = 1;
     const char *input_dir = DEFAULT_DIR, *output_dir = NULL, *model_id = NULL, *model_dir_arg = NULL;
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0;
     cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = 6.0, .seed = 42};
@@ -45,7 +48,8 @@ int main(int argc, char **argv) {
         {"width", 1, 0, 'W'}, {"frames", 1, 0, 'F'}, {"fps", 1, 0, 'f'}, {"model_id", 1, 0, 'm'},
         {"model_dir", 1, 0, 'M'}, {"scheduler", 1, 0, 'S'}, {"threads", 1, 0, 't'}, {"resume", 0, 0, 'r'},
         {"checkpoint_every", 1, 0, 'c'}, {"output_dtype", 1, 0, 'd'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'},
-        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'},
+        {"cfg_parallel", 0, 0, 'P'}, {"sp", 1, 0, 'Q'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -79,7 +83,9 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'x': stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
-        case 'h': usage(stdout); return 0;
+        case 'P': cfg_parallel = 1; break;
+        case 'Q': sp_degree = (int)cvx_flag_int("--sp", optarg, 1, 4096); break;
+        case 'h': if (cvx_par_writer(world)) usage(stdout); cvx_dist_free(world); return 0;
         default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
     }
@@ -87,7 +93,13 @@ int main(int argc, char **argv) {
     if (model_id && model_dir_arg) cvx_die("give --model_id or --model_dir, not both");
     if (sp.scheduler && !cogvideox_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
-    cvx_set_verbosity(verbosity);
+    cvx_par par;
+    cvx_par_layout(&par, world, cfg_parallel, sp_degree);
+    if (sp_degree > 1) {   /* TODO(issue 11): Ulysses in the transformer's attention */
+        cvx_error("--sp %d: sequence parallelism is not wired yet (use --cfg_parallel)", sp_degree);
+        cvx_par_fail(world);
+    }
+    cvx_set_verbosity(cvx_par_writer(world) ? verbosity : 0);
     const double t0 = cvx_time();
 
     /* ---- inputs: everything is checked before anything is written ---- */
@@ -112,25 +124,33 @@ int main(int argc, char **argv) {
     cvx_embeddings emb;
     cvx_sample_params r;
     cogvideox_fingerprint fp;
-    if (!m || cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
-        cvx_sample_fingerprint(m, &r, emb_path, &fp))
-        cvx_die_last_error();
+    int irc = !m || cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
+              cvx_sample_fingerprint(m, &r, emb_path, &fp);
+    cvx_par_agree_or_fail(world, irc);   /* one rank: cvx_die */
     if (!fps) fps = cvx_model_get_info(m)->fps;
-    if (cvx_mkdirs(output_dir)) cvx_die_last_error();
-    if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
+    if (cvx_par_writer(world)) {   /* rank 0 writes */
+        irc = cvx_mkdirs(output_dir);
+        if (!irc && access(output_dir, W_OK) != 0) irc = cvx_error("%s: output directory is not writable", output_dir);
+    }
+    cvx_par_agree_or_fail(world, irc);
+    char layout[64];
+    snprintf(layout, sizeof layout, "cfg %d x sp %d", par.cfg, par.sp);
+    cvx_par_check_sample_inputs(world, m, &fp, emb_path, resume ? ckpt_path : NULL, layout);
 
     /* ---- the loop ---- */
     sp.checkpoint_path = ckpt_path, sp.checkpoint_every = checkpoint_every, sp.resume = resume;
-    sp.stop_after_steps = stop_after, sp.fingerprint = &fp;
+    sp.stop_after_steps = stop_after, sp.fingerprint = &fp, sp.cfg_dist = par.cfg_group;
     cvx_latents lat;
-    if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) cvx_die_last_error();
-    if (lat.steps_done < r.num_inference_steps) {
+    if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) cvx_par_fail(world);
+    if (!cvx_par_writer(world)) {
+        /* ranks > 0 computed their share; rank 0 writes */
+    } else if (lat.steps_done < r.num_inference_steps) {
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
                  lat.steps_done, r.num_inference_steps, ckpt_path);
     } else {
         if (cvx_latents_write(lat_path, &lat, &r, out_dtype, model) ||
             cvx_genconfig_record_sample(out_gc, in_gc, &r, fps, lat.scheduler, model))
-            cvx_die_last_error();
+            cvx_par_fail(world);   /* under MPI: MPI_Abort stops every rank */
         /* the checkpoint is stale now that the result is written */
         if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0)
             cvx_warn("%s: could not delete: %s", ckpt_path, strerror(errno));
@@ -146,5 +166,6 @@ int main(int argc, char **argv) {
     cvx_embeddings_free(&emb);
     cvx_model_close(m);
     cvx_st_close(emb_file);
+    cvx_par_end(&par);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "error.h"
 #include "fileio.h"
 #include "ops.h"
@@ -201,8 +202,14 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                      cogvideox_sample_result *result) {
     const cogvideox_config *c = cogvideox_get_config(m);
     const size_t n = sh->numel, D = (size_t)c->text_embed_dim;
-    const int n_steps = p->num_inference_steps, cfg = cogvideox_uses_cfg(p), B = cfg ? 2 : 1;
+    const int n_steps = p->num_inference_steps, cfg = cogvideox_uses_cfg(p);
+    /* CFG-parallel: this rank's forward computes one branch (its rank: 0 uncond, 1 cond) */
+    cvx_dist *cd = p->cfg_dist && cvx_dist_size(p->cfg_dist) > 1 ? p->cfg_dist : NULL;
+    const int B = cfg && !cd ? 2 : 1, writer = !cd || cvx_dist_world_rank(cd) == 0;
     memset(result, 0, sizeof(*result));
+    if (cd && (!cfg || cvx_dist_size(cd) != 2))
+        return cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks per group, "
+                         "got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd));
     if (cogvideox_scheduler_set_timesteps(s, n_steps)) return -1;
     CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
     s->type->init(s, n);
@@ -210,14 +217,17 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
 
     /* text batch: negative first, as upstream's torch.cat([negative, prompt]) */
     float *text = cvx_malloc((size_t)B * L * D * sizeof(float));
-    if (cfg) {
+    if (cd) {
+        memcpy(text, cvx_dist_rank(cd) == 0 ? negative : prompt, (size_t)L * D * sizeof(float));
+    } else if (cfg) {
         memcpy(text, negative, (size_t)L * D * sizeof(float));
         memcpy(text + (size_t)L * D, prompt, (size_t)L * D * sizeof(float));
     } else {
         memcpy(text, prompt, (size_t)L * D * sizeof(float));
     }
-    float *x = cvx_alloc_f32((size_t)B * n);          /* [B, F, C, h, w] model input */
-    float *out = cvx_alloc_f32((size_t)B * n);        /* [B, F, C, h, w] model output */
+    float *x = cvx_alloc_f32(n);                      /* [1, F, C, h, w] model input (each branch) */
+    float *out = cvx_alloc_f32((size_t)(cfg ? 2 : 1) * n);   /* [2|1, F, C, h, w] model output (both branches) */
+    float *branch = cd ? cvx_alloc_f32(n) : NULL;     /* [1, F, C, h, w] this rank's branch (CFG-parallel) */
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
     float *rope_cos = NULL, *rope_sin = NULL;
     int rc = -1;
@@ -225,14 +235,16 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     cvx_generator gen;
     int start = 0;
     if (ck && ck->path && ck->resume) {
-        if (checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen)) goto done;
+        int rrc = checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen);
+        if (cd) rrc = cvx_dist_agree(cd, rrc);   /* every rank reads it; any failure stops all */
+        if (rrc) goto done;
         cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
     } else {
         /* prepare_latents: randn([1, F, C, h, w]) from the seeded generator, its first use;
          * × init_noise_sigma (1.0) */
         cvx_generator_seed(&gen, p->seed);
         cvx_randn(&gen, latents, n);
-        if (ck && ck->path && cvx_is_file(ck->path))
+        if (writer && ck && ck->path && cvx_is_file(ck->path))
             cvx_warn("%s exists and will be overwritten by this new run (pass --resume to continue it instead)",
                      ck->path);
     }
@@ -256,11 +268,18 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     for (int i = start; i < n_steps; i++) {
         int64_t t = s->timesteps[i];
         int64_t tstep[2] = {t, t};
-        for (int b = 0; b < B; b++) memcpy(x + (size_t)b * n, latents, n * sizeof(float));
-        if (cogvideox_forward(m, x, B, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos, rope_sin, out)) {
-            cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
-            goto done;
-        }
+        memcpy(x, latents, n * sizeof(float));
+        /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
+         * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
+         * branches alike here is what makes --cfg_parallel bit-identical to this (docs/distributed.md). */
+        int frc = 0;
+        for (int b = 0; b < B && !frc; b++)
+            frc = cogvideox_forward(m, x, 1, sh->frames, sh->height, sh->width, text + (size_t)b * L * D, L, tstep,
+                                    rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
+        if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
+        /* CFG-parallel: agree (a rank failing alone stops both), then out = [uncond, cond] */
+        if (cd) frc = cvx_dist_agree(cd, frc) || cvx_dist_allgather(cd, branch, n * sizeof(float), out);
+        if (frc) goto done;
         if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(p, t));
         else memcpy(pred, out, n * sizeof(float));
 
@@ -273,7 +292,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
-            if (checkpoint_write(ck, sh, latents, done_steps, s, &gen)) goto done;
+            int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen) : 0;
+            if (cd) wrc = cvx_dist_agree(cd, wrc);
+            if (wrc) goto done;
         }
         cvx_progress_update(&bar, done_steps - start);
         if (stop) break;
@@ -284,7 +305,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     result->seconds = cvx_time() - t0;
     rc = 0;
 done:
-    free(text); free(x); free(out); free(pred); free(prev);
+    free(text); free(x); free(out); free(pred); free(prev); free(branch);
     free(rope_cos); free(rope_sin);
     return rc;
 }

@@ -26,6 +26,11 @@ typedef struct {
     /* progress of the loop (NULL: the default bar on stderr) */
     void (*progress)(void *user, const char *label, int done, int total);
     void *progress_user;
+    /* CFG-parallel (docs/distributed.md): a group of 2 ranks, rank 0 computing the unconditional
+     * branch, rank 1 the conditional one, the predictions exchanged once per step; NULL = both
+     * branches batched here. Every rank then runs the same scheduler step; only world rank 0
+     * writes checkpoints. */
+    struct cvx_dist *cfg_dist;
 } cogvideox_sample_params;
 
 typedef struct {
