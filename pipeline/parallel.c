@@ -45,7 +45,7 @@ void cvx_par_layout(cvx_par *par, cvx_dist *world, int cfg_parallel, int sp) {
         rc = cvx_error("%d MPI rank%s, but the flags ask for %d (2 with --cfg_parallel, times --sp N): start with "
                        "mpirun -np %d, or change the flags", n, n == 1 ? "" : "s", par->cfg * par->sp,
                        par->cfg * par->sp);
-    if (rc) cvx_par_fail(world);   /* every rank found the same: rank 0 prints it */
+    if (rc) cvx_dist_exit_error(world);   /* every rank found the same: rank 0 prints it */
     if (n > 1 && cvx_dist_split_grid(world, par->cfg, par->sp, &par->cfg_group, &par->sp_group))
         cvx_par_fail(world);
 }

@@ -19,6 +19,8 @@ cvx_dist *cvx_par_start(int *argc, char ***argv);
 /* The MPI flags of a program: refused in a build without MPI (one clear error, exit 1); the
  * world size must be cfg × sp (every rank finds the same, rank 0 prints it). */
 void cvx_par_layout(cvx_par *par, cvx_dist *world, int cfg_parallel, int sp);
+/* An error every rank found alike (a flag): rank 0 prints it, every rank exits 1. */
+#define cvx_par_fail_alike(world) cvx_dist_exit_error(world)
 void cvx_par_end(cvx_par *par);   /* frees the groups and the world (MPI_Finalize) */
 
 /* 1 on the rank that writes outputs, checkpoints and progress (world rank 0). */

@@ -17,6 +17,7 @@
 #include "error.h"
 #include "fileio.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/parallel.h"
 #include "progress.h"
 
 #define DEFAULT_MODEL_ID "zai-org/CogVideoX-2b"
@@ -25,6 +26,13 @@
 
 int main(int argc, char **argv) {
     cvx_set_program_name("stage1");
+    /* Under mpirun: the text encoder takes seconds, so rank 0 does it all and writes; the other
+     * ranks exit 0 at once, printing nothing (docs/distributed.md). */
+    cvx_dist *world = cvx_par_start(&argc, &argv);
+    if (!cvx_par_writer(world)) {
+        cvx_dist_free(world);
+        return 0;
+    }
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL;
     int L = 226, threads = 0, verbosity = 1;
@@ -114,5 +122,6 @@ int main(int argc, char **argv) {
     if (items != &single) free(items);
     free(file_buf);
     cvx_model_close(m);
+    cvx_dist_free(world);
     return 0;
 }

@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     cvx_par_layout(&par, world, cfg_parallel, sp_degree);
     if (sp_degree > 1) {   /* TODO(issue 11): Ulysses in the transformer's attention */
         cvx_error("--sp %d: sequence parallelism is not wired yet (use --cfg_parallel)", sp_degree);
-        cvx_par_fail(world);
+        cvx_par_fail_alike(world);
     }
     cvx_set_verbosity(cvx_par_writer(world) ? verbosity : 0);
     const double t0 = cvx_time();

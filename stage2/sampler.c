@@ -207,9 +207,13 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     cvx_dist *cd = p->cfg_dist && cvx_dist_size(p->cfg_dist) > 1 ? p->cfg_dist : NULL;
     const int B = cfg && !cd ? 2 : 1, writer = !cd || cvx_dist_world_rank(cd) == 0;
     memset(result, 0, sizeof(*result));
-    if (cd && (!cfg || cvx_dist_size(cd) != 2))
-        return cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks per group, "
-                         "got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd));
+    if (cd) {   /* alike on every rank: agreed, so that rank 0 alone reports it */
+        int bad = !cfg || cvx_dist_size(cd) != 2
+                      ? cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks "
+                                  "per group, got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd))
+                      : 0;
+        if (cvx_dist_agree(cd, bad)) return -1;
+    }
     if (cogvideox_scheduler_set_timesteps(s, n_steps)) return -1;
     CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
     s->type->init(s, n);
