@@ -14,12 +14,6 @@
 #define MODEL_5B GOLDEN "/e2e_5b/model"
 #define SIZE "--frames 9 --height 48 --width 64"
 
-static void run_ok(const char *cmd) {
-    char err[8192];
-    int rc = tu_run(cmd, err, sizeof err);
-    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
-}
-
 static int count_lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
@@ -34,6 +28,30 @@ static void expect_one_error(const char *cmd, const char *want) {
     if (rc == 124) fail_msg("timed out (a rank hangs): %s", cmd);
     if (count_lines(err) != 1 || !strstr(err, want))
         fail_msg("expected one stderr line with '%s', got:\n%s\n(command: %s)", want, err, cmd);
+}
+
+static void test_flags_in_this_build(void **state) {
+    (void)state;
+    char s2[256], cmd[1024];
+    tu_program(s2, sizeof s2, "stage2");
+#ifdef CVX_USE_MPI
+    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --cfg_parallel", s2);
+    expect_one_error(cmd, "stage2: error: 1 MPI rank, but the flags ask for 2 (2 with --cfg_parallel, times --sp N): "
+                          "start with mpirun -np 2");
+#else
+    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --cfg_parallel", s2);
+    expect_one_error(cmd, "stage2: error: --cfg_parallel: this build has no MPI (built with NO_MPI=1 or without "
+                          "libopenmpi-dev)");
+    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --sp 2", s2);
+    expect_one_error(cmd, "stage2: error: --sp: this build has no MPI");
+#endif
+}
+
+#ifdef CVX_USE_MPI
+static void run_ok(const char *cmd) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
 }
 
 static char *slurp(const char *path, size_t *n) {
@@ -59,24 +77,6 @@ static void assert_same_bytes(const char *a, const char *b) {
     free(y);
 }
 
-static void test_flags_in_this_build(void **state) {
-    (void)state;
-    char s2[256], cmd[1024];
-    tu_program(s2, sizeof s2, "stage2");
-#ifdef CVX_USE_MPI
-    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --cfg_parallel", s2);
-    expect_one_error(cmd, "stage2: error: 1 MPI rank, but the flags ask for 2 (2 with --cfg_parallel, times --sp N): "
-                          "start with mpirun -np 2");
-#else
-    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --cfg_parallel", s2);
-    expect_one_error(cmd, "stage2: error: --cfg_parallel: this build has no MPI (built with NO_MPI=1 or without "
-                          "libopenmpi-dev)");
-    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --sp 2", s2);
-    expect_one_error(cmd, "stage2: error: --sp: this build has no MPI");
-#endif
-}
-
-#ifdef CVX_USE_MPI
 /* mpirun prefix: no banners (-q), root in CI containers, no CMA in Docker, a time limit. */
 static void mpirun(char *buf, size_t n, int np) {
     snprintf(buf, n,
