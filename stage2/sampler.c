@@ -267,7 +267,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
 
     cvx_progress bar;
     cvx_progress_start_cb(&bar, "denoising", n_steps - start, p->progress, p->progress_user);
-    double t0 = cvx_time();
+    double t0 = cvx_time(), comm_s = 0;
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {
         int64_t t = s->timesteps[i];
@@ -282,7 +282,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                                     rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
         if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
         /* CFG-parallel: agree (a rank failing alone stops both), then out = [uncond, cond] */
+        double tc = cvx_time();
         if (cd) frc = cvx_dist_agree(cd, frc) || cvx_dist_allgather(cd, branch, n * sizeof(float), out);
+        comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
         if (frc) goto done;
         if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(p, t));
         else memcpy(pred, out, n * sizeof(float));
@@ -307,6 +309,10 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     else if (bar.is_tty && bar.printed && cvx_verbosity() >= 1) fputc('\n', stderr);   /* stopped early */
     result->steps_done = done_steps;
     result->seconds = cvx_time() - t0;
+    if (cd && done_steps > start)
+        cvx_info("CFG-parallel: %.2f MB sent per step by each rank; %.3f s of %.2f s in the exchange (%.2f %%, with "
+                 "waiting for the other rank)", n * sizeof(float) / 1e6, comm_s, result->seconds,
+                 100.0 * comm_s / (result->seconds > 0 ? result->seconds : 1));
     rc = 0;
 done:
     free(text); free(x); free(out); free(pred); free(prev); free(branch);
