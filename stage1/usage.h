@@ -24,6 +24,7 @@ static void usage(FILE *f) {
         "                              load; line N is written to stage1_embeddings_NNNN.safetensors\n"
         "                              (N = line number in the file, 1-based, at least 4 digits)\n"
         "  --threads N                 threads (default: all cores)\n"
+        "                              (under mpirun rank 0 encodes and writes, the others exit)\n"
         "  --quiet                     only errors and warnings\n"
         "  --verbose                   more detail\n"
         "  --help                      this text\n"
