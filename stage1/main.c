@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'f': prompts_file = optarg; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': usage(stdout); cvx_dist_free(world); return 0;
         default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
     }
