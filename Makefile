@@ -55,6 +55,15 @@ $(BUILD)/tests/mpi/%: $(BUILD)/tests/mpi/%.c.o $(BUILD)/libcvx.a
 	$(CXX) -o $@ $^ $(LIBS)
 .DEFAULT_GOAL := all
 tests-build: $(MPI_TEST_BINS)
+# make run NP=2 [HOSTS=hostfile] [SP=...]: stage 2 and 3 under mpirun (docs/distributed.md).
+# NP ranks: stage 2 with --cfg_parallel (NP = 2 × SP when SP is given), stage 3 shares its tiles;
+# THREADS applies per rank. MPIRUN_FLAGS adds mpirun options (e.g. --bind-to none -x OMP_NUM_THREADS).
+NP           ?= 1
+HOSTS        ?=
+SP           ?=
+MPIRUN_FLAGS ?=
+MPI_RUN      = $(if $(filter-out 1,$(NP)),mpirun -q -np $(NP) $(if $(HOSTS),--hostfile $(HOSTS)) $(MPIRUN_FLAGS))
+STAGE2_MPI   = $(if $(filter-out 1,$(NP)),--cfg_parallel $(if $(SP),--sp $(SP)))
 # ---- end of MPI --------------------------------------------------------------------------
 
 COMMON_SRC := $(wildcard common/*.c) $(wildcard common/*.cc)
@@ -155,7 +164,7 @@ help:
 	@echo "                    IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
 
 clean:
-	rm -rf build build-asan build-fuzz bin
+	rm -rf build build-asan build-fuzz build-nompi bin
 
 # ---- The pipeline: make run PROMPT="..." --------------------------------------------------
 # Each stage's output depends on its inputs, its program and a stamp file holding its settings
@@ -210,9 +219,9 @@ FORCE:
 $(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args $(BIN)/stage1 $(wildcard $(IMAGE)) $(if $(VIDEO),$(wildcard $(VIDEO) $(VIDEO)/*))
 	$(BIN)/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
 $(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2
-	$(BIN)/stage2 $(STAGE2_ARGS) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
+	$(MPI_RUN) $(BIN)/stage2 $(STAGE2_ARGS) $(STAGE2_MPI) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
 $(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $(BIN)/stage3
-	$(BIN)/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $@ --threads $(THREADS)
+	$(MPI_RUN) $(BIN)/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $@ --threads $(THREADS)
 
 pipeline: $(OUT)/output_video.mp4
 	@echo "video: $(OUT)/output_video.mp4  contact sheet: $(OUT)/contact_sheet.png"

@@ -93,6 +93,7 @@ typedef struct {
      * 0 or equal); V2V: its frame count too. */
     const struct cvx_conditioning *conditioning;
     double strength;              /* V2V: 0 = 0.8 (upstream's default); in (0, 1] */
+    struct cvx_dist *cfg_dist;    /* CFG-parallel group of 2 MPI ranks (common/dist.h), NULL = none */
 } cvx_sample_params;
 
 typedef struct {
@@ -116,6 +117,9 @@ typedef enum { CVX_TILING_AUTO = 0, CVX_TILING_ON, CVX_TILING_OFF } cvx_tiling;
 typedef struct {
     cvx_tiling tiling;
     int tile_height, tile_width;  /* tile size in pixels, 0 = vae sample size / 2 */
+    /* MPI ranks (common/dist.h) sharing a tiled decode; rank 0 gets the frames (the others get
+     * data[b] = NULL). An untiled decode runs on rank 0 alone. NULL = this process alone. */
+    struct cvx_dist *dist;
 } cvx_decode_params;
 
 typedef struct {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "error.h"
 #include "validate.h"
 
@@ -56,10 +57,17 @@ int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B
     cvx_progress_begin(&bar, "vae decode", B * vae_decode_steps(d, T, h, w, tiled, tsh, tsw), progress, user);
     out->B = B, out->T = To, out->H = h * d->spatial_ratio, out->W = w * d->spatial_ratio, out->tiled = tiled;
     out->data = cvx_calloc((size_t)B, sizeof *out->data);
+    /* several ranks: tiles spread over them; an untiled decode is rank 0's alone */
+    const int ranks = p->dist ? cvx_dist_size(p->dist) : 1, root = !p->dist || cvx_dist_rank(p->dist) == 0;
+    if (ranks > 1 && !tiled) cvx_info("untiled decode: rank 0 decodes alone (tiles are what ranks share)");
     for (int b = 0; b < B; b++) {
         const float *zb = z + (size_t)b * C * T * h * w;   // [C, T, h, w]
         if (tiled) {
-            out->data[b] = vae_decode_tiled(d, zb, T, h, w, tsh, tsw, &out->T, &out->H, &out->W, &bar);
+            int To2, H2, W2;
+            out->data[b] = vae_decode_tiled_dist(d, zb, T, h, w, tsh, tsw, p->dist, &To2, &H2, &W2, &bar);
+            if (root) out->T = To2, out->H = H2, out->W = W2;
+        } else if (!root) {
+            out->data[b] = NULL;
         } else {
             out->data[b] = cvx_alloc_f32((size_t)d->out_channels * To * out->H * out->W);   // [3, To, Ho, Wo]
             vae_decode_chunked(d, zb, T, h, w, out->data[b], &bar);

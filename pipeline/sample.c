@@ -67,7 +67,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
         .frames = p.frames, .height = p.height, .width = p.width, .num_inference_steps = p.num_inference_steps,
         .guidance_scale = p.guidance_scale, .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
         .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
-        .progress = progress, .progress_user = user,
+        .progress = progress, .progress_user = user, .cfg_dist = p.cfg_dist,
         .i2v = p.conditioning && p.conditioning->mode == CVX_MODE_I2V};
     if (sp.num_inference_steps > sched.num_train_timesteps) {
         cvx_error("--num_inference_steps %d: at most num_train_timesteps %d (%s)", sp.num_inference_steps,

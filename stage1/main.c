@@ -22,6 +22,7 @@
 #include "runenv.h"
 #include "validate.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/parallel.h"
 #include "progress.h"
 
 #define DEFAULT_MODEL_ID "zai-org/CogVideoX-2b"
@@ -32,6 +33,13 @@ int main(int argc, char **argv) {
     cvx_set_program_name("stage1");
     cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
     cvx_install_signal_cleanup();    /* SIGINT/SIGTERM remove this run's temps */
+    /* Under mpirun: the text encoder takes seconds, so rank 0 does it all and writes; the other
+     * ranks exit 0 at once, printing nothing (docs/distributed.md). */
+    cvx_dist *world = cvx_par_start(&argc, &argv);
+    if (!cvx_par_writer(world)) {
+        cvx_dist_free(world);
+        return 0;
+    }
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL;
     int L = 226, threads = 0, verbosity = 1;
@@ -68,7 +76,7 @@ int main(int argc, char **argv) {
         case 'F': cp.max_frames = (int)cvx_flag_int("--frames", optarg, 1, 65536); break;
         case 'H': cp.height = (int)cvx_flag_int("--height", optarg, 1, 65536); break;
         case 'W': cp.width = (int)cvx_flag_int("--width", optarg, 1, 65536); break;
-        case 'h': usage(stdout); return 0;
+        case 'h': usage(stdout); cvx_dist_free(world); return 0;
         default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
     }
@@ -183,5 +191,6 @@ int main(int argc, char **argv) {
     free(file_buf);
     cvx_model_close(m);
     cvx_dir_lock_release(lock);
+    cvx_dist_free(world);
     return 0;
 }

@@ -32,6 +32,7 @@ static void usage(FILE *f) {
         "                              when it differs; default the model's, as stage 2); stage 2\n"
         "                              takes the size (and V2V's frame count) from stage 1\n"
         "  --threads N                 threads (default: all cores)\n"
+        "                              (under mpirun rank 0 encodes and writes, the others exit)\n"
         "  --quiet                     only errors and warnings\n"
         "  --verbose                   more detail\n"
         "  --help                      this text\n"

@@ -26,6 +26,7 @@
 #include "runenv.h"
 #include "validate.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/parallel.h"
 #include "progress.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
@@ -51,6 +52,8 @@ int main(int argc, char **argv) {
     cvx_set_program_name("stage2");
     cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
     cvx_install_signal_cleanup();    /* SIGINT/SIGTERM remove this run's temps */
+    cvx_dist *world = cvx_par_start(&argc, &argv);   /* one rank without mpirun */
+    int cfg_parallel = 0, sp_degree = 1;
     const char *input_dir = DEFAULT_DIR, *output_dir = NULL, *model_id = NULL, *model_dir_arg = NULL;
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0;
     cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = 6.0, .seed = 42};
@@ -61,7 +64,8 @@ int main(int argc, char **argv) {
         {"width", 1, 0, 'W'}, {"frames", 1, 0, 'F'}, {"fps", 1, 0, 'f'}, {"model_id", 1, 0, 'm'},
         {"model_dir", 1, 0, 'M'}, {"scheduler", 1, 0, 'S'}, {"threads", 1, 0, 't'}, {"resume", 0, 0, 'r'},
         {"checkpoint_every", 1, 0, 'c'}, {"output_dtype", 1, 0, 'd'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'},
-        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {"strength", 1, 0, 'R'}, {0, 0, 0, 0}};
+        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {"strength", 1, 0, 'R'},
+        {"cfg_parallel", 0, 0, 'P'}, {"sp", 1, 0, 'Q'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -97,7 +101,9 @@ int main(int argc, char **argv) {
         case 'v': verbosity = 2; break;
         case 'R': sp.strength = cvx_flag_num("--strength", optarg, 1e-9, 1); break;
         case 'x': stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
-        case 'h': usage(stdout); return 0;
+        case 'P': cfg_parallel = 1; break;
+        case 'Q': sp_degree = (int)cvx_flag_int("--sp", optarg, 1, 4096); break;
+        case 'h': if (cvx_par_writer(world)) usage(stdout); cvx_dist_free(world); return 0;
         default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
     }
@@ -105,7 +111,13 @@ int main(int argc, char **argv) {
     if (model_id && model_dir_arg) cvx_die("give --model_id or --model_dir, not both");
     if (sp.scheduler && !cogvideox_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
-    cvx_set_verbosity(verbosity);
+    cvx_par par;
+    cvx_par_layout(&par, world, cfg_parallel, sp_degree);
+    if (sp_degree > 1) {   /* TODO(issue 11): Ulysses in the transformer's attention */
+        cvx_error("--sp %d: sequence parallelism is not wired yet (use --cfg_parallel)", sp_degree);
+        cvx_par_fail_alike(world);
+    }
+    cvx_set_verbosity(cvx_par_writer(world) ? verbosity : 0);
     const double t0 = cvx_time();
 
     /* ---- inputs: everything is checked before anything is written ---- */
@@ -120,13 +132,16 @@ int main(int argc, char **argv) {
         cvx_die("path too long under %s or %s", input_dir, output_dir);
     if (!cvx_is_file(emb_path)) cvx_die("%s: input file not found (run stage1 first, or pass --input_dir)", emb_path);
     /* one run per output directory; the input directory (if another) is not replaced while read */
-    if (cvx_mkdirs(output_dir)) cvx_die_last_error();
-    if (access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
+    const int writer = cvx_par_writer(world);   /* under MPI only rank 0 writes, and so locks */
+    if (writer && cvx_mkdirs(output_dir)) cvx_die_last_error();
+    if (writer && access(output_dir, W_OK) != 0) cvx_die("%s: output directory is not writable", output_dir);
     char real_in[PATH_MAX], real_out[PATH_MAX];
     int same_dir = realpath(input_dir, real_in) && realpath(output_dir, real_out) && !strcmp(real_in, real_out);
-    cvx_dir_lock *out_lock = cvx_dir_lock_acquire(output_dir, 1), *in_lock = NULL;
-    if (!out_lock || (!same_dir && !(in_lock = cvx_dir_lock_acquire(input_dir, 0)))) cvx_die_last_error();
-    cvx_clean_stale_temps(output_dir);
+    cvx_dir_lock *out_lock = NULL, *in_lock = NULL;
+    if (writer && (!(out_lock = cvx_dir_lock_acquire(output_dir, 1)) ||
+                   (!same_dir && !(in_lock = cvx_dir_lock_acquire(input_dir, 0)))))
+        cvx_die_last_error();
+    if (writer) cvx_clean_stale_temps(output_dir);
     /* both generation_config.json files are sound, and the embeddings are the ones stage1 wrote
      * with the input one, before the (hours-long) denoise */
     cvx_config in_cfg, out_cfg;
@@ -160,31 +175,37 @@ int main(int argc, char **argv) {
     } else if (gc_mode[0] && strcmp(gc_mode, "t2v")) {
         cvx_die("%s records mode \"%s\" but %s is missing (run stage 1 again)", in_gc, gc_mode, cond_path);
     }
-    if (!m || cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
-        cvx_sample_fingerprint(m, &r, emb_path, &fp))
-        cvx_die_last_error();
+    int irc = cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
+              cvx_sample_fingerprint(m, &r, emb_path, &fp);
+    cvx_par_agree_or_fail(world, irc);   /* one rank: cvx_die */
     if (cvx_check_finite(emb.prompt, (size_t)emb.L * emb.D, "prompt_embeds") ||
         cvx_check_finite(emb.negative, (size_t)emb.L * emb.D, "negative_prompt_embeds"))
         cvx_error_prefix("%s", emb_path), cvx_die_last_error();
     if (!fps) fps = cvx_model_get_info(m)->fps;
+    char layout[64];
+    snprintf(layout, sizeof layout, "cfg %d x sp %d", par.cfg, par.sp);
+    cvx_par_check_sample_inputs(world, m, &fp, emb_path, resume ? ckpt_path : NULL, layout);
 
     /* ---- the loop ---- */
     sp.checkpoint_path = ckpt_path, sp.checkpoint_every = checkpoint_every, sp.resume = resume;
-    sp.stop_after_steps = stop_after, sp.fingerprint = &fp;
+    sp.stop_after_steps = stop_after, sp.fingerprint = &fp, sp.cfg_dist = par.cfg_group;
     cvx_latents lat;
-    if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) cvx_die_last_error();
-    if (lat.steps_done < r.num_inference_steps) {
+    if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) cvx_par_fail(world);
+    if (!cvx_par_writer(world)) {
+        /* ranks > 0 computed their share; rank 0 writes */
+    } else if (lat.steps_done < r.num_inference_steps) {
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
                  lat.steps_done, r.num_inference_steps, ckpt_path);
     } else {
-        /* latents + generation_config.json (with the latents' xxh64) committed as one set */
+        /* latents + generation_config.json (with the latents' xxh64) committed as one set; rank 0 writes */
         char hex[17];
         cvx_outset set;
         cvx_outset_init(&set);
-        if (cvx_latents_write_set(&set, lat_path, &lat, &r, out_dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
-            cvx_genconfig_record_sample_set(&set, out_gc, in_gc, &r, fps, lat.scheduler, model, hex) ||
-            cvx_outset_commit(&set))
-            cvx_outset_abort(&set), cvx_die_last_error();
+        if (cvx_par_writer(world) &&
+            (cvx_latents_write_set(&set, lat_path, &lat, &r, out_dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
+             cvx_genconfig_record_sample_set(&set, out_gc, in_gc, &r, fps, lat.scheduler, model, hex) ||
+             cvx_outset_commit(&set)))
+            cvx_outset_abort(&set), cvx_par_fail(world);   /* under MPI: MPI_Abort stops every rank */
         /* the checkpoint is stale now that the result is written */
         if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0)
             cvx_warn("%s: could not delete: %s", ckpt_path, strerror(errno));
@@ -205,5 +226,6 @@ int main(int argc, char **argv) {
     if (!same_dir && out_cfg.root) cvx_config_free(&out_cfg);
     cvx_dir_lock_release(in_lock);
     cvx_dir_lock_release(out_lock);
+    cvx_par_end(&par);
     return 0;
 }

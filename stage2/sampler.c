@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "error.h"
 #include "fileio.h"
 #include "ops.h"
@@ -218,8 +219,18 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                      cogvideox_sample_result *result) {
     const cogvideox_config *c = cogvideox_get_config(m);
     const size_t n = sh->numel, D = (size_t)c->text_embed_dim;
-    const int cfg = cogvideox_uses_cfg(p), B = cfg ? 2 : 1;
+    const int cfg = cogvideox_uses_cfg(p);
+    /* CFG-parallel: this rank's forward computes one branch (its rank: 0 uncond, 1 cond) */
+    cvx_dist *cd = p->cfg_dist && cvx_dist_size(p->cfg_dist) > 1 ? p->cfg_dist : NULL;
+    const int B = cfg && !cd ? 2 : 1, writer = !cd || cvx_dist_world_rank(cd) == 0;
     memset(result, 0, sizeof(*result));
+    if (cd) {   /* alike on every rank: agreed, so that rank 0 alone reports it */
+        int bad = !cfg || cvx_dist_size(cd) != 2
+                      ? cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks "
+                                  "per group, got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd))
+                      : 0;
+        if (cvx_dist_agree(cd, bad)) return -1;
+    }
     if (cogvideox_scheduler_set_timesteps(s, p->num_inference_steps)) return -1;
     CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
     CVX_CHECK(p->t_start >= 0 && p->t_start < p->num_inference_steps && (!p->i2v || p->image_latents));
@@ -236,14 +247,17 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
 
     /* text batch: negative first, as upstream's torch.cat([negative, prompt]) */
     float *text = cvx_malloc((size_t)B * L * D * sizeof(float));
-    if (cfg) {
+    if (cd) {
+        memcpy(text, cvx_dist_rank(cd) == 0 ? negative : prompt, (size_t)L * D * sizeof(float));
+    } else if (cfg) {
         memcpy(text, negative, (size_t)L * D * sizeof(float));
         memcpy(text + (size_t)L * D, prompt, (size_t)L * D * sizeof(float));
     } else {
         memcpy(text, prompt, (size_t)L * D * sizeof(float));
     }
-    float *x = cvx_alloc_f32((size_t)B * n_in);       /* [B, F, C_in, h, w] model input */
-    float *out = cvx_alloc_f32((size_t)B * n);        /* [B, F, C, h, w] model output */
+    float *x = cvx_alloc_f32(n_in);                   /* [1, F, C_in, h, w] model input (each branch) */
+    float *out = cvx_alloc_f32((size_t)(cfg ? 2 : 1) * n);   /* [2|1, F, C, h, w] model output (both branches) */
+    float *branch = cd ? cvx_alloc_f32(n) : NULL;     /* [1, F, C, h, w] this rank's branch (CFG-parallel) */
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
     float *rope_cos = NULL, *rope_sin = NULL;
     int rc = -1;
@@ -251,7 +265,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     cvx_generator gen;
     int start = 0;
     if (ck && ck->path && ck->resume) {
-        if (checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen)) goto done;
+        int rrc = checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen);
+        if (cd) rrc = cvx_dist_agree(cd, rrc);   /* every rank reads it; any failure stops all */
+        if (rrc) goto done;
         cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
     } else {
         /* prepare_latents: randn([1, F, C, h, w]) from the seeded generator, its first use;
@@ -263,7 +279,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
             cvx_generator_seed(&gen, p->seed);
             cvx_randn(&gen, latents, n);
         }
-        if (ck && ck->path && cvx_is_file(ck->path))
+        if (writer && ck && ck->path && cvx_is_file(ck->path))
             cvx_warn("%s exists and will be overwritten by this new run (pass --resume to continue it instead)",
                      ck->path);
     }
@@ -282,26 +298,33 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
 
     cvx_progress bar;
     cvx_progress_start_cb(&bar, "denoising", n_steps - start, p->progress, p->progress_user);
-    double t0 = cvx_time();
+    double t0 = cvx_time(), comm_s = 0;
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {
         int64_t t = s->timesteps[i];
         int64_t tstep[2] = {t, t};
-        for (int b = 0; b < B; b++) {
-            if (!p->i2v) {
-                memcpy(x + (size_t)b * n, latents, n * sizeof(float));
-                continue;
-            }
+        if (!p->i2v) {
+            memcpy(x, latents, n * sizeof(float));
+        } else {
             for (int f = 0; f < sh->frames; f++) {   /* torch.cat([latents, image_latents], dim=2) */
-                float *xf = x + (size_t)b * n_in + (size_t)f * 2 * chw;
+                float *xf = x + (size_t)f * 2 * chw;
                 memcpy(xf, latents + (size_t)f * chw, chw * sizeof(float));
                 memcpy(xf + chw, p->image_latents + (size_t)f * chw, chw * sizeof(float));
             }
         }
-        if (cogvideox_forward(m, x, B, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos, rope_sin, out)) {
-            cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
-            goto done;
-        }
+        /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
+         * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
+         * branches alike here is what makes --cfg_parallel bit-identical to this (docs/distributed.md). */
+        int frc = 0;
+        for (int b = 0; b < B && !frc; b++)
+            frc = cogvideox_forward(m, x, 1, sh->frames, sh->height, sh->width, text + (size_t)b * L * D, L, tstep,
+                                    rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
+        if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
+        /* CFG-parallel: agree (a rank failing alone stops both), then out = [uncond, cond] */
+        double tc = cvx_time();
+        if (cd) frc = cvx_dist_agree(cd, frc) || cvx_dist_allgather(cd, branch, n * sizeof(float), out);
+        comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
+        if (frc) goto done;
         if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(&pg, t));
         else memcpy(pred, out, n * sizeof(float));
 
@@ -320,7 +343,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
-            if (checkpoint_write(ck, sh, latents, done_steps, s, &gen)) goto done;
+            int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen) : 0;
+            if (cd) wrc = cvx_dist_agree(cd, wrc);
+            if (wrc) goto done;
         }
         cvx_progress_update(&bar, done_steps - start);
         if (stop) break;
@@ -329,9 +354,13 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     else if (bar.is_tty && bar.printed && cvx_verbosity() >= 1) fputc('\n', stderr);   /* stopped early */
     result->steps_done = done_steps;
     result->seconds = cvx_time() - t0;
+    if (cd && done_steps > start)
+        cvx_info("CFG-parallel: %.2f MB sent per step by each rank; %.3f s of %.2f s in the exchange (%.2f %%, with "
+                 "waiting for the other rank)", n * sizeof(float) / 1e6, comm_s, result->seconds,
+                 100.0 * comm_s / (result->seconds > 0 ? result->seconds : 1));
     rc = 0;
 done:
-    free(text); free(x); free(out); free(pred); free(prev);
+    free(text); free(x); free(out); free(pred); free(prev); free(branch);
     free(rope_cos); free(rope_sin);
     return rc;
 }

@@ -32,6 +32,11 @@ typedef struct {
     const float *init_latents;           /* initial latents [1, F, C, h, w] instead of randn from the seed */
     const cvx_generator *init_generator; /* with init_latents: the generator after the draws that made them */
     int t_start;                         /* V2V: the loop runs timesteps[t_start:] (upstream get_timesteps) */
+    /* CFG-parallel (docs/distributed.md): a group of 2 ranks, rank 0 computing the unconditional
+     * branch, rank 1 the conditional one, the predictions exchanged once per step; NULL = both
+     * branches batched here. Every rank then runs the same scheduler step; only world rank 0
+     * writes checkpoints. */
+    struct cvx_dist *cfg_dist;
 } cogvideox_sample_params;
 
 typedef struct {

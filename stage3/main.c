@@ -26,6 +26,7 @@
 #include "runenv.h"
 #include "validate.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/parallel.h"
 #include "stage3/video.h"
 
 #define DEFAULT_INPUT_DIR "stage_outputs"
@@ -45,10 +46,11 @@ int main(int argc, char **argv) {
     cvx_set_program_name("stage3");
     cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
     cvx_install_signal_cleanup();    /* SIGINT/SIGTERM remove this run's temps */
+    cvx_dist *world = cvx_par_start(&argc, &argv);   /* under mpirun: the ranks share the tiles */
     const char *input_dir = DEFAULT_INPUT_DIR, *latents_arg = NULL, *output_arg = NULL, *model_id = NULL,
                *model_dir_arg = NULL, *png_dir = NULL, *sheet = NULL, *frames_out = NULL;
     int fps = 0, crf = 18, threads = 0, verbosity = 1;
-    cvx_decode_params dp = {CVX_TILING_AUTO, 0, 0};
+    cvx_decode_params dp = {.tiling = CVX_TILING_AUTO};
     static const struct option opts[] = {
         {"input_dir", 1, 0, 'i'}, {"latents", 1, 0, 'l'}, {"output_video", 1, 0, 'o'}, {"fps", 1, 0, 'f'},
         {"model_id", 1, 0, 'm'}, {"model_dir", 1, 0, 'M'}, {"tiling", 1, 0, 'T'},
@@ -80,13 +82,13 @@ int main(int argc, char **argv) {
         case 't': threads = cvx_flag_int("--threads", optarg, 0, 1024); break;
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': if (cvx_par_writer(world)) usage(stdout); cvx_dist_free(world); return 0;
         default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
     }
     if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
     if (model_id && model_dir_arg) cvx_die("give either --model_id or --model_dir, not both");
-    cvx_set_verbosity(verbosity);
+    cvx_set_verbosity(cvx_par_writer(world) ? verbosity : 0);
     double t_start = cvx_time();
 
     char lat_path[4200], out_path[4200], gc_path[4200];
@@ -95,9 +97,11 @@ int main(int argc, char **argv) {
     if (output_arg) snprintf(out_path, sizeof out_path, "%s", output_arg);
     else if (cvx_path_join(out_path, sizeof out_path, input_dir, "output_video.mp4")) cvx_die_last_error();
     if (cvx_path_join(gc_path, sizeof gc_path, input_dir, "generation_config.json")) cvx_die_last_error();
-    check_writable(out_path, "the video");
-    if (frames_out) check_writable(frames_out, "the frames");
-    if (sheet) check_writable(sheet, "the contact sheet");
+    if (cvx_par_writer(world)) {   /* rank 0 writes */
+        check_writable(out_path, "the video");
+        if (frames_out) check_writable(frames_out, "the frames");
+        if (sheet) check_writable(sheet, "the contact sheet");
+    }
     /* one run per run directory: exclusive when the video goes into the input directory (the
      * default); a video written elsewhere (a shared folder, /tmp) takes no lock there, only a
      * shared one on the input directory (renames keep such a file whole either way) */
@@ -106,8 +110,9 @@ int main(int argc, char **argv) {
     snprintf(out_dir, sizeof out_dir, "%s", dirname(buf));   /* dirname may point into buf */
     int same_dir = realpath(input_dir, real_in) && realpath(out_dir, real_out) && !strcmp(real_in, real_out);
     cvx_dir_lock *out_lock = NULL, *in_lock = NULL;
-    if (same_dir ? !(out_lock = cvx_dir_lock_acquire(out_dir, 1))
-                 : cvx_is_dir(input_dir) && !(in_lock = cvx_dir_lock_acquire(input_dir, 0)))
+    if (cvx_par_writer(world) &&   /* under MPI only rank 0 writes, and so locks */
+        (same_dir ? !(out_lock = cvx_dir_lock_acquire(out_dir, 1))
+                  : cvx_is_dir(input_dir) && !(in_lock = cvx_dir_lock_acquire(input_dir, 0))))
         cvx_die_last_error();
     if (out_lock) cvx_clean_stale_temps(out_dir);
 
@@ -134,10 +139,20 @@ int main(int argc, char **argv) {
     int s[5];   /* B, C, T, h, w */
     long meta_frames;
     cvx_frames fr;
-    if (!m || cvx_latents_read(m, lat_path, &z, s, &meta_frames) ||
-        cvx_decode(m, &dp, z, s[0], s[1], s[2], s[3], s[4], lat_path, NULL, NULL, &fr))
-        cvx_die_last_error();
+    cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames));
+    char settings[96];
+    snprintf(settings, sizeof settings, "tiling %d, tiles %dx%d", (int)dp.tiling, dp.tile_height, dp.tile_width);
+    cvx_par_check_decode_inputs(world, m, lat_path, settings);
+    dp.dist = world;
+    if (cvx_decode(m, &dp, z, s[0], s[1], s[2], s[3], s[4], lat_path, NULL, NULL, &fr)) cvx_par_fail(world);
     free(z);
+    if (!cvx_par_writer(world)) {   /* ranks > 0 decoded their tiles; rank 0 writes */
+        cvx_frames_free(&fr);
+        cvx_model_close(m);
+        if (have_gen) cvx_config_free(&gen);
+        cvx_dist_free(world);
+        return 0;
+    }
     if (!fps) fps = gen_fps > 0 ? (int)gen_fps : cvx_model_get_info(m)->fps;
     long want_frames = gen_frames > 0 ? gen_frames : meta_frames;
     if (want_frames > 0 && want_frames != fr.T)
@@ -167,5 +182,6 @@ int main(int argc, char **argv) {
     if (have_gen) cvx_config_free(&gen);
     cvx_dir_lock_release(in_lock);
     cvx_dir_lock_release(out_lock);
+    cvx_dist_free(world);
     return 0;
 }

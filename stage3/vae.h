@@ -121,6 +121,14 @@ void vae_decode_chunked(const vae_decoder *d, const float *z, int T, int h, int 
  * 8h, 8w when the tile sizes are inconsistent, as upstream. */
 float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
                         int *H_out, int *W_out, cvx_progress *p);
+/* The same with the tiles spread over the ranks of `dist` (common/dist.h; NULL or one rank: as
+ * above): tile k (row-major) is decoded by rank k mod size, all tiles are gathered on rank 0,
+ * which blends them in the same order as above, so the result is the same bytes. Rank 0 returns
+ * the video; the other ranks return NULL with *T_out = *H_out = *W_out = 0. Rank 0 holds all
+ * decoded tiles at once (~1.4× the video's floats). A failed exchange stops every rank. */
+struct cvx_dist;
+float *vae_decode_tiled_dist(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw,
+                             struct cvx_dist *dist, int *T_out, int *H_out, int *W_out, cvx_progress *p);
 /* Does upstream tile this latent (h > tile_latent_min_height or w > ..._width)? */
 int vae_tiling_applies(const vae_decoder *d, int h, int w, int tsh, int tsw);
 /* -1 + error when tiles of tsh×tsw samples would not advance (latent stride 0). */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "error.h"
 #include "vae.h"
 #include "vae_blocks.h"
@@ -151,7 +152,72 @@ typedef struct {
 
 float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
                         int *H_out, int *W_out, cvx_progress *p) {
-    const int lc = d->latent_channels, oc = d->out_channels, r = d->spatial_ratio;
+    return vae_decode_tiled_dist(d, z, T, h, w, tsh, tsw, NULL, T_out, H_out, W_out, p);
+}
+
+/* The latent tile (i, j) of z → its decoded samples [oc, To, lh·r, lw·r] (a new buffer). */
+static float *decode_tile(const vae_decoder *d, const tiling *t, const float *z, int T, int h, int w, int i, int j,
+                          cvx_progress *p) {
+    const int lc = d->latent_channels, oc = d->out_channels, r = d->spatial_ratio, To = vae_output_frames(d, T);
+    int zi = i * t->oh, zj = j * t->ow;
+    int lh = h - zi < t->tlh ? h - zi : t->tlh, lw = w - zj < t->tlw ? w - zj : t->tlw;
+    float *zt = cvx_alloc_f32((size_t)lc * T * lh * lw);   // [lc, T, lh, lw]
+    for (int c = 0; c < lc; c++)
+        for (int f = 0; f < T; f++)
+            for (int y = 0; y < lh; y++)
+                memcpy(zt + (((size_t)c * T + f) * lh + y) * lw, z + (((size_t)c * T + f) * h + zi + y) * w + zj,
+                       sizeof(float) * lw);
+    float *o = cvx_alloc_f32((size_t)oc * To * lh * r * lw * r);
+    vae_decode_chunked(d, zt, T, lh, lw, o, p);   /* own chunks and caches per tile */
+    free(zt);
+    return o;
+}
+
+/* Tiles over ranks: decode this rank's tiles (k mod size == rank), gather them on rank 0.
+ * Returns on rank 0 every tile's decoded samples (tiles[k], row-major), elsewhere NULL. */
+static float **decode_tiles_dist(const vae_decoder *d, const tiling *t, const float *z, int T, int h, int w,
+                                 int rows, int cols, cvx_dist *dist, cvx_progress *p) {
+    const int np = cvx_dist_size(dist), me = cvx_dist_rank(dist), n = rows * cols;
+    const size_t per_sample = (size_t)d->out_channels * vae_output_frames(d, T) * d->spatial_ratio * d->spatial_ratio;
+    size_t *tile_bytes = cvx_calloc((size_t)n, sizeof(size_t)), *rank_bytes = cvx_calloc((size_t)np, sizeof(size_t));
+    for (int k = 0; k < n; k++) {
+        int i = k / cols, j = k % cols, zi = i * t->oh, zj = j * t->ow;
+        int lh = h - zi < t->tlh ? h - zi : t->tlh, lw = w - zj < t->tlw ? w - zj : t->tlw;
+        tile_bytes[k] = per_sample * (size_t)lh * lw * sizeof(float);
+        rank_bytes[k % np] += tile_bytes[k];
+    }
+    char *mine = cvx_malloc(rank_bytes[me] + 1), *at = mine;   /* this rank's tiles, in k order */
+    for (int k = me; k < n; k += np) {
+        float *o = decode_tile(d, t, z, T, h, w, k / cols, k % cols, p);
+        memcpy(at, o, tile_bytes[k]);
+        at += tile_bytes[k];
+        free(o);
+    }
+    size_t total = 0;
+    for (int r = 0; r < np; r++) total += rank_bytes[r];
+    char *all = me == 0 ? cvx_malloc(total + 1) : NULL;
+    if (cvx_dist_gatherv(dist, mine, rank_bytes, all, 0)) cvx_dist_die_last_error(dist);
+    free(mine);
+    float **tiles = NULL;
+    if (me == 0) {   /* rank r's part holds its tiles k = r, r + np, ... in that order */
+        tiles = cvx_calloc((size_t)n, sizeof *tiles);
+        size_t off = 0;
+        for (int r = 0; r < np; r++)
+            for (int k = r; k < n; k += np) {
+                tiles[k] = cvx_alloc_f32(tile_bytes[k] / sizeof(float));
+                memcpy(tiles[k], all + off, tile_bytes[k]);
+                off += tile_bytes[k];
+            }
+    }
+    free(all);
+    free(tile_bytes);
+    free(rank_bytes);
+    return tiles;
+}
+
+float *vae_decode_tiled_dist(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw,
+                             cvx_dist *dist, int *T_out, int *H_out, int *W_out, cvx_progress *p) {
+    const int oc = d->out_channels, r = d->spatial_ratio;
     tiling t;
     tiling_params(d, tsh, tsw, &t);
     CVX_CHECK(t.oh >= 1 && t.ow >= 1);
@@ -167,6 +233,14 @@ float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int 
         int tw = (w - j * t.ow < t.tlw ? w - j * t.ow : t.tlw) * r;
         Wout += tw < t.lim_w ? tw : t.lim_w;
     }
+    float **tiles = NULL;   /* several ranks: every tile decoded up front, spread over them */
+    if (dist && cvx_dist_size(dist) > 1) {
+        tiles = decode_tiles_dist(d, &t, z, T, h, w, rows, cols, dist, p);
+        if (!tiles) {
+            *T_out = *H_out = *W_out = 0;
+            return NULL;
+        }
+    }
     float *out = cvx_alloc_f32((size_t)oc * To * Hout * Wout);   // [oc, To, Hout, Wout]
     tile_out *prev = cvx_calloc((size_t)cols, sizeof *prev), *cur = cvx_calloc((size_t)cols, sizeof *cur);
     int y0 = 0;
@@ -175,17 +249,9 @@ float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int 
         for (int j = 0; j < cols; j++) {
             int zi = i * t.oh, zj = j * t.ow;
             int lh = h - zi < t.tlh ? h - zi : t.tlh, lw = w - zj < t.tlw ? w - zj : t.tlw;
-            float *zt = cvx_alloc_f32((size_t)lc * T * lh * lw);   // [lc, T, lh, lw]
-            for (int c = 0; c < lc; c++)
-                for (int f = 0; f < T; f++)
-                    for (int y = 0; y < lh; y++)
-                        memcpy(zt + (((size_t)c * T + f) * lh + y) * lw, z + (((size_t)c * T + f) * h + zi + y) * w + zj,
-                               sizeof(float) * lw);
             tile_out *o = &cur[j];
             o->H = lh * r, o->W = lw * r;
-            o->data = cvx_alloc_f32((size_t)oc * To * o->H * o->W);
-            vae_decode_chunked(d, zt, T, lh, lw, o->data, p);   /* own chunks and caches per tile */
-            free(zt);
+            o->data = tiles ? tiles[i * cols + j] : decode_tile(d, &t, z, T, h, w, i, j, p);   // [oc, To, H, W]
             /* Blend with the tile above and the one to the left (both already blended). */
             if (i > 0) vae_blend_v(prev[j].data, prev[j].H, o->data, o->H, oc, To, o->W, t.bh);
             if (j > 0) vae_blend_h(cur[j - 1].data, cur[j - 1].W, o->data, o->W, oc, To, o->H, t.bw);
@@ -206,6 +272,7 @@ float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int 
         y0 += kept_h;
     }
     for (int j = 0; j < cols; j++) free(prev[j].data);
+    free(tiles);   /* the tiles themselves were freed as prev/cur */
     free(prev);
     free(cur);
     *T_out = To, *H_out = Hout, *W_out = Wout;

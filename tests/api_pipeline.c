@@ -28,7 +28,7 @@ typedef struct {
 static void run_all(cvx_model *m, const char *scheduler, run_out *o) {
     cvx_encode_params ep = {.prompt = "a panda", .negative_prompt = ""};
     cvx_sample_params sp = {.num_inference_steps = 3, .guidance_scale = 6, .seed = 42, .scheduler = scheduler};
-    cvx_decode_params dp = {CVX_TILING_AUTO, 0, 0};
+    cvx_decode_params dp = {.tiling = CVX_TILING_AUTO};
     ASSERT_OK(cvx_encode(m, &ep, NULL, NULL, &o->emb));
     ASSERT_OK(cvx_sample(m, &sp, &o->emb, NULL, NULL, &o->lat));
     ASSERT_OK(cvx_decode(m, &dp, o->lat.data, 1, o->lat.C, o->lat.T, o->lat.h, o->lat.w, NULL, NULL, NULL, &o->fr));
@@ -121,7 +121,7 @@ static void test_two_models(void **s) {
     cvx_sample_params spa = {.num_inference_steps = 3, .guidance_scale = 6, .seed = 42, .scheduler = "dpm"};
     cvx_sample_params spb = spa;
     spb.scheduler = "ddim";
-    cvx_decode_params dp = {CVX_TILING_AUTO, 0, 0};
+    cvx_decode_params dp = {.tiling = CVX_TILING_AUTO};
     ASSERT_OK(cvx_encode(ma, &ep, NULL, NULL, &a.emb));
     ASSERT_OK(cvx_encode(mb, &ep, NULL, NULL, &b.emb));
     ASSERT_OK(cvx_sample(mb, &spb, &b.emb, NULL, NULL, &b.lat));

@@ -1,0 +1,268 @@
+/* The programs under mpirun (issue 11, docs/distributed.md), on the golden tiny models.
+ *
+ * Always: the MPI flags in this build flavour — refused with "this build has no MPI" without
+ * MPI; in an MPI build started without mpirun, a clear rank-count error.
+ * MPI builds: stage2 --cfg_parallel on 2 ranks gives the same bytes as one process (2b DDIM and
+ * 5b DPM + rotary + dynamic CFG); --resume with a different rank count; one error line for a
+ * wrong rank count, a rank with other inputs, a missing checkpoint; a rank that dies stops the
+ * run without output; stage3 tiles on 2 and 3 ranks give the same bytes as one process; stage1
+ * under mpirun works (rank 0) and the others are quiet. Every rank and the single-process run use
+ * --threads 1: results depend on the thread count (as without MPI), not on the rank count. */
+#include "testutil.h"
+
+#define MODEL_2B GOLDEN "/e2e_2b/model"
+#define MODEL_5B GOLDEN "/e2e_5b/model"
+#define SIZE "--frames 9 --height 48 --width 64"
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Exit non-zero with exactly one stderr line containing `want`. */
+static void expect_one_error(const char *cmd, const char *want) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc == 0) fail_msg("exit 0, expected a failure: %s", cmd);
+    if (rc == 124) fail_msg("timed out (a rank hangs): %s", cmd);
+    if (count_lines(err) != 1 || !strstr(err, want))
+        fail_msg("expected one stderr line with '%s', got:\n%s\n(command: %s)", want, err, cmd);
+}
+
+static void test_flags_in_this_build(void **state) {
+    (void)state;
+    char s2[256], cmd[1024];
+    tu_program(s2, sizeof s2, "stage2");
+#ifdef CVX_USE_MPI
+    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --cfg_parallel", s2);
+    expect_one_error(cmd, "stage2: error: 1 MPI rank, but the flags ask for 2 (2 with --cfg_parallel, times --sp N): "
+                          "start with mpirun -np 2");
+#else
+    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --cfg_parallel", s2);
+    expect_one_error(cmd, "stage2: error: --cfg_parallel: this build has no MPI (built with NO_MPI=1 or without "
+                          "libopenmpi-dev)");
+    snprintf(cmd, sizeof cmd, "%s --model_dir " MODEL_2B " --sp 2", s2);
+    expect_one_error(cmd, "stage2: error: --sp: this build has no MPI");
+#endif
+}
+
+#ifdef CVX_USE_MPI
+static void run_ok(const char *cmd) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
+}
+
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("%s: cannot open", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) fail_msg("%s: short read", path);
+    fclose(f);
+    *n = (size_t)len;
+    return buf;
+}
+
+static int tu_exists(const char *path) { return access(path, F_OK) == 0; }
+
+static void assert_same_bytes(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    if (na != nb || memcmp(x, y, na) != 0) fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, na, nb);
+    free(x);
+    free(y);
+}
+
+/* mpirun prefix: no banners (-q), root in CI containers, no CMA in Docker, a time limit. */
+static void mpirun(char *buf, size_t n, int np) {
+    snprintf(buf, n,
+             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
+             "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 mpirun -q --oversubscribe %s -np %d",
+             geteuid() == 0 ? "--allow-run-as-root" : "", np);
+}
+
+typedef struct {
+    char dir[64], model[128], s1[256], s2[256], s3[256], args[512];
+} run_dirs;
+
+/* stage1 of a golden case into dir/in (the embeddings every stage-2 run below reads). */
+static void setup(run_dirs *r, const char *model, const char *stage2_args) {
+    tu_mkdtemp(r->dir, sizeof r->dir);
+    snprintf(r->model, sizeof r->model, "%s", model);
+    tu_program(r->s1, sizeof r->s1, "stage1");
+    tu_program(r->s2, sizeof r->s2, "stage2");
+    tu_program(r->s3, sizeof r->s3, "stage3");
+    snprintf(r->args, sizeof r->args, "--quiet --threads 1 --model_dir %s " SIZE " %s", model, stage2_args);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s --quiet --prompt 'A panda plays a guitar in a bamboo forest.' --negative_prompt 'blurry' "
+             "--model_dir %s --output_dir %s/in", r->s1, model, r->dir);
+    run_ok(cmd);
+}
+
+/* A fresh output directory `name` with the embeddings. */
+static void outdir(const run_dirs *r, const char *name, char *out, size_t n) {
+    char cmd[1024];
+    snprintf(out, n, "%s/%s", r->dir, name);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/in/* %s/", out, r->dir, out);
+    run_ok(cmd);
+}
+
+static void cfg_parallel_case(const char *model, const char *args) {
+    run_dirs r;
+    setup(&r, model, args);
+    char one[256], two[256], cmd[4096], mr[512], a[300], b[300];
+    outdir(&r, "one", one, sizeof one);
+    outdir(&r, "two", two, sizeof two);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, one, r.args);
+    run_ok(cmd);
+    mpirun(mr, sizeof mr, 2);
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel", mr, r.s2, two, r.args);
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0 || err[0]) fail_msg("mpirun stage2 --cfg_parallel: exit %d, stderr:\n%s", rc, err);
+    snprintf(a, sizeof a, "%s/stage2_latents.safetensors", one);
+    snprintf(b, sizeof b, "%s/stage2_latents.safetensors", two);
+    assert_same_bytes(a, b);   /* bit-identical: the same forward per branch on each rank */
+    tu_rmrf(r.dir);
+}
+
+static void test_cfg_parallel_2b_ddim(void **state) {
+    (void)state;
+    cfg_parallel_case(MODEL_2B, "--num_inference_steps 4 --guidance_scale 6 --seed 42");
+}
+
+static void test_cfg_parallel_5b_dpm_dynamic(void **state) {
+    (void)state;
+    cfg_parallel_case(MODEL_5B, "--num_inference_steps 4 --guidance_scale 6 --seed 7 --use_dynamic_cfg");
+}
+
+/* A run stopped on one rank count resumes on another, to the same bytes as an uninterrupted run. */
+static void test_resume_other_rank_count(void **state) {
+    (void)state;
+    run_dirs r;
+    setup(&r, MODEL_5B, "--num_inference_steps 4 --guidance_scale 6 --seed 3");   /* DPM: scheduler state too */
+    char ref[256], x[256], y[256], cmd[4096], mr[512], a[300], b[300];
+    outdir(&r, "ref", ref, sizeof ref);
+    outdir(&r, "x", x, sizeof x);
+    outdir(&r, "y", y, sizeof y);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, ref, r.args);
+    run_ok(cmd);
+    mpirun(mr, sizeof mr, 2);
+    /* 2 ranks stop after step 2 → 1 process resumes */
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --stop_after_steps 2", mr, r.s2, x, r.args);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s --resume", r.s2, x, r.args);
+    run_ok(cmd);
+    /* 1 process stops after step 1 → 2 ranks resume */
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s --stop_after_steps 1", r.s2, y, r.args);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --resume", mr, r.s2, y, r.args);
+    run_ok(cmd);
+    snprintf(a, sizeof a, "%s/stage2_latents.safetensors", ref);
+    snprintf(b, sizeof b, "%s/stage2_latents.safetensors", x);
+    assert_same_bytes(a, b);
+    snprintf(b, sizeof b, "%s/stage2_latents.safetensors", y);
+    assert_same_bytes(a, b);
+    snprintf(b, sizeof b, "%s/stage2_checkpoint.safetensors", y);
+    assert_false(tu_exists(b));   /* removed once the result is written */
+    tu_rmrf(r.dir);
+}
+
+static void test_stage2_errors(void **state) {
+    (void)state;
+    run_dirs r;
+    setup(&r, MODEL_2B, "--num_inference_steps 2 --guidance_scale 6");
+    char d[256], cmd[4096], m2[512], m4[512], m1[512], out[300];
+    outdir(&r, "d", d, sizeof d);
+    mpirun(m2, sizeof m2, 2);
+    mpirun(m4, sizeof m4, 4);
+    mpirun(m1, sizeof m1, 1);
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s", m2, r.s2, d, r.args);
+    expect_one_error(cmd, "stage2: error: 2 MPI ranks, but the flags ask for 1");
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --sp 2", m4, r.s2, d, r.args);
+    expect_one_error(cmd, "stage2: error: --sp 2: sequence parallelism is not wired yet");
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --guidance_scale 1", m2, r.s2, d, r.args);
+    expect_one_error(cmd, "--cfg_parallel: needs classifier-free guidance (guidance_scale > 1)");
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --resume", m2, r.s2, d, r.args);
+    expect_one_error(cmd, "stage2_checkpoint.safetensors: No such file or directory");
+    /* rank 1 started with another seed (MPMD: one rank per program) */
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel : -np 1 %s --input_dir %s %s --cfg_parallel "
+             "--seed 43", m1, r.s2, d, r.args, r.s2, d, r.args);
+    expect_one_error(cmd, "stage2: error: rank 1 of 2: seed differs from rank 0: '43' here, '42' on rank 0");
+    /* a rank that dies: the run stops, non-zero, no output */
+    snprintf(cmd, sizeof cmd, "%s sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -9 $$; fi; exec %s "
+             "--input_dir %s %s --cfg_parallel'", m2, r.s2, d, r.args);
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc == 0 || rc == 124) fail_msg("a rank was killed: exit %d (expected non-zero, no hang)\n%s", rc, err);
+    snprintf(out, sizeof out, "%s/stage2_latents.safetensors", d);
+    assert_false(tu_exists(out));
+    tu_rmrf(r.dir);
+}
+
+/* stage3: tiles over 2 and 3 ranks, blended on rank 0, same bytes as one process; an untiled
+ * decode on 2 ranks (rank 0 alone) too. stage1 under mpirun: rank 0 writes, nothing else printed. */
+static void test_stage3_tiles_and_stage1(void **state) {
+    (void)state;
+    run_dirs r;
+    setup(&r, MODEL_2B, "--num_inference_steps 2 --guidance_scale 6");
+    char d[256], cmd[4096], mr[512], a[300], b[300];
+    outdir(&r, "d", d, sizeof d);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, d, r.args);
+    run_ok(cmd);
+    const char *tiles = "--tiling on --tile_sample_min_height 16 --tile_sample_min_width 16";
+    snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --input_dir %s --model_dir %s %s --output_video %s/v1.mp4 "
+             "--output_frames %s/f1.safetensors", r.s3, d, r.model, tiles, d, d);
+    run_ok(cmd);
+    snprintf(a, sizeof a, "%s/f1.safetensors", d);
+    for (int np = 2; np <= 3; np++) {
+        mpirun(mr, sizeof mr, np);
+        snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --input_dir %s --model_dir %s %s --output_video "
+                 "%s/v%d.mp4 --output_frames %s/f%d.safetensors", mr, r.s3, d, r.model, tiles, d, np, d, np);
+        char err[8192];
+        int rc = tu_run(cmd, err, sizeof err);
+        if (rc != 0 || err[0]) fail_msg("mpirun -np %d stage3: exit %d, stderr:\n%s", np, rc, err);
+        snprintf(b, sizeof b, "%s/f%d.safetensors", d, np);
+        assert_same_bytes(a, b);
+    }
+    snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --input_dir %s --model_dir %s --tiling off --output_video "
+             "%s/u1.mp4 --output_frames %s/u1.safetensors", r.s3, d, r.model, d, d);
+    run_ok(cmd);
+    mpirun(mr, sizeof mr, 2);
+    snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --input_dir %s --model_dir %s --tiling off --output_video "
+             "%s/u2.mp4 --output_frames %s/u2.safetensors", mr, r.s3, d, r.model, d, d);
+    run_ok(cmd);
+    snprintf(a, sizeof a, "%s/u1.safetensors", d);
+    snprintf(b, sizeof b, "%s/u2.safetensors", d);
+    assert_same_bytes(a, b);
+
+    snprintf(cmd, sizeof cmd, "%s %s --prompt 'a cat' --model_dir %s --output_dir %s/s1 2>&1 >/dev/null | "
+             "grep -c . | grep -qx 3", mr, r.s1, r.model, d);   /* rank 0's 3 info lines, nothing from rank 1 */
+    run_ok(cmd);
+    snprintf(a, sizeof a, "%s/s1/stage1_embeddings.safetensors", d);
+    assert_true(tu_exists(a));
+    tu_rmrf(r.dir);
+}
+#endif
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flags_in_this_build),
+#ifdef CVX_USE_MPI
+        cmocka_unit_test(test_cfg_parallel_2b_ddim),
+        cmocka_unit_test(test_cfg_parallel_5b_dpm_dynamic),
+        cmocka_unit_test(test_resume_other_rank_count),
+        cmocka_unit_test(test_stage2_errors),
+        cmocka_unit_test(test_stage3_tiles_and_stage1),
+#endif
+    };
+#ifndef CVX_USE_MPI
+    print_message("e2e_mpi: built without MPI: only the refusal of the MPI flags is tested\n");
+#endif
+    return cmocka_run_group_tests_name("e2e_mpi", tests, NULL, NULL);
+}
