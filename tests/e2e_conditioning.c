@@ -359,6 +359,42 @@ static void test_v2v_resume(void **s) {
     tu_rmrf(dir);
 }
 
+static double mtime(const char *dir, const char *file) {
+    char p[600];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (stat(p, &st) != 0) fail_msg("%s missing", p);
+    return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+}
+
+/* make's stamps: STRENGTH re-runs stage 2 only; a changed frame of VIDEO re-runs stage 1. */
+static void test_make_video_strength(void **s) {
+    (void)s;
+    char dir[256], out[300], video[300], base[1200], cmd[2048];
+    const char *b = getenv("BUILD");
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(video, sizeof video, "%s/video", dir);
+    snprintf(cmd, sizeof cmd, "cp -r " GOLDEN "/e2e_v2v_5b/video %s", video);
+    run_ok(cmd);
+    snprintf(base, sizeof base, "make -s --no-print-directory %s/stage2_latents.safetensors BIN=%s/bin OUT=%s THREADS=1 "
+             "VIDEO=%s", out, b && b[0] ? b : "build", out, video);
+    snprintf(cmd, sizeof cmd, "%s STRENGTH=0.5 >/dev/null 2>&1", base);
+    run_ok(cmd);
+    double t1 = mtime(out, "stage1_embeddings.safetensors"), t2 = mtime(out, "stage2_latents.safetensors");
+    snprintf(cmd, sizeof cmd, "%s STRENGTH=0.75 >/dev/null 2>&1", base);
+    run_ok(cmd);
+    assert_true(mtime(out, "stage1_embeddings.safetensors") == t1);
+    assert_true(mtime(out, "stage2_latents.safetensors") > t2);
+    t2 = mtime(out, "stage2_latents.safetensors");
+    snprintf(cmd, sizeof cmd, "sleep 0.01; cp %s/0001.png %s/0000.png && %s STRENGTH=0.75 >/dev/null 2>&1", video, video,
+             base);
+    run_ok(cmd);
+    assert_true(mtime(out, "stage1_embeddings.safetensors") > t1);
+    assert_true(mtime(out, "stage2_latents.safetensors") > t2);
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strength_t_start),
@@ -371,6 +407,7 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_stale_and_size),
         cmocka_unit_test(test_v2v_resume),
+        cmocka_unit_test(test_make_video_strength),
     };
     return cmocka_run_group_tests_name("e2e_conditioning", tests, NULL, NULL);
 }
