@@ -14,8 +14,8 @@ POLICIES=${POLICIES:-"default passive spin10k active"}
 S2ARGS=${S2ARGS:-"--frames 2 --height 30 --width 44"}
 S3ARGS=${S3ARGS:-"1 8 12"}
 run() {   # policy bench-args...
-    p=$1; shift
-    case $p in
+    rp=$1; shift
+    case $rp in
     default) env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT CVX_NO_REEXEC=1 "$@" ;;
     passive) env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=PASSIVE CVX_NO_REEXEC=1 "$@" ;;
     spin10k) env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=10000 CVX_NO_REEXEC=1 "$@" ;;
@@ -23,19 +23,21 @@ run() {   # policy bench-args...
     esac
 }
 measure() {   # label
-    for p in $POLICIES; do
+    for pol in $POLICIES; do
         t0=$(date +%s.%N)
-        run "$p" "$B/bench/bench_stage2" --model 2b $S2ARGS --runs 1 >/dev/null 2>&1
+        run "$pol" "$B/bench/bench_stage2" --model 2b $S2ARGS --runs 1 >/dev/null 2>&1
         t1=$(date +%s.%N)
-        run "$p" "$B/bench/bench_stage3" $S3ARGS >/dev/null 2>&1
+        run "$pol" "$B/bench/bench_stage3" $S3ARGS >/dev/null 2>&1
         t2=$(date +%s.%N)
-        printf '%-8s %-8s stage2 %6.1f s   stage3 %6.1f s   load %s\n' "$1" "$p" \
+        printf '%-8s %-8s stage2 %6.1f s   stage3 %6.1f s   load %s\n' "$1" "$pol" \
             "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$RES"
     done
 }
 RES=$(mktemp)
 pids=""
-trap 'for p in $pids; do kill "$p" 2>/dev/null; done; rm -f "$RES"' EXIT INT TERM
+stop_hogs() { for hp in $pids; do kill "$hp" 2>/dev/null; done; pids=""; }
+trap 'stop_hogs; rm -f "$RES"' EXIT
+trap 'exit 130' INT TERM   # the EXIT trap then stops the hogs
 measure alone
 i=0
 while [ $i -lt "$HOGS" ]; do
@@ -44,8 +46,7 @@ while [ $i -lt "$HOGS" ]; do
     i=$((i + 1))
 done
 measure "+${HOGS}hogs"
-for p in $pids; do kill "$p"; done
-pids=""
+stop_hogs
 # slowdown beside the hogs, per setting: columns 4 (stage 2) and 7 (stage 3) of the rows above
 awk '$1 == "alone" { a2[$2] = $4; a3[$2] = $7 }
      $1 != "alone" { h2[$2] = $4; h3[$2] = $7 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "validate.h"
 
 #define MAX_BATCH 4   /* sequences per encoder pass: the widened weights serve them all */
 #define DEFAULT_MAX_SEQUENCE_LENGTH 226
@@ -46,6 +47,12 @@ int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *
         for (int b = 0; b < nb; b++)
             if (tokenize(&m->tok, texts[s0 + b], L, ids + (size_t)b * L, labels ? labels[s0 + b] : NULL)) goto done;
         if (t5_encode(&m->t5, ids, nb, L, out + (size_t)s0 * L * D, &bar)) goto done;   // [nb, L, D]
+        /* a NaN here (a damaged weight) would only surface later, as a NaN video */
+        for (int b = 0; b < nb; b++)
+            if (cvx_check_finite(out + (size_t)(s0 + b) * L * D, (size_t)L * D, "embeddings")) {
+                cvx_error_prefix("%s", labels ? labels[s0 + b] : "a text");
+                goto done;
+            }
     }
     cvx_progress_finish(&bar);
     rc = 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "validate.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
@@ -81,6 +82,9 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
                   emb->L, emb->D, c->max_text_seq_length, c->text_embed_dim);
         goto done;
     }
+    if (cvx_check_finite(emb->prompt, (size_t)emb->L * emb->D, "prompt_embeds") ||
+        cvx_check_finite(emb->negative, (size_t)emb->L * emb->D, "negative_prompt_embeds"))
+        goto done;
     cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %g%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim,
              c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched.type->name, sp.num_inference_steps,
