@@ -146,7 +146,7 @@ deps:
 help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
-	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS OUT STAGE3_EXTRA (see docs/usage.md)"
+	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS PRECISION NOISE_DTYPE OUT STAGE3_EXTRA"
 
 clean:
 	rm -rf build build-asan build-fuzz bin
@@ -170,6 +170,8 @@ DYNAMIC_CFG     ?=
 TILING          ?= auto
 CRF             ?= 18
 THREADS         ?= 0
+PRECISION       ?= auto
+NOISE_DTYPE     ?=
 STAGE3_EXTRA    ?=
 BIN             ?= bin
 
@@ -178,11 +180,11 @@ STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 endif
 sq = '$(subst ','\'',$(1))'
 model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(MODEL)),--model_id $(call sq,$(MODEL)))
-STAGE1_ARGS = --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag)
-STAGE2_ARGS = --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
+STAGE1_ARGS = --precision $(PRECISION) --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag)
+STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE_DTYPE)) --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
   $(if $(FRAMES),--frames $(FRAMES)) $(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)) \
   $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg)
-STAGE3_ARGS = $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
+STAGE3_ARGS = --precision $(PRECISION) $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
 
 $(OUT)/.stage%.args: FORCE

@@ -63,6 +63,13 @@ int cvx_precision_parse(const char *name, cvx_precision *out) {
     return 0;
 }
 
+int cvx_precision_from_cli(const char *arg, cvx_precision *out) {
+    const char *env = getenv("CVX_PRECISION");
+    const char *name = arg ? arg : env && env[0] ? env : "auto";
+    if (cvx_precision_parse(name, out)) return cvx_error_prefix(arg ? "--precision" : "CVX_PRECISION");
+    return 0;
+}
+
 int cvx_ctx_set_precision(cvx_ctx *ctx, cvx_precision p) {
     if (p != CVX_PRECISION_F32 && p != CVX_PRECISION_BF16)
         return cvx_error("compute precision %d is not one of f32, bf16", (int)p);

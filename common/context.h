@@ -71,6 +71,9 @@ cvx_precision cvx_precision_auto(void);
 /* Command-line names: "f32" / "float32", "bf16" / "bfloat16", "auto" (resolved here with
  * cvx_precision_auto). 0, or -1 + cvx_error naming the accepted values. */
 int cvx_precision_parse(const char *name, cvx_precision *out);
+/* The programs' --precision: `arg` (the flag's value) or, when NULL, $CVX_PRECISION, else "auto".
+ * 0, or -1 + cvx_error naming the flag / variable. */
+int cvx_precision_from_cli(const char *arg, cvx_precision *out);
 /* Free the scratch buffers (they grow again on the next use). */
 void cvx_ctx_release_scratch(cvx_ctx *ctx);
 /* The buffer of s, at least n floats (contents undefined). */

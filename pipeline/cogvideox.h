@@ -31,7 +31,8 @@ typedef void (*cvx_progress_fn)(void *user, const char *label, int done, int tot
 typedef struct {
     const char *model;          /* diffusers directory or ORG/NAME hub id */
     int threads;                /* 0 = all cores */
-    cvx_precision precision;    /* CVX_PRECISION_F32 (bf16 later) */
+    cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
+                                 * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
 } cvx_model_params;
 
 /* What cvx_model_open read: the resolved paths and the model's defaults. */
@@ -89,6 +90,9 @@ typedef struct {
     int checkpoint_every, resume, stop_after_steps;
     const void *fingerprint;      /* const cogvideox_fingerprint *, NULL = none */
     /* (I2V / V2V come next: conditioning latents and their frame count go here) */
+    const char *noise_dtype;      /* dtype of the initial latents and DPM step noise draws, as torch.randn(dtype=):
+                                   * "f32" / "bf16" / "fp16"; NULL = follow the model's precision (bf16 → "bf16",
+                                   * as a diffusers pipeline loaded in bf16 does); resolved to the canonical name */
 } cvx_sample_params;
 
 typedef struct {
@@ -162,6 +166,8 @@ int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_p
  * in_path when out_path is new). */
 int cvx_genconfig_record_sample(const char *out_path, const char *in_path, const cvx_sample_params *resolved,
                                 int fps, const char *scheduler, const char *model_id);
+/* generation_config.json: `key` ("stage1_precision", ...) = m's compute precision ("f32"/"bf16"). */
+int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m);
 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */

@@ -56,6 +56,14 @@ int cvx_genconfig_record_encode(const char *path, const char *prompt, const char
     return rc;
 }
 
+int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m) {
+    json_object *upd = json_object_new_object();
+    json_object_object_add(upd, key, json_object_new_string(cvx_precision_name(m->ctx->precision)));
+    int rc = cvx_genconfig_update(path, upd);
+    json_object_put(upd);
+    return rc;
+}
+
 /* A --prompts_file: one prompt per non-empty line. */
 cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count) {
     size_t len;
@@ -138,6 +146,8 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cogvideox_fingerprint_set(fp, "width", "%d", p->width);
     cogvideox_fingerprint_set(fp, "frames", "%d", p->frames);
     cogvideox_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    cogvideox_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
+    cogvideox_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
     return 0;
 }
 
@@ -192,6 +202,7 @@ int cvx_genconfig_record_sample(const char *out_gc, const char *in_gc, const cvx
     json_object_object_add(upd, "fps", json_object_new_int(fps));
     json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(p->use_dynamic_cfg));
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
+    json_object_object_add(upd, "noise_dtype", json_object_new_string(p->noise_dtype ? p->noise_dtype : "f32"));
     int rc = cvx_genconfig_update(out_gc, upd);
     json_object_put(upd);
     return rc;

@@ -26,12 +26,13 @@
 int main(int argc, char **argv) {
     cvx_set_program_name("stage1");
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
-    const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL;
+    const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL, *precision_arg = NULL;
     int L = 226, threads = 0, verbosity = 1;
     static const struct option opts[] = {
         {"prompt", 1, 0, 'p'}, {"negative_prompt", 1, 0, 'n'}, {"model_id", 1, 0, 'm'}, {"model_dir", 1, 0, 'M'},
         {"output_dir", 1, 0, 'o'}, {"max_sequence_length", 1, 0, 'L'}, {"threads", 1, 0, 't'}, {"quiet", 0, 0, 'q'},
-        {"verbose", 0, 0, 'v'}, {"prompts_file", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"verbose", 0, 0, 'v'}, {"prompts_file", 1, 0, 'f'}, {"help", 0, 0, 'h'},
+        {"precision", 1, 0, 'P'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -53,6 +54,7 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'f': prompts_file = optarg; break;
+        case 'P': precision_arg = optarg; break;
         case 'h': usage(stdout); return 0;
         default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
@@ -84,7 +86,9 @@ int main(int argc, char **argv) {
         else snprintf(label_buf[i], sizeof label_buf[i], "the prompt");
         labels[i] = label_buf[i];
     }
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
+    cvx_precision precision;
+    if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
     if (!m) cvx_die_last_error();
     const int D = cvx_encoder_dim(m);   /* maps the text encoder */
     if (D < 0) cvx_die_last_error();
@@ -102,7 +106,8 @@ int main(int argc, char **argv) {
         cvx_debug("wrote %s", path);
     }
     if (cvx_path_join(gc_path, sizeof gc_path, output_dir, "generation_config.json") ||
-        cvx_genconfig_record_encode(gc_path, prompts_file ? NULL : prompt, prompts_file, negative, model))
+        cvx_genconfig_record_encode(gc_path, prompts_file ? NULL : prompt, prompts_file, negative, model) ||
+        cvx_genconfig_record_precision(gc_path, "stage1_precision", m))
         cvx_die_last_error();
     char dur[32];
     cvx_format_duration(cvx_time() - t0, dur, sizeof dur);

@@ -39,13 +39,15 @@ int main(int argc, char **argv) {
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0;
     cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = 6.0, .seed = 42};
     cvx_dtype out_dtype = CVX_F32;
+    const char *precision_arg = NULL;
     static const struct option opts[] = {
         {"input_dir", 1, 0, 'i'}, {"output_dir", 1, 0, 'o'}, {"num_inference_steps", 1, 0, 'n'},
         {"guidance_scale", 1, 0, 'g'}, {"use_dynamic_cfg", 0, 0, 'y'}, {"seed", 1, 0, 's'}, {"height", 1, 0, 'H'},
         {"width", 1, 0, 'W'}, {"frames", 1, 0, 'F'}, {"fps", 1, 0, 'f'}, {"model_id", 1, 0, 'm'},
         {"model_dir", 1, 0, 'M'}, {"scheduler", 1, 0, 'S'}, {"threads", 1, 0, 't'}, {"resume", 0, 0, 'r'},
         {"checkpoint_every", 1, 0, 'c'}, {"output_dtype", 1, 0, 'd'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'},
-        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {"precision", 1, 0, 'P'},
+        {"noise_dtype", 1, 0, 'N'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -79,6 +81,8 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'x': stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
+        case 'P': precision_arg = optarg; break;
+        case 'N': sp.noise_dtype = optarg; break;
         case 'h': usage(stdout); return 0;
         default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
@@ -108,7 +112,9 @@ int main(int argc, char **argv) {
     if (!model)
         cvx_die("no model given and %s records no model_id: pass --model_id ORG/NAME or --model_dir DIR", in_gc);
     if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
+    cvx_precision precision;
+    if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
     cvx_embeddings emb;
     cvx_sample_params r;
     cogvideox_fingerprint fp;
@@ -129,7 +135,8 @@ int main(int argc, char **argv) {
                  lat.steps_done, r.num_inference_steps, ckpt_path);
     } else {
         if (cvx_latents_write(lat_path, &lat, &r, out_dtype, model) ||
-            cvx_genconfig_record_sample(out_gc, in_gc, &r, fps, lat.scheduler, model))
+            cvx_genconfig_record_sample(out_gc, in_gc, &r, fps, lat.scheduler, model) ||
+            cvx_genconfig_record_precision(out_gc, "stage2_precision", m))
             cvx_die_last_error();
         /* the checkpoint is stale now that the result is written */
         if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0)

@@ -13,6 +13,7 @@
 #include "fileio.h"
 #include "ops.h"
 #include "progress.h"
+#include "rng_lowp.h"
 
 #define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
 
@@ -231,7 +232,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         /* prepare_latents: randn([1, F, C, h, w]) from the seeded generator, its first use;
          * × init_noise_sigma (1.0) */
         cvx_generator_seed(&gen, p->seed);
-        cvx_randn(&gen, latents, n);
+        if (cvx_randn_as(&gen, (cvx_dtype)p->noise_dtype, latents, n)) goto done;   /* torch.randn(dtype=) */
         if (ck && ck->path && cvx_is_file(ck->path))
             cvx_warn("%s exists and will be overwritten by this new run (pass --resume to continue it instead)",
                      ck->path);

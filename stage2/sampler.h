@@ -26,6 +26,7 @@ typedef struct {
     /* progress of the loop (NULL: the default bar on stderr) */
     void (*progress)(void *user, const char *label, int done, int total);
     void *progress_user;
+    int noise_dtype;                    /* cvx_dtype of the initial noise (CVX_F32 = 0, CVX_BF16, CVX_F16) */
 } cogvideox_sample_params;
 
 typedef struct {
