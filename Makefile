@@ -77,7 +77,7 @@ TEST_SRC  := $(wildcard tests/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 .SECONDARY:
-.PHONY: all test asan deps clean bench fuzz run pipeline stage1 stage2 stage3 redecode help FORCE tests-build test-run
+.PHONY: all test asan deps clean bench bench-all fuzz run pipeline stage1 stage2 stage3 redecode help FORCE tests-build test-run
 all: $(PROGRAMS)
 
 $(BUILD)/%.c.o: %.c
@@ -121,7 +121,15 @@ BENCH_SRC  := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 	$(CXX) -o $@ $^ $(LIBS)
+# make bench: the kernel rates against the machine's measured peaks (quick), then ours and the
+# PyTorch peer (../shared/peer) side by side in one run, f32 and bf16 (bench/side_by_side.sh:
+# BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"). make bench-all: every bench program.
+BENCH_THREADS ?= 2
+BENCH_CASES   ?= t5,tr2b,tr5b,vae
 bench: $(BENCH_BINS)
+	$(BUILD)/bench/bench_kernels $(BENCH_THREADS) 3 quick
+	BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side.sh $(BENCH_CASES)
+bench-all: $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 
 fuzz:
