@@ -50,6 +50,7 @@ typedef struct cvx_ctx {
     cvx_scratch weights;         /* one weight matrix widened to f32 (cvx_weight_f32) */
     cvx_scratch conv_grid;       /* shifted-GEMM output grid (cvx_conv3d_padded) */
     cvx_scratch winograd;        /* Winograd V and M tiles */
+    cvx_scratch bf16_w, bf16_x;  /* bf16 mode: one conv's weights / inputs as bf16 (2 per float slot) */
 
     /* the GEMM kernels (oneDNN f32/bf16, primitives cached per shape; created after the thread
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */
@@ -60,7 +61,8 @@ typedef struct cvx_ctx {
 /* threads <= 0: all cores. Applies the thread count (process-wide, see above). */
 cvx_ctx *cvx_ctx_new(int threads);
 void cvx_ctx_free(cvx_ctx *ctx);
-/* Set the compute precision. bf16 on a CPU without AVX512_BF16/AMX runs the fallback path
+/* Set the compute precision. bf16 also moves 3×3 convs from Winograd F(4×4) to F(2×2) (F(4×4)
+ * amplifies the bf16 rounding ~6×; see context.c). bf16 on a CPU without AVX512_BF16/AMX runs the fallback path
  * (operands rounded to bf16, f32 arithmetic: same results, not faster) and says so once per
  * context (one info line). 0, or -1 + cvx_error. */
 int cvx_ctx_set_precision(cvx_ctx *ctx, cvx_precision p);
