@@ -86,7 +86,7 @@ TEST_SRC  := $(wildcard tests/*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 .SECONDARY:
-.PHONY: all test asan deps clean bench fuzz run pipeline stage1 stage2 stage3 redecode help FORCE tests-build test-run
+.PHONY: all test asan deps clean bench bench-all fuzz run pipeline stage1 stage2 stage3 redecode help FORCE tests-build test-run
 all: $(PROGRAMS)
 
 $(BUILD)/%.c.o: %.c
@@ -130,7 +130,15 @@ BENCH_SRC  := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 	$(CXX) -o $@ $^ $(LIBS)
+# make bench: the kernel rates against the machine's measured peaks (quick), then ours and the
+# PyTorch peer (../shared/peer) side by side in one run, f32 and bf16 (bench/side_by_side.sh:
+# BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"). make bench-all: every bench program.
+BENCH_THREADS ?= 2
+BENCH_CASES   ?= t5,tr2b,tr5b,vae
 bench: $(BENCH_BINS)
+	$(BUILD)/bench/bench_kernels $(BENCH_THREADS) 3 quick
+	BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side.sh $(BENCH_CASES)
+bench-all: $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 	@echo "== bench/omp_under_load.sh (issue 14: alone vs beside CPU hogs)"; sh bench/omp_under_load.sh $(BUILD)
 # only the under-load measurement (docs/performance.md "OpenMP threads under load")
@@ -160,7 +168,7 @@ deps:
 help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
-	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS OUT STAGE3_EXTRA (see docs/usage.md)"
+	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS PRECISION NOISE_DTYPE OUT STAGE3_EXTRA (see docs/usage.md)"
 	@echo "                    IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
 
 clean:
@@ -185,6 +193,8 @@ DYNAMIC_CFG     ?=
 TILING          ?= auto
 CRF             ?= 18
 THREADS         ?= 0
+PRECISION       ?= $(or $(CVX_PRECISION),auto)
+NOISE_DTYPE     ?=
 STAGE3_EXTRA    ?=
 BIN             ?= bin
 # image-to-video (IMAGE=file, an I2V MODEL) / video-to-video (VIDEO=file or folder, STRENGTH)
@@ -197,16 +207,16 @@ STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 endif
 sq = '$(subst ','\'',$(1))'
 model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(MODEL)),--model_id $(call sq,$(MODEL)))
-STAGE1_ARGS = --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag) \
+STAGE1_ARGS = --precision $(PRECISION) --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag) \
   $(if $(IMAGE),--image $(call sq,$(IMAGE))) $(if $(VIDEO),--video $(call sq,$(VIDEO)) $(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)))
 # with IMAGE/VIDEO the size (and VIDEO's frame count) is stage 1's: stage 2 takes it from there
-STAGE2_ARGS = --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
+STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE_DTYPE)) --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
   $(if $(VIDEO),,$(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),,$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH))) \
   $(if $(STRENGTH),--strength $(STRENGTH)) \
   $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg)
-STAGE3_ARGS = $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
+STAGE3_ARGS = --precision $(PRECISION) $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
 
 $(OUT)/.stage%.args: FORCE

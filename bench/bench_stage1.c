@@ -1,9 +1,11 @@
 /* Stage-1 benchmark: the T5 encoder at T5-XXL dimensions (d_model 4096, 64 heads x 64,
  * d_ff 10240) with random bf16 weights (the real checkpoint's storage dtype), 2 of the 24
  * layers, 226 tokens, one sequence. Prints wall time (median of 3 after a warm-up), GFLOP/s
- * and peak RSS. The PyTorch peer takes 1.42 s for the same case (docs: PERFORMANCE.md).
+ * and peak RSS, then one line for bench/side_by_side.sh (which runs the PyTorch peer beside it):
+ *   RESULT case=t5 precision=<f32|bf16> seconds=<median wall s> gflops=<rate>
  *
  *   bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--f32|--f16] [--reps N]
+ *                [--precision f32|bf16]
  */
 #include <getopt.h>
 #include <math.h>
@@ -17,8 +19,6 @@
 #include "error.h"
 #include "gemm.h"
 #include "stage1/t5.h"
-
-#define PYTORCH_SECONDS 1.42   /* 2 layers, 226 tokens, f32, 2 threads */
 
 /* Normal-range values only (the weights here are far from the f16 limits); round to nearest. */
 static uint16_t f32_to_f16(float f) {
@@ -80,12 +80,13 @@ int main(int argc, char **argv) {
     cvx_set_program_name("bench_stage1");
     int layers = 2, S = 226, B = 1, threads = 0, reps = 3;
     cvx_dtype dt = CVX_BF16;
+    cvx_precision prec = CVX_PRECISION_F32;
     static const struct option opts[] = {
         {"layers", required_argument, 0, 'l'}, {"tokens", required_argument, 0, 's'},
         {"batch", required_argument, 0, 'b'},  {"threads", required_argument, 0, 't'},
         {"reps", required_argument, 0, 'r'},   {"f32", no_argument, 0, 'f'},
         {"f16", no_argument, 0, 'g'},          {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"precision", required_argument, 0, 'P'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
         case 'l': layers = atoi(optarg); break;
@@ -95,8 +96,12 @@ int main(int argc, char **argv) {
         case 'r': reps = atoi(optarg); break;
         case 'f': dt = CVX_F32; break;
         case 'g': dt = CVX_F16; break;
+        case 'P':
+            if (cvx_precision_parse(optarg, &prec)) cvx_die_last_error();
+            break;
         default:
-            printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32|--f16]\n");
+            printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32|--f16]"
+                   " [--precision f32|bf16]\n");
             return c == 'h' ? 0 : 1;
         }
     }
@@ -107,6 +112,7 @@ int main(int argc, char **argv) {
     t5_model m = {.cfg = {.d_model = 4096, .d_kv = 64, .num_heads = 64, .d_ff = 10240, .num_layers = layers,
                           .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f},
                  .ctx = cvx_ctx_new(threads), .owns_ctx = 1};
+    if (cvx_ctx_set_precision(m.ctx, prec)) cvx_die_last_error();
     const t5_config *c = &m.cfg;
     const int64_t D = c->d_model, inner = (int64_t)c->num_heads * c->d_kv, F = c->d_ff;
     uint64_t seed = 42;
@@ -148,15 +154,14 @@ int main(int argc, char **argv) {
     double checksum = 0;
     for (size_t i = 0; i < (size_t)B * S * D; i++) checksum += out[i];
     printf("stage1 T5 encoder bench: %d layers, %d x %d tokens, d_model %lld, %d heads x %d, d_ff %lld, %s weights, "
-           "%d threads\n",
-           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads());
+           "%d threads, %s compute\n",
+           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads(),
+           cvx_precision_name(prec));
     printf("  wall %.3f s (median of %d; warm-up %.3f s, min %.3f s)  %.1f GFLOP  %.1f GFLOP/s  peak RSS %.0f MB\n",
            med, reps, t[0], t[1], flop / 1e9, flop / med / 1e9, cvx_peak_rss_bytes() / 1048576.0);
-    if (layers == 2 && S == 226 && B == 1)
-        printf("  PyTorch 1.13 (f32, same case): %.2f s -> speed-up %.2fx (target >= 1.20x)\n", PYTORCH_SECONDS,
-               PYTORCH_SECONDS / med);
     printf("  CPU time per run %.3f s (all threads; %.1f GFLOP per CPU-second)\n", cpu, flop / cpu / 1e9);
     printf("  checksum %.6g\n", checksum);
+    printf("RESULT case=t5 precision=%s seconds=%.4f gflops=%.1f\n", cvx_precision_name(prec), med, flop / med / 1e9);
 
     for (int l = 0; l < layers; l++) {
         t5_block *b = &m.blocks[l];

@@ -2,10 +2,12 @@
  * [128,256,256,512], layers_per_block 3, 32 groups, 16 latent channels) with random weights
  * (PyTorch default init ranges), decoding a random latent untiled with the upstream chunking.
  *
- *   bench_stage3 [T H W] [--threads N] [--bf16] [--no-winograd|--winograd2]   default latent 3×30×45 (-> 9×240×360)
+ *   bench_stage3 [T H W] [--threads N] [--bf16] [--no-winograd|--winograd2] [--precision f32|bf16]
+ *   default latent 3×30×45 (-> 9×240×360); --bf16 stores the weights in bf16, --precision is the compute.
  *
- * Prints wall time, convolution GFLOP/s (nominal FLOPs, multiply-add = 2) and peak RSS.
- * PyTorch (diffusers 0.32.2, torch 1.13.1, 2 threads) takes 128.1 s for 3×30×45. */
+ * Prints wall time, convolution GFLOP/s (nominal FLOPs, multiply-add = 2) and peak RSS, then one
+ * line for bench/side_by_side.sh (which times PyTorch on the same case in the same run):
+ *   RESULT case=vae precision=<f32|bf16> seconds=<wall s of the one decode> gflops=<rate> */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gemm_fast.h"
 #include "fileio.h"
 #include "gemm.h"
 #include "safetensors.h"
@@ -105,13 +108,19 @@ static void make_model(const char *dir) {
 int main(int argc, char **argv) {
     int T = 3, h = 30, w = 45, threads = 0, pos = 0, tiled = 0;
     cvx_conv_algo algo = CVX_CONV_WINOGRAD4;
+    cvx_precision prec = CVX_PRECISION_F32;
+    int openblas = 0;
     int dims[3] = {T, h, w};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bf16")) g_store = CVX_BF16;
         else if (!strcmp(argv[i], "--no-winograd")) algo = CVX_CONV_DIRECT;
         else if (!strcmp(argv[i], "--winograd2")) algo = CVX_CONV_WINOGRAD2;
-        else if (!strcmp(argv[i], "--tiled")) tiled = 1;  /* upstream's default tiles: 240x360 samples */
+        else if (!strcmp(argv[i], "--tiled")) tiled = 1;
+        else if (!strcmp(argv[i], "--openblas")) openblas = 1;   /* compare: f32 GEMMs on OpenBLAS */
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            if (cvx_precision_parse(argv[++i], &prec)) cvx_die_last_error();
+        }  /* upstream's default tiles: 240x360 samples */
         else if (pos < 3) dims[pos++] = atoi(argv[i]);
     }
     T = dims[0], h = dims[1], w = dims[2];
@@ -123,6 +132,8 @@ int main(int argc, char **argv) {
     vae_decoder d;
     if (vae_load(&d, dir, NULL)) cvx_die_last_error();
     d.ctx->conv_algo = algo;
+    if (cvx_ctx_set_precision(d.ctx, prec)) cvx_die_last_error();
+    if (openblas && d.ctx->kernels) cvx_kernels_force(d.ctx->kernels, CVX_KPATH_NO_ONEDNN);
     size_t n = (size_t)d.latent_channels * T * h * w;
     float *z = cvx_alloc_f32(n);   // [16, T, h, w]
     for (size_t i = 0; i < n; i += 2) {
@@ -143,13 +154,13 @@ int main(int argc, char **argv) {
     double dt = cvx_time() - t0, cpu = cpu_seconds() - c0, fl = d.ctx->conv_flops;
     double s = 0;
     for (size_t i = 0; i < (size_t)d.out_channels * To * Ho * Wo; i++) s += out[i];
-    printf("bench_stage3: VAE decode latent [16,%d,%d,%d] -> [3,%d,%d,%d] (%s weights, %d threads%s): %.2f s, "
+    printf("bench_stage3: VAE decode latent [16,%d,%d,%d] -> [3,%d,%d,%d] (%s weights, %s compute, %d threads%s): %.2f s, "
            "%.0f GFLOP conv (direct count), %.1f GFLOP/s effective, 3x3 convs %.1f s, CPU %.1f s, peak RSS %.2f GB "
            "(%.2f GB before decode), checksum %.6g\n",
-           T, h, w, To, Ho, Wo, g_store == CVX_BF16 ? "bf16" : "f32", cvx_threads(), tiled ? ", tiled 240x360" : "", dt, fl / 1e9, fl / dt / 1e9,
+           T, h, w, To, Ho, Wo, g_store == CVX_BF16 ? "bf16" : "f32", cvx_precision_name(prec), cvx_threads(), tiled ? ", tiled 240x360" : "", dt, fl / 1e9, fl / dt / 1e9,
            d.ctx->conv_seconds, cpu,
            cvx_peak_rss_bytes() / 1e9, rss0 / 1e9, s);
-    if (T == 3 && h == 30 && w == 45) printf("bench_stage3: vs PyTorch 128.1 s: %.2fx\n", 128.1 / dt);
+    printf("RESULT case=vae precision=%s seconds=%.4f gflops=%.1f\n", cvx_precision_name(prec), dt, fl / dt / 1e9);
     vae_free(&d);
     free(z), free(out);
     char cmd[256];

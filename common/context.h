@@ -17,11 +17,14 @@
 
 typedef enum {
     CVX_PRECISION_F32 = 0,   /* f32 compute, f32 accumulation (upstream parity) */
-    CVX_PRECISION_BF16,      /* bf16 operands, f32 accumulation (not implemented yet: refused) */
+    CVX_PRECISION_BF16,      /* bf16 operands, f32 accumulation in every heavy op (linears, attention
+                              * products, convs); norms, softmax, scheduler, RNG stay f32 */
 } cvx_precision;
 
-/* CPU features bit set (filled by common/cpu.* once it lands; 0 = portable code only). */
-enum { CVX_CPU_AVX2 = 1u << 0, CVX_CPU_AVX512F = 1u << 1, CVX_CPU_AVX512_BF16 = 1u << 2 };
+typedef struct cvx_kernels cvx_kernels;   /* common/gemm_fast.h */
+
+/* CPU features bit set (cvx_cpu_detect, common/cpu.h; 0 = portable code only). */
+enum { CVX_CPU_AVX2 = 1u << 0, CVX_CPU_AVX512F = 1u << 1, CVX_CPU_AVX512_BF16 = 1u << 2, CVX_CPU_AMX_BF16 = 1u << 3 };
 
 /* Conv algorithm for 3×3 spatial kernels (the VAE's convolutions). */
 typedef enum { CVX_CONV_DIRECT = 0, CVX_CONV_WINOGRAD2 = 2, CVX_CONV_WINOGRAD4 = 4 } cvx_conv_algo;
@@ -34,7 +37,7 @@ typedef struct {
 typedef struct cvx_ctx {
     int threads;                 /* OpenMP/OpenBLAS threads (>= 1) */
     cvx_precision precision;
-    unsigned cpu_features;       /* CVX_CPU_* bits */
+    unsigned cpu_features;       /* CVX_CPU_* bits (from cvx_cpu_detect) */
     cvx_conv_algo conv_algo;     /* default CVX_CONV_WINOGRAD4 */
     size_t winograd_budget;      /* floats of Winograd scratch per block of tile rows (default 48M) */
 
@@ -47,14 +50,32 @@ typedef struct cvx_ctx {
     cvx_scratch weights;         /* one weight matrix widened to f32 (cvx_weight_f32) */
     cvx_scratch conv_grid;       /* shifted-GEMM output grid (cvx_conv3d_padded) */
     cvx_scratch winograd;        /* Winograd V and M tiles */
+    cvx_scratch bf16_w, bf16_x;  /* bf16 mode: one conv's weights / inputs as bf16 (2 per float slot) */
+
+    /* the GEMM kernels (oneDNN f32/bf16, primitives cached per shape; created after the thread
+     * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */
+    cvx_kernels *kernels;
+    int fallback_noted;          /* the "bf16 without bf16 units" note was printed */
 } cvx_ctx;
 
 /* threads <= 0: all cores. Applies the thread count (process-wide, see above). */
 cvx_ctx *cvx_ctx_new(int threads);
 void cvx_ctx_free(cvx_ctx *ctx);
-/* 0, or -1 + cvx_error when the precision has no kernels yet. */
+/* Set the compute precision. bf16 also moves 3×3 convs from Winograd F(4×4) to F(2×2) (F(4×4)
+ * amplifies the bf16 rounding ~6×; see context.c). bf16 on a CPU without AVX512_BF16/AMX runs the fallback path
+ * (operands rounded to bf16, f32 arithmetic: same results, not faster) and says so once per
+ * context (one info line). 0, or -1 + cvx_error. */
 int cvx_ctx_set_precision(cvx_ctx *ctx, cvx_precision p);
 const char *cvx_precision_name(cvx_precision p);
+/* The precision a user gets by default ("auto"): bf16 when this CPU has bf16 units
+ * (AVX512_BF16 or AMX-BF16), else f32 (see docs/performance.md "Precision"). */
+cvx_precision cvx_precision_auto(void);
+/* Command-line names: "f32" / "float32", "bf16" / "bfloat16", "auto" (resolved here with
+ * cvx_precision_auto). 0, or -1 + cvx_error naming the accepted values. */
+int cvx_precision_parse(const char *name, cvx_precision *out);
+/* The programs' --precision: `arg` (the flag's value) or, when NULL, $CVX_PRECISION, else "auto".
+ * 0, or -1 + cvx_error naming the flag / variable. */
+int cvx_precision_from_cli(const char *arg, cvx_precision *out);
 /* Free the scratch buffers (they grow again on the next use). */
 void cvx_ctx_release_scratch(cvx_ctx *ctx);
 /* The buffer of s, at least n floats (contents undefined). */

@@ -7,6 +7,28 @@
 
 #include "error.h"
 #include "gemm.h"
+#include "gemm_fast.h"
+
+/* bf16 mode: a conv's products read operands converted to bf16 ONCE (the weights once per conv,
+ * the inputs / Winograd V once per block) instead of in every cvx_gemm_p call, where each slice
+ * would be converted again for every tap / frame it takes part in. Same rounding (RNE), same
+ * results. NULL / 0 in f32 mode. */
+static int conv_bf16(const cvx_ctx *ctx) { return ctx->precision == CVX_PRECISION_BF16 && ctx->kernels; }
+
+static const uint16_t *bf16_copy(cvx_scratch *s, const float *src, size_t n) {
+    uint16_t *d = (uint16_t *)cvx_scratch_get(s, (n + 1) / 2);
+    cvx_f32_to_bf16_fast(src, d, n);
+    return d;
+}
+
+/* C[M,N] = A[M,K] · B[K,N] (+ beta·C), bf16 operands row-major, f32 accumulation; counted. */
+static void gemm_bf16(cvx_ctx *ctx, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                      float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    cvx_flops_add(ctx, 2.0 * M * N * K);
+    cvx_mat a = {A, CVX_BF16, lda, 0}, b = {B, CVX_BF16, ldb, 0};
+    CVX_CHECK(cvx_matmul(ctx->kernels, CVX_PRECISION_BF16, M, N, K, a, b, NULL, beta, C, ldc) == 0);
+}
 
 void cvx_conv_pack_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int taps, float *dst) {
     CVX_CHECK(w->numel == (int64_t)Cout * Cin * taps);
@@ -29,6 +51,9 @@ void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, i
     if (nt < 1) nt = 1;
     if (nt > T) nt = T;
     float *grid = cvx_scratch_get(&ctx->conv_grid, (size_t)Cout * nt * HWp);   /* reused across calls */
+    const int bf = conv_bf16(ctx);
+    const uint16_t *wb = bf ? bf16_copy(&ctx->bf16_w, wpk, (size_t)kt * kh * kw * Cout * Cin) : NULL;
+    const uint16_t *xb = bf ? bf16_copy(&ctx->bf16_x, xp, (size_t)Cin * chan) : NULL;
     for (int t0 = 0; t0 < T; t0 += nt) {
         int n_t = T - t0 < nt ? T - t0 : nt;
         /* Grid columns up to the last valid output: reads never pass the last input frame. */
@@ -37,7 +62,13 @@ void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, i
             for (int dy = 0; dy < kh; dy++)
                 for (int dx = 0; dx < kw; dx++) {
                     int tap = (dt * kh + dy) * kw + dx;
-                    const float *B = xp + (size_t)(t0 + dt) * HWp + (size_t)dy * Wp + dx;   // [Cin, N], ld chan
+                    const size_t off = (size_t)(t0 + dt) * HWp + (size_t)dy * Wp + dx;
+                    const float *B = xp + off;                                                 // [Cin, N], ld chan
+                    if (bf) {
+                        gemm_bf16(ctx, Cout, (int)N, Cin, wb + (size_t)tap * Cout * Cin, Cin, xb + off, (int)chan,
+                                  tap ? 1.0f : 0.0f, grid, (int)N);                                 // [Cout, N]
+                        continue;
+                    }
                     cvx_gemm(ctx, 0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, B, (int)chan,
                               tap ? 1.0f : 0.0f, grid, (int)N);                                 // [Cout, N]
                 }
@@ -208,6 +239,7 @@ void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp,
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
     /* Tile rows per block: V [16, Cin, Tp, nt] + M [16, Cout, T, nt] within the budget. */
     const int R = winograd_block_rows(ctx, (size_t)16 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
+    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)16 * Cout * kt * Cin) : NULL;
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
         float *V = ctx->winograd.data;                                           // [16, Tp, Cin, nt]
@@ -244,11 +276,17 @@ void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp,
         /* 16 independent products per output frame, the kt time taps folded into K: with V
          * frame-major, frames t..t+kt−1 of V_ξ are one [kt·Cin, nt] matrix (row stride nt):
          * M_ξ[Cout, t, nt] = U_ξ[Cout, kt·Cin] · V_ξ[t .. t+kt−1][Cin, nt]. */
+        const uint16_t *Vb = Ub ? bf16_copy(&ctx->bf16_x, V, (size_t)16 * vx) : NULL;
         for (int xi = 0; xi < 16; xi++)
             for (int t = 0; t < T; t++)
-                cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                          V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
-                          T * nt);
+                if (Ub)
+                    gemm_bf16(ctx, Cout, nt, kt * Cin, Ub + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                              Vb + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
+                              T * nt);
+                else
+                    cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                             V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f,
+                             M + (size_t)xi * mx + (size_t)t * nt, T * nt);
         /* Output transform Aᵀ m A, bias, keep the valid 2×2 outputs. */
 #pragma omp parallel for collapse(2) schedule(static)
         for (int co = 0; co < Cout; co++)
@@ -311,6 +349,7 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
     const int R = winograd_block_rows(ctx, (size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
+    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)36 * Cout * kt * Cin) : NULL;
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
         float *V = ctx->winograd.data;                                           // [36, Tp, Cin, nt]
@@ -373,11 +412,17 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
                 }
             free(tr), free(ph), free(zrow);
         }
+        const uint16_t *Vb = Ub ? bf16_copy(&ctx->bf16_x, V, (size_t)36 * vx) : NULL;
         for (int xi = 0; xi < 36; xi++)
             for (int t = 0; t < T; t++)
-                cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                          V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
-                          T * nt);
+                if (Ub)
+                    gemm_bf16(ctx, Cout, nt, kt * Cin, Ub + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                              Vb + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
+                              T * nt);
+                else
+                    cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                             V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f,
+                             M + (size_t)xi * mx + (size_t)t * nt, T * nt);
         /* Output transform Y = Aᵀ m A (vectorised over the tiles of a row), bias, valid 4×4 outputs. */
 #pragma omp parallel
         {

@@ -1,6 +1,9 @@
-/* GEMM through OpenBLAS, nn.Linear over weights of any float dtype, the shared thread count. */
+/* The GEMM ops on a compute context (oneDNN through gemm_fast.h, dispatched on ctx->precision),
+ * the pure OpenBLAS sgemm, nn.Linear over weights of any float dtype, the shared thread count. */
 #include "gemm.h"
 #include "error.h"
+#include "gemm_fast.h"
+#include "ops.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -30,8 +33,14 @@ void cvx_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const
 void cvx_gemm(cvx_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    CVX_CHECK(ctx->precision == CVX_PRECISION_F32);   /* the only one cvx_ctx_set_precision accepts yet */
     cvx_flops_add(ctx, 2.0 * M * N * K);
+    if (alpha == 1.0f && ctx->kernels) {   /* oneDNN f32 (~1.8x OpenBLAS) or bf16 */
+        CVX_CHECK(cvx_gemm_p(ctx->kernels, ctx->precision, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C,
+                             ldc) == 0);
+        return;
+    }
+    /* alpha != 1 (no caller in the models) or no oneDNN: OpenBLAS, f32 only. */
+    CVX_CHECK(ctx->precision == CVX_PRECISION_F32 || !ctx->kernels);
     cvx_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -69,6 +78,13 @@ const float *cvx_weight_f32(cvx_ctx *ctx, const cvx_tensor *t) {
 void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y) {
     CVX_CHECK(W->ndim == 2 && W->shape[1] == K);
     int N = (int)W->shape[0];
+    if (ctx->kernels) {
+        /* W read in place when the kernel can (bf16 W in bf16 mode, f32 W in f32 mode), else
+         * converted one matrix at a time in the kernels' scratch. */
+        cvx_flops_add(ctx, 2.0 * M * N * K);
+        CVX_CHECK(cvx_linear_p(ctx->kernels, ctx->precision, x, M, K, W, b, y) == 0);
+        return;
+    }
     if (b) {
         CVX_CHECK(b->numel == N);
         /* Bias first, then accumulate the product on top (beta = 1). */
@@ -83,4 +99,12 @@ void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W,
     }
     const float *w = cvx_weight_f32(ctx, W);
     cvx_gemm(ctx, 0, 1, M, N, K, 1.0f, x, K, w, K, b ? 1.0f : 0.0f, y, N);
+}
+
+void cvx_attention_ctx(cvx_ctx *ctx, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    if (ctx->precision == CVX_PRECISION_BF16 && ctx->kernels)
+        cvx_attention_bf16(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+    else
+        cvx_attention(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
 }

@@ -17,8 +17,9 @@ int cvx_threads(void);
  * A pure kernel (OpenBLAS): no context, no counting; ops that call it count into their ctx. */
 void cvx_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
-/* The op form of cvx_sgemm: counts 2·M·N·K into ctx->flops and dispatches on the context
- * (f32 only yet). Use this from model and op code. */
+/* The op form of cvx_sgemm: counts 2·M·N·K into ctx->flops and dispatches on the context:
+ * oneDNN matmul at ctx->precision (f32, or bf16 operands with f32 accumulation) when alpha = 1;
+ * alpha != 1 runs cvx_sgemm (f32 only). Use this from model and op code. */
 void cvx_gemm(cvx_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
 /* Reference triple loop (double accumulation) for tests of the fast path. */
@@ -28,12 +29,18 @@ void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, c
 /* PyTorch nn.Linear: y[M,N] = x[M,K] · W[N,K]ᵀ + b[N].
  * W (and b, which may be NULL) in any float storage dtype; non-f32 weights are widened
  * into ctx's weight scratch just before the product (never the whole model at once).
- * Adds 2·M·N·K to ctx->flops. The place precision / CPU-feature dispatch goes. */
+ * Adds 2·M·N·K to ctx->flops. Runs cvx_linear_p (gemm_fast.h) at ctx->precision: a bf16 W is
+ * read in place in bf16 mode, widened one matrix at a time in f32 mode. */
 void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y);
 
 /* W as f32: zero-copy for aligned F32, else widened into ctx->weights (valid until the next
  * call on this context). */
 const float *cvx_weight_f32(cvx_ctx *ctx, const cvx_tensor *t);
+
+/* The op form of cvx_attention (ops.h; same arguments): f32 → cvx_attention, bf16 →
+ * cvx_attention_bf16 (q, k, v and the probabilities rounded to bf16, f32 softmax/accumulation). */
+void cvx_attention_ctx(cvx_ctx *ctx, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 
 /* Count f FLOPs on ctx (thread-safe against the ops' own OpenMP loops). */
 void cvx_flops_add(cvx_ctx *ctx, double f);

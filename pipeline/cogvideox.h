@@ -31,7 +31,8 @@ typedef void (*cvx_progress_fn)(void *user, const char *label, int done, int tot
 typedef struct {
     const char *model;          /* diffusers directory or ORG/NAME hub id */
     int threads;                /* 0 = all cores */
-    cvx_precision precision;    /* CVX_PRECISION_F32 (bf16 later) */
+    cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
+                                 * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
 } cvx_model_params;
 
 /* What cvx_model_open read: the resolved paths and the model's defaults. */
@@ -94,6 +95,9 @@ typedef struct {
     const struct cvx_conditioning *conditioning;
     double strength;              /* V2V: 0 = 0.8 (upstream's default); in (0, 1] */
     struct cvx_dist *cfg_dist;    /* CFG-parallel group of 2 MPI ranks (common/dist.h), NULL = none */
+    const char *noise_dtype;      /* dtype of the initial latents and DPM step noise draws, as torch.randn(dtype=):
+                                   * "f32" / "bf16" / "fp16"; NULL = follow the model's precision (bf16 → "bf16",
+                                   * as a diffusers pipeline loaded in bf16 does); resolved to the canonical name */
 } cvx_sample_params;
 
 typedef struct {
@@ -200,6 +204,8 @@ int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_p
  * in_path when out_path is new). */
 int cvx_genconfig_record_sample(const char *out_path, const char *in_path, const cvx_sample_params *resolved,
                                 int fps, const char *scheduler, const char *model_id);
+/* generation_config.json: `key` ("stage1_precision", ...) = m's compute precision ("f32"/"bf16"). */
+int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m);
 
 /* The writers above into an output set (fileio.h: every file of the set is renamed into place
  * only once all are written; add generation_config.json last). The genconfig forms record the

@@ -79,6 +79,14 @@ int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const cha
     return rc;
 }
 
+int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m) {
+    json_object *upd = json_object_new_object();
+    json_object_object_add(upd, key, json_object_new_string(cvx_precision_name(m->ctx->precision)));
+    int rc = cvx_genconfig_update(path, upd);
+    json_object_put(upd);
+    return rc;
+}
+
 /* A --prompts_file: one prompt per non-empty line. */
 cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count) {
     size_t len;
@@ -176,6 +184,8 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         format_double(p->strength, gbuf, sizeof gbuf);
         if (p->conditioning->mode == CVX_MODE_V2V) cogvideox_fingerprint_set(fp, "strength", "%s", gbuf);
     }
+    cogvideox_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
+    cogvideox_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
     return 0;
 }
 
@@ -249,6 +259,7 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
         json_object_object_add(upd, "strength", json_object_new_double(p->strength));
     if (lat_xxh64) json_object_object_add(upd, "stage2_latents_xxh64", json_object_new_string(lat_xxh64));
+    json_object_object_add(upd, "noise_dtype", json_object_new_string(p->noise_dtype ? p->noise_dtype : "f32"));
     int rc = genconfig_put(set, out_gc, upd);
     json_object_put(upd);
     return rc;

@@ -59,8 +59,8 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
         cvx_error("no model given");
         return NULL;
     }
-    if (p->precision != CVX_PRECISION_F32) {
-        cvx_error("compute precision %s is not implemented yet (only f32)", cvx_precision_name(p->precision));
+    if (p->precision != CVX_PRECISION_F32 && p->precision != CVX_PRECISION_BF16) {
+        cvx_error("compute precision %d is not one of f32, bf16", (int)p->precision);
         return NULL;
     }
     cvx_model *m = cvx_calloc(1, sizeof *m);
@@ -75,6 +75,10 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
     read_scheduler_name(m->dir, m->scheduler_name, sizeof m->scheduler_name);
     fill_info(m);
     m->ctx = cvx_ctx_new(p->threads);
+    if (cvx_ctx_set_precision(m->ctx, p->precision)) {
+        cvx_ctx_free(m->ctx);
+        goto fail;
+    }
     return m;
 fail:
     free(m);

@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "validate.h"
+#include "rng_lowp.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
@@ -33,6 +34,10 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->num_inference_steps) r->num_inference_steps = DEFAULT_STEPS;
     if (!r->scheduler) r->scheduler = i->scheduler;
     if (!r->conditioning && r->strength) return cvx_error("--strength is for video-to-video (give stage 1 a --video)");
+    if (!r->noise_dtype) r->noise_dtype = m->ctx->precision == CVX_PRECISION_BF16 ? "bf16" : "f32";
+    cvx_dtype nd;
+    if (cvx_noise_dtype_parse(r->noise_dtype, &nd)) return cvx_error_prefix("--noise_dtype");
+    r->noise_dtype = nd == CVX_BF16 ? "bf16" : nd == CVX_F16 ? "fp16" : "f32";   /* canonical name */
     return 0;
 }
 
@@ -63,6 +68,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     int rc = -1;
     cvx_prepared prep = {0};
     if (cvx_model_load_transformer(m)) goto done;
+    cvx_dtype nd;
     const cogvideox_config *c = &m->tcfg;
     cogvideox_sample_params sp = {
         .frames = p.frames, .height = p.height, .width = p.width, .num_inference_steps = p.num_inference_steps,
@@ -70,6 +76,8 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
         .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
         .progress = progress, .progress_user = user, .cfg_dist = p.cfg_dist,
         .i2v = p.conditioning && p.conditioning->mode == CVX_MODE_I2V};
+    if (cvx_noise_dtype_parse(p.noise_dtype, &nd)) goto done;
+    sp.noise_dtype = sched.noise_dtype = (int)nd;
     if (sp.num_inference_steps > sched.num_train_timesteps) {
         cvx_error("--num_inference_steps %d: at most num_train_timesteps %d (%s)", sp.num_inference_steps,
                   sched.num_train_timesteps, sched_cfg);

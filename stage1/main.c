@@ -41,14 +41,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
-    const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL;
+    const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL, *precision_arg = NULL;
     int L = 226, threads = 0, verbosity = 1;
     cvx_conditioning_params cp = {0};   /* --image / --video: I2V / V2V conditioning */
     static const struct option opts[] = {
         {"prompt", 1, 0, 'p'}, {"negative_prompt", 1, 0, 'n'}, {"model_id", 1, 0, 'm'}, {"model_dir", 1, 0, 'M'},
         {"output_dir", 1, 0, 'o'}, {"max_sequence_length", 1, 0, 'L'}, {"threads", 1, 0, 't'}, {"quiet", 0, 0, 'q'},
         {"verbose", 0, 0, 'v'}, {"prompts_file", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {"image", 1, 0, 'I'},
-        {"video", 1, 0, 'V'}, {"frames", 1, 0, 'F'}, {"height", 1, 0, 'H'}, {"width", 1, 0, 'W'}, {0, 0, 0, 0}};
+        {"video", 1, 0, 'V'}, {"frames", 1, 0, 'F'}, {"height", 1, 0, 'H'}, {"width", 1, 0, 'W'},
+        {"precision", 1, 0, 'P'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -71,6 +72,7 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'f': prompts_file = optarg; break;
+        case 'P': precision_arg = optarg; break;
         case 'I': cp.image = optarg; break;
         case 'V': cp.video = optarg; break;
         case 'F': cp.max_frames = (int)cvx_flag_int("--frames", optarg, 1, 65536); break;
@@ -117,7 +119,9 @@ int main(int argc, char **argv) {
         else snprintf(label_buf[i], sizeof label_buf[i], "the prompt");
         labels[i] = label_buf[i];
     }
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
+    cvx_precision precision;
+    if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
     if (!m) cvx_die_last_error();
     /* the image / video first: a bad input fails before the text encoder is mapped */
     cvx_conditioning cond = {0};
@@ -173,7 +177,9 @@ int main(int argc, char **argv) {
                                         prompts_file ? NULL : hex) ||
         cvx_outset_commit(&set))
         cvx_outset_abort(&set), cvx_die_last_error();
-    if (cvx_genconfig_record_conditioning(gc_path, source ? &cond : NULL, source)) cvx_die_last_error();
+    if (cvx_genconfig_record_conditioning(gc_path, source ? &cond : NULL, source) ||
+        cvx_genconfig_record_precision(gc_path, "stage1_precision", m))
+        cvx_die_last_error();
     if (source) cvx_info("wrote %s (%s: latent distribution [1, %d, %d, %d, %d])", cond_path, cvx_mode_name(cond.mode),
                          cond.C, cond.T, cond.h, cond.w);
     cvx_conditioning_free(&cond);

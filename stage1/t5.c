@@ -205,8 +205,8 @@ void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S
     for (int b = 0; b < B; b++) {                                      // sequences never mix
         const size_t off = (size_t)b * S * inner;
         /* T5 does not scale the scores by 1/sqrt(d_kv) (folded into its initialisation). */
-        cvx_attention(s->q + off, inner, s->k + off, s->v + off, inner, s->a + off, inner, S, S, H, hd, 1.0f,
-                      bias);                                           // [S, inner]
+        cvx_attention_ctx(m->ctx, s->q + off, inner, s->k + off, s->v + off, inner, s->a + off, inner, S, S, H, hd, 1.0f,
+                          bias);                                       // [S, inner]
     }
     cvx_flops_add(m->ctx, 4.0 * S * (double)S * hd * H * B);              // q·kᵀ and p·v
     cvx_linear(m->ctx, s->a, M, inner, blk->o, NULL, s->y);                    // [M, D]

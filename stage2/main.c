@@ -58,6 +58,7 @@ int main(int argc, char **argv) {
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0;
     cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = 6.0, .seed = 42};
     cvx_dtype out_dtype = CVX_F32;
+    const char *precision_arg = NULL;
     static const struct option opts[] = {
         {"input_dir", 1, 0, 'i'}, {"output_dir", 1, 0, 'o'}, {"num_inference_steps", 1, 0, 'n'},
         {"guidance_scale", 1, 0, 'g'}, {"use_dynamic_cfg", 0, 0, 'y'}, {"seed", 1, 0, 's'}, {"height", 1, 0, 'H'},
@@ -65,7 +66,8 @@ int main(int argc, char **argv) {
         {"model_dir", 1, 0, 'M'}, {"scheduler", 1, 0, 'S'}, {"threads", 1, 0, 't'}, {"resume", 0, 0, 'r'},
         {"checkpoint_every", 1, 0, 'c'}, {"output_dtype", 1, 0, 'd'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'},
         {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {"strength", 1, 0, 'R'},
-        {"cfg_parallel", 0, 0, 'P'}, {"sp", 1, 0, 'Q'}, {0, 0, 0, 0}};
+        {"cfg_parallel", 0, 0, 'P'}, {"sp", 1, 0, 'Q'}, {"precision", 1, 0, 'Z'}, {"noise_dtype", 1, 0, 'N'},
+        {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -101,6 +103,8 @@ int main(int argc, char **argv) {
         case 'v': verbosity = 2; break;
         case 'R': sp.strength = cvx_flag_num("--strength", optarg, 1e-9, 1); break;
         case 'x': stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
+        case 'Z': precision_arg = optarg; break;
+        case 'N': sp.noise_dtype = optarg; break;
         case 'P': cfg_parallel = 1; break;
         case 'Q': sp_degree = (int)cvx_flag_int("--sp", optarg, 1, 4096); break;
         case 'h': if (cvx_par_writer(world)) usage(stdout); cvx_dist_free(world); return 0;
@@ -159,7 +163,9 @@ int main(int argc, char **argv) {
     if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
     char model_abs[4096];
     model = cvx_model_abs(model, model_abs, sizeof model_abs);   /* recorded for stage3 */
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
+    cvx_precision precision;
+    if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
     cvx_embeddings emb;
     cvx_sample_params r;
     cogvideox_fingerprint fp;
@@ -204,7 +210,7 @@ int main(int argc, char **argv) {
         if (cvx_par_writer(world) &&
             (cvx_latents_write_set(&set, lat_path, &lat, &r, out_dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
              cvx_genconfig_record_sample_set(&set, out_gc, in_gc, &r, fps, lat.scheduler, model, hex) ||
-             cvx_outset_commit(&set)))
+             cvx_outset_commit(&set) || cvx_genconfig_record_precision(out_gc, "stage2_precision", m)))
             cvx_outset_abort(&set), cvx_par_fail(world);   /* under MPI: MPI_Abort stops every rank */
         /* the checkpoint is stale now that the result is written */
         if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0)

@@ -15,6 +15,7 @@
 #include "ops.h"
 #include "progress.h"
 #include "validate.h"
+#include "rng_lowp.h"
 
 #define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
 
@@ -277,7 +278,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
             gen = *p->init_generator;
         } else {
             cvx_generator_seed(&gen, p->seed);
-            cvx_randn(&gen, latents, n);
+            if (cvx_randn_as(&gen, (cvx_dtype)p->noise_dtype, latents, n)) goto done;   /* torch.randn(dtype=) */
         }
         if (writer && ck && ck->path && cvx_is_file(ck->path))
             cvx_warn("%s exists and will be overwritten by this new run (pass --resume to continue it instead)",

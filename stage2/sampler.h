@@ -37,6 +37,7 @@ typedef struct {
      * branches batched here. Every rank then runs the same scheduler step; only world rank 0
      * writes checkpoints. */
     struct cvx_dist *cfg_dist;
+    int noise_dtype;                    /* cvx_dtype of the initial noise (CVX_F32 = 0, CVX_BF16, CVX_F16) */
 } cogvideox_sample_params;
 
 typedef struct {

@@ -56,6 +56,8 @@ struct cogvideox_scheduler {
     int num_inference_steps;
     int64_t *timesteps;             /* [num_inference_steps], descending */
     void *state;                    /* the type's per-run state (type->init) */
+    int noise_dtype;                /* cvx_dtype of the DPM step noise draw (CVX_F32 = 0, CVX_BF16, CVX_F16):
+                                     * upstream draws it in the latents' dtype (randn_tensor(dtype=sample.dtype)) */
 };
 
 /* A scheduler by --scheduler name or diffusers class name; NULL + cvx_error listing the table. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "rng_lowp.h"
 
 int cogvideox_dpm_num_draws(const cogvideox_scheduler *s, int has_old_x0, int64_t t) {
     return has_old_x0 && cogvideox_scheduler_prev_timestep(s, t) >= 0 ? 2 : 1;
@@ -56,7 +57,7 @@ void cogvideox_dpm_step(const cogvideox_scheduler *s, const float *model_output,
     /* Upstream draws noise1 unconditionally, and noise2 (the one used) for a second-order step;
      * only the last draw matters for the result, so both go to the same scratch. */
     int draws = cogvideox_dpm_num_draws(s, old_x0 != NULL, t);
-    for (int k = 0; k < draws; k++) cvx_randn(g, noise_scratch, n);
+    for (int k = 0; k < draws; k++) CVX_CHECK(cvx_randn_as(g, (cvx_dtype)s->noise_dtype, noise_scratch, n) == 0);
     cogvideox_dpm_step_with_noise(s, model_output, old_x0, t, t_back, sample, n, noise_scratch,
                                   draws == 2 ? noise_scratch : NULL, prev, x0);
 }

@@ -454,7 +454,7 @@ static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer 
             apply_rope(kb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);
         }
         double t0 = cvx_time();
-        cvx_attention(qb, D, kb, vb, D, qb, D, S, S, heads, hd, scale, NULL);      // [S, D]
+        cvx_attention_ctx(m->ctx, qb, D, kb, vb, D, qb, D, S, S, heads, hd, scale, NULL); // [S, D]
         m->stats.t_attention += cvx_time() - t0;
         m->stats.flop_attention += 4.0 * S * (double)S * D;
         cvx_flops_add(m->ctx, 4.0 * S * (double)S * D);

@@ -50,13 +50,14 @@ int main(int argc, char **argv) {
     const char *input_dir = DEFAULT_INPUT_DIR, *latents_arg = NULL, *output_arg = NULL, *model_id = NULL,
                *model_dir_arg = NULL, *png_dir = NULL, *sheet = NULL, *frames_out = NULL;
     int fps = 0, crf = 18, threads = 0, verbosity = 1;
+    const char *precision_arg = NULL;
     cvx_decode_params dp = {.tiling = CVX_TILING_AUTO};
     static const struct option opts[] = {
         {"input_dir", 1, 0, 'i'}, {"latents", 1, 0, 'l'}, {"output_video", 1, 0, 'o'}, {"fps", 1, 0, 'f'},
         {"model_id", 1, 0, 'm'}, {"model_dir", 1, 0, 'M'}, {"tiling", 1, 0, 'T'},
         {"tile_sample_min_height", 1, 0, 'y'}, {"tile_sample_min_width", 1, 0, 'x'}, {"crf", 1, 0, 'c'},
         {"png_dir", 1, 0, 'p'}, {"contact_sheet", 1, 0, 's'}, {"output_frames", 1, 0, 'F'}, {"threads", 1, 0, 't'},
-        {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'}, {"precision", 1, 0, 'P'}, {0, 0, 0, 0}};
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         if (optarg) cvx_opt_value(opts, c, optarg, argv, optind);   /* "--latents --fps 8" */
@@ -80,6 +81,7 @@ int main(int argc, char **argv) {
         case 's': sheet = optarg; break;
         case 'F': frames_out = optarg; break;
         case 't': threads = cvx_flag_int("--threads", optarg, 0, 1024); break;
+        case 'P': precision_arg = optarg; break;
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'h': if (cvx_par_writer(world)) usage(stdout); cvx_dist_free(world); return 0;
@@ -134,7 +136,9 @@ int main(int argc, char **argv) {
     if (!model)
         cvx_die("no model: give --model_id or --model_dir (%s has no 'model_id')",
                 have_gen ? gc_path : "no generation_config.json found, it");
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
+    cvx_precision precision;
+    if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
     float *z;
     int s[5];   /* B, C, T, h, w */
     long meta_frames;

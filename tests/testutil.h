@@ -73,6 +73,11 @@ static inline void tu_program(char *buf, size_t n, const char *name) {
     snprintf(buf, n, "%s/bin/%s", b && b[0] ? b : "build", name);
 }
 
+/* The golden tests compare against upstream f32: the stage programs these tests run default to
+ * --precision auto (bf16 on a bf16-capable CPU), so every test process pins them to f32 through
+ * $CVX_PRECISION (a test that passes --precision explicitly still wins). bf16 has its own tests. */
+__attribute__((constructor)) static void tu_pin_precision_f32(void) { setenv("CVX_PRECISION", "f32", 0); }
+
 /* Run a shell command, capturing stderr into `err` (may be NULL); returns the exit status. */
 static inline int tu_run(const char *cmd, char *err, size_t errn) {
     char full[8192], tmp[] = "/tmp/cvx_test_err_XXXXXX";
