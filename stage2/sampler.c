@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "error.h"
 #include "fileio.h"
 #include "ops.h"
@@ -102,7 +103,8 @@ void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const
  * (DPM: old_pred_original_sample F32 [1, F, C, h, w]).
  * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
 static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, const float *latents,
-                            int steps_done, const cogvideox_scheduler *s, const cvx_generator *g) {
+                            int steps_done, const cogvideox_scheduler *s, const cvx_generator *g,
+                            const cogvideox_cache *cache) {
     cvx_st_writer *w = cvx_stw_new();
     int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
     int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
@@ -111,6 +113,7 @@ static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_l
     rc |= cvx_stw_add(w, "step", CVX_I64, 1, &one, &step);
     rc |= s->type->save_state(s, w, shape);
     rc |= cvx_stw_add(w, "generator", CVX_U8, 1, &gbytes, g);
+    rc |= cogvideox_cache_save(cache, w);
     rc |= cvx_stw_metadata(w, "format", CHECKPOINT_FORMAT);
     snprintf(buf, sizeof buf, "%d", steps_done);
     rc |= cvx_stw_metadata(w, "steps_done", buf);
@@ -125,7 +128,8 @@ static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_l
 
 /* Load a checkpoint into the loop state after checking it belongs to this run. */
 static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, int n_steps,
-                           cogvideox_scheduler *s, float *latents, int *steps_done, cvx_generator *g) {
+                           cogvideox_scheduler *s, float *latents, int *steps_done, cvx_generator *g,
+                           cogvideox_cache *cache) {
     const char *path = ck->path;
     if (!cvx_is_file(path))
         return cvx_error("--resume: no checkpoint at %s (run without --resume to start a new run)", path);
@@ -181,6 +185,7 @@ static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_la
         goto done;
     }
     if (s->type->load_state(s, st, path, sh->numel)) goto done;
+    if (cogvideox_cache_load(cache, st, path)) goto done;
     memcpy(latents, tl->data, sh->numel * sizeof(float));
     *steps_done = (int)step;
     rc = 0;
@@ -221,11 +226,16 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
     float *rope_cos = NULL, *rope_sin = NULL;
     int rc = -1;
+    double coeffs[5];
+    if (p->teacache_coefficients) memcpy(coeffs, p->teacache_coefficients, sizeof coeffs);
+    else cogvideox_teacache_coefficients(c, coeffs);
+    cogvideox_cache cache;
+    if (cogvideox_cache_init(&cache, p->cache_kind, p->cache_threshold, coeffs, n_steps, c->num_layers)) goto done;
 
     cvx_generator gen;
     int start = 0;
     if (ck && ck->path && ck->resume) {
-        if (checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen)) goto done;
+        if (checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen, &cache)) goto done;
         cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
     } else {
         /* prepare_latents: randn([1, F, C, h, w]) from the seeded generator, its first use;
@@ -257,7 +267,8 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         int64_t t = s->timesteps[i];
         int64_t tstep[2] = {t, t};
         for (int b = 0; b < B; b++) memcpy(x + (size_t)b * n, latents, n * sizeof(float));
-        if (cogvideox_forward(m, x, B, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos, rope_sin, out)) {
+        if (cogvideox_cache_forward(m, &cache, i, x, B, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos,
+                                    rope_sin, out)) {
             cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
             goto done;
         }
@@ -273,7 +284,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
-            if (checkpoint_write(ck, sh, latents, done_steps, s, &gen)) goto done;
+            if (checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache)) goto done;
         }
         cvx_progress_update(&bar, done_steps - start);
         if (stop) break;
@@ -282,8 +293,12 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     else if (bar.is_tty && bar.printed && cvx_verbosity() >= 1) fputc('\n', stderr);   /* stopped early */
     result->steps_done = done_steps;
     result->seconds = cvx_time() - t0;
+    result->cache_steps_computed = cache.steps_computed;
+    result->cache_steps_skipped = cache.steps_skipped;
+    result->cache_blocks_skipped = cogvideox_cache_blocks_skipped(&cache);
     rc = 0;
 done:
+    cogvideox_cache_free(&cache);
     free(text); free(x); free(out); free(pred); free(prev);
     free(rope_cos); free(rope_sin);
     return rc;
