@@ -89,6 +89,16 @@ typedef struct {
     int checkpoint_every, resume, stop_after_steps;
     const void *fingerprint;      /* const cogvideox_fingerprint *, NULL = none */
     /* (I2V / V2V come next: conditioning latents and their frame count go here) */
+    /* step caching (docs/caching.md): "none" / "teacache" / "fbcache" (NULL = none); a threshold
+     * <= 0 turns it off; teacache_coefficients NULL = the published set for the model */
+    const char *cache;
+    double cache_threshold;
+    const double *teacache_coefficients;
+    /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
+     * estimate to preview_path; preview "latent" (linear sketch, default) or "vae" (frame 0 decoded) */
+    int preview_every;
+    const char *preview;
+    const char *preview_path;
 } cvx_sample_params;
 
 typedef struct {
@@ -98,6 +108,11 @@ typedef struct {
     int resumed_from;
     double seconds;               /* in the loop */
     const char *scheduler;        /* the one used ("ddim" / "dpm") */
+    /* step caching over the whole run (resumed part included); 0 without */
+    long long cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
+    double teacache_coefficients[5];   /* the set used (TeaCache) */
+    int previews;                 /* previews written, and the time they took */
+    double preview_seconds;
 } cvx_latents;
 void cvx_latents_free(cvx_latents *l);
 
@@ -162,6 +177,10 @@ int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_p
  * in_path when out_path is new). */
 int cvx_genconfig_record_sample(const char *out_path, const char *in_path, const cvx_sample_params *resolved,
                                 int fps, const char *scheduler, const char *model_id);
+
+/* generation_config.json: the step-cache settings and counts of the run (cache, cache_threshold,
+ * teacache_coefficients, cache_steps_computed / _skipped, cache_blocks_skipped). */
+int cvx_genconfig_record_cache(const char *out_path, const cvx_sample_params *resolved, const cvx_latents *l);
 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */

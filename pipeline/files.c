@@ -138,6 +138,14 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cogvideox_fingerprint_set(fp, "width", "%d", p->width);
     cogvideox_fingerprint_set(fp, "frames", "%d", p->frames);
     cogvideox_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    cogvideox_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
+    if (p->cache && strcmp(p->cache, "none") != 0) {
+        cogvideox_fingerprint_set(fp, "cache_threshold", "%.17g", p->cache_threshold);
+        const double *co = p->teacache_coefficients;
+        if (co) cogvideox_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
+                                          co[2], co[3], co[4]);
+        else cogvideox_fingerprint_set(fp, "teacache_coefficients", "published");
+    }
     return 0;
 }
 
@@ -192,6 +200,31 @@ int cvx_genconfig_record_sample(const char *out_gc, const char *in_gc, const cvx
     json_object_object_add(upd, "fps", json_object_new_int(fps));
     json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(p->use_dynamic_cfg));
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
+    int rc = cvx_genconfig_update(out_gc, upd);
+    json_object_put(upd);
+    return rc;
+}
+
+int cvx_genconfig_record_cache(const char *out_gc, const cvx_sample_params *p, const cvx_latents *l) {
+    json_object *upd = json_object_new_object();
+    int on = p->cache && strcmp(p->cache, "none") != 0;
+    json_object_object_add(upd, "cache", json_object_new_string(on ? p->cache : "none"));
+    if (on) {
+        char buf[64];
+        format_double(p->cache_threshold, buf, sizeof buf);
+        json_object_object_add(upd, "cache_threshold", json_object_new_double_s(p->cache_threshold, buf));
+        if (!strcmp(p->cache, "teacache")) {
+            json_object *a = json_object_new_array();
+            for (int i = 0; i < 5; i++) {
+                format_double(l->teacache_coefficients[i], buf, sizeof buf);
+                json_object_array_add(a, json_object_new_double_s(l->teacache_coefficients[i], buf));
+            }
+            json_object_object_add(upd, "teacache_coefficients", a);
+        }
+        json_object_object_add(upd, "cache_steps_computed", json_object_new_int64(l->cache_steps_computed));
+        json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
+        json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
+    }
     int rc = cvx_genconfig_update(out_gc, upd);
     json_object_put(upd);
     return rc;

@@ -22,6 +22,8 @@
 #include "fileio.h"
 #include "pipeline/cogvideox.h"
 #include "progress.h"
+#include "stage2/cache.h"
+#include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
@@ -30,6 +32,7 @@
 #define LATENTS_FILE "stage2_latents.safetensors"
 #define CHECKPOINT_FILE "stage2_checkpoint.safetensors"
 #define GENCONFIG_FILE "generation_config.json"
+#define PREVIEW_FILE "preview.png"
 
 #include "stage2/usage.h"
 
@@ -45,7 +48,11 @@ int main(int argc, char **argv) {
         {"width", 1, 0, 'W'}, {"frames", 1, 0, 'F'}, {"fps", 1, 0, 'f'}, {"model_id", 1, 0, 'm'},
         {"model_dir", 1, 0, 'M'}, {"scheduler", 1, 0, 'S'}, {"threads", 1, 0, 't'}, {"resume", 0, 0, 'r'},
         {"checkpoint_every", 1, 0, 'c'}, {"output_dtype", 1, 0, 'd'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'},
-        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {"cache", 1, 0, 'C'}, {"cache_threshold", 1, 0, 'T'},
+        {"teacache_coefficients", 1, 0, 'K'}, {"preview_every", 1, 0, 'P'}, {"preview", 1, 0, 'V'}, {0, 0, 0, 0}};
+    double teacache_coeffs[5], cache_threshold = -1;   /* -1: the cache's default */
+    cogvideox_cache_kind cache_kind = COGVIDEOX_CACHE_NONE;
+    cogvideox_preview_mode preview_mode;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -79,6 +86,20 @@ int main(int argc, char **argv) {
         case 'q': verbosity = 0; break;
         case 'v': verbosity = 2; break;
         case 'x': stop_after = (int)cvx_flag_int("--stop_after_steps", optarg, 0, 1000000); break;
+        case 'C':
+            if (cogvideox_cache_parse_kind(optarg, &cache_kind)) cvx_die_last_error();
+            sp.cache = optarg;
+            break;
+        case 'T': cache_threshold = cvx_flag_num("--cache_threshold", optarg, -1e6, 1e6); break;
+        case 'K':
+            if (cogvideox_teacache_parse_coefficients(optarg, teacache_coeffs)) cvx_die_last_error();
+            sp.teacache_coefficients = teacache_coeffs;
+            break;
+        case 'P': sp.preview_every = (int)cvx_flag_int("--preview_every", optarg, 0, 1000000); break;
+        case 'V':
+            if (cogvideox_preview_parse_mode(optarg, &preview_mode)) cvx_die_last_error();
+            sp.preview = optarg;
+            break;
         case 'h': usage(stdout); return 0;
         default: cvx_die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
@@ -87,16 +108,19 @@ int main(int argc, char **argv) {
     if (model_id && model_dir_arg) cvx_die("give --model_id or --model_dir, not both");
     if (sp.scheduler && !cogvideox_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
+    sp.cache_threshold = cache_threshold == -1 ? cogvideox_cache_default_threshold(cache_kind) : cache_threshold;
     cvx_set_verbosity(verbosity);
     const double t0 = cvx_time();
 
     /* ---- inputs: everything is checked before anything is written ---- */
-    char emb_path[4200], in_gc[4200], out_gc[4200], lat_path[4200], ckpt_path[4200], gc_model[4096] = "";
+    char emb_path[4200], in_gc[4200], out_gc[4200], lat_path[4200], ckpt_path[4200], gc_model[4096] = "",
+         preview_path[4200];
     if (cvx_path_join(emb_path, sizeof emb_path, input_dir, EMBEDDINGS_FILE) ||
         cvx_path_join(in_gc, sizeof in_gc, input_dir, GENCONFIG_FILE) ||
         cvx_path_join(out_gc, sizeof out_gc, output_dir, GENCONFIG_FILE) ||
         cvx_path_join(lat_path, sizeof lat_path, output_dir, LATENTS_FILE) ||
-        cvx_path_join(ckpt_path, sizeof ckpt_path, output_dir, CHECKPOINT_FILE))
+        cvx_path_join(ckpt_path, sizeof ckpt_path, output_dir, CHECKPOINT_FILE) ||
+        cvx_path_join(preview_path, sizeof preview_path, output_dir, PREVIEW_FILE))
         cvx_die("path too long under %s or %s", input_dir, output_dir);
     if (!cvx_is_file(emb_path)) cvx_die("%s: input file not found (run stage1 first, or pass --input_dir)", emb_path);
     cvx_safetensors *emb_file = cvx_st_open(emb_path);
@@ -108,6 +132,7 @@ int main(int argc, char **argv) {
     if (!model)
         cvx_die("no model given and %s records no model_id: pass --model_id ORG/NAME or --model_dir DIR", in_gc);
     if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
+    sp.preview_path = preview_path;
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads});
     cvx_embeddings emb;
     cvx_sample_params r;
@@ -129,7 +154,8 @@ int main(int argc, char **argv) {
                  lat.steps_done, r.num_inference_steps, ckpt_path);
     } else {
         if (cvx_latents_write(lat_path, &lat, &r, out_dtype, model) ||
-            cvx_genconfig_record_sample(out_gc, in_gc, &r, fps, lat.scheduler, model))
+            cvx_genconfig_record_sample(out_gc, in_gc, &r, fps, lat.scheduler, model) ||
+            cvx_genconfig_record_cache(out_gc, &r, &lat))
             cvx_die_last_error();
         /* the checkpoint is stale now that the result is written */
         if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0)
@@ -141,6 +167,13 @@ int main(int argc, char **argv) {
                  "%.0f MB", lat_path, lat.C, lat.T, lat.h, lat.w, out_dtype == CVX_BF16 ? "bf16" : "f32",
                  lat.steps_done, lat.scheduler, lat.resumed_from ? ", resumed" : "", out_gc, dur,
                  ran > 0 ? lat.seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
+        if (strcmp(r.cache, "none") != 0)
+            cvx_info("cache %s@%g: %lld/%d steps computed, %lld skipped (%lld transformer blocks not run)", r.cache,
+                     r.cache_threshold, lat.cache_steps_computed, r.num_inference_steps, lat.cache_steps_skipped,
+                     lat.cache_blocks_skipped);
+        if (lat.previews)
+            cvx_info("previews: %d written to %s, %.2f s in all (%.2f s each)", lat.previews, preview_path,
+                     lat.preview_seconds, lat.preview_seconds / lat.previews);
     }
     cvx_latents_free(&lat);
     cvx_embeddings_free(&emb);
