@@ -146,7 +146,7 @@ deps:
 help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
-	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS OUT STAGE3_EXTRA (see docs/usage.md)"
+	@echo "                    SCHEDULER DYNAMIC_CFG CACHE CACHE_THRESHOLD PREVIEW_EVERY TILING CRF THREADS OUT STAGE3_EXTRA (see docs/usage.md)"
 
 clean:
 	rm -rf build build-asan build-fuzz bin
@@ -167,6 +167,9 @@ WIDTH           ?=
 FPS             ?=
 SCHEDULER       ?=
 DYNAMIC_CFG     ?=
+CACHE           ?=
+CACHE_THRESHOLD ?=
+PREVIEW_EVERY   ?=
 TILING          ?= auto
 CRF             ?= 18
 THREADS         ?= 0
@@ -181,7 +184,9 @@ model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(
 STAGE1_ARGS = --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag)
 STAGE2_ARGS = --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
   $(if $(FRAMES),--frames $(FRAMES)) $(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)) \
-  $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg)
+  $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg) \
+  $(if $(CACHE),--cache $(CACHE)) $(if $(CACHE_THRESHOLD),--cache_threshold $(CACHE_THRESHOLD)) \
+  $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY))
 STAGE3_ARGS = $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
 
