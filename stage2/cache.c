@@ -111,7 +111,6 @@ int cogvideox_teacache_decide(cogvideox_cache *c, int step, const float *e, int 
         if (compute) c->acc = 0;
     }
     if (c->force) compute = c->force(c->force_user, step);
-    if (!c->resid) compute = 1;   /* nothing to reuse yet */
     if (!c->prev_e || c->E != E) {
         free(c->prev_e);
         c->prev_e = cvx_alloc_f32((size_t)E);
@@ -137,7 +136,7 @@ int cogvideox_fbcache_decide(cogvideox_cache *c, int step, const float *r, size_
         compute = den == 0 || c->last_rel > c->threshold;
     }
     if (c->force) compute = c->force(c->force_user, step);
-    if (!c->resid || !c->head_prev) compute = 1;
+    if (!c->head_prev) compute = 1;
     c->last_compute = compute;
     return compute;
 }
@@ -172,6 +171,7 @@ static int teacache_blocks(cogvideox_transformer *m, cogvideox_cache *c, int ste
     size_t n = (size_t)f->B * f->S * f->D;
     if (resid_check(c, n)) return -1;
     int compute = cogvideox_teacache_decide(c, step, f->emb, f->E);   /* row 0: all CFG rows share t */
+    if (!c->resid) compute = 1;   /* nothing to reuse yet (step 0 always computes anyway) */
     resid_alloc(c, n);
     if (compute) {
         memcpy(c->resid, f->h, n * sizeof(float));                                        // [B, S, D] h before
@@ -197,6 +197,7 @@ static int fbcache_blocks(cogvideox_transformer *m, cogvideox_cache *c, int step
     cogvideox_forward_blocks(m, f, 0, 1);
     for (int b = 0; b < f->B; b++) sub_from(X + b * nv, f->h + ((size_t)b * f->S + f->L) * f->D, nv);  // r
     int compute = cogvideox_fbcache_decide(c, step, X, nh);
+    if (!c->resid) compute = 1;
     resid_alloc(c, n);
     if (compute) {
         c->head_cur = c->head_prev;                                                       // P ← r
