@@ -140,7 +140,8 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cogvideox_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
     cogvideox_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
     if (p->cache && strcmp(p->cache, "none") != 0) {
-        cogvideox_fingerprint_set(fp, "cache_threshold", "%.17g", p->cache_threshold);
+        format_double(p->cache_threshold, gbuf, sizeof gbuf);   /* shortest exact form */
+        cogvideox_fingerprint_set(fp, "cache_threshold", "%s", gbuf);
         const double *co = p->teacache_coefficients;
         if (co) cogvideox_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
                                           co[2], co[3], co[4]);

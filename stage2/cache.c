@@ -224,10 +224,10 @@ int cogvideox_cache_forward(cogvideox_transformer *m, cogvideox_cache *c, int st
     if (compute) c->steps_computed++;
     else c->steps_skipped++;
     if (c->kind == COGVIDEOX_CACHE_TEACACHE)
-        cvx_debug("teacache step %d: rel %.6g p %.6g acc %.6g -> %s", step, c->last_rel, c->last_p, c->last_acc,
+        cvx_debug("teacache step %d: rel %.6g p %.6g acc %.6g -> %s", step + 1, c->last_rel, c->last_p, c->last_acc,
                   compute ? "compute" : "skip");
     else
-        cvx_debug("fbcache step %d: diff %.6g -> %s", step, c->last_rel, compute ? "compute" : "skip");
+        cvx_debug("fbcache step %d: diff %.6g -> %s", step + 1, c->last_rel, compute ? "compute" : "skip");
     cogvideox_forward_finalize(m, &f, out);
     return 0;
 }
