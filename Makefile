@@ -168,8 +168,8 @@ deps:
 help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
-	@echo "                    SCHEDULER DYNAMIC_CFG TILING CRF THREADS PRECISION NOISE_DTYPE OUT STAGE3_EXTRA (see docs/usage.md)"
-	@echo "                    IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
+	@echo "                    SCHEDULER DYNAMIC_CFG CACHE CACHE_THRESHOLD PREVIEW_EVERY TILING CRF THREADS PRECISION NOISE_DTYPE"
+	@echo "                    OUT STAGE3_EXTRA (see docs/usage.md); IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
 
 clean:
 	rm -rf build build-asan build-fuzz build-nompi bin
@@ -190,6 +190,9 @@ WIDTH           ?=
 FPS             ?=
 SCHEDULER       ?=
 DYNAMIC_CFG     ?=
+CACHE           ?=
+CACHE_THRESHOLD ?=
+PREVIEW_EVERY   ?=
 TILING          ?= auto
 CRF             ?= 18
 THREADS         ?= 0
@@ -215,7 +218,9 @@ STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE
   $(if $(VIDEO),,$(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),,$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH))) \
   $(if $(STRENGTH),--strength $(STRENGTH)) \
-  $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg)
+  $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg) \
+  $(if $(CACHE),--cache $(CACHE)) $(if $(CACHE_THRESHOLD),--cache_threshold $(CACHE_THRESHOLD)) \
+  $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY))
 STAGE3_ARGS = --precision $(PRECISION) $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
 

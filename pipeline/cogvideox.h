@@ -98,6 +98,16 @@ typedef struct {
     const char *noise_dtype;      /* dtype of the initial latents and DPM step noise draws, as torch.randn(dtype=):
                                    * "f32" / "bf16" / "fp16"; NULL = follow the model's precision (bf16 → "bf16",
                                    * as a diffusers pipeline loaded in bf16 does); resolved to the canonical name */
+    /* step caching (docs/caching.md): "none" / "teacache" / "fbcache" (NULL = none); a threshold
+     * <= 0 turns it off; teacache_coefficients NULL = the published set for the model */
+    const char *cache;
+    double cache_threshold;
+    const double *teacache_coefficients;
+    /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
+     * estimate to preview_path; preview "latent" (linear sketch, default) or "vae" (frame 0 decoded) */
+    int preview_every;
+    const char *preview;
+    const char *preview_path;
 } cvx_sample_params;
 
 typedef struct {
@@ -107,6 +117,11 @@ typedef struct {
     int resumed_from;
     double seconds;               /* in the loop */
     const char *scheduler;        /* the one used ("ddim" / "dpm") */
+    /* step caching over the whole run (resumed part included); 0 without */
+    long long cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
+    double teacache_coefficients[5];   /* the set used (TeaCache) */
+    int previews;                 /* previews written, and the time they took */
+    double preview_seconds;
 } cvx_latents;
 void cvx_latents_free(cvx_latents *l);
 
@@ -227,6 +242,10 @@ int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const ch
 int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out);
 /* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"), image or video, conditioning_frames. */
 int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *c, const char *source);
+
+/* generation_config.json: the step-cache settings and counts of the run (cache, cache_threshold,
+ * teacache_coefficients, cache_steps_computed / _skipped, cache_blocks_skipped). */
+int cvx_genconfig_record_cache(const char *out_path, const cvx_sample_params *resolved, const cvx_latents *l);
 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */

@@ -186,6 +186,15 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     }
     cogvideox_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
     cogvideox_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
+    cogvideox_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
+    if (p->cache && strcmp(p->cache, "none") != 0) {
+        format_double(p->cache_threshold, gbuf, sizeof gbuf);   /* shortest exact form */
+        cogvideox_fingerprint_set(fp, "cache_threshold", "%s", gbuf);
+        const double *co = p->teacache_coefficients;
+        if (co) cogvideox_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
+                                          co[2], co[3], co[4]);
+        else cogvideox_fingerprint_set(fp, "teacache_coefficients", "published");
+    }
     return 0;
 }
 
@@ -261,6 +270,31 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     if (lat_xxh64) json_object_object_add(upd, "stage2_latents_xxh64", json_object_new_string(lat_xxh64));
     json_object_object_add(upd, "noise_dtype", json_object_new_string(p->noise_dtype ? p->noise_dtype : "f32"));
     int rc = genconfig_put(set, out_gc, upd);
+    json_object_put(upd);
+    return rc;
+}
+
+int cvx_genconfig_record_cache(const char *out_gc, const cvx_sample_params *p, const cvx_latents *l) {
+    json_object *upd = json_object_new_object();
+    int on = p->cache && strcmp(p->cache, "none") != 0;
+    json_object_object_add(upd, "cache", json_object_new_string(on ? p->cache : "none"));
+    if (on) {
+        char buf[64];
+        format_double(p->cache_threshold, buf, sizeof buf);
+        json_object_object_add(upd, "cache_threshold", json_object_new_double_s(p->cache_threshold, buf));
+        if (!strcmp(p->cache, "teacache")) {
+            json_object *a = json_object_new_array();
+            for (int i = 0; i < 5; i++) {
+                format_double(l->teacache_coefficients[i], buf, sizeof buf);
+                json_object_array_add(a, json_object_new_double_s(l->teacache_coefficients[i], buf));
+            }
+            json_object_object_add(upd, "teacache_coefficients", a);
+        }
+        json_object_object_add(upd, "cache_steps_computed", json_object_new_int64(l->cache_steps_computed));
+        json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
+        json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
+    }
+    int rc = cvx_genconfig_update(out_gc, upd);
     json_object_put(upd);
     return rc;
 }

@@ -9,6 +9,8 @@
 #include "error.h"
 #include "validate.h"
 #include "rng_lowp.h"
+#include "stage2/cache.h"
+#include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
@@ -38,6 +40,29 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     cvx_dtype nd;
     if (cvx_noise_dtype_parse(r->noise_dtype, &nd)) return cvx_error_prefix("--noise_dtype");
     r->noise_dtype = nd == CVX_BF16 ? "bf16" : nd == CVX_F16 ? "fp16" : "f32";   /* canonical name */
+    cogvideox_cache_kind ck;
+    if (!r->cache) r->cache = "none";
+    if (cogvideox_cache_parse_kind(r->cache, &ck)) return -1;
+    if (ck == COGVIDEOX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
+    cogvideox_preview_mode pm;
+    if (!r->preview) r->preview = "latent";
+    if (cogvideox_preview_parse_mode(r->preview, &pm)) return -1;
+    if (r->preview_every < 0) return cvx_error("--preview_every must be >= 0, got %d", r->preview_every);
+    if (r->preview_every > 0 && !r->preview_path) return cvx_error("preview_every set without a preview_path");
+    return 0;
+}
+
+/* --preview vae: latent frame 0 through the model's VAE, silently. */
+static void quiet_progress(void *user, const char *label, int done, int total) {
+    (void)user, (void)label, (void)done, (void)total;
+}
+static int preview_decode(void *user, const float *z, int C, int h, int w, float **rgb, int *T, int *H, int *W) {
+    cvx_frames f;
+    cvx_decode_params dp = {0};
+    if (cvx_decode(user, &dp, z, 1, C, 1, h, w, "preview latents", quiet_progress, NULL, &f)) return -1;
+    *rgb = f.data[0], *T = f.T, *H = f.H, *W = f.W;
+    f.data[0] = NULL;
+    cvx_frames_free(&f);
     return 0;
 }
 
@@ -75,9 +100,13 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
         .guidance_scale = p.guidance_scale, .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
         .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
         .progress = progress, .progress_user = user, .cfg_dist = p.cfg_dist,
-        .i2v = p.conditioning && p.conditioning->mode == CVX_MODE_I2V};
+        .i2v = p.conditioning && p.conditioning->mode == CVX_MODE_I2V,
+        .teacache_coefficients = p.teacache_coefficients, .cache_threshold = p.cache_threshold};
     if (cvx_noise_dtype_parse(p.noise_dtype, &nd)) goto done;
     sp.noise_dtype = sched.noise_dtype = (int)nd;
+    cogvideox_cache_kind kind;
+    if (cogvideox_cache_parse_kind(p.cache, &kind)) goto done;
+    sp.cache_kind = kind;
     if (sp.num_inference_steps > sched.num_train_timesteps) {
         cvx_error("--num_inference_steps %d: at most num_train_timesteps %d (%s)", sp.num_inference_steps,
                   sched.num_train_timesteps, sched_cfg);
@@ -104,9 +133,18 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     cogvideox_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
                                   (const cogvideox_fingerprint *)p.fingerprint};
     cogvideox_sample_result res;
+    if (p.teacache_coefficients) memcpy(out->teacache_coefficients, p.teacache_coefficients, sizeof(double) * 5);
+    else cogvideox_teacache_coefficients(c, out->teacache_coefficients);
+    if (kind != COGVIDEOX_CACHE_NONE)
+        cvx_info("step cache %s, threshold %g%s", p.cache, p.cache_threshold, kind == COGVIDEOX_CACHE_TEACACHE ?
+                 (p.teacache_coefficients ? ", given coefficients" : ", the model's published coefficients") : "");
+    cogvideox_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = sp.num_inference_steps,
+                            .scaling_factor = m->info.vae_scaling_factor, .sched = &sched, .decode = preview_decode,
+                            .decode_user = m};
+    if (p.preview_every > 0 && cogvideox_preview_parse_mode(p.preview, &pv.mode)) goto done;
     float *latents = cvx_alloc_f32(sh.numel);   // [1, F, C, h, w]
-    if (cogvideox_sample(m->transformer, &sched, &sp, &sh, emb->prompt, emb->negative, emb->L, &ck, NULL, NULL, latents,
-                         &res)) {
+    if (cogvideox_sample(m->transformer, &sched, &sp, &sh, emb->prompt, emb->negative, emb->L, &ck,
+                         p.preview_every > 0 ? cogvideox_preview_hook : NULL, &pv, latents, &res)) {
         free(latents);
         goto done;
     }
@@ -118,6 +156,11 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->resumed_from = res.resumed_from ? sp.t_start + res.resumed_from : 0;
     out->seconds = res.seconds;
     out->scheduler = sched.type->name;   /* a static table entry: outlives sched */
+    out->cache_steps_computed = res.cache_steps_computed;
+    out->cache_steps_skipped = res.cache_steps_skipped;
+    out->cache_blocks_skipped = res.cache_blocks_skipped;
+    out->previews = pv.written;
+    out->preview_seconds = pv.seconds;
     rc = 0;
 done:
     cvx_prepared_free(&prep);

@@ -28,6 +28,8 @@
 #include "pipeline/cogvideox.h"
 #include "pipeline/parallel.h"
 #include "progress.h"
+#include "stage2/cache.h"
+#include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
@@ -37,6 +39,7 @@
 #define CHECKPOINT_FILE "stage2_checkpoint.safetensors"
 #define GENCONFIG_FILE "generation_config.json"
 #define CONDITIONING_FILE "stage1_conditioning.safetensors"
+#define PREVIEW_FILE "preview.png"
 
 #include "stage2/usage.h"
 
@@ -67,7 +70,11 @@ int main(int argc, char **argv) {
         {"checkpoint_every", 1, 0, 'c'}, {"output_dtype", 1, 0, 'd'}, {"quiet", 0, 0, 'q'}, {"verbose", 0, 0, 'v'},
         {"stop_after_steps", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {"strength", 1, 0, 'R'},
         {"cfg_parallel", 0, 0, 'P'}, {"sp", 1, 0, 'Q'}, {"precision", 1, 0, 'Z'}, {"noise_dtype", 1, 0, 'N'},
-        {0, 0, 0, 0}};
+        {"cache", 1, 0, 'C'}, {"cache_threshold", 1, 0, 'Y'}, {"teacache_coefficients", 1, 0, 'K'},
+        {"preview_every", 1, 0, 'E'}, {"preview", 1, 0, 'V'}, {0, 0, 0, 0}};
+    double teacache_coeffs[5], cache_threshold = -1;   /* -1: the cache's default */
+    cogvideox_cache_kind cache_kind = COGVIDEOX_CACHE_NONE;
+    cogvideox_preview_mode preview_mode;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         char *end;
@@ -107,6 +114,20 @@ int main(int argc, char **argv) {
         case 'N': sp.noise_dtype = optarg; break;
         case 'P': cfg_parallel = 1; break;
         case 'Q': sp_degree = (int)cvx_flag_int("--sp", optarg, 1, 4096); break;
+        case 'C':
+            if (cogvideox_cache_parse_kind(optarg, &cache_kind)) cvx_die_last_error();
+            sp.cache = optarg;
+            break;
+        case 'Y': cache_threshold = cvx_flag_num("--cache_threshold", optarg, -1e6, 1e6); break;
+        case 'K':
+            if (cogvideox_teacache_parse_coefficients(optarg, teacache_coeffs)) cvx_die_last_error();
+            sp.teacache_coefficients = teacache_coeffs;
+            break;
+        case 'E': sp.preview_every = (int)cvx_flag_int("--preview_every", optarg, 0, 1000000); break;
+        case 'V':
+            if (cogvideox_preview_parse_mode(optarg, &preview_mode)) cvx_die_last_error();
+            sp.preview = optarg;
+            break;
         case 'h': if (cvx_par_writer(world)) usage(stdout); cvx_dist_free(world); return 0;
         default: cvx_die_bad_option(opts, argv, optind, optopt);
         }
@@ -121,18 +142,21 @@ int main(int argc, char **argv) {
         cvx_error("--sp %d: sequence parallelism is not wired yet (use --cfg_parallel)", sp_degree);
         cvx_par_fail_alike(world);
     }
+    sp.cache_threshold = cache_threshold == -1 ? cogvideox_cache_default_threshold(cache_kind) : cache_threshold;
+    if (!cvx_par_writer(world)) sp.preview_every = 0;   /* rank 0 writes the preview */
     cvx_set_verbosity(cvx_par_writer(world) ? verbosity : 0);
     const double t0 = cvx_time();
 
     /* ---- inputs: everything is checked before anything is written ---- */
     char emb_path[4200], in_gc[4200], out_gc[4200], lat_path[4200], ckpt_path[4200], gc_model[4096] = "";
-    char cond_path[4200], gc_mode[16] = "";
+    char cond_path[4200], gc_mode[16] = "", preview_path[4200];
     if (cvx_path_join(emb_path, sizeof emb_path, input_dir, EMBEDDINGS_FILE) ||
         cvx_path_join(in_gc, sizeof in_gc, input_dir, GENCONFIG_FILE) ||
         cvx_path_join(out_gc, sizeof out_gc, output_dir, GENCONFIG_FILE) ||
         cvx_path_join(lat_path, sizeof lat_path, output_dir, LATENTS_FILE) ||
         cvx_path_join(ckpt_path, sizeof ckpt_path, output_dir, CHECKPOINT_FILE) ||
-        cvx_path_join(cond_path, sizeof cond_path, input_dir, CONDITIONING_FILE))
+        cvx_path_join(cond_path, sizeof cond_path, input_dir, CONDITIONING_FILE) ||
+        cvx_path_join(preview_path, sizeof preview_path, output_dir, PREVIEW_FILE))
         cvx_die("path too long under %s or %s", input_dir, output_dir);
     if (!cvx_is_file(emb_path)) cvx_die("%s: input file not found (run stage1 first, or pass --input_dir)", emb_path);
     /* one run per output directory; the input directory (if another) is not replaced while read */
@@ -161,6 +185,7 @@ int main(int argc, char **argv) {
     if (!model)
         cvx_die("no model given and %s records no model_id: pass --model_id ORG/NAME or --model_dir DIR", in_gc);
     if (model_dir_arg && !cvx_is_dir(model_dir_arg)) cvx_die("%s: model directory not found", model_dir_arg);
+    sp.preview_path = preview_path;
     char model_abs[4096];
     model = cvx_model_abs(model, model_abs, sizeof model_abs);   /* recorded for stage3 */
     cvx_precision precision;
@@ -210,7 +235,8 @@ int main(int argc, char **argv) {
         if (cvx_par_writer(world) &&
             (cvx_latents_write_set(&set, lat_path, &lat, &r, out_dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
              cvx_genconfig_record_sample_set(&set, out_gc, in_gc, &r, fps, lat.scheduler, model, hex) ||
-             cvx_outset_commit(&set) || cvx_genconfig_record_precision(out_gc, "stage2_precision", m)))
+             cvx_outset_commit(&set) || cvx_genconfig_record_precision(out_gc, "stage2_precision", m) ||
+             cvx_genconfig_record_cache(out_gc, &r, &lat)))
             cvx_outset_abort(&set), cvx_par_fail(world);   /* under MPI: MPI_Abort stops every rank */
         /* the checkpoint is stale now that the result is written */
         if (cvx_is_file(ckpt_path) && unlink(ckpt_path) != 0)
@@ -222,6 +248,13 @@ int main(int argc, char **argv) {
                  "%.0f MB", lat_path, lat.C, lat.T, lat.h, lat.w, out_dtype == CVX_BF16 ? "bf16" : "f32",
                  lat.steps_done, lat.scheduler, lat.resumed_from ? ", resumed" : "", out_gc, dur,
                  ran > 0 ? lat.seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
+        if (strcmp(r.cache, "none") != 0)
+            cvx_info("cache %s@%g: %lld/%d steps computed, %lld skipped (%lld transformer blocks not run)", r.cache,
+                     r.cache_threshold, lat.cache_steps_computed, r.num_inference_steps, lat.cache_steps_skipped,
+                     lat.cache_blocks_skipped);
+        if (lat.previews)
+            cvx_info("previews: %d written to %s, %.2f s in all (%.2f s each)", lat.previews, preview_path,
+                     lat.preview_seconds, lat.preview_seconds / lat.previews);
     }
     cvx_latents_free(&lat);
     cvx_conditioning_free(&cond);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "cache.h"
 #include "error.h"
 #include "fileio.h"
 #include "ops.h"
@@ -118,7 +119,8 @@ void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const
  * (DPM: old_pred_original_sample F32 [1, F, C, h, w]).
  * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
 static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, const float *latents,
-                            int steps_done, const cogvideox_scheduler *s, const cvx_generator *g) {
+                            int steps_done, const cogvideox_scheduler *s, const cvx_generator *g,
+                            const cogvideox_cache *cache) {
     cvx_st_writer *w = cvx_stw_new();
     int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
     int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
@@ -127,6 +129,7 @@ static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_l
     rc |= cvx_stw_add(w, "step", CVX_I64, 1, &one, &step);
     rc |= s->type->save_state(s, w, shape);
     rc |= cvx_stw_add(w, "generator", CVX_U8, 1, &gbytes, g);
+    rc |= cogvideox_cache_save(cache, w);
     rc |= cvx_stw_metadata(w, "format", CHECKPOINT_FORMAT);
     snprintf(buf, sizeof buf, "%d", steps_done);
     rc |= cvx_stw_metadata(w, "steps_done", buf);
@@ -141,7 +144,8 @@ static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_l
 
 /* Load a checkpoint into the loop state after checking it belongs to this run. */
 static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, int n_steps,
-                           cogvideox_scheduler *s, float *latents, int *steps_done, cvx_generator *g) {
+                           cogvideox_scheduler *s, float *latents, int *steps_done, cvx_generator *g,
+                           cogvideox_cache *cache) {
     const char *path = ck->path;
     if (!cvx_is_file(path))
         return cvx_error("--resume: no checkpoint at %s (run without --resume to start a new run)", path);
@@ -201,6 +205,7 @@ static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_la
         cvx_error_prefix("%s", path);
         goto done;
     }
+    if (cogvideox_cache_load(cache, st, path)) goto done;
     *steps_done = (int)step;
     rc = 0;
 done:
@@ -256,17 +261,27 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     } else {
         memcpy(text, prompt, (size_t)L * D * sizeof(float));
     }
-    float *x = cvx_alloc_f32(n_in);                   /* [1, F, C_in, h, w] model input (each branch) */
+    float *x = cvx_alloc_f32((size_t)B * n_in);       /* [B, F, C_in, h, w] model input (branch 0 without caching) */
     float *out = cvx_alloc_f32((size_t)(cfg ? 2 : 1) * n);   /* [2|1, F, C, h, w] model output (both branches) */
     float *branch = cd ? cvx_alloc_f32(n) : NULL;     /* [1, F, C, h, w] this rank's branch (CFG-parallel) */
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
     float *rope_cos = NULL, *rope_sin = NULL;
     int rc = -1;
+    double coeffs[5];
+    if (p->teacache_coefficients) memcpy(coeffs, p->teacache_coefficients, sizeof coeffs);
+    else cogvideox_teacache_coefficients(c, coeffs);
+    cogvideox_cache cache;
+    if (cogvideox_cache_init(&cache, p->cache_kind, p->cache_threshold, coeffs, n_steps, c->num_layers)) goto done;
+    if (cd && cogvideox_cache_active(&cache)) {   /* alike on every rank */
+        cvx_error("--cache %s with --cfg_parallel: step caching decides on the whole CFG batch; run it in one process",
+                  cogvideox_cache_kind_name(cache.kind));
+        goto done;
+    }
 
     cvx_generator gen;
     int start = 0;
     if (ck && ck->path && ck->resume) {
-        int rrc = checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen);
+        int rrc = checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen, &cache);
         if (cd) rrc = cvx_dist_agree(cd, rrc);   /* every rank reads it; any failure stops all */
         if (rrc) goto done;
         cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
@@ -313,19 +328,29 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                 memcpy(xf + chw, p->image_latents + (size_t)f * chw, chw * sizeof(float));
             }
         }
-        /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
-         * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
-         * branches alike here is what makes --cfg_parallel bit-identical to this (docs/distributed.md). */
         int frc = 0;
-        for (int b = 0; b < B && !frc; b++)
-            frc = cogvideox_forward(m, x, 1, sh->frames, sh->height, sh->width, text + (size_t)b * L * D, L, tstep,
-                                    rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
-        if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
-        /* CFG-parallel: agree (a rank failing alone stops both), then out = [uncond, cond] */
-        double tc = cvx_time();
-        if (cd) frc = cvx_dist_agree(cd, frc) || cvx_dist_allgather(cd, branch, n * sizeof(float), out);
-        comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
-        if (frc) goto done;
+        if (cogvideox_cache_active(&cache)) {   /* step caching decides once for the CFG batch: batched forward */
+            for (int b = 1; b < B; b++) memcpy(x + (size_t)b * n_in, x, n_in * sizeof(float));
+            frc = cogvideox_cache_forward(m, &cache, i, x, B, sh->frames, sh->height, sh->width, text, L, tstep,
+                                          rope_cos, rope_sin, out);
+            if (frc) {
+                cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
+                goto done;
+            }
+        } else {
+            /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
+             * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
+             * branches alike here is what makes --cfg_parallel bit-identical to this (docs/distributed.md). */
+            for (int b = 0; b < B && !frc; b++)
+                frc = cogvideox_forward(m, x, 1, sh->frames, sh->height, sh->width, text + (size_t)b * L * D, L, tstep,
+                                        rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
+            if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
+            /* CFG-parallel: agree (a rank failing alone stops both), then out = [uncond, cond] */
+            double tc = cvx_time();
+            if (cd) frc = cvx_dist_agree(cd, frc) || cvx_dist_allgather(cd, branch, n * sizeof(float), out);
+            comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
+            if (frc) goto done;
+        }
         if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(&pg, t));
         else memcpy(pred, out, n * sizeof(float));
 
@@ -344,7 +369,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
-            int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen) : 0;
+            int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache) : 0;
             if (cd) wrc = cvx_dist_agree(cd, wrc);
             if (wrc) goto done;
         }
@@ -359,8 +384,12 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         cvx_info("CFG-parallel: %.2f MB sent per step by each rank; %.3f s of %.2f s in the exchange (%.2f %%, with "
                  "waiting for the other rank)", n * sizeof(float) / 1e6, comm_s, result->seconds,
                  100.0 * comm_s / (result->seconds > 0 ? result->seconds : 1));
+    result->cache_steps_computed = cache.steps_computed;
+    result->cache_steps_skipped = cache.steps_skipped;
+    result->cache_blocks_skipped = cogvideox_cache_blocks_skipped(&cache);
     rc = 0;
 done:
+    cogvideox_cache_free(&cache);
     free(text); free(x); free(out); free(pred); free(prev); free(branch);
     free(rope_cos); free(rope_sin);
     return rc;

@@ -38,6 +38,11 @@ typedef struct {
      * writes checkpoints. */
     struct cvx_dist *cfg_dist;
     int noise_dtype;                    /* cvx_dtype of the initial noise (CVX_F32 = 0, CVX_BF16, CVX_F16) */
+    /* step caching (stage2/cache.h): COGVIDEOX_CACHE_* (0 = none), threshold (<= 0 = off),
+     * TeaCache coefficients (NULL = the published set for the model) */
+    int cache_kind;
+    double cache_threshold;
+    const double *teacache_coefficients;
 } cogvideox_sample_params;
 
 typedef struct {
@@ -90,6 +95,8 @@ typedef struct {
     int steps_done;      /* == num_inference_steps when finished */
     int resumed_from;    /* steps already done in the checkpoint, 0 for a fresh run */
     double seconds;      /* time spent in the loop in this process */
+    /* step caching over the whole run (a resumed run included); 0 without caching */
+    int64_t cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
 } cogvideox_sample_result;
 
 /* Run the loop. prompt / negative: [L, text_embed_dim] float (negative unused without CFG).

@@ -36,6 +36,8 @@ typedef struct {
     /* restore it from a checkpoint (`path` for messages); -1 + cvx_error when it is missing or wrong */
     int (*load_state)(cogvideox_scheduler *s, const cvx_safetensors *st, const char *path, size_t n);
     void (*free_state)(void *state);
+    /* the x0 estimate (pred_original_sample, n floats) of the last step, for previews */
+    const float *(*x0)(const cogvideox_scheduler *s);
 } cogvideox_scheduler_type;
 
 extern const cogvideox_scheduler_type cogvideox_scheduler_ddim, cogvideox_scheduler_dpm;

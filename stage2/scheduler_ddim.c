@@ -33,6 +33,8 @@ static void ddim_step(cogvideox_scheduler *s, int i, const float *model_output, 
 static int ddim_save(const cogvideox_scheduler *s, cvx_st_writer *w, const int64_t shape[5]) { return 0; }
 static int ddim_load(cogvideox_scheduler *s, const cvx_safetensors *st, const char *path, size_t n) { return 0; }
 
+static const float *ddim_x0(const cogvideox_scheduler *s) { return s->state; }
+
 const cogvideox_scheduler_type cogvideox_scheduler_ddim = {
     .name = "ddim",
     .class_name = "CogVideoXDDIMScheduler",
@@ -41,4 +43,5 @@ const cogvideox_scheduler_type cogvideox_scheduler_ddim = {
     .save_state = ddim_save,
     .load_state = ddim_load,
     .free_state = free,
+    .x0 = ddim_x0,
 };

@@ -111,6 +111,9 @@ static int dpm_load(cogvideox_scheduler *s, const cvx_safetensors *f, const char
     return 0;
 }
 
+/* after dpm_step's swap, old_x0 holds this step's x0 */
+static const float *dpm_x0(const cogvideox_scheduler *s) { return ((const dpm_state *)s->state)->old_x0; }
+
 const cogvideox_scheduler_type cogvideox_scheduler_dpm = {
     .name = "dpm",
     .class_name = "CogVideoXDPMScheduler",
@@ -119,4 +122,5 @@ const cogvideox_scheduler_type cogvideox_scheduler_dpm = {
     .save_state = dpm_save,
     .load_state = dpm_load,
     .free_state = dpm_free,
+    .x0 = dpm_x0,
 };

@@ -570,12 +570,15 @@ static float *grow(float **buf, size_t *cap, size_t n) {
     return *buf;
 }
 
-int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
-                         int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
-                         const float *rope_sin, float *out) {
+/* forward, piece 1: checks, scratch, the time(+ofs) embedding (kept before and after SiLU) and
+ * the patch (+ positional) embedding into f->h. */
+int cogvideox_forward_embed(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                            int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
+                            const float *rope_sin, cogvideox_fwd *f) {
     const cogvideox_config *c = &m->c;
     int D = c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim, p = c->patch_size;
     int pt = c->patch_size_t > 0 ? c->patch_size_t : 1;
+    memset(f, 0, sizeof *f);
     if (B <= 0 || F <= 0 || H <= 0 || W <= 0 || L <= 0)
         return cvx_error("transformer: bad sizes B=%d F=%d H=%d W=%d L=%d", B, F, H, W, L);
     if (H % p || W % p)
@@ -607,24 +610,55 @@ int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F,
     size_t need = (size_t)B * N * (size_t)(D + P);
     if ((size_t)B * N * Kp > need) need = (size_t)B * N * Kp;
     if (need > ws_floats) ws_floats = need;
-    float *h = grow(&m->h, &m->h_cap, rows * D);                                          // [B, S, D]
-    float *ws = grow(&m->ws, &m->ws_cap, ws_floats);
+    *f = (cogvideox_fwd){.B = B, .F = F, .H = H, .W = W, .L = L, .N = N, .S = S, .D = D, .E = E,
+                         .rope_cos = rope_cos, .rope_sin = rope_sin, .stacked = stacked, .ws_floats = ws_floats};
+    f->h = grow(&m->h, &m->h_cap, rows * D);                                              // [B, S, D]
+    f->ws = grow(&m->ws, &m->ws_cap, ws_floats);
 
-    double t_start = cvx_time();
-    float *temb = cvx_malloc(sizeof(float) * (size_t)B * E);                              // [B, E]
-    cogvideox_time_embedding(m, timestep, B, ofs, n_ofs, temb);
-    cvx_silu(temb, (size_t)B * E);   /* every consumer (norm1, norm2, norm_out) takes silu(temb) */
+    f->t_start = cvx_time();
+    f->temb = cvx_malloc(sizeof(float) * (size_t)B * E);                                  // [B, E]
+    f->emb = cvx_malloc(sizeof(float) * (size_t)B * E);                                   // [B, E]
+    cogvideox_time_embedding(m, timestep, B, ofs, n_ofs, f->temb);
+    memcpy(f->emb, f->temb, sizeof(float) * (size_t)B * E);   /* before SiLU: TeaCache's `emb` */
+    cvx_silu(f->temb, (size_t)B * E);   /* every consumer (norm1, norm2, norm_out) takes silu(temb) */
 
-    if (cogvideox_patch_embed(m, x, B, F, H, W, text, L, h, ws)) { free(temb); return -1; }
-    for (int i = 0; i < c->num_layers; i++)
-        cogvideox_block(m, &m->layers[i], h, temb, B, S, L, rope_cos, rope_sin, stacked ? B : 1, ws, ws_floats);
+    if (cogvideox_patch_embed(m, x, B, F, H, W, text, L, f->h, f->ws)) { cogvideox_forward_abort(f); return -1; }
+    return 0;
+}
 
-    float *y = ws, *tok = ws + (size_t)B * N * D;                                         // [B, N, D], [B, N, P]
-    cogvideox_norm_out(m, h, temb, B, S, L, y);
+/* forward, piece 2: blocks first .. first + count − 1 on f->h. */
+void cogvideox_forward_blocks(cogvideox_transformer *m, cogvideox_fwd *f, int first, int count) {
+    CVX_CHECK(first >= 0 && count >= 0 && first + count <= m->c.num_layers);
+    for (int i = first; i < first + count; i++)
+        cogvideox_block(m, &m->layers[i], f->h, f->temb, f->B, f->S, f->L, f->rope_cos, f->rope_sin,
+                        f->stacked ? f->B : 1, f->ws, f->ws_floats);
+}
+
+/* forward, piece 3: norm_final + norm_out, proj_out and unpatchify into out; frees f. */
+void cogvideox_forward_finalize(cogvideox_transformer *m, cogvideox_fwd *f, float *out) {
+    const cogvideox_config *c = &m->c;
+    int B = f->B, N = f->N, D = f->D;
+    float *y = f->ws, *tok = f->ws + (size_t)B * N * D;                                   // [B, N, D], [B, N, P]
+    cogvideox_norm_out(m, f->h, f->temb, B, f->S, f->L, y);
     linear(m, y, B * N, D, m->proj_out_w, m->proj_out_b, tok);                          // [B·N, P]
-    cogvideox_unpatchify(c, tok, B, F, H, W, out);                                        // [B, F, C_out, H, W]
-    free(temb);
-    m->stats.t_total += cvx_time() - t_start;
+    cogvideox_unpatchify(c, tok, B, f->F, f->H, f->W, out);                               // [B, F, C_out, H, W]
+    m->stats.t_total += cvx_time() - f->t_start;
+    cogvideox_forward_abort(f);
+}
+
+void cogvideox_forward_abort(cogvideox_fwd *f) {
+    free(f->temb);
+    free(f->emb);
+    f->temb = f->emb = NULL;
+}
+
+int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                         int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
+                         const float *rope_sin, float *out) {
+    cogvideox_fwd f;
+    if (cogvideox_forward_embed(m, x, B, F, H, W, text, L, timestep, ofs, n_ofs, rope_cos, rope_sin, &f)) return -1;
+    cogvideox_forward_blocks(m, &f, 0, m->c.num_layers);
+    cogvideox_forward_finalize(m, &f, out);
     return 0;
 }
 

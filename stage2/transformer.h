@@ -64,6 +64,32 @@ int cogvideox_forward_ex(cogvideox_transformer *m, const float *x, int B, int F,
                          int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
                          const float *rope_sin, float *out);
 
+/* The forward in three pieces, for step caching (stage2/cache.c) and tests:
+ * cogvideox_forward_ex = embed, blocks(0, num_layers), finalize, with the same float operations.
+ * cogvideox_fwd holds one forward's sizes and buffers between the pieces. */
+typedef struct {
+    int B, F, H, W, L, N, S, D, E;    /* S = L + N tokens (text first), D inner dim, E time_embed_dim */
+    float *h;                         /* [B, S, D] residual stream (the model's buffer, valid until the next forward) */
+    float *emb;                       /* [B, E] time(+ofs) embedding before SiLU (TeaCache's `emb`), owned */
+    float *temb;                      /* [B, E] silu(emb), what norm1/norm2/norm_out take, owned */
+    const float *rope_cos, *rope_sin;
+    float *ws;                        /* the model's scratch */
+    size_t ws_floats;
+    int stacked;
+    double t_start;
+} cogvideox_fwd;
+/* Checks (as cogvideox_forward_ex), time embedding, patch (+ positional) embedding into f->h.
+ * -1 + cvx_error (nothing to free). */
+int cogvideox_forward_embed(cogvideox_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                            int L, const int64_t *timestep, const float *ofs, int n_ofs, const float *rope_cos,
+                            const float *rope_sin, cogvideox_fwd *f);
+/* Blocks first .. first + count − 1 on f->h. */
+void cogvideox_forward_blocks(cogvideox_transformer *m, cogvideox_fwd *f, int first, int count);
+/* norm_final/norm_out, proj_out, unpatchify: out [B, F, C_out, H, W]; frees f's buffers. */
+void cogvideox_forward_finalize(cogvideox_transformer *m, cogvideox_fwd *f, float *out);
+/* Frees f's buffers without finishing (error paths). */
+void cogvideox_forward_abort(cogvideox_fwd *f);
+
 /* Memory/speed knob (tests use it to exercise the long-video path on tiny models): batches of
  * up to stack_rows rows (B·S) go through attention together (default 16384); longer ones one
  * batch element at a time, norm1/to_out in chunks of chunk_rows rows (default S/4). 0 = default. */

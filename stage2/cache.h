@@ -1,0 +1,98 @@
+/* Training-free step caching for the CogVideoX transformer: TeaCache (ali-vilab/TeaCache, its
+ * CogVideoX / CogVideoX1.5 scripts) and FirstBlockCache (diffusers >= 0.35,
+ * hooks/first_block_cache.py). The rules, sources and quirks: docs/caching.md.
+ *
+ * TeaCache, per step i of n (one decision for the whole CFG batch):
+ *   i == 0 or i == n−1:  compute, acc = 0
+ *   else: acc += p(Σ|e − e_prev| / Σ|e_prev|);  skip iff acc < threshold, else compute, acc = 0
+ *   e_prev = e (every step)
+ * with e = the time(+ofs) embedding before SiLU (row 0) and p = np.poly1d(coefficients). A
+ * computed step stores R = h_after_blocks − h_before_blocks over both streams (text and video
+ * rows); a skipped step adds R to the current patch embedding instead of running the blocks.
+ *
+ * FirstBlockCache, per step: block 0 always runs; r = its residual on the video rows [B, N, D];
+ * with P = r of the last computed step: compute iff there is no P, Σ|P| == 0, or
+ * Σ|r − P| / Σ|P| > threshold. Compute: P = r, run blocks 1.., T = h_out − h_after_block0 (all
+ * rows). Skip: h = h_after_block0 + T.
+ *
+ * A threshold <= 0 turns caching off (plain forward, bit-identical, no buffers) — a deliberate
+ * definition: upstream TeaCache at 0 can still skip with 2b/5b coefficients (p(x) < 0). */
+#ifndef CVX_STAGE2_CACHE_H
+#define CVX_STAGE2_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "safetensors.h"
+#include "stage2/transformer.h"
+
+typedef enum { COGVIDEOX_CACHE_NONE = 0, COGVIDEOX_CACHE_TEACACHE, COGVIDEOX_CACHE_FBCACHE } cogvideox_cache_kind;
+
+typedef struct {
+    cogvideox_cache_kind kind;      /* NONE also when the threshold is <= 0 */
+    double threshold;
+    double coeffs[5];               /* TeaCache p(x) = c0·x⁴ + c1·x³ + c2·x² + c3·x + c4 (np.poly1d order) */
+    int n_steps, num_layers;
+    /* TeaCache state */
+    double acc;                     /* accumulated rescaled rel-L1 since the last computed step */
+    float *prev_e;                  /* [E] e of the previous step */
+    int E;
+    /* residual of the skipped blocks [B, S, D]: TeaCache all blocks, FBCache blocks 1.. */
+    float *resid;
+    size_t n_resid;
+    /* FBCache: P = block-0 video residual of the last computed step, X = this step's [B, N, D] */
+    float *head_prev, *head_cur;
+    size_t n_head;
+    /* the run's counts (checkpointed, so they cover a resumed run) */
+    int64_t steps_computed, steps_skipped;
+    /* the last decision: rel (TeaCache rel-L1 of e / FBCache diff), p(rel), acc after it */
+    double last_rel, last_p, last_acc;
+    int last_compute;
+    /* tests: force decisions (1 compute, 0 skip) instead of the rule; NULL = the rule */
+    int (*force)(void *user, int step);
+    void *force_user;
+} cogvideox_cache;
+
+/* "none" / "teacache" / "fbcache" → kind; -1 + cvx_error naming --cache. */
+int cogvideox_cache_parse_kind(const char *s, cogvideox_cache_kind *out);
+const char *cogvideox_cache_kind_name(cogvideox_cache_kind k);
+/* 0.2 for TeaCache (upstream's default), 0.05 for FBCache (diffusers' default). */
+double cogvideox_cache_default_threshold(cogvideox_cache_kind k);
+/* The published TeaCache coefficients for a transformer config (2b: sin-cos; 5b and 5b-I2V: rotary
+ * without patch_size_t; 1.5 / 1.5-I2V: patch_size_t with in = out / in = 2·out or ofs). Returns the
+ * set's name ("CogVideoX-2b", ...). */
+const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double out[5]);
+/* "c0,c1,c2,c3,c4" → out; -1 + cvx_error naming --teacache_coefficients. */
+int cogvideox_teacache_parse_coefficients(const char *s, double out[5]);
+
+/* State for one run of n_steps. coeffs NULL = zeros (FBCache ignores them). The kind becomes
+ * NONE when threshold <= 0. -1 + cvx_error when FBCache gets a model with < 2 blocks. */
+int cogvideox_cache_init(cogvideox_cache *c, cogvideox_cache_kind kind, double threshold, const double coeffs[5],
+                         int n_steps, int num_layers);
+static inline int cogvideox_cache_active(const cogvideox_cache *c) { return c->kind != COGVIDEOX_CACHE_NONE; }
+void cogvideox_cache_free(cogvideox_cache *c);
+/* Blocks not run so far: skipped steps × num_layers (TeaCache) or × (num_layers − 1) (FBCache). */
+int64_t cogvideox_cache_blocks_skipped(const cogvideox_cache *c);
+
+/* np.poly1d(c)(x) by Horner in double, c highest power first. */
+double cogvideox_poly1d(const double c[5], double x);
+/* Σ|x − prev| / Σ|prev| in double, sequential (deterministic). */
+double cogvideox_rel_l1(const float *x, const float *prev, size_t n);
+
+/* The TeaCache rule for step `step` given e [E]; updates the state; 1 = compute, 0 = skip. */
+int cogvideox_teacache_decide(cogvideox_cache *c, int step, const float *e, int E);
+/* The FBCache rule given this step's block-0 video residual r [n] (P is not updated here). */
+int cogvideox_fbcache_decide(cogvideox_cache *c, int step, const float *r, size_t n);
+
+/* cogvideox_forward_ex with caching at loop step `step` (the plain forward when not active).
+ * -1 + cvx_error. */
+int cogvideox_cache_forward(cogvideox_transformer *m, cogvideox_cache *c, int step, const float *x, int B, int F,
+                            int H, int W, const float *text, int L, const int64_t *timestep, const float *rope_cos,
+                            const float *rope_sin, float *out);
+
+/* Checkpoint: tensors cache_counts I64 [2] and, when present, teacache_acc F64 [1],
+ * teacache_prev_e F32 [E], cache_residual F32 [B·S·D], fbcache_head_residual F32 [B·N·D]. */
+int cogvideox_cache_save(const cogvideox_cache *c, cvx_st_writer *w);
+int cogvideox_cache_load(cogvideox_cache *c, const cvx_safetensors *st, const char *path);
+
+#endif

@@ -1,0 +1,529 @@
+/* Step caching (stage2/cache.c) on the golden e2e models (e2e_2b: DDIM, sin-cos; e2e_5b: DPM,
+ * rotary; 2 blocks each), run with more steps than the golden 4 so there is room to skip:
+ *   - threshold 0 (both kinds) and a never-skipping setting are bit-identical to no cache;
+ *   - TeaCache's e (before SiLU) equals an independent double-precision TimestepEmbedding built
+ *     here from the safetensors (1e-5 relative), and the decisions equal the rule replayed here
+ *     (np.poly1d by Horner, strict <, reset on compute, e_prev every step) with the published 2b/5b
+ *     coefficients at 0.1/0.2/0.3;
+ *   - the sampler's final latents equal, bit for bit, a reference loop written here from the
+ *     exported forward pieces with its own residual bookkeeping (copies, upstream formulation),
+ *     driven by those decisions (TeaCache) or by its own FBCache rule; the counts match;
+ *   - kill + resume with caching, stopped right before a skipped step, is bit-identical; a
+ *     checkpoint with another cache_threshold is refused;
+ *   - prints the rel-L2 of the final latents vs uncached at the default thresholds (docs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+#include "error.h"
+#include "ops.h"
+#include "rng.h"
+#include "safetensors.h"
+#include "stage2/cache.h"
+#include "stage2/sampler.h"
+#include "stage2/scheduler.h"
+#include "stage2/transformer.h"
+
+#define GOLDEN "tests/data/golden"
+#define MAXS 64
+
+typedef struct {
+    const char *dir;
+    cvx_config cj;
+    cvx_safetensors *st;
+    cogvideox_transformer *m;
+    cogvideox_sample_params p;
+    cogvideox_latent_shape sh;
+    float *prompt, *negative;
+    int L;
+} tcase;
+
+static json_object *jget(json_object *o, const char *key) {
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v)) fail_msg("case.json: key '%s' missing", key);
+    return v;
+}
+
+static void case_open(tcase *c, const char *dir, int steps) {
+    char p[512];
+    memset(c, 0, sizeof(*c));
+    c->dir = dir;
+    snprintf(p, sizeof p, GOLDEN "/%s/expected.safetensors", dir);
+    if (!(c->st = cvx_st_open(p))) fail_msg("%s", cvx_last_error());
+    snprintf(p, sizeof p, GOLDEN "/%s/case.json", dir);
+    if (cvx_config_load(&c->cj, p)) fail_msg("%s", cvx_last_error());
+    snprintf(p, sizeof p, GOLDEN "/%s/model/transformer", dir);
+    if (!(c->m = cogvideox_load(p, NULL))) fail_msg("%s", cvx_last_error());
+    json_object *call = jget(c->cj.root, "call");
+    c->p.frames = json_object_get_int(jget(call, "num_frames"));
+    c->p.height = json_object_get_int(jget(call, "height"));
+    c->p.width = json_object_get_int(jget(call, "width"));
+    c->p.num_inference_steps = steps;
+    c->p.guidance_scale = json_object_get_double(jget(call, "guidance_scale"));
+    c->p.use_dynamic_cfg = json_object_get_boolean(jget(call, "use_dynamic_cfg"));
+    c->p.seed = (uint64_t)json_object_get_int64(jget(call, "seed"));
+    c->p.vae_scale_spatial = 8;
+    c->p.vae_scale_temporal = 4;
+    if (cogvideox_latent_shape_for(cogvideox_get_config(c->m), &c->p, &c->sh)) fail_msg("%s", cvx_last_error());
+    const cvx_tensor *tp = cvx_st_find(c->st, "prompt_embeds"), *tn = cvx_st_find(c->st, "negative_prompt_embeds");
+    assert_non_null(tp);
+    assert_non_null(tn);
+    c->L = (int)tp->shape[1];
+    c->prompt = cvx_tensor_f32_dup(tp);
+    c->negative = cvx_tensor_f32_dup(tn);
+}
+
+static void case_close(tcase *c) {
+    free(c->prompt);
+    free(c->negative);
+    cogvideox_free(c->m);
+    cvx_config_free(&c->cj);
+    cvx_st_close(c->st);
+}
+
+static void scheduler_of(const tcase *c, cogvideox_scheduler *s) {
+    char p[512];
+    snprintf(p, sizeof p, GOLDEN "/%s/model/scheduler/scheduler_config.json", c->dir);
+    if (cogvideox_scheduler_load(s, p, NULL)) fail_msg("%s", cvx_last_error());
+}
+
+/* The sampler with caching settings; lat receives the final latents. */
+static int run(tcase *c, int kind, double thr, const double *coeffs, const cogvideox_checkpointing *ck, float *lat,
+               cogvideox_sample_result *res) {
+    cogvideox_scheduler s;
+    scheduler_of(c, &s);
+    cogvideox_sample_params p = c->p;
+    p.cache_kind = kind, p.cache_threshold = thr, p.teacache_coefficients = coeffs;
+    int rc = cogvideox_sample(c->m, &s, &p, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
+    cogvideox_scheduler_free(&s);
+    return rc;
+}
+
+/* ---- the reference loop: the exported pieces, upstream's bookkeeping with separate copies ---- */
+/* kind TEACACHE: decisions[i] given. kind FBCACHE: decisions[i] given (forced) if force, else the
+ * FBCache rule with `thr` (written here), recorded into decisions. NONE: plain. */
+static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr, float *lat) {
+    const cogvideox_config *cf = cogvideox_get_config(c->m);
+    const int n_steps = c->p.num_inference_steps, B = 2, L = c->L;
+    const size_t n = c->sh.numel, Dt = (size_t)cf->text_embed_dim;
+    cogvideox_scheduler s;
+    scheduler_of(c, &s);
+    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, n_steps), 0);
+    s.type->init(&s, n);
+    float *text = malloc(2 * L * Dt * sizeof(float)), *x = malloc(2 * n * sizeof(float)),
+          *out = malloc(2 * n * sizeof(float)), *pred = malloc(n * sizeof(float)), *prev = malloc(n * sizeof(float));
+    memcpy(text, c->negative, L * Dt * sizeof(float));
+    memcpy(text + L * Dt, c->prompt, L * Dt * sizeof(float));
+    cvx_generator g;
+    cvx_generator_seed(&g, c->p.seed);
+    cvx_randn(&g, lat, n);
+    float *rc = NULL, *rs = NULL;
+    if (cf->use_rotary_positional_embeddings) {
+        size_t nt = (size_t)cogvideox_num_video_tokens(cf, c->sh.frames, c->sh.height, c->sh.width);
+        rc = malloc(nt * cf->attention_head_dim * sizeof(float));
+        rs = malloc(nt * cf->attention_head_dim * sizeof(float));
+        assert_int_equal(cogvideox_rope_tables(cf, c->sh.frames, c->sh.height, c->sh.width, rc, rs), 0);
+    }
+    float *R = NULL, *P = NULL, *ori = NULL, *r0 = NULL;
+    for (int i = 0; i < n_steps; i++) {
+        int64_t t = s.timesteps[i], ts[2] = {t, t};
+        for (int b = 0; b < B; b++) memcpy(x + b * n, lat, n * sizeof(float));
+        cogvideox_fwd f;
+        assert_int_equal(cogvideox_forward_embed(c->m, x, B, c->sh.frames, c->sh.height, c->sh.width, text, L, ts, NULL,
+                                                 0, rc, rs, &f), 0);
+        size_t hn = (size_t)B * f.S * f.D, vn = (size_t)f.N * f.D;
+        if (!ori) ori = malloc(hn * sizeof(float)), R = malloc(hn * sizeof(float));
+        if (kind == COGVIDEOX_CACHE_NONE) {
+            cogvideox_forward_blocks(c->m, &f, 0, cf->num_layers);
+        } else if (kind == COGVIDEOX_CACHE_TEACACHE) {
+            if (decisions[i]) {
+                memcpy(ori, f.h, hn * sizeof(float));                        /* ori_hidden_states = h.clone() */
+                cogvideox_forward_blocks(c->m, &f, 0, cf->num_layers);
+                for (size_t k = 0; k < hn; k++) R[k] = f.h[k] - ori[k];      /* previous_residual */
+            } else {
+                for (size_t k = 0; k < hn; k++) f.h[k] += R[k];
+            }
+        } else {
+            if (!r0) r0 = malloc(B * vn * sizeof(float)), P = NULL;
+            for (int b = 0; b < B; b++) memcpy(r0 + b * vn, f.h + ((size_t)b * f.S + L) * f.D, vn * sizeof(float));
+            cogvideox_forward_blocks(c->m, &f, 0, 1);
+            for (int b = 0; b < B; b++)
+                for (size_t k = 0; k < vn; k++) r0[b * vn + k] = f.h[((size_t)b * f.S + L) * f.D + k] - r0[b * vn + k];
+            int compute;
+            if (force) compute = decisions[i];
+            else if (!P) compute = 1;
+            else {
+                double a = 0, d = 0;   /* mean|r − P| / mean|P|, the counts cancel */
+                for (size_t k = 0; k < B * vn; k++) a += fabs((double)r0[k] - P[k]), d += fabs((double)P[k]);
+                compute = d == 0 || !(a / d <= thr);
+            }
+            decisions[i] = compute;
+            if (compute) {
+                if (!P) P = malloc(B * vn * sizeof(float));
+                memcpy(P, r0, B * vn * sizeof(float));
+                memcpy(ori, f.h, hn * sizeof(float));                        /* head_block_output */
+                cogvideox_forward_blocks(c->m, &f, 1, cf->num_layers - 1);
+                for (size_t k = 0; k < hn; k++) R[k] = f.h[k] - ori[k];      /* tail_block_residuals */
+            } else {
+                for (size_t k = 0; k < hn; k++) f.h[k] += R[k];
+            }
+        }
+        cogvideox_forward_finalize(c->m, &f, out);
+        float gf = (float)cogvideox_guidance_at(&c->p, t);
+        for (size_t k = 0; k < n; k++) pred[k] = out[k] + gf * (out[n + k] - out[k]);
+        s.type->step(&s, i, pred, lat, n, &g, prev);
+        memcpy(lat, prev, n * sizeof(float));
+    }
+    free(text); free(x); free(out); free(pred); free(prev); free(rc); free(rs);
+    free(R); free(P); free(ori); free(r0);
+    cogvideox_scheduler_free(&s);
+}
+
+/* ---- the TeaCache rule, independently: e(t) in double from the weights, then the replay ---- */
+static void ref_temb(tcase *c, int64_t t, double *e) {
+    const cogvideox_config *cf = cogvideox_get_config(c->m);
+    int D = cf->num_attention_heads * cf->attention_head_dim, E = cf->time_embed_dim, half = D / 2;
+    char p[512];
+    snprintf(p, sizeof p, GOLDEN "/%s/model/transformer/diffusion_pytorch_model.safetensors", c->dir);
+    cvx_safetensors *st = cvx_st_open(p);
+    assert_non_null(st);
+    float *w1 = cvx_tensor_f32_dup(cvx_st_find(st, "time_embedding.linear_1.weight")),
+          *b1 = cvx_tensor_f32_dup(cvx_st_find(st, "time_embedding.linear_1.bias")),
+          *w2 = cvx_tensor_f32_dup(cvx_st_find(st, "time_embedding.linear_2.weight")),
+          *b2 = cvx_tensor_f32_dup(cvx_st_find(st, "time_embedding.linear_2.bias"));
+    /* diffusers get_timestep_embedding, in float32 as torch computes it */
+    float *fr = malloc(D * sizeof(float));
+    for (int k = 0; k < half; k++) {
+        float ex = expf(-logf(10000.0f) * (float)k / (float)(half - cf->freq_shift));
+        float arg = (float)t * ex;
+        fr[k] = cf->flip_sin_to_cos ? cosf(arg) : sinf(arg);
+        fr[half + k] = cf->flip_sin_to_cos ? sinf(arg) : cosf(arg);
+    }
+    double *h1 = malloc(E * sizeof(double));
+    for (int j = 0; j < E; j++) {
+        double a = b1[j];
+        for (int k = 0; k < D; k++) a += (double)w1[(size_t)j * D + k] * fr[k];
+        h1[j] = a / (1.0 + exp(-a));
+    }
+    for (int j = 0; j < E; j++) {
+        double a = b2[j];
+        for (int k = 0; k < E; k++) a += (double)w2[(size_t)j * E + k] * h1[k];
+        e[j] = a;
+    }
+    free(fr); free(h1); free(w1); free(b1); free(w2); free(b2);
+    cvx_st_close(st);
+}
+
+/* Replay of TeaCache §1.2 on e[n_steps][E]; returns the number of near-ties (|acc − thr| < 1e-6). */
+static int replay(const double *e, int E, int n_steps, const double co[5], double thr, int *dec) {
+    double acc = 0;
+    int ties = 0;
+    for (int i = 0; i < n_steps; i++) {
+        if (i == 0 || i == n_steps - 1) { dec[i] = 1; acc = 0; continue; }
+        double a = 0, d = 0;
+        for (int k = 0; k < E; k++) a += fabs(e[i * E + k] - e[(i - 1) * E + k]), d += fabs(e[(i - 1) * E + k]);
+        double x = a / d, y = 0;
+        for (int k = 0; k < 5; k++) y = y * x + co[k];   /* np.poly1d */
+        acc += y;
+        if (fabs(acc - thr) < 1e-6) ties++;
+        if (acc < thr) dec[i] = 0;
+        else { dec[i] = 1; acc = 0; }
+    }
+    return ties;
+}
+
+/* our e per step: row 0 of the forward's pre-SiLU embedding */
+static void our_e(tcase *c, const int64_t *ts, int n_steps, double *e) {
+    const cogvideox_config *cf = cogvideox_get_config(c->m);
+    size_t n = c->sh.numel, Dt = (size_t)cf->text_embed_dim;
+    float *x = calloc(2 * n, sizeof(float)), *text = calloc(2 * c->L * Dt, sizeof(float));
+    size_t nt = (size_t)cogvideox_num_video_tokens(cf, c->sh.frames, c->sh.height, c->sh.width);
+    float *rc = calloc(nt * cf->attention_head_dim, sizeof(float)), *rs = calloc(nt * cf->attention_head_dim, sizeof(float));
+    for (int i = 0; i < n_steps; i++) {
+        int64_t t2[2] = {ts[i], ts[i]};
+        cogvideox_fwd f;
+        assert_int_equal(cogvideox_forward_embed(c->m, x, 2, c->sh.frames, c->sh.height, c->sh.width, text, c->L, t2,
+                                                 NULL, 0, rc, rs, &f), 0);
+        assert_memory_equal(f.emb, f.emb + f.E, f.E * sizeof(float));   /* CFG rows identical */
+        for (int k = 0; k < f.E; k++) e[i * f.E + k] = f.emb[k];
+        cogvideox_forward_abort(&f);
+    }
+    free(x); free(text); free(rc); free(rs);
+}
+
+static int count(const int *d, int n, int v) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += d[i] == v;
+    return k;
+}
+
+/* ---- tests ---- */
+static void test_rule_units(void **state) {
+    (void)state;
+    const double c[5] = {1, -2, 3, -4, 5};
+    assert_true(cogvideox_poly1d(c, 2.0) == 16 - 16 + 12 - 8 + 5);
+    double co[5];
+    assert_int_equal(cogvideox_teacache_parse_coefficients("0,0,0,0,1", co), 0);
+    assert_true(co[4] == 1 && co[0] == 0);
+    assert_int_equal(cogvideox_teacache_parse_coefficients("1,2,3", co), -1);
+    assert_non_null(strstr(cvx_last_error(), "--teacache_coefficients"));
+    cogvideox_cache_kind k;
+    assert_int_equal(cogvideox_cache_parse_kind("fbcache", &k), 0);
+    assert_int_equal(k, COGVIDEOX_CACHE_FBCACHE);
+    assert_int_equal(cogvideox_cache_parse_kind("tea", &k), -1);
+    /* the coefficient set from the real configs (golden copies of the real config.json files) */
+    const char *cfgs[][2] = {{GOLDEN "/e2e_2b/model/transformer/config.json", "CogVideoX-2b"},
+                             {GOLDEN "/transformer_5b/model/transformer/config.json", "CogVideoX-5b"},
+                             {GOLDEN "/transformer_1.5/model/transformer/config.json", "CogVideoX1.5-5B"},
+                             {GOLDEN "/e2e_i2v_5b/model/transformer/config.json", "CogVideoX-5b"}};
+    for (int i = 0; i < 4; i++) {
+        cogvideox_config cf;
+        assert_int_equal(cogvideox_config_load(cfgs[i][0], &cf), 0);
+        assert_string_equal(cogvideox_teacache_coefficients(&cf, co), cfgs[i][1]);
+        if (i == 2) {   /* 1.5 with doubled in_channels = the I2V set; 5b-I2V keeps the 5b set */
+            cf.in_channels = 2 * cf.out_channels;
+            assert_string_equal(cogvideox_teacache_coefficients(&cf, co), "CogVideoX1.5-5B-I2V");
+        }
+        if (i == 1) {
+            cf.in_channels = 2 * cf.out_channels;
+            assert_string_equal(cogvideox_teacache_coefficients(&cf, co), "CogVideoX-5b");
+            assert_true(co[0] == -1.53880483e+03);
+        }
+    }
+    /* FBCache needs 2 blocks; threshold <= 0 is off */
+    cogvideox_cache cc;
+    assert_int_equal(cogvideox_cache_init(&cc, COGVIDEOX_CACHE_FBCACHE, 0.1, NULL, 10, 1), -1);
+    assert_int_equal(cogvideox_cache_init(&cc, COGVIDEOX_CACHE_TEACACHE, 0.0, co, 10, 2), 0);
+    assert_false(cogvideox_cache_active(&cc));
+}
+
+/* threshold 0 and never-skip settings are bit-identical to no cache */
+static void identical_case(const char *dir) {
+    tcase c;
+    case_open(&c, dir, 8);
+    size_t n = c.sh.numel;
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    cogvideox_sample_result r;
+    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, NULL, a, &r), 0);
+    for (int k = 1; k <= 2; k++) {
+        assert_int_equal(run(&c, k, 0.0, NULL, NULL, b, &r), 0);
+        assert_memory_equal(a, b, n * 4);
+        assert_int_equal(r.cache_steps_skipped + r.cache_steps_computed, 0);
+    }
+    const double one[5] = {0, 0, 0, 0, 1};   /* p ≡ 1: acc = 1 >= 0.5 at every step */
+    assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, 0.5, one, NULL, b, &r), 0);
+    assert_memory_equal(a, b, n * 4);
+    assert_int_equal(r.cache_steps_computed, 8);
+    assert_int_equal(r.cache_steps_skipped, 0);
+    /* reference loop without cache == sampler, proving the reference is faithful */
+    ref_sample(&c, COGVIDEOX_CACHE_NONE, NULL, 0, 0, b);
+    assert_memory_equal(a, b, n * 4);
+    free(a); free(b);
+    case_close(&c);
+    printf("  %s: threshold 0 (teacache, fbcache) and p ≡ 1 at 0.5 == no cache, bit for bit\n", dir);
+}
+static void test_off_identical(void **state) {
+    (void)state;
+    identical_case("e2e_2b");
+    identical_case("e2e_5b");
+}
+
+/* TeaCache with p ≡ 1 at 1.5: compute, skip, compute, ..., compute (last) — sampler == reference */
+static void test_teacache_known_pattern(void **state) {
+    (void)state;
+    const char *dirs[] = {"e2e_2b", "e2e_5b"};
+    for (int d = 0; d < 2; d++) {
+        tcase c;
+        const int N = 12;
+        case_open(&c, dirs[d], N);
+        size_t n = c.sh.numel;
+        float *a = malloc(n * 4), *b = malloc(n * 4);
+        int dec[MAXS];
+        for (int i = 0; i < N; i++) dec[i] = i == N - 1 || i % 2 == 0;
+        const double one[5] = {0, 0, 0, 0, 1};
+        cogvideox_sample_result r;
+        assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, 1.5, one, NULL, a, &r), 0);
+        ref_sample(&c, COGVIDEOX_CACHE_TEACACHE, dec, 1, 0, b);
+        assert_memory_equal(a, b, n * 4);
+        assert_int_equal(r.cache_steps_computed, count(dec, N, 1));
+        assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
+        assert_int_equal(r.cache_blocks_skipped, 2 * count(dec, N, 0));
+        printf("  %s: p ≡ 1 at 1.5: %lld computed, %lld skipped, == reference bit for bit\n", dirs[d],
+               (long long)r.cache_steps_computed, (long long)r.cache_steps_skipped);
+        free(a); free(b);
+        case_close(&c);
+    }
+}
+
+/* real coefficients: e vs the double reference, decisions vs the replay, sampler vs reference loop */
+static void teacache_real(const char *dir, int N) {
+    tcase c;
+    case_open(&c, dir, N);
+    const cogvideox_config *cf = cogvideox_get_config(c.m);
+    int E = cf->time_embed_dim;
+    cogvideox_scheduler s;
+    scheduler_of(&c, &s);
+    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, N), 0);
+    double *eo = malloc(N * E * sizeof(double)), *er = malloc(N * E * sizeof(double)), co[5];
+    our_e(&c, s.timesteps, N, eo);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        ref_temb(&c, s.timesteps[i], er + i * E);
+        double a = 0, d = 0;
+        for (int k = 0; k < E; k++) a += (eo[i * E + k] - er[i * E + k]) * (eo[i * E + k] - er[i * E + k]), d += er[i * E + k] * er[i * E + k];
+        if (sqrt(a / d) > worst) worst = sqrt(a / d);
+    }
+    double rmin = INFINITY, rmax = 0;
+    for (int i = 1; i < N; i++) {
+        double a = 0, d = 0;
+        for (int k = 0; k < E; k++) a += fabs(eo[i * E + k] - eo[(i - 1) * E + k]), d += fabs(eo[(i - 1) * E + k]);
+        rmin = fmin(rmin, a / d), rmax = fmax(rmax, a / d);
+    }
+    printf("  %s: e vs double reference, worst rel L2 %.3g; rel-L1 between steps %.3g .. %.3g\n", dir, worst, rmin, rmax);
+    assert_true(worst <= 1e-5);
+    cogvideox_teacache_coefficients(cf, co);
+    size_t n = c.sh.numel;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *none = malloc(n * 4);
+    cogvideox_sample_result r;
+    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, NULL, none, &r), 0);
+    /* the published set at the offered thresholds, and p(x) = x (a pattern that varies with e) */
+    const double lin[5] = {0, 0, 0, 1, 0};
+    const double *sets[6] = {co, co, co, lin, lin, lin}, thr[6] = {0.1, 0.2, 0.3, 1.0, 1.5, 2.5};
+    for (int k = 0; k < 6; k++) {
+        int dec[MAXS], decr[MAXS];
+        replay(eo, E, N, sets[k], thr[k], dec);              /* the rule on our e */
+        int ties = replay(er, E, N, sets[k], thr[k], decr);  /* the rule on the reference e */
+        for (int i = 0; i < N; i++)
+            if (dec[i] != decr[i] && !ties) fail_msg("%s thr %g step %d: decision %d vs reference %d", dir, thr[k], i, dec[i], decr[i]);
+        assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, thr[k], sets[k] == co ? NULL : sets[k], NULL, a, &r), 0);
+        ref_sample(&c, COGVIDEOX_CACHE_TEACACHE, dec, 1, 0, b);
+        assert_memory_equal(a, b, n * 4);
+        assert_int_equal(r.cache_steps_computed, count(dec, N, 1));
+        assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
+        printf("  %s %d steps teacache %s %.1f: %lld computed, %lld skipped (== replay, ties %d); final latents rel "
+               "L2 vs uncached %.3g\n", dir, N, sets[k] == co ? "published" : "p(x)=x", thr[k],
+               (long long)r.cache_steps_computed, (long long)r.cache_steps_skipped, ties, cvx_rel_l2(a, none, n));
+    }
+    free(a); free(b); free(none); free(eo); free(er);
+    cogvideox_scheduler_free(&s);
+    case_close(&c);
+}
+static void test_teacache_rule_real(void **state) {
+    (void)state;
+    teacache_real("e2e_2b", 4);
+    teacache_real("e2e_2b", 20);
+    teacache_real("e2e_5b", 4);
+    teacache_real("e2e_5b", 20);
+}
+
+/* FBCache: sampler == reference loop with its own rule, at 0.05 / 0.1 / 0.2; forced pattern too */
+static void fbcache_case(const char *dir, int N) {
+    tcase c;
+    case_open(&c, dir, N);
+    size_t n = c.sh.numel;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *none = malloc(n * 4);
+    cogvideox_sample_result r;
+    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, NULL, none, &r), 0);
+    const double thr[3] = {0.05, 0.1, 0.2};
+    for (int k = 0; k < 3; k++) {
+        int dec[MAXS];
+        assert_int_equal(run(&c, COGVIDEOX_CACHE_FBCACHE, thr[k], NULL, NULL, a, &r), 0);
+        ref_sample(&c, COGVIDEOX_CACHE_FBCACHE, dec, 0, thr[k], b);
+        assert_memory_equal(a, b, n * 4);
+        assert_int_equal(r.cache_steps_computed, count(dec, N, 1));
+        assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
+        assert_int_equal(r.cache_blocks_skipped, count(dec, N, 0));   /* 2 blocks: block 1 skipped */
+        printf("  %s %d steps fbcache %.2f: %lld computed, %lld skipped (== reference rule); final latents rel L2 vs "
+               "uncached %.3g\n", dir, N, thr[k], (long long)r.cache_steps_computed, (long long)r.cache_steps_skipped,
+               cvx_rel_l2(a, none, n));
+    }
+    free(a); free(b); free(none);
+    case_close(&c);
+}
+static void test_fbcache_rule(void **state) {
+    (void)state;
+    fbcache_case("e2e_2b", 4);
+    fbcache_case("e2e_2b", 20);
+    fbcache_case("e2e_5b", 4);
+    fbcache_case("e2e_5b", 20);
+}
+
+/* kill + resume, stopped right before a skipped step */
+static void resume_case(const char *dir, int kind, double thr, const double *coeffs) {
+    const int N = 12;
+    tcase c;
+    case_open(&c, dir, N);
+    size_t n = c.sh.numel;
+    float *full = malloc(n * 4), *part = malloc(n * 4), *res = malloc(n * 4);
+    int dec[MAXS];
+    cogvideox_sample_result r;
+    assert_int_equal(run(&c, kind, thr, coeffs, NULL, full, &r), 0);
+    if (kind == COGVIDEOX_CACHE_FBCACHE) ref_sample(&c, kind, dec, 0, thr, part);
+    else for (int i = 0; i < N; i++) dec[i] = i == N - 1 || i % 2 == 0;   /* p ≡ 1 at 1.5 */
+    int stop = 0;
+    for (int i = 2; i < N && !stop; i++)
+        if (!dec[i]) stop = i;   /* i steps done; step i (0-based) is a skipped one */
+    if (!stop) fail_msg("%s %s %g: no skipped step to resume into", dir, cogvideox_cache_kind_name(kind), thr);
+    char tmpl[] = "/tmp/cvx_cache_resume_XXXXXX", path[256];
+    assert_non_null(mkdtemp(tmpl));
+    snprintf(path, sizeof path, "%s/stage2_checkpoint.safetensors", tmpl);
+    cogvideox_fingerprint fp;
+    memset(&fp, 0, sizeof fp);
+    cogvideox_fingerprint_set(&fp, "cache", "%s", cogvideox_cache_kind_name(kind));
+    cogvideox_fingerprint_set(&fp, "cache_threshold", "%.17g", thr);
+    cogvideox_checkpointing ck = {path, 1, 0, stop, &fp};
+    assert_int_equal(run(&c, kind, thr, coeffs, &ck, part, &r), 0);
+    assert_int_equal(r.steps_done, stop);
+    ck.resume = 1, ck.stop_after_steps = 0;
+    assert_int_equal(run(&c, kind, thr, coeffs, &ck, res, &r), 0);
+    assert_int_equal(r.resumed_from, stop);
+    assert_memory_equal(res, full, n * 4);
+    assert_int_equal(r.cache_steps_computed + r.cache_steps_skipped, N);
+    assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
+    printf("  %s %s %g: stop after %d (next step skipped) + resume == uninterrupted, bit for bit; counts %lld/%lld\n",
+           dir, cogvideox_cache_kind_name(kind), thr, stop, (long long)r.cache_steps_computed,
+           (long long)r.cache_steps_skipped);
+    /* another threshold is refused by the fingerprint */
+    ck.resume = 0, ck.stop_after_steps = stop;
+    assert_int_equal(run(&c, kind, thr, coeffs, &ck, part, &r), 0);
+    cogvideox_fingerprint_set(&fp, "cache_threshold", "%.17g", thr * 2);
+    ck.resume = 1, ck.stop_after_steps = 0;
+    assert_int_equal(run(&c, kind, thr * 2, coeffs, &ck, res, &r), -1);
+    assert_non_null(strstr(cvx_last_error(), "cache_threshold="));
+    /* a checkpoint without cache state is refused when resuming with caching */
+    memset(&fp, 0, sizeof fp);
+    ck.resume = 0, ck.stop_after_steps = stop;
+    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, &ck, part, &r), 0);
+    ck.resume = 1, ck.stop_after_steps = 0;
+    assert_int_equal(run(&c, kind, thr, coeffs, &ck, res, &r), -1);
+    assert_non_null(strstr(cvx_last_error(), "without --cache"));
+    unlink(path);
+    rmdir(tmpl);
+    free(full); free(part); free(res);
+    case_close(&c);
+}
+static void test_resume(void **state) {
+    (void)state;
+    const double one[5] = {0, 0, 0, 0, 1};
+    resume_case("e2e_2b", COGVIDEOX_CACHE_TEACACHE, 1.5, one);
+    resume_case("e2e_5b", COGVIDEOX_CACHE_TEACACHE, 1.5, one);
+    resume_case("e2e_2b", COGVIDEOX_CACHE_FBCACHE, 0.2, NULL);
+    resume_case("e2e_5b", COGVIDEOX_CACHE_FBCACHE, 0.5, NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule_units),        cmocka_unit_test(test_off_identical),
+        cmocka_unit_test(test_teacache_known_pattern), cmocka_unit_test(test_teacache_rule_real),
+        cmocka_unit_test(test_fbcache_rule),      cmocka_unit_test(test_resume),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
