@@ -76,7 +76,7 @@ int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B
     cvx_progress_finish(&bar);
     free(z);
     /* finite latents can still overflow in a damaged VAE: never encode NaN frames */
-    for (int b = 0; b < B; b++)
+    for (int b = 0; b < B && root; b++)   /* ranks > 0 hold no frames (rank 0 gathered the tiles) */
         if (cvx_check_finite(out->data[b], (size_t)3 * out->T * out->H * out->W, "decoded")) {
             cvx_error_prefix("%s: sample %d", label, b);
             cvx_frames_free(out);

@@ -21,6 +21,7 @@
 #include <math.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include "testutil.h"
 
 #include "config.h"
 #include "error.h"
@@ -320,12 +321,15 @@ static void identical_case(const char *dir) {
     }
     const double one[5] = {0, 0, 0, 0, 1};   /* p ≡ 1: acc = 1 >= 0.5 at every step */
     assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, 0.5, one, NULL, b, &r), 0);
-    assert_memory_equal(a, b, n * 4);
+    /* An active cache runs the CFG batch as one batched forward (it decides once for the batch);
+     * the uncached loop runs one forward per branch (bit-identical to --cfg_parallel). A GEMM's
+     * rows can depend on the batch's row count, so the two agree to float rounding, not bitwise. */
+    ASSERT_REL_L2(b, a, n, 1e-6);
     assert_int_equal(r.cache_steps_computed, 8);
     assert_int_equal(r.cache_steps_skipped, 0);
     /* reference loop without cache == sampler, proving the reference is faithful */
-    ref_sample(&c, COGVIDEOX_CACHE_NONE, NULL, 0, 0, b);
-    assert_memory_equal(a, b, n * 4);
+    ref_sample(&c, COGVIDEOX_CACHE_NONE, NULL, 0, 0, b);   /* batched, as above */
+    ASSERT_REL_L2(b, a, n, 1e-6);
     free(a); free(b);
     case_close(&c);
     printf("  %s: threshold 0 (teacache, fbcache) and p ≡ 1 at 0.5 == no cache, bit for bit\n", dir);
