@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     uint64_t s = 12345;
     for (size_t i = 0; i < n; i++) x[i] = (float)(2 * urand(&s) - 1);
     size_t rss0 = cvx_peak_rss_bytes();
-    double t0 = cvx_time(), f0 = vae_conv_flops();
+    double t0 = cvx_time(), f0 = e.ctx->conv_flops;
     int T, h, w;
     float *m;
     if (tiled && vae_encode_tiling_applies(&e, H, W, 240, 360)) {
@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
         m = cvx_alloc_f32((size_t)2 * e.latent_channels * T * h * w);
         vae_encode_batched(&e, x, F, H, W, m, NULL);
     }
-    const double dt = cvx_time() - t0, fl = vae_conv_flops() - f0;
+    const double dt = cvx_time() - t0, fl = e.ctx->conv_flops - f0;
     double sum = 0;
     for (size_t i = 0; i < (size_t)2 * e.latent_channels * T * h * w; i++) sum += m[i];
     printf("bench_vae_encode: pixels [3,%d,%d,%d] -> moments [%d,%d,%d,%d] (%s weights, %d threads%s): %.2f s, "
