@@ -22,14 +22,10 @@
 
 /* ------------------------------------------------------------------ loading */
 
-typedef struct {
-    void *w;        /* cvx_weights * */
-    int next_cache;
-    cvx_ctx *ctx;
-} loader;
+typedef vae_loader loader;
 
-static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
-                    int causal) {
+int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
+                 int causal) {
     char wn[256], bn[256];
     snprintf(wn, sizeof wn, "%s.weight", name);
     snprintf(bn, sizeof bn, "%s.bias", name);
@@ -52,9 +48,9 @@ static int spatial_norm_get(loader *L, vae_spatial_norm_w *n, const char *name, 
     if (!(n->norm_b = cvx_weights_get(L->w, buf, CVX_SHAPE(C)))) return -1;
     n->channels = C;
     snprintf(buf, sizeof buf, "%s.conv_y.conv", name);
-    if (conv_get(L, &n->conv_y, buf, zc, C, 1, 1, 1, 0, 1)) return -1;
+    if (vae_conv_get(L, &n->conv_y, buf, zc, C, 1, 1, 1, 0, 1)) return -1;
     snprintf(buf, sizeof buf, "%s.conv_b.conv", name);
-    return conv_get(L, &n->conv_b, buf, zc, C, 1, 1, 1, 0, 1);
+    return vae_conv_get(L, &n->conv_b, buf, zc, C, 1, 1, 1, 0, 1);
 }
 
 static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int cout, int zc) {
@@ -63,17 +59,17 @@ static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int
     snprintf(buf, sizeof buf, "%s.norm1", name);
     if (spatial_norm_get(L, &r->norm1, buf, cin, zc)) return -1;
     snprintf(buf, sizeof buf, "%s.conv1.conv", name);
-    if (conv_get(L, &r->conv1, buf, cin, cout, 3, 3, 3, 0, 1)) return -1;
+    if (vae_conv_get(L, &r->conv1, buf, cin, cout, 3, 3, 3, 0, 1)) return -1;
     snprintf(buf, sizeof buf, "%s.norm2", name);
     if (spatial_norm_get(L, &r->norm2, buf, cout, zc)) return -1;
     snprintf(buf, sizeof buf, "%s.conv2.conv", name);
-    if (conv_get(L, &r->conv2, buf, cout, cout, 3, 3, 3, 0, 1)) return -1;
+    if (vae_conv_get(L, &r->conv2, buf, cout, cout, 3, 3, 3, 0, 1)) return -1;
     memset(&r->shortcut, 0, sizeof r->shortcut);
     r->shortcut.cache_id = -1;
     r->shortcut.ctx = L->ctx;
     if (cin != cout) {   /* CogVideoXSafeConv3d 1×1×1 (conv_shortcut=False upstream) */
         snprintf(buf, sizeof buf, "%s.conv_shortcut", name);
-        if (conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
+        if (vae_conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
     }
     return 0;
 }
@@ -175,9 +171,9 @@ static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
         if (zc != d->out_channels)
             return cvx_error("%s: use_post_quant_conv with latent_channels %d != out_channels %d is not supported "
                              "(upstream would fail too)", path, zc, d->out_channels);
-        if (conv_get(&L, &d->post_quant_conv, "post_quant_conv", zc, zc, 1, 1, 1, 0, 0)) return -1;
+        if (vae_conv_get(&L, &d->post_quant_conv, "post_quant_conv", zc, zc, 1, 1, 1, 0, 0)) return -1;
     }
-    if (conv_get(&L, &d->conv_in, "decoder.conv_in.conv", zc, rev[0], 3, 3, 3, 0, 1)) return -1;
+    if (vae_conv_get(&L, &d->conv_in, "decoder.conv_in.conv", zc, rev[0], 3, 3, 3, 0, 1)) return -1;
     for (int i = 0; i < 2; i++) {   /* CogVideoXMidBlock3D num_layers=2 */
         snprintf(name, sizeof name, "decoder.mid_block.resnets.%d", i);
         if (resnet_get(&L, &d->mid[i], name, rev[0], rev[0], zc)) return -1;
@@ -199,11 +195,11 @@ static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
         b->upsampler.ctx = d->ctx;
         if (b->has_upsampler) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0.conv", i);
-            if (conv_get(&L, &b->upsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) return -1;
+            if (vae_conv_get(&L, &b->upsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) return -1;
         }
     }
     if (spatial_norm_get(&L, &d->norm_out, "decoder.norm_out", rev[n - 1], zc)) return -1;
-    if (conv_get(&L, &d->conv_out, "decoder.conv_out.conv", rev[n - 1], d->out_channels, 3, 3, 3, 0, 1)) return -1;
+    if (vae_conv_get(&L, &d->conv_out, "decoder.conv_out.conv", rev[n - 1], d->out_channels, 3, 3, 3, 0, 1)) return -1;
     d->num_caches = L.next_cache;
     return 0;
 }

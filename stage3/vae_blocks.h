@@ -5,6 +5,19 @@
 
 #include "vae.h"
 
+/* Weight lookup while loading a VAE half (decoder or encoder): the mapped weights, the next
+ * causal-cache slot, and the context every conv computes through. */
+typedef struct {
+    void *w;        /* cvx_weights * */
+    int next_cache;
+    cvx_ctx *ctx;
+} vae_loader;
+
+/* `name`.weight [cout, cin, (kt,) kh, kw] (2-D when is2d) and `name`.bias [cout], shape-checked;
+ * a causal conv with kt > 1 gets the next cache slot. -1 + cvx_error naming the tensor. */
+int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
+                 int causal);
+
 /* causal_conv3d that frees its input x once copied into the padded buffer (saves one tensor
  * at the peak: callers pass an input that is dead after the conv). y == NULL: the output is
  * allocated after the input is freed (lower peak). Returns y. */

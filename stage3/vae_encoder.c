@@ -27,26 +27,7 @@
 
 /* ------------------------------------------------------------------ loading */
 
-typedef struct {
-    void *w;        /* cvx_weights * */
-    int next_cache;
-    cvx_ctx *ctx;   /* every conv computes through the encoder's context */
-} loader;
-
-static int conv_get(loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
-                    int causal) {
-    char wn[256], bn[256];
-    snprintf(wn, sizeof wn, "%s.weight", name);
-    snprintf(bn, sizeof bn, "%s.bias", name);
-    c->w = is2d ? cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kh, kw))
-                : cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kt, kh, kw));
-    if (!c->w) return -1;
-    if (!(c->b = cvx_weights_get(L->w, bn, CVX_SHAPE(cout)))) return -1;
-    c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
-    c->ctx = L->ctx;
-    c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
-    return 0;
-}
+typedef vae_loader loader;   /* every conv computes through the encoder's context */
 
 static int norm_get(loader *L, const cvx_tensor **w, const cvx_tensor **b, const char *name, int C) {
     char buf[256];
@@ -62,16 +43,16 @@ static int resnet_get(loader *L, vae_enc_resnet_w *r, const char *name, int cin,
     snprintf(buf, sizeof buf, "%s.norm1", name);
     if (norm_get(L, &r->norm1_w, &r->norm1_b, buf, cin)) return -1;
     snprintf(buf, sizeof buf, "%s.conv1.conv", name);
-    if (conv_get(L, &r->conv1, buf, cin, cout, 3, 3, 3, 0, 1)) return -1;
+    if (vae_conv_get(L, &r->conv1, buf, cin, cout, 3, 3, 3, 0, 1)) return -1;
     snprintf(buf, sizeof buf, "%s.norm2", name);
     if (norm_get(L, &r->norm2_w, &r->norm2_b, buf, cout)) return -1;
     snprintf(buf, sizeof buf, "%s.conv2.conv", name);
-    if (conv_get(L, &r->conv2, buf, cout, cout, 3, 3, 3, 0, 1)) return -1;
+    if (vae_conv_get(L, &r->conv2, buf, cout, cout, 3, 3, 3, 0, 1)) return -1;
     memset(&r->shortcut, 0, sizeof r->shortcut);
     r->shortcut.cache_id = -1;
     if (cin != cout) {   /* CogVideoXSafeConv3d 1×1×1 (conv_shortcut=False upstream) */
         snprintf(buf, sizeof buf, "%s.conv_shortcut", name);
-        if (conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
+        if (vae_conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
     }
     return 0;
 }
@@ -132,7 +113,7 @@ int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
     if (!L.w) goto fail;
     e->weights = L.w;
     const int n = e->num_blocks, lc2 = 2 * e->latent_channels;
-    if (conv_get(&L, &e->conv_in, "encoder.conv_in.conv", e->in_channels, e->block_out[0], 3, 3, 3, 0, 1)) goto fail;
+    if (vae_conv_get(&L, &e->conv_in, "encoder.conv_in.conv", e->in_channels, e->block_out[0], 3, 3, 3, 0, 1)) goto fail;
     int out_ch = e->block_out[0];
     for (int i = 0; i < n; i++) {
         vae_down_block_w *b = &e->down[i];
@@ -149,7 +130,7 @@ int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
         b->downsampler.cache_id = -1;
         if (b->has_downsampler) {
             snprintf(name, sizeof name, "encoder.down_blocks.%d.downsamplers.0.conv", i);
-            if (conv_get(&L, &b->downsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) goto fail;
+            if (vae_conv_get(&L, &b->downsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) goto fail;
         }
     }
     for (int i = 0; i < 2; i++) {   /* CogVideoXMidBlock3D num_layers=2 */
@@ -157,9 +138,9 @@ int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
         if (resnet_get(&L, &e->mid[i], name, out_ch, out_ch)) goto fail;
     }
     if (norm_get(&L, &e->norm_out_w, &e->norm_out_b, "encoder.norm_out", out_ch)) goto fail;
-    if (conv_get(&L, &e->conv_out, "encoder.conv_out.conv", out_ch, lc2, 3, 3, 3, 0, 1)) goto fail;
+    if (vae_conv_get(&L, &e->conv_out, "encoder.conv_out.conv", out_ch, lc2, 3, 3, 3, 0, 1)) goto fail;
     e->quant_conv.cache_id = -1;
-    if (e->use_quant_conv && conv_get(&L, &e->quant_conv, "quant_conv", lc2, lc2, 1, 1, 1, 0, 0)) goto fail;
+    if (e->use_quant_conv && vae_conv_get(&L, &e->quant_conv, "quant_conv", lc2, lc2, 1, 1, 1, 0, 0)) goto fail;
     e->num_caches = L.next_cache;
     return 0;
 fail:
