@@ -261,7 +261,7 @@ static void conv_on_padded(const vae_conv *c, const float *xp, int Tp, int Hp, i
     ctx->conv_seconds += cvx_time() - t0;
 }
 
-static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
+void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     float *bias = cvx_tensor_f32_dup(c->b);
     cvx_conv1x1(c->ctx, x, c->cin, N, cvx_weight_f32(c->ctx, c->w), bias, c->cout, y);   // [Cout, N]
     c->ctx->conv_flops += 2.0 * c->cout * c->cin * (double)N;
@@ -279,7 +279,7 @@ float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int 
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
         if (!y) y = cvx_alloc_f32((size_t)c->cout * T * H * W);
-        conv1x1(c, x, (size_t)T * H * W, y);
+        vae_conv1x1(c, x, (size_t)T * H * W, y);
         free(x);
         return y;
     }
@@ -328,8 +328,8 @@ void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const v
     /* conv_y/conv_b are 1×1×1, so they commute with the nearest resize: run them at the
      * latent resolution and index the result (same numbers, far fewer FLOPs). */
     float *zy = cvx_alloc_f32((size_t)C * Sz), *zb = cvx_alloc_f32((size_t)C * Sz);   // [C, Tz, h, w]
-    conv1x1(&n->conv_y, zq->z, Sz, zy);
-    conv1x1(&n->conv_b, zq->z, Sz, zb);
+    vae_conv1x1(&n->conv_y, zq->z, Sz, zy);
+    vae_conv1x1(&n->conv_b, zq->z, Sz, zb);
     float *gw = cvx_tensor_f32_dup(n->norm_w), *gb = cvx_tensor_f32_dup(n->norm_b);
     cvx_groupnorm(out, f, C, S, d->groups, gw, gb, SPATIAL_NORM_EPS);   // [C, T, H, W]
     int *tm = cvx_malloc(sizeof(int) * (size_t)T), *ym = cvx_malloc(sizeof(int) * (size_t)H),
@@ -359,7 +359,7 @@ float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *
     float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
         float *s = cvx_alloc_f32((size_t)r->cout * S);                 // [Cout, T, H, W]
-        conv1x1(&r->shortcut, x, S, s);
+        vae_conv1x1(&r->shortcut, x, S, s);
         cvx_add(h2, s, (size_t)r->cout * S);
         free(s);
     } else {
@@ -420,7 +420,7 @@ float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *
     float *zpq = NULL;
     if (d->use_post_quant_conv) {
         zpq = cvx_alloc_f32((size_t)d->latent_channels * Sz);
-        conv1x1(&d->post_quant_conv, z, Sz, zpq);
+        vae_conv1x1(&d->post_quant_conv, z, Sz, zpq);
         z = zpq;
     }
     vae_zq zq = {z, d->latent_channels, T, h, w};

@@ -23,6 +23,9 @@ int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout
  * allocated after the input is freed (lower peak). Returns y. */
 float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
 
+/* A 1×1×1 conv on x[cin, N] -> y[cout, N] (bias added; counted in the context's conv FLOPs). */
+void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y);
+
 /* Linear blends of overlapping tiles along height / width, as upstream blend_v / blend_h:
  * the first `extent` rows (columns) of b[C, T, Hb, W] fade in from the last ones of
  * a[C, T, Ha, W] (b modified in place; extent clipped to both sizes). */

@@ -166,12 +166,6 @@ static void groupnorm_silu(const cvx_tensor *w, const cvx_tensor *b, int groups,
     free(gw), free(gb);
 }
 
-static void conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
-    float *bias = cvx_tensor_f32_dup(c->b);
-    cvx_conv1x1(c->ctx, x, c->cin, N, cvx_weight_f32(c->ctx, c->w), bias, c->cout, y);   // [Cout, N]
-    free(bias);
-}
-
 float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
                             int H, int W) {
     const size_t S = (size_t)T * H * W;
@@ -183,7 +177,7 @@ float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae
     float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);        // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
         float *s = cvx_alloc_f32((size_t)r->cout * S);                             // [Cout, T, H, W]
-        conv1x1(&r->shortcut, x, S, s);
+        vae_conv1x1(&r->shortcut, x, S, s);
         cvx_add(h2, s, (size_t)r->cout * S);
         free(s);
     } else {
@@ -311,7 +305,7 @@ float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *
     float *m = causal_conv3d_consume(&e->conv_out, cache, h, T, H, W, NULL);   // [2lc, T, h, w]; frees h
     if (e->use_quant_conv) {
         float *q = cvx_alloc_f32((size_t)e->quant_conv.cout * S);
-        conv1x1(&e->quant_conv, m, S, q);
+        vae_conv1x1(&e->quant_conv, m, S, q);
         free(m);
         m = q;
     }
