@@ -15,12 +15,12 @@ extern "C" {
 #include "error.h"
 }
 
-struct cvx_spm {
+struct t5_spm {
     sentencepiece::SentencePieceProcessor proc;
 };
 
-extern "C" cvx_spm *cvx_spm_load(const char *path) {
-    cvx_spm *sp = new (std::nothrow) cvx_spm;
+extern "C" t5_spm *t5_spm_load(const char *path) {
+    t5_spm *sp = new (std::nothrow) t5_spm;
     if (!sp) {
         cvx_error("%s: out of memory", path);
         return nullptr;
@@ -34,15 +34,15 @@ extern "C" cvx_spm *cvx_spm_load(const char *path) {
     return sp;
 }
 
-extern "C" void cvx_spm_free(cvx_spm *sp) { delete sp; }
+extern "C" void t5_spm_free(t5_spm *sp) { delete sp; }
 
-extern "C" int cvx_spm_piece_count(const cvx_spm *sp) { return sp->proc.GetPieceSize(); }
+extern "C" int t5_spm_piece_count(const t5_spm *sp) { return sp->proc.GetPieceSize(); }
 
-extern "C" int cvx_spm_unk_id(const cvx_spm *sp) { return sp->proc.unk_id(); }
+extern "C" int t5_spm_unk_id(const t5_spm *sp) { return sp->proc.unk_id(); }
 
-extern "C" int cvx_spm_piece_to_id(const cvx_spm *sp, const char *piece) { return sp->proc.PieceToId(piece); }
+extern "C" int t5_spm_piece_to_id(const t5_spm *sp, const char *piece) { return sp->proc.PieceToId(piece); }
 
-extern "C" int cvx_spm_encode(const cvx_spm *sp, const char *text, size_t len, int **ids, int *n) {
+extern "C" int t5_spm_encode(const t5_spm *sp, const char *text, size_t len, int **ids, int *n) {
     std::vector<int> out;
     const auto status = sp->proc.Encode(std::string(text, len), &out);
     if (!status.ok()) return cvx_error("sentencepiece: cannot encode text: %s", status.ToString().c_str());

@@ -124,7 +124,7 @@ static const char *special_token(const cvx_config *cfg, const char *key, const c
 static int token_id(const t5_tokenizer *tok, const char *content) {
     for (int i = 0; i < tok->n_added; i++)
         if (strcmp(tok->added[i].content, content) == 0) return tok->added[i].id;
-    return cvx_spm_piece_to_id(tok->sp, content);
+    return t5_spm_piece_to_id(tok->sp, content);
 }
 
 int t5_tokenizer_load(t5_tokenizer *tok, const char *dir) {
@@ -133,9 +133,9 @@ int t5_tokenizer_load(t5_tokenizer *tok, const char *dir) {
     if (!cvx_is_dir(dir)) return cvx_error("%s: tokenizer directory not found", dir);
     if (cvx_path_join(path, sizeof path, dir, "spiece.model") || !cvx_is_file(path))
         return cvx_error("%s: tokenizer file not found (expected the sentencepiece model spiece.model)", path);
-    tok->sp = cvx_spm_load(path);
+    tok->sp = t5_spm_load(path);
     if (!tok->sp) return -1;
-    const int pieces = cvx_spm_piece_count(tok->sp);
+    const int pieces = t5_spm_piece_count(tok->sp);
 
     cvx_config cfg = {0};
     if (cvx_path_join(cfg_path, sizeof cfg_path, dir, "tokenizer_config.json") == 0 && cvx_is_file(cfg_path)) {
@@ -154,7 +154,7 @@ int t5_tokenizer_load(t5_tokenizer *tok, const char *dir) {
      * (no stripping) and extra_ids <extra_id_N> at pieces + extra_ids - 1 - N (stripping). */
     const char *specials[3] = {special_token(&cfg, "pad_token", "<pad>"), special_token(&cfg, "eos_token", "</s>"),
                                special_token(&cfg, "unk_token", "<unk>")};
-    for (int i = 0; i < 3; i++) add_token(tok, specials[i], cvx_spm_piece_to_id(tok->sp, specials[i]), 0, 0);
+    for (int i = 0; i < 3; i++) add_token(tok, specials[i], t5_spm_piece_to_id(tok->sp, specials[i]), 0, 0);
     int64_t extra_ids = 100;
     if (cfg.root && cvx_cfg_int_or(&cfg, "extra_ids", 100, &extra_ids)) goto fail;
     for (int n = 0; n < extra_ids; n++) {
@@ -176,7 +176,7 @@ fail:
 }
 
 void t5_tokenizer_free(t5_tokenizer *tok) {
-    if (tok->sp) cvx_spm_free(tok->sp);
+    if (tok->sp) t5_spm_free(tok->sp);
     for (int i = 0; i < tok->n_added; i++) free(tok->added[i].content);
     free(tok->added);
     memset(tok, 0, sizeof *tok);
@@ -230,7 +230,7 @@ static int tokenize_body(const t5_tokenizer *tok, const char *text, size_t n, in
         int *piece_ids = NULL, np = 0;
         if (chunks[i].token >= 0) {
             np = 1;
-        } else if (cvx_spm_encode(tok->sp, text + chunks[i].start, chunks[i].len, &piece_ids, &np)) {
+        } else if (t5_spm_encode(tok->sp, text + chunks[i].start, chunks[i].len, &piece_ids, &np)) {
             free(chunks);
             free(ids);
             return -1;

@@ -17,7 +17,7 @@ typedef struct {
 } t5_added_token;
 
 typedef struct {
-    cvx_spm *sp;
+    t5_spm *sp;
     t5_added_token *added;
     int n_added;
     int eos_id, pad_id;

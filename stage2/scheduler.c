@@ -128,14 +128,14 @@ int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, cons
         return cvx_error("%s: key 'num_train_timesteps' is %lld, expected 2..100000", cfg->path, (long long)ntrain);
     s->num_train_timesteps = (int)ntrain;
     s->steps_offset = (int)offset;
-    if (!strcmp(pred, "v_prediction")) s->prediction_type = PRED_V_PREDICTION;
-    else if (!strcmp(pred, "epsilon")) s->prediction_type = PRED_EPSILON;
-    else if (!strcmp(pred, "sample")) s->prediction_type = PRED_SAMPLE;
+    if (!strcmp(pred, "v_prediction")) s->prediction_type = COGVIDEOX_PRED_V_PREDICTION;
+    else if (!strcmp(pred, "epsilon")) s->prediction_type = COGVIDEOX_PRED_EPSILON;
+    else if (!strcmp(pred, "sample")) s->prediction_type = COGVIDEOX_PRED_SAMPLE;
     else return cvx_error("%s: key 'prediction_type' is \"%s\", expected \"v_prediction\", \"epsilon\" or \"sample\"",
                           cfg->path, pred);
-    if (!strcmp(spacing, "trailing")) s->timestep_spacing = SPACING_TRAILING;
-    else if (!strcmp(spacing, "leading")) s->timestep_spacing = SPACING_LEADING;
-    else if (!strcmp(spacing, "linspace")) s->timestep_spacing = SPACING_LINSPACE;
+    if (!strcmp(spacing, "trailing")) s->timestep_spacing = COGVIDEOX_SPACING_TRAILING;
+    else if (!strcmp(spacing, "leading")) s->timestep_spacing = COGVIDEOX_SPACING_LEADING;
+    else if (!strcmp(spacing, "linspace")) s->timestep_spacing = COGVIDEOX_SPACING_LINSPACE;
     else return cvx_error("%s: key 'timestep_spacing' is \"%s\", expected \"trailing\", \"leading\" or \"linspace\"",
                           cfg->path, spacing);
     return build_alphas_cumprod(s, cfg);
@@ -167,13 +167,13 @@ int cogvideox_scheduler_set_timesteps(cogvideox_scheduler *s, int n) {
     int N = s->num_train_timesteps;
     if (n < 1 || n > N) return cvx_error("num_inference_steps is %d, expected 1..%d", n, N);
     int64_t *ts = cvx_malloc((size_t)n * sizeof(int64_t));
-    if (s->timestep_spacing == SPACING_LINSPACE) {
+    if (s->timestep_spacing == COGVIDEOX_SPACING_LINSPACE) {
         /* np.linspace(0, N-1, n).round()[::-1]: i·step, the last value exactly N-1 */
         for (int i = 0; i < n; i++) {
             double v = n > 1 ? (i == n - 1 ? (double)(N - 1) : (double)i * ((double)(N - 1) / (n - 1))) : 0.0;
             ts[n - 1 - i] = (int64_t)nearbyint(v);
         }
-    } else if (s->timestep_spacing == SPACING_LEADING) {
+    } else if (s->timestep_spacing == COGVIDEOX_SPACING_LEADING) {
         int ratio = N / n;
         for (int i = 0; i < n; i++) ts[n - 1 - i] = (int64_t)i * ratio + s->steps_offset;
     } else {
@@ -224,13 +224,13 @@ void cogvideox_predict_x0(const cogvideox_scheduler *s, double a_t, const float 
                           size_t n, float *x0) {
     float sa = (float)sqrt(a_t), sb = (float)sqrt(1.0 - a_t);
     switch (s->prediction_type) {
-    case PRED_V_PREDICTION:
+    case COGVIDEOX_PRED_V_PREDICTION:
         for (size_t i = 0; i < n; i++) x0[i] = sa * sample[i] - sb * model_output[i];
         break;
-    case PRED_EPSILON:
+    case COGVIDEOX_PRED_EPSILON:
         for (size_t i = 0; i < n; i++) x0[i] = (sample[i] - sb * model_output[i]) / sa;
         break;
-    case PRED_SAMPLE:
+    case COGVIDEOX_PRED_SAMPLE:
         memcpy(x0, model_output, n * sizeof(float));
         break;
     }

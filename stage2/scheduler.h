@@ -43,8 +43,16 @@ typedef struct {
 extern const cogvideox_scheduler_type cogvideox_scheduler_ddim, cogvideox_scheduler_dpm;
 /* Every scheduler, NULL-terminated: the one table the --scheduler names come from. */
 extern const cogvideox_scheduler_type *const cogvideox_schedulers[];
-typedef enum { PRED_EPSILON = 0, PRED_V_PREDICTION, PRED_SAMPLE } cogvideox_prediction_type;
-typedef enum { SPACING_LINSPACE = 0, SPACING_LEADING, SPACING_TRAILING } cogvideox_timestep_spacing;
+typedef enum {
+    COGVIDEOX_PRED_EPSILON = 0,
+    COGVIDEOX_PRED_V_PREDICTION,
+    COGVIDEOX_PRED_SAMPLE
+} cogvideox_prediction_type;
+typedef enum {
+    COGVIDEOX_SPACING_LINSPACE = 0,
+    COGVIDEOX_SPACING_LEADING,
+    COGVIDEOX_SPACING_TRAILING
+} cogvideox_timestep_spacing;
 
 struct cogvideox_scheduler {
     const cogvideox_scheduler_type *type;

@@ -11,8 +11,8 @@
  * F % 8 leftover frames) with each causal convolution's last kt−1 input frames carried to the
  * next batch, exactly as upstream _encode, so memory does not grow with the video length.
  * Layouts: pixels [3, F, H, W] in [-1, 1]; moments / mean / logvar / std [lc, T, h, w]. */
-#ifndef STAGE3_VAE_ENCODER_H
-#define STAGE3_VAE_ENCODER_H
+#ifndef CVX_STAGE3_VAE_ENCODER_H
+#define CVX_STAGE3_VAE_ENCODER_H
 
 #include <stddef.h>
 

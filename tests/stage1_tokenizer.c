@@ -28,7 +28,7 @@ static int teardown(void **state) {
 
 static void test_vocabulary(void **state) {
     (void)state;
-    assert_int_equal(cvx_spm_piece_count(tok.sp), 800);
+    assert_int_equal(t5_spm_piece_count(tok.sp), 800);
     assert_int_equal(tok.vocab_size, 900);   /* len(tokenizer) in case.json */
     assert_int_equal(tok.eos_id, 1);
     assert_int_equal(tok.pad_id, 0);
@@ -87,7 +87,7 @@ static void test_genuine_vocabulary(void **state) {
     (void)state;
     t5_tokenizer t;
     ASSERT_OK(t5_tokenizer_load(&t, GENUINE_DIR));
-    assert_int_equal(cvx_spm_piece_count(t.sp), 32000);
+    assert_int_equal(t5_spm_piece_count(t.sp), 32000);
     assert_int_equal(t.vocab_size, 32100);
     cvx_config c;
     ASSERT_OK(cvx_config_load(&c, GENUINE_DIR "/case.json"));
@@ -132,7 +132,7 @@ static void test_embedded_model_tokenizer(void **state) {
     (void)state;
     t5_tokenizer t;
     ASSERT_OK(t5_tokenizer_load(&t, "models/cogvideox-tiny-random/tokenizer"));
-    assert_int_equal(cvx_spm_piece_count(t.sp), 32000);
+    assert_int_equal(t5_spm_piece_count(t.sp), 32000);
     assert_int_equal(t.vocab_size, 32100);
     int64_t *raw;
     int nr;
