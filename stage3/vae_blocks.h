@@ -1,7 +1,7 @@
 /* VAE building blocks shared by the decoder (vae.c, vae_decode.c) and the encoder
  * (vae_encoder.c). Internal to stage3. */
-#ifndef STAGE3_VAE_BLOCKS_H
-#define STAGE3_VAE_BLOCKS_H
+#ifndef CVX_STAGE3_VAE_BLOCKS_H
+#define CVX_STAGE3_VAE_BLOCKS_H
 
 #include "vae.h"
 
