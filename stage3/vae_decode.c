@@ -1,5 +1,6 @@
 /* CogVideoX VAE decoding drivers: temporal chunks with carried caches, overlapping spatial
- * tiles with linear blending (diffusers 0.32.2 AutoencoderKLCogVideoX._decode / tiled_decode). */
+ * tiles (diffusers 0.32.2 AutoencoderKLCogVideoX._decode / tiled_decode; the blending and
+ * stitching is vae_tiles.c, shared with the encoder). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,7 @@
 #include "error.h"
 #include "vae.h"
 #include "vae_blocks.h"
+#include "vae_tiles.h"
 
 /* Upstream's num_latent_frames_batch_size: a fixed constant of the model code, not config. */
 #define LATENT_FRAMES_PER_CHUNK 2
@@ -107,7 +109,7 @@ int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int t
     tiling t;
     tiling_params(d, tsh, tsw, &t);
     if (t.oh < 1 || t.ow < 1) return num_chunks(T);
-    int rows = (h + t.oh - 1) / t.oh, cols = (w + t.ow - 1) / t.ow;
+    int rows = vae_tile_count(h, t.oh), cols = vae_tile_count(w, t.ow);
     return rows * cols * num_chunks(T);
 }
 
@@ -121,34 +123,6 @@ double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w) {
     double S = (double)vae_chunk_frames(d, 3) * h * d->spatial_ratio * w * d->spatial_ratio;
     return 1.15 * 4.0 * S * (4.0 * cin + 2.0 * cout);
 }
-
-void vae_blend_v(const float *a, int Ha, float *b, int Hb, int C, int T, int W, int extent) {
-    if (extent > Ha) extent = Ha;
-    if (extent > Hb) extent = Hb;
-    for (int c = 0; c < C; c++)
-        for (int t = 0; t < T; t++)
-            for (int y = 0; y < extent; y++) {
-                float wa = (float)(1.0 - (double)y / extent), wb = (float)((double)y / extent);
-                const float *ar = a + (((size_t)c * T + t) * Ha + (Ha - extent + y)) * W;
-                float *br = b + (((size_t)c * T + t) * Hb + y) * W;
-                for (int x = 0; x < W; x++) br[x] = ar[x] * wa + br[x] * wb;
-            }
-}
-
-void vae_blend_h(const float *a, int Wa, float *b, int Wb, int C, int T, int H, int extent) {
-    if (extent > Wa) extent = Wa;
-    if (extent > Wb) extent = Wb;
-    for (int x = 0; x < extent; x++) {
-        float wa = (float)(1.0 - (double)x / extent), wb = (float)((double)x / extent);
-        for (size_t row = 0; row < (size_t)C * T * H; row++)
-            b[row * Wb + x] = a[row * Wa + (Wa - extent + x)] * wa + b[row * Wb + x] * wb;
-    }
-}
-
-typedef struct {
-    float *data;   /* [oc, T', Ht, Wt] */
-    int H, W;
-} tile_out;
 
 float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
                         int *H_out, int *W_out, cvx_progress *p) {
@@ -171,6 +145,23 @@ static float *decode_tile(const vae_decoder *d, const tiling *t, const float *z,
     vae_decode_chunked(d, zt, T, lh, lw, o, p);   /* own chunks and caches per tile */
     free(zt);
     return o;
+}
+
+/* The tiles' producer for vae_tiles_stitch: decoded here, or (several ranks) taken from the
+ * gathered ones. */
+typedef struct {
+    const vae_decoder *d;
+    const tiling *t;
+    const float *z;
+    int T, h, w;
+    float **tiles;   /* NULL: decode each tile when asked */
+    int cols;
+    cvx_progress *p;
+} tile_src;
+
+static float *produce_tile(void *user, int i, int j) {
+    const tile_src *s = user;
+    return s->tiles ? s->tiles[i * s->cols + j] : decode_tile(s->d, s->t, s->z, s->T, s->h, s->w, i, j, s->p);
 }
 
 /* Tiles over ranks: decode this rank's tiles (k mod size == rank), gather them on rank 0.
@@ -221,60 +212,26 @@ float *vae_decode_tiled_dist(const vae_decoder *d, const float *z, int T, int h,
     tiling t;
     tiling_params(d, tsh, tsw, &t);
     CVX_CHECK(t.oh >= 1 && t.ow >= 1);
-    const int rows = (h + t.oh - 1) / t.oh, cols = (w + t.ow - 1) / t.ow, To = vae_output_frames(d, T);
-    /* Output size: each tile keeps at most row_limit samples, as upstream (which can be more
-     * than 8× the latent when the tile sizes are inconsistent). */
-    int Hout = 0, Wout = 0;
-    for (int i = 0; i < rows; i++) {
-        int th = (h - i * t.oh < t.tlh ? h - i * t.oh : t.tlh) * r;
-        Hout += th < t.lim_h ? th : t.lim_h;
-    }
-    for (int j = 0; j < cols; j++) {
-        int tw = (w - j * t.ow < t.tlw ? w - j * t.ow : t.tlw) * r;
-        Wout += tw < t.lim_w ? tw : t.lim_w;
-    }
+    const int rows = vae_tile_count(h, t.oh), cols = vae_tile_count(w, t.ow), To = vae_output_frames(d, T);
+    /* Every tile's output size in samples (the last row / column may be smaller). */
+    int *tile_h = cvx_malloc(sizeof(int) * rows), *tile_w = cvx_malloc(sizeof(int) * cols);
+    for (int i = 0; i < rows; i++) tile_h[i] = (h - i * t.oh < t.tlh ? h - i * t.oh : t.tlh) * r;
+    for (int j = 0; j < cols; j++) tile_w[j] = (w - j * t.ow < t.tlw ? w - j * t.ow : t.tlw) * r;
     float **tiles = NULL;   /* several ranks: every tile decoded up front, spread over them */
     if (dist && cvx_dist_size(dist) > 1) {
         tiles = decode_tiles_dist(d, &t, z, T, h, w, rows, cols, dist, p);
         if (!tiles) {
+            free(tile_h), free(tile_w);
             *T_out = *H_out = *W_out = 0;
             return NULL;
         }
     }
-    float *out = cvx_alloc_f32((size_t)oc * To * Hout * Wout);   // [oc, To, Hout, Wout]
-    tile_out *prev = cvx_calloc((size_t)cols, sizeof *prev), *cur = cvx_calloc((size_t)cols, sizeof *cur);
-    int y0 = 0;
-    for (int i = 0; i < rows; i++) {
-        int x0 = 0, kept_h = 0;
-        for (int j = 0; j < cols; j++) {
-            int zi = i * t.oh, zj = j * t.ow;
-            int lh = h - zi < t.tlh ? h - zi : t.tlh, lw = w - zj < t.tlw ? w - zj : t.tlw;
-            tile_out *o = &cur[j];
-            o->H = lh * r, o->W = lw * r;
-            o->data = tiles ? tiles[i * cols + j] : decode_tile(d, &t, z, T, h, w, i, j, p);   // [oc, To, H, W]
-            /* Blend with the tile above and the one to the left (both already blended). */
-            if (i > 0) vae_blend_v(prev[j].data, prev[j].H, o->data, o->H, oc, To, o->W, t.bh);
-            if (j > 0) vae_blend_h(cur[j - 1].data, cur[j - 1].W, o->data, o->W, oc, To, o->H, t.bw);
-            int kh = o->H < t.lim_h ? o->H : t.lim_h, kw = o->W < t.lim_w ? o->W : t.lim_w;
-            for (int c = 0; c < oc; c++)
-                for (int f = 0; f < To; f++)
-                    for (int y = 0; y < kh; y++)
-                        memcpy(out + (((size_t)c * To + f) * Hout + y0 + y) * Wout + x0,
-                               o->data + (((size_t)c * To + f) * o->H + y) * o->W, sizeof(float) * kw);
-            x0 += kw;
-            kept_h = kh;
-        }
-        for (int j = 0; j < cols; j++) {
-            free(prev[j].data);
-            prev[j] = cur[j];
-            cur[j].data = NULL;
-        }
-        y0 += kept_h;
-    }
-    for (int j = 0; j < cols; j++) free(prev[j].data);
-    free(tiles);   /* the tiles themselves were freed as prev/cur */
-    free(prev);
-    free(cur);
+    tile_src src = {d, &t, z, T, h, w, tiles, cols, p};
+    vae_tile_grid g = {rows, cols, tile_h, tile_w, oc, To, t.bh, t.bw, t.lim_h, t.lim_w};
+    int Hout, Wout;
+    float *out = vae_tiles_stitch(&g, produce_tile, &src, &Hout, &Wout);   // [oc, To, Hout, Wout]
+    free(tiles);   /* the tiles themselves were freed by the stitcher */
+    free(tile_h), free(tile_w);
     *T_out = To, *H_out = Hout, *W_out = Wout;
     return out;
 }

@@ -1,6 +1,6 @@
 /* CogVideoX VAE encoder: loading, the blocks (one function per upstream module), frame-batched
- * and tiled encoding, and the latent distribution. The causal convolution, its caches and the
- * tile blends are the decoder's (vae.c, vae_decode.c via vae_blocks.h). */
+ * and tiled encoding, and the latent distribution. The causal convolution and its caches are
+ * the decoder's (vae.c via vae_blocks.h), the tile blending and stitching is shared (vae_tiles.c). */
 #include "vae_encoder.h"
 
 #include <math.h>
@@ -15,6 +15,7 @@
 #include "gemm.h"
 #include "ops.h"
 #include "vae_blocks.h"
+#include "vae_tiles.h"
 
 /* The encoder's norm_out is built with eps=1e-6 whatever norm_eps says (upstream). */
 #define NORM_OUT_EPS 1e-6f
@@ -408,72 +409,52 @@ int vae_encode_steps(const vae_encoder *e, int F, int H, int W, int tiled, int t
     tiling t;
     tiling_params(e, tsh, tsw, &t);
     if (t.oh < 1 || t.ow < 1) return num_batches(F);
-    return ((H + t.oh - 1) / t.oh) * ((W + t.ow - 1) / t.ow) * num_batches(F);
+    return vae_tile_count(H, t.oh) * vae_tile_count(W, t.ow) * num_batches(F);
 }
 
+/* The tiles' producer for vae_tiles_stitch: sample tile (i, j) of x, encoded. */
 typedef struct {
-    float *data;   /* [mc, T, h, w] */
-    int h, w;
-} tile_out;
+    const vae_encoder *e;
+    const tiling *t;
+    const float *x;
+    int F, H, W;
+    cvx_progress *p;
+} tile_src;
+
+static float *encode_tile(void *user, int i, int j) {
+    const tile_src *s = user;
+    const vae_encoder *e = s->e;
+    const int ci = e->in_channels, mc = 2 * e->latent_channels, F = s->F, H = s->H, W = s->W;
+    const int tsh = s->t->tsh, tsw = s->t->tsw, si = i * s->t->oh, sj = j * s->t->ow;
+    const int th = H - si < tsh ? H - si : tsh, tw = W - sj < tsw ? W - sj : tsw;
+    float *xt = cvx_alloc_f32((size_t)ci * F * th * tw);   // [ci, F, th, tw]
+    for (int c = 0; c < ci; c++)
+        for (int f = 0; f < F; f++)
+            for (int y = 0; y < th; y++)
+                memcpy(xt + (((size_t)c * F + f) * th + y) * tw, s->x + (((size_t)c * F + f) * H + si + y) * W + sj,
+                       sizeof(float) * tw);
+    float *o = cvx_alloc_f32((size_t)mc * vae_encoded_frames(e, F) * vae_encoded_size(e, th) * vae_encoded_size(e, tw));
+    vae_encode_batched(e, xt, F, th, tw, o, s->p);   /* own batches and caches per tile */
+    free(xt);
+    return o;   // [mc, Tl, h(th), w(tw)]
+}
 
 float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
                         int *h_out, int *w_out, cvx_progress *p) {
-    const int ci = e->in_channels, mc = 2 * e->latent_channels, Tl = vae_encoded_frames(e, F);
+    const int mc = 2 * e->latent_channels, Tl = vae_encoded_frames(e, F);
     tiling t;
     tiling_params(e, tsh, tsw, &t);
     CVX_CHECK(t.oh >= 1 && t.ow >= 1);
-    const int rows = (H + t.oh - 1) / t.oh, cols = (W + t.ow - 1) / t.ow;
-    /* Output size: each tile keeps at most row_limit latents, as upstream. */
-    int hout = 0, wout = 0;
-    for (int i = 0; i < rows; i++) {
-        int th = vae_encoded_size(e, H - i * t.oh < tsh ? H - i * t.oh : tsh);
-        hout += th < t.lim_h ? th : t.lim_h;
-    }
-    for (int j = 0; j < cols; j++) {
-        int tw = vae_encoded_size(e, W - j * t.ow < tsw ? W - j * t.ow : tsw);
-        wout += tw < t.lim_w ? tw : t.lim_w;
-    }
-    float *out = cvx_alloc_f32((size_t)mc * Tl * hout * wout);   // [mc, Tl, hout, wout]
-    tile_out *prev = cvx_calloc((size_t)cols, sizeof *prev), *cur = cvx_calloc((size_t)cols, sizeof *cur);
-    int y0 = 0;
-    for (int i = 0; i < rows; i++) {
-        int x0 = 0, kept_h = 0;
-        for (int j = 0; j < cols; j++) {
-            const int si = i * t.oh, sj = j * t.ow;
-            const int th = H - si < tsh ? H - si : tsh, tw = W - sj < tsw ? W - sj : tsw;
-            float *xt = cvx_alloc_f32((size_t)ci * F * th * tw);   // [ci, F, th, tw]
-            for (int c = 0; c < ci; c++)
-                for (int f = 0; f < F; f++)
-                    for (int y = 0; y < th; y++)
-                        memcpy(xt + (((size_t)c * F + f) * th + y) * tw, x + (((size_t)c * F + f) * H + si + y) * W + sj,
-                               sizeof(float) * tw);
-            tile_out *o = &cur[j];
-            o->h = vae_encoded_size(e, th), o->w = vae_encoded_size(e, tw);
-            o->data = cvx_alloc_f32((size_t)mc * Tl * o->h * o->w);
-            vae_encode_batched(e, xt, F, th, tw, o->data, p);   /* own batches and caches per tile */
-            free(xt);
-            /* Blend with the tile above and the one to the left (both already blended). */
-            if (i > 0) vae_blend_v(prev[j].data, prev[j].h, o->data, o->h, mc, Tl, o->w, t.bh);
-            if (j > 0) vae_blend_h(cur[j - 1].data, cur[j - 1].w, o->data, o->w, mc, Tl, o->h, t.bw);
-            const int kh = o->h < t.lim_h ? o->h : t.lim_h, kw = o->w < t.lim_w ? o->w : t.lim_w;
-            for (int c = 0; c < mc; c++)
-                for (int f = 0; f < Tl; f++)
-                    for (int y = 0; y < kh; y++)
-                        memcpy(out + (((size_t)c * Tl + f) * hout + y0 + y) * wout + x0,
-                               o->data + (((size_t)c * Tl + f) * o->h + y) * o->w, sizeof(float) * kw);
-            x0 += kw;
-            kept_h = kh;
-        }
-        for (int j = 0; j < cols; j++) {
-            free(prev[j].data);
-            prev[j] = cur[j];
-            cur[j].data = NULL;
-        }
-        y0 += kept_h;
-    }
-    for (int j = 0; j < cols; j++) free(prev[j].data);
-    free(prev), free(cur);
-    *T_out = Tl, *h_out = hout, *w_out = wout;
+    const int rows = vae_tile_count(H, t.oh), cols = vae_tile_count(W, t.ow);
+    /* Every tile's output size in latents (the last row / column may be smaller). */
+    int *tile_h = cvx_malloc(sizeof(int) * rows), *tile_w = cvx_malloc(sizeof(int) * cols);
+    for (int i = 0; i < rows; i++) tile_h[i] = vae_encoded_size(e, H - i * t.oh < tsh ? H - i * t.oh : tsh);
+    for (int j = 0; j < cols; j++) tile_w[j] = vae_encoded_size(e, W - j * t.ow < tsw ? W - j * t.ow : tsw);
+    tile_src src = {e, &t, x, F, H, W, p};
+    vae_tile_grid g = {rows, cols, tile_h, tile_w, mc, Tl, t.bh, t.bw, t.lim_h, t.lim_w};
+    float *out = vae_tiles_stitch(&g, encode_tile, &src, h_out, w_out);   // [mc, Tl, hout, wout]
+    free(tile_h), free(tile_w);
+    *T_out = Tl;
     return out;
 }
 
