@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 long long cvx_flag_int(const char *flag, const char *value, long long lo, long long hi) {
@@ -65,4 +66,68 @@ const char *cvx_model_abs(const char *model, char *buf, size_t n) {
     if (!model || model[0] == '/' || !cvx_is_dir(model) || !realpath(model, real) || strlen(real) >= n) return model;
     memcpy(buf, real, strlen(real) + 1);
     return buf;
+}
+
+/* The value of one flag, checked, into its destination. */
+static void flag_store(const cvx_flag *f, const char *value) {
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", f->name);
+    switch (f->kind) {
+    case CVX_FLAG_STR: *(const char **)f->dest = value; break;
+    case CVX_FLAG_BOOL: *(int *)f->dest = (int)f->lo; break;
+    case CVX_FLAG_INT: {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (f->expected && (!value[0] || *end || errno || v < f->lo || v > f->hi))
+            cvx_die("%s must be %s, got '%s'", flag, f->expected, value);
+        *(int *)f->dest = (int)cvx_flag_int(flag, value, f->lo, f->hi);
+        break;
+    }
+    case CVX_FLAG_U64: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(value, &end, 10);
+        if (!value[0] || *end || errno || value[0] == '-')
+            cvx_die("%s must be %s, got '%s'", flag, f->expected ? f->expected : "a non-negative integer below 2^64",
+                    value);
+        *(uint64_t *)f->dest = v;
+        break;
+    }
+    case CVX_FLAG_NUM: *(double *)f->dest = cvx_flag_num(flag, value, f->nlo, f->nhi); break;
+    case CVX_FLAG_CHOICE: {
+        const cvx_flag_choice *c = f->choices;
+        while (c->name && strcmp(c->name, value)) c++;
+        if (!c->name) cvx_die("%s must be %s, got '%s'", flag, f->expected, value);
+        *(int *)f->dest = c->value;
+        break;
+    }
+    case CVX_FLAG_PARSE:
+        if (f->parse(value, f->dest)) cvx_die_last_error();
+        break;
+    case CVX_FLAG_HELP: break;
+    }
+    if (f->given) *f->given = value;
+}
+
+int cvx_flags_parse(const cvx_flag *flags, int argc, char **argv) {
+    struct option opts[64];   /* getopt_long's view of the table: val = 256 + row */
+    int n = 0;
+    for (; flags[n].name; n++) {
+        CVX_CHECK(n < 63);
+        int takes = flags[n].kind != CVX_FLAG_BOOL && flags[n].kind != CVX_FLAG_HELP;
+        opts[n] = (struct option){flags[n].name, takes ? required_argument : no_argument, NULL, 256 + n};
+    }
+    opts[n] = (struct option){0, 0, 0, 0};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (c == 'h') return 1;
+        if (c < 256 || c >= 256 + n) cvx_die_bad_option(opts, argv, optind, optopt);
+        const cvx_flag *f = &flags[c - 256];
+        if (f->kind == CVX_FLAG_HELP) return 1;
+        if (optarg) cvx_opt_value(opts, c, optarg, argv, optind);   /* "--prompt --threads 1" */
+        flag_store(f, optarg);
+    }
+    if (optind < argc) cvx_die("unexpected argument '%s' (see --help)", argv[optind]);
+    return 0;
 }

@@ -5,6 +5,60 @@
 
 #include <getopt.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* ---- the flag table: one row per long option, from which the parsing is derived ----
+ *
+ *   static const cvx_flag_choice tilings[] = {{"auto", CVX_TILING_AUTO}, {"on", CVX_TILING_ON}, {0}};
+ *   const cvx_flag flags[] = {
+ *       CVX_FLAG_STR_("model_id", &model_id), CVX_FLAG_INT_("threads", &threads, 0, 1024),
+ *       CVX_FLAG_CHOICE_("tiling", &tiling, tilings, "auto or on"), CVX_FLAG_HELP_(), {0}};
+ *   if (cvx_flags_parse(flags, argc, argv)) { usage(stdout); return 0; }
+ *
+ * A bad value is one error line naming the flag, what it accepts and what was given; a missing
+ * value, an unknown option or a stray argument likewise (cvx_opt_value, cvx_die_bad_option). */
+typedef enum {
+    CVX_FLAG_STR,      /* const char **dest = the value */
+    CVX_FLAG_BOOL,     /* int *dest = value (the flag takes no value) */
+    CVX_FLAG_INT,      /* int *dest, an integer in [lo, hi] */
+    CVX_FLAG_U64,      /* uint64_t *dest, a non-negative integer below 2^64 */
+    CVX_FLAG_NUM,      /* double *dest, a finite number in [lo, hi] */
+    CVX_FLAG_CHOICE,   /* int (or enum) *dest = the value of the name given, from choices */
+    CVX_FLAG_PARSE,    /* parse(value, dest): 0, or -1 + cvx_error (the program dies with it) */
+    CVX_FLAG_HELP,     /* --help (and -h): parsing stops, cvx_flags_parse returns 1 */
+} cvx_flag_kind;
+
+typedef struct {
+    const char *name;
+    int value;
+} cvx_flag_choice;   /* a {0}-terminated table of the names a CHOICE flag accepts */
+
+typedef struct {
+    const char *name;                              /* "threads" for --threads; NULL ends the table */
+    cvx_flag_kind kind;
+    void *dest;
+    long long lo, hi;                              /* INT: the accepted range; BOOL: lo is the value stored */
+    double nlo, nhi;                               /* NUM: the accepted range */
+    const cvx_flag_choice *choices;                /* CHOICE */
+    const char *expected;                          /* the error's "must be ..." (CHOICE; INT, U64: optional) */
+    int (*parse)(const char *value, void *dest);   /* PARSE */
+    const char **given;                            /* optional: the value as given (CHOICE, PARSE) */
+} cvx_flag;
+
+#define CVX_FLAG_STR_(n, d) {.name = n, .kind = CVX_FLAG_STR, .dest = (d)}
+#define CVX_FLAG_BOOL_(n, d, v) {.name = n, .kind = CVX_FLAG_BOOL, .dest = (d), .lo = (v)}
+#define CVX_FLAG_INT_(n, d, l, h) {.name = n, .kind = CVX_FLAG_INT, .dest = (d), .lo = (l), .hi = (h)}
+#define CVX_FLAG_NUM_(n, d, l, h) {.name = n, .kind = CVX_FLAG_NUM, .dest = (d), .nlo = (l), .nhi = (h)}
+#define CVX_FLAG_U64_(n, d) {.name = n, .kind = CVX_FLAG_U64, .dest = (d)}
+#define CVX_FLAG_CHOICE_(n, d, c, e) {.name = n, .kind = CVX_FLAG_CHOICE, .dest = (d), .choices = (c), .expected = (e)}
+#define CVX_FLAG_PARSE_(n, f, d, g) {.name = n, .kind = CVX_FLAG_PARSE, .parse = (f), .dest = (d), .given = (g)}
+#define CVX_FLAG_HELP_() {.name = "help", .kind = CVX_FLAG_HELP}
+
+/* Parses argv[1..argc) by the table (getopt_long: "--name value", "--name=value", unique
+ * prefixes, options and arguments in any order): every value is checked and stored as it comes,
+ * the first bad one is fatal (cvx_die). Returns 1 at --help or -h (the rest unparsed), else 0
+ * after checking that no argument is left over. At most 63 flags. */
+int cvx_flags_parse(const cvx_flag *flags, int argc, char **argv);
 
 long long cvx_flag_int(const char *flag, const char *value, long long lo, long long hi);
 double cvx_flag_num(const char *flag, const char *value, double lo, double hi);

@@ -1,0 +1,293 @@
+/* The programs' side of the pipeline: run directories, locks, checks, output sets (run.h). */
+#include "pipeline/run.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "fileio.h"
+#include "cli.h"
+#include "progress.h"
+#include "stage3/video.h"
+#include "validate.h"
+
+/* ---- the run directory ---- */
+
+int cvx_run_files_init(cvx_run_files *f, const char *dir) {
+    return cvx_path_join(f->embeddings, sizeof f->embeddings, dir, CVX_EMBEDDINGS_FILE) ||
+                   cvx_path_join(f->conditioning, sizeof f->conditioning, dir, CVX_CONDITIONING_FILE) ||
+                   cvx_path_join(f->genconfig, sizeof f->genconfig, dir, CVX_GENCONFIG_FILE) ||
+                   cvx_path_join(f->latents, sizeof f->latents, dir, CVX_LATENTS_FILE) ||
+                   cvx_path_join(f->checkpoint, sizeof f->checkpoint, dir, CVX_CHECKPOINT_FILE) ||
+                   cvx_path_join(f->preview, sizeof f->preview, dir, CVX_PREVIEW_FILE) ||
+                   cvx_path_join(f->video, sizeof f->video, dir, CVX_VIDEO_FILE)
+               ? -1
+               : 0;
+}
+
+int cvx_output_dir_ready(const char *dir) {
+    if (cvx_mkdirs(dir)) return -1;
+    if (access(dir, W_OK) != 0) return cvx_error("%s: output directory is not writable", dir);
+    return 0;
+}
+
+int cvx_same_dir(const char *a, const char *b) {
+    char ra[PATH_MAX], rb[PATH_MAX];
+    return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
+}
+
+int cvx_run_lock(cvx_run_locks *l, const char *in_dir, const char *out_dir, int out_always) {
+    const int same = cvx_same_dir(in_dir, out_dir);
+    l->out = l->in = NULL;
+    if ((same || out_always) && !(l->out = cvx_dir_lock_acquire(out_dir, 1))) return -1;
+    if (!same && cvx_is_dir(in_dir) && !(l->in = cvx_dir_lock_acquire(in_dir, 0))) return -1;
+    if (l->out) cvx_clean_stale_temps(out_dir);
+    return 0;
+}
+
+void cvx_run_unlock(cvx_run_locks *l) {
+    cvx_dir_lock_release(l->in);
+    cvx_dir_lock_release(l->out);
+    l->in = l->out = NULL;
+}
+
+int cvx_genconfig_check_file(const char *path, const char *data_path, const char *key) {
+    if (!cvx_is_file(path)) return 0;
+    cvx_config gc;
+    if (cvx_config_load(&gc, path)) return -1;
+    int rc = cvx_genconfig_validate(&gc) || (data_path && cvx_genconfig_check_pair(&gc, data_path, key));
+    cvx_config_free(&gc);
+    return rc ? -1 : 0;
+}
+
+/* ---- stage 1 ---- */
+
+int cvx_prompt_set_load(cvx_prompt_set *s, const char *prompt, const char *prompts_file, const char *negative) {
+    memset(s, 0, sizeof *s);
+    s->prompt = prompt, s->prompts_file = prompts_file, s->negative = negative;
+    s->single = (cvx_prompt_item){prompt, 0};
+    s->items = &s->single, s->n = 1;
+    if (prompts_file && !(s->items = cvx_read_prompts_file(prompts_file, &s->file_buf, &s->n))) return -1;
+    if (prompt && cvx_check_prompt(prompt, "--prompt")) return -1;
+    size_t bad;
+    if (!cvx_utf8_valid(negative, strlen(negative), &bad))
+        return cvx_error("--negative_prompt is not valid UTF-8 (byte %zu); give the text in UTF-8", bad);
+    const int n = s->n;   /* the negative prompt first, then the prompts */
+    s->texts = cvx_malloc((size_t)(n + 1) * sizeof *s->texts);
+    s->labels = cvx_malloc((size_t)(n + 1) * sizeof *s->labels);
+    s->label_buf = cvx_malloc((size_t)(n + 1) * sizeof *s->label_buf);
+    for (int i = 0; i <= n; i++) {
+        s->texts[i] = i ? s->items[i - 1].text : negative;
+        if (i == 0) snprintf(s->label_buf[i], sizeof s->label_buf[i], "the negative prompt");
+        else if (prompts_file)
+            snprintf(s->label_buf[i], sizeof s->label_buf[i], "the prompt on line %d", s->items[i - 1].line);
+        else snprintf(s->label_buf[i], sizeof s->label_buf[i], "the prompt");
+        s->labels[i] = s->label_buf[i];
+    }
+    return 0;
+}
+
+void cvx_prompt_set_free(cvx_prompt_set *s) {
+    free(s->texts), free(s->labels), free(s->label_buf);
+    if (s->items != &s->single) free(s->items);
+    free(s->file_buf);
+    memset(s, 0, sizeof *s);
+}
+
+int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, const float *emb, int L, int D,
+                             const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
+                             char *first, size_t first_n) {
+    /* one set (embeddings, then generation_config.json with their xxh64), renamed into place
+     * together; a failure before the commit leaves the previous files untouched */
+    char path[4200], name[64], hex[17], gc_path[4200], cond_path[4200];
+    const char *pf = ps->prompts_file;
+    if (cvx_path_join(gc_path, sizeof gc_path, out_dir, CVX_GENCONFIG_FILE) ||
+        cvx_path_join(cond_path, sizeof cond_path, out_dir, CVX_CONDITIONING_FILE))
+        return cvx_error("%s: output path too long", out_dir);
+    if (source && cvx_conditioning_write(cond_path, cond, source, model)) return -1;
+    if (!source && cvx_is_file(cond_path) && unlink(cond_path) != 0)   /* a T2V run: no stale I2V/V2V input */
+        return cvx_error("%s: cannot remove the conditioning of an earlier run: %s", cond_path, strerror(errno));
+    cvx_outset set;
+    cvx_outset_init(&set);
+    first[0] = 0;
+    for (int i = 1; i <= ps->n; i++) {
+        if (pf) snprintf(name, sizeof name, "stage1_embeddings_%04d.safetensors", ps->items[i - 1].line);
+        else snprintf(name, sizeof name, CVX_EMBEDDINGS_FILE);
+        if (cvx_path_join(path, sizeof path, out_dir, name)) {
+            cvx_outset_abort(&set);
+            return cvx_error("%s: output path too long", out_dir);
+        }
+        /* a prompts file may have more lines than a set holds: those files are written one by one */
+        const float *e = emb + (size_t)i * L * D;
+        if (pf ? cvx_embeddings_write(path, e, emb, L, D, ps->texts[i], ps->negative, model)
+               : cvx_embeddings_write_set(&set, path, e, emb, L, D, ps->texts[i], ps->negative, model))
+            return cvx_outset_abort(&set), -1;
+        if (i == 1) snprintf(first, first_n, "%s", path);
+        cvx_debug("wrote %s", path);
+    }
+    if ((!pf && cvx_file_xxh64(set.tmp[0], hex)) ||
+        cvx_genconfig_record_encode_set(&set, gc_path, pf ? NULL : ps->prompt, pf, ps->negative, model,
+                                        pf ? NULL : hex) ||
+        cvx_outset_commit(&set))
+        return cvx_outset_abort(&set), -1;
+    return cvx_genconfig_record_conditioning(gc_path, source ? cond : NULL, source) ||
+                   cvx_genconfig_record_precision(gc_path, "stage1_precision", m)
+               ? -1
+               : 0;
+}
+
+/* ---- stage 2 ---- */
+
+int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, cvx_run_files *in, cvx_run_files *out,
+                          cvx_run_locks *locks) {
+    locks->in = locks->out = NULL;
+    if (cvx_run_files_init(in, in_dir) || cvx_run_files_init(out, out_dir))
+        return cvx_error("path too long under %s or %s", in_dir, out_dir);
+    if (!cvx_is_file(in->embeddings))
+        return cvx_error("%s: input file not found (run stage1 first, or pass --input_dir)", in->embeddings);
+    if (writer && (cvx_output_dir_ready(out_dir) || cvx_run_lock(locks, in_dir, out_dir, 1)))
+        return cvx_run_unlock(locks), -1;
+    if (cvx_genconfig_check_file(in->genconfig, NULL, NULL) ||
+        (!cvx_same_dir(in_dir, out_dir) && cvx_genconfig_check_file(out->genconfig, NULL, NULL)) ||
+        cvx_genconfig_check_file(in->genconfig, in->embeddings, "stage1_embeddings_xxh64"))
+        return cvx_run_unlock(locks), -1;
+    return 0;
+}
+
+int cvx_sample_model(const char *model_dir, const char *model_id, const char *in_genconfig,
+                     const cvx_safetensors *emb_file, char *buf, size_t n, const char **out) {
+    char recorded[4096] = "";
+    const char *model;
+    if (cvx_recorded_model(model_dir, model_id, in_genconfig, emb_file, recorded, sizeof recorded, &model)) return -1;
+    if (!model)
+        return cvx_error("no model given and %s records no model_id: pass --model_id ORG/NAME or --model_dir DIR",
+                         in_genconfig);
+    if (model_dir && !cvx_is_dir(model_dir)) return cvx_error("%s: model directory not found", model_dir);
+    model = cvx_model_abs(model, buf, n);
+    if (model != buf) snprintf(buf, n, "%s", model);   /* recorded / metadata strings do not outlive this call */
+    *out = buf;
+    return 0;
+}
+
+int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond) {
+    char mode[16] = "";
+    memset(cond, 0, sizeof *cond);
+    if (cvx_is_file(in->genconfig) && cvx_genconfig_get_str(in->genconfig, "mode", mode, sizeof mode)) return -1;
+    if (cvx_is_file(in->conditioning)) {
+        if (cvx_conditioning_read(m, in->conditioning, cond)) return -1;
+        cvx_info("%s: %s, %d frame%s %dx%d", in->conditioning,
+                 cond->mode == CVX_MODE_I2V ? "image-to-video" : "video-to-video", cond->frames,
+                 cond->frames == 1 ? "" : "s", cond->width, cond->height);
+    } else if (mode[0] && strcmp(mode, "t2v")) {
+        return cvx_error("%s records mode \"%s\" but %s is missing (run stage 1 again)", in->genconfig, mode,
+                         in->conditioning);
+    }
+    return 0;
+}
+
+int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path) {
+    if (cvx_check_finite(e->prompt, (size_t)e->L * e->D, "prompt_embeds") ||
+        cvx_check_finite(e->negative, (size_t)e->L * e->D, "negative_prompt_embeds"))
+        return cvx_error_prefix("%s", path);
+    return 0;
+}
+
+int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,
+                             const cvx_sample_params *r, cvx_dtype dtype, int fps, const char *model,
+                             const cvx_model *m) {
+    /* latents + generation_config.json (with the latents' xxh64) committed as one set */
+    char hex[17];
+    cvx_outset set;
+    cvx_outset_init(&set);
+    if (cvx_latents_write_set(&set, out->latents, lat, r, dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
+        cvx_genconfig_record_sample_set(&set, out->genconfig, in_genconfig, r, fps, lat->scheduler, model, hex) ||
+        cvx_outset_commit(&set) || cvx_genconfig_record_precision(out->genconfig, "stage2_precision", m) ||
+        cvx_genconfig_record_cache(out->genconfig, r, lat))
+        return cvx_outset_abort(&set), -1;
+    /* the checkpoint is stale now that the result is written */
+    if (cvx_is_file(out->checkpoint) && unlink(out->checkpoint) != 0)
+        cvx_warn("%s: could not delete: %s", out->checkpoint, strerror(errno));
+    return 0;
+}
+
+void cvx_sample_report(const cvx_run_files *out, const cvx_latents *lat, const cvx_sample_params *r, cvx_dtype dtype,
+                       double seconds) {
+    char dur[32];
+    cvx_format_duration(seconds, dur, sizeof dur);
+    int ran = lat->steps_done - lat->resumed_from;
+    cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %d steps %s%s) and %s in %s (%.2f s/step), peak RSS "
+             "%.0f MB", out->latents, lat->C, lat->T, lat->h, lat->w, dtype == CVX_BF16 ? "bf16" : "f32",
+             lat->steps_done, lat->scheduler, lat->resumed_from ? ", resumed" : "", out->genconfig, dur,
+             ran > 0 ? lat->seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
+    if (strcmp(r->cache, "none") != 0)
+        cvx_info("cache %s@%g: %lld/%d steps computed, %lld skipped (%lld transformer blocks not run)", r->cache,
+                 r->cache_threshold, lat->cache_steps_computed, r->num_inference_steps, lat->cache_steps_skipped,
+                 lat->cache_blocks_skipped);
+    if (lat->previews)
+        cvx_info("previews: %d written to %s, %.2f s in all (%.2f s each)", lat->previews, out->preview,
+                 lat->preview_seconds, lat->preview_seconds / lat->previews);
+}
+
+/* ---- stage 3 ---- */
+
+int cvx_check_writable(const char *path, const char *what) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    const char *dir = dirname(buf);
+    if (!cvx_is_dir(dir)) return cvx_error("%s: cannot write %s: directory '%s' does not exist", path, what, dir);
+    if (access(dir, W_OK) != 0)
+        return cvx_error("%s: cannot write %s: directory '%s' is not writable", path, what, dir);
+    if (cvx_is_dir(path)) return cvx_error("%s: cannot write %s: it is a directory", path, what);
+    return 0;
+}
+
+int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const char *default_lat,
+                              cvx_decode_genconfig *g) {
+    memset(g, 0, sizeof *g);
+    if (!(g->present = cvx_is_file(gc_path))) return 0;
+    cvx_config gen;
+    int64_t fps = 0, frames = 0;
+    const char *model = NULL;
+    char real_lat[PATH_MAX], real_default[PATH_MAX];
+    if (cvx_config_load(&gen, gc_path)) return -1;
+    int rc = cvx_genconfig_validate(&gen) || cvx_cfg_int_or(&gen, "fps", 0, &fps) ||
+             cvx_cfg_int_or(&gen, "frames", 0, &frames) || cvx_cfg_str_or(&gen, "model_id", NULL, &model) ||
+             /* the latents stage 2 wrote with this config must be the ones it describes (its xxh64) */
+             (realpath(lat_path, real_lat) && realpath(default_lat, real_default) &&
+              !strcmp(real_lat, real_default) && cvx_genconfig_check_pair(&gen, lat_path, "stage2_latents_xxh64"));
+    g->fps = (long)fps, g->frames = (long)frames;
+    g->has_model_id = model != NULL;
+    snprintf(g->model_id, sizeof g->model_id, "%s", model ? model : "");
+    cvx_config_free(&gen);
+    return rc ? -1 : 0;
+}
+
+int cvx_decode_precision(const char *precision_arg, cvx_precision *out) {
+    const char *env = getenv("CVX_PRECISION");
+    const char *asked = precision_arg ? precision_arg : env && env[0] ? env : "auto";
+    return cvx_precision_from_cli(!strcmp(asked, "auto") ? "f32" : precision_arg, out);
+}
+
+int cvx_frames_write_videos(const cvx_frames *fr, const char *out_path, int fps, int crf, int verbose,
+                            const char *png_dir, const char *sheet, const char **codec) {
+    for (int b = 0; b < fr->B; b++) {
+        char path[4300], dir[4300];
+        const char *dot = strrchr(out_path, '.');
+        int ext = dot && !strchr(dot, '/'), stem = ext ? (int)(dot - out_path) : (int)strlen(out_path);
+        if (b == 0) snprintf(path, sizeof path, "%s", out_path);
+        else snprintf(path, sizeof path, "%.*s_%d%s", stem, out_path, b, ext ? dot : "");
+        video_opts vo = {fps, crf, verbose};
+        if (video_write_mp4(path, fr->data[b], fr->T, fr->H, fr->W, &vo, codec)) return -1;
+        if (fr->B == 1) snprintf(dir, sizeof dir, "%s", png_dir ? png_dir : "");
+        else snprintf(dir, sizeof dir, "%s/sample_%d", png_dir ? png_dir : "", b);
+        if (png_dir && video_write_pngs(dir, fr->data[b], fr->T, fr->H, fr->W)) return -1;
+        if (sheet && b == 0 && video_write_contact_sheet(sheet, fr->data[0], fr->T, fr->H, fr->W)) return -1;
+    }
+    return 0;
+}
