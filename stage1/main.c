@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
         cvx_dist_free(world);
         return 0;
     }
+    cvx_par_alone(world);
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir_arg = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL, *precision_arg = NULL;
     int L = 226, threads = 0, verbosity = 1;
