@@ -56,14 +56,15 @@ $(BUILD)/tests/mpi/%: $(BUILD)/tests/mpi/%.c.o $(BUILD)/libcvx.a
 .DEFAULT_GOAL := all
 tests-build: $(MPI_TEST_BINS)
 # make run NP=2 [HOSTS=hostfile] [SP=...]: stage 2 and 3 under mpirun (docs/distributed.md).
-# NP ranks: stage 2 with --cfg_parallel (NP = 2 × SP when SP is given), stage 3 shares its tiles;
+# NP ranks: stage 2 with --cfg_parallel, and with SP=N also --sp N (NP = 2 × N), or --sp N alone
+# when NP = N (sequence parallelism without the CFG split); stage 3 shares its tiles;
 # THREADS applies per rank. MPIRUN_FLAGS adds mpirun options (e.g. --bind-to none -x OMP_NUM_THREADS).
 NP           ?= 1
 HOSTS        ?=
 SP           ?=
 MPIRUN_FLAGS ?=
 MPI_RUN      = $(if $(filter-out 1,$(NP)),mpirun -q -np $(NP) $(if $(HOSTS),--hostfile $(HOSTS)) $(MPIRUN_FLAGS))
-STAGE2_MPI   = $(if $(filter-out 1,$(NP)),--cfg_parallel $(if $(SP),--sp $(SP)))
+STAGE2_MPI   = $(if $(filter-out 1,$(NP)),$(if $(filter $(NP),$(SP)),--sp $(SP),--cfg_parallel $(if $(filter-out 1,$(SP)),--sp $(SP))))
 # ---- end of MPI --------------------------------------------------------------------------
 
 COMMON_SRC := $(wildcard common/*.c) $(wildcard common/*.cc)

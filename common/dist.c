@@ -501,15 +501,20 @@ int cvx_dist_check_inputs(const cvx_dist *d, const cvx_dist_inputs *in) {
 int cvx_dist_agree(const cvx_dist *d, int rc) {
     if (d->size == 1) return rc ? -1 : 0;
 #ifdef CVX_USE_MPI
-    int mine = rc ? d->rank : d->size, first = d->size;
-    MPI_TRY(d, "MPI_Allreduce (agreement)", MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm));
-    if (first == d->size) return 0;
+    /* min over ranks of {the failing rank (size: none), failed (1 on every rank: all failed)} */
+    int mine[2] = {rc ? d->rank : d->size, rc ? 1 : 0}, first[2];
+    MPI_TRY(d, "MPI_Allreduce (agreement)", MPI_Allreduce(mine, first, 2, MPI_INT, MPI_MIN, d->comm));
+    if (first[0] == d->size) return 0;
     char msg[2048] = {0};
-    if (d->rank == first)
+    if (d->rank == first[0] && first[1])   /* every rank failed (a bad flag, a head count): no rank to name */
+        snprintf(msg, sizeof msg, "%s", cvx_last_error());
+    else if (d->rank == first[0])
         snprintf(msg, sizeof msg, "rank %d of %d: %s", d->world_rank, d->world_size, cvx_last_error());
-    MPI_TRY(d, "MPI_Bcast (agreement)", MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, d->comm));
+    MPI_TRY(d, "MPI_Bcast (agreement)", MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first[0], d->comm));
     msg[sizeof msg - 1] = 0;
-    return cvx_error("%s", msg);
+    cvx_error("%s", msg);
+    if (d->size == d->world_size) cvx_error_mark_shared();   /* every rank of the run has it */
+    return -1;
 #else
     return rc ? -1 : 0;
 #endif

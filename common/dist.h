@@ -138,7 +138,9 @@ uint64_t cvx_dist_hash(const void *data, size_t n, uint64_t seed);
 /* ------------------------------------------------------------------------ stopping */
 
 /* Collective: 0 when rc == 0 on every rank of d; else -1 on every rank, with the recorded error
- * (cvx_last_error) of the lowest failing rank, prefixed "rank R of N: ", recorded everywhere. */
+ * (cvx_last_error) of the lowest failing rank, prefixed "rank R of N: " unless every rank failed,
+ * recorded everywhere; when d spans the whole world the error is marked shared
+ * (cvx_error_mark_shared: every rank knows it, they can stop together). */
 int cvx_dist_agree(const cvx_dist *d, int rc);
 /* After a failed cvx_dist_agree or cvx_dist_check_inputs, or an error every rank finds alike
  * (a bad flag, a wrong rank count): rank 0 prints the recorded error, every rank finalizes MPI

@@ -16,7 +16,10 @@
  * The program name and verbosity are the process's logging setup (like stderr itself, which they
  * describe): written once by main() before any work, only read afterwards; not per-model state. */
 static _Thread_local char g_error[2048];
+static _Thread_local int g_error_shared;   /* g_error is known to every MPI rank (cvx_error_mark_shared) */
 static const char *g_program = "cvx";
+static cvx_die_handler g_die;   /* NULL: print and exit */
+static void *g_die_user;
 static int g_verbosity = 1;
 
 int cvx_error(const char *fmt, ...) {
@@ -24,6 +27,7 @@ int cvx_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(g_error, sizeof g_error, fmt, ap);
     va_end(ap);
+    g_error_shared = 0;
     return -1;
 }
 
@@ -39,7 +43,9 @@ int cvx_error_prefix(const char *fmt, ...) {
 }
 
 const char *cvx_last_error(void) { return g_error[0] ? g_error : "unknown error"; }
-void cvx_clear_error(void) { g_error[0] = 0; }
+void cvx_clear_error(void) { g_error[0] = 0, g_error_shared = 0; }
+void cvx_error_mark_shared(void) { g_error_shared = 1; }
+int cvx_error_is_shared(void) { return g_error_shared; }
 
 void cvx_set_program_name(const char *name) {
     const char *slash = strrchr(name, '/');
@@ -53,9 +59,19 @@ void cvx_die(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (g_die) {
+        cvx_die_handler h = g_die;
+        g_die = NULL;   /* a failure inside the handler dies plainly */
+        h(g_die_user, msg);
+    }
     fflush(stdout);
     fprintf(stderr, "%s: error: %s\n", g_program, msg);
     exit(1);
+}
+
+void cvx_set_die_handler(cvx_die_handler fn, void *user) {
+    g_die = fn;
+    g_die_user = user;
 }
 
 void cvx_die_last_error(void) { cvx_die("%s", cvx_last_error()); }

@@ -16,13 +16,25 @@ int cvx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cvx_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *cvx_last_error(void);
 void cvx_clear_error(void);
+/* Under MPI: the recorded error is known to every rank of the run (cvx_dist_agree over all of
+ * them marks it), so the program can stop every rank together with one line from rank 0 instead
+ * of aborting from this rank. A new cvx_error (or cvx_clear_error) clears the mark; cvx_error_prefix
+ * keeps it (more context, same failure). */
+void cvx_error_mark_shared(void);
+int cvx_error_is_shared(void);
 
 /* Program name used in messages ("stage1: error: ..."). */
 void cvx_set_program_name(const char *name);
 const char *cvx_program_name(void);
 
-/* Print "<prog>: error: <msg>" on stderr and exit(1). */
+/* Print "<prog>: error: <msg>" on stderr and exit(1); or, when the program installed a die
+ * handler, pass it the message (it does not return). */
 _Noreturn void cvx_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Under MPI, until the ranks first agree, a program stops through an agreement so that an error
+ * every rank finds is printed once (pipeline/parallel.c). NULL restores the default. Part of the
+ * process's logging setup, like the program name: set by main, not per-model state. */
+typedef void (*cvx_die_handler)(void *user, const char *msg);
+void cvx_set_die_handler(cvx_die_handler fn, void *user);
 /* Print the recorded error (cvx_last_error) and exit(1). */
 _Noreturn void cvx_die_last_error(void);
 

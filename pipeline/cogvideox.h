@@ -95,6 +95,8 @@ typedef struct {
     const struct cvx_conditioning *conditioning;
     double strength;              /* V2V: 0 = 0.8 (upstream's default); in (0, 1] */
     struct cvx_dist *cfg_dist;    /* CFG-parallel group of 2 MPI ranks (common/dist.h), NULL = none */
+    struct cvx_dist *sp_dist;     /* Ulysses sequence-parallel group (--sp N; its size divides the heads), NULL = none */
+    struct cvx_dist *world_dist;  /* every rank of the run (they agree on failures), NULL = the CFG group */
     const char *noise_dtype;      /* dtype of the initial latents and DPM step noise draws, as torch.randn(dtype=):
                                    * "f32" / "bf16" / "fp16"; NULL = follow the model's precision (bf16 → "bf16",
                                    * as a diffusers pipeline loaded in bf16 does); resolved to the canonical name */

@@ -11,20 +11,37 @@
 #include "pipeline/internal.h"
 #include "stage2/sampler.h"
 
+/* cvx_die until the ranks first compare their inputs (a bad flag, a missing file): an agreement
+ * with the other ranks, which meet it in their next one (cvx_par_layout, cvx_par_agree_or_fail,
+ * the input check); rank 0 prints the one line, naming the rank unless every rank failed, and
+ * every rank exits 1. */
+static void die_agreed(void *user, const char *msg) {
+    cvx_dist *world = user;
+    cvx_error("%s", msg);
+    cvx_dist_agree(world, -1);
+    cvx_dist_exit_error(world);
+}
+
 cvx_dist *cvx_par_start(int *argc, char ***argv) {
     cvx_dist *world = cvx_dist_init(argc, argv);
     if (!world) cvx_die_last_error();
     /* MPI users expect ranks > 0 to print nothing but errors; progress is rank 0's */
     if (!cvx_par_writer(world)) cvx_set_verbosity(0);
+    if (cvx_dist_world_size(world) > 1) cvx_set_die_handler(die_agreed, world);
     return world;
+}
+
+void cvx_par_alone(cvx_dist *world) {
+    (void)world;
+    cvx_set_die_handler(NULL, NULL);
 }
 
 int cvx_par_writer(const cvx_dist *world) { return cvx_dist_world_rank(world) == 0; }
 
 void cvx_par_fail(cvx_dist *world) {
     if (cvx_dist_world_size(world) == 1) cvx_die_last_error();
-    /* cvx_dist_agree records "rank R of N: ..." on every rank: a collective failure */
-    if (strncmp(cvx_last_error(), "rank ", 5) == 0) cvx_dist_exit_error(world);
+    /* an error every rank learned from an agreement over the world: they stop together */
+    if (cvx_error_is_shared()) cvx_dist_exit_error(world);
     cvx_dist_die_last_error(world);
 }
 
@@ -45,7 +62,7 @@ void cvx_par_layout(cvx_par *par, cvx_dist *world, int cfg_parallel, int sp) {
         rc = cvx_error("%d MPI rank%s, but the flags ask for %d (2 with --cfg_parallel, times --sp N): start with "
                        "mpirun -np %d, or change the flags", n, n == 1 ? "" : "s", par->cfg * par->sp,
                        par->cfg * par->sp);
-    if (rc) cvx_dist_exit_error(world);   /* every rank found the same: rank 0 prints it */
+    if (cvx_dist_agree(world, rc)) cvx_dist_exit_error(world);   /* also meets a rank's cvx_die (die_agreed) */
     if (n > 1 && cvx_dist_split_grid(world, par->cfg, par->sp, &par->cfg_group, &par->sp_group))
         cvx_par_fail(world);
 }
@@ -85,11 +102,13 @@ static void check(cvx_dist *world, cvx_dist_inputs *in) {
     int rc = cvx_dist_check_inputs(world, in);
     cvx_dist_inputs_free(in);
     if (rc) cvx_par_fail(world);
+    /* from here the ranks run collectives that are not agreements: a rank that dies alone aborts */
+    cvx_set_die_handler(NULL, NULL);
 }
 
 void cvx_par_check_sample_inputs(cvx_dist *world, cvx_model *m, const void *fingerprint, const char *embeddings,
                                  const char *checkpoint, const char *layout) {
-    if (cvx_dist_world_size(world) == 1) return;
+    if (cvx_dist_world_size(world) == 1) return;   /* (no die handler on one rank) */
     const cogvideox_fingerprint *fp = fingerprint;
     cvx_dist_inputs in = {0};
     for (int i = 0; i < fp->n; i++)   /* the model's path may differ between machines: its files are checked */

@@ -14,8 +14,14 @@ typedef struct {
 } cvx_par;
 
 /* Start: the world (cvx_dist_init), and quiet ranks > 0 (errors only). On failure prints one
- * error and exits 1. Call first in main (MPI may rewrite argv). */
+ * error and exits 1. Call first in main (MPI may rewrite argv). On several ranks, until the input
+ * check (cvx_par_check_*_inputs) a cvx_die goes through an agreement with the other ranks, which
+ * meet it in their next agreement (cvx_par_layout, cvx_par_agree_or_fail, the input check): an
+ * error every rank finds (a bad flag) is printed once, by rank 0; one rank's names the rank. */
 cvx_dist *cvx_par_start(int *argc, char ***argv);
+/* For a program whose other ranks leave at once (stage 1): rank 0 goes on alone, and cvx_die
+ * prints and exits as without MPI. */
+void cvx_par_alone(cvx_dist *world);
 /* The MPI flags of a program: refused in a build without MPI (one clear error, exit 1); the
  * world size must be cfg × sp (every rank finds the same, rank 0 prints it). */
 void cvx_par_layout(cvx_par *par, cvx_dist *world, int cfg_parallel, int sp);
@@ -26,8 +32,8 @@ void cvx_par_end(cvx_par *par);   /* frees the groups and the world (MPI_Finaliz
 /* 1 on the rank that writes outputs, checkpoints and progress (world rank 0). */
 int cvx_par_writer(const cvx_dist *world);
 
-/* After a failed call: an error every rank reached together (through cvx_dist_agree, message
- * "rank R of N: ...") is printed once by rank 0 and every rank exits 1; an error of this rank
+/* After a failed call: an error every rank learned from an agreement over the world
+ * (cvx_error_is_shared) is printed once by rank 0 and every rank exits 1; an error of this rank
  * alone is printed with its rank and stops every rank (MPI_Abort). One rank: cvx_die. */
 _Noreturn void cvx_par_fail(cvx_dist *world);
 /* Collective: continue when rc == 0 on every rank, else cvx_par_fail. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "error.h"
 #include "validate.h"
 #include "rng_lowp.h"
@@ -44,6 +45,11 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->cache) r->cache = "none";
     if (cogvideox_cache_parse_kind(r->cache, &ck)) return -1;
     if (ck == COGVIDEOX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
+    int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;   /* every rank finds these alike */
+    if (cogvideox_sp_check(&m->tcfg, sp)) return -1;
+    if (sp > 1 && strcmp(r->cache, "none") != 0)
+        return cvx_error("--cache %s with --sp %d: step caching decides on the whole CFG batch; run it in one process",
+                         r->cache, sp);
     cogvideox_preview_mode pm;
     if (!r->preview) r->preview = "latent";
     if (cogvideox_preview_parse_mode(r->preview, &pm)) return -1;
@@ -100,6 +106,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
         .guidance_scale = p.guidance_scale, .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
         .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
         .progress = progress, .progress_user = user, .cfg_dist = p.cfg_dist,
+        .sp_dist = p.sp_dist, .world_dist = p.world_dist,
         .i2v = p.conditioning && p.conditioning->mode == CVX_MODE_I2V,
         .teacache_coefficients = p.teacache_coefficients, .cache_threshold = p.cache_threshold};
     if (cvx_noise_dtype_parse(p.noise_dtype, &nd)) goto done;

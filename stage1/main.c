@@ -33,6 +33,7 @@ int main(int argc, char **argv) {
      * ranks exit 0 at once, printing nothing (docs/distributed.md). */
     cvx_dist *world = cvx_par_start(&argc, &argv);
     if (!cvx_par_writer(world)) return cvx_dist_free(world), 0;
+    cvx_par_alone(world);
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL, *precision_arg = NULL;
     int L = 226, threads = 0, verbosity = 1;

@@ -66,10 +66,7 @@ int main(int argc, char **argv) {
     if (!output_dir) output_dir = input_dir;
     cvx_par par;
     cvx_par_layout(&par, world, cfg_parallel, sp_degree);
-    if (sp_degree > 1) {   /* TODO(issue 11): Ulysses in the transformer's attention */
-        cvx_error("--sp %d: sequence parallelism is not wired yet (use --cfg_parallel)", sp_degree);
-        cvx_par_fail_alike(world);
-    }
+    sp.sp_dist = par.sp_group, sp.world_dist = world;
     sp.cache_threshold = cache_threshold == -1 ? cogvideox_cache_default_threshold(cache_kind) : cache_threshold;
     sp.teacache_coefficients = coeffs_arg ? teacache_coeffs : NULL;
     if (!writer) sp.preview_every = 0;   /* rank 0 writes the preview */

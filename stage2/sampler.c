@@ -226,17 +226,13 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     const cogvideox_config *c = cogvideox_get_config(m);
     const size_t n = sh->numel, D = (size_t)c->text_embed_dim;
     const int cfg = cogvideox_uses_cfg(p);
-    /* CFG-parallel: this rank's forward computes one branch (its rank: 0 uncond, 1 cond) */
+    /* CFG-parallel: this rank's forward computes one branch (its rank: 0 uncond, 1 cond);
+     * sequence parallelism: the ranks of sd share each forward; all: every rank of the run */
     cvx_dist *cd = p->cfg_dist && cvx_dist_size(p->cfg_dist) > 1 ? p->cfg_dist : NULL;
-    const int B = cfg && !cd ? 2 : 1, writer = !cd || cvx_dist_world_rank(cd) == 0;
+    cvx_dist *sd = p->sp_dist && cvx_dist_size(p->sp_dist) > 1 ? p->sp_dist : NULL;
+    cvx_dist *all = p->world_dist && cvx_dist_size(p->world_dist) > 1 ? p->world_dist : cd;
+    const int B = cfg && !cd ? 2 : 1, writer = !all || cvx_dist_world_rank(all) == 0;
     memset(result, 0, sizeof(*result));
-    if (cd) {   /* alike on every rank: agreed, so that rank 0 alone reports it */
-        int bad = !cfg || cvx_dist_size(cd) != 2
-                      ? cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks "
-                                  "per group, got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd))
-                      : 0;
-        if (cvx_dist_agree(cd, bad)) return -1;
-    }
     if (cogvideox_scheduler_set_timesteps(s, p->num_inference_steps)) return -1;
     CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
     CVX_CHECK(p->t_start >= 0 && p->t_start < p->num_inference_steps && (!p->i2v || p->image_latents));
@@ -250,6 +246,18 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     const size_t n_in = p->i2v ? 2 * n : n;
     s->type->init(s, n);
     if (ck && ck->stop_after_steps < 0) return cvx_error("--stop_after_steps must be >= 0");
+
+    /* alike on every rank: agreed, so that rank 0 alone reports it */
+    int bad = cd && (!cfg || cvx_dist_size(cd) != 2)
+                  ? cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks per "
+                              "group, got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd))
+                  : 0;
+    if (!bad && sd) bad = cogvideox_set_sp(m, sd);   /* the head count must divide */
+    if (all ? cvx_dist_agree(all, bad) : bad) {
+        if (sd) cogvideox_set_sp(m, NULL);
+        return -1;
+    }
+    const cogvideox_stats st0 = cogvideox_get_stats(m);   /* the exchanges of sequence parallelism, from here */
 
     /* text batch: negative first, as upstream's torch.cat([negative, prompt]) */
     float *text = cvx_malloc((size_t)B * L * D * sizeof(float));
@@ -272,9 +280,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     else cogvideox_teacache_coefficients(c, coeffs);
     cogvideox_cache cache;
     if (cogvideox_cache_init(&cache, p->cache_kind, p->cache_threshold, coeffs, n_steps, c->num_layers)) goto done;
-    if (cd && cogvideox_cache_active(&cache)) {   /* alike on every rank */
-        cvx_error("--cache %s with --cfg_parallel: step caching decides on the whole CFG batch; run it in one process",
-                  cogvideox_cache_kind_name(cache.kind));
+    if ((cd || sd) && cogvideox_cache_active(&cache)) {   /* alike on every rank */
+        cvx_error("--cache %s with %s: step caching decides on the whole CFG batch; run it in one process",
+                  cogvideox_cache_kind_name(cache.kind), cd ? "--cfg_parallel" : "--sp");
         goto done;
     }
 
@@ -282,7 +290,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     int start = 0;
     if (ck && ck->path && ck->resume) {
         int rrc = checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen, &cache);
-        if (cd) rrc = cvx_dist_agree(cd, rrc);   /* every rank reads it; any failure stops all */
+        if (all) rrc = cvx_dist_agree(all, rrc);   /* every rank reads it; any failure stops all */
         if (rrc) goto done;
         cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
     } else {
@@ -345,9 +353,10 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                 frc = cogvideox_forward(m, x, 1, sh->frames, sh->height, sh->width, text + (size_t)b * L * D, L, tstep,
                                         rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
             if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
-            /* CFG-parallel: agree (a rank failing alone stops both), then out = [uncond, cond] */
+            /* under MPI: agree (a rank failing alone stops all); CFG-parallel: out = [uncond, cond] */
             double tc = cvx_time();
-            if (cd) frc = cvx_dist_agree(cd, frc) || cvx_dist_allgather(cd, branch, n * sizeof(float), out);
+            if (all) frc = cvx_dist_agree(all, frc);
+            if (cd && !frc) frc = cvx_dist_allgather(cd, branch, n * sizeof(float), out);
             comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
             if (frc) goto done;
         }
@@ -370,7 +379,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
             int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache) : 0;
-            if (cd) wrc = cvx_dist_agree(cd, wrc);
+            if (all) wrc = cvx_dist_agree(all, wrc);
             if (wrc) goto done;
         }
         cvx_progress_update(&bar, done_steps - start);
@@ -384,11 +393,20 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         cvx_info("CFG-parallel: %.2f MB sent per step by each rank; %.3f s of %.2f s in the exchange (%.2f %%, with "
                  "waiting for the other rank)", n * sizeof(float) / 1e6, comm_s, result->seconds,
                  100.0 * comm_s / (result->seconds > 0 ? result->seconds : 1));
+    if (sd && done_steps > start) {
+        cogvideox_stats st = cogvideox_get_stats(m);
+        double sent = st.bytes_sent - st0.bytes_sent, t_comm = st.t_comm - st0.t_comm;
+        cvx_info("sequence parallelism (%d ranks): %.2f MB sent per step by each rank; %.3f s of %.2f s in the "
+                 "exchanges (%.2f %%, with waiting for the other ranks)", cvx_dist_size(sd),
+                 sent / 1e6 / (done_steps - start), t_comm, result->seconds,
+                 100.0 * t_comm / (result->seconds > 0 ? result->seconds : 1));
+    }
     result->cache_steps_computed = cache.steps_computed;
     result->cache_steps_skipped = cache.steps_skipped;
     result->cache_blocks_skipped = cogvideox_cache_blocks_skipped(&cache);
     rc = 0;
 done:
+    if (sd) cogvideox_set_sp(m, NULL);
     cogvideox_cache_free(&cache);
     free(text); free(x); free(out); free(pred); free(prev); free(branch);
     free(rope_cos); free(rope_sin);

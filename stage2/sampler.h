@@ -37,6 +37,9 @@ typedef struct {
      * branches batched here. Every rank then runs the same scheduler step; only world rank 0
      * writes checkpoints. */
     struct cvx_dist *cfg_dist;
+    /* Ulysses sequence parallelism (cogvideox_set_sp): the ranks that share each forward; NULL =
+     * none. world_dist: every rank of the run, which agree on failures (NULL: the CFG group). */
+    struct cvx_dist *sp_dist, *world_dist;
     int noise_dtype;                    /* cvx_dtype of the initial noise (CVX_F32 = 0, CVX_BF16, CVX_F16) */
     /* step caching (stage2/cache.h): COGVIDEOX_CACHE_* (0 = none), threshold (<= 0 = off),
      * TeaCache coefficients (NULL = the published set for the model) */

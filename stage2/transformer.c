@@ -9,6 +9,7 @@
 #include "transformer.h"
 #include "positional.h"
 #include "config.h"
+#include "dist.h"
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
@@ -55,6 +56,9 @@ struct cogvideox_transformer {
     cogvideox_stats stats;
     cvx_ctx *ctx;                                  /* compute context (borrowed unless owns_ctx) */
     int owns_ctx;
+    cvx_dist *sp;                                  /* Ulysses group (borrowed), NULL: one process */
+    float *sp_buf;                                 /* q, k, v head shards [S, D/sp] each */
+    size_t sp_cap;
 };
 
 cvx_ctx *cogvideox_ctx(const cogvideox_transformer *m) { return m->ctx; }
@@ -287,7 +291,7 @@ void cogvideox_free(cogvideox_transformer *m) {
         }
     free(m->layers);
     free(m->norm_final_w); free(m->norm_final_b); free(m->norm_out_w); free(m->norm_out_b);
-    free(m->pos_table); free(m->h); free(m->ws);
+    free(m->pos_table); free(m->h); free(m->ws); free(m->sp_buf);
     cvx_weights_close(m->w);
     if (m->owns_ctx) cvx_ctx_free(m->ctx);
     free(m);
@@ -436,6 +440,23 @@ static void apply_rope(float *x, int ntok, int heads, int hd, int D, const float
         }
 }
 
+/* softmax(q kᵀ/√hd) v of one batch element over its S tokens, for `heads` heads of hd floats in
+ * rows of stride ld (all heads, or this rank's share under sequence parallelism), after RoPE on
+ * the video rows; the output over q. */
+static void attention_core(cogvideox_transformer *m, float *q, float *k, const float *v, int S, int L, int heads,
+                           int ld, const float *rope_cos, const float *rope_sin) {
+    int hd = m->c.attention_head_dim;
+    if (rope_cos) {
+        apply_rope(q + (size_t)L * ld, S - L, heads, hd, ld, rope_cos, rope_sin);         // video rows [N, ld]
+        apply_rope(k + (size_t)L * ld, S - L, heads, hd, ld, rope_cos, rope_sin);
+    }
+    double t0 = cvx_time(), flop = 4.0 * S * (double)S * heads * hd;
+    cvx_attention_ctx(m->ctx, q, ld, k, v, ld, q, ld, S, S, heads, hd, (float)(1.0 / sqrt((double)hd)), NULL);
+    m->stats.t_attention += cvx_time() - t0;
+    m->stats.flop_attention += flop;
+    cvx_flops_add(m->ctx, flop);
+}
+
 /* Joint self-attention core over [text; video] of nb batch elements (rows nb·S), in place:
  * q, k, v [rows, D] projected in; per-head LayerNorm on q and k, RoPE on the video rows,
  * softmax(q kᵀ/√hd) v out in q (heads concatenated; cvx_attention may write over q). */
@@ -445,20 +466,33 @@ static void cogvideox_attention(cogvideox_transformer *m, const cogvideox_layer 
     int heads = c->num_attention_heads, hd = c->attention_head_dim, D = heads * hd, rows = nb * S;
     cvx_layernorm(q, q, rows * heads, hd, ly->norm_q_w, ly->norm_q_b, 1e-6f);           // [rows·heads, hd]
     cvx_layernorm(k, k, rows * heads, hd, ly->norm_k_w, ly->norm_k_b, 1e-6f);           // [rows·heads, hd]
-    float scale = (float)(1.0 / sqrt((double)hd));
-    for (int b = 0; b < nb; b++) {
-        float *qb = q + (size_t)b * S * D, *kb = k + (size_t)b * S * D;                  // [S, D]
-        const float *vb = v + (size_t)b * S * D;                                          // [S, D]
-        if (rope_cos) {
-            apply_rope(qb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);      // video rows [N, D]
-            apply_rope(kb + (size_t)L * D, S - L, heads, hd, D, rope_cos, rope_sin);
-        }
-        double t0 = cvx_time();
-        cvx_attention_ctx(m->ctx, qb, D, kb, vb, D, qb, D, S, S, heads, hd, scale, NULL); // [S, D]
-        m->stats.t_attention += cvx_time() - t0;
-        m->stats.flop_attention += 4.0 * S * (double)S * D;
-        cvx_flops_add(m->ctx, 4.0 * S * (double)S * D);
-    }
+    for (int b = 0; b < nb; b++)
+        attention_core(m, q + (size_t)b * S * D, k + (size_t)b * S * D, v + (size_t)b * S * D, S, L, heads, D,
+                       rope_cos, rope_sin);                                              // [S, D] per element
+}
+
+/* The same under Ulysses sequence parallelism, on this rank's `rows` tokens of one batch element
+ * (q, k, v [rows, D]): the per-head norms on its rows, then q, k, v to head shards (all S tokens
+ * of heads/sp heads: [S, D/sp]), the core, and the output back to its rows in q. A failed
+ * exchange cannot be recovered on the other ranks: it stops the run (cvx_dist_die). */
+static void cogvideox_attention_sp(cogvideox_transformer *m, const cogvideox_layer *ly, float *q, float *k,
+                                   const float *v, int rows, int S, int L, const float *rope_cos, const float *rope_sin) {
+    const cogvideox_config *c = &m->c;
+    int heads = c->num_attention_heads, hd = c->attention_head_dim, p = cvx_dist_size(m->sp), Dh = heads / p * hd;
+    cvx_layernorm(q, q, rows * heads, hd, ly->norm_q_w, ly->norm_q_b, 1e-6f);           // [rows·heads, hd]
+    cvx_layernorm(k, k, rows * heads, hd, ly->norm_k_w, ly->norm_k_b, 1e-6f);           // [rows·heads, hd]
+    float *qh = m->sp_buf, *kh = qh + (size_t)S * Dh, *vh = kh + (size_t)S * Dh;        // [S, Dh] each
+    double t0 = cvx_time();
+    if (cvx_dist_seq_to_heads(m->sp, q, qh, S, heads, hd) || cvx_dist_seq_to_heads(m->sp, k, kh, S, heads, hd) ||
+        cvx_dist_seq_to_heads(m->sp, v, vh, S, heads, hd))
+        cvx_dist_die_last_error(m->sp);
+    m->stats.t_comm += cvx_time() - t0;
+    attention_core(m, qh, kh, vh, S, L, heads / p, Dh, rope_cos, rope_sin);              // qh: [S, Dh]
+    t0 = cvx_time();
+    if (cvx_dist_heads_to_seq(m->sp, qh, q, S, heads, hd)) cvx_dist_die_last_error(m->sp);   // q: [rows, D]
+    m->stats.t_comm += cvx_time() - t0;
+    /* sent: 3 × its rows' other heads, then the other ranks' rows of its heads */
+    m->stats.bytes_sent += 4.0 * (3.0 * rows * (heads * hd - Dh) + (double)(S - rows) * Dh);
 }
 
 /* FeedForward: Linear(D → 4D), GELU(tanh), Linear(4D → D). x [rows, D] in, u [rows, 4D] scratch,
@@ -470,23 +504,23 @@ static void cogvideox_feed_forward(cogvideox_transformer *m, const cogvideox_lay
     linear(m, u, rows, 4 * D, ly->ff2_w, ly->ff2_b, y);                                // [rows, D]
 }
 
-/* One CogVideoXBlock on h[B·S, D]. temb_silu [B, E]; the attention runs on G batch elements
- * at a time; ws: ws_floats of scratch. */
-static void cogvideox_block(cogvideox_transformer *m, const cogvideox_layer *ly, float *h, const float *temb_silu,
-                            int B, int S, int L, const float *rope_cos, const float *rope_sin, int G, float *ws,
-                            size_t ws_floats) {
+/* One CogVideoXBlock on the rows of h[B·S, D] this process holds: all of them, or under
+ * sequence parallelism its token range of the one batch element (f->row0, f->nrows). */
+static void cogvideox_block(cogvideox_transformer *m, const cogvideox_layer *ly, const cogvideox_fwd *f) {
     const cogvideox_config *c = &m->c;
     int D = c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim;
-    float eps = (float)c->norm_eps;
+    int B = f->B, S = f->S, L = f->L, G = f->stacked ? B : 1;
+    float eps = (float)c->norm_eps, *h = f->h, *ws = f->ws;
+    size_t ws_floats = f->ws_floats;
     float *mod1 = cvx_malloc(sizeof(float) * (size_t)B * 6 * D), *mod2 = cvx_malloc(sizeof(float) * (size_t)B * 6 * D);
-    linear(m, temb_silu, B, E, ly->norm1_lin_w, ly->norm1_lin_b, mod1);                // [B, 6D]
-    linear(m, temb_silu, B, E, ly->norm2_lin_w, ly->norm2_lin_b, mod2);                // [B, 6D]
+    linear(m, f->temb, B, E, ly->norm1_lin_w, ly->norm1_lin_b, mod1);                  // [B, 6D]
+    linear(m, f->temb, B, E, ly->norm2_lin_w, ly->norm2_lin_b, mod2);                  // [B, 6D]
 
-    /* attention on G batch elements at a time: q, k, v [rows, D] plus a chunk buffer xc [cr, D]
-     * for norm1's output and to_out's */
+    /* attention on G batch elements at a time (sequence parallel: this rank's rows of the one
+     * element): q, k, v [rows, D] plus a chunk buffer xc [cr, D] for norm1's output and to_out's */
     for (int b0 = 0; b0 < B; b0 += G) {
-        int nb = B - b0 < G ? B - b0 : G, rows = nb * S;
-        size_t r0 = (size_t)b0 * S, cr = ws_floats / D - 3 * (size_t)rows;
+        int nb = B - b0 < G ? B - b0 : G, rows = m->sp ? (int)f->nrows : nb * S;
+        size_t r0 = m->sp ? f->row0 : (size_t)b0 * S, cr = ws_floats / D - 3 * (size_t)rows;
         if (cr > (size_t)rows) cr = rows;
         float *q = ws, *k = q + (size_t)rows * D, *v = k + (size_t)rows * D, *xc = v + (size_t)rows * D;
         for (size_t i = 0; i < (size_t)rows; i += cr) {
@@ -496,7 +530,8 @@ static void cogvideox_block(cogvideox_transformer *m, const cogvideox_layer *ly,
             linear(m, xc, n, D, ly->to_k_w, ly->to_k_b, k + i * D);                   // [n, D]
             linear(m, xc, n, D, ly->to_v_w, ly->to_v_b, v + i * D);                   // [n, D]
         }
-        cogvideox_attention(m, ly, q, k, v, nb, S, L, rope_cos, rope_sin);             // q: [rows, D]
+        if (m->sp) cogvideox_attention_sp(m, ly, q, k, v, rows, S, L, f->rope_cos, f->rope_sin);   // q: [rows, D]
+        else cogvideox_attention(m, ly, q, k, v, nb, S, L, f->rope_cos, f->rope_sin);             // q: [rows, D]
         for (size_t i = 0; i < (size_t)rows; i += cr) {
             int n = (int)((size_t)rows - i < cr ? (size_t)rows - i : cr);
             linear(m, q + i * D, n, D, ly->to_out_w, ly->to_out_b, xc);                // [n, D]
@@ -504,11 +539,11 @@ static void cogvideox_block(cogvideox_transformer *m, const cogvideox_layer *ly,
         }
     }
 
-    /* feed-forward over [text; video] rows in chunks that fit the scratch (x [c, D] + u [c, 4D]) */
-    size_t total = (size_t)B * S, chunk = ws_floats / (5 * (size_t)D);
-    if (chunk > total) chunk = total;
-    for (size_t r0 = 0; r0 < total; r0 += chunk) {
-        int rows = (int)(total - r0 < chunk ? total - r0 : chunk);
+    /* feed-forward over the [text; video] rows in chunks that fit the scratch (x [c, D] + u [c, 4D]) */
+    size_t first = f->row0, end = f->row0 + f->nrows, chunk = ws_floats / (5 * (size_t)D);
+    if (chunk > f->nrows) chunk = f->nrows;
+    for (size_t r0 = first; r0 < end; r0 += chunk) {
+        int rows = (int)(end - r0 < chunk ? end - r0 : chunk);
         float *x = ws, *u = ws + (size_t)rows * D;                                          // [rows, D], [rows, 4D]
         cogvideox_layernorm_zero(x, h + r0 * D, r0, rows, S, L, D, mod2, ly->norm2_w, ly->norm2_b, eps);
         cogvideox_feed_forward(m, ly, x, rows, D, u, x);
@@ -599,21 +634,29 @@ int cogvideox_forward_embed(cogvideox_transformer *m, const float *x, int B, int
     float ofs_default = 2.0f;   /* CogVideoX I2V pipelines pass ofs = 2.0 */
     if (c->ofs_embed_dim && !ofs) { ofs = &ofs_default; n_ofs = 1; }
 
+    if (m->sp && B != 1)
+        return cvx_error("transformer: under sequence parallelism a forward takes one batch element, got %d", B);
+
     int N = cogvideox_num_video_tokens(c, F, H, W), S = L + N;
     int Kp = c->in_channels * pt * p * p, P = c->out_channels * pt * p * p;
-    size_t rows = (size_t)B * S;
+    /* the rows of h the blocks compute here: all B·S, or this rank's token range (Ulysses) */
+    int64_t s0 = 0, s1 = (int64_t)B * S;
+    if (m->sp) cvx_dist_split_range(S, cvx_dist_size(m->sp), cvx_dist_rank(m->sp), &s0, &s1);
+    size_t rows = (size_t)(s1 - s0), elem_rows = m->sp ? rows : (size_t)S;
     /* scratch: stacked batch: q, k, v, xc and the FF's [rows, D] + [rows, 4D] in one chunk;
      * long sequences: q, k, v of one batch element plus S/4-row chunks (FF: 0.65·S rows). */
     int stacked = rows <= (size_t)(m->stack_rows > 0 ? m->stack_rows : STACK_ROWS);
     size_t cr = m->chunk_rows > 0 ? (size_t)m->chunk_rows : (size_t)(S + 3) / 4;
-    size_t ws_floats = stacked ? 5 * rows * D : (3 * (size_t)S + cr) * D;
+    size_t ws_floats = stacked ? 5 * rows * D : (3 * elem_rows + cr) * D;
     size_t need = (size_t)B * N * (size_t)(D + P);
     if ((size_t)B * N * Kp > need) need = (size_t)B * N * Kp;
     if (need > ws_floats) ws_floats = need;
     *f = (cogvideox_fwd){.B = B, .F = F, .H = H, .W = W, .L = L, .N = N, .S = S, .D = D, .E = E,
-                         .rope_cos = rope_cos, .rope_sin = rope_sin, .stacked = stacked, .ws_floats = ws_floats};
-    f->h = grow(&m->h, &m->h_cap, rows * D);                                              // [B, S, D]
+                         .rope_cos = rope_cos, .rope_sin = rope_sin, .stacked = stacked, .ws_floats = ws_floats,
+                         .row0 = (size_t)s0, .nrows = rows};
+    f->h = grow(&m->h, &m->h_cap, (size_t)B * S * D);                                     // [B, S, D]
     f->ws = grow(&m->ws, &m->ws_cap, ws_floats);
+    if (m->sp) grow(&m->sp_buf, &m->sp_cap, 3 * (size_t)S * (D / cvx_dist_size(m->sp)));  // q, k, v [S, D/sp]
 
     f->t_start = cvx_time();
     f->temb = cvx_malloc(sizeof(float) * (size_t)B * E);                                  // [B, E]
@@ -630,8 +673,33 @@ int cogvideox_forward_embed(cogvideox_transformer *m, const float *x, int B, int
 void cogvideox_forward_blocks(cogvideox_transformer *m, cogvideox_fwd *f, int first, int count) {
     CVX_CHECK(first >= 0 && count >= 0 && first + count <= m->c.num_layers);
     for (int i = first; i < first + count; i++)
-        cogvideox_block(m, &m->layers[i], f->h, f->temb, f->B, f->S, f->L, f->rope_cos, f->rope_sin,
-                        f->stacked ? f->B : 1, f->ws, f->ws_floats);
+        cogvideox_block(m, &m->layers[i], f);
+}
+
+/* Sequence parallelism, after the blocks: every rank of the group receives the video rows of h
+ * the others computed (one all-to-all sending each rank's rows to all), so that norm_out,
+ * proj_out and the prediction are computed alike, on all N rows, by every rank. */
+static void sp_gather_video_rows(cogvideox_transformer *m, cogvideox_fwd *f) {
+    int p = cvx_dist_size(m->sp), r = cvx_dist_rank(m->sp);
+    size_t D = (size_t)f->D, *plan = cvx_malloc(4 * (size_t)p * sizeof *plan);
+    size_t *sc = plan, *sd = plan + p, *rc = plan + 2 * p, *rd = plan + 3 * p;   /* counts, offsets (floats) */
+    int64_t lo[2], hi[2];   /* [0]: this rank's video rows, [1]: rank j's */
+    for (int j = -1; j < p; j++) {
+        int w = j < 0 ? 0 : 1;
+        cvx_dist_split_range(f->S, p, j < 0 ? r : j, &lo[w], &hi[w]);
+        if (lo[w] < f->L) lo[w] = f->L;   /* text rows are not needed after the blocks */
+        if (hi[w] < lo[w]) hi[w] = lo[w];
+        if (j < 0) continue;
+        sc[j] = (size_t)(hi[0] - lo[0]) * D, sd[j] = 0;
+        rc[j] = (size_t)(hi[1] - lo[1]) * D, rd[j] = (size_t)lo[1] * D;
+    }
+    float *mine = f->ws;   /* a copy: MPI's send and receive buffers must not overlap */
+    memcpy(mine, f->h + (size_t)lo[0] * D, sc[r] * sizeof(float));                      // [its video rows, D]
+    double t0 = cvx_time();
+    if (cvx_dist_alltoallv_f32(m->sp, mine, sc, sd, f->h, rc, rd)) cvx_dist_die_last_error(m->sp);
+    m->stats.t_comm += cvx_time() - t0;
+    m->stats.bytes_sent += 4.0 * (double)sc[r] * (p - 1);
+    free(plan);
 }
 
 /* forward, piece 3: norm_final + norm_out, proj_out and unpatchify into out; frees f. */
@@ -639,11 +707,26 @@ void cogvideox_forward_finalize(cogvideox_transformer *m, cogvideox_fwd *f, floa
     const cogvideox_config *c = &m->c;
     int B = f->B, N = f->N, D = f->D;
     float *y = f->ws, *tok = f->ws + (size_t)B * N * D;                                   // [B, N, D], [B, N, P]
+    if (m->sp) sp_gather_video_rows(m, f);   /* every rank of the group: the same prediction */
     cogvideox_norm_out(m, f->h, f->temb, B, f->S, f->L, y);
     linear(m, y, B * N, D, m->proj_out_w, m->proj_out_b, tok);                          // [B·N, P]
     cogvideox_unpatchify(c, tok, B, f->F, f->H, f->W, out);                               // [B, F, C_out, H, W]
     m->stats.t_total += cvx_time() - f->t_start;
     cogvideox_forward_abort(f);
+}
+
+int cogvideox_sp_check(const cogvideox_config *c, int sp) {
+    if (sp > 1 && c->num_attention_heads % sp)
+        return cvx_error("--sp %d: must divide the %d attention heads of this model (sequence parallelism splits "
+                         "the heads between the ranks)", sp, c->num_attention_heads);
+    return 0;
+}
+
+int cogvideox_set_sp(cogvideox_transformer *m, cvx_dist *sp) {
+    int p = sp ? cvx_dist_size(sp) : 1;
+    if (cogvideox_sp_check(&m->c, p)) return -1;
+    m->sp = p > 1 ? sp : NULL;
+    return 0;
 }
 
 void cogvideox_forward_abort(cogvideox_fwd *f) {

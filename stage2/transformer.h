@@ -76,6 +76,8 @@ typedef struct {
     float *ws;                        /* the model's scratch */
     size_t ws_floats;
     int stacked;
+    size_t row0, nrows;               /* the rows of h the blocks compute here: 0, B·S; under sequence
+                                       * parallelism this rank's token range of the one batch element */
     double t_start;
 } cogvideox_fwd;
 /* Checks (as cogvideox_forward_ex), time embedding, patch (+ positional) embedding into f->h.
@@ -90,6 +92,18 @@ void cogvideox_forward_finalize(cogvideox_transformer *m, cogvideox_fwd *f, floa
 /* Frees f's buffers without finishing (error paths). */
 void cogvideox_forward_abort(cogvideox_fwd *f);
 
+/* Ulysses sequence parallelism (docs/distributed.md): the forwards that follow run on the ranks
+ * of `sp` (a group of common/dist.h, borrowed; NULL or one rank: off), one batch element per
+ * forward. Each rank keeps its token range (cvx_dist_split_range(S, sp, rank)) through the
+ * per-token parts; attention runs on heads/sp heads over all tokens (two all-to-alls around it);
+ * the video rows are gathered before norm_out, so every rank returns the same prediction. Every
+ * rank of the group must call the forwards together; a failed exchange stops the run
+ * (cvx_dist_die). -1 + cvx_error when the group size does not divide the head count. */
+struct cvx_dist;
+int cogvideox_set_sp(cogvideox_transformer *m, struct cvx_dist *sp);
+/* The same check on a config alone (before loading): sp must divide num_attention_heads. */
+int cogvideox_sp_check(const cogvideox_config *c, int sp);
+
 /* Memory/speed knob (tests use it to exercise the long-video path on tiny models): batches of
  * up to stack_rows rows (B·S) go through attention together (default 16384); longer ones one
  * batch element at a time, norm1/to_out in chunks of chunk_rows rows (default S/4). 0 = default. */
@@ -100,6 +114,7 @@ void cogvideox_set_chunking(cogvideox_transformer *m, int stack_rows, int chunk_
 typedef struct {
     double t_total, t_linear, t_attention;
     double flop_linear, flop_attention;
+    double t_comm, bytes_sent;        /* sequence parallelism: in the exchanges (waiting included), sent by this rank */
 } cogvideox_stats;
 cogvideox_stats cogvideox_get_stats(const cogvideox_transformer *m);
 void cogvideox_reset_stats(cogvideox_transformer *m);
