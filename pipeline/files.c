@@ -66,6 +66,21 @@ int cvx_genconfig_record_encode(const char *path, const char *prompt, const char
     return cvx_genconfig_record_encode_set(NULL, path, prompt, prompts_file, negative, model_id, NULL);
 }
 
+/* Keys of the config at path (if any) that are set (not null) and not in upd: added to upd as
+ * null, so that the rendered config no longer claims them. */
+static int null_stale_keys(const char *path, json_object *upd, const char *const *keys, int n) {
+    if (!cvx_is_file(path)) return 0;
+    cvx_config gc;
+    if (cvx_config_load(&gc, path)) return -1;
+    for (int i = 0; i < n; i++) {
+        json_object *v;
+        if (json_object_object_get_ex(gc.root, keys[i], &v) && v && !json_object_object_get_ex(upd, keys[i], NULL))
+            json_object_object_add(upd, keys[i], NULL);
+    }
+    cvx_config_free(&gc);
+    return 0;
+}
+
 int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
                                     const char *negative, const char *model_id, const char *emb_xxh64) {
     json_object *upd = json_object_new_object();
@@ -74,7 +89,11 @@ int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const cha
     json_object_object_add(upd, "negative_prompt", json_object_new_string(negative));
     json_object_object_add(upd, "model_id", json_object_new_string(model_id));
     if (emb_xxh64) json_object_object_add(upd, "stage1_embeddings_xxh64", json_object_new_string(emb_xxh64));
-    int rc = genconfig_put(set, path, upd);
+    /* what an earlier run recorded and this one replaces: the other prompt form, the hash of a
+     * single-prompt file this run did not write, and the latents made from the earlier inputs
+     * (null: stage 2 refuses the old embeddings, stage 3 the old latents, until run again) */
+    const char *const stale[] = {"prompt", "prompts_file", "stage1_embeddings_xxh64", "stage2_latents_xxh64"};
+    int rc = null_stale_keys(path, upd, stale, (int)(sizeof stale / sizeof stale[0])) || genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
 }

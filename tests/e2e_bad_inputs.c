@@ -437,6 +437,21 @@ static void p_lock_input(const char *D, const char *X) {   /* a writer holds the
     assert_int_equal(mkdir(p, 0755), 0);
 }
 
+/* stage 1 run again into the full run directory (a new prompt; then a prompts file): the
+ * latents (then the single-prompt embeddings) left there belong to the earlier run */
+static void p_s1_rerun(const char *D, const char *X) {
+    (void)X;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    sh(cmd);
+}
+static void p_s1_rerun_prompts_file(const char *D, const char *X) {
+    char cmd[8192];
+    put(X, "p.txt", "A red car\nA blue boat\n");
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompts_file %s/p.txt --model_dir %s --output_dir %s", g_s1, X, g_model, D);
+    sh(cmd);
+}
+
 typedef struct {
     const char *name;
     int stage;
@@ -553,6 +568,10 @@ static const bad_case CASES[] = {
     {"s3 genconfig malformed hash", 3, "", p_genconfig_bad_hash, {"stage2_latents_xxh64"}},
     {"s3 corrupt genconfig", 3, "", p_corrupt_genconfig, {"generation_config.json"}},
     {"s3 latents hash mismatch", 3, "", p_latents_other, {"stage2_latents.safetensors", "does not belong"}},
+    {"s3 latents older than a stage-1 re-run", 3, "", p_s1_rerun,
+     {"stage2_latents.safetensors", "does not belong", "run stage 2 again"}},
+    {"s2 embeddings older than a prompts-file run", 2, "", p_s1_rerun_prompts_file,
+     {"stage1_embeddings.safetensors", "does not belong", "run stage 1 again"}},
     {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
     {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
 };
@@ -663,6 +682,44 @@ static void test_lock_names_holder(void **state) {
     tu_rmrf(D);
 }
 
+/* Re-running stage 1 over a full run directory invalidates the latents (the table's "older than a
+ * stage-1 re-run" cases); running stage 2 again makes the chain whole, and stage 3 decodes. A
+ * first run into a fresh directory records no null keys. */
+static void test_rerun_chain_recovers(void **state) {
+    (void)state;
+    char D[64], cmd[8192], err[4096], gc[512];
+    tu_mkdtemp(D, sizeof D);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    sh(cmd);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
+    size_t n;
+    char *text = cvx_read_file(gc, &n);
+    assert_non_null(text);
+    /* a fresh directory: nothing to invalidate (T2V records "image"/"video" null already) */
+    assert_null(strstr(text, "\"stage2_latents_xxh64\""));
+    assert_null(strstr(text, "\"prompts_file\""));
+    free(text);
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);   /* the full run of 'A panda' */
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", g_s3, D, g_model);
+    assert_int_equal(tu_run(cmd, err, sizeof err), 1);
+    assert_non_null(strstr(err, "run stage 2 again"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS, g_s2, D, g_model);
+    sh(cmd);
+    cvx_config c;
+    const char *prompt, *h;
+    ASSERT_OK(cvx_config_load(&c, gc));
+    ASSERT_OK(cvx_cfg_str(&c, "prompt", &prompt));
+    assert_string_equal(prompt, "A red car");
+    ASSERT_OK(cvx_cfg_str(&c, "stage2_latents_xxh64", &h));   /* recorded again */
+    cvx_config_free(&c);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", g_s3, D, g_model);
+    sh(cmd);
+    tu_rmrf(D);
+}
+
 /* A temp left by a run that died (its pid no longer runs) is removed by the next run into the
  * directory; a temp of a live process (this test) is kept. */
 static void test_stale_temp_removed(void **state) {
@@ -728,6 +785,7 @@ static void test_sigterm_leaves_no_temp(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs), cmocka_unit_test(test_lock_names_holder),
                                        cmocka_unit_test(test_stale_temp_removed),
+                                       cmocka_unit_test(test_rerun_chain_recovers),
                                        cmocka_unit_test(test_sigterm_leaves_no_temp)};
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
