@@ -20,6 +20,7 @@
 #include "image.h"
 #include "ops.h"
 #include "resize.h"
+#include "rng_lowp.h"
 
 /* An untiled encode estimated above this is tiled (the decoder's budget, pipeline/decode.c). */
 #define ENCODE_TILING_BUDGET (6.0 * 1024 * 1024 * 1024)
@@ -180,11 +181,17 @@ int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_s
             cogvideox_scheduler_set_timesteps(sched, sp->num_inference_steps))
             return -1;
     }
-    /* latent_dist.sample(generator) in the encoder's [C, T, h, w] order: the generator's first draws */
+    /* latent_dist.sample(generator) in the encoder's [C, T, h, w] order: the generator's first
+     * draws. A pipeline loaded in bf16/fp16 draws this randn and the noise below in its dtype
+     * (the VAE's parameters.dtype, randn_tensor(dtype=prompt_embeds.dtype)): --noise_dtype, as T2V */
+    const cvx_dtype nd = (cvx_dtype)sp->noise_dtype;
     const size_t nc = (size_t)c->C * c->T * hw;
     float *sample = cvx_alloc_f32(nc);
     cvx_generator_seed(&out->gen, sp->seed);
-    vae_latent_sample(c->mean, c->std, nc, &out->gen, sample);
+    if (vae_latent_sample_as(c->mean, c->std, nc, &out->gen, nd, sample)) {
+        free(sample);
+        return -1;
+    }
     const double sf = m->info.vae_scaling_factor;
     out->init = cvx_alloc_f32(sh->numel);   // [F, C, h, w]
     if (c->mode == CVX_MODE_I2V) {
@@ -193,14 +200,14 @@ int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_s
         const float k = (float)(m->vcfg.invert_scale_latents ? 1.0 / sf : sf);
         out->image_latents = cvx_calloc(sh->numel, sizeof(float));   // [F, C, h, w]: frame 0, then zeros
         for (size_t i = 0; i < chw; i++) out->image_latents[i] = k * sample[i];
-        cvx_randn(&out->gen, out->init, sh->numel);   /* the noise, × init_noise_sigma 1.0 */
+        cvx_randn_as(&out->gen, nd, out->init, sh->numel);   /* the noise, × init_noise_sigma 1.0 */
         sp->image_latents = out->image_latents;
     } else {
         const float k = (float)sf;   /* V2V multiplies whatever invert_scale_latents says (upstream) */
         float *x0 = cvx_alloc_f32(sh->numel), *noise = cvx_alloc_f32(sh->numel);
         for (size_t i = 0; i < nc; i++) sample[i] *= k;
         cvx_permute_fc_to_cf(sample, c->C, c->T, hw, 0, x0);   // [C, T, hw] -> [T, C, hw]
-        cvx_randn(&out->gen, noise, sh->numel);
+        cvx_randn_as(&out->gen, nd, noise, sh->numel);   /* nd was accepted by the sample draw above */
         cogvideox_add_noise(sched, sched->timesteps[t_start], x0, noise, sh->numel, out->init);
         cvx_info("video-to-video: strength %g runs %d of %d steps from t=%lld", strength,
                  sp->num_inference_steps - t_start, sp->num_inference_steps, (long long)sched->timesteps[t_start]);

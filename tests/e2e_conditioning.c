@@ -9,7 +9,9 @@
 #include "testutil.h"
 #include "config.h"
 #include "pipeline/conditioning.h"
+#include "rng_lowp.h"
 
+#include <math.h>
 #include <sys/stat.h>
 
 typedef struct {
@@ -212,6 +214,77 @@ static void api_i2v_prepare(const char *name) {
 static void test_api_i2v_5b(void **s) { (void)s; api_i2v_prepare("e2e_i2v_5b"); }
 static void test_api_i2v_15(void **s) { (void)s; api_i2v_prepare("e2e_i2v_1.5"); }
 
+/* prepare_latents of a pipeline loaded in bf16 / fp16 (the official I2V demo runs in bf16): the
+ * encoder sample's randn (DiagonalGaussianDistribution.sample: dtype=parameters.dtype) and the
+ * noise (randn_tensor(dtype=prompt_embeds.dtype)) are both drawn in the pipeline's dtype, with the
+ * T2V kernel (cvx_randn_as). No golden case runs I2V/V2V in bf16 (README §11/§12 are f32), so the
+ * expected values are built here from the same seed and shapes, bit for bit. The conditioning is
+ * synthetic (no VAE encode needed): prepare_latents only reads its mean and std. */
+static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
+    cond_case c;
+    load_case(&c, name);
+    char dir[256], path[512];
+    snprintf(dir, sizeof dir, GOLDEN "/%s/model", name);
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});
+    ASSERT_NONNULL(m);
+    cogvideox_scheduler sched;
+    snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
+    ASSERT_OK(cogvideox_scheduler_load(&sched, path, NULL));
+    cogvideox_sample_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
+                                  .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
+                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4, .i2v = !v2v,
+                                  .noise_dtype = (int)nd};
+    cogvideox_latent_shape sh;
+    ASSERT_OK(cogvideox_latent_shape_for(&m->tcfg, &sp, &sh));
+    const size_t hw = (size_t)sh.height * sh.width;
+    cvx_conditioning cond = {.mode = v2v ? CVX_MODE_V2V : CVX_MODE_I2V, .C = sh.channels, .T = v2v ? sh.frames : 1,
+                             .h = sh.height, .w = sh.width, .frames = (int)c.frames, .height = (int)c.height,
+                             .width = (int)c.width};
+    const size_t nc = (size_t)cond.C * cond.T * hw;
+    cond.mean = cvx_alloc_f32(nc);   // [C, T, h, w]
+    cond.std = cvx_alloc_f32(nc);
+    for (size_t i = 0; i < nc; i++) cond.mean[i] = 0.5f * sinf((float)i), cond.std[i] = 0.1f + 0.05f * (float)(i % 7);
+    cvx_prepared prep;
+    ASSERT_OK(cvx_prepare_conditioned(m, &cond, &sched, v2v ? c.strength : 0, &sp, &sh, &prep));
+
+    /* expected: the generator's draws in nd, encoder sample first, then the noise */
+    cvx_generator g;
+    cvx_generator_seed(&g, (uint64_t)c.seed);
+    float *eps = cvx_alloc_f32(nc), *noise = cvx_alloc_f32(sh.numel), *want = cvx_alloc_f32(sh.numel);
+    ASSERT_OK(cvx_randn_as(&g, nd, eps, nc));
+    for (size_t i = 0; i < nc; i++) eps[i] = cond.mean[i] + cond.std[i] * eps[i];   /* the encoder sample */
+    ASSERT_OK(cvx_randn_as(&g, nd, noise, sh.numel));
+    const double sf = m->info.vae_scaling_factor;
+    if (!v2v) {
+        const float k = (float)(m->vcfg.invert_scale_latents ? 1.0 / sf : sf);
+        for (size_t i = 0; i < nc; i++) assert_true(prep.image_latents[i] == k * eps[i]);
+        assert_memory_equal(prep.init, noise, sh.numel * sizeof(float));
+    } else {
+        for (size_t i = 0; i < nc; i++) eps[i] *= (float)sf;
+        float *x0 = cvx_alloc_f32(sh.numel);
+        cvx_permute_fc_to_cf(eps, cond.C, cond.T, hw, 0, x0);   // [C, T, hw] -> [T, C, hw]
+        cogvideox_add_noise(&sched, sched.timesteps[sp.t_start], x0, noise, sh.numel, want);
+        assert_true(sp.t_start > 0);
+        assert_memory_equal(prep.init, want, sh.numel * sizeof(float));
+        free(x0);
+    }
+    /* the generator carries on from there (the DPM step noise) */
+    float a, b;
+    cvx_randn(&g, &a, 1);
+    cvx_randn(&prep.gen, &b, 1);
+    assert_true(a == b);
+    print_message("  %s, noise %s: encoder sample and noise drawn as torch.randn(dtype=) (%zu + %zu values)\n", name,
+                  nd == CVX_BF16 ? "bf16" : "fp16", nc, sh.numel);
+    free(eps), free(noise), free(want);
+    cvx_prepared_free(&prep);
+    cogvideox_scheduler_free(&sched);
+    cvx_conditioning_free(&cond);
+    cvx_model_close(m);
+}
+static void test_api_i2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype("e2e_i2v_5b", 0, CVX_BF16); }
+static void test_api_i2v_15_noise_fp16(void **s) { (void)s; api_prepare_noise_dtype("e2e_i2v_1.5", 0, CVX_F16); }
+static void test_api_v2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype("e2e_v2v_5b", 1, CVX_BF16); }
+
 /* upstream get_timesteps */
 static void test_strength_t_start(void **s) {
     (void)s;
@@ -400,6 +473,9 @@ int main(void) {
         cmocka_unit_test(test_strength_t_start),
         cmocka_unit_test(test_api_i2v_5b),
         cmocka_unit_test(test_api_i2v_15),
+        cmocka_unit_test(test_api_i2v_noise_bf16),
+        cmocka_unit_test(test_api_i2v_15_noise_fp16),
+        cmocka_unit_test(test_api_v2v_noise_bf16),
         cmocka_unit_test(test_cli_i2v_5b),
         cmocka_unit_test(test_cli_i2v_5b_resize),
         cmocka_unit_test(test_cli_i2v_15),
