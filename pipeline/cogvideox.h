@@ -113,7 +113,9 @@ typedef struct {
 typedef struct {
     float *data;                  /* [1, C, T, h, w], the stage-2 file layout (1.5's padding dropped) */
     int C, T, h, w;
-    int steps_done;               /* < num_inference_steps after a stop_after_steps stop */
+    int steps_done;               /* position in the schedule: < num_inference_steps after a
+                                   * stop_after_steps stop (V2V: the skipped steps included) */
+    int steps_skipped;            /* V2V: the first steps --strength skips (never run), else 0 */
     int resumed_from;
     double seconds;               /* in the loop */
     const char *scheduler;        /* the one used ("ddim" / "dpm") */
@@ -124,6 +126,12 @@ typedef struct {
     double preview_seconds;
 } cvx_latents;
 void cvx_latents_free(cvx_latents *l);
+/* Steps run by this process (not the ones V2V's strength skips, not those of a resumed checkpoint):
+ * what seconds covers. */
+int cvx_latents_steps_ran(const cvx_latents *l);
+/* The steps part of a summary, counting steps run: "4 steps dpm"; V2V "2 of 4 steps dpm (strength
+ * 0.6 skips the first 2)"; then ", resumed after K" (K the loop steps the checkpoint had). */
+void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *resolved, char *buf, size_t n);
 
 /* Checks the request (sizes, embeddings) before any work: -1 + cvx_error naming the flag. */
 int cvx_sample(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_progress_fn progress,

@@ -226,7 +226,7 @@ int main(int argc, char **argv) {
         /* ranks > 0 computed their share; rank 0 writes */
     } else if (lat.steps_done < r.num_inference_steps) {
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
-                 lat.steps_done, r.num_inference_steps, ckpt_path);
+                 lat.steps_done - lat.steps_skipped, r.num_inference_steps - lat.steps_skipped, ckpt_path);
     } else {
         /* latents + generation_config.json (with the latents' xxh64) committed as one set; rank 0 writes */
         char hex[17];
@@ -243,15 +243,16 @@ int main(int argc, char **argv) {
             cvx_warn("%s: could not delete: %s", ckpt_path, strerror(errno));
         char dur[32];
         cvx_format_duration(cvx_time() - t0, dur, sizeof dur);
-        int ran = lat.steps_done - lat.resumed_from;
-        cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %d steps %s%s) and %s in %s (%.2f s/step), peak RSS "
+        int ran = cvx_latents_steps_ran(&lat);
+        char steps[160];
+        cvx_latents_steps_text(&lat, &r, steps, sizeof steps);
+        cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %s) and %s in %s (%.2f s/step), peak RSS "
                  "%.0f MB", lat_path, lat.C, lat.T, lat.h, lat.w, out_dtype == CVX_BF16 ? "bf16" : "f32",
-                 lat.steps_done, lat.scheduler, lat.resumed_from ? ", resumed" : "", out_gc, dur,
-                 ran > 0 ? lat.seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
+                 steps, out_gc, dur, ran > 0 ? lat.seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
         if (strcmp(r.cache, "none") != 0)
             cvx_info("cache %s@%g: %lld/%d steps computed, %lld skipped (%lld transformer blocks not run)", r.cache,
-                     r.cache_threshold, lat.cache_steps_computed, r.num_inference_steps, lat.cache_steps_skipped,
-                     lat.cache_blocks_skipped);
+                     r.cache_threshold, lat.cache_steps_computed, r.num_inference_steps - lat.steps_skipped,
+                     lat.cache_steps_skipped, lat.cache_blocks_skipped);
         if (lat.previews)
             cvx_info("previews: %d written to %s, %.2f s in all (%.2f s each)", lat.previews, preview_path,
                      lat.preview_seconds, lat.preview_seconds / lat.previews);

@@ -432,6 +432,61 @@ static void test_v2v_resume(void **s) {
     tu_rmrf(dir);
 }
 
+/* The summary helpers on their own: T2V, T2V resumed, V2V, V2V resumed. */
+static void test_steps_text(void **s) {
+    (void)s;
+    char buf[160];
+    cvx_sample_params r = {.num_inference_steps = 50, .strength = 0.8};
+    cvx_latents t2v = {.steps_done = 50, .resumed_from = 20, .scheduler = "ddim"};
+    cvx_latents_steps_text(&t2v, &r, buf, sizeof buf);
+    assert_string_equal(buf, "50 steps ddim, resumed after 20");
+    assert_int_equal(cvx_latents_steps_ran(&t2v), 30);
+    cvx_latents v2v = {.steps_done = 50, .steps_skipped = 10, .scheduler = "dpm"};
+    cvx_latents_steps_text(&v2v, &r, buf, sizeof buf);
+    assert_string_equal(buf, "40 of 50 steps dpm (strength 0.8 skips the first 10)");
+    assert_int_equal(cvx_latents_steps_ran(&v2v), 40);
+    v2v.resumed_from = 25;   /* schedule position: 15 loop steps were in the checkpoint */
+    cvx_latents_steps_text(&v2v, &r, buf, sizeof buf);
+    assert_string_equal(buf, "40 of 50 steps dpm (strength 0.8 skips the first 10), resumed after 15");
+    assert_int_equal(cvx_latents_steps_ran(&v2v), 25);
+}
+
+/* V2V with --strength < 1 runs the last steps only: stage 2's summary counts the steps it ran
+ * (and the time per step over those), not the ones strength skips; so does a --stop_after_steps
+ * stop. 4 steps at strength 0.6: 2 skipped, 2 run. */
+static void test_v2v_summary_counts_steps_run(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], err[8192], s1[256], s2[256], base[2048];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(cmd);
+    snprintf(base, sizeof base, "%s --input_dir %s --model_dir %s --num_inference_steps 4 --strength 0.6 --threads 1",
+             s2, dir, model);
+    snprintf(cmd, sizeof cmd, "%s --stop_after_steps 1", base);
+    if (tu_run(cmd, err, sizeof err)) fail_msg("%s\n%s", cmd, err);
+    const char *line = strstr(err, "stopped after");
+    assert_non_null(line);
+    print_message("  %.*s\n", (int)strcspn(line, "\n"), line);
+    assert_true(!strncmp(line, "stopped after step 1 of 2 ", 26));
+    snprintf(cmd, sizeof cmd, "%s --resume", base);
+    if (tu_run(cmd, err, sizeof err)) fail_msg("%s\n%s", cmd, err);
+    line = strstr(err, "wrote ");
+    assert_non_null(line);
+    print_message("  %.*s\n", (int)strcspn(line, "\n"), line);
+    assert_non_null(strstr(line, " 2 of 4 steps dpm (strength 0.6 skips the first 2), resumed after 1)"));
+    snprintf(cmd, sizeof cmd, "%s", base);
+    if (tu_run(cmd, err, sizeof err)) fail_msg("%s\n%s", cmd, err);
+    line = strstr(err, "wrote ");
+    assert_non_null(line);
+    print_message("  %.*s\n", (int)strcspn(line, "\n"), line);
+    assert_non_null(strstr(line, " 2 of 4 steps dpm (strength 0.6 skips the first 2))"));
+    tu_rmrf(dir);
+}
+
 static double mtime(const char *dir, const char *file) {
     char p[600];
     struct stat st;
@@ -483,6 +538,8 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_stale_and_size),
         cmocka_unit_test(test_v2v_resume),
+        cmocka_unit_test(test_steps_text),
+        cmocka_unit_test(test_v2v_summary_counts_steps_run),
         cmocka_unit_test(test_make_video_strength),
     };
     return cmocka_run_group_tests_name("e2e_conditioning", tests, NULL, NULL);
