@@ -321,8 +321,9 @@ int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *
     json_object_object_add(upd, "mode", json_object_new_string(cvx_mode_name(mode)));
     json_object_object_add(upd, "image", mode == CVX_MODE_I2V ? json_object_new_string(source) : NULL);
     json_object_object_add(upd, "video", mode == CVX_MODE_V2V ? json_object_new_string(source) : NULL);
+    /* T2V: null, not left from an earlier I2V/V2V run */
+    json_object_object_add(upd, "conditioning_frames", c ? json_object_new_int(c->frames) : NULL);
     if (c) {
-        json_object_object_add(upd, "conditioning_frames", json_object_new_int(c->frames));
         json_object_object_add(upd, "height", json_object_new_int(c->height));
         json_object_object_add(upd, "width", json_object_new_int(c->width));
     }

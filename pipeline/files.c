@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "error.h"
@@ -79,6 +80,12 @@ static int null_stale_keys(const char *path, json_object *upd, const char *const
     }
     cvx_config_free(&gc);
     return 0;
+}
+
+/* Two paths name one existing file (an input directory that is also the output one). */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
@@ -265,7 +272,9 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
                                     const char *lat_xxh64) {
     cvx_config gc;
     json_object *upd = json_object_new_object();
-    if (!cvx_is_file(out_gc) && in_gc && cvx_is_file(in_gc)) {  /* new output dir: carry stage1's keys over */
+    /* another output dir: carry stage1's keys over (also into the config of an earlier run there,
+     * whose prompt and embeddings hash would otherwise describe another input) */
+    if (in_gc && cvx_is_file(in_gc) && !same_file(in_gc, out_gc)) {
         if (cvx_config_load(&gc, in_gc)) {
             json_object_put(upd);
             return -1;
@@ -286,6 +295,11 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
         json_object_object_add(upd, "strength", json_object_new_double(p->strength));
+    const char *const stale[] = {"strength"};   /* of an earlier V2V run, when this one is not */
+    if (null_stale_keys(out_gc, upd, stale, 1)) {
+        json_object_put(upd);
+        return -1;
+    }
     if (lat_xxh64) json_object_object_add(upd, "stage2_latents_xxh64", json_object_new_string(lat_xxh64));
     json_object_object_add(upd, "noise_dtype", json_object_new_string(p->noise_dtype ? p->noise_dtype : "f32"));
     int rc = genconfig_put(set, out_gc, upd);
@@ -313,7 +327,11 @@ int cvx_genconfig_record_cache(const char *out_gc, const cvx_sample_params *p, c
         json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
         json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
     }
-    int rc = cvx_genconfig_update(out_gc, upd);
+    /* the numbers of an earlier run's cache that this run did not set (all of them when off) */
+    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
+                                 "cache_steps_skipped", "cache_blocks_skipped"};
+    int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
+             cvx_genconfig_update(out_gc, upd);
     json_object_put(upd);
     return rc;
 }

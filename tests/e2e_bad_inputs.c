@@ -720,6 +720,60 @@ static void test_rerun_chain_recovers(void **state) {
     tu_rmrf(D);
 }
 
+/* key of the JSON file at path: 1 when present with a value other than null */
+static int gc_has(const char *path, const char *key) {
+    cvx_config c;
+    json_object *v = NULL;
+    ASSERT_OK(cvx_config_load(&c, path));
+    int has = json_object_object_get_ex(c.root, key, &v) && v;
+    cvx_config_free(&c);
+    return has;
+}
+static void gc_str(const char *path, const char *key, char *out, size_t n) { ASSERT_OK(cvx_genconfig_get_str(path, key, out, n)); }
+
+/* generation_config.json describes the last run, not a mix: a stage-2 run without a step cache
+ * after one with it leaves no cache numbers of the earlier run; stage 2 into an output directory
+ * of an earlier run records the stage-1 keys of its new input (prompt, embeddings hash). */
+static void test_genconfig_no_stale_keys(void **state) {
+    (void)state;
+    char D[64], A[64], B[64], cmd[8192], gc[512], v[4096], want[17], p[512];
+    tu_mkdtemp(D, sizeof D);
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);
+    sh(cmd);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS " --cache teacache "
+             "--cache_threshold 0.1", g_s2, D, g_model);
+    sh(cmd);
+    assert_true(gc_has(gc, "cache_threshold") && gc_has(gc, "cache_steps_computed"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS, g_s2, D, g_model);
+    sh(cmd);
+    gc_str(gc, "cache", v, sizeof v);
+    assert_string_equal(v, "none");
+    const char *cache_keys[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
+                                "cache_steps_skipped", "cache_blocks_skipped"};
+    for (int i = 0; i < 5; i++)
+        if (gc_has(gc, cache_keys[i])) fail_msg("%s: '%s' of the earlier cached run kept", gc, cache_keys[i]);
+    /* B: stage 2 from the full run's directory, then from A (stage 1 of another prompt) */
+    tu_mkdtemp(A, sizeof A);
+    tu_mkdtemp(B, sizeof B);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s --model_dir %s " STAGE2_ARGS, g_s2, g_base, B,
+             g_model);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, A);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s --model_dir %s " STAGE2_ARGS, g_s2, A, B,
+             g_model);
+    sh(cmd);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", B);
+    gc_str(gc, "prompt", v, sizeof v);
+    assert_string_equal(v, "A red car");
+    snprintf(p, sizeof p, "%s/stage1_embeddings.safetensors", A);
+    ASSERT_OK(cvx_file_xxh64(p, want));
+    gc_str(gc, "stage1_embeddings_xxh64", v, sizeof v);
+    assert_string_equal(v, want);
+    tu_rmrf(D), tu_rmrf(A), tu_rmrf(B);
+}
+
 /* A temp left by a run that died (its pid no longer runs) is removed by the next run into the
  * directory; a temp of a live process (this test) is kept. */
 static void test_stale_temp_removed(void **state) {
@@ -786,6 +840,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs), cmocka_unit_test(test_lock_names_holder),
                                        cmocka_unit_test(test_stale_temp_removed),
                                        cmocka_unit_test(test_rerun_chain_recovers),
+                                       cmocka_unit_test(test_genconfig_no_stale_keys),
                                        cmocka_unit_test(test_sigterm_leaves_no_temp)};
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -396,6 +396,43 @@ static void test_stale_and_size(void **s) {
     tu_rmrf(dir);
 }
 
+/* 1 when key is in the JSON file at path with a value other than null */
+static int gc_has(const char *path, const char *key) {
+    cvx_config c;
+    json_object *v = NULL;
+    ASSERT_OK(cvx_config_load(&c, path));
+    int has = json_object_object_get_ex(c.root, key, &v) && v;
+    cvx_config_free(&c);
+    return has;
+}
+
+/* A V2V run, then T2V in the same directory: generation_config.json keeps no V2V keys (stage 1's
+ * conditioning_frames, stage 2's strength). */
+static void test_v2v_then_t2v_keys(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], s1[256], s2[256], gc[512];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(gc, sizeof gc, "%s/generation_config.json", dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --strength 0.5", s2,
+             dir, model);
+    run_ok(cmd);
+    assert_true(gc_has(gc, "strength") && gc_has(gc, "conditioning_frames"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
+    run_ok(cmd);
+    assert_false(gc_has(gc, "conditioning_frames"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --frames 9 "
+             "--height 48 --width 64", s2, dir, model);
+    run_ok(cmd);
+    assert_false(gc_has(gc, "strength"));
+    tu_rmrf(dir);
+}
+
 /* V2V through a stop and --resume: bit-identical to the uninterrupted run (the golden run's
  * latents), and a resume with another --strength is refused naming it. */
 static void test_v2v_resume(void **s) {
@@ -538,6 +575,7 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_stale_and_size),
         cmocka_unit_test(test_v2v_resume),
+        cmocka_unit_test(test_v2v_then_t2v_keys),
         cmocka_unit_test(test_steps_text),
         cmocka_unit_test(test_v2v_summary_counts_steps_run),
         cmocka_unit_test(test_make_video_strength),
