@@ -20,6 +20,7 @@
 #include "image.h"
 #include "ops.h"
 #include "resize.h"
+#include "validate.h"
 #include "rng_lowp.h"
 
 /* An untiled encode estimated above this is tiled (the decoder's budget, pipeline/decode.c). */
@@ -303,6 +304,13 @@ int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out)
     if (cvx_check_model_mode(m, out->mode)) goto done;
     out->mean = cvx_tensor_f32_dup(tm);
     out->std = cvx_tensor_f32_dup(ts);
+    /* a NaN/Inf here would only show as diverged latents after a whole step: named here instead */
+    const size_t n = (size_t)tm->numel;
+    if (cvx_check_finite(out->mean, n, "latent_mean") || cvx_check_finite(out->std, n, "latent_std")) {
+        cvx_error_prefix("%s", path);
+        cvx_conditioning_free(out);
+        goto done;
+    }
     rc = 0;
 done:
     cvx_st_close(st);

@@ -8,6 +8,7 @@
  * Bad inputs: one clear error and no output. */
 #include "testutil.h"
 #include "config.h"
+#include "fileio.h"
 #include "pipeline/conditioning.h"
 #include "rng_lowp.h"
 
@@ -433,6 +434,46 @@ static void test_v2v_then_t2v_keys(void **s) {
     tu_rmrf(dir);
 }
 
+/* element `index` of F32 tensor `name` in the safetensors file at path set to v, in place */
+static void poke(const char *path, const char *name, size_t index, float v) {
+    size_t n;
+    char *buf = cvx_read_file(path, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, path);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    if (!t || t->dtype != CVX_F32 || (int64_t)index >= t->numel) fail_msg("%s: no F32 tensor %s[%zu]", path, name, index);
+    memcpy((char *)t->data + index * sizeof(float), &v, sizeof v);   /* the data lies inside buf */
+    cvx_st_close(st);
+    tu_write(path, buf, n);
+    free(buf);
+}
+
+/* A NaN / Inf in stage 1's conditioning file is an error naming the tensor and index before the
+ * loop (not a "diverged" at step 1, nor NaN latents). */
+static void test_nonfinite_conditioning(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], s1[256], s2[256], path[512];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(cmd);
+    snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
+    poke(path, "latent_mean", 7, NAN);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    expect_fail(cmd, "latent_mean", NULL);
+    expect_fail(cmd, "index 7", NULL);
+    poke(path, "latent_mean", 7, 0.0f);
+    poke(path, "latent_std", 11, INFINITY);
+    expect_fail(cmd, "latent_std", NULL);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    assert_false(cvx_is_file(path));
+    tu_rmrf(dir);
+}
+
 /* V2V through a stop and --resume: bit-identical to the uninterrupted run (the golden run's
  * latents), and a resume with another --strength is refused naming it. */
 static void test_v2v_resume(void **s) {
@@ -576,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_stale_and_size),
         cmocka_unit_test(test_v2v_resume),
         cmocka_unit_test(test_v2v_then_t2v_keys),
+        cmocka_unit_test(test_nonfinite_conditioning),
         cmocka_unit_test(test_steps_text),
         cmocka_unit_test(test_v2v_summary_counts_steps_run),
         cmocka_unit_test(test_make_video_strength),
