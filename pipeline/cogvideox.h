@@ -233,7 +233,11 @@ int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_
 /* The writers above into an output set (fileio.h: every file of the set is renamed into place
  * only once all are written; add generation_config.json last). The genconfig forms record the
  * xxh64 of the data file of the set (cvx_file_xxh64 of its temp; NULL: none) under
- * "stage1_embeddings_xxh64" / "stage2_latents_xxh64", which the next stage checks. */
+ * "stage1_embeddings_xxh64" / "stage2_latents_xxh64", which the next stage checks; the stage-1
+ * form also that of a stage1_conditioning.safetensors in the set ("stage1_conditioning_xxh64").
+ * Keys an earlier run recorded that this run replaces become null (the other prompt form, a hash
+ * of a file this run did not write; stage 1: stage2_latents_xxh64, so that stage 3 refuses the
+ * latents of the earlier inputs until stage 2 runs again). */
 int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *prompt, const float *negative, int L,
                              int D, const char *prompt_text, const char *negative_text, const char *model_id);
 int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
@@ -246,6 +250,10 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_path, const
 /* stage1_conditioning.safetensors: latent_mean / latent_std [1, C, T, h, w] F32 + metadata (mode,
  * frames, height, width, source, model_id). */
 int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const char *source, const char *model_id);
+/* The same into an output set (add it before generation_config.json: cvx_genconfig_record_encode_set
+ * then records its xxh64 as "stage1_conditioning_xxh64", which stage 2 checks). */
+int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_conditioning *c, const char *source,
+                               const char *model_id);
 /* Read and check against the model (latent channels, the transformer fits the mode). */
 int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out);
 /* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"), image or video, conditioning_frames. */

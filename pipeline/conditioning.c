@@ -232,6 +232,11 @@ void cvx_prepared_free(cvx_prepared *p) {
 /* ---- the stage-1 file ---- */
 
 int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const char *source, const char *model_id) {
+    return cvx_conditioning_write_set(NULL, path, c, source, model_id);
+}
+
+int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_conditioning *c, const char *source,
+                               const char *model_id) {
     cvx_st_writer *w = cvx_stw_new();
     const int64_t shape[5] = {1, c->C, c->T, c->h, c->w};
     char buf[3][32];
@@ -243,7 +248,8 @@ int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const ch
              cvx_stw_metadata(w, "format", FILE_FORMAT) || cvx_stw_metadata(w, "mode", cvx_mode_name(c->mode)) ||
              cvx_stw_metadata(w, "frames", buf[0]) || cvx_stw_metadata(w, "height", buf[1]) ||
              cvx_stw_metadata(w, "width", buf[2]) || cvx_stw_metadata(w, "source", source) ||
-             cvx_stw_metadata(w, "model_id", model_id) || cvx_stw_write(w, path);
+             cvx_stw_metadata(w, "model_id", model_id) ||
+             (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
     cvx_stw_free(w);
     return rc ? -1 : 0;
 }

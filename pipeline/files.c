@@ -96,10 +96,22 @@ int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const cha
     json_object_object_add(upd, "negative_prompt", json_object_new_string(negative));
     json_object_object_add(upd, "model_id", json_object_new_string(model_id));
     if (emb_xxh64) json_object_object_add(upd, "stage1_embeddings_xxh64", json_object_new_string(emb_xxh64));
+    /* an I2V/V2V input encoded in the same set */
+    for (int i = 0; set && i < set->n; i++) {
+        const char *slash = strrchr(set->final[i], '/'), *name = slash ? slash + 1 : set->final[i];
+        char hex[17];
+        if (strcmp(name, "stage1_conditioning.safetensors") != 0) continue;
+        if (cvx_file_xxh64(set->tmp[i], hex)) {
+            json_object_put(upd);
+            return -1;
+        }
+        json_object_object_add(upd, "stage1_conditioning_xxh64", json_object_new_string(hex));
+    }
     /* what an earlier run recorded and this one replaces: the other prompt form, the hash of a
-     * single-prompt file this run did not write, and the latents made from the earlier inputs
-     * (null: stage 2 refuses the old embeddings, stage 3 the old latents, until run again) */
-    const char *const stale[] = {"prompt", "prompts_file", "stage1_embeddings_xxh64", "stage2_latents_xxh64"};
+     * file this run did not write, and the latents made from the earlier inputs (null: stage 2
+     * refuses the old embeddings or conditioning, stage 3 the old latents, until run again) */
+    const char *const stale[] = {"prompt", "prompts_file", "stage1_embeddings_xxh64", "stage1_conditioning_xxh64",
+                                 "stage2_latents_xxh64"};
     int rc = null_stale_keys(path, upd, stale, (int)(sizeof stale / sizeof stale[0])) || genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;

@@ -157,7 +157,6 @@ int main(int argc, char **argv) {
     char cond_path[4200];
     if (cvx_path_join(cond_path, sizeof cond_path, output_dir, "stage1_conditioning.safetensors"))
         cvx_die("%s: output path too long", output_dir);
-    if (source && cvx_conditioning_write(cond_path, &cond, source, model)) cvx_die_last_error();
     if (!source && cvx_is_file(cond_path) && unlink(cond_path) != 0)   /* a T2V run: no stale I2V/V2V input */
         cvx_die("%s: cannot remove the conditioning of an earlier run: %s", cond_path, strerror(errno));
     for (int i = 1; i <= n; i++) {
@@ -172,6 +171,9 @@ int main(int argc, char **argv) {
         if (i == 1) snprintf(first, sizeof first, "%s", path);
         cvx_debug("wrote %s", path);
     }
+    /* the conditioning joins the set after the embeddings (set.tmp[0]); its xxh64 goes in the config */
+    if (source && cvx_conditioning_write_set(&set, cond_path, &cond, source, model))
+        cvx_outset_abort(&set), cvx_die_last_error();
     if ((!prompts_file && cvx_file_xxh64(set.tmp[0], hex)) ||
         cvx_genconfig_record_encode_set(&set, gc_path, prompts_file ? NULL : prompt, prompts_file, negative, model,
                                         prompts_file ? NULL : hex) ||

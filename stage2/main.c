@@ -176,6 +176,8 @@ int main(int argc, char **argv) {
     load_genconfig(in_gc, &in_cfg);
     if (!same_dir) load_genconfig(out_gc, &out_cfg);
     if (in_cfg.root && cvx_genconfig_check_pair(&in_cfg, emb_path, "stage1_embeddings_xxh64")) cvx_die_last_error();
+    if (in_cfg.root && cvx_is_file(cond_path) && cvx_genconfig_check_pair(&in_cfg, cond_path, "stage1_conditioning_xxh64"))
+        cvx_die_last_error();
     cvx_safetensors *emb_file = cvx_st_open(emb_path);
     if (!emb_file) cvx_die_last_error();
     /* the model: --model_dir / --model_id, else what stage1 recorded */

@@ -449,6 +449,19 @@ static void poke(const char *path, const char *name, size_t index, float v) {
     free(buf);
 }
 
+/* record the xxh64 of dir's (damaged) conditioning file in its generation_config.json, so that
+ * stage 2 gets past the pair check to the reader's own */
+static void rehash_conditioning(const char *dir) {
+    char p[512], gc[512], hex[17];
+    snprintf(p, sizeof p, "%s/stage1_conditioning.safetensors", dir);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", dir);
+    ASSERT_OK(cvx_file_xxh64(p, hex));
+    json_object *upd = json_object_new_object();
+    json_object_object_add(upd, "stage1_conditioning_xxh64", json_object_new_string(hex));
+    ASSERT_OK(cvx_genconfig_update(gc, upd));
+    json_object_put(upd);
+}
+
 /* A NaN / Inf in stage 1's conditioning file is an error naming the tensor and index before the
  * loop (not a "diverged" at step 1, nor NaN latents). */
 static void test_nonfinite_conditioning(void **s) {
@@ -463,14 +476,50 @@ static void test_nonfinite_conditioning(void **s) {
     run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
     poke(path, "latent_mean", 7, NAN);
+    rehash_conditioning(dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
     expect_fail(cmd, "latent_mean", NULL);
     expect_fail(cmd, "index 7", NULL);
     poke(path, "latent_mean", 7, 0.0f);
     poke(path, "latent_std", 11, INFINITY);
+    rehash_conditioning(dir);
     expect_fail(cmd, "latent_std", NULL);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
     assert_false(cvx_is_file(path));
+    tu_rmrf(dir);
+}
+
+/* stage1_conditioning.safetensors is committed with the embeddings and generation_config.json
+ * (its xxh64 recorded there): stage 2 refuses one that is not the file stage 1 wrote with them
+ * (changed, or left from an earlier I2V/V2V run after a T2V stage-1 run). */
+static void test_conditioning_pair(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], s1[256], s2[256], path[512], keep[512], s1cmd[2048];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(s1cmd, sizeof s1cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(s1cmd);
+    snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
+    snprintf(keep, sizeof keep, "%s/kept.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s", path, keep);
+    run_ok(cmd);
+    poke(path, "latent_mean", 3, 0.125f);   /* finite, but not what stage 1 wrote */
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    expect_fail(cmd, "stage1_conditioning.safetensors does not belong", NULL);
+    /* a T2V stage-1 run, then the earlier run's conditioning put back */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cp %s %s", keep, path);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    expect_fail(cmd, "run stage 1 again", NULL);
+    /* stage 1 again: the pair is whole */
+    run_ok(s1cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    run_ok(cmd);
     tu_rmrf(dir);
 }
 
@@ -618,6 +667,7 @@ int main(void) {
         cmocka_unit_test(test_v2v_resume),
         cmocka_unit_test(test_v2v_then_t2v_keys),
         cmocka_unit_test(test_nonfinite_conditioning),
+        cmocka_unit_test(test_conditioning_pair),
         cmocka_unit_test(test_steps_text),
         cmocka_unit_test(test_v2v_summary_counts_steps_run),
         cmocka_unit_test(test_make_video_strength),
