@@ -136,6 +136,15 @@ cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count)
         char *nl = memchr(p, '\n', (size_t)(*buf + len - p));
         char *end = nl ? nl : *buf + len;
         line++;
+        const char *nul = memchr(p, 0, (size_t)(end - p));   /* the C string would silently end there */
+        if (nul) {
+            cvx_error("%s line %d contains a NUL byte (at byte %ld of the line); save the prompts as UTF-8 text", path,
+                      line, (long)(nul - p));
+            free(items);
+            free(*buf);
+            *buf = NULL;
+            return NULL;
+        }
         *end = 0;
         if (end > p && end[-1] == '\r') end[-1] = 0;
         if (p[strspn(p, " \t\v\f\r")]) {   /* blank and whitespace-only lines are skipped */

@@ -330,6 +330,12 @@ static void poke(const char *dir, const char *rel, const char *name, size_t inde
     tu_write(p, buf, n);
     free(buf);
 }
+static void p_s1_nul_line(const char *D, const char *X) {   /* "A panda\0 on fire": was read as "A panda" */
+    (void)D;
+    char p[512];
+    snprintf(p, sizeof p, "%s/p.txt", X);
+    tu_write(p, "A cat\nA panda\0 on fire\n", 23);
+}
 static void p_s1_whitespace_file(const char *D, const char *X) { (void)D; put(X, "p.txt", "   \n\t\n \r\n\n"); }
 static void p_s1_bad_utf8_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a cat\n\xc3\x28 dog\n", 11); }
 static void p_s1_control_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a \001cat\n", 8); }
@@ -531,6 +537,7 @@ static const bad_case CASES[] = {
     {"s1 prompts file whitespace only", 1, "--prompts_file {X}/p.txt", p_s1_whitespace_file, {"p.txt", "whitespace"}},
     {"s1 prompts file bad UTF-8 line", 1, "--prompts_file {X}/p.txt", p_s1_bad_utf8_line, {"p.txt line 2", "UTF-8"}},
     {"s1 prompts file control char", 1, "--prompts_file {X}/p.txt", p_s1_control_line, {"p.txt line 1", "control"}},
+    {"s1 prompts file NUL byte", 1, "--prompts_file {X}/p.txt", p_s1_nul_line, {"p.txt line 2", "NUL"}},
     {"s1 --prompt --threads 1", 1, "--prompt --threads 1", NULL, {"--prompt needs a value", "--threads"}},
     {"s1 prompt invalid UTF-8", 1, "--prompt \"$(printf 'a\\377b')\"", NULL, {"--prompt", "UTF-8"}},
     {"s1 prompt whitespace only", 1, "--prompt '  \t '", NULL, {"--prompt", "whitespace"}},
