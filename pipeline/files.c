@@ -316,6 +316,7 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
         json_object_object_add(upd, "strength", json_object_new_double(p->strength));
+    else json_object_object_del(upd, "strength");   /* carried from an input dir's earlier V2V run */
     const char *const stale[] = {"strength"};   /* of an earlier V2V run, when this one is not */
     if (null_stale_keys(out_gc, upd, stale, 1)) {
         json_object_put(upd);

@@ -427,6 +427,13 @@ static void test_v2v_then_t2v_keys(void **s) {
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
     run_ok(cmd);
     assert_false(gc_has(gc, "conditioning_frames"));
+    /* T2V into another directory: the input's config still has the V2V run's strength */
+    char out_gc[600];
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/out --model_dir %s --num_inference_steps 2 "
+             "--frames 9 --height 48 --width 64", s2, dir, dir, model);
+    run_ok(cmd);
+    snprintf(out_gc, sizeof out_gc, "%s/out/generation_config.json", dir);
+    assert_false(gc_has(out_gc, "strength"));
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --frames 9 "
              "--height 48 --width 64", s2, dir, model);
     run_ok(cmd);
