@@ -175,6 +175,7 @@ int cvx_genconfig_validate(const cvx_config *gc) {
     json_object_object_foreach(gc->root, k, v) {
         size_t kl = strlen(k);
         if (kl < 6 || strcmp(k + kl - 6, "_xxh64") != 0) continue;
+        if (!v || json_object_is_type(v, json_type_null)) continue;   /* invalidated by a later run (check_pair) */
         const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
         int ok = strlen(s) == 16;
         for (int i = 0; ok && i < 16; i++) ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
@@ -184,7 +185,20 @@ int cvx_genconfig_validate(const cvx_config *gc) {
 }
 
 int cvx_genconfig_check_pair(const cvx_config *gc, const char *data_path, const char *key) {
-    json_object *v = cfg_get(gc, key);
+    json_object *v = NULL;
+    if (gc->root && json_object_object_get_ex(gc->root, key, &v) && !v) {
+        /* present and null: a later run replaced what the data file was made from (a stage-1 run
+         * after stage 2 nulls stage2_latents_xxh64, cvx_genconfig_record_encode_set) */
+        const char *d = strrchr(data_path, '/'), *c = strrchr(gc->path, '/');
+        int stage = 0;
+        if (sscanf(key, "stage%d_", &stage) != 1) stage = 0;
+        char again[32] = "the stage that writes it";
+        if (stage > 0) snprintf(again, sizeof again, "stage %d", stage);
+        return cvx_error("%s does not belong to %s: '%s' is null there (a later run into this directory replaced "
+                         "the inputs it was made from; the file is left from before): run %s again",
+                         d ? d + 1 : data_path, c ? c + 1 : gc->path, key, again);
+    }
+    v = cfg_get(gc, key);
     if (!v) {
         /* a note, not a warning: hand-made directories and older builds are normal */
         cvx_debug("%s has no '%s' (written by an older build?): cannot check that %s belongs to it", gc->path, key,

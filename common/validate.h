@@ -31,14 +31,17 @@ int cvx_cfg_num_range_or(const cvx_config *c, const char *key, double def, doubl
 int cvx_check_model_config(const cvx_config *c);
 
 /* generation_config.json as written by the stages: fps > 0, frames, sizes, steps, guidance,
- * seed in range and finite; prompts valid UTF-8; hashes 16 hex digits. Absent keys are fine. */
+ * seed in range and finite; prompts valid UTF-8; hashes 16 hex digits (or null: invalidated).
+ * Absent keys are fine. */
 int cvx_genconfig_validate(const cvx_config *gc);
 
 /* The pair check the next stage runs before any long computation: `key` of gc (e.g.
  * "stage2_latents_xxh64", written by the stage that wrote data_path in the same output set) must
  * equal the xxh64 of data_path: "stage2_latents.safetensors does not belong to
  * generation_config.json: xxh64 X != Y recorded there ...". A config without the key (written by
- * an older build) is accepted (a note naming the key at --verbose). */
+ * an older build) is accepted (a note naming the key at --verbose); the key present and null means
+ * a later run of an earlier stage invalidated the file (stage 1 nulls stage2_latents_xxh64): an
+ * error ending "run stage N again". */
 int cvx_genconfig_check_pair(const cvx_config *gc, const char *data_path, const char *key);
 
 /* Valid UTF-8 (no overlongs, surrogates or > U+10FFFF). *bad_offset gets the first bad byte. */

@@ -115,7 +115,9 @@ typedef struct {
 typedef struct {
     float *data;                  /* [1, C, T, h, w], the stage-2 file layout (1.5's padding dropped) */
     int C, T, h, w;
-    int steps_done;               /* < num_inference_steps after a stop_after_steps stop */
+    int steps_done;               /* position in the schedule: < num_inference_steps after a
+                                   * stop_after_steps stop (V2V: the skipped steps included) */
+    int steps_skipped;            /* V2V: the first steps --strength skips (never run), else 0 */
     int resumed_from;
     double seconds;               /* in the loop */
     const char *scheduler;        /* the one used ("ddim" / "dpm") */
@@ -126,6 +128,12 @@ typedef struct {
     double preview_seconds;
 } cvx_latents;
 void cvx_latents_free(cvx_latents *l);
+/* Steps run by this process (not the ones V2V's strength skips, not those of a resumed checkpoint):
+ * what seconds covers. */
+int cvx_latents_steps_ran(const cvx_latents *l);
+/* The steps part of a summary, counting steps run: "4 steps dpm"; V2V "2 of 4 steps dpm (strength
+ * 0.6 skips the first 2)"; then ", resumed after K" (K the loop steps the checkpoint had). */
+void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *resolved, char *buf, size_t n);
 
 /* Checks the request (sizes, embeddings) before any work: -1 + cvx_error naming the flag. */
 int cvx_sample(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_progress_fn progress,
@@ -227,7 +235,11 @@ int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_
 /* The writers above into an output set (fileio.h: every file of the set is renamed into place
  * only once all are written; add generation_config.json last). The genconfig forms record the
  * xxh64 of the data file of the set (cvx_file_xxh64 of its temp; NULL: none) under
- * "stage1_embeddings_xxh64" / "stage2_latents_xxh64", which the next stage checks. */
+ * "stage1_embeddings_xxh64" / "stage2_latents_xxh64", which the next stage checks; the stage-1
+ * form also that of a stage1_conditioning.safetensors in the set ("stage1_conditioning_xxh64").
+ * Keys an earlier run recorded that this run replaces become null (the other prompt form, a hash
+ * of a file this run did not write; stage 1: stage2_latents_xxh64, so that stage 3 refuses the
+ * latents of the earlier inputs until stage 2 runs again). */
 int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *prompt, const float *negative, int L,
                              int D, const char *prompt_text, const char *negative_text, const char *model_id);
 int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
@@ -240,6 +252,10 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_path, const
 /* stage1_conditioning.safetensors: latent_mean / latent_std [1, C, T, h, w] F32 + metadata (mode,
  * frames, height, width, source, model_id). */
 int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const char *source, const char *model_id);
+/* The same into an output set (add it before generation_config.json: cvx_genconfig_record_encode_set
+ * then records its xxh64 as "stage1_conditioning_xxh64", which stage 2 checks). */
+int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_conditioning *c, const char *source,
+                               const char *model_id);
 /* Read and check against the model (latent channels, the transformer fits the mode). */
 int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out);
 /* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"), image or video, conditioning_frames. */

@@ -20,6 +20,8 @@
 #include "image.h"
 #include "ops.h"
 #include "resize.h"
+#include "validate.h"
+#include "rng_lowp.h"
 
 /* An untiled encode estimated above this is tiled (the decoder's budget, pipeline/decode.c). */
 #define ENCODE_TILING_BUDGET (6.0 * 1024 * 1024 * 1024)
@@ -180,11 +182,17 @@ int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_s
             cogvideox_scheduler_set_timesteps(sched, sp->num_inference_steps))
             return -1;
     }
-    /* latent_dist.sample(generator) in the encoder's [C, T, h, w] order: the generator's first draws */
+    /* latent_dist.sample(generator) in the encoder's [C, T, h, w] order: the generator's first
+     * draws. A pipeline loaded in bf16/fp16 draws this randn and the noise below in its dtype
+     * (the VAE's parameters.dtype, randn_tensor(dtype=prompt_embeds.dtype)): --noise_dtype, as T2V */
+    const cvx_dtype nd = (cvx_dtype)sp->noise_dtype;
     const size_t nc = (size_t)c->C * c->T * hw;
     float *sample = cvx_alloc_f32(nc);
     cvx_generator_seed(&out->gen, sp->seed);
-    vae_latent_sample(c->mean, c->std, nc, &out->gen, sample);
+    if (vae_latent_sample_as(c->mean, c->std, nc, &out->gen, nd, sample)) {
+        free(sample);
+        return -1;
+    }
     const double sf = m->info.vae_scaling_factor;
     out->init = cvx_alloc_f32(sh->numel);   // [F, C, h, w]
     if (c->mode == CVX_MODE_I2V) {
@@ -193,14 +201,14 @@ int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_s
         const float k = (float)(m->vcfg.invert_scale_latents ? 1.0 / sf : sf);
         out->image_latents = cvx_calloc(sh->numel, sizeof(float));   // [F, C, h, w]: frame 0, then zeros
         for (size_t i = 0; i < chw; i++) out->image_latents[i] = k * sample[i];
-        cvx_randn(&out->gen, out->init, sh->numel);   /* the noise, × init_noise_sigma 1.0 */
+        cvx_randn_as(&out->gen, nd, out->init, sh->numel);   /* the noise, × init_noise_sigma 1.0 */
         sp->image_latents = out->image_latents;
     } else {
         const float k = (float)sf;   /* V2V multiplies whatever invert_scale_latents says (upstream) */
         float *x0 = cvx_alloc_f32(sh->numel), *noise = cvx_alloc_f32(sh->numel);
         for (size_t i = 0; i < nc; i++) sample[i] *= k;
         cvx_permute_fc_to_cf(sample, c->C, c->T, hw, 0, x0);   // [C, T, hw] -> [T, C, hw]
-        cvx_randn(&out->gen, noise, sh->numel);
+        cvx_randn_as(&out->gen, nd, noise, sh->numel);   /* nd was accepted by the sample draw above */
         cogvideox_add_noise(sched, sched->timesteps[t_start], x0, noise, sh->numel, out->init);
         cvx_info("video-to-video: strength %g runs %d of %d steps from t=%lld", strength,
                  sp->num_inference_steps - t_start, sp->num_inference_steps, (long long)sched->timesteps[t_start]);
@@ -224,6 +232,11 @@ void cvx_prepared_free(cvx_prepared *p) {
 /* ---- the stage-1 file ---- */
 
 int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const char *source, const char *model_id) {
+    return cvx_conditioning_write_set(NULL, path, c, source, model_id);
+}
+
+int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_conditioning *c, const char *source,
+                               const char *model_id) {
     cvx_st_writer *w = cvx_stw_new();
     const int64_t shape[5] = {1, c->C, c->T, c->h, c->w};
     char buf[3][32];
@@ -235,7 +248,8 @@ int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const ch
              cvx_stw_metadata(w, "format", FILE_FORMAT) || cvx_stw_metadata(w, "mode", cvx_mode_name(c->mode)) ||
              cvx_stw_metadata(w, "frames", buf[0]) || cvx_stw_metadata(w, "height", buf[1]) ||
              cvx_stw_metadata(w, "width", buf[2]) || cvx_stw_metadata(w, "source", source) ||
-             cvx_stw_metadata(w, "model_id", model_id) || cvx_stw_write(w, path);
+             cvx_stw_metadata(w, "model_id", model_id) ||
+             (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
     cvx_stw_free(w);
     return rc ? -1 : 0;
 }
@@ -296,6 +310,13 @@ int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out)
     if (cvx_check_model_mode(m, out->mode)) goto done;
     out->mean = cvx_tensor_f32_dup(tm);
     out->std = cvx_tensor_f32_dup(ts);
+    /* a NaN/Inf here would only show as diverged latents after a whole step: named here instead */
+    const size_t n = (size_t)tm->numel;
+    if (cvx_check_finite(out->mean, n, "latent_mean") || cvx_check_finite(out->std, n, "latent_std")) {
+        cvx_error_prefix("%s", path);
+        cvx_conditioning_free(out);
+        goto done;
+    }
     rc = 0;
 done:
     cvx_st_close(st);
@@ -314,8 +335,9 @@ int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *
     json_object_object_add(upd, "mode", json_object_new_string(cvx_mode_name(mode)));
     json_object_object_add(upd, "image", mode == CVX_MODE_I2V ? json_object_new_string(source) : NULL);
     json_object_object_add(upd, "video", mode == CVX_MODE_V2V ? json_object_new_string(source) : NULL);
+    /* T2V: null, not left from an earlier I2V/V2V run */
+    json_object_object_add(upd, "conditioning_frames", c ? json_object_new_int(c->frames) : NULL);
     if (c) {
-        json_object_object_add(upd, "conditioning_frames", json_object_new_int(c->frames));
         json_object_object_add(upd, "height", json_object_new_int(c->height));
         json_object_object_add(upd, "width", json_object_new_int(c->width));
     }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "error.h"
@@ -66,6 +67,27 @@ int cvx_genconfig_record_encode(const char *path, const char *prompt, const char
     return cvx_genconfig_record_encode_set(NULL, path, prompt, prompts_file, negative, model_id, NULL);
 }
 
+/* Keys of the config at path (if any) that are set (not null) and not in upd: added to upd as
+ * null, so that the rendered config no longer claims them. */
+static int null_stale_keys(const char *path, json_object *upd, const char *const *keys, int n) {
+    if (!cvx_is_file(path)) return 0;
+    cvx_config gc;
+    if (cvx_config_load(&gc, path)) return -1;
+    for (int i = 0; i < n; i++) {
+        json_object *v;
+        if (json_object_object_get_ex(gc.root, keys[i], &v) && v && !json_object_object_get_ex(upd, keys[i], NULL))
+            json_object_object_add(upd, keys[i], NULL);
+    }
+    cvx_config_free(&gc);
+    return 0;
+}
+
+/* Two paths name one existing file (an input directory that is also the output one). */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
                                     const char *negative, const char *model_id, const char *emb_xxh64) {
     json_object *upd = json_object_new_object();
@@ -74,7 +96,23 @@ int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const cha
     json_object_object_add(upd, "negative_prompt", json_object_new_string(negative));
     json_object_object_add(upd, "model_id", json_object_new_string(model_id));
     if (emb_xxh64) json_object_object_add(upd, "stage1_embeddings_xxh64", json_object_new_string(emb_xxh64));
-    int rc = genconfig_put(set, path, upd);
+    /* an I2V/V2V input encoded in the same set */
+    for (int i = 0; set && i < set->n; i++) {
+        const char *slash = strrchr(set->final[i], '/'), *name = slash ? slash + 1 : set->final[i];
+        char hex[17];
+        if (strcmp(name, "stage1_conditioning.safetensors") != 0) continue;
+        if (cvx_file_xxh64(set->tmp[i], hex)) {
+            json_object_put(upd);
+            return -1;
+        }
+        json_object_object_add(upd, "stage1_conditioning_xxh64", json_object_new_string(hex));
+    }
+    /* what an earlier run recorded and this one replaces: the other prompt form, the hash of a
+     * file this run did not write, and the latents made from the earlier inputs (null: stage 2
+     * refuses the old embeddings or conditioning, stage 3 the old latents, until run again) */
+    const char *const stale[] = {"prompt", "prompts_file", "stage1_embeddings_xxh64", "stage1_conditioning_xxh64",
+                                 "stage2_latents_xxh64"};
+    int rc = null_stale_keys(path, upd, stale, (int)(sizeof stale / sizeof stale[0])) || genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
 }
@@ -98,6 +136,15 @@ cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count)
         char *nl = memchr(p, '\n', (size_t)(*buf + len - p));
         char *end = nl ? nl : *buf + len;
         line++;
+        const char *nul = memchr(p, 0, (size_t)(end - p));   /* the C string would silently end there */
+        if (nul) {
+            cvx_error("%s line %d contains a NUL byte (at byte %ld of the line); save the prompts as UTF-8 text", path,
+                      line, (long)(nul - p));
+            free(items);
+            free(*buf);
+            *buf = NULL;
+            return NULL;
+        }
         *end = 0;
         if (end > p && end[-1] == '\r') end[-1] = 0;
         if (p[strspn(p, " \t\v\f\r")]) {   /* blank and whitespace-only lines are skipped */
@@ -246,7 +293,9 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
                                     const char *lat_xxh64) {
     cvx_config gc;
     json_object *upd = json_object_new_object();
-    if (!cvx_is_file(out_gc) && in_gc && cvx_is_file(in_gc)) {  /* new output dir: carry stage1's keys over */
+    /* another output dir: carry stage1's keys over (also into the config of an earlier run there,
+     * whose prompt and embeddings hash would otherwise describe another input) */
+    if (in_gc && cvx_is_file(in_gc) && !same_file(in_gc, out_gc)) {
         if (cvx_config_load(&gc, in_gc)) {
             json_object_put(upd);
             return -1;
@@ -267,6 +316,12 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
         json_object_object_add(upd, "strength", json_object_new_double(p->strength));
+    else json_object_object_del(upd, "strength");   /* carried from an input dir's earlier V2V run */
+    const char *const stale[] = {"strength"};   /* of an earlier V2V run, when this one is not */
+    if (null_stale_keys(out_gc, upd, stale, 1)) {
+        json_object_put(upd);
+        return -1;
+    }
     if (lat_xxh64) json_object_object_add(upd, "stage2_latents_xxh64", json_object_new_string(lat_xxh64));
     json_object_object_add(upd, "noise_dtype", json_object_new_string(p->noise_dtype ? p->noise_dtype : "f32"));
     int rc = genconfig_put(set, out_gc, upd);
@@ -294,7 +349,11 @@ int cvx_genconfig_record_cache(const char *out_gc, const cvx_sample_params *p, c
         json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
         json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
     }
-    int rc = cvx_genconfig_update(out_gc, upd);
+    /* the numbers of an earlier run's cache that this run did not set (all of them when off) */
+    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
+                                 "cache_steps_skipped", "cache_blocks_skipped"};
+    int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
+             cvx_genconfig_update(out_gc, upd);
     json_object_put(upd);
     return rc;
 }

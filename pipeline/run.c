@@ -110,7 +110,6 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
     if (cvx_path_join(gc_path, sizeof gc_path, out_dir, CVX_GENCONFIG_FILE) ||
         cvx_path_join(cond_path, sizeof cond_path, out_dir, CVX_CONDITIONING_FILE))
         return cvx_error("%s: output path too long", out_dir);
-    if (source && cvx_conditioning_write(cond_path, cond, source, model)) return -1;
     if (!source && cvx_is_file(cond_path) && unlink(cond_path) != 0)   /* a T2V run: no stale I2V/V2V input */
         return cvx_error("%s: cannot remove the conditioning of an earlier run: %s", cond_path, strerror(errno));
     cvx_outset set;
@@ -131,6 +130,8 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
         if (i == 1) snprintf(first, first_n, "%s", path);
         cvx_debug("wrote %s", path);
     }
+    /* the conditioning joins the set after the embeddings (set.tmp[0]); its xxh64 goes in the config */
+    if (source && cvx_conditioning_write_set(&set, cond_path, cond, source, model)) return cvx_outset_abort(&set), -1;
     if ((!pf && cvx_file_xxh64(set.tmp[0], hex)) ||
         cvx_genconfig_record_encode_set(&set, gc_path, pf ? NULL : ps->prompt, pf, ps->negative, model,
                                         pf ? NULL : hex) ||
@@ -155,7 +156,9 @@ int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, c
         return cvx_run_unlock(locks), -1;
     if (cvx_genconfig_check_file(in->genconfig, NULL, NULL) ||
         (!cvx_same_dir(in_dir, out_dir) && cvx_genconfig_check_file(out->genconfig, NULL, NULL)) ||
-        cvx_genconfig_check_file(in->genconfig, in->embeddings, "stage1_embeddings_xxh64"))
+        cvx_genconfig_check_file(in->genconfig, in->embeddings, "stage1_embeddings_xxh64") ||
+        (cvx_is_file(in->conditioning) &&
+         cvx_genconfig_check_file(in->genconfig, in->conditioning, "stage1_conditioning_xxh64")))
         return cvx_run_unlock(locks), -1;
     return 0;
 }
@@ -220,14 +223,16 @@ void cvx_sample_report(const cvx_run_files *out, const cvx_latents *lat, const c
                        double seconds) {
     char dur[32];
     cvx_format_duration(seconds, dur, sizeof dur);
-    int ran = lat->steps_done - lat->resumed_from;
-    cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %d steps %s%s) and %s in %s (%.2f s/step), peak RSS "
+    int ran = cvx_latents_steps_ran(lat);
+    char steps[160];
+    cvx_latents_steps_text(lat, r, steps, sizeof steps);
+    cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %s) and %s in %s (%.2f s/step), peak RSS "
              "%.0f MB", out->latents, lat->C, lat->T, lat->h, lat->w, dtype == CVX_BF16 ? "bf16" : "f32",
-             lat->steps_done, lat->scheduler, lat->resumed_from ? ", resumed" : "", out->genconfig, dur,
-             ran > 0 ? lat->seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
+             steps, out->genconfig, dur, ran > 0 ? lat->seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
     if (strcmp(r->cache, "none") != 0)
         cvx_info("cache %s@%g: %lld/%d steps computed, %lld skipped (%lld transformer blocks not run)", r->cache,
-                 r->cache_threshold, lat->cache_steps_computed, r->num_inference_steps, lat->cache_steps_skipped,
+                 r->cache_threshold, lat->cache_steps_computed, r->num_inference_steps - lat->steps_skipped,
+                 lat->cache_steps_skipped,
                  lat->cache_blocks_skipped);
     if (lat->previews)
         cvx_info("previews: %d written to %s, %.2f s in all (%.2f s each)", lat->previews, out->preview,

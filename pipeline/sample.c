@@ -22,6 +22,22 @@ void cvx_latents_free(cvx_latents *l) {
     memset(l, 0, sizeof *l);
 }
 
+int cvx_latents_steps_ran(const cvx_latents *l) {
+    const int from = l->resumed_from > l->steps_skipped ? l->resumed_from : l->steps_skipped;
+    return l->steps_done - from;
+}
+
+void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *r, char *buf, size_t n) {
+    const int total = r->num_inference_steps, k = l->steps_skipped;
+    size_t len;
+    if (k > 0)
+        snprintf(buf, n, "%d of %d steps %s (strength %g skips the first %d)", total - k, total, l->scheduler,
+                 r->strength, k);
+    else snprintf(buf, n, "%d steps %s", total, l->scheduler);
+    len = strlen(buf);
+    if (l->resumed_from && len < n) snprintf(buf + len, n - len, ", resumed after %d", l->resumed_from - k);
+}
+
 int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *r) {
     *r = *p;
     if (!m->has_transformer) {
@@ -159,7 +175,9 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->data = cvx_alloc_f32((size_t)out->C * out->T * out->h * out->w);
     cogvideox_latents_to_output(latents, &sh, out->data);   // [1, C, T, h, w]
     free(latents);
-    out->steps_done = sp.t_start + res.steps_done;   /* V2V: the steps strength skips count as done */
+    /* schedule positions; V2V's skipped steps are steps_skipped (summaries count steps run) */
+    out->steps_done = sp.t_start + res.steps_done;
+    out->steps_skipped = sp.t_start;
     out->resumed_from = res.resumed_from ? sp.t_start + res.resumed_from : 0;
     out->seconds = res.seconds;
     out->scheduler = sched.type->name;   /* a static table entry: outlives sched */

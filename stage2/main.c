@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) cvx_par_fail(world);
     if (writer && lat.steps_done < r.num_inference_steps) {   /* ranks > 0 computed their share; rank 0 writes */
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
-                 lat.steps_done, r.num_inference_steps, out.checkpoint);
+                 lat.steps_done - lat.steps_skipped, r.num_inference_steps - lat.steps_skipped, out.checkpoint);
     } else if (writer) {   /* under MPI, a failure here stops every rank (MPI_Abort) */
         if (cvx_sample_write_outputs(&out, in.genconfig, &lat, &r, out_dtype, fps, model, m)) cvx_par_fail(world);
         cvx_sample_report(&out, &lat, &r, out_dtype, cvx_time() - t0);

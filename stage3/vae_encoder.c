@@ -14,6 +14,7 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "ops.h"
+#include "rng_lowp.h"
 #include "vae_blocks.h"
 #include "vae_tiles.h"
 
@@ -491,8 +492,16 @@ void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float 
 }
 
 void vae_latent_sample(const float *mean, const float *std, size_t n, cvx_generator *g, float *out) {
+    vae_latent_sample_as(mean, std, n, g, CVX_F32, out);   /* CVX_F32 cannot fail */
+}
+
+int vae_latent_sample_as(const float *mean, const float *std, size_t n, cvx_generator *g, cvx_dtype dtype,
+                         float *out) {
     float *eps = cvx_alloc_f32(n);
-    cvx_randn(g, eps, n);   /* randn_tensor(mean.shape, generator) */
-    for (size_t i = 0; i < n; i++) out[i] = mean[i] + std[i] * eps[i];
+    /* randn_tensor(mean.shape, generator, dtype=parameters.dtype) */
+    int rc = cvx_randn_as(g, dtype, eps, n);
+    if (!rc)
+        for (size_t i = 0; i < n; i++) out[i] = mean[i] + std[i] * eps[i];
     free(eps);
+    return rc;
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "progress.h"
+#include "dtype.h"
 #include "rng.h"
 #include "vae.h"
 
@@ -104,5 +105,10 @@ double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W)
 void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float *logvar, float *std);
 /* latent_dist.sample(generator): mean + std · torch.randn(n, generator=g); out may equal mean. */
 void vae_latent_sample(const float *mean, const float *std, size_t n, cvx_generator *g, float *out);
+/* The same with the randn drawn in `dtype` (CVX_F32 / CVX_BF16 / CVX_F16, common/rng_lowp.h), as
+ * a VAE loaded in that dtype draws it (DiagonalGaussianDistribution.sample: dtype=parameters.dtype).
+ * -1 + cvx_error for another dtype. */
+int vae_latent_sample_as(const float *mean, const float *std, size_t n, cvx_generator *g, cvx_dtype dtype,
+                         float *out);
 
 #endif

@@ -330,6 +330,12 @@ static void poke(const char *dir, const char *rel, const char *name, size_t inde
     tu_write(p, buf, n);
     free(buf);
 }
+static void p_s1_nul_line(const char *D, const char *X) {   /* "A panda\0 on fire": was read as "A panda" */
+    (void)D;
+    char p[512];
+    snprintf(p, sizeof p, "%s/p.txt", X);
+    tu_write(p, "A cat\nA panda\0 on fire\n", 23);
+}
 static void p_s1_whitespace_file(const char *D, const char *X) { (void)D; put(X, "p.txt", "   \n\t\n \r\n\n"); }
 static void p_s1_bad_utf8_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a cat\n\xc3\x28 dog\n", 11); }
 static void p_s1_control_line(const char *D, const char *X) { (void)D; put_bytes(X, "p.txt", "a \001cat\n", 8); }
@@ -437,6 +443,21 @@ static void p_lock_input(const char *D, const char *X) {   /* a writer holds the
     assert_int_equal(mkdir(p, 0755), 0);
 }
 
+/* stage 1 run again into the full run directory (a new prompt; then a prompts file): the
+ * latents (then the single-prompt embeddings) left there belong to the earlier run */
+static void p_s1_rerun(const char *D, const char *X) {
+    (void)X;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    sh(cmd);
+}
+static void p_s1_rerun_prompts_file(const char *D, const char *X) {
+    char cmd[8192];
+    put(X, "p.txt", "A red car\nA blue boat\n");
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompts_file %s/p.txt --model_dir %s --output_dir %s", g_s1, X, g_model, D);
+    sh(cmd);
+}
+
 typedef struct {
     const char *name;
     int stage;
@@ -516,6 +537,7 @@ static const bad_case CASES[] = {
     {"s1 prompts file whitespace only", 1, "--prompts_file {X}/p.txt", p_s1_whitespace_file, {"p.txt", "whitespace"}},
     {"s1 prompts file bad UTF-8 line", 1, "--prompts_file {X}/p.txt", p_s1_bad_utf8_line, {"p.txt line 2", "UTF-8"}},
     {"s1 prompts file control char", 1, "--prompts_file {X}/p.txt", p_s1_control_line, {"p.txt line 1", "control"}},
+    {"s1 prompts file NUL byte", 1, "--prompts_file {X}/p.txt", p_s1_nul_line, {"p.txt line 2", "NUL"}},
     {"s1 --prompt --threads 1", 1, "--prompt --threads 1", NULL, {"--prompt needs a value", "--threads"}},
     {"s1 prompt invalid UTF-8", 1, "--prompt \"$(printf 'a\\377b')\"", NULL, {"--prompt", "UTF-8"}},
     {"s1 prompt whitespace only", 1, "--prompt '  \t '", NULL, {"--prompt", "whitespace"}},
@@ -553,6 +575,10 @@ static const bad_case CASES[] = {
     {"s3 genconfig malformed hash", 3, "", p_genconfig_bad_hash, {"stage2_latents_xxh64"}},
     {"s3 corrupt genconfig", 3, "", p_corrupt_genconfig, {"generation_config.json"}},
     {"s3 latents hash mismatch", 3, "", p_latents_other, {"stage2_latents.safetensors", "does not belong"}},
+    {"s3 latents older than a stage-1 re-run", 3, "", p_s1_rerun,
+     {"stage2_latents.safetensors", "does not belong", "run stage 2 again"}},
+    {"s2 embeddings older than a prompts-file run", 2, "", p_s1_rerun_prompts_file,
+     {"stage1_embeddings.safetensors", "does not belong", "run stage 1 again"}},
     {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
     {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
 };
@@ -663,6 +689,98 @@ static void test_lock_names_holder(void **state) {
     tu_rmrf(D);
 }
 
+/* Re-running stage 1 over a full run directory invalidates the latents (the table's "older than a
+ * stage-1 re-run" cases); running stage 2 again makes the chain whole, and stage 3 decodes. A
+ * first run into a fresh directory records no null keys. */
+static void test_rerun_chain_recovers(void **state) {
+    (void)state;
+    char D[64], cmd[8192], err[4096], gc[512];
+    tu_mkdtemp(D, sizeof D);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    sh(cmd);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
+    size_t n;
+    char *text = cvx_read_file(gc, &n);
+    assert_non_null(text);
+    /* a fresh directory: nothing to invalidate (T2V records "image"/"video" null already) */
+    assert_null(strstr(text, "\"stage2_latents_xxh64\""));
+    assert_null(strstr(text, "\"prompts_file\""));
+    free(text);
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);   /* the full run of 'A panda' */
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, D);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", g_s3, D, g_model);
+    assert_int_equal(tu_run(cmd, err, sizeof err), 1);
+    assert_non_null(strstr(err, "run stage 2 again"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS, g_s2, D, g_model);
+    sh(cmd);
+    cvx_config c;
+    const char *prompt, *h;
+    ASSERT_OK(cvx_config_load(&c, gc));
+    ASSERT_OK(cvx_cfg_str(&c, "prompt", &prompt));
+    assert_string_equal(prompt, "A red car");
+    ASSERT_OK(cvx_cfg_str(&c, "stage2_latents_xxh64", &h));   /* recorded again */
+    cvx_config_free(&c);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", g_s3, D, g_model);
+    sh(cmd);
+    tu_rmrf(D);
+}
+
+/* key of the JSON file at path: 1 when present with a value other than null */
+static int gc_has(const char *path, const char *key) {
+    cvx_config c;
+    json_object *v = NULL;
+    ASSERT_OK(cvx_config_load(&c, path));
+    int has = json_object_object_get_ex(c.root, key, &v) && v;
+    cvx_config_free(&c);
+    return has;
+}
+static void gc_str(const char *path, const char *key, char *out, size_t n) { ASSERT_OK(cvx_genconfig_get_str(path, key, out, n)); }
+
+/* generation_config.json describes the last run, not a mix: a stage-2 run without a step cache
+ * after one with it leaves no cache numbers of the earlier run; stage 2 into an output directory
+ * of an earlier run records the stage-1 keys of its new input (prompt, embeddings hash). */
+static void test_genconfig_no_stale_keys(void **state) {
+    (void)state;
+    char D[64], A[64], B[64], cmd[8192], gc[512], v[4096], want[17], p[512];
+    tu_mkdtemp(D, sizeof D);
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);
+    sh(cmd);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS " --cache teacache "
+             "--cache_threshold 0.1", g_s2, D, g_model);
+    sh(cmd);
+    assert_true(gc_has(gc, "cache_threshold") && gc_has(gc, "cache_steps_computed"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS, g_s2, D, g_model);
+    sh(cmd);
+    gc_str(gc, "cache", v, sizeof v);
+    assert_string_equal(v, "none");
+    const char *cache_keys[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
+                                "cache_steps_skipped", "cache_blocks_skipped"};
+    for (int i = 0; i < 5; i++)
+        if (gc_has(gc, cache_keys[i])) fail_msg("%s: '%s' of the earlier cached run kept", gc, cache_keys[i]);
+    /* B: stage 2 from the full run's directory, then from A (stage 1 of another prompt) */
+    tu_mkdtemp(A, sizeof A);
+    tu_mkdtemp(B, sizeof B);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s --model_dir %s " STAGE2_ARGS, g_s2, g_base, B,
+             g_model);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, A);
+    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s --model_dir %s " STAGE2_ARGS, g_s2, A, B,
+             g_model);
+    sh(cmd);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", B);
+    gc_str(gc, "prompt", v, sizeof v);
+    assert_string_equal(v, "A red car");
+    snprintf(p, sizeof p, "%s/stage1_embeddings.safetensors", A);
+    ASSERT_OK(cvx_file_xxh64(p, want));
+    gc_str(gc, "stage1_embeddings_xxh64", v, sizeof v);
+    assert_string_equal(v, want);
+    tu_rmrf(D), tu_rmrf(A), tu_rmrf(B);
+}
+
 /* A temp left by a run that died (its pid no longer runs) is removed by the next run into the
  * directory; a temp of a live process (this test) is kept. */
 static void test_stale_temp_removed(void **state) {
@@ -728,6 +846,8 @@ static void test_sigterm_leaves_no_temp(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs), cmocka_unit_test(test_lock_names_holder),
                                        cmocka_unit_test(test_stale_temp_removed),
+                                       cmocka_unit_test(test_rerun_chain_recovers),
+                                       cmocka_unit_test(test_genconfig_no_stale_keys),
                                        cmocka_unit_test(test_sigterm_leaves_no_temp)};
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

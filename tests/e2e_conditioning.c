@@ -8,8 +8,11 @@
  * Bad inputs: one clear error and no output. */
 #include "testutil.h"
 #include "config.h"
+#include "fileio.h"
 #include "pipeline/conditioning.h"
+#include "rng_lowp.h"
 
+#include <math.h>
 #include <sys/stat.h>
 
 typedef struct {
@@ -212,6 +215,77 @@ static void api_i2v_prepare(const char *name) {
 static void test_api_i2v_5b(void **s) { (void)s; api_i2v_prepare("e2e_i2v_5b"); }
 static void test_api_i2v_15(void **s) { (void)s; api_i2v_prepare("e2e_i2v_1.5"); }
 
+/* prepare_latents of a pipeline loaded in bf16 / fp16 (the official I2V demo runs in bf16): the
+ * encoder sample's randn (DiagonalGaussianDistribution.sample: dtype=parameters.dtype) and the
+ * noise (randn_tensor(dtype=prompt_embeds.dtype)) are both drawn in the pipeline's dtype, with the
+ * T2V kernel (cvx_randn_as). No golden case runs I2V/V2V in bf16 (README §11/§12 are f32), so the
+ * expected values are built here from the same seed and shapes, bit for bit. The conditioning is
+ * synthetic (no VAE encode needed): prepare_latents only reads its mean and std. */
+static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
+    cond_case c;
+    load_case(&c, name);
+    char dir[256], path[512];
+    snprintf(dir, sizeof dir, GOLDEN "/%s/model", name);
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});
+    ASSERT_NONNULL(m);
+    cogvideox_scheduler sched;
+    snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
+    ASSERT_OK(cogvideox_scheduler_load(&sched, path, NULL));
+    cogvideox_sample_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
+                                  .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
+                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4, .i2v = !v2v,
+                                  .noise_dtype = (int)nd};
+    cogvideox_latent_shape sh;
+    ASSERT_OK(cogvideox_latent_shape_for(&m->tcfg, &sp, &sh));
+    const size_t hw = (size_t)sh.height * sh.width;
+    cvx_conditioning cond = {.mode = v2v ? CVX_MODE_V2V : CVX_MODE_I2V, .C = sh.channels, .T = v2v ? sh.frames : 1,
+                             .h = sh.height, .w = sh.width, .frames = (int)c.frames, .height = (int)c.height,
+                             .width = (int)c.width};
+    const size_t nc = (size_t)cond.C * cond.T * hw;
+    cond.mean = cvx_alloc_f32(nc);   // [C, T, h, w]
+    cond.std = cvx_alloc_f32(nc);
+    for (size_t i = 0; i < nc; i++) cond.mean[i] = 0.5f * sinf((float)i), cond.std[i] = 0.1f + 0.05f * (float)(i % 7);
+    cvx_prepared prep;
+    ASSERT_OK(cvx_prepare_conditioned(m, &cond, &sched, v2v ? c.strength : 0, &sp, &sh, &prep));
+
+    /* expected: the generator's draws in nd, encoder sample first, then the noise */
+    cvx_generator g;
+    cvx_generator_seed(&g, (uint64_t)c.seed);
+    float *eps = cvx_alloc_f32(nc), *noise = cvx_alloc_f32(sh.numel), *want = cvx_alloc_f32(sh.numel);
+    ASSERT_OK(cvx_randn_as(&g, nd, eps, nc));
+    for (size_t i = 0; i < nc; i++) eps[i] = cond.mean[i] + cond.std[i] * eps[i];   /* the encoder sample */
+    ASSERT_OK(cvx_randn_as(&g, nd, noise, sh.numel));
+    const double sf = m->info.vae_scaling_factor;
+    if (!v2v) {
+        const float k = (float)(m->vcfg.invert_scale_latents ? 1.0 / sf : sf);
+        for (size_t i = 0; i < nc; i++) assert_true(prep.image_latents[i] == k * eps[i]);
+        assert_memory_equal(prep.init, noise, sh.numel * sizeof(float));
+    } else {
+        for (size_t i = 0; i < nc; i++) eps[i] *= (float)sf;
+        float *x0 = cvx_alloc_f32(sh.numel);
+        cvx_permute_fc_to_cf(eps, cond.C, cond.T, hw, 0, x0);   // [C, T, hw] -> [T, C, hw]
+        cogvideox_add_noise(&sched, sched.timesteps[sp.t_start], x0, noise, sh.numel, want);
+        assert_true(sp.t_start > 0);
+        assert_memory_equal(prep.init, want, sh.numel * sizeof(float));
+        free(x0);
+    }
+    /* the generator carries on from there (the DPM step noise) */
+    float a, b;
+    cvx_randn(&g, &a, 1);
+    cvx_randn(&prep.gen, &b, 1);
+    assert_true(a == b);
+    print_message("  %s, noise %s: encoder sample and noise drawn as torch.randn(dtype=) (%zu + %zu values)\n", name,
+                  nd == CVX_BF16 ? "bf16" : "fp16", nc, sh.numel);
+    free(eps), free(noise), free(want);
+    cvx_prepared_free(&prep);
+    cogvideox_scheduler_free(&sched);
+    cvx_conditioning_free(&cond);
+    cvx_model_close(m);
+}
+static void test_api_i2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype("e2e_i2v_5b", 0, CVX_BF16); }
+static void test_api_i2v_15_noise_fp16(void **s) { (void)s; api_prepare_noise_dtype("e2e_i2v_1.5", 0, CVX_F16); }
+static void test_api_v2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype("e2e_v2v_5b", 1, CVX_BF16); }
+
 /* upstream get_timesteps */
 static void test_strength_t_start(void **s) {
     (void)s;
@@ -323,6 +397,139 @@ static void test_stale_and_size(void **s) {
     tu_rmrf(dir);
 }
 
+/* 1 when key is in the JSON file at path with a value other than null */
+static int gc_has(const char *path, const char *key) {
+    cvx_config c;
+    json_object *v = NULL;
+    ASSERT_OK(cvx_config_load(&c, path));
+    int has = json_object_object_get_ex(c.root, key, &v) && v;
+    cvx_config_free(&c);
+    return has;
+}
+
+/* A V2V run, then T2V in the same directory: generation_config.json keeps no V2V keys (stage 1's
+ * conditioning_frames, stage 2's strength). */
+static void test_v2v_then_t2v_keys(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], s1[256], s2[256], gc[512];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(gc, sizeof gc, "%s/generation_config.json", dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --strength 0.5", s2,
+             dir, model);
+    run_ok(cmd);
+    assert_true(gc_has(gc, "strength") && gc_has(gc, "conditioning_frames"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
+    run_ok(cmd);
+    assert_false(gc_has(gc, "conditioning_frames"));
+    /* T2V into another directory: the input's config still has the V2V run's strength */
+    char out_gc[600];
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/out --model_dir %s --num_inference_steps 2 "
+             "--frames 9 --height 48 --width 64", s2, dir, dir, model);
+    run_ok(cmd);
+    snprintf(out_gc, sizeof out_gc, "%s/out/generation_config.json", dir);
+    assert_false(gc_has(out_gc, "strength"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --frames 9 "
+             "--height 48 --width 64", s2, dir, model);
+    run_ok(cmd);
+    assert_false(gc_has(gc, "strength"));
+    tu_rmrf(dir);
+}
+
+/* element `index` of F32 tensor `name` in the safetensors file at path set to v, in place */
+static void poke(const char *path, const char *name, size_t index, float v) {
+    size_t n;
+    char *buf = cvx_read_file(path, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, path);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    if (!t || t->dtype != CVX_F32 || (int64_t)index >= t->numel) fail_msg("%s: no F32 tensor %s[%zu]", path, name, index);
+    memcpy((char *)t->data + index * sizeof(float), &v, sizeof v);   /* the data lies inside buf */
+    cvx_st_close(st);
+    tu_write(path, buf, n);
+    free(buf);
+}
+
+/* record the xxh64 of dir's (damaged) conditioning file in its generation_config.json, so that
+ * stage 2 gets past the pair check to the reader's own */
+static void rehash_conditioning(const char *dir) {
+    char p[512], gc[512], hex[17];
+    snprintf(p, sizeof p, "%s/stage1_conditioning.safetensors", dir);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", dir);
+    ASSERT_OK(cvx_file_xxh64(p, hex));
+    json_object *upd = json_object_new_object();
+    json_object_object_add(upd, "stage1_conditioning_xxh64", json_object_new_string(hex));
+    ASSERT_OK(cvx_genconfig_update(gc, upd));
+    json_object_put(upd);
+}
+
+/* A NaN / Inf in stage 1's conditioning file is an error naming the tensor and index before the
+ * loop (not a "diverged" at step 1, nor NaN latents). */
+static void test_nonfinite_conditioning(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], s1[256], s2[256], path[512];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(cmd);
+    snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
+    poke(path, "latent_mean", 7, NAN);
+    rehash_conditioning(dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    expect_fail(cmd, "latent_mean", NULL);
+    expect_fail(cmd, "index 7", NULL);
+    poke(path, "latent_mean", 7, 0.0f);
+    poke(path, "latent_std", 11, INFINITY);
+    rehash_conditioning(dir);
+    expect_fail(cmd, "latent_std", NULL);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    assert_false(cvx_is_file(path));
+    tu_rmrf(dir);
+}
+
+/* stage1_conditioning.safetensors is committed with the embeddings and generation_config.json
+ * (its xxh64 recorded there): stage 2 refuses one that is not the file stage 1 wrote with them
+ * (changed, or left from an earlier I2V/V2V run after a T2V stage-1 run). */
+static void test_conditioning_pair(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], s1[256], s2[256], path[512], keep[512], s1cmd[2048];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(s1cmd, sizeof s1cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(s1cmd);
+    snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
+    snprintf(keep, sizeof keep, "%s/kept.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s", path, keep);
+    run_ok(cmd);
+    poke(path, "latent_mean", 3, 0.125f);   /* finite, but not what stage 1 wrote */
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    expect_fail(cmd, "stage1_conditioning.safetensors does not belong", NULL);
+    /* a T2V stage-1 run, then the earlier run's conditioning put back */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "cp %s %s", keep, path);
+    run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    expect_fail(cmd, "run stage 1 again", NULL);
+    /* stage 1 again: the pair is whole */
+    run_ok(s1cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
+    run_ok(cmd);
+    tu_rmrf(dir);
+}
+
 /* V2V through a stop and --resume: bit-identical to the uninterrupted run (the golden run's
  * latents), and a resume with another --strength is refused naming it. */
 static void test_v2v_resume(void **s) {
@@ -356,6 +563,61 @@ static void test_v2v_resume(void **s) {
     ASSERT_REL_L2(got, want, (size_t)lt->numel, 1e-4);
     free(got), free(want);
     cvx_st_close(l), cvx_st_close(gold);
+    tu_rmrf(dir);
+}
+
+/* The summary helpers on their own: T2V, T2V resumed, V2V, V2V resumed. */
+static void test_steps_text(void **s) {
+    (void)s;
+    char buf[160];
+    cvx_sample_params r = {.num_inference_steps = 50, .strength = 0.8};
+    cvx_latents t2v = {.steps_done = 50, .resumed_from = 20, .scheduler = "ddim"};
+    cvx_latents_steps_text(&t2v, &r, buf, sizeof buf);
+    assert_string_equal(buf, "50 steps ddim, resumed after 20");
+    assert_int_equal(cvx_latents_steps_ran(&t2v), 30);
+    cvx_latents v2v = {.steps_done = 50, .steps_skipped = 10, .scheduler = "dpm"};
+    cvx_latents_steps_text(&v2v, &r, buf, sizeof buf);
+    assert_string_equal(buf, "40 of 50 steps dpm (strength 0.8 skips the first 10)");
+    assert_int_equal(cvx_latents_steps_ran(&v2v), 40);
+    v2v.resumed_from = 25;   /* schedule position: 15 loop steps were in the checkpoint */
+    cvx_latents_steps_text(&v2v, &r, buf, sizeof buf);
+    assert_string_equal(buf, "40 of 50 steps dpm (strength 0.8 skips the first 10), resumed after 15");
+    assert_int_equal(cvx_latents_steps_ran(&v2v), 25);
+}
+
+/* V2V with --strength < 1 runs the last steps only: stage 2's summary counts the steps it ran
+ * (and the time per step over those), not the ones strength skips; so does a --stop_after_steps
+ * stop. 4 steps at strength 0.6: 2 skipped, 2 run. */
+static void test_v2v_summary_counts_steps_run(void **s) {
+    (void)s;
+    char dir[256], cmd[4096], err[8192], s1[256], s2[256], base[2048];
+    const char *model = GOLDEN "/e2e_v2v_5b/model";
+    tu_mkdtemp(dir, sizeof dir);
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
+    run_ok(cmd);
+    snprintf(base, sizeof base, "%s --input_dir %s --model_dir %s --num_inference_steps 4 --strength 0.6 --threads 1",
+             s2, dir, model);
+    snprintf(cmd, sizeof cmd, "%s --stop_after_steps 1", base);
+    if (tu_run(cmd, err, sizeof err)) fail_msg("%s\n%s", cmd, err);
+    const char *line = strstr(err, "stopped after");
+    assert_non_null(line);
+    print_message("  %.*s\n", (int)strcspn(line, "\n"), line);
+    assert_true(!strncmp(line, "stopped after step 1 of 2 ", 26));
+    snprintf(cmd, sizeof cmd, "%s --resume", base);
+    if (tu_run(cmd, err, sizeof err)) fail_msg("%s\n%s", cmd, err);
+    line = strstr(err, "wrote ");
+    assert_non_null(line);
+    print_message("  %.*s\n", (int)strcspn(line, "\n"), line);
+    assert_non_null(strstr(line, " 2 of 4 steps dpm (strength 0.6 skips the first 2), resumed after 1)"));
+    snprintf(cmd, sizeof cmd, "%s", base);
+    if (tu_run(cmd, err, sizeof err)) fail_msg("%s\n%s", cmd, err);
+    line = strstr(err, "wrote ");
+    assert_non_null(line);
+    print_message("  %.*s\n", (int)strcspn(line, "\n"), line);
+    assert_non_null(strstr(line, " 2 of 4 steps dpm (strength 0.6 skips the first 2))"));
     tu_rmrf(dir);
 }
 
@@ -400,6 +662,9 @@ int main(void) {
         cmocka_unit_test(test_strength_t_start),
         cmocka_unit_test(test_api_i2v_5b),
         cmocka_unit_test(test_api_i2v_15),
+        cmocka_unit_test(test_api_i2v_noise_bf16),
+        cmocka_unit_test(test_api_i2v_15_noise_fp16),
+        cmocka_unit_test(test_api_v2v_noise_bf16),
         cmocka_unit_test(test_cli_i2v_5b),
         cmocka_unit_test(test_cli_i2v_5b_resize),
         cmocka_unit_test(test_cli_i2v_15),
@@ -407,6 +672,11 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_stale_and_size),
         cmocka_unit_test(test_v2v_resume),
+        cmocka_unit_test(test_v2v_then_t2v_keys),
+        cmocka_unit_test(test_nonfinite_conditioning),
+        cmocka_unit_test(test_conditioning_pair),
+        cmocka_unit_test(test_steps_text),
+        cmocka_unit_test(test_v2v_summary_counts_steps_run),
         cmocka_unit_test(test_make_video_strength),
     };
     return cmocka_run_group_tests_name("e2e_conditioning", tests, NULL, NULL);
