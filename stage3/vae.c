@@ -3,7 +3,6 @@
 #include "vae.h"
 #include "vae_blocks.h"
 
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -34,60 +33,6 @@ float *vae_alloc(size_t n) {
     return p;
 }
 
-#define VAE_POOL_SLOTS 4
-
-struct vae_pool {
-    float *buf[VAE_POOL_SLOTS];
-    size_t cap[VAE_POOL_SLOTS];   /* floats */
-};
-
-vae_pool *vae_pool_new(void) { return cvx_calloc(1, sizeof(vae_pool)); }
-
-void vae_pool_clear(vae_pool *pool) {
-    if (!pool) return;
-    for (int i = 0; i < VAE_POOL_SLOTS; i++) free(pool->buf[i]), pool->buf[i] = NULL, pool->cap[i] = 0;
-}
-
-void vae_pool_free(vae_pool *pool) {
-    vae_pool_clear(pool);
-    free(pool);
-}
-
-float *vae_buf_get(vae_pool *pool, size_t n) {
-    if (pool) {
-        int best = -1;
-        for (int i = 0; i < VAE_POOL_SLOTS; i++)
-            if (pool->buf[i] && pool->cap[i] >= n && pool->cap[i] <= 2 * n &&
-                (best < 0 || pool->cap[i] < pool->cap[best]))
-                best = i;
-        if (best >= 0) {
-            float *p = pool->buf[best];
-            pool->buf[best] = NULL, pool->cap[best] = 0;
-            return p;
-        }
-        /* A miss empties the pool before allocating: pooled memory then never adds to the peak
-         * (the resident set only grows at a miss, when the pool holds nothing). */
-        vae_pool_clear(pool);
-    }
-    return vae_alloc(n);
-}
-
-void vae_buf_put(vae_pool *pool, float *p) {
-    if (!p) return;
-    const size_t cap = malloc_usable_size(p) / sizeof(float);
-    if (!pool || cap * sizeof(float) < ((size_t)8 << 20)) {
-        free(p);
-        return;
-    }
-    int slot = 0;   /* an empty slot, else evict the smallest */
-    for (int i = 0; i < VAE_POOL_SLOTS; i++) {
-        if (!pool->buf[i]) { slot = i; break; }
-        if (pool->cap[i] < pool->cap[slot]) slot = i;
-    }
-    free(pool->buf[slot]);
-    pool->buf[slot] = p, pool->cap[slot] = cap;
-}
-
 /* ------------------------------------------------------------------ loading */
 
 typedef vae_loader loader;
@@ -105,7 +50,6 @@ int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout
     c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
     c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
     c->ctx = L->ctx;
-    c->pool = L->pool;
     return 0;
 }
 
@@ -136,7 +80,6 @@ static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int
     memset(&r->shortcut, 0, sizeof r->shortcut);
     r->shortcut.cache_id = -1;
     r->shortcut.ctx = L->ctx;
-    r->shortcut.pool = L->pool;
     if (cin != cout) {   /* CogVideoXSafeConv3d 1×1×1 (conv_shortcut=False upstream) */
         snprintf(buf, sizeof buf, "%s.conv_shortcut", name);
         if (vae_conv_get(L, &r->shortcut, buf, cin, cout, 1, 1, 1, 0, 0)) return -1;
@@ -227,8 +170,7 @@ int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx) {
 }
 
 static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
-    d->pool = vae_pool_new();
-    loader L = {cvx_weights_open(vae_dir), 0, d->ctx, d->pool};
+    loader L = {cvx_weights_open(vae_dir), 0, d->ctx};
     if (!L.w) return -1;
     d->weights = L.w;
     const int n = d->num_blocks, zc = d->latent_channels;
@@ -237,7 +179,6 @@ static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
     char name[256];
     d->post_quant_conv.cache_id = -1;
     d->post_quant_conv.ctx = d->ctx;
-    d->post_quant_conv.pool = d->pool;
     if (d->use_post_quant_conv) {
         /* Upstream builds it as CogVideoXSafeConv3d(out_channels, out_channels, 1). */
         if (zc != d->out_channels)
@@ -265,7 +206,6 @@ static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
         b->compress_time = i < d->temporal_levels;
         b->upsampler.cache_id = -1;
         b->upsampler.ctx = d->ctx;
-        b->upsampler.pool = d->pool;
         if (b->has_upsampler) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0.conv", i);
             if (vae_conv_get(&L, &b->upsampler, name, out_ch, out_ch, 1, 3, 3, 1, 0)) return -1;
@@ -281,7 +221,6 @@ void vae_free(vae_decoder *d) {
     for (int i = 0; i < d->num_blocks; i++) free(d->up[i].resnets);
     if (d->weights) cvx_weights_close(d->weights);
     if (d->owns_ctx) cvx_ctx_free(d->ctx);
-    vae_pool_free(d->pool);
     memset(d, 0, sizeof *d);
 }
 
@@ -341,7 +280,7 @@ void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
 }
 
 void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
-    float *copy = vae_buf_get(c->pool, (size_t)c->cin * T * H * W);
+    float *copy = vae_alloc((size_t)c->cin * T * H * W);
     memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
     causal_conv3d_consume(c, cache, copy, T, H, W, y);
 }
@@ -350,13 +289,13 @@ void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, i
 float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
-        if (!y) y = vae_buf_get(c->pool, (size_t)c->cout * T * H * W);
+        if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
         vae_conv1x1(c, x, (size_t)T * H * W, y);
-        vae_buf_put(c->pool, x);
+        free(x);
         return y;
     }
     const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
-    float *xp = vae_buf_get(c->pool, (size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
+    float *xp = vae_alloc((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
     float *cached = c->cache_id >= 0 ? cache->buf[c->cache_id] : NULL;
     if (kt > 1) {
         if (cached) {
@@ -367,7 +306,7 @@ float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int 
         }
     }
     cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
-    vae_buf_put(c->pool, x);
+    free(x);
     if (c->cache_id >= 0) {
         /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
         float *nc = vae_alloc((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
@@ -381,9 +320,9 @@ float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int 
         cache->buf[c->cache_id] = nc;
         cache->C[c->cache_id] = Cin, cache->H[c->cache_id] = H, cache->W[c->cache_id] = W;
     }
-    if (!y) y = vae_buf_get(c->pool, (size_t)c->cout * T * H * W);
+    if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
     conv_on_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
-    vae_buf_put(c->pool, xp);
+    free(xp);
     return y;
 }
 
@@ -442,16 +381,16 @@ void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const v
 float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *cache, const vae_zq *zq,
                         const float *x, int T, int H, int W) {
     const size_t S = (size_t)T * H * W;
-    float *h = vae_buf_get(r->conv1.pool, (size_t)r->cin * S);                    // [Cin, T, H, W]
+    float *h = vae_alloc((size_t)r->cin * S);                    // [Cin, T, H, W]
     vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
     float *h1 = causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);   // [Cout, T, H, W]; frees h
     vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
     float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
-        float *s = vae_buf_get(r->conv1.pool, (size_t)r->cout * S);                 // [Cout, T, H, W]
+        float *s = vae_alloc((size_t)r->cout * S);                 // [Cout, T, H, W]
         vae_conv1x1(&r->shortcut, x, S, s);
         cvx_add(h2, s, (size_t)r->cout * S);
-        vae_buf_put(r->conv1.pool, s);
+        free(s);
     } else {
         cvx_add(h2, x, (size_t)r->cout * S);
     }
@@ -470,11 +409,11 @@ float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int
         else tmap[t] = t >> 1;
     }
     const int Hp = Ho + 2, Wp = Wo + 2;
-    float *xp = vae_buf_get(b->upsampler.pool, (size_t)C * To * Hp * Wp);            // [C, To, Ho+2, Wo+2]
+    float *xp = vae_alloc((size_t)C * To * Hp * Wp);            // [C, To, Ho+2, Wo+2]
     cvx_upsample_nearest_padded(x, C, Ti, *H, *W, tmap, To, Ho, Wo, xp, To, 0, 1, 1);
-    float *y = vae_buf_get(b->upsampler.pool, (size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
+    float *y = vae_alloc((size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
     conv_on_padded(&b->upsampler, xp, To, Hp, Wp, y);                // Conv2d 3×3 per frame
-    vae_buf_put(b->upsampler.pool, xp);
+    free(xp);
     free(tmap);
     *T = To, *H = Ho, *W = Wo;
     return y;
@@ -484,13 +423,13 @@ float *vae_up_block(const vae_decoder *d, const vae_up_block_w *b, vae_cache *ca
                     int *C, int *T, int *H, int *W) {
     for (int i = 0; i < b->num_resnets; i++) {
         float *y = vae_resnet_block(d, &b->resnets[i], cache, zq, x, *T, *H, *W);
-        vae_buf_put(d->pool, x);
+        free(x);
         x = y;
         *C = b->resnets[i].cout;
     }
     if (b->has_upsampler) {
         float *y = vae_upsampler(b, x, *C, T, H, W);
-        vae_buf_put(d->pool, x);
+        free(x);
         x = y;
     }
     return x;
@@ -499,7 +438,7 @@ float *vae_up_block(const vae_decoder *d, const vae_up_block_w *b, vae_cache *ca
 float *vae_mid_block(const vae_decoder *d, vae_cache *cache, const vae_zq *zq, float *x, int T, int H, int W) {
     for (int i = 0; i < 2; i++) {
         float *y = vae_resnet_block(d, &d->mid[i], cache, zq, x, T, H, W);
-        vae_buf_put(d->pool, x);
+        free(x);
         x = y;
     }
     return x;
@@ -515,7 +454,7 @@ float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *
     }
     vae_zq zq = {z, d->latent_channels, T, h, w};
     int C = d->conv_in.cout, H = h, W = w;
-    float *x = vae_buf_get(d->pool, (size_t)C * Sz);                        // [C0, T, h, w]
+    float *x = vae_alloc((size_t)C * Sz);                        // [C0, T, h, w]
     causal_conv3d(&d->conv_in, cache, z, T, h, w, x);
     x = vae_mid_block(d, cache, &zq, x, T, H, W);
     for (int i = 0; i < d->num_blocks; i++) x = vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);

@@ -20,15 +20,11 @@
 
 #define VAE_MAX_BLOCKS 8
 
-/* Freed feature maps kept for reuse (vae_buf_get / vae_buf_put in vae_blocks.h). */
-typedef struct vae_pool vae_pool;
-
 typedef struct {
     const cvx_tensor *w, *b;   /* [Cout, Cin, kt, kh, kw] (2D convs: [Cout, Cin, kh, kw]); bias [Cout] */
     int cin, cout, kt, kh, kw;
     int cache_id;              /* causal convs with kt > 1: slot in vae_cache; −1 otherwise */
     cvx_ctx *ctx;              /* the decoder's compute context (set by vae_load) */
-    vae_pool *pool;            /* the decoder's buffer pool (NULL: plain allocations) */
 } vae_conv;
 
 typedef struct {               /* CogVideoXSpatialNorm3D */
@@ -68,7 +64,6 @@ typedef struct {
     int num_caches;
     cvx_ctx *ctx;              /* compute context (scratch, counters, conv algorithm) */
     int owns_ctx;
-    vae_pool *pool;            /* feature-map buffers reused within a chunk (emptied after each) */
 } vae_decoder;
 
 /* Per-causal-conv carried frames ([Cin, kt−1, H, W] each), one set per spatial tile. */

@@ -11,27 +11,12 @@
  * with 2 MB pages 512× fewer. Same contents contract as cvx_alloc_f32 (uninitialised). */
 float *vae_alloc(size_t n);
 
-/* A pool of freed feature maps (a few slots): the decoder frees and allocates tensors of the
- * same few sizes over and over at each resolution, and every fresh buffer costs the kernel
- * zeroing and faulting its pages (measured ~30% of the CPU time of a decode). get: a pooled
- * buffer holding at least n floats (and at most 2n; the smallest such), else the pool is emptied
- * and vae_alloc runs, so the pool never raises the peak resident set (it only grows at a miss,
- * when the pool is empty); put: keep p (any malloc'd pointer of 8 MB and more, size from
- * malloc_usable_size; the smallest pooled one is evicted when full) or free it. pool NULL:
- * vae_alloc / free. Buffers from get may also be released with plain free(). */
-vae_pool *vae_pool_new(void);
-void vae_pool_clear(vae_pool *pool);   /* free every pooled buffer */
-void vae_pool_free(vae_pool *pool);
-float *vae_buf_get(vae_pool *pool, size_t n);
-void vae_buf_put(vae_pool *pool, float *p);
-
 /* Weight lookup while loading a VAE half (decoder or encoder): the mapped weights, the next
  * causal-cache slot, and the context every conv computes through. */
 typedef struct {
     void *w;        /* cvx_weights * */
     int next_cache;
     cvx_ctx *ctx;
-    vae_pool *pool; /* given to every conv (NULL: none) */
 } vae_loader;
 
 /* `name`.weight [cout, cin, (kt,) kh, kw] (2-D when is2d) and `name`.bias [cout], shape-checked;

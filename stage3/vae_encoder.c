@@ -109,7 +109,7 @@ int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
         goto fail;
     }
     if (load_config(e, path)) goto fail;
-    loader L = {cvx_weights_open(vae_dir), 0, e->ctx, NULL};
+    loader L = {cvx_weights_open(vae_dir), 0, e->ctx};
     if (!L.w) goto fail;
     e->weights = L.w;
     const int n = e->num_blocks, lc2 = 2 * e->latent_channels;
