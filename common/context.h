@@ -51,6 +51,7 @@ typedef struct cvx_ctx {
     cvx_scratch conv_grid;       /* shifted-GEMM output grid (cvx_conv3d_padded) */
     cvx_scratch winograd;        /* Winograd V and M tiles */
     cvx_scratch bf16_w, bf16_x;  /* bf16 mode: one conv's weights / inputs as bf16 (2 per float slot) */
+    cvx_scratch conv_w;          /* one conv's packed / Winograd-transformed weights (f32) */
 
     /* the GEMM kernels (oneDNN f32/bf16, primitives cached per shape; created after the thread
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */

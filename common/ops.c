@@ -2,7 +2,13 @@
 #include "ops.h"
 #include "vecmath.h"
 
+#include <stdlib.h>
 #include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+#include "error.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -39,26 +45,87 @@ void cvx_rmsnorm(float *y, const float *x, int rows, int dim, const float *w, fl
     }
 }
 
-void cvx_groupnorm(float *y, const float *x, int C, size_t S, int groups, const float *w, const float *b,
-                   float eps) {
-    int cpg = C / groups;
+/* Σ x and Σ (x − m)² over n floats in double, in 8 independent lanes (AVX2: two 4-double
+ * vectors) so the sums are not one serial chain of dependent adds. */
+static double sum_f64(const float *x, size_t n) {
+    size_t i = 0;
+    double s = 0;
+#ifdef __AVX2__
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    double l[4];
+    _mm256_storeu_pd(l, _mm256_add_pd(a0, a1));
+    s = (l[0] + l[1]) + (l[2] + l[3]);
+#endif
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+static double sumsq_dev_f64(const float *x, size_t n, double m) {
+    size_t i = 0;
+    double s = 0;
+#ifdef __AVX2__
+    const __m256d mv = _mm256_set1_pd(m);
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), mv);
+        __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), mv);
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(d0, d0));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(d1, d1));
+    }
+    double l[4];
+    _mm256_storeu_pd(l, _mm256_add_pd(a0, a1));
+    s = (l[0] + l[1]) + (l[2] + l[3]);
+#endif
+    for (; i < n; i++) { double d = x[i] - m; s += d * d; }
+    return s;
+}
+
+void cvx_groupnorm_stats(const float *x, int C, size_t S, int groups, float eps, float *mean, float *inv) {
+    const int cpg = C / groups;
+    const size_t n = (size_t)cpg * S;
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
-        const float *xg = x + (size_t)g * cpg * S;
-        size_t n = (size_t)cpg * S;
-        double mean = 0, var = 0;
-        for (size_t i = 0; i < n; i++) mean += xg[i];
-        mean /= (double)n;
-        for (size_t i = 0; i < n; i++) { double d = xg[i] - mean; var += d * d; }
-        var /= (double)n;
-        float m = (float)mean, inv = (float)(1.0 / sqrt(var + eps));
-        for (int c = g * cpg; c < (g + 1) * cpg; c++) {
-            float sc = inv * (w ? w[c] : 1.0f), sh = (b ? b[c] : 0.0f) - m * sc;
-            const float *xc = x + (size_t)c * S;
-            float *yc = y + (size_t)c * S;
-            for (size_t i = 0; i < S; i++) yc[i] = xc[i] * sc + sh;
-        }
+        const float *xg = x + (size_t)g * n;
+        double m = sum_f64(xg, n) / (double)n;
+        double var = sumsq_dev_f64(xg, n, m) / (double)n;
+        mean[g] = (float)m, inv[g] = (float)(1.0 / sqrt(var + eps));
     }
+}
+
+void cvx_groupnorm_stats_ref(const float *x, int C, size_t S, int groups, float eps, float *mean, float *inv) {
+    const int cpg = C / groups;
+    const size_t n = (size_t)cpg * S;
+    for (int g = 0; g < groups; g++) {
+        const float *xg = x + (size_t)g * n;
+        double m = 0, var = 0;
+        for (size_t i = 0; i < n; i++) m += xg[i];
+        m /= (double)n;
+        for (size_t i = 0; i < n; i++) { double d = xg[i] - m; var += d * d; }
+        var /= (double)n;
+        mean[g] = (float)m, inv[g] = (float)(1.0 / sqrt(var + eps));
+    }
+}
+
+void cvx_groupnorm(float *y, const float *x, int C, size_t S, int groups, const float *w, const float *b,
+                   float eps) {
+    const int cpg = C / groups;
+    float *mean = cvx_malloc(sizeof(float) * 2 * (size_t)groups), *inv = mean + groups;
+    cvx_groupnorm_stats(x, C, S, groups, eps, mean, inv);
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const int g = c / cpg;
+        float sc = inv[g] * (w ? w[c] : 1.0f), sh = (b ? b[c] : 0.0f) - mean[g] * sc;
+        const float *xc = x + (size_t)c * S;
+        float *yc = y + (size_t)c * S;
+        for (size_t i = 0; i < S; i++) yc[i] = xc[i] * sc + sh;
+    }
+    free(mean);
 }
 
 /* The one SiLU kernel (vecmath.c) over threads: chunks are multiples of 8, so every element

@@ -14,6 +14,12 @@ void cvx_rmsnorm(float *y, const float *x, int rows, int dim, const float *w, fl
  * channels share mean/var over (C/G)·S values. w, b: [C] or NULL. In place allowed. */
 void cvx_groupnorm(float *y, const float *x, int C, size_t S, int groups, const float *w, const float *b,
                    float eps);
+/* The statistics of cvx_groupnorm: per group g, mean[g] and inv[g] = 1/sqrt(var + eps) (biased
+ * variance, two passes in double, 8 lanes), so callers can fuse the normalisation into their
+ * own pass: y = x·(inv·w) + (b − mean·inv·w), as cvx_groupnorm does. */
+void cvx_groupnorm_stats(const float *x, int C, size_t S, int groups, float eps, float *mean, float *inv);
+/* Reference: the same statistics with one serial double sum per pass. */
+void cvx_groupnorm_stats_ref(const float *x, int C, size_t S, int groups, float eps, float *mean, float *inv);
 
 void cvx_silu(float *x, size_t n);
 /* 0.5x(1+tanh(√(2/π)(x+0.044715x³))), computed as x·σ(2u) with a vectorised exp (same

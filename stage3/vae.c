@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,18 @@
 
 /* SpatialNorm3D builds its GroupNorm with eps=1e-6 whatever norm_eps says (upstream). */
 #define SPATIAL_NORM_EPS 1e-6f
+
+float *vae_alloc(size_t n) {
+    const size_t bytes = n * sizeof(float), huge = (size_t)2 << 20;
+    if (bytes < ((size_t)8 << 20)) return cvx_alloc_f32(n);
+    void *p = NULL;
+    const size_t rounded = (bytes + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, rounded) != 0) cvx_die("out of memory allocating %zu bytes (VAE feature map)", bytes);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, rounded, MADV_HUGEPAGE);   /* advice only: 4 KB pages if the kernel says no */
+#endif
+    return p;
+}
 
 /* ------------------------------------------------------------------ loading */
 
@@ -240,21 +253,19 @@ static void conv_on_padded(const vae_conv *c, const float *xp, int Tp, int Hp, i
     cvx_ctx *ctx = c->ctx;
     double t0 = cvx_time();
     float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
+    /* The transformed weights go to a scratch reused by every conv (no fresh pages per call). */
     if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
-        float *U = cvx_alloc_f32((size_t)c->kt * 36 * c->cout * c->cin);
+        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 36 * c->cout * c->cin);
         cvx_conv_winograd4_weights(ctx, c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
         cvx_conv3d_winograd4(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
-        free(U);
     } else if (ctx->conv_algo == CVX_CONV_WINOGRAD2 && c->kh == 3 && c->kw == 3) {
-        float *U = cvx_alloc_f32((size_t)c->kt * 16 * c->cout * c->cin);
+        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 16 * c->cout * c->cin);
         cvx_conv_winograd_weights(ctx, c->w, c->cout, c->cin, c->kt, U);   // [16, Cout, kt·Cin]
         cvx_conv3d_winograd(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
-        free(U);
     } else {
-        float *wpk = cvx_alloc_f32((size_t)taps * c->cout * c->cin);
+        float *wpk = cvx_scratch_get(&ctx->conv_w, (size_t)taps * c->cout * c->cin);
         cvx_conv_pack_weights(ctx, c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
         cvx_conv3d_padded(ctx, xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
-        free(wpk);
     }
     ctx->conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
     free(bias);
@@ -269,7 +280,7 @@ void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
 }
 
 void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
-    float *copy = cvx_alloc_f32((size_t)c->cin * T * H * W);
+    float *copy = vae_alloc((size_t)c->cin * T * H * W);
     memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
     causal_conv3d_consume(c, cache, copy, T, H, W, y);
 }
@@ -278,13 +289,13 @@ void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, i
 float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
-        if (!y) y = cvx_alloc_f32((size_t)c->cout * T * H * W);
+        if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
         vae_conv1x1(c, x, (size_t)T * H * W, y);
         free(x);
         return y;
     }
     const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
-    float *xp = cvx_alloc_f32((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
+    float *xp = vae_alloc((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
     float *cached = c->cache_id >= 0 ? cache->buf[c->cache_id] : NULL;
     if (kt > 1) {
         if (cached) {
@@ -298,7 +309,7 @@ float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int 
     free(x);
     if (c->cache_id >= 0) {
         /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
-        float *nc = cvx_alloc_f32((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
+        float *nc = vae_alloc((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
 #pragma omp parallel for collapse(2) schedule(static)
         for (int ci = 0; ci < Cin; ci++)
             for (int k = 0; k < kt - 1; k++)
@@ -309,7 +320,7 @@ float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int 
         cache->buf[c->cache_id] = nc;
         cache->C[c->cache_id] = Cin, cache->H[c->cache_id] = H, cache->W[c->cache_id] = W;
     }
-    if (!y) y = cvx_alloc_f32((size_t)c->cout * T * H * W);
+    if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
     conv_on_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
     free(xp);
     return y;
@@ -327,38 +338,56 @@ void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const v
     const size_t S = (size_t)T * H * W, Sz = (size_t)zq->T * zq->H * zq->W;
     /* conv_y/conv_b are 1×1×1, so they commute with the nearest resize: run them at the
      * latent resolution and index the result (same numbers, far fewer FLOPs). */
-    float *zy = cvx_alloc_f32((size_t)C * Sz), *zb = cvx_alloc_f32((size_t)C * Sz);   // [C, Tz, h, w]
+    float *zy = vae_alloc((size_t)C * Sz), *zb = vae_alloc((size_t)C * Sz);   // [C, Tz, h, w]
     vae_conv1x1(&n->conv_y, zq->z, Sz, zy);
     vae_conv1x1(&n->conv_b, zq->z, Sz, zb);
     float *gw = cvx_tensor_f32_dup(n->norm_w), *gb = cvx_tensor_f32_dup(n->norm_b);
-    cvx_groupnorm(out, f, C, S, d->groups, gw, gb, SPATIAL_NORM_EPS);   // [C, T, H, W]
+    const int G = d->groups, cpg = C / G;
+    float *mean = cvx_malloc(sizeof(float) * 2 * (size_t)G), *inv = mean + G;
+    cvx_groupnorm_stats(f, C, S, G, SPATIAL_NORM_EPS, mean, inv);
     int *tm = cvx_malloc(sizeof(int) * (size_t)T), *ym = cvx_malloc(sizeof(int) * (size_t)H),
         *xm = cvx_malloc(sizeof(int) * (size_t)W);
     for (int t = 0; t < T; t++) tm[t] = zq_frame(t, T, zq->T);
     for (int y = 0; y < H; y++) ym[y] = cvx_nearest_index(y, zq->H, H);
     for (int x = 0; x < W; x++) xm[x] = cvx_nearest_index(x, zq->W, W);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int c = 0; c < C; c++)
-        for (int t = 0; t < T; t++)
-            for (int y = 0; y < H; y++) {
-                size_t zrow = (((size_t)c * zq->T + tm[t]) * zq->H + ym[y]) * zq->W;
-                float *o = out + (((size_t)c * T + t) * H + y) * W;
-                for (int x = 0; x < W; x++) o[x] = o[x] * zy[zrow + xm[x]] + zb[zrow + xm[x]];
-                if (silu) cvx_silu_serial(o, W);   /* per row: this loop is the parallel one */
+    /* One pass: GroupNorm's affine (the same float operations as cvx_groupnorm), the zq
+     * modulation, SiLU. The nearest-resized rows of zy / zb are gathered once per row. */
+#pragma omp parallel
+    {
+        float *ry = vae_alloc((size_t)2 * W), *rb = ry + W;
+#pragma omp for collapse(2) schedule(static)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < T; t++) {
+                const float sc = inv[c / cpg] * gw[c], sh = gb[c] - mean[c / cpg] * sc;
+                int prev = -1;
+                for (int y = 0; y < H; y++) {
+                    size_t zrow = (((size_t)c * zq->T + tm[t]) * zq->H + ym[y]) * zq->W;
+                    if (ym[y] != prev) {
+                        for (int x = 0; x < W; x++) ry[x] = zy[zrow + xm[x]], rb[x] = zb[zrow + xm[x]];
+                        prev = ym[y];
+                    }
+                    const float *fr = f + (((size_t)c * T + t) * H + y) * W;
+                    float *o = out + (((size_t)c * T + t) * H + y) * W;
+#pragma omp simd
+                    for (int x = 0; x < W; x++) o[x] = (fr[x] * sc + sh) * ry[x] + rb[x];
+                    if (silu) cvx_silu_serial(o, W);   /* per row: this loop is the parallel one */
+                }
             }
-    free(tm), free(ym), free(xm), free(gw), free(gb), free(zy), free(zb);
+        free(ry);
+    }
+    free(mean), free(tm), free(ym), free(xm), free(gw), free(gb), free(zy), free(zb);
 }
 
 float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *cache, const vae_zq *zq,
                         const float *x, int T, int H, int W) {
     const size_t S = (size_t)T * H * W;
-    float *h = cvx_alloc_f32((size_t)r->cin * S);                    // [Cin, T, H, W]
+    float *h = vae_alloc((size_t)r->cin * S);                    // [Cin, T, H, W]
     vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
     float *h1 = causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);   // [Cout, T, H, W]; frees h
     vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
     float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
-        float *s = cvx_alloc_f32((size_t)r->cout * S);                 // [Cout, T, H, W]
+        float *s = vae_alloc((size_t)r->cout * S);                 // [Cout, T, H, W]
         vae_conv1x1(&r->shortcut, x, S, s);
         cvx_add(h2, s, (size_t)r->cout * S);
         free(s);
@@ -380,9 +409,9 @@ float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int
         else tmap[t] = t >> 1;
     }
     const int Hp = Ho + 2, Wp = Wo + 2;
-    float *xp = cvx_alloc_f32((size_t)C * To * Hp * Wp);            // [C, To, Ho+2, Wo+2]
+    float *xp = vae_alloc((size_t)C * To * Hp * Wp);            // [C, To, Ho+2, Wo+2]
     cvx_upsample_nearest_padded(x, C, Ti, *H, *W, tmap, To, Ho, Wo, xp, To, 0, 1, 1);
-    float *y = cvx_alloc_f32((size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
+    float *y = vae_alloc((size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
     conv_on_padded(&b->upsampler, xp, To, Hp, Wp, y);                // Conv2d 3×3 per frame
     free(xp);
     free(tmap);
@@ -419,13 +448,13 @@ float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *
     const size_t Sz = (size_t)T * h * w;
     float *zpq = NULL;
     if (d->use_post_quant_conv) {
-        zpq = cvx_alloc_f32((size_t)d->latent_channels * Sz);
+        zpq = vae_alloc((size_t)d->latent_channels * Sz);
         vae_conv1x1(&d->post_quant_conv, z, Sz, zpq);
         z = zpq;
     }
     vae_zq zq = {z, d->latent_channels, T, h, w};
     int C = d->conv_in.cout, H = h, W = w;
-    float *x = cvx_alloc_f32((size_t)C * Sz);                        // [C0, T, h, w]
+    float *x = vae_alloc((size_t)C * Sz);                        // [C0, T, h, w]
     causal_conv3d(&d->conv_in, cache, z, T, h, w, x);
     x = vae_mid_block(d, cache, &zq, x, T, H, W);
     for (int i = 0; i < d->num_blocks; i++) x = vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);

@@ -143,6 +143,17 @@ static void test_upsample_padded(void **s) {
     for (int c = 0; c < C; c++)   /* zero border */
         assert_true(b[(((size_t)c * Td + t0) * (Ho + 2)) * (Wo + 2)] == 0.0f);
     free(x), free(up), free(a), free(b);
+    /* a size that is not 2× (the general gather path), wider padding */
+    const int Ho2 = 7, Wo2 = 6, ph2 = 2, pw2 = 3, Hp2 = Ho2 + 2 * ph2, Wp2 = Wo2 + 2 * pw2;
+    x = rand_buf((size_t)C * Ti * Hi * Wi);
+    up = cvx_alloc_f32((size_t)C * To * Ho2 * Wo2);
+    np = (size_t)C * To * Hp2 * Wp2;
+    a = cvx_alloc_f32(np), b = cvx_alloc_f32(np);
+    cvx_upsample_nearest(x, C, Ti, Hi, Wi, up, To, Ho2, Wo2);
+    cvx_pad_frames(a, To, 0, up, C, To, 0, To, Ho2, Wo2, ph2, pw2);
+    cvx_upsample_nearest_padded(x, C, Ti, Hi, Wi, NULL, To, Ho2, Wo2, b, To, 0, ph2, pw2);
+    assert_memory_equal(a, b, np * sizeof(float));
+    free(x), free(up), free(a), free(b);
 }
 
 int main(void) {
