@@ -14,7 +14,9 @@
  * (config and safetensors parsing, path handling) and the caller reads it right after the failing
  * call, exactly like errno/strerror.
  * The program name and verbosity are the process's logging setup (like stderr itself, which they
- * describe): written once by main() before any work, only read afterwards; not per-model state. */
+ * describe): written once by main() before any work, only read afterwards; not per-model state.
+ * The die handler belongs to the same process setup: how cvx_die leaves (under mpirun, by agreeing
+ * with the other ranks first; pipeline/parallel.c installs it around the start-up checks). */
 static _Thread_local char g_error[2048];
 static _Thread_local int g_error_shared;   /* g_error is known to every MPI rank (cvx_error_mark_shared) */
 static const char *g_program = "cvx";

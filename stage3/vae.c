@@ -279,14 +279,14 @@ void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     free(bias);
 }
 
-void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
+void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
     float *copy = vae_alloc((size_t)c->cin * T * H * W);
     memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
-    causal_conv3d_consume(c, cache, copy, T, H, W, y);
+    vae_causal_conv3d_consume(c, cache, copy, T, H, W, y);
 }
 
 /* y == NULL: the output is allocated after the input is freed (lower peak); returned. */
-float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
+float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
         if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
@@ -383,9 +383,9 @@ float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *
     const size_t S = (size_t)T * H * W;
     float *h = vae_alloc((size_t)r->cin * S);                    // [Cin, T, H, W]
     vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
-    float *h1 = causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);   // [Cout, T, H, W]; frees h
+    float *h1 = vae_causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);   // [Cout, T, H, W]; frees h
     vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
-    float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
+    float *h2 = vae_causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
         float *s = vae_alloc((size_t)r->cout * S);                 // [Cout, T, H, W]
         vae_conv1x1(&r->shortcut, x, S, s);
@@ -455,11 +455,11 @@ float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *
     vae_zq zq = {z, d->latent_channels, T, h, w};
     int C = d->conv_in.cout, H = h, W = w;
     float *x = vae_alloc((size_t)C * Sz);                        // [C0, T, h, w]
-    causal_conv3d(&d->conv_in, cache, z, T, h, w, x);
+    vae_causal_conv3d(&d->conv_in, cache, z, T, h, w, x);
     x = vae_mid_block(d, cache, &zq, x, T, H, W);
     for (int i = 0; i < d->num_blocks; i++) x = vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);
     vae_spatial_norm(d, &d->norm_out, &zq, x, x, T, H, W, 1);        // norm_out + SiLU
-    float *y = causal_conv3d_consume(&d->conv_out, cache, x, T, H, W, NULL);   // [3, T, H, W]; frees x
+    float *y = vae_causal_conv3d_consume(&d->conv_out, cache, x, T, H, W, NULL);   // [3, T, H, W]; frees x
     free(zpq);
     *T_out = T;
     return y;

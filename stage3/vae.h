@@ -89,7 +89,7 @@ void vae_cache_free(vae_cache *c);
 /* CogVideoXCausalConv3d: time padded with the cached frames (first chunk: the first frame
  * repeated kt−1 times), cache := last kt−1 frames of that time-padded input, zero spatial
  * padding, valid conv. y: [Cout, T, H, W] (caller-allocated). */
-void causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y);
+void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y);
 /* The conditioning latent of the current chunk: [zc, Tz, h, w]. */
 typedef struct { const float *z; int C, T, H, W; } vae_zq;
 /* SpatialNorm3D: out = GroupNorm(f) · conv_y(zq↑) + conv_b(zq↑) (then SiLU when `silu`).

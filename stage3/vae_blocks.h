@@ -24,10 +24,10 @@ typedef struct {
 int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
                  int causal);
 
-/* causal_conv3d that frees its input x once copied into the padded buffer (saves one tensor
+/* vae_causal_conv3d that frees its input x once copied into the padded buffer (saves one tensor
  * at the peak: callers pass an input that is dead after the conv). y == NULL: the output is
  * allocated after the input is freed (lower peak). Returns y. */
-float *causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
+float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
 
 /* A 1×1×1 conv on x[cin, N] -> y[cout, N] (bias added; counted in the context's conv FLOPs). */
 void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y);

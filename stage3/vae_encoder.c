@@ -174,9 +174,9 @@ float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae
     const float eps = (float)e->norm_eps;
     float *h = cvx_alloc_f32((size_t)r->cin * S);                                  // [Cin, T, H, W]
     groupnorm_silu(r->norm1_w, r->norm1_b, e->groups, eps, x, h, r->cin, S);      // norm1 + SiLU
-    float *h1 = causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);         // [Cout, T, H, W]; frees h
+    float *h1 = vae_causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);         // [Cout, T, H, W]; frees h
     groupnorm_silu(r->norm2_w, r->norm2_b, e->groups, eps, h1, h1, r->cout, S);   // norm2 + SiLU (dropout: identity)
-    float *h2 = causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);        // [Cout, T, H, W]; frees h1
+    float *h2 = vae_causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);        // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
         float *s = cvx_alloc_f32((size_t)r->cout * S);                             // [Cout, T, H, W]
         vae_conv1x1(&r->shortcut, x, S, s);
@@ -295,7 +295,7 @@ float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *
                            int *h_out, int *w_out) {
     int C = e->conv_in.cout;
     float *h = cvx_alloc_f32((size_t)C * T * H * W);                 // [C0, T, H, W]
-    causal_conv3d(&e->conv_in, cache, x, T, H, W, h);
+    vae_causal_conv3d(&e->conv_in, cache, x, T, H, W, h);
     for (int i = 0; i < e->num_blocks; i++) h = down_block(e, &e->down[i], cache, h, &C, &T, &H, &W);
     for (int i = 0; i < 2; i++) {                                    // mid block
         float *y = vae_enc_resnet_block(e, &e->mid[i], cache, h, T, H, W);
@@ -304,7 +304,7 @@ float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *
     }
     const size_t S = (size_t)T * H * W;
     groupnorm_silu(e->norm_out_w, e->norm_out_b, e->groups, NORM_OUT_EPS, h, h, C, S);   // norm_out + SiLU
-    float *m = causal_conv3d_consume(&e->conv_out, cache, h, T, H, W, NULL);   // [2lc, T, h, w]; frees h
+    float *m = vae_causal_conv3d_consume(&e->conv_out, cache, h, T, H, W, NULL);   // [2lc, T, h, w]; frees h
     if (e->use_quant_conv) {
         float *q = cvx_alloc_f32((size_t)e->quant_conv.cout * S);
         vae_conv1x1(&e->quant_conv, m, S, q);
