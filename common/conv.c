@@ -30,6 +30,24 @@ static void gemm_bf16(cvx_ctx *ctx, int M, int N, int K, const uint16_t *A, int 
     CVX_CHECK(cvx_matmul(ctx->kernels, CVX_PRECISION_BF16, M, N, K, a, b, NULL, beta, C, ldc) == 0);
 }
 
+/* The Winograd products of one chunk: for each of the n transform points ξ and output frame t,
+ * M_ξ[Cout, t, nt] = U_ξ[Cout, kt·Cin] · V_ξ[t .. t+kt−1][Cin, nt] (bf16 operands when Ub is
+ * given, else f32). Shared by F(2×2) (n = 16) and F(4×4) (n = 36). */
+static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, int T, int nt, const float *U,
+                              const uint16_t *Ub, const float *V, size_t vx, float *M, size_t mx) {
+    const uint16_t *Vb = Ub ? bf16_copy(&ctx->bf16_x, V, (size_t)n * vx) : NULL;
+    for (int xi = 0; xi < n; xi++)
+        for (int t = 0; t < T; t++)
+            if (Ub)
+                gemm_bf16(ctx, Cout, nt, kt * Cin, Ub + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                          Vb + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
+                          T * nt);
+            else
+                cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
+                         V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
+                         T * nt);
+}
+
 void cvx_conv_pack_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int taps, float *dst) {
     CVX_CHECK(w->numel == (int64_t)Cout * Cin * taps);
     const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, taps], zero-copy when f32 */
@@ -321,17 +339,7 @@ void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp,
         /* 16 independent products per output frame, the kt time taps folded into K: with V
          * frame-major, frames t..t+kt−1 of V_ξ are one [kt·Cin, nt] matrix (row stride nt):
          * M_ξ[Cout, t, nt] = U_ξ[Cout, kt·Cin] · V_ξ[t .. t+kt−1][Cin, nt]. */
-        const uint16_t *Vb = Ub ? bf16_copy(&ctx->bf16_x, V, (size_t)16 * vx) : NULL;
-        for (int xi = 0; xi < 16; xi++)
-            for (int t = 0; t < T; t++)
-                if (Ub)
-                    gemm_bf16(ctx, Cout, nt, kt * Cin, Ub + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                              Vb + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
-                              T * nt);
-                else
-                    cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                             V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f,
-                             M + (size_t)xi * mx + (size_t)t * nt, T * nt);
+        winograd_products(ctx, 16, Cout, Cin, kt, T, nt, U, Ub, V, vx, M, mx);
         /* Output transform Aᵀ m A, bias, keep the valid 2×2 outputs. */
 #pragma omp parallel for collapse(2) schedule(static)
         for (int co = 0; co < Cout; co++)
@@ -471,17 +479,7 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
                 }
             free(tr), free(ph), free(zrow);
         }
-        const uint16_t *Vb = Ub ? bf16_copy(&ctx->bf16_x, V, (size_t)36 * vx) : NULL;
-        for (int xi = 0; xi < 36; xi++)
-            for (int t = 0; t < T; t++)
-                if (Ub)
-                    gemm_bf16(ctx, Cout, nt, kt * Cin, Ub + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                              Vb + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
-                              T * nt);
-                else
-                    cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                             V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f,
-                             M + (size_t)xi * mx + (size_t)t * nt, T * nt);
+        winograd_products(ctx, 36, Cout, Cin, kt, T, nt, U, Ub, V, vx, M, mx);
         /* Output transform Y = Aᵀ m A (vectorised over the tiles of a row), bias, valid 4×4 outputs. */
 #pragma omp parallel
         {
