@@ -4,8 +4,8 @@
  * stderr holding the case's key words, no temp file left, and every file of the directory
  * byte-identical to before (a failed run never replaces or damages previous outputs).
  *
- * Besides the table: the directory lock names its holder's pid, a stale temp of a dead run is
- * removed by the next run, and SIGTERM during writes leaves no temp. */
+ * The run-directory behaviour outside the table (lock holder, stale temps, SIGTERM, re-runs)
+ * is tested in tests/e2e_run_dir.c. */
 #include "testutil.h"
 #include "config.h"
 #include "fileio.h"
@@ -20,41 +20,16 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-static char g_base[64];          /* outputs of one good run (the "previous outputs") */
-static char g_model[1024];        /* golden tiny 2b model */
-static char g_s1[256], g_s2[256], g_s3[256];
+static tu_good_run g_good;        /* outputs of one good run (the "previous outputs") */
 static cvx_dir_lock *g_held;      /* a lock a case's preparation holds during its run */
-
-#define STAGE2_ARGS "--num_inference_steps 2 --frames 9 --height 48 --width 64"
-
-static void sh(const char *cmd) {
-    char err[8192];
-    int rc = tu_run(cmd, err, sizeof err);
-    if (rc != 0) fail_msg("setup command failed (%d): %s\n%s", rc, cmd, err);
-}
 
 static int group_setup(void **state) {
     (void)state;
-    tu_program(g_s1, sizeof g_s1, "stage1");
-    tu_program(g_s2, sizeof g_s2, "stage2");
-    tu_program(g_s3, sizeof g_s3, "stage3");
-    char real[PATH_MAX];
-    if (!realpath(GOLDEN "/e2e_2b/model", real) || strlen(real) >= sizeof g_model) return -1;
-    memcpy(g_model, real, strlen(real) + 1);
-    snprintf(g_base, sizeof g_base, "/tmp/cvx_test_XXXXXX");
-    if (!mkdtemp(g_base)) return -1;
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, g_base);
-    sh(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS, g_s2, g_base, g_model);
-    sh(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", g_s3, g_base, g_model);
-    sh(cmd);
-    return 0;
+    return tu_good_run_make(&g_good);
 }
 static int group_teardown(void **state) {
     (void)state;
-    tu_rmrf(g_base);
+    tu_rmrf(g_good.dir);
     return 0;
 }
 
@@ -111,8 +86,8 @@ typedef void (*prep_fn)(const char *D, const char *X);
 
 static void model_copy(const char *X) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model'", g_model, X);
-    sh(cmd);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model'", g_good.model, X);
+    tu_run_ok(cmd);
 }
 static void put(const char *dir, const char *rel, const char *text) {
     char p[1024];
@@ -209,7 +184,7 @@ static void p_model_no_tokenizer(const char *D, const char *X) {
     model_copy(X);
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "rm -r '%s/model/tokenizer'", X);
-    sh(cmd);
+    tu_run_ok(cmd);
 }
 static void p_model_bad_spiece(const char *D, const char *X) { (void)D; model_copy(X); put(X, "model/tokenizer/spiece.model", "garbage"); }
 static void p_model_bad_t5_config(const char *D, const char *X) { (void)D; model_copy(X); put(X, "model/text_encoder/config.json", "{\"d_model\": "); }
@@ -235,7 +210,7 @@ static void p_model_no_vae(const char *D, const char *X) {
     model_copy(X);
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "rm -r '%s/model/vae'", X);
-    sh(cmd);
+    tu_run_ok(cmd);
 }
 static void p_model_bad_vae_config(const char *D, const char *X) { (void)D; model_copy(X); put(X, "model/vae/config.json", "{\"block_out_channels\": \"x\"}"); }
 static void p_model_trunc_vae(const char *D, const char *X) {
@@ -249,9 +224,9 @@ static void p_output_is_file(const char *D, const char *X) { (void)D; put(X, "af
  * replaced by next = 624, left = 624 (issue 14: read past the state array) */
 static void make_checkpoint(const char *D, const char *extra) {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS " --stop_after_steps 1 %s", g_s2,
-             D, g_model, extra);
-    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " TU_STAGE2_SMALL " --stop_after_steps 1 %s", g_good.s2,
+             D, g_good.model, extra);
+    tu_run_ok(cmd);
 }
 static void p_checkpoint_bad_generator(const char *D, const char *X) {
     (void)X;
@@ -398,9 +373,9 @@ static void p_nan_weight(const char *D, const char *X) {
 static void p_nan_weight_resume(const char *D, const char *X) {
     model_copy(X);
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s/model " STAGE2_ARGS " --stop_after_steps 1",
-             g_s2, D, X);
-    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s/model " TU_STAGE2_SMALL " --stop_after_steps 1",
+             g_good.s2, D, X);
+    tu_run_ok(cmd);
     poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
 }
 static void p_checkpoint_nan(const char *D, const char *X) {
@@ -448,14 +423,14 @@ static void p_lock_input(const char *D, const char *X) {   /* a writer holds the
 static void p_s1_rerun(const char *D, const char *X) {
     (void)X;
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, D);
-    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_good.s1, g_good.model, D);
+    tu_run_ok(cmd);
 }
 static void p_s1_rerun_prompts_file(const char *D, const char *X) {
     char cmd[8192];
     put(X, "p.txt", "A red car\nA blue boat\n");
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompts_file %s/p.txt --model_dir %s --output_dir %s", g_s1, X, g_model, D);
-    sh(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompts_file %s/p.txt --model_dir %s --output_dir %s", g_good.s1, X, g_good.model, D);
+    tu_run_ok(cmd);
 }
 
 typedef struct {
@@ -589,7 +564,7 @@ static void expand(char *out, size_t n, const char *tmpl, const char *D, const c
         const char *rep = NULL;
         if (!strncmp(p, "{D}", 3)) rep = D;
         else if (!strncmp(p, "{X}", 3)) rep = X;
-        else if (!strncmp(p, "{M}", 3)) rep = g_model;
+        else if (!strncmp(p, "{M}", 3)) rep = g_good.model;
         if (rep) {
             k += (size_t)snprintf(out + k, n - k, "%s", rep);
             p += 3;
@@ -600,36 +575,30 @@ static void expand(char *out, size_t n, const char *tmpl, const char *D, const c
     out[k < n ? k : n - 1] = 0;
 }
 
-static int count_substr(const char *s, const char *w) {
-    int k = 0;
-    for (const char *p = s; (p = strstr(p, w)); p += strlen(w)) k++;
-    return k;
-}
-
 /* Run one case; 0, or 1 with the reason in why. */
 static int run_bad_case(const bad_case *c, char *why, size_t wn) {
     char D[64], X[64], cmd[16384], args[4096], err[16384], diff[512];
     tu_mkdtemp(D, sizeof D);
     tu_mkdtemp(X, sizeof X);
-    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);
-    sh(cmd);
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_good.dir, D);
+    tu_run_ok(cmd);
     if (c->prep) c->prep(D, X);
     snapshot before, after;
     snap(D, &before);
     expand(args, sizeof args, c->args, D, X);
     if (c->stage == 1)
-        snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --output_dir %s %s", g_s1, g_model, D, args);
+        snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --output_dir %s %s", g_good.s1, g_good.model, D, args);
     else if (c->stage == 2)
-        snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS " %s", g_s2, D, g_model, args);
+        snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " TU_STAGE2_SMALL " %s", g_good.s2, D, g_good.model, args);
     else
-        snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s %s", g_s3, D, g_model, args);
+        snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s %s", g_good.s3, D, g_good.model, args);
     int rc = tu_run(cmd, err, sizeof err), bad = 1;
     cvx_dir_lock_release(g_held);
     g_held = NULL;
     snap(D, &after);
     if (rc != 1)
         snprintf(why, wn, "exit %d, expected 1: %.300s", rc, err);
-    else if (count_substr(err, "error:") != 1)
+    else if (tu_count_substr(err, "error:") != 1)
         snprintf(why, wn, "expected one error line, got: %.300s", err);
     else if (!snap_same(&before, &after, diff, sizeof diff))
         snprintf(why, wn, "previous outputs not kept: %s", diff);
@@ -666,188 +635,7 @@ static void test_bad_inputs(void **state) {
     if (failed) fail_msg("%d of %zu bad-input cases failed (listed above)", failed, n);
 }
 
-/* A second run into a locked directory: one error line naming the holder's pid, nothing
- * written; the same run succeeds once the lock is released. */
-static void test_lock_names_holder(void **state) {
-    (void)state;
-    char D[64], cmd[8192], err[4096], want[64];
-    tu_mkdtemp(D, sizeof D);
-    cvx_dir_lock *l = cvx_dir_lock_acquire(D, 1);
-    ASSERT_NONNULL(l);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
-    int rc = tu_run(cmd, err, sizeof err);
-    print_message("  %s", err);
-    assert_int_equal(rc, 1);
-    assert_int_equal(count_substr(err, "\n"), 1);
-    snprintf(want, sizeof want, "pid %ld", (long)getpid());
-    assert_non_null(strstr(err, "in use by another run"));
-    assert_non_null(strstr(err, want));
-    assert_int_equal(tu_count_entries(D), 0);
-    cvx_dir_lock_release(l);
-    assert_int_equal(tu_run(cmd, err, sizeof err), 0);
-    assert_int_equal(tu_count_entries(D), 2);   /* embeddings + generation_config.json */
-    tu_rmrf(D);
-}
-
-/* Re-running stage 1 over a full run directory invalidates the latents (the table's "older than a
- * stage-1 re-run" cases); running stage 2 again makes the chain whole, and stage 3 decodes. A
- * first run into a fresh directory records no null keys. */
-static void test_rerun_chain_recovers(void **state) {
-    (void)state;
-    char D[64], cmd[8192], err[4096], gc[512];
-    tu_mkdtemp(D, sizeof D);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
-    sh(cmd);
-    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
-    size_t n;
-    char *text = cvx_read_file(gc, &n);
-    assert_non_null(text);
-    /* a fresh directory: nothing to invalidate (T2V records "image"/"video" null already) */
-    assert_null(strstr(text, "\"stage2_latents_xxh64\""));
-    assert_null(strstr(text, "\"prompts_file\""));
-    free(text);
-    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);   /* the full run of 'A panda' */
-    sh(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, D);
-    sh(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", g_s3, D, g_model);
-    assert_int_equal(tu_run(cmd, err, sizeof err), 1);
-    assert_non_null(strstr(err, "run stage 2 again"));
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS, g_s2, D, g_model);
-    sh(cmd);
-    cvx_config c;
-    const char *prompt, *h;
-    ASSERT_OK(cvx_config_load(&c, gc));
-    ASSERT_OK(cvx_cfg_str(&c, "prompt", &prompt));
-    assert_string_equal(prompt, "A red car");
-    ASSERT_OK(cvx_cfg_str(&c, "stage2_latents_xxh64", &h));   /* recorded again */
-    cvx_config_free(&c);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", g_s3, D, g_model);
-    sh(cmd);
-    tu_rmrf(D);
-}
-
-/* key of the JSON file at path: 1 when present with a value other than null */
-static int gc_has(const char *path, const char *key) {
-    cvx_config c;
-    json_object *v = NULL;
-    ASSERT_OK(cvx_config_load(&c, path));
-    int has = json_object_object_get_ex(c.root, key, &v) && v;
-    cvx_config_free(&c);
-    return has;
-}
-static void gc_str(const char *path, const char *key, char *out, size_t n) { ASSERT_OK(cvx_genconfig_get_str(path, key, out, n)); }
-
-/* generation_config.json describes the last run, not a mix: a stage-2 run without a step cache
- * after one with it leaves no cache numbers of the earlier run; stage 2 into an output directory
- * of an earlier run records the stage-1 keys of its new input (prompt, embeddings hash). */
-static void test_genconfig_no_stale_keys(void **state) {
-    (void)state;
-    char D[64], A[64], B[64], cmd[8192], gc[512], v[4096], want[17], p[512];
-    tu_mkdtemp(D, sizeof D);
-    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);
-    sh(cmd);
-    snprintf(gc, sizeof gc, "%s/generation_config.json", D);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS " --cache teacache "
-             "--cache_threshold 0.1", g_s2, D, g_model);
-    sh(cmd);
-    assert_true(gc_has(gc, "cache_threshold") && gc_has(gc, "cache_steps_computed"));
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " STAGE2_ARGS, g_s2, D, g_model);
-    sh(cmd);
-    gc_str(gc, "cache", v, sizeof v);
-    assert_string_equal(v, "none");
-    const char *cache_keys[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
-                                "cache_steps_skipped", "cache_blocks_skipped"};
-    for (int i = 0; i < 5; i++)
-        if (gc_has(gc, cache_keys[i])) fail_msg("%s: '%s' of the earlier cached run kept", gc, cache_keys[i]);
-    /* B: stage 2 from the full run's directory, then from A (stage 1 of another prompt) */
-    tu_mkdtemp(A, sizeof A);
-    tu_mkdtemp(B, sizeof B);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s --model_dir %s " STAGE2_ARGS, g_s2, g_base, B,
-             g_model);
-    sh(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A red car' --model_dir %s --output_dir %s", g_s1, g_model, A);
-    sh(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s --model_dir %s " STAGE2_ARGS, g_s2, A, B,
-             g_model);
-    sh(cmd);
-    snprintf(gc, sizeof gc, "%s/generation_config.json", B);
-    gc_str(gc, "prompt", v, sizeof v);
-    assert_string_equal(v, "A red car");
-    snprintf(p, sizeof p, "%s/stage1_embeddings.safetensors", A);
-    ASSERT_OK(cvx_file_xxh64(p, want));
-    gc_str(gc, "stage1_embeddings_xxh64", v, sizeof v);
-    assert_string_equal(v, want);
-    tu_rmrf(D), tu_rmrf(A), tu_rmrf(B);
-}
-
-/* A temp left by a run that died (its pid no longer runs) is removed by the next run into the
- * directory; a temp of a live process (this test) is kept. */
-static void test_stale_temp_removed(void **state) {
-    (void)state;
-    char D[64], cmd[8192], err[4096], dead[512], live[512];
-    tu_mkdtemp(D, sizeof D);
-    pid_t child = fork();   /* a pid that surely ran and is gone */
-    assert_true(child >= 0);
-    if (child == 0) _exit(0);
-    assert_int_equal(waitpid(child, NULL, 0), child);
-    snprintf(dead, sizeof dead, "%s/stage1_embeddings.safetensors.tmp.%ld.0123456789ab", D, (long)child);
-    snprintf(live, sizeof live, "%s/generation_config.json.tmp.%ld.abcdef012345", D, (long)getpid());
-    tu_write(dead, "half", 4);
-    tu_write(live, "busy", 4);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_s1, g_model, D);
-    int rc = tu_run(cmd, err, sizeof err);
-    if (rc) fail_msg("stage1 failed (%d): %s", rc, err);
-    assert_false(cvx_is_file(dead));
-    assert_true(cvx_is_file(live));
-    tu_rmrf(D);
-}
-
-/* SIGTERM at many points of a run that writes a file after every step (checkpoints, then the
- * output set): the run dies of the signal and no temp is ever left behind. */
-static void test_sigterm_leaves_no_temp(void **state) {
-    (void)state;
-    char D[64], cmd[8192];
-    tu_mkdtemp(D, sizeof D);
-    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", g_base, D);
-    sh(cmd);
-    int killed = 0;
-    for (int trial = 0; trial < 24; trial++) {
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            int devnull = open("/dev/null", O_WRONLY);
-            dup2(devnull, 2);
-            execl(g_s2, g_s2, "--quiet", "--input_dir", D, "--model_dir", g_model, "--num_inference_steps", "6",
-                  "--frames", "9", "--height", "48", "--width", "64", "--checkpoint_every", "1", (char *)NULL);
-            _exit(127);
-        }
-        struct timespec ts = {0, (long)(20 + 15 * trial) * 1000000L};   /* 20 .. 365 ms */
-        nanosleep(&ts, NULL);
-        kill(pid, SIGTERM);
-        int st;
-        assert_int_equal(waitpid(pid, &st, 0), pid);
-        if (WIFSIGNALED(st)) {
-            assert_int_equal(WTERMSIG(st), SIGTERM);
-            killed++;
-        } else {
-            assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);   /* finished before the signal */
-        }
-        DIR *d = opendir(D);
-        for (struct dirent *e; (e = readdir(d));)
-            if (strstr(e->d_name, ".tmp.")) fail_msg("trial %d: temp %s left behind after SIGTERM", trial, e->d_name);
-        closedir(d);
-    }
-    print_message("  %d of 24 runs killed by SIGTERM mid-run, no temp left\n", killed);
-    assert_true(killed > 0);
-    tu_rmrf(D);
-}
-
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs), cmocka_unit_test(test_lock_names_holder),
-                                       cmocka_unit_test(test_stale_temp_removed),
-                                       cmocka_unit_test(test_rerun_chain_recovers),
-                                       cmocka_unit_test(test_genconfig_no_stale_keys),
-                                       cmocka_unit_test(test_sigterm_leaves_no_temp)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_bad_inputs)};
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -63,11 +63,6 @@ static void load_case(cond_case *c, const char *name) {
     cvx_config_free(&cfg);
 }
 
-static void run_ok(const char *cmd) {
-    char err[8192];
-    int rc = tu_run(cmd, err, sizeof err);
-    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
-}
 
 /* golden [1, T, C, h, w] (frames from f0 on) -> ours [1, C, T − f0, h, w] */
 static float *golden_latents_cf(const cvx_tensor *gt, int f0) {
@@ -106,7 +101,7 @@ static void run_cli_case(const char *name, int is_video, int pad_frames) {
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s %s %s "
              "--height %lld --width %lld", s1, qp, qn, model, dir, is_video ? "--video" : "--image", input,
              (long long)c.height, (long long)c.width);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     /* stage 2 takes the size (and V2V's frame count) from stage 1 */
     char extra[128] = "";
     if (is_video) snprintf(extra, sizeof extra, "--strength %g", c.strength);
@@ -115,10 +110,10 @@ static void run_cli_case(const char *name, int is_video, int pad_frames) {
              "%s --quiet --input_dir %s --model_dir %s --num_inference_steps %lld --guidance_scale %g --seed %lld %s %s",
              s2, dir, model, (long long)c.steps, c.guidance, (long long)c.seed, c.dynamic ? "--use_dynamic_cfg" : "",
              extra);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --output_video %s/video.mp4 "
              "--output_frames %s/frames.safetensors", s3, dir, model, dir, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
 
     snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", name);
     cvx_safetensors *gold = tu_open(path);
@@ -358,7 +353,7 @@ static void test_bad_inputs(void **s) {
     expect_fail(cmd, "4k+1", out);
     /* a T2V run on an I2V model: stage 2 refuses, writes nothing */
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s", s1, i2v, out);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/s2 --model_dir %s --num_inference_steps 2 "
              "--frames 9 --height 48 --width 64", s2, out, dir, i2v);
     expect_fail(cmd, "image-to-video model", NULL);
@@ -383,7 +378,7 @@ static void test_stale_and_size(void **s) {
     const char *i2v = GOLDEN "/e2e_i2v_5b/model";
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image " GOLDEN
              "/e2e_i2v_5b/image.png --height 48 --width 64", s1, i2v, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
@@ -392,7 +387,7 @@ static void test_stale_and_size(void **s) {
              i2v);
     expect_fail(cmd, "stage 1 encoded the image at 64x48", NULL);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s", s1, i2v, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(stat(path, &st) != 0);
     tu_rmrf(dir);
 }
@@ -419,24 +414,24 @@ static void test_v2v_then_t2v_keys(void **s) {
     snprintf(gc, sizeof gc, "%s/generation_config.json", dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --strength 0.5", s2,
              dir, model);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(gc_has(gc, "strength") && gc_has(gc, "conditioning_frames"));
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_false(gc_has(gc, "conditioning_frames"));
     /* T2V into another directory: the input's config still has the V2V run's strength */
     char out_gc[600];
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/out --model_dir %s --num_inference_steps 2 "
              "--frames 9 --height 48 --width 64", s2, dir, dir, model);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(out_gc, sizeof out_gc, "%s/out/generation_config.json", dir);
     assert_false(gc_has(out_gc, "strength"));
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --frames 9 "
              "--height 48 --width 64", s2, dir, model);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_false(gc_has(gc, "strength"));
     tu_rmrf(dir);
 }
@@ -480,7 +475,7 @@ static void test_nonfinite_conditioning(void **s) {
     tu_program(s2, sizeof s2, "stage2");
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
     poke(path, "latent_mean", 7, NAN);
     rehash_conditioning(dir);
@@ -508,25 +503,25 @@ static void test_conditioning_pair(void **s) {
     tu_program(s2, sizeof s2, "stage2");
     snprintf(s1cmd, sizeof s1cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
-    run_ok(s1cmd);
+    tu_run_ok(s1cmd);
     snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
     snprintf(keep, sizeof keep, "%s/kept.safetensors", dir);
     snprintf(cmd, sizeof cmd, "cp %s %s", path, keep);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     poke(path, "latent_mean", 3, 0.125f);   /* finite, but not what stage 1 wrote */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
     expect_fail(cmd, "stage1_conditioning.safetensors does not belong", NULL);
     /* a T2V stage-1 run, then the earlier run's conditioning put back */
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "cp %s %s", keep, path);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
     expect_fail(cmd, "run stage 1 again", NULL);
     /* stage 1 again: the pair is whole */
-    run_ok(s1cmd);
+    tu_run_ok(s1cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     tu_rmrf(dir);
 }
 
@@ -544,18 +539,18 @@ static void test_v2v_resume(void **s) {
     quote(qp, sizeof qp, c.prompt);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, qp, model, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(base, sizeof base, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps %lld --guidance_scale %g "
              "--seed %lld", s2, dir, model, (long long)c.steps, c.guidance, (long long)c.seed);
     snprintf(cmd, sizeof cmd, "%s --strength %g --stop_after_steps 1", base, c.strength);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
     struct stat st;
     assert_true(stat(path, &st) != 0);   /* stopped: no result yet */
     snprintf(cmd, sizeof cmd, "%s --strength 0.9 --resume", base);
     expect_fail(cmd, "strength", NULL);
     snprintf(cmd, sizeof cmd, "%s --strength %g --resume", base, c.strength);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     cvx_safetensors *l = tu_open(path), *gold = tu_open(GOLDEN "/e2e_v2v_5b/expected.safetensors");
     const cvx_tensor *lt = cvx_st_find(l, "latents");
     float *got = cvx_tensor_f32_dup(lt), *want = golden_latents_cf(cvx_st_find(gold, "final_latents"), 0);
@@ -597,7 +592,7 @@ static void test_v2v_summary_counts_steps_run(void **s) {
     tu_program(s2, sizeof s2, "stage2");
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(base, sizeof base, "%s --input_dir %s --model_dir %s --num_inference_steps 4 --strength 0.6 --threads 1",
              s2, dir, model);
     snprintf(cmd, sizeof cmd, "%s --stop_after_steps 1", base);
@@ -638,20 +633,20 @@ static void test_make_video_strength(void **s) {
     snprintf(out, sizeof out, "%s/out", dir);
     snprintf(video, sizeof video, "%s/video", dir);
     snprintf(cmd, sizeof cmd, "cp -r " GOLDEN "/e2e_v2v_5b/video %s", video);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(base, sizeof base, "make -s --no-print-directory %s/stage2_latents.safetensors BIN=%s/bin OUT=%s THREADS=1 "
              "VIDEO=%s", out, b && b[0] ? b : "build", out, video);
     snprintf(cmd, sizeof cmd, "%s STRENGTH=0.5 >/dev/null 2>&1", base);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     double t1 = mtime(out, "stage1_embeddings.safetensors"), t2 = mtime(out, "stage2_latents.safetensors");
     snprintf(cmd, sizeof cmd, "%s STRENGTH=0.75 >/dev/null 2>&1", base);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(mtime(out, "stage1_embeddings.safetensors") == t1);
     assert_true(mtime(out, "stage2_latents.safetensors") > t2);
     t2 = mtime(out, "stage2_latents.safetensors");
     snprintf(cmd, sizeof cmd, "sleep 0.01; cp %s/0001.png %s/0000.png && %s STRENGTH=0.75 >/dev/null 2>&1", video, video,
              base);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(mtime(out, "stage1_embeddings.safetensors") > t1);
     assert_true(mtime(out, "stage2_latents.safetensors") > t2);
     tu_rmrf(dir);

@@ -53,11 +53,6 @@ static void test_flags_in_this_build(void **state) {
 }
 
 #ifdef CVX_USE_MPI
-static void run_ok(const char *cmd) {
-    char err[8192];
-    int rc = tu_run(cmd, err, sizeof err);
-    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
-}
 
 static char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -103,7 +98,7 @@ static void setup(run_dirs *r, const char *model, const char *stage2_args) {
         snprintf(r->model, sizeof r->model, "%s/model", r->dir);
         snprintf(cmd, sizeof cmd, "cp -r %s %s && rm %s/transformer/* && cp tests/data/sp_4heads/transformer/* "
                  "%s/transformer/", MODEL_2B, r->model, r->model, r->model);
-        run_ok(cmd);
+        tu_run_ok(cmd);
         model = r->model;
     }
     tu_program(r->s1, sizeof r->s1, "stage1");
@@ -114,7 +109,7 @@ static void setup(run_dirs *r, const char *model, const char *stage2_args) {
     snprintf(cmd, sizeof cmd,
              "%s --quiet --prompt 'A panda plays a guitar in a bamboo forest.' --negative_prompt 'blurry' "
              "--model_dir %s --output_dir %s/in", r->s1, model, r->dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
 }
 
 /* A fresh output directory `name` with the embeddings. */
@@ -122,7 +117,7 @@ static void outdir(const run_dirs *r, const char *name, char *out, size_t n) {
     char cmd[1024];
     snprintf(out, n, "%s/%s", r->dir, name);
     snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/in/* %s/", out, r->dir, out);
-    run_ok(cmd);
+    tu_run_ok(cmd);
 }
 
 static void cfg_parallel_case(const char *model, const char *args) {
@@ -132,7 +127,7 @@ static void cfg_parallel_case(const char *model, const char *args) {
     outdir(&r, "one", one, sizeof one);
     outdir(&r, "two", two, sizeof two);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, one, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     mpirun(mr, sizeof mr, 2);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel", mr, r.s2, two, r.args);
     char err[8192];
@@ -167,7 +162,7 @@ static void sp_case(const char *model, const char *args, int np, const char *fla
     outdir(&r, "one", one, sizeof one);
     outdir(&r, "many", many, sizeof many);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, one, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     mpirun(mr, sizeof mr, np);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s %s", mr, r.s2, many, r.args, flags);
     int rc = tu_run(cmd, err, sizeof err);
@@ -206,17 +201,17 @@ static void test_sp_resume(void **state) {
     outdir(&r, "x", x, sizeof x);
     outdir(&r, "y", y, sizeof y);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, ref, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     mpirun(m2, sizeof m2, 2);
     mpirun(m4, sizeof m4, 4);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --sp 2 --stop_after_steps 2", m2, r.s2, x, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --sp 2 --resume", m4, r.s2, x, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s --stop_after_steps 1", r.s2, y, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --sp 2 --resume", m2, r.s2, y, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(a, sizeof a, "%s/stage2_latents.safetensors", ref);
     snprintf(b, sizeof b, "%s/stage2_latents.safetensors", x);
     assert_close_latents(a, b);
@@ -245,18 +240,18 @@ static void test_resume_other_rank_count(void **state) {
     outdir(&r, "x", x, sizeof x);
     outdir(&r, "y", y, sizeof y);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, ref, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     mpirun(mr, sizeof mr, 2);
     /* 2 ranks stop after step 2 → 1 process resumes */
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --stop_after_steps 2", mr, r.s2, x, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s --resume", r.s2, x, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     /* 1 process stops after step 1 → 2 ranks resume */
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s --stop_after_steps 1", r.s2, y, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --resume", mr, r.s2, y, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(a, sizeof a, "%s/stage2_latents.safetensors", ref);
     snprintf(b, sizeof b, "%s/stage2_latents.safetensors", x);
     assert_same_bytes(a, b);
@@ -324,11 +319,11 @@ static void test_stage3_tiles_and_stage1(void **state) {
     char d[256], cmd[4096], mr[512], a[300], b[300];
     outdir(&r, "d", d, sizeof d);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, d, r.args);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     const char *tiles = "--tiling on --tile_sample_min_height 16 --tile_sample_min_width 16";
     snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --input_dir %s --model_dir %s %s --output_video %s/v1.mp4 "
              "--output_frames %s/f1.safetensors", r.s3, d, r.model, tiles, d, d);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(a, sizeof a, "%s/f1.safetensors", d);
     for (int np = 2; np <= 3; np++) {
         mpirun(mr, sizeof mr, np);
@@ -342,18 +337,18 @@ static void test_stage3_tiles_and_stage1(void **state) {
     }
     snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --input_dir %s --model_dir %s --tiling off --output_video "
              "%s/u1.mp4 --output_frames %s/u1.safetensors", r.s3, d, r.model, d, d);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     mpirun(mr, sizeof mr, 2);
     snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --input_dir %s --model_dir %s --tiling off --output_video "
              "%s/u2.mp4 --output_frames %s/u2.safetensors", mr, r.s3, d, r.model, d, d);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(a, sizeof a, "%s/u1.safetensors", d);
     snprintf(b, sizeof b, "%s/u2.safetensors", d);
     assert_same_bytes(a, b);
 
     snprintf(cmd, sizeof cmd, "%s %s --prompt 'a cat' --model_dir %s --output_dir %s/s1 2>&1 >/dev/null | "
              "grep -c . | grep -qx 3", mr, r.s1, r.model, d);   /* rank 0's 3 info lines, nothing from rank 1 */
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(a, sizeof a, "%s/s1/stage1_embeddings.safetensors", d);
     assert_true(tu_exists(a));
     tu_rmrf(r.dir);

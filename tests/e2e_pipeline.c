@@ -53,11 +53,6 @@ static void load_case(e2e_case *c, const char *name) {
     cvx_config_free(&cfg);
 }
 
-static void run_ok(const char *cmd) {
-    char err[8192];
-    int rc = tu_run(cmd, err, sizeof err);
-    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
-}
 
 static void run_case(const char *name) {
     e2e_case c;
@@ -73,16 +68,16 @@ static void run_case(const char *name) {
 
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s", s1, qp, qn,
              model, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd,
              "%s --quiet --input_dir %s --output_dir %s --model_dir %s --num_inference_steps %lld --guidance_scale %g "
              "--seed %lld --frames %lld --height %lld --width %lld %s",
              s2, dir, dir, model, (long long)c.steps, c.guidance, (long long)c.seed, (long long)c.frames,
              (long long)c.height, (long long)c.width, c.dynamic ? "--use_dynamic_cfg" : "");
-    run_ok(cmd);
+    tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --output_video %s/video.mp4 --output_frames %s/frames.safetensors",
              s3, dir, model, dir, dir);
-    run_ok(cmd);
+    tu_run_ok(cmd);
 
     snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", name);
     cvx_safetensors *gold = tu_open(path);
@@ -173,25 +168,25 @@ static void test_make_reruns_only_what_changed(void **state) {
     snprintf(base, sizeof base, "make -s --no-print-directory pipeline BIN=%s/bin OUT=%s STEPS=2 THREADS=1",
              b && b[0] ? b : "build", dir);
     snprintf(cmd, sizeof cmd, "%s CRF=20 >/dev/null", base);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     double t1 = mtime(dir, "stage1_embeddings.safetensors"), t2 = mtime(dir, "stage2_latents.safetensors"),
            t3 = mtime(dir, "output_video.mp4");
     snprintf(cmd, sizeof cmd, "%s CRF=20 >/dev/null", base);  /* nothing changed: nothing runs */
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(mtime(dir, "output_video.mp4") == t3);
     snprintf(cmd, sizeof cmd, "%s CRF=30 >/dev/null", base);  /* stage-3 setting */
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(mtime(dir, "stage1_embeddings.safetensors") == t1);
     assert_true(mtime(dir, "stage2_latents.safetensors") == t2);
     assert_true(mtime(dir, "output_video.mp4") > t3);
     t3 = mtime(dir, "output_video.mp4");
     snprintf(cmd, sizeof cmd, "%s CRF=30 SEED=7 >/dev/null", base);  /* stage-2 setting */
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(mtime(dir, "stage1_embeddings.safetensors") == t1);
     assert_true(mtime(dir, "stage2_latents.safetensors") > t2);
     assert_true(mtime(dir, "output_video.mp4") > t3);
     snprintf(cmd, sizeof cmd, "%s CRF=30 SEED=7 PROMPT='another prompt' >/dev/null", base);
-    run_ok(cmd);
+    tu_run_ok(cmd);
     assert_true(mtime(dir, "stage1_embeddings.safetensors") > t1);
     tu_rmrf(dir);
 }

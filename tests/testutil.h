@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -96,8 +97,49 @@ static inline int tu_run(const char *cmd, char *err, size_t errn) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-/* Entries of a directory other than . and .. (0 if it does not exist). */
-/* entries of dir, not counting the programs' directory lock file ".lock" (common/lock.h) */
+/* Run a command that must succeed (fails the test with the command and its stderr otherwise). */
+static inline void tu_run_ok(const char *cmd) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0) fail_msg("command failed (%d): %s\n%s", rc, cmd, err);
+}
+
+/* Occurrences of w in s (e.g. error lines in a program's stderr). */
+static inline int tu_count_substr(const char *s, const char *w) {
+    int k = 0;
+    for (const char *p = s; (p = strstr(p, w)); p += strlen(w)) k++;
+    return k;
+}
+
+/* One good run of the three programs on the golden tiny 2b model into a fresh directory: the
+ * "previous outputs" the run-directory tests start from (embeddings, generation_config.json,
+ * latents, video). Paths of the programs and the absolute model directory are returned too. */
+#define TU_STAGE2_SMALL "--num_inference_steps 2 --frames 9 --height 48 --width 64"
+typedef struct {
+    char dir[64];                  /* the run directory (tu_rmrf it) */
+    char model[1024];              /* absolute path of the golden tiny 2b model */
+    char s1[256], s2[256], s3[256];   /* the built programs */
+} tu_good_run;
+static inline int tu_good_run_make(tu_good_run *r) {
+    tu_program(r->s1, sizeof r->s1, "stage1");
+    tu_program(r->s2, sizeof r->s2, "stage2");
+    tu_program(r->s3, sizeof r->s3, "stage3");
+    char real[4096], cmd[8192];
+    if (!realpath(GOLDEN "/e2e_2b/model", real) || strlen(real) >= sizeof r->model) return -1;
+    memcpy(r->model, real, strlen(real) + 1);
+    snprintf(r->dir, sizeof r->dir, "/tmp/cvx_test_XXXXXX");
+    if (!mkdtemp(r->dir)) return -1;
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", r->s1, r->model, r->dir);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " TU_STAGE2_SMALL, r->s2, r->dir, r->model);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", r->s3, r->dir, r->model);
+    tu_run_ok(cmd);
+    return 0;
+}
+
+/* Entries of a directory other than . and .., not counting the programs' directory lock file
+ * ".lock" (common/lock.h); 0 if it does not exist. */
 static inline int tu_count_entries(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return 0;
