@@ -33,7 +33,7 @@ void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *r, ch
     if (k > 0)
         snprintf(buf, n, "%d of %d steps %s (strength %g skips the first %d)", total - k, total, l->scheduler,
                  r->strength, k);
-    else snprintf(buf, n, "%d steps %s", total, l->scheduler);
+    else snprintf(buf, n, "%d step%s %s", total, total == 1 ? "" : "s", l->scheduler);
     len = strlen(buf);
     if (l->resumed_from && len < n) snprintf(buf + len, n - len, ", resumed after %d", l->resumed_from - k);
 }

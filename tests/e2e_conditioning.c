@@ -569,6 +569,10 @@ static void test_steps_text(void **s) {
     cvx_latents t2v = {.steps_done = 50, .resumed_from = 20, .scheduler = "ddim"};
     cvx_latents_steps_text(&t2v, &r, buf, sizeof buf);
     assert_string_equal(buf, "50 steps ddim, resumed after 20");
+    cvx_sample_params one = {.num_inference_steps = 1};
+    cvx_latents t2v1 = {.steps_done = 1, .scheduler = "ddim"};
+    cvx_latents_steps_text(&t2v1, &one, buf, sizeof buf);
+    assert_string_equal(buf, "1 step ddim");
     assert_int_equal(cvx_latents_steps_ran(&t2v), 30);
     cvx_latents v2v = {.steps_done = 50, .steps_skipped = 10, .scheduler = "dpm"};
     cvx_latents_steps_text(&v2v, &r, buf, sizeof buf);
