@@ -286,6 +286,20 @@ static void outset_free(cvx_outset *s) {
     s->n = 0;
 }
 
+int cvx_outset_find(const cvx_outset *s, const char *final_path) {
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->final[i], final_path) == 0) return i;
+    return -1;
+}
+
+void cvx_outset_drop(cvx_outset *s, int i) {
+    if (i < 0 || i >= s->n) return;
+    cvx_temp_discard(s->tmp[i]);
+    free(s->tmp[i]), free(s->final[i]);
+    for (int j = i; j + 1 < s->n; j++) s->tmp[j] = s->tmp[j + 1], s->final[j] = s->final[j + 1];
+    s->n--;
+}
+
 void cvx_outset_abort(cvx_outset *s) {
     for (int i = 0; i < s->n; i++) cvx_temp_discard(s->tmp[i]);
     outset_free(s);

@@ -53,6 +53,10 @@ void cvx_outset_init(cvx_outset *s);
 int cvx_outset_write(cvx_outset *s, const char *final_path, const void *buf, size_t len);
 /* Add a temp the caller wrote (name from cvx_temp_create/cvx_temp_path); the set takes it over. */
 int cvx_outset_add(cvx_outset *s, const char *tmp_path, const char *final_path);
+/* Index of the entry for final_path, or -1 (a file updated again before the commit). */
+int cvx_outset_find(const cvx_outset *s, const char *final_path);
+/* Remove entry i (its temp deleted); the others keep their order. */
+void cvx_outset_drop(cvx_outset *s, int i);
 /* Rename every temp into place (then fsync the directories). On failure the not yet renamed
  * temps are removed. Frees the set's names either way. */
 int cvx_outset_commit(cvx_outset *s);

@@ -260,10 +260,17 @@ int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_cond
 int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out);
 /* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"), image or video, conditioning_frames. */
 int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *c, const char *source);
+/* The same, and the precision and cache records below, into an output set: each renders over the
+ * set's pending generation_config.json, so that all of a run's keys are committed with its data. */
+int cvx_genconfig_record_conditioning_set(cvx_outset *set, const char *path, const cvx_conditioning *c,
+                                          const char *source);
+int cvx_genconfig_record_precision_set(cvx_outset *set, const char *path, const char *key, const cvx_model *m);
 
 /* generation_config.json: the step-cache settings and counts of the run (cache, cache_threshold,
  * teacache_coefficients, cache_steps_computed / _skipped, cache_blocks_skipped). */
 int cvx_genconfig_record_cache(const char *out_path, const cvx_sample_params *resolved, const cvx_latents *l);
+int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_path, const cvx_sample_params *resolved,
+                                   const cvx_latents *l);
 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */

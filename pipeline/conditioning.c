@@ -330,6 +330,10 @@ uint64_t cvx_conditioning_hash(const cvx_conditioning *c) {
 }
 
 int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *c, const char *source) {
+    return cvx_genconfig_record_conditioning_set(NULL, path, c, source);
+}
+int cvx_genconfig_record_conditioning_set(cvx_outset *set, const char *path, const cvx_conditioning *c,
+                                          const char *source) {
     json_object *upd = json_object_new_object();
     const cvx_mode mode = c ? c->mode : CVX_MODE_T2V;
     json_object_object_add(upd, "mode", json_object_new_string(cvx_mode_name(mode)));
@@ -341,7 +345,7 @@ int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *
         json_object_object_add(upd, "height", json_object_new_int(c->height));
         json_object_object_add(upd, "width", json_object_new_int(c->width));
     }
-    int rc = cvx_genconfig_update(path, upd);
+    int rc = cvx_genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
 }

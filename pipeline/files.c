@@ -52,12 +52,14 @@ int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embedd
     return 0;
 }
 
-/* updates -> path, directly or as the last file of an output set */
-static int genconfig_put(cvx_outset *set, const char *path, json_object *upd) {
+int cvx_genconfig_put(cvx_outset *set, const char *path, json_object *upd) {
     if (!set) return cvx_genconfig_update(path, upd);
     size_t len;
-    char *text = cvx_genconfig_render(path, upd, &len);
-    int rc = text ? cvx_outset_write(set, path, text, len) : -1;
+    int i = cvx_outset_find(set, path);
+    char *text = cvx_genconfig_render(i >= 0 ? set->tmp[i] : path, upd, &len);
+    if (!text) return -1;
+    cvx_outset_drop(set, i);
+    int rc = cvx_outset_write(set, path, text, len);
     free(text);
     return rc;
 }
@@ -112,15 +114,18 @@ int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const cha
      * refuses the old embeddings or conditioning, stage 3 the old latents, until run again) */
     const char *const stale[] = {"prompt", "prompts_file", "stage1_embeddings_xxh64", "stage1_conditioning_xxh64",
                                  "stage2_latents_xxh64"};
-    int rc = null_stale_keys(path, upd, stale, (int)(sizeof stale / sizeof stale[0])) || genconfig_put(set, path, upd);
+    int rc = null_stale_keys(path, upd, stale, (int)(sizeof stale / sizeof stale[0])) || cvx_genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
 }
 
 int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m) {
+    return cvx_genconfig_record_precision_set(NULL, path, key, m);
+}
+int cvx_genconfig_record_precision_set(cvx_outset *set, const char *path, const char *key, const cvx_model *m) {
     json_object *upd = json_object_new_object();
     json_object_object_add(upd, key, json_object_new_string(cvx_precision_name(m->ctx->precision)));
-    int rc = cvx_genconfig_update(path, upd);
+    int rc = cvx_genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
 }
@@ -324,12 +329,16 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     }
     if (lat_xxh64) json_object_object_add(upd, "stage2_latents_xxh64", json_object_new_string(lat_xxh64));
     json_object_object_add(upd, "noise_dtype", json_object_new_string(p->noise_dtype ? p->noise_dtype : "f32"));
-    int rc = genconfig_put(set, out_gc, upd);
+    int rc = cvx_genconfig_put(set, out_gc, upd);
     json_object_put(upd);
     return rc;
 }
 
 int cvx_genconfig_record_cache(const char *out_gc, const cvx_sample_params *p, const cvx_latents *l) {
+    return cvx_genconfig_record_cache_set(NULL, out_gc, p, l);
+}
+int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_gc, const cvx_sample_params *p,
+                                   const cvx_latents *l) {
     json_object *upd = json_object_new_object();
     int on = p->cache && strcmp(p->cache, "none") != 0;
     json_object_object_add(upd, "cache", json_object_new_string(on ? p->cache : "none"));
@@ -353,7 +362,7 @@ int cvx_genconfig_record_cache(const char *out_gc, const cvx_sample_params *p, c
     const char *const stale[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
                                  "cache_steps_skipped", "cache_blocks_skipped"};
     int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
-             cvx_genconfig_update(out_gc, upd);
+             cvx_genconfig_put(set, out_gc, upd);
     json_object_put(upd);
     return rc;
 }

@@ -34,6 +34,11 @@ int cvx_model_load_t5(cvx_model *m);
 int cvx_model_load_transformer(cvx_model *m);
 int cvx_model_load_vae(cvx_model *m);
 int cvx_model_load_vae_encoder(cvx_model *m);   /* pipeline/conditioning.c */
+/* generation_config.json updates (a json_object of keys; null values clear) -> path, directly
+ * (set NULL) or into the output set; a set's second update of the same file renders over its
+ * pending temp, so every key of a run is committed with the data it describes (pipeline/files.c). */
+struct json_object;
+int cvx_genconfig_put(cvx_outset *set, const char *path, struct json_object *upd);
 /* A progress bar reporting to fn (NULL: the default bar). */
 void cvx_progress_begin(cvx_progress *bar, const char *label, int total, cvx_progress_fn fn, void *user);
 

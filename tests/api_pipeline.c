@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "pipeline/cogvideox.h"
 #include "testutil.h"
 
@@ -198,6 +199,43 @@ static void test_errors(void **s) {
     cvx_model_close(m);
 }
 
+/* The keys a stage records after its data (conditioning, precision, cache) go into the output
+ * set's one pending generation_config.json: nothing changes on disk before the commit, and the
+ * commit writes every key at once (a kill between two updates cannot leave half a record). */
+static void test_genconfig_keys_in_one_set(void **s) {
+    (void)s;
+    char dir[64], gc[256];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(gc, sizeof gc, "%s/generation_config.json", dir);
+    const char *before = "{\"prompt\": \"a panda\", \"stage1_precision\": \"old\", \"mode\": \"i2v\"}\n";
+    tu_write(gc, before, strlen(before));
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = TINY, .precision = CVX_PRECISION_F32});
+    ASSERT_NONNULL(m);
+    cvx_outset set;
+    cvx_outset_init(&set);
+    ASSERT_OK(cvx_genconfig_record_conditioning_set(&set, gc, NULL, NULL));   /* a T2V run */
+    ASSERT_OK(cvx_genconfig_record_precision_set(&set, gc, "stage1_precision", m));
+    ASSERT_OK(cvx_genconfig_record_precision_set(&set, gc, "stage2_precision", m));
+    assert_int_equal(set.n, 1);   /* one pending file, rendered over three times */
+    size_t n;
+    char *text = cvx_read_file(gc, &n);
+    assert_string_equal(text, before);   /* not yet committed */
+    free(text);
+    ASSERT_OK(cvx_outset_commit(&set));
+    char v[64];
+    ASSERT_OK(cvx_genconfig_get_str(gc, "mode", v, sizeof v));
+    assert_string_equal(v, "t2v");
+    ASSERT_OK(cvx_genconfig_get_str(gc, "stage1_precision", v, sizeof v));
+    assert_string_equal(v, "f32");
+    ASSERT_OK(cvx_genconfig_get_str(gc, "stage2_precision", v, sizeof v));
+    assert_string_equal(v, "f32");
+    ASSERT_OK(cvx_genconfig_get_str(gc, "prompt", v, sizeof v));
+    assert_string_equal(v, "a panda");
+    assert_int_equal(tu_count_entries(dir), 1);   /* no temp left */
+    cvx_model_close(m);
+    tu_rmrf(dir);
+}
+
 /* docs/api.md's example program, built by make test. */
 static void test_example_text2video(void **s) {
     (void)s;
@@ -219,6 +257,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_dpm_vs_cli), cmocka_unit_test(test_e2e_ddim_vs_cli),
         cmocka_unit_test(test_two_models),      cmocka_unit_test(test_progress_and_info),
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_example_text2video),
+        cmocka_unit_test(test_genconfig_keys_in_one_set),
     };
     cvx_set_verbosity(0);
     return cmocka_run_group_tests(tests, NULL, NULL);

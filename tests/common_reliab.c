@@ -209,6 +209,22 @@ static void test_outset(void **state) {
     x = slurp(b);
     assert_string_equal(x, "new-b");   /* not renamed: the set stopped at the first failure */
     free(x);
+    /* a file updated again before the commit: find its entry, drop it (temp removed, order kept) */
+    cvx_outset_init(&s);
+    ASSERT_OK(cvx_outset_write(&s, a, "a1", 2));
+    ASSERT_OK(cvx_outset_write(&s, b, "b1", 2));
+    assert_int_equal(cvx_outset_find(&s, b), 1);
+    assert_int_equal(cvx_outset_find(&s, "/nonexistent"), -1);
+    cvx_outset_drop(&s, 0);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(cvx_outset_find(&s, b), 0);
+    assert_int_equal(temps_in(dir), 1);
+    cvx_outset_drop(&s, -1);   /* "not found" is a no-op */
+    assert_int_equal(s.n, 1);
+    ASSERT_OK(cvx_outset_commit(&s));
+    x = slurp(b);
+    assert_string_equal(x, "b1");
+    free(x);
     tu_rmrf(dir);
 }
 
