@@ -71,6 +71,10 @@ for t in $FUZZ_TARGETS; do
     "$CLANG" $CFLAGS -fsanitize=fuzzer "fuzz/fuzz_$t.c" $OBJS $LIBS -o "$FUZZ_BUILD/fuzz_$t"
 done
 
+# The index target writes its input to a file every execution: on a disk-backed /tmp that is
+# mostly kernel time (measured 663 vs ~6,000 exec/s on tmpfs beside other load), so its temp
+# directory goes to /dev/shm when that is a writable tmpfs and TMPDIR is not set.
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
