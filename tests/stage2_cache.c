@@ -10,7 +10,11 @@
  *     driven by those decisions (TeaCache) or by its own FBCache rule; the counts match;
  *   - kill + resume with caching, stopped right before a skipped step, is bit-identical; a
  *     checkpoint with another cache_threshold is refused;
- *   - prints the rel-L2 of the final latents vs uncached at the default thresholds (docs). */
+ *   - TeaCache's e is the same bytes whatever the latents and text (2b, 5b, 1.5 with ofs): what
+ *     lets every MPI rank decide alone; FBCache's row sums do not depend on the rows' grouping;
+ *   - prints the rel-L2 of the final latents vs uncached at the default thresholds (docs).
+ * The sampler and the reference loop run one forward of batch 1 per CFG branch (as --cfg_parallel
+ * and the uncached loop do); tests/e2e_mpi.c checks the MPI layouts against one process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -355,6 +359,71 @@ static void test_off_identical(void **state) {
     identical_case("e2e_5b");
 }
 
+/* Under --cfg_parallel / --sp every rank decides TeaCache on its own e: e must come from the
+ * timestep (and the constant ofs) alone. Two forwards with other latents and text, same t: the
+ * same e bytes, for 2b (sin-cos), 5b (rotary) and 1.5-I2V (patch_size_t, ofs_embed_dim). */
+static void test_e_independent_of_inputs(void **state) {
+    (void)state;
+    const char *dirs[3] = {"e2e_2b", "e2e_5b", "e2e_i2v_1.5"};
+    for (int d = 0; d < 3; d++) {
+        char path[256];
+        snprintf(path, sizeof path, GOLDEN "/%s/model/transformer", dirs[d]);
+        cogvideox_transformer *m = cogvideox_load(path, NULL);
+        if (!m) fail_msg("%s", cvx_last_error());
+        const cogvideox_config *cf = cogvideox_get_config(m);
+        int pt = cf->patch_size_t > 0 ? cf->patch_size_t : 1, F = 2 * pt, H = 4 * cf->patch_size, W = H;
+        int L = cf->max_text_seq_length;
+        size_t nx = (size_t)F * cf->in_channels * H * W, nt = (size_t)L * cf->text_embed_dim;
+        float *x = malloc(nx * sizeof(float)), *text = malloc(nt * sizeof(float)), *e0 = NULL, *rc = NULL, *rs = NULL;
+        if (cf->use_rotary_positional_embeddings) {
+            size_t nv = (size_t)cogvideox_num_video_tokens(cf, F, H, W) * cf->attention_head_dim;
+            rc = malloc(nv * sizeof(float)), rs = malloc(nv * sizeof(float));
+            assert_int_equal(cogvideox_rope_tables(cf, F, H, W, rc, rs), 0);
+        }
+        cvx_generator g;
+        cvx_generator_seed(&g, 7);
+        int64_t t = 781;
+        for (int k = 0; k < 2; k++) {
+            cvx_randn(&g, x, nx);
+            cvx_randn(&g, text, nt);
+            cogvideox_fwd f;
+            assert_int_equal(cogvideox_forward_embed(m, x, 1, F, H, W, text, L, &t, NULL, 0, rc, rs, &f), 0);
+            if (!e0) e0 = malloc(f.E * sizeof(float)), memcpy(e0, f.emb, f.E * sizeof(float));
+            else assert_memory_equal(e0, f.emb, f.E * sizeof(float));
+            cogvideox_forward_abort(&f);
+        }
+        printf("  %s: e of t=%lld is the same bytes for other latents and text%s\n", dirs[d], (long long)t,
+               cf->ofs_embed_dim ? " (with the ofs embedding)" : "");
+        free(x); free(text); free(e0); free(rc); free(rs);
+        cogvideox_free(m);
+    }
+}
+
+/* FBCache's blocked rel-L1: a row's sums do not depend on which rows are summed with it (a
+ * rank's share gives the bytes of the whole call), and the ratio adds rows in order. */
+static void test_fbcache_row_sums(void **state) {
+    (void)state;
+    enum { ROWS = 26, D = 7 };
+    float r[ROWS * D], P[ROWS * D];
+    cvx_generator g;
+    cvx_generator_seed(&g, 3);
+    cvx_randn(&g, r, ROWS * D);
+    cvx_randn(&g, P, ROWS * D);
+    double whole[2 * ROWS], part[2 * ROWS], num = 0, den = 0, den_got;
+    cogvideox_fbcache_row_sums(r, P, ROWS, D, whole);
+    for (int lo = 0, hi; lo < ROWS; lo = hi) {   /* shares of 1, 2, 3, ... rows */
+        hi = lo + 1 + lo % 4 < ROWS ? lo + 1 + lo % 4 : ROWS;
+        cogvideox_fbcache_row_sums(r + lo * D, P + lo * D, (size_t)(hi - lo), D, part + 2 * lo);
+    }
+    assert_memory_equal(whole, part, sizeof whole);
+    for (int i = 0; i < ROWS; i++) {
+        double a = 0, b = 0;
+        for (int k = 0; k < D; k++) a += fabs((double)r[i * D + k] - P[i * D + k]), b += fabs((double)P[i * D + k]);
+        num += a, den += b;
+    }
+    assert_true(cogvideox_fbcache_rel(whole, ROWS, &den_got) == num / den && den_got == den);
+}
+
 /* TeaCache with p ≡ 1 at 1.5: compute, skip, compute, ..., compute (last) — sampler == reference */
 static void test_teacache_known_pattern(void **state) {
     (void)state;
@@ -541,6 +610,7 @@ static void test_resume(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_units),        cmocka_unit_test(test_off_identical),
+        cmocka_unit_test(test_e_independent_of_inputs), cmocka_unit_test(test_fbcache_row_sums),
         cmocka_unit_test(test_teacache_known_pattern), cmocka_unit_test(test_teacache_rule_real),
         cmocka_unit_test(test_fbcache_rule),      cmocka_unit_test(test_resume),
     };
