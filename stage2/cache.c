@@ -342,6 +342,7 @@ static int fbcache_rule(cogvideox_cache *c, int step) {
     if (!c->lay.group) {   /* one process: the share is the whole batch, in order */
         cogvideox_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, all);
     } else {
+        memset(send, 0, part * sizeof(double));   /* rows past this rank's: sent, not read */
         cogvideox_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, send);
         if (cvx_dist_allgather(c->lay.group, send, part * sizeof(double), recv)) cvx_dist_die_last_error(c->lay.group);
         for (int w = 0; w < p; w++) {

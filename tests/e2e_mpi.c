@@ -268,43 +268,34 @@ static void cache_run(const run_dirs *r, const char *name, int np, const char *f
     if (rc != 0 || err[0]) fail_msg("stage2 on %d rank(s) %s: exit %d, stderr:\n%s", np, flags, rc, err);
 }
 
-/* --cfg_parallel on 2 ranks, --sp 2 on 2, both on 4: latents and counts as one process. */
-static void cache_ranks_case(const run_dirs *r, const char *cache, const char *ref) {
+/* --cfg_parallel on 2 ranks, --sp 2 on 2, both on 4: latents and counts as one process (ref). */
+static void cache_ranks_case(const run_dirs *r, const char *tag, const char *cache, const char *ref) {
     static const struct { int np; const char *flags; } runs[] = {
         {2, "--cfg_parallel"}, {2, "--sp 2"}, {4, "--cfg_parallel --sp 2"}};
     for (int k = 0; k < 3; k++) {
         char d[256], flags[256], what[300];
         snprintf(flags, sizeof flags, "%s %s", cache, runs[k].flags);
-        cache_run(r, runs[k].np == 4 ? "m4" : k == 0 ? "m2c" : "m2s", runs[k].np, flags, d, sizeof d);
+        snprintf(what, sizeof what, "%s_%d", tag, k);   /* a fresh directory per kind and layout */
+        cache_run(r, what, runs[k].np, flags, d, sizeof d);
         snprintf(what, sizeof what, "-np %d %s", runs[k].np, flags);
         assert_same_run(ref, d, what);
     }
 }
 
-static void test_cache_teacache_ranks(void **state) {
-    (void)state;
-    run_dirs r;
-    setup(&r, MODEL_4HEADS, "--num_inference_steps 4 --guidance_scale 6 --seed 42");
-    char one[256], d[256];
-    cache_run(&r, "one", 1, TEACACHE_ARGS, one, sizeof one);
-    cache_ranks_case(&r, TEACACHE_ARGS, one);
-    /* resume across rank counts: 2 ranks (CFG) stop after step 1 (step 2 is skipped: the restored
-     * residual is used) → 4 ranks (CFG × sp 2) resume */
-    cache_run(&r, "res", 2, TEACACHE_ARGS " --cfg_parallel --stop_after_steps 1", d, sizeof d);
-    cache_run(&r, "res", 4, TEACACHE_ARGS " --cfg_parallel --sp 2 --resume", d, sizeof d);
-    assert_same_run(one, d, "teacache: -np 2 --cfg_parallel stop + -np 4 --cfg_parallel --sp 2 resume");
-    tu_rmrf(r.dir);
-}
-
-static void test_cache_fbcache_ranks(void **state) {
+/* One setup (stage 1) for both kinds. Resume across rank counts with FBCache, whose state has
+ * both residuals (TeaCache's goes through the same gather / cut; its acc and e_prev are alike on
+ * every rank). */
+static void test_cache_ranks(void **state) {
     (void)state;
     run_dirs r;
     setup(&r, MODEL_4HEADS, "--num_inference_steps 4 --guidance_scale 6 --seed 42");
     char one[256], x[256], y[256], a[300], b[300];
-    cache_run(&r, "one", 1, FBCACHE_ARGS, one, sizeof one);
-    cache_ranks_case(&r, FBCACHE_ARGS, one);
-    /* stop after step 1 on 4 ranks and on one process: the same checkpoint bytes (the cache state
-     * in the one-process layout); then each resumes on the other's rank count */
+    cache_run(&r, "one_tea", 1, TEACACHE_ARGS, one, sizeof one);
+    cache_ranks_case(&r, "tea", TEACACHE_ARGS, one);
+    cache_run(&r, "one_fb", 1, FBCACHE_ARGS, one, sizeof one);
+    cache_ranks_case(&r, "fb", FBCACHE_ARGS, one);
+    /* stop after step 1 (step 2 is skipped: the restored residual is used) on 4 ranks and on one
+     * process: the same checkpoint bytes (the one-process layout); each resumes on another count */
     cache_run(&r, "x", 4, FBCACHE_ARGS " --cfg_parallel --sp 2 --stop_after_steps 1", x, sizeof x);
     cache_run(&r, "y", 1, FBCACHE_ARGS " --stop_after_steps 1", y, sizeof y);
     snprintf(a, sizeof a, "%s/stage2_checkpoint.safetensors", x);
@@ -457,8 +448,7 @@ int main(void) {
         cmocka_unit_test(test_cfg_parallel_sp2_4heads),
         cmocka_unit_test(test_sp3_golden),
         cmocka_unit_test(test_sp_resume),
-        cmocka_unit_test(test_cache_teacache_ranks),
-        cmocka_unit_test(test_cache_fbcache_ranks),
+        cmocka_unit_test(test_cache_ranks),
         cmocka_unit_test(test_cfg_parallel_2b_ddim),
         cmocka_unit_test(test_cfg_parallel_5b_dpm_dynamic),
         cmocka_unit_test(test_resume_other_rank_count),
