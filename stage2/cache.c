@@ -195,8 +195,8 @@ static void share_copy(float *whole, float *share, int64_t rows, int b0, int nb,
     }
 }
 
-/* The whole-batch residual (head 0) or block-0 residual (head 1) at rank 0 from every rank's
- * share (*whole: NULL elsewhere). A failed exchange stops the run (cvx_dist_die). */
+/* The whole-batch residual (head 0: [B, S, D]) or block-0 residual (head 1: [B, N, D]) from every
+ * rank's share, returned at rank 0 (NULL elsewhere). A failed exchange stops the run (cvx_dist_die). */
 static float *gather_whole(const cogvideox_cache *c, const float *share, int head) {
     int p = cvx_dist_size(c->lay.group), b0, nb;
     size_t *bytes = cvx_malloc(sizeof(size_t) * p), total = 0;
