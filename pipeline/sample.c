@@ -63,9 +63,6 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (ck == COGVIDEOX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;   /* every rank finds these alike */
     if (cogvideox_sp_check(&m->tcfg, sp)) return -1;
-    if (sp > 1 && strcmp(r->cache, "none") != 0)
-        return cvx_error("--cache %s with --sp %d: step caching decides on the whole CFG batch; run it in one process",
-                         r->cache, sp);
     cogvideox_preview_mode pm;
     if (!r->preview) r->preview = "latent";
     if (cogvideox_preview_parse_mode(r->preview, &pm)) return -1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "error.h"
 #include "ops.h"
 
@@ -63,6 +64,8 @@ int cogvideox_cache_init(cogvideox_cache *c, cogvideox_cache_kind kind, double t
     c->n_steps = n_steps;
     c->num_layers = num_layers;
     c->last_compute = 1;
+    c->lay = (cogvideox_cache_layout){NULL, 1, 1, 1};
+    c->lnb = 1;
     if (c->kind == COGVIDEOX_CACHE_FBCACHE && num_layers < 2)
         return cvx_error("--cache fbcache needs a transformer with at least 2 blocks (block 0 decides, the rest are "
                          "cached), this one has %d", num_layers);
@@ -74,7 +77,10 @@ void cogvideox_cache_free(cogvideox_cache *c) {
     free(c->resid);
     free(c->head_prev);
     free(c->head_cur);
-    c->prev_e = c->resid = c->head_prev = c->head_cur = NULL;
+    free(c->hold);
+    free(c->sums);
+    c->prev_e = c->resid = c->head_prev = c->head_cur = c->hold = NULL;
+    c->sums = NULL;
 }
 
 int64_t cogvideox_cache_blocks_skipped(const cogvideox_cache *c) {
@@ -122,26 +128,139 @@ int cogvideox_teacache_decide(cogvideox_cache *c, int step, const float *e, int 
     return compute;
 }
 
-int cogvideox_fbcache_decide(cogvideox_cache *c, int step, const float *r, size_t n) {
+void cogvideox_fbcache_row_sums(const float *r, const float *P, size_t rows, int D, double *sums) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < rows; i++) {   /* each row in order: the same bytes for any thread count */
+        const float *ri = r + i * D, *pi = P + i * D;
+        double num = 0, den = 0;
+        for (int k = 0; k < D; k++) {
+            num += fabs((double)ri[k] - (double)pi[k]);
+            den += fabs((double)pi[k]);
+        }
+        sums[2 * i] = num, sums[2 * i + 1] = den;
+    }
+}
+
+double cogvideox_fbcache_rel(const double *sums, size_t rows, double *den_out) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < rows; i++) num += sums[2 * i], den += sums[2 * i + 1];
+    *den_out = den;
+    return num / den;
+}
+
+int cogvideox_fbcache_decide(cogvideox_cache *c, int step, int have_prev, double rel, double den) {
     int compute = 1;
     c->last_rel = c->last_p = NAN;
-    if (c->head_prev && c->n_head == n) {
-        double num = 0, den = 0;
-        for (size_t i = 0; i < n; i++) {
-            num += fabs((double)r[i] - (double)c->head_prev[i]);
-            den += fabs((double)c->head_prev[i]);
-        }
+    if (have_prev) {
         /* upstream: mean|r − P| / mean|P| > threshold (the counts cancel); Σ|P| == 0 computes here */
-        c->last_rel = num / den;
-        compute = den == 0 || c->last_rel > c->threshold;
+        c->last_rel = rel;
+        compute = den == 0 || rel > c->threshold;
     }
     if (c->force) compute = c->force(c->force_user, step);
-    if (!c->head_prev) compute = 1;
+    if (!have_prev) compute = 1;
     c->last_compute = compute;
     return compute;
 }
 
-/* -1 when a restored residual has another size than this forward's [n]. */
+/* ---- how the batch is spread over the ranks ---- */
+static int my_rank(const cogvideox_cache *c) { return c->lay.group ? cvx_dist_rank(c->lay.group) : 0; }
+
+/* Rank w's branches [*b0, *b0 + *nb); with S known, its token rows rows[0..1] and video rows rows[2..3]. */
+static void share_of(const cogvideox_cache *c, int w, int *b0, int *nb, int64_t rows[4]) {
+    int ci = w / c->lay.sp, si = w % c->lay.sp;
+    *b0 = c->lay.cfg > 1 ? ci : 0;
+    *nb = c->lay.cfg > 1 ? 1 : c->lay.n_branches;
+    if (!rows) return;
+    cvx_dist_split_range(c->S, c->lay.sp, si, &rows[0], &rows[1]);
+    rows[2] = rows[0] < c->L ? c->L : rows[0];
+    rows[3] = rows[1] < rows[2] ? rows[2] : rows[1];
+}
+
+void cogvideox_cache_set_layout(cogvideox_cache *c, const cogvideox_cache_layout *lay) {
+    c->lay = *lay;
+    if (!c->lay.group || cvx_dist_size(c->lay.group) < 2) c->lay.group = NULL, c->lay.cfg = c->lay.sp = 1;
+    CVX_CHECK(c->lay.n_branches >= 1 && c->lay.n_branches <= 2 && c->lay.cfg >= 1 && c->lay.sp >= 1);
+    CVX_CHECK(!c->lay.group || cvx_dist_size(c->lay.group) == c->lay.cfg * c->lay.sp);
+    CVX_CHECK(c->lay.cfg == 1 || c->lay.cfg == c->lay.n_branches);
+    share_of(c, my_rank(c), &c->lb0, &c->lnb, NULL);
+}
+
+/* Between the whole batch [B, rows, D] and a share [nb, hi − lo, D] of it (branches b0.., rows lo..hi). */
+static void share_copy(float *whole, float *share, int64_t rows, int b0, int nb, int64_t lo, int64_t hi, int D,
+                       int to_whole) {
+    size_t n = (size_t)(hi - lo) * D;
+    for (int j = 0; j < nb; j++) {
+        float *w = whole + ((size_t)(b0 + j) * rows + lo) * D, *s = share + j * n;
+        memcpy(to_whole ? w : s, to_whole ? s : w, n * sizeof(float));
+    }
+}
+
+/* The whole-batch residual (head 0: [B, S, D]) or block-0 residual (head 1: [B, N, D]) from every
+ * rank's share, returned at rank 0 (NULL elsewhere). A failed exchange stops the run (cvx_dist_die). */
+static float *gather_whole(const cogvideox_cache *c, const float *share, int head) {
+    int p = cvx_dist_size(c->lay.group), b0, nb;
+    size_t *bytes = cvx_malloc(sizeof(size_t) * p), total = 0;
+    int64_t rows[4];
+    for (int w = 0; w < p; w++) {
+        share_of(c, w, &b0, &nb, rows);
+        bytes[w] = (size_t)nb * (size_t)(head ? rows[3] - rows[2] : rows[1] - rows[0]) * c->D * sizeof(float);
+        total += bytes[w];
+    }
+    int root = my_rank(c) == 0;
+    float *recv = root ? cvx_alloc_f32(total / sizeof(float) + 1) : NULL, *whole = NULL;
+    if (cvx_dist_gatherv(c->lay.group, share, bytes, recv, 0)) cvx_dist_die_last_error(c->lay.group);
+    if (root) {
+        int64_t per = head ? c->N : c->S;
+        whole = cvx_alloc_f32((size_t)c->lay.n_branches * per * c->D);                // [B, per, D]
+        size_t off = 0;
+        for (int w = 0; w < p; w++) {
+            share_of(c, w, &b0, &nb, rows);
+            int64_t lo = head ? rows[2] - c->L : rows[0], hi = head ? rows[3] - c->L : rows[1];
+            share_copy(whole, recv + off, per, b0, nb, lo, hi, c->D, 1);
+            off += bytes[w] / sizeof(float);
+        }
+    }
+    free(recv);
+    free(bytes);
+    return whole;
+}
+
+/* This rank's rows from the first forward's sizes; a checkpoint's whole batch cut to its share. */
+static int setup_share(cogvideox_cache *c, const cogvideox_fwd *f) {
+    if (c->S != f->S || c->L != f->L || c->D != f->D) {
+        int64_t rows[4];
+        c->S = f->S, c->L = f->L, c->N = f->N, c->D = f->D;
+        share_of(c, my_rank(c), &c->lb0, &c->lnb, rows);
+        c->r0 = rows[0], c->r1 = rows[1], c->v0 = rows[2], c->v1 = rows[3];
+        CVX_CHECK(f->B == 1 && f->row0 == (size_t)c->r0 && f->nrows == (size_t)(c->r1 - c->r0));
+    }
+    if (!c->global) return 0;
+    size_t B = (size_t)c->lay.n_branches, D = (size_t)c->D;
+    if (c->resid && c->n_resid != B * c->S * D)
+        return cvx_error("step cache: the checkpoint's residual has %zu values but this run needs %zu = %zu x %d x "
+                         "%zu (checkpoint of another run?)", c->n_resid, B * c->S * D, B, c->S, D);
+    if (c->head_prev && c->n_head != B * c->N * D)
+        return cvx_error("step cache: the checkpoint's block-0 residual has %zu values but this run needs %zu "
+                         "(checkpoint of another run?)", c->n_head, B * c->N * D);
+    if (c->resid) {
+        size_t n = (size_t)c->lnb * (c->r1 - c->r0) * D;
+        float *mine = cvx_alloc_f32(n + 1);                                                // [lnb, r1 − r0, D]
+        share_copy(c->resid, mine, c->S, c->lb0, c->lnb, c->r0, c->r1, c->D, 0);
+        free(c->resid);
+        c->resid = mine, c->n_resid = n;
+    }
+    if (c->head_prev) {
+        size_t n = (size_t)c->lnb * (c->v1 - c->v0) * D;
+        float *mine = cvx_alloc_f32(n + 1);                                                // [lnb, v1 − v0, D]
+        share_copy(c->head_prev, mine, c->N, c->lb0, c->lnb, c->v0 - c->L, c->v1 - c->L, c->D, 0);
+        free(c->head_prev);
+        c->head_prev = mine, c->n_head = n;
+    }
+    c->global = 0;
+    return 0;
+}
+
+/* -1 when a residual has another size than this step's share [n]. */
 static int resid_check(const cogvideox_cache *c, size_t n) {
     if (c->resid && c->n_resid != n)
         return cvx_error("step cache: the cached residual has %zu values but this forward needs %zu (checkpoint of "
@@ -151,7 +270,7 @@ static int resid_check(const cogvideox_cache *c, size_t n) {
 
 /* The residual buffer, allocated on the first computed step (the decisions compute while it is NULL). */
 static void resid_alloc(cogvideox_cache *c, size_t n) {
-    if (!c->resid) { c->resid = cvx_alloc_f32(n); c->n_resid = n; }
+    if (!c->resid) { c->resid = cvx_alloc_f32(n + 1); c->n_resid = n; }
 }
 
 /* r = a − r, element-wise */
@@ -166,61 +285,149 @@ static void add_to(float *h, const float *r, size_t n) {
     for (size_t i = 0; i < n; i++) h[i] = h[i] + r[i];
 }
 
-/* TeaCache: decide on e, then run all blocks (keeping R) or add R. */
-static int teacache_blocks(cogvideox_transformer *m, cogvideox_cache *c, int step, cogvideox_fwd *f) {
-    size_t n = (size_t)f->B * f->S * f->D;
-    if (resid_check(c, n)) return -1;
-    int compute = cogvideox_teacache_decide(c, step, f->emb, f->E);   /* row 0: all CFG rows share t */
-    if (!c->resid) compute = 1;   /* nothing to reuse yet (step 0 always computes anyway) */
-    resid_alloc(c, n);
-    if (compute) {
-        memcpy(c->resid, f->h, n * sizeof(float));                                        // [B, S, D] h before
-        cogvideox_forward_blocks(m, f, 0, c->num_layers);
-        sub_from(c->resid, f->h, n);                                                      // R = h_after − h_before
-    } else {
-        add_to(f->h, c->resid, n);
+/* The inputs of one step and where its outputs go. */
+typedef struct {
+    const float *x, *text, *rope_cos, *rope_sin;
+    const int64_t *timestep;
+    int F, H, W, L;
+    size_t text_n, out_n;                /* per branch: L·text_embed_dim, F·C_out·H·W */
+    float *out;
+} step_io;
+
+static int embed(cogvideox_transformer *m, const step_io *io, int j, cogvideox_fwd *f) {
+    return cogvideox_forward_embed(m, io->x, 1, io->F, io->H, io->W, io->text + j * io->text_n, io->L, io->timestep,
+                                   NULL, 0, io->rope_cos, io->rope_sin, f);
+}
+
+/* TeaCache: per branch, embed; the first decides on e (row 0: it depends on t alone, so every
+ * branch and every rank sees the same); then all blocks (keeping R) or R added. */
+static int teacache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const step_io *io) {
+    int compute = 1;
+    for (int j = 0; j < c->lnb; j++) {
+        cogvideox_fwd f;
+        if (embed(m, io, j, &f)) return -1;
+        if (setup_share(c, &f) || resid_check(c, (size_t)c->lnb * (c->r1 - c->r0) * f.D)) {
+            cogvideox_forward_abort(&f);
+            return -1;
+        }
+        size_t n = (size_t)(c->r1 - c->r0) * f.D;
+        if (j == 0) {
+            compute = cogvideox_teacache_decide(c, step, f.emb, f.E);
+            if (!c->resid) compute = 1;   /* nothing to reuse yet (step 0 always computes anyway) */
+            resid_alloc(c, n * c->lnb);
+        }
+        float *h = f.h + (size_t)c->r0 * f.D, *R = c->resid + j * n;                    // [r1 − r0, D] each
+        if (compute) {
+            memcpy(R, h, n * sizeof(float));                                               // h before the blocks
+            cogvideox_forward_blocks(m, &f, 0, c->num_layers);
+            sub_from(R, h, n);                                                             // R = h_after − h_before
+        } else {
+            add_to(h, R, n);
+        }
+        cogvideox_forward_finalize(m, &f, io->out + j * io->out_n);
     }
     return compute;
 }
 
-/* FBCache: block 0, decide on its video residual, then blocks 1.. (keeping T) or add T. */
-static int fbcache_blocks(cogvideox_transformer *m, cogvideox_cache *c, int step, cogvideox_fwd *f) {
-    size_t n = (size_t)f->B * f->S * f->D, nv = (size_t)f->N * f->D, nh = (size_t)f->B * nv;
-    if (resid_check(c, n)) return -1;
-    if (c->head_prev && c->n_head != nh)
-        return cvx_error("step cache: the cached block-0 residual has %zu values but this forward needs %zu "
-                         "(checkpoint of another run?)", c->n_head, nh);
-    if (!c->head_cur) c->head_cur = cvx_alloc_f32(nh);
-    float *X = c->head_cur;                                                               // [B, N, D]
-    for (int b = 0; b < f->B; b++)
-        memcpy(X + b * nv, f->h + ((size_t)b * f->S + f->L) * f->D, nv * sizeof(float));
-    cogvideox_forward_blocks(m, f, 0, 1);
-    for (int b = 0; b < f->B; b++) sub_from(X + b * nv, f->h + ((size_t)b * f->S + f->L) * f->D, nv);  // r
-    int compute = cogvideox_fbcache_decide(c, step, X, nh);
+/* FBCache's rule on this step's block-0 residual X (head_cur) against P (head_prev): the row
+ * sums of this rank's share, every rank's gathered (fixed-size parts: lnb · ⌈S/sp⌉ rows), added
+ * in (branch, token) order. */
+static int fbcache_rule(cogvideox_cache *c, int step) {
+    if (!c->head_prev) return cogvideox_fbcache_decide(c, step, 0, NAN, 0);
+    size_t B = (size_t)c->lay.n_branches, N = (size_t)c->N, vr = (size_t)(c->v1 - c->v0);
+    size_t maxr = (size_t)(c->S + c->lay.sp - 1) / c->lay.sp, part = 2 * (size_t)c->lnb * maxr;
+    int p = c->lay.group ? cvx_dist_size(c->lay.group) : 1;
+    if (!c->sums) c->sums = cvx_malloc(sizeof(double) * (2 * B * N + part * (p + 1)));
+    double *all = c->sums, *send = all + 2 * B * N, *recv = send + part;              // [B, N, 2], parts
+    if (!c->lay.group) {   /* one process: the share is the whole batch, in order */
+        cogvideox_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, all);
+    } else {
+        memset(send, 0, part * sizeof(double));   /* rows past this rank's: sent, not read */
+        cogvideox_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, send);
+        if (cvx_dist_allgather(c->lay.group, send, part * sizeof(double), recv)) cvx_dist_die_last_error(c->lay.group);
+        for (int w = 0; w < p; w++) {
+            int b0, nb;
+            int64_t rows[4];
+            share_of(c, w, &b0, &nb, rows);
+            size_t n = (size_t)(rows[3] - rows[2]);
+            for (int j = 0; j < nb; j++)
+                memcpy(all + 2 * ((b0 + j) * N + (size_t)(rows[2] - c->L)), recv + w * part + 2 * j * n,
+                       2 * n * sizeof(double));
+        }
+    }
+    double den, rel = cogvideox_fbcache_rel(all, B * N, &den);
+    return cogvideox_fbcache_decide(c, step, 1, rel, den);
+}
+
+/* FBCache: per branch, embed and block 0 (the model has one h: the first branch's stream waits
+ * in c->hold); decide on the whole batch; per branch, blocks 1.. (keeping T) or T added. */
+static int fbcache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const step_io *io) {
+    cogvideox_fwd f[2];
+    int nf = 0;
+    size_t n = 0, vn = 0;
+    for (int j = 0; j < c->lnb; j++) {
+        if (embed(m, io, j, &f[j])) goto fail;
+        nf++;
+        if (setup_share(c, &f[j])) goto fail;
+        n = (size_t)(c->r1 - c->r0) * c->D, vn = (size_t)(c->v1 - c->v0) * c->D;
+        if (resid_check(c, c->lnb * n)) goto fail;
+        if (c->head_prev && c->n_head != c->lnb * vn) {
+            cvx_error("step cache: the cached block-0 residual has %zu values but this forward needs %zu (checkpoint "
+                      "of another run?)", c->n_head, c->lnb * vn);
+            goto fail;
+        }
+        if (!c->head_cur) c->head_cur = cvx_alloc_f32(c->lnb * vn + 1);
+        if (j + 1 < c->lnb) {
+            size_t hn = (size_t)c->S * c->D;
+            if (!c->hold) c->hold = cvx_alloc_f32(hn);
+            memcpy(c->hold, f[j].h, hn * sizeof(float));                                   // [S, D]
+            f[j].h = c->hold;
+        }
+        float *X = c->head_cur + j * vn, *hv = f[j].h + (size_t)c->v0 * c->D;           // [v1 − v0, D]
+        memcpy(X, hv, vn * sizeof(float));
+        cogvideox_forward_blocks(m, &f[j], 0, 1);
+        sub_from(X, hv, vn);                                                               // r
+    }
+    int compute = fbcache_rule(c, step);
     if (!c->resid) compute = 1;
-    resid_alloc(c, n);
-    if (compute) {
-        c->head_cur = c->head_prev;                                                       // P ← r
-        c->head_prev = X;
-        c->n_head = nh;
-        memcpy(c->resid, f->h, n * sizeof(float));                                        // block-0 output
-        cogvideox_forward_blocks(m, f, 1, c->num_layers - 1);
-        sub_from(c->resid, f->h, n);                                                      // T = h_out − h_block0
-    } else {
-        add_to(f->h, c->resid, n);
+    resid_alloc(c, c->lnb * n);
+    for (int j = 0; j < c->lnb; j++) {
+        float *h = f[j].h + (size_t)c->r0 * c->D, *T = c->resid + j * n;                // [r1 − r0, D]
+        if (compute) {
+            memcpy(T, h, n * sizeof(float));                                               // block-0 output
+            cogvideox_forward_blocks(m, &f[j], 1, c->num_layers - 1);
+            sub_from(T, h, n);                                                             // T = h_out − h_block0
+        } else {
+            add_to(h, T, n);
+        }
+        cogvideox_forward_finalize(m, &f[j], io->out + j * io->out_n);
+    }
+    if (compute) {   /* P ← r */
+        float *t = c->head_prev;
+        c->head_prev = c->head_cur, c->n_head = c->lnb * vn;
+        c->head_cur = t;
     }
     return compute;
+fail:
+    for (int k = 0; k < nf; k++) cogvideox_forward_abort(&f[k]);
+    return -1;
 }
 
-int cogvideox_cache_forward(cogvideox_transformer *m, cogvideox_cache *c, int step, const float *x, int B, int F,
-                            int H, int W, const float *text, int L, const int64_t *timestep, const float *rope_cos,
-                            const float *rope_sin, float *out) {
-    if (!c || !cogvideox_cache_active(c))
-        return cogvideox_forward(m, x, B, F, H, W, text, L, timestep, rope_cos, rope_sin, out);
-    cogvideox_fwd f;
-    if (cogvideox_forward_embed(m, x, B, F, H, W, text, L, timestep, NULL, 0, rope_cos, rope_sin, &f)) return -1;
-    int compute = c->kind == COGVIDEOX_CACHE_TEACACHE ? teacache_blocks(m, c, step, &f) : fbcache_blocks(m, c, step, &f);
-    if (compute < 0) { cogvideox_forward_abort(&f); return -1; }
+int cogvideox_cache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const float *x, int F, int H, int W,
+                         const float *text, int L, const int64_t *timestep, const float *rope_cos,
+                         const float *rope_sin, float *out) {
+    const cogvideox_config *cf = cogvideox_get_config(m);
+    step_io io = {x, text, rope_cos, rope_sin, timestep, F, H, W, L, (size_t)L * cf->text_embed_dim,
+                  (size_t)F * cf->out_channels * H * W, out};
+    if (!cogvideox_cache_active(c)) {
+        for (int j = 0; j < c->lnb; j++)
+            if (cogvideox_forward(m, x, 1, F, H, W, text + j * io.text_n, L, timestep, rope_cos, rope_sin,
+                                  out + j * io.out_n))
+                return -1;
+        return 0;
+    }
+    int compute = c->kind == COGVIDEOX_CACHE_TEACACHE ? teacache_step(m, c, step, &io) : fbcache_step(m, c, step, &io);
+    if (compute < 0) return -1;
     if (compute) c->steps_computed++;
     else c->steps_skipped++;
     if (c->kind == COGVIDEOX_CACHE_TEACACHE)
@@ -228,20 +435,30 @@ int cogvideox_cache_forward(cogvideox_transformer *m, cogvideox_cache *c, int st
                   compute ? "compute" : "skip");
     else
         cvx_debug("fbcache step %d: diff %.6g -> %s", step + 1, c->last_rel, compute ? "compute" : "skip");
-    cogvideox_forward_finalize(m, &f, out);
     return 0;
 }
 
 /* ---- checkpoint ---- */
-int cogvideox_cache_save(const cogvideox_cache *c, cvx_st_writer *w) {
+int cogvideox_cache_save(cogvideox_cache *c, cvx_st_writer *w) {
     if (!cogvideox_cache_active(c)) return 0;
+    const float *resid = c->resid, *head = c->head_prev;
+    size_t nr = c->n_resid, nh = c->n_head;
+    float *gr = NULL, *gh = NULL;
+    if (c->lay.group && !c->global) {   /* the shares to rank 0, in the one-process layout */
+        size_t B = (size_t)c->lay.n_branches;
+        if (resid) gr = gather_whole(c, resid, 0), nr = B * c->S * c->D;
+        if (head) gh = gather_whole(c, head, 1), nh = B * c->N * c->D;
+        resid = gr, head = gh;
+    }
+    if (!w || my_rank(c) != 0) { free(gr); free(gh); return 0; }   /* the other ranks: sent */
     int64_t counts[2] = {c->steps_computed, c->steps_skipped}, two = 2, one = 1, n;
     int rc = cvx_stw_add(w, "cache_counts", CVX_I64, 1, &two, counts);
     rc |= cvx_stw_add(w, "teacache_acc", CVX_F64, 1, &one, &c->acc);
     if (c->prev_e) rc |= cvx_stw_add(w, "teacache_prev_e", CVX_F32, 1, (n = c->E, &n), c->prev_e);
-    if (c->resid) rc |= cvx_stw_add(w, "cache_residual", CVX_F32, 1, (n = (int64_t)c->n_resid, &n), c->resid);
-    if (c->head_prev)
-        rc |= cvx_stw_add(w, "fbcache_head_residual", CVX_F32, 1, (n = (int64_t)c->n_head, &n), c->head_prev);
+    if (resid) rc |= cvx_stw_add(w, "cache_residual", CVX_F32, 1, (n = (int64_t)nr, &n), resid);
+    if (head) rc |= cvx_stw_add(w, "fbcache_head_residual", CVX_F32, 1, (n = (int64_t)nh, &n), head);
+    free(gr);
+    free(gh);
     return rc;
 }
 
@@ -279,6 +496,7 @@ int cogvideox_cache_load(cogvideox_cache *c, const cvx_safetensors *st, const ch
     c->prev_e = e, c->E = (int)ne;
     c->resid = r, c->n_resid = nr;
     c->head_prev = hp, c->n_head = nh;
+    c->global = 1;   /* cut to this rank's share at the next step */
     free(counts);
     free(acc);
     return 0;

@@ -13,7 +13,12 @@
  * FirstBlockCache, per step: block 0 always runs; r = its residual on the video rows [B, N, D];
  * with P = r of the last computed step: compute iff there is no P, Σ|P| == 0, or
  * Σ|r − P| / Σ|P| > threshold. Compute: P = r, run blocks 1.., T = h_out − h_after_block0 (all
- * rows). Skip: h = h_after_block0 + T.
+ * rows). Skip: h = h_after_block0 + T. The sums are taken per video row (D values, in double)
+ * and the rows added in (branch, token) order, so the decision is the same bytes on any rank
+ * layout.
+ *
+ * Under MPI (--cfg_parallel, --sp) every rank takes the same decision: TeaCache's e depends on t
+ * (and the constant ofs) alone; FBCache gathers the row sums. Residuals stay per rank.
  *
  * A threshold <= 0 turns caching off (plain forward, bit-identical, no buffers) — a deliberate
  * definition: upstream TeaCache at 0 can still skip with 2b/5b coefficients (p(x) < 0). */
@@ -28,21 +33,43 @@
 
 typedef enum { COGVIDEOX_CACHE_NONE = 0, COGVIDEOX_CACHE_TEACACHE, COGVIDEOX_CACHE_FBCACHE } cogvideox_cache_kind;
 
+/* How the CFG batch [B, S, D] is spread over the ranks that run one forward together
+ * (docs/distributed.md). One process: all of it. --cfg_parallel: branch c on CFG rank c;
+ * --sp: token rows cvx_dist_split_range(S, sp, s) on SP rank s; both: rank w = c·sp + s of
+ * `group` (cvx_dist_split_grid's numbering). */
+struct cvx_dist;
+typedef struct {
+    const struct cvx_dist *group;   /* every rank of the run (NULL or 1 rank: one process) */
+    int n_branches;                 /* B of the whole CFG batch: 2 with CFG, 1 without */
+    int cfg, sp;                    /* group size = cfg × sp; cfg 2: one branch per rank, else all */
+} cogvideox_cache_layout;
+
 typedef struct {
     cogvideox_cache_kind kind;      /* NONE also when the threshold is <= 0 */
     double threshold;
     double coeffs[5];               /* TeaCache p(x) = c0·x⁴ + c1·x³ + c2·x² + c3·x + c4 (np.poly1d order) */
     int n_steps, num_layers;
+    cogvideox_cache_layout lay;     /* one process with B = 1 until cogvideox_cache_set_layout */
+    /* this rank's share, known from the first step: branches lb0 .. lb0 + lnb − 1, token rows
+     * [r0, r1), video rows [v0, v1) ⊂ [L, S) */
+    int S, L, N, D, lb0, lnb;
+    int64_t r0, r1, v0, v1;
     /* TeaCache state */
     double acc;                     /* accumulated rescaled rel-L1 since the last computed step */
     float *prev_e;                  /* [E] e of the previous step */
     int E;
-    /* residual of the skipped blocks [B, S, D]: TeaCache all blocks, FBCache blocks 1.. */
+    /* residual of the skipped blocks, this rank's share [lnb, r1 − r0, D] of [B, S, D]:
+     * TeaCache all blocks, FBCache blocks 1.. */
     float *resid;
     size_t n_resid;
-    /* FBCache: P = block-0 video residual of the last computed step, X = this step's [B, N, D] */
+    /* FBCache: P = block-0 video residual of the last computed step, X = this step's; this rank's
+     * share [lnb, v1 − v0, D] of [B, N, D] */
     float *head_prev, *head_cur;
     size_t n_head;
+    int global;                     /* resid / head_prev hold the whole batch (read from a checkpoint):
+                                     * cut to this rank's share at the next step */
+    float *hold;                    /* FBCache: h [S, D] of branch lb0 while branch lb0 + 1 runs block 0 */
+    double *sums;                   /* FBCache: [B, N, 2] Σ|r − P|, Σ|P| per video row, and exchange space */
     /* the run's counts (checkpointed, so they cover a resumed run) */
     int64_t steps_computed, steps_skipped;
     /* the last decision: rel (TeaCache rel-L1 of e / FBCache diff), p(rel), acc after it */
@@ -81,18 +108,34 @@ double cogvideox_rel_l1(const float *x, const float *prev, size_t n);
 
 /* The TeaCache rule for step `step` given e [E]; updates the state; 1 = compute, 0 = skip. */
 int cogvideox_teacache_decide(cogvideox_cache *c, int step, const float *e, int E);
-/* The FBCache rule given this step's block-0 video residual r [n] (P is not updated here). */
-int cogvideox_fbcache_decide(cogvideox_cache *c, int step, const float *r, size_t n);
+/* FBCache's rel-L1 in blocks that do not depend on how the batch is spread over ranks: for each
+ * of `rows` video rows of D values, sums[2·i] = Σ|r − P| and sums[2·i + 1] = Σ|P| in double, in
+ * order; the decision adds these rows in (branch, token) order (cogvideox_fbcache_rel). */
+void cogvideox_fbcache_row_sums(const float *r, const float *P, size_t rows, int D, double *sums);
+/* Σ num / Σ den over the row sums in order; *den_out gets Σ den. */
+double cogvideox_fbcache_rel(const double *sums, size_t rows, double *den_out);
+/* The FBCache rule given the rel-L1 of this step (have_prev 0: no P yet → compute). */
+int cogvideox_fbcache_decide(cogvideox_cache *c, int step, int have_prev, double rel, double den);
 
-/* cogvideox_forward_ex with caching at loop step `step` (the plain forward when not active).
- * -1 + cvx_error. */
-int cogvideox_cache_forward(cogvideox_transformer *m, cogvideox_cache *c, int step, const float *x, int B, int F,
-                            int H, int W, const float *text, int L, const int64_t *timestep, const float *rope_cos,
-                            const float *rope_sin, float *out);
+/* Before the first step: how the batch is spread (the default is one process with B = 1). */
+void cogvideox_cache_set_layout(cogvideox_cache *c, const cogvideox_cache_layout *lay);
+
+/* One step of the CFG batch with caching (the plain forward per branch when not active): this
+ * rank's branches, one forward of batch 1 each, as the uncached loop runs them (so that one
+ * process and --cfg_parallel / --sp give the same bytes). x [1, F, C_in, H, W] (all branches),
+ * text [lnb, L, text_embed_dim], timestep [1], out [lnb, F, C_out, H, W]. Collective over the
+ * layout's group for FBCache (the row sums); every rank takes the same decision. -1 + cvx_error
+ * (alike on every rank: sizes, a checkpoint of another run). */
+int cogvideox_cache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const float *x, int F, int H, int W,
+                         const float *text, int L, const int64_t *timestep, const float *rope_cos,
+                         const float *rope_sin, float *out);
 
 /* Checkpoint: tensors cache_counts I64 [2] and, when present, teacache_acc F64 [1],
- * teacache_prev_e F32 [E], cache_residual F32 [B·S·D], fbcache_head_residual F32 [B·N·D]. */
-int cogvideox_cache_save(const cogvideox_cache *c, cvx_st_writer *w);
+ * teacache_prev_e F32 [E], cache_residual F32 [B·S·D], fbcache_head_residual F32 [B·N·D] — the
+ * whole batch as one process holds it, whatever the rank count. Collective over the layout's
+ * group: every rank sends its share to rank 0, which writes (w NULL on the other ranks). */
+int cogvideox_cache_save(cogvideox_cache *c, cvx_st_writer *w);
+/* Every rank reads the whole state; each keeps its share from the next step on. */
 int cogvideox_cache_load(cogvideox_cache *c, const cvx_safetensors *st, const char *path);
 
 #endif

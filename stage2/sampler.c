@@ -120,7 +120,7 @@ void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const
  * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
 static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, const float *latents,
                             int steps_done, const cogvideox_scheduler *s, const cvx_generator *g,
-                            const cogvideox_cache *cache) {
+                            cogvideox_cache *cache) {
     cvx_st_writer *w = cvx_stw_new();
     int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
     int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
@@ -269,7 +269,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     } else {
         memcpy(text, prompt, (size_t)L * D * sizeof(float));
     }
-    float *x = cvx_alloc_f32((size_t)B * n_in);       /* [B, F, C_in, h, w] model input (branch 0 without caching) */
+    float *x = cvx_alloc_f32(n_in);                   /* [1, F, C_in, h, w] model input (every branch) */
     float *out = cvx_alloc_f32((size_t)(cfg ? 2 : 1) * n);   /* [2|1, F, C, h, w] model output (both branches) */
     float *branch = cd ? cvx_alloc_f32(n) : NULL;     /* [1, F, C, h, w] this rank's branch (CFG-parallel) */
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
@@ -280,11 +280,11 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     else cogvideox_teacache_coefficients(c, coeffs);
     cogvideox_cache cache;
     if (cogvideox_cache_init(&cache, p->cache_kind, p->cache_threshold, coeffs, n_steps, c->num_layers)) goto done;
-    if ((cd || sd) && cogvideox_cache_active(&cache)) {   /* alike on every rank */
-        cvx_error("--cache %s with %s: step caching decides on the whole CFG batch; run it in one process",
-                  cogvideox_cache_kind_name(cache.kind), cd ? "--cfg_parallel" : "--sp");
-        goto done;
-    }
+    /* the whole CFG batch's decisions on every rank; each keeps the residuals of its share */
+    cogvideox_cache_set_layout(&cache, &(cogvideox_cache_layout){p->world_dist && cvx_dist_size(p->world_dist) > 1
+                                                                     ? p->world_dist : cd ? cd : sd,
+                                                                 cfg ? 2 : 1, cd ? 2 : 1, sd ? cvx_dist_size(sd) : 1});
+    CVX_CHECK(cache.lnb == B);
 
     cvx_generator gen;
     int start = 0;
@@ -337,14 +337,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
             }
         }
         int frc = 0;
-        if (cogvideox_cache_active(&cache)) {   /* step caching decides once for the CFG batch: batched forward */
-            for (int b = 1; b < B; b++) memcpy(x + (size_t)b * n_in, x, n_in * sizeof(float));
-            frc = cogvideox_cache_forward(m, &cache, i, x, B, sh->frames, sh->height, sh->width, text, L, tstep,
-                                          rope_cos, rope_sin, out);
-            if (frc) {
-                cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
-                goto done;
-            }
+        if (cogvideox_cache_active(&cache)) {   /* one decision for the CFG batch, each branch its own forward */
+            frc = cogvideox_cache_step(m, &cache, i, x, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos,
+                                       rope_sin, cd ? branch : out);
         } else {
             /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
              * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
@@ -352,14 +347,14 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
             for (int b = 0; b < B && !frc; b++)
                 frc = cogvideox_forward(m, x, 1, sh->frames, sh->height, sh->width, text + (size_t)b * L * D, L, tstep,
                                         rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
-            if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
-            /* under MPI: agree (a rank failing alone stops all); CFG-parallel: out = [uncond, cond] */
-            double tc = cvx_time();
-            if (all) frc = cvx_dist_agree(all, frc);
-            if (cd && !frc) frc = cvx_dist_allgather(cd, branch, n * sizeof(float), out);
-            comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
-            if (frc) goto done;
         }
+        if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
+        /* under MPI: agree (a rank failing alone stops all); CFG-parallel: out = [uncond, cond] */
+        double tc = cvx_time();
+        if (all) frc = cvx_dist_agree(all, frc);
+        if (cd && !frc) frc = cvx_dist_allgather(cd, branch, n * sizeof(float), out);
+        comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
+        if (frc) goto done;
         if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(&pg, t));
         else memcpy(pred, out, n * sizeof(float));
 
@@ -378,7 +373,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
-            int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache) : 0;
+            /* the cache's shares go to the writer first (collective); the others send only */
+            int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache)
+                             : cogvideox_cache_save(&cache, NULL);
             if (all) wrc = cvx_dist_agree(all, wrc);
             if (wrc) goto done;
         }

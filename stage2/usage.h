@@ -42,7 +42,7 @@ static void usage(FILE *f) {
         "  --sp N                      under mpirun -np N (2N with --cfg_parallel): Ulysses sequence\n"
         "                              parallelism, each forward split over N ranks (tokens, and heads\n"
         "                              inside attention); N must divide the attention heads (30 for 2b,\n"
-        "                              48 for 5b). Not with --cache. See docs/distributed.md\n"
+        "                              48 for 5b). --cache works too. See docs/distributed.md\n"
         "  --precision P               f32, bf16 or auto (default auto: bf16 when the CPU has AVX512_BF16\n"
         "                              or AMX, else f32; $CVX_PRECISION overrides auto). f32 is the\n"
         "                              golden-exact mode; bf16 = bf16 operands, f32 accumulation\n"

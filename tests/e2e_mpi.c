@@ -4,7 +4,9 @@
  * MPI; in an MPI build started without mpirun, a clear rank-count error.
  * MPI builds: stage2 --cfg_parallel on 2 ranks gives the same bytes as one process (2b DDIM and
  * 5b DPM + rotary + dynamic CFG); --sp 2, --cfg_parallel --sp 2 (a 4-head model) and --sp 3 (the
- * golden 3-head models) match one process within SP_TOL (bit-identical here); --resume with a different rank count; one error line for a
+ * golden 3-head models) match one process within SP_TOL (bit-identical here); --resume with a different rank count;
+ * --cache teacache / fbcache (steps skipped) on --cfg_parallel, --sp 2 and both: the same bytes and
+ * counts as one process, resumed across rank counts, the checkpoint the same bytes; one error line for a
  * wrong rank count, a rank with other inputs, a missing checkpoint; a rank that dies stops the
  * run without output; stage3 tiles on 2 and 3 ranks give the same bytes as one process; stage1
  * under mpirun works (rank 0) and the others are quiet. Every rank and the single-process run use
@@ -220,6 +222,92 @@ static void test_sp_resume(void **state) {
     tu_rmrf(r.dir);
 }
 
+/* ---- step caching under MPI (docs/caching.md, "Under MPI"): the same decisions and bytes ---- */
+/* Thresholds that skip on the 4-head fixture at 4 steps (both: compute, skip, compute, compute;
+ * the margins to the threshold are 0.18 (TeaCache acc 0.82 < 1) and 0.06 (FBCache diff 0.44 < 0.5)). */
+#define TEACACHE_ARGS "--cache teacache --cache_threshold 1.0 --teacache_coefficients 0,0,0,1,0"
+#define FBCACHE_ARGS "--cache fbcache --cache_threshold 0.5"
+
+/* cache_steps_computed / cache_steps_skipped from dir/generation_config.json */
+static void cache_counts(const char *dir, long long *computed, long long *skipped) {
+    char path[300];
+    size_t n;
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    char *s = slurp(path, &n);
+    s[n] = '\0';
+    const char *a = strstr(s, "\"cache_steps_computed\":"), *b = strstr(s, "\"cache_steps_skipped\":");
+    if (!a || !b || sscanf(a + 23, " %lld", computed) != 1 || sscanf(b + 22, " %lld", skipped) != 1)
+        fail_msg("%s: no cache_steps_computed / cache_steps_skipped", path);
+    free(s);
+}
+
+/* dir's latents are the same bytes as ref's, with the same cache counts (and some skipped). */
+static void assert_same_run(const char *ref, const char *dir, const char *what) {
+    char a[300], b[300];
+    long long c0, s0, c1, s1;
+    snprintf(a, sizeof a, "%s/stage2_latents.safetensors", ref);
+    snprintf(b, sizeof b, "%s/stage2_latents.safetensors", dir);
+    assert_same_bytes(a, b);
+    cache_counts(ref, &c0, &s0);
+    cache_counts(dir, &c1, &s1);
+    if (c0 != c1 || s0 != s1 || s0 < 1)
+        fail_msg("%s: %lld computed / %lld skipped, one process %lld / %lld (expected equal, some skipped)", what, c1,
+                 s1, c0, s0);
+    print_message("  %s: bit-identical to one process, %lld computed / %lld skipped alike\n", what, c1, s1);
+}
+
+/* stage2 with `flags` on np ranks (1: no mpirun) in the output directory `name` (made with the
+ * embeddings when new; an existing one is left as it is, for --resume). */
+static void cache_run(const run_dirs *r, const char *name, int np, const char *flags, char *out, size_t n) {
+    char cmd[4096], mr[512], err[8192];
+    snprintf(out, n, "%s/%s", r->dir, name);
+    if (!tu_exists(out)) outdir(r, name, out, n);
+    if (np > 1) mpirun(mr, sizeof mr, np);
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s %s", np > 1 ? mr : "", r->s2, out, r->args, flags);
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0 || err[0]) fail_msg("stage2 on %d rank(s) %s: exit %d, stderr:\n%s", np, flags, rc, err);
+}
+
+/* --cfg_parallel on 2 ranks, --sp 2 on 2, both on 4: latents and counts as one process (ref). */
+static void cache_ranks_case(const run_dirs *r, const char *tag, const char *cache, const char *ref) {
+    static const struct { int np; const char *flags; } runs[] = {
+        {2, "--cfg_parallel"}, {2, "--sp 2"}, {4, "--cfg_parallel --sp 2"}};
+    for (int k = 0; k < 3; k++) {
+        char d[256], flags[256], what[300];
+        snprintf(flags, sizeof flags, "%s %s", cache, runs[k].flags);
+        snprintf(what, sizeof what, "%s_%d", tag, k);   /* a fresh directory per kind and layout */
+        cache_run(r, what, runs[k].np, flags, d, sizeof d);
+        snprintf(what, sizeof what, "-np %d %s", runs[k].np, flags);
+        assert_same_run(ref, d, what);
+    }
+}
+
+/* One setup (stage 1) for both kinds. Resume across rank counts with FBCache, whose state has
+ * both residuals (TeaCache's goes through the same gather / cut; its acc and e_prev are alike on
+ * every rank). */
+static void test_cache_ranks(void **state) {
+    (void)state;
+    run_dirs r;
+    setup(&r, MODEL_4HEADS, "--num_inference_steps 4 --guidance_scale 6 --seed 42");
+    char one[256], x[256], y[256], a[300], b[300];
+    cache_run(&r, "one_tea", 1, TEACACHE_ARGS, one, sizeof one);
+    cache_ranks_case(&r, "tea", TEACACHE_ARGS, one);
+    cache_run(&r, "one_fb", 1, FBCACHE_ARGS, one, sizeof one);
+    cache_ranks_case(&r, "fb", FBCACHE_ARGS, one);
+    /* stop after step 1 (step 2 is skipped: the restored residual is used) on 4 ranks and on one
+     * process: the same checkpoint bytes (the one-process layout); each resumes on another count */
+    cache_run(&r, "x", 4, FBCACHE_ARGS " --cfg_parallel --sp 2 --stop_after_steps 1", x, sizeof x);
+    cache_run(&r, "y", 1, FBCACHE_ARGS " --stop_after_steps 1", y, sizeof y);
+    snprintf(a, sizeof a, "%s/stage2_checkpoint.safetensors", x);
+    snprintf(b, sizeof b, "%s/stage2_checkpoint.safetensors", y);
+    assert_same_bytes(a, b);
+    cache_run(&r, "x", 1, FBCACHE_ARGS " --resume", x, sizeof x);
+    cache_run(&r, "y", 2, FBCACHE_ARGS " --sp 2 --resume", y, sizeof y);
+    assert_same_run(one, x, "fbcache: -np 4 --cfg_parallel --sp 2 stop + one process resume");
+    assert_same_run(one, y, "fbcache: one process stop + -np 2 --sp 2 resume");
+    tu_rmrf(r.dir);
+}
+
 static void test_cfg_parallel_2b_ddim(void **state) {
     (void)state;
     cfg_parallel_case(MODEL_2B, "--num_inference_steps 4 --guidance_scale 6 --seed 42");
@@ -266,9 +354,8 @@ static void test_stage2_errors(void **state) {
     (void)state;
     run_dirs r;
     setup(&r, MODEL_2B, "--num_inference_steps 2 --guidance_scale 6");
-    char d[256], cmd[4096], m2[512], m3[512], m4[512], m1[512], out[300];
+    char d[256], cmd[4096], m2[512], m4[512], m1[512], out[300];
     outdir(&r, "d", d, sizeof d);
-    mpirun(m3, sizeof m3, 3);
     mpirun(m2, sizeof m2, 2);
     mpirun(m4, sizeof m4, 4);
     mpirun(m1, sizeof m1, 1);
@@ -289,8 +376,6 @@ static void test_stage2_errors(void **state) {
     /* the golden model has 3 heads: sp 2 cannot split them (found before any work, printed once) */
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --sp 2", m4, r.s2, d, r.args);
     expect_one_error(cmd, "stage2: error: --sp 2: must divide the 3 attention heads of this model");
-    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --sp 3 --cache teacache", m3, r.s2, d, r.args);
-    expect_one_error(cmd, "stage2: error: --cache teacache with --sp 3: step caching decides on the whole CFG batch");
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --guidance_scale 1", m2, r.s2, d, r.args);
     expect_one_error(cmd, "--cfg_parallel: needs classifier-free guidance (guidance_scale > 1)");
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --resume", m2, r.s2, d, r.args);
@@ -363,6 +448,7 @@ int main(void) {
         cmocka_unit_test(test_cfg_parallel_sp2_4heads),
         cmocka_unit_test(test_sp3_golden),
         cmocka_unit_test(test_sp_resume),
+        cmocka_unit_test(test_cache_ranks),
         cmocka_unit_test(test_cfg_parallel_2b_ddim),
         cmocka_unit_test(test_cfg_parallel_5b_dpm_dynamic),
         cmocka_unit_test(test_resume_other_rank_count),

@@ -10,7 +10,11 @@
  *     driven by those decisions (TeaCache) or by its own FBCache rule; the counts match;
  *   - kill + resume with caching, stopped right before a skipped step, is bit-identical; a
  *     checkpoint with another cache_threshold is refused;
- *   - prints the rel-L2 of the final latents vs uncached at the default thresholds (docs). */
+ *   - TeaCache's e is the same bytes whatever the latents and text (2b, 5b, 1.5 with ofs): what
+ *     lets every MPI rank decide alone; FBCache's row sums do not depend on the rows' grouping;
+ *   - prints the rel-L2 of the final latents vs uncached at the default thresholds (docs).
+ * The sampler and the reference loop run one forward of batch 1 per CFG branch (as --cfg_parallel
+ * and the uncached loop do); tests/e2e_mpi.c checks the MPI layouts against one process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,8 +113,11 @@ static int run(tcase *c, int kind, double thr, const double *coeffs, const cogvi
 }
 
 /* ---- the reference loop: the exported pieces, upstream's bookkeeping with separate copies ---- */
-/* kind TEACACHE: decisions[i] given. kind FBCACHE: decisions[i] given (forced) if force, else the
- * FBCache rule with `thr` (written here), recorded into decisions. NONE: plain. */
+/* One forward of batch 1 per CFG branch, as the sampler (and --cfg_parallel) runs them; one
+ * decision for both. kind TEACACHE: decisions[i] given. kind FBCACHE: decisions[i] given (forced)
+ * if force, else the FBCache rule with `thr` (written here: Σ per video row, rows in (branch,
+ * token) order), recorded into decisions. NONE: plain. FBCache runs embed + block 0 twice per
+ * branch (once for the decision, once to go on): the same bytes, no second stream to keep. */
 static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr, float *lat) {
     const cogvideox_config *cf = cogvideox_get_config(c->m);
     const int n_steps = c->p.num_inference_steps, B = 2, L = c->L;
@@ -119,8 +126,8 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
     scheduler_of(c, &s);
     assert_int_equal(cogvideox_scheduler_set_timesteps(&s, n_steps), 0);
     s.type->init(&s, n);
-    float *text = malloc(2 * L * Dt * sizeof(float)), *x = malloc(2 * n * sizeof(float)),
-          *out = malloc(2 * n * sizeof(float)), *pred = malloc(n * sizeof(float)), *prev = malloc(n * sizeof(float));
+    float *text = malloc(2 * L * Dt * sizeof(float)), *out = malloc(2 * n * sizeof(float)),
+          *pred = malloc(n * sizeof(float)), *prev = malloc(n * sizeof(float));
     memcpy(text, c->negative, L * Dt * sizeof(float));
     memcpy(text + L * Dt, c->prompt, L * Dt * sizeof(float));
     cvx_generator g;
@@ -135,55 +142,69 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
     }
     float *R = NULL, *P = NULL, *ori = NULL, *r0 = NULL;
     for (int i = 0; i < n_steps; i++) {
-        int64_t t = s.timesteps[i], ts[2] = {t, t};
-        for (int b = 0; b < B; b++) memcpy(x + b * n, lat, n * sizeof(float));
+        int64_t t = s.timesteps[i], ts[1] = {t};
+        const int F = c->sh.frames, H = c->sh.height, W = c->sh.width;
         cogvideox_fwd f;
-        assert_int_equal(cogvideox_forward_embed(c->m, x, B, c->sh.frames, c->sh.height, c->sh.width, text, L, ts, NULL,
-                                                 0, rc, rs, &f), 0);
-        size_t hn = (size_t)B * f.S * f.D, vn = (size_t)f.N * f.D;
-        if (!ori) ori = malloc(hn * sizeof(float)), R = malloc(hn * sizeof(float));
-        if (kind == COGVIDEOX_CACHE_NONE) {
-            cogvideox_forward_blocks(c->m, &f, 0, cf->num_layers);
-        } else if (kind == COGVIDEOX_CACHE_TEACACHE) {
-            if (decisions[i]) {
-                memcpy(ori, f.h, hn * sizeof(float));                        /* ori_hidden_states = h.clone() */
-                cogvideox_forward_blocks(c->m, &f, 0, cf->num_layers);
-                for (size_t k = 0; k < hn; k++) R[k] = f.h[k] - ori[k];      /* previous_residual */
-            } else {
-                for (size_t k = 0; k < hn; k++) f.h[k] += R[k];
-            }
-        } else {
-            if (!r0) r0 = malloc(B * vn * sizeof(float)), P = NULL;
-            for (int b = 0; b < B; b++) memcpy(r0 + b * vn, f.h + ((size_t)b * f.S + L) * f.D, vn * sizeof(float));
-            cogvideox_forward_blocks(c->m, &f, 0, 1);
-            for (int b = 0; b < B; b++)
-                for (size_t k = 0; k < vn; k++) r0[b * vn + k] = f.h[((size_t)b * f.S + L) * f.D + k] - r0[b * vn + k];
-            int compute;
-            if (force) compute = decisions[i];
-            else if (!P) compute = 1;
-            else {
-                double a = 0, d = 0;   /* mean|r − P| / mean|P|, the counts cancel */
-                for (size_t k = 0; k < B * vn; k++) a += fabs((double)r0[k] - P[k]), d += fabs((double)P[k]);
-                compute = d == 0 || !(a / d <= thr);
-            }
-            decisions[i] = compute;
-            if (compute) {
-                if (!P) P = malloc(B * vn * sizeof(float));
-                memcpy(P, r0, B * vn * sizeof(float));
-                memcpy(ori, f.h, hn * sizeof(float));                        /* head_block_output */
-                cogvideox_forward_blocks(c->m, &f, 1, cf->num_layers - 1);
-                for (size_t k = 0; k < hn; k++) R[k] = f.h[k] - ori[k];      /* tail_block_residuals */
-            } else {
-                for (size_t k = 0; k < hn; k++) f.h[k] += R[k];
+        int compute = kind == COGVIDEOX_CACHE_TEACACHE ? decisions[i] : 1;
+        if (kind == COGVIDEOX_CACHE_FBCACHE) {   /* block 0 of each branch, then the decision */
+            for (int b = 0; b < B; b++) {
+                assert_int_equal(cogvideox_forward_embed(c->m, lat, 1, F, H, W, text + b * L * Dt, L, ts, NULL, 0, rc,
+                                                         rs, &f), 0);
+                size_t vn = (size_t)f.N * f.D;
+                if (!r0) r0 = malloc(B * vn * sizeof(float));
+                float *hv = f.h + (size_t)L * f.D;
+                memcpy(r0 + b * vn, hv, vn * sizeof(float));
+                cogvideox_forward_blocks(c->m, &f, 0, 1);
+                for (size_t k = 0; k < vn; k++) r0[b * vn + k] = hv[k] - r0[b * vn + k];
+                if (b == B - 1) {
+                    if (force) compute = decisions[i];
+                    else if (!P) compute = 1;
+                    else {
+                        double a = 0, d = 0;   /* mean|r − P| / mean|P|, the counts cancel; per row, rows in order */
+                        for (size_t row = 0; row < (size_t)B * f.N; row++) {
+                            double ra = 0, rd = 0;
+                            for (int k = 0; k < f.D; k++) {
+                                size_t e = row * f.D + k;
+                                ra += fabs((double)r0[e] - P[e]), rd += fabs((double)P[e]);
+                            }
+                            a += ra, d += rd;
+                        }
+                        compute = d == 0 || !(a / d <= thr);
+                    }
+                    decisions[i] = compute;
+                    if (compute) {
+                        if (!P) P = malloc(B * vn * sizeof(float));
+                        memcpy(P, r0, B * vn * sizeof(float));
+                    }
+                }
+                cogvideox_forward_abort(&f);
             }
         }
-        cogvideox_forward_finalize(c->m, &f, out);
+        for (int b = 0; b < B; b++) {
+            assert_int_equal(cogvideox_forward_embed(c->m, lat, 1, F, H, W, text + b * L * Dt, L, ts, NULL, 0, rc, rs,
+                                                     &f), 0);
+            size_t hn = (size_t)f.S * f.D;
+            if (!ori) ori = malloc(hn * sizeof(float)), R = malloc(B * hn * sizeof(float));
+            float *Rb = R + b * hn;
+            int first = kind == COGVIDEOX_CACHE_FBCACHE;   /* FBCache: block 0 always runs */
+            if (first) cogvideox_forward_blocks(c->m, &f, 0, 1);
+            if (kind == COGVIDEOX_CACHE_NONE) {
+                cogvideox_forward_blocks(c->m, &f, 0, cf->num_layers);
+            } else if (compute) {
+                memcpy(ori, f.h, hn * sizeof(float));   /* ori_hidden_states / head_block_output */
+                cogvideox_forward_blocks(c->m, &f, first, cf->num_layers - first);
+                for (size_t k = 0; k < hn; k++) Rb[k] = f.h[k] - ori[k];   /* previous_residual / tail residuals */
+            } else {
+                for (size_t k = 0; k < hn; k++) f.h[k] += Rb[k];
+            }
+            cogvideox_forward_finalize(c->m, &f, out + b * n);
+        }
         float gf = (float)cogvideox_guidance_at(&c->p, t);
         for (size_t k = 0; k < n; k++) pred[k] = out[k] + gf * (out[n + k] - out[k]);
         s.type->step(&s, i, pred, lat, n, &g, prev);
         memcpy(lat, prev, n * sizeof(float));
     }
-    free(text); free(x); free(out); free(pred); free(prev); free(rc); free(rs);
+    free(text); free(out); free(pred); free(prev); free(rc); free(rs);
     free(R); free(P); free(ori); free(r0);
     cogvideox_scheduler_free(&s);
 }
@@ -321,15 +342,13 @@ static void identical_case(const char *dir) {
     }
     const double one[5] = {0, 0, 0, 0, 1};   /* p ≡ 1: acc = 1 >= 0.5 at every step */
     assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, 0.5, one, NULL, b, &r), 0);
-    /* An active cache runs the CFG batch as one batched forward (it decides once for the batch);
-     * the uncached loop runs one forward per branch (bit-identical to --cfg_parallel). A GEMM's
-     * rows can depend on the batch's row count, so the two agree to float rounding, not bitwise. */
-    ASSERT_REL_L2(b, a, n, 1e-6);
+    /* an active cache runs one forward per branch, as the uncached loop: the same bytes */
+    assert_memory_equal(b, a, n * 4);
     assert_int_equal(r.cache_steps_computed, 8);
     assert_int_equal(r.cache_steps_skipped, 0);
     /* reference loop without cache == sampler, proving the reference is faithful */
-    ref_sample(&c, COGVIDEOX_CACHE_NONE, NULL, 0, 0, b);   /* batched, as above */
-    ASSERT_REL_L2(b, a, n, 1e-6);
+    ref_sample(&c, COGVIDEOX_CACHE_NONE, NULL, 0, 0, b);
+    assert_memory_equal(b, a, n * 4);
     free(a); free(b);
     case_close(&c);
     printf("  %s: threshold 0 (teacache, fbcache) and p ≡ 1 at 0.5 == no cache, bit for bit\n", dir);
@@ -338,6 +357,71 @@ static void test_off_identical(void **state) {
     (void)state;
     identical_case("e2e_2b");
     identical_case("e2e_5b");
+}
+
+/* Under --cfg_parallel / --sp every rank decides TeaCache on its own e: e must come from the
+ * timestep (and the constant ofs) alone. Two forwards with other latents and text, same t: the
+ * same e bytes, for 2b (sin-cos), 5b (rotary) and 1.5-I2V (patch_size_t, ofs_embed_dim). */
+static void test_e_independent_of_inputs(void **state) {
+    (void)state;
+    const char *dirs[3] = {"e2e_2b", "e2e_5b", "e2e_i2v_1.5"};
+    for (int d = 0; d < 3; d++) {
+        char path[256];
+        snprintf(path, sizeof path, GOLDEN "/%s/model/transformer", dirs[d]);
+        cogvideox_transformer *m = cogvideox_load(path, NULL);
+        if (!m) fail_msg("%s", cvx_last_error());
+        const cogvideox_config *cf = cogvideox_get_config(m);
+        int pt = cf->patch_size_t > 0 ? cf->patch_size_t : 1, F = 2 * pt, H = 4 * cf->patch_size, W = H;
+        int L = cf->max_text_seq_length;
+        size_t nx = (size_t)F * cf->in_channels * H * W, nt = (size_t)L * cf->text_embed_dim;
+        float *x = malloc(nx * sizeof(float)), *text = malloc(nt * sizeof(float)), *e0 = NULL, *rc = NULL, *rs = NULL;
+        if (cf->use_rotary_positional_embeddings) {
+            size_t nv = (size_t)cogvideox_num_video_tokens(cf, F, H, W) * cf->attention_head_dim;
+            rc = malloc(nv * sizeof(float)), rs = malloc(nv * sizeof(float));
+            assert_int_equal(cogvideox_rope_tables(cf, F, H, W, rc, rs), 0);
+        }
+        cvx_generator g;
+        cvx_generator_seed(&g, 7);
+        int64_t t = 781;
+        for (int k = 0; k < 2; k++) {
+            cvx_randn(&g, x, nx);
+            cvx_randn(&g, text, nt);
+            cogvideox_fwd f;
+            assert_int_equal(cogvideox_forward_embed(m, x, 1, F, H, W, text, L, &t, NULL, 0, rc, rs, &f), 0);
+            if (!e0) e0 = malloc(f.E * sizeof(float)), memcpy(e0, f.emb, f.E * sizeof(float));
+            else assert_memory_equal(e0, f.emb, f.E * sizeof(float));
+            cogvideox_forward_abort(&f);
+        }
+        printf("  %s: e of t=%lld is the same bytes for other latents and text%s\n", dirs[d], (long long)t,
+               cf->ofs_embed_dim ? " (with the ofs embedding)" : "");
+        free(x); free(text); free(e0); free(rc); free(rs);
+        cogvideox_free(m);
+    }
+}
+
+/* FBCache's blocked rel-L1: a row's sums do not depend on which rows are summed with it (a
+ * rank's share gives the bytes of the whole call), and the ratio adds rows in order. */
+static void test_fbcache_row_sums(void **state) {
+    (void)state;
+    enum { ROWS = 26, D = 7 };
+    float r[ROWS * D], P[ROWS * D];
+    cvx_generator g;
+    cvx_generator_seed(&g, 3);
+    cvx_randn(&g, r, ROWS * D);
+    cvx_randn(&g, P, ROWS * D);
+    double whole[2 * ROWS], part[2 * ROWS], num = 0, den = 0, den_got;
+    cogvideox_fbcache_row_sums(r, P, ROWS, D, whole);
+    for (int lo = 0, hi; lo < ROWS; lo = hi) {   /* shares of 1, 2, 3, ... rows */
+        hi = lo + 1 + lo % 4 < ROWS ? lo + 1 + lo % 4 : ROWS;
+        cogvideox_fbcache_row_sums(r + lo * D, P + lo * D, (size_t)(hi - lo), D, part + 2 * lo);
+    }
+    assert_memory_equal(whole, part, sizeof whole);
+    for (int i = 0; i < ROWS; i++) {
+        double a = 0, b = 0;
+        for (int k = 0; k < D; k++) a += fabs((double)r[i * D + k] - P[i * D + k]), b += fabs((double)P[i * D + k]);
+        num += a, den += b;
+    }
+    assert_true(cogvideox_fbcache_rel(whole, ROWS, &den_got) == num / den && den_got == den);
 }
 
 /* TeaCache with p ≡ 1 at 1.5: compute, skip, compute, ..., compute (last) — sampler == reference */
@@ -526,6 +610,7 @@ static void test_resume(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_units),        cmocka_unit_test(test_off_identical),
+        cmocka_unit_test(test_e_independent_of_inputs), cmocka_unit_test(test_fbcache_row_sums),
         cmocka_unit_test(test_teacache_known_pattern), cmocka_unit_test(test_teacache_rule_real),
         cmocka_unit_test(test_fbcache_rule),      cmocka_unit_test(test_resume),
     };
