@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { QB = 256, QS = 48, KT = 256 };
+enum { QB = 256, QS = 48, KT = 256, HG = 4 };
 
 static inline uint16_t rb(float x) { return cvx_f32_to_bf16(x); }
 static inline float lo_f(uint32_t p) { return cvx_bf16_to_f32((uint16_t)p); }
@@ -96,9 +96,10 @@ TGT ALWAYS_INLINE void qk_block(int R, int NC, const uint32_t *qp, int hp, const
 }
 
 /* acc[r, c..c+16·NC) = acc·corr[r] (or 0 when first) + Σ_jp dot(p pair jp of row r, vp[jp][c..]) for R ≤ 6
- * rows, NC ≤ 4 chunks of 16 columns (the online-softmax rescale folded into the accumulator load). */
+ * rows, NC ≤ 4 chunks of 16 columns (the online-softmax rescale folded into the accumulator load); with inv
+ * (the last key tile) out[r, c..] = acc · inv[r] instead of storing acc. */
 TGT ALWAYS_INLINE void pv_block(int R, int NC, const uint32_t *pp, int np, const uint32_t *vp, int hd, float *acc,
-                                const float *corr, int first) {
+                                const float *corr, int first, const float *inv, float *out, int ld_o) {
     __m512 c[6][4];
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
@@ -116,6 +117,14 @@ TGT ALWAYS_INLINE void pv_block(int R, int NC, const uint32_t *pp, int np, const
 #pragma GCC unroll 4
             for (int n = 0; n < NC; n++) c[r][n] = _mm512_dpbf16_ps(c[r][n], a, b[n]);
         }
+    }
+    if (inv) {   /* last key tile: out = acc · (1/l) */
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int n = 0; n < NC; n++)
+                _mm512_storeu_ps(out + (size_t)r * ld_o + 16 * n, _mm512_mul_ps(c[r][n], _mm512_set1_ps(inv[r])));
+        return;
     }
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
@@ -138,11 +147,11 @@ TGT static void qk_avx512(int R, const uint32_t *qp, int hd, const uint32_t *kp,
 }
 
 TGT static void pv_avx512(int R, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc, const float *corr,
-                          int first) {
+                          int first, const float *inv, float *out, int ld_o) {
     int np = nkp / 2;
     for (int c = 0; c < hd; c += 64) {
-        if (c + 64 <= hd) ROWS_DISPATCH(pv_block, R, 4, pp, np, vp + c, hd, acc + c, corr, first)
-        else ROWS_DISPATCH(pv_block, R, 2, pp, np, vp + c, hd, acc + c, corr, first)
+        if (c + 64 <= hd) ROWS_DISPATCH(pv_block, R, 4, pp, np, vp + c, hd, acc + c, corr, first, inv, out + c, ld_o)
+        else ROWS_DISPATCH(pv_block, R, 2, pp, np, vp + c, hd, acc + c, corr, first, inv, out + c, ld_o)
     }
 }
 
@@ -283,7 +292,7 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
                           int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
                           scratch_bf16 *w) {
     int hp = hd / 2, G = fast ? 6 : QS;
-    float *m = w->m, *l = w->l, *acc = w->acc, corr[QS];
+    float *m = w->m, *l = w->l, *acc = w->acc, corr[QS], inv[QS];
     for (int i = 0; i < nq; i++) {   /* a bf16 row of q is its hd/2 pairs */
         m[i] = -INFINITY;
         l[i] = 0;
@@ -317,27 +326,32 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
                 }
                 m[i] = mx;
             }
-            if (fast) pv_avx512(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd, corr, k0 == 0);
-            else pv_portable(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd);
+            if (fast) {
+                int last = k0 + KT >= Skv;
+                for (int r = 0; last && r < ns; r++) inv[r] = 1.0f / l[i0 + r];
+                pv_avx512(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd, corr, k0 == 0, last ? inv : NULL,
+                          out + (size_t)i0 * ld_o, ld_o);
+            } else pv_portable(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd);
         }
     }
-    for (int i = 0; i < nq; i++) {
+    for (int i = 0; !fast && i < nq; i++) {   /* the AVX-512 PV wrote out at the last key tile */
         float inv = 1.0f / l[i];
         for (int d = 0; d < hd; d++) out[(size_t)i * ld_o + d] = acc[(size_t)i * hd + d] * inv;
     }
 }
 
-/* Jobs: per head, its K/V packed once (tiles shared out between the threads), then its blocks of QB query
- * rows. Two packed buffers alternate between heads, so no thread waits at the end of a head's blocks: the
- * barrier after packing head h+1 is what guarantees every block of head h−1 (same buffer as h+1) is done. */
+/* Jobs: per group of HG heads, their K/V packed once (tiles shared out between the threads), then their
+ * blocks of QB query rows. Two packed buffers alternate between groups, so no thread waits at the end of
+ * a group's blocks: the barrier after packing group g+1 is what guarantees every block of group g−1 (same
+ * buffer as g+1) is done. Packed memory: 2 buffers · HG heads · (K + V) · Skv·hd bf16. */
 void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
                         float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
     if (Sq <= 0 || Skv <= 0) return;
     CVX_CHECK(hd % 2 == 0);
     int fast = cvx_kernels_bf16_native(kc) && cvx_kernels_cpu(kc)->avx512_bf16 && hd % 32 == 0;
-    int qblocks = (Sq + QB - 1) / QB, ntiles = (Skv + KT - 1) / KT;
+    int qblocks = (Sq + QB - 1) / QB, ntiles = (Skv + KT - 1) / KT, groups = (heads + HG - 1) / HG;
     size_t per_head = (size_t)ntiles * KT * hd / 2;   /* uint32 pairs of K (and as many of V) per head */
-    uint32_t *kvp = cvx_malloc(sizeof(uint32_t) * 4 * per_head);   /* [2 buffers][K, V][per_head] */
+    uint32_t *kvp = cvx_malloc(sizeof(uint32_t) * 4 * HG * per_head);   /* [2 buffers][HG heads][K, V][per_head] */
 #pragma omp parallel
     {
         scratch_bf16 w;
@@ -347,18 +361,21 @@ void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const f
         w.acc = cvx_alloc_f32((size_t)QB * hd);
         w.m = cvx_alloc_f32(QB);
         w.l = cvx_alloc_f32(QB);
-        for (int h = 0; h < heads; h++) {
-            uint32_t *kp_h = kvp + (size_t)(h % 2) * 2 * per_head, *vp_h = kp_h + per_head;
+        for (int g = 0; g < groups; g++) {
+            int h0 = g * HG, ng = heads - h0 < HG ? heads - h0 : HG;
+            uint32_t *buf = kvp + (size_t)(g % 2) * 2 * HG * per_head;   /* head h0+hh: K at 2·hh, V at 2·hh+1 */
 #pragma omp for schedule(static)
-            for (int t = 0; t < ntiles; t++) {
-                int nk = Skv - t * KT < KT ? Skv - t * KT : KT;
+            for (int ht = 0; ht < ng * ntiles; ht++) {
+                int hh = ht / ntiles, h = h0 + hh, t = ht % ntiles, nk = Skv - t * KT < KT ? Skv - t * KT : KT;
+                uint32_t *kp_h = buf + (size_t)2 * hh * per_head, *vp_h = kp_h + per_head;
                 pack_kv_tile(k + (size_t)t * KT * ld_kv + (size_t)h * hd, v + (size_t)t * KT * ld_kv + (size_t)h * hd,
                              ld_kv, nk, (nk + 31) & ~31, hd, kp_h + (size_t)t * KT * hd / 2,
                              vp_h + (size_t)t * KT * hd / 2, (uint16_t *)w.pp);
             }
 #pragma omp for schedule(dynamic, 1) nowait
-            for (int qb = 0; qb < qblocks; qb++) {
-                int q0 = qb * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
+            for (int job = 0; job < ng * qblocks; job++) {
+                int hh = job / qblocks, h = h0 + hh, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
+                const uint32_t *kp_h = buf + (size_t)2 * hh * per_head, *vp_h = kp_h + per_head;
                 const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
                 attention_job(fast, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, kp_h, vp_h,
                               out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
