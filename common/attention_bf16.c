@@ -221,8 +221,10 @@ static float exp_sub_sum(float *s, int n, float mx) {
 
 /* ---- the same three row operations on 16 lanes (AVX-512 path); same exp polynomial as cvx_exp8 ---- */
 
-TGT static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.3762626647949f));
+/* e^x for x ≤ 0 or NaN (x = s − max: never above 0), bit-identical to cvx_exp8 there: the upper clamp
+ * is a no-op and scalef(y, n) = y·2^n is the same correctly rounded product as y · (float)2^n. */
+TGT static inline __m512 exp16_nonpos(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));   /* NaN → −87, as cvx_exp8 */
     __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
@@ -234,8 +236,7 @@ TGT static inline __m512 exp16(__m512 x) {
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    __m512i n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+    return _mm512_scalef_ps(y, fx);
 }
 
 TGT static float row_max16(const float *s, int n, float mx) {
@@ -254,9 +255,9 @@ TGT static float exp_sum_pack16(const float *s, int n, float mx, uint16_t *d, in
         int r0 = n - j, r1 = n - j - 16;
         __mmask16 k0 = r0 >= 16 ? 0xffff : r0 <= 0 ? 0 : (__mmask16)((1u << r0) - 1);
         __mmask16 k1 = r1 >= 16 ? 0xffff : r1 <= 0 ? 0 : (__mmask16)((1u << r1) - 1);
-        __m512 e0 = _mm512_maskz_mov_ps(k0, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vmx)));
+        __m512 e0 = _mm512_maskz_mov_ps(k0, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vmx)));
         vs = _mm512_mask_add_ps(vs, k0, vs, e0);
-        __m512 e1 = _mm512_maskz_mov_ps(k1, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vmx)));
+        __m512 e1 = _mm512_maskz_mov_ps(k1, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vmx)));
         vs = _mm512_mask_add_ps(vs, k1, vs, e1);
         _mm512_storeu_si512(d + j, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
     }
