@@ -5,11 +5,17 @@
  * exponentials p = e^(s−m), their sum l and the rescaling of the accumulator stay f32; p is rounded
  * to bf16 for the PV product, which accumulates in f32; out = acc / l.
  *
- * Job = (head, block of QB query rows); per key tile of up to KT keys the tile is packed once:
+ * The K and V of a group of HG heads are packed once (shared by all threads, two buffers alternating
+ * between groups), in tiles of KT keys:
  *   kp[d/2][j] = (k[j,d], k[j,d+1]) as bf16 pairs   (vdpbf16ps multiplies pairs along d)
  *   vp[j/2][c] = (v[j,c], v[j+1,c]) as bf16 pairs   (pairs along the keys for PV)
- * AVX512_BF16 kernels: 6 rows × 32 columns of f32 accumulators, one 32-bit broadcast of a q (or p)
- * pair per row and step. Portable path: the same packing read as f32, plain loops. */
+ * Job = (head, block of QB query rows); per key tile, groups of 6 query rows run QK (6 × 64 scores
+ * per block: 24 accumulators, 4 loads of k and 6 broadcasts of q per 24 vdpbf16ps), the row max, one
+ * fused pass e^(s−m) → Σ and bf16 pairs of p, then PV (6 × 64 outputs; the rescale by e^(m_old−m) is
+ * folded into the accumulator load, the division by l into the last tile's store). The 6 × 256 scores
+ * stay in L1 from QK to PV. Portable path (no AVX512_BF16, or hd % 32 ≠ 0): the same packing read as
+ * f32, groups of QS rows, plain loops. Both paths give the same bits as the 2026-11 kernel they replaced
+ * (bench_attention prints a hash of the output). */
 #include "error.h"
 #include "gemm_fast.h"
 #include "ops.h"
