@@ -1,7 +1,8 @@
 /* Attention throughput at CogVideoX shapes: the f32 tiled online-softmax kernel (cvx_attention) or
  * the bf16 one (cvx_attention_bf16, vdpbf16ps where the CPU has it).
  * FLOPs counted as the two products only: 4·Sq·Skv·hd per head; best of `reps` timed runs after a
- * warm-up. Usage: bench_attention [S] [heads] [f32|bf16] [reps]   (CogVideoX-2b: 2476 30 bf16) */
+ * warm-up. Usage: bench_attention [S] [heads] [f32|bf16|bf16-portable] [reps]   (CogVideoX-2b: 2476 30 bf16);
+ * bf16-portable: the path of CPUs without AVX512_BF16. */
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
@@ -16,13 +17,15 @@ int main(int argc, char **argv) {
     cvx_set_program_name(argv[0]);
     cvx_set_threads(0);
     int S = argc > 1 ? atoi(argv[1]) : 4096, heads = argc > 2 ? atoi(argv[2]) : 4, hd = 64, D = heads * hd;
-    int bf16 = argc > 3 && strcmp(argv[3], "bf16") == 0, reps = argc > 4 ? atoi(argv[4]) : 1;
+    int portable = argc > 3 && strcmp(argv[3], "bf16-portable") == 0;
+    int bf16 = portable || (argc > 3 && strcmp(argv[3], "bf16") == 0), reps = argc > 4 ? atoi(argv[4]) : 1;
     if (S <= 0 || heads <= 0 || reps <= 0) {
-        cvx_error("usage: bench_attention [S > 0] [heads > 0] [f32|bf16] [reps > 0]");
+        cvx_error("usage: bench_attention [S > 0] [heads > 0] [f32|bf16|bf16-portable] [reps > 0]");
         return 1;
     }
     cvx_kernels *kc = bf16 ? cvx_kernels_new() : NULL;
     if (bf16 && !kc) return 1;
+    if (portable) cvx_kernels_force(kc, CVX_KPATH_NO_BF16);
     float *q = cvx_alloc_f32((size_t)S * D), *k = cvx_alloc_f32((size_t)S * D), *v = cvx_alloc_f32((size_t)S * D),
           *o = cvx_alloc_f32((size_t)S * D);
     for (size_t i = 0; i < (size_t)S * D; i++) {
