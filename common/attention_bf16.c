@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { QB = 256, QS = 48, KT = 256, HG = 4 };
+/* QB query rows per job, QS per portable group, KT keys per tile; packed K/V of a group of heads: up to
+ * PACK_BYTES per buffer (at least one head) — few barriers at short sequences, little memory at long. */
+enum { QB = 256, QS = 48, KT = 256, PACK_BYTES = 8 << 20 };
 
 static inline uint16_t rb(float x) { return cvx_f32_to_bf16(x); }
 static inline float lo_f(uint32_t p) { return cvx_bf16_to_f32((uint16_t)p); }
@@ -350,14 +352,16 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
 /* Jobs: per group of HG heads, their K/V packed once (tiles shared out between the threads), then their
  * blocks of QB query rows. Two packed buffers alternate between groups, so no thread waits at the end of
  * a group's blocks: the barrier after packing group g+1 is what guarantees every block of group g−1 (same
- * buffer as g+1) is done. Packed memory: 2 buffers · HG heads · (K + V) · Skv·hd bf16. */
+ * buffer as g+1) is done. Packed memory: 2 buffers · HG heads · (K + V) · Skv·hd bf16 (HG: PACK_BYTES). */
 void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
                         float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
     if (Sq <= 0 || Skv <= 0) return;
     CVX_CHECK(hd % 2 == 0);
     int fast = cvx_kernels_bf16_native(kc) && cvx_kernels_cpu(kc)->avx512_bf16 && hd % 32 == 0;
-    int qblocks = (Sq + QB - 1) / QB, ntiles = (Skv + KT - 1) / KT, groups = (heads + HG - 1) / HG;
+    int qblocks = (Sq + QB - 1) / QB, ntiles = (Skv + KT - 1) / KT;
     size_t per_head = (size_t)ntiles * KT * hd / 2;   /* uint32 pairs of K (and as many of V) per head */
+    size_t fit = PACK_BYTES / (2 * sizeof(uint32_t) * per_head);
+    int HG = fit < 1 ? 1 : fit > (size_t)heads ? heads : (int)fit, groups = (heads + HG - 1) / HG;
     uint32_t *kvp = cvx_malloc(sizeof(uint32_t) * 4 * HG * per_head);   /* [2 buffers][HG heads][K, V][per_head] */
 #pragma omp parallel
     {
