@@ -14,8 +14,8 @@
  * fused pass e^(s−m) → Σ and bf16 pairs of p, then PV (6 × 64 outputs; the rescale by e^(m_old−m) is
  * folded into the accumulator load, the division by l into the last tile's store). The 6 × 256 scores
  * stay in L1 from QK to PV. Portable path (no AVX512_BF16, or hd % 32 ≠ 0): the same packing read as
- * f32, groups of QS rows, plain loops. Both paths give the same bits as the 2026-11 kernel they replaced
- * (bench_attention prints a hash of the output). */
+ * f32, groups of QS rows, plain loops. Both paths give the same bits as the kernel this replaced
+ * (commit 5a77dc2; bench_attention prints a hash of the output). */
 #include "error.h"
 #include "gemm_fast.h"
 #include "ops.h"

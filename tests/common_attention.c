@@ -62,7 +62,7 @@ static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) 
 
 /* cvx_attention_bf16 vs cvx_attention_bf16_ref: within one key tile (256 keys) the same rounding points
  * (≤ 1e-4, not 1e-5: s summed in f32 against the reference's double can flip the bf16 rounding of one p,
- * 2^-9 of a row; seen at 2.2e-5 on the portable path, before and after the 2026-11 rewrite alike);
+ * 2^-9 of a row; seen at 2.2e-5 on the portable path, with the kernel of commit 5a77dc2 too);
  * across tiles p is rounded against the running max (≤ 3e-3); vs the f32 reference ≤ 2e-2 but
  * above 1e-5 (the bf16 rounding is really there). Also in place (out = q) and columns outside the heads
  * untouched. path 0: AVX512-BF16 where the CPU has it; 1: the portable path. */
