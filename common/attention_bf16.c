@@ -5,11 +5,17 @@
  * exponentials p = e^(s−m), their sum l and the rescaling of the accumulator stay f32; p is rounded
  * to bf16 for the PV product, which accumulates in f32; out = acc / l.
  *
- * Job = (head, block of QB query rows); per key tile of up to KT keys the tile is packed once:
+ * The K and V of a group of HG heads are packed once (shared by all threads, two buffers alternating
+ * between groups), in tiles of KT keys:
  *   kp[d/2][j] = (k[j,d], k[j,d+1]) as bf16 pairs   (vdpbf16ps multiplies pairs along d)
  *   vp[j/2][c] = (v[j,c], v[j+1,c]) as bf16 pairs   (pairs along the keys for PV)
- * AVX512_BF16 kernels: 6 rows × 32 columns of f32 accumulators, one 32-bit broadcast of a q (or p)
- * pair per row and step. Portable path: the same packing read as f32, plain loops. */
+ * Job = (head, block of QB query rows); per key tile, groups of 6 query rows run QK (6 × 64 scores
+ * per block: 24 accumulators, 4 loads of k and 6 broadcasts of q per 24 vdpbf16ps), the row max, one
+ * fused pass e^(s−m) → Σ and bf16 pairs of p, then PV (6 × 64 outputs; the rescale by e^(m_old−m) is
+ * folded into the accumulator load, the division by l into the last tile's store). The 6 × 256 scores
+ * stay in L1 from QK to PV. Portable path (no AVX512_BF16, or hd % 32 ≠ 0): the same packing read as
+ * f32, groups of QS rows, plain loops. Both paths give the same bits as the kernel this replaced
+ * (commit 5a77dc2; bench_attention prints a hash of the output). */
 #include "error.h"
 #include "gemm_fast.h"
 #include "ops.h"
@@ -20,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { QB = 512, QS = 48, KT = 256 };
+/* QB query rows per job, QS per portable group, KT keys per tile; packed K/V of a group of heads: up to
+ * PACK_BYTES per buffer (at least one head) — few barriers at short sequences, little memory at long. */
+enum { QB = 256, QS = 48, KT = 256, PACK_BYTES = 8 << 20 };
 
 static inline uint16_t rb(float x) { return cvx_f32_to_bf16(x); }
 static inline float lo_f(uint32_t p) { return cvx_bf16_to_f32((uint16_t)p); }
@@ -28,10 +36,8 @@ static inline float hi_f(uint32_t p) { return cvx_bf16_to_f32((uint16_t)(p >> 16
 
 typedef struct {
     uint32_t *qp;   /* [QB][hd/2] q rows as bf16 pairs */
-    uint32_t *kp;   /* [hd/2][KT] */
-    uint32_t *vp;   /* [KT/2][hd] */
     float *s;       /* [QS][KT] scores, then p */
-    uint32_t *pp;   /* [QS][KT/2] p rows as bf16 pairs */
+    uint32_t *pp;   /* [QS][KT/2] p rows as bf16 pairs; staging rows while packing K/V */
     float *acc, *m, *l;
 } scratch_bf16;
 
@@ -70,52 +76,68 @@ static void pv_portable(int ns, const uint32_t *pp, int nkp, const uint32_t *vp,
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* s[r, j..j+31] = scale · Σ_p dot(q pair p of row r, kp[p][j..j+31]) for R ≤ 6 rows. */
-TGT ALWAYS_INLINE void qk_block(int R, const uint32_t *qp, int hp, const uint32_t *kp, int nkp, float scale, float *s) {
-    __m512 c0[6], c1[6];
+/* s[r, j..j+16·NC) = scale · Σ_p dot(q pair p of row r, kp[p][j..]) for R ≤ 6 rows, NC ≤ 4 chunks of
+ * 16 columns: 6 × 4 accumulators, 4 loads of k and 6 broadcasts of q per 24 vdpbf16ps. */
+TGT ALWAYS_INLINE void qk_block(int R, int NC, const uint32_t *qp, int hp, const uint32_t *kp, int nkp, float scale,
+                                float *s) {
+    __m512 c[6][4];
 #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) c0[r] = c1[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) c[r][n] = _mm512_setzero_ps();
     for (int p = 0; p < hp; p++) {
-        __m512bh b0 = (__m512bh)_mm512_loadu_si512(kp + (size_t)p * nkp);
-        __m512bh b1 = (__m512bh)_mm512_loadu_si512(kp + (size_t)p * nkp + 16);
+        __m512bh b[4];
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) b[n] = (__m512bh)_mm512_loadu_si512(kp + (size_t)p * nkp + 16 * n);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32((int)qp[(size_t)r * hp + p]);
-            c0[r] = _mm512_dpbf16_ps(c0[r], a, b0);
-            c1[r] = _mm512_dpbf16_ps(c1[r], a, b1);
+#pragma GCC unroll 4
+            for (int n = 0; n < NC; n++) c[r][n] = _mm512_dpbf16_ps(c[r][n], a, b[n]);
         }
     }
     __m512 vs = _mm512_set1_ps(scale);
 #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-        _mm512_storeu_ps(s + (size_t)r * nkp, _mm512_mul_ps(c0[r], vs));
-        _mm512_storeu_ps(s + (size_t)r * nkp + 16, _mm512_mul_ps(c1[r], vs));
-    }
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) _mm512_storeu_ps(s + (size_t)r * nkp + 16 * n, _mm512_mul_ps(c[r][n], vs));
 }
 
-/* acc[r, c..c+31] += Σ_jp dot(p pair jp of row r, vp[jp][c..c+31]) for R ≤ 6 rows. */
-TGT ALWAYS_INLINE void pv_block(int R, const uint32_t *pp, int np, const uint32_t *vp, int hd, float *acc) {
-    __m512 c0[6], c1[6];
+/* acc[r, c..c+16·NC) = acc·corr[r] (or 0 when first) + Σ_jp dot(p pair jp of row r, vp[jp][c..]) for R ≤ 6
+ * rows, NC ≤ 4 chunks of 16 columns (the online-softmax rescale folded into the accumulator load); with inv
+ * (the last key tile) out[r, c..] = acc · inv[r] instead of storing acc. */
+TGT ALWAYS_INLINE void pv_block(int R, int NC, const uint32_t *pp, int np, const uint32_t *vp, int hd, float *acc,
+                                const float *corr, int first, const float *inv, float *out, int ld_o) {
+    __m512 c[6][4];
 #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-        c0[r] = _mm512_loadu_ps(acc + (size_t)r * hd);
-        c1[r] = _mm512_loadu_ps(acc + (size_t)r * hd + 16);
-    }
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++)
+            c[r][n] = first ? _mm512_setzero_ps()
+                            : _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)r * hd + 16 * n), _mm512_set1_ps(corr[r]));
     for (int jp = 0; jp < np; jp++) {
-        __m512bh b0 = (__m512bh)_mm512_loadu_si512(vp + (size_t)jp * hd);
-        __m512bh b1 = (__m512bh)_mm512_loadu_si512(vp + (size_t)jp * hd + 16);
+        __m512bh b[4];
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) b[n] = (__m512bh)_mm512_loadu_si512(vp + (size_t)jp * hd + 16 * n);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32((int)pp[(size_t)r * np + jp]);
-            c0[r] = _mm512_dpbf16_ps(c0[r], a, b0);
-            c1[r] = _mm512_dpbf16_ps(c1[r], a, b1);
+#pragma GCC unroll 4
+            for (int n = 0; n < NC; n++) c[r][n] = _mm512_dpbf16_ps(c[r][n], a, b[n]);
         }
     }
+    if (inv) {   /* last key tile: out = acc · (1/l) */
 #pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-        _mm512_storeu_ps(acc + (size_t)r * hd, c0[r]);
-        _mm512_storeu_ps(acc + (size_t)r * hd + 16, c1[r]);
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int n = 0; n < NC; n++)
+                _mm512_storeu_ps(out + (size_t)r * ld_o + 16 * n, _mm512_mul_ps(c[r][n], _mm512_set1_ps(inv[r])));
+        return;
     }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) _mm512_storeu_ps(acc + (size_t)r * hd + 16 * n, c[r][n]);
 }
 
 #define ROWS_DISPATCH(F, R, ...) \
@@ -123,22 +145,22 @@ TGT ALWAYS_INLINE void pv_block(int R, const uint32_t *pp, int np, const uint32_
     case 6: F(6, __VA_ARGS__); break; case 5: F(5, __VA_ARGS__); break; case 4: F(4, __VA_ARGS__); break; \
     case 3: F(3, __VA_ARGS__); break; case 2: F(2, __VA_ARGS__); break; default: F(1, __VA_ARGS__); break; }
 
-TGT static void qk_avx512(int ns, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, float scale, float *s) {
+/* One group of R ≤ 6 query rows against a key tile of nkp (a multiple of 32) keys. */
+TGT static void qk_avx512(int R, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, float scale, float *s) {
     int hp = hd / 2;
-    for (int r = 0; r < ns; r += 6)
-        for (int j = 0; j < nkp; j += 32) {
-            int R = ns - r < 6 ? ns - r : 6;
-            ROWS_DISPATCH(qk_block, R, qp + (size_t)r * hp, hp, kp + j, nkp, scale, s + (size_t)r * nkp + j)
-        }
+    for (int j = 0; j < nkp; j += 64) {
+        if (j + 64 <= nkp) ROWS_DISPATCH(qk_block, R, 4, qp, hp, kp + j, nkp, scale, s + j)
+        else ROWS_DISPATCH(qk_block, R, 2, qp, hp, kp + j, nkp, scale, s + j)
+    }
 }
 
-TGT static void pv_avx512(int ns, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc) {
+TGT static void pv_avx512(int R, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc, const float *corr,
+                          int first, const float *inv, float *out, int ld_o) {
     int np = nkp / 2;
-    for (int r = 0; r < ns; r += 6)
-        for (int c = 0; c < hd; c += 32) {
-            int R = ns - r < 6 ? ns - r : 6;
-            ROWS_DISPATCH(pv_block, R, pp + (size_t)r * np, np, vp + c, hd, acc + (size_t)r * hd + c)
-        }
+    for (int c = 0; c < hd; c += 64) {
+        if (c + 64 <= hd) ROWS_DISPATCH(pv_block, R, 4, pp, np, vp + c, hd, acc + c, corr, first, inv, out + c, ld_o)
+        else ROWS_DISPATCH(pv_block, R, 2, pp, np, vp + c, hd, acc + c, corr, first, inv, out + c, ld_o)
+    }
 }
 
 /* ---- packing and the online softmax (shared by both paths, AVX2 baseline) ---- */
@@ -207,8 +229,10 @@ static float exp_sub_sum(float *s, int n, float mx) {
 
 /* ---- the same three row operations on 16 lanes (AVX-512 path); same exp polynomial as cvx_exp8 ---- */
 
-TGT static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.3762626647949f));
+/* e^x for x ≤ 0 or NaN (x = s − max: never above 0), bit-identical to cvx_exp8 there: the upper clamp
+ * is a no-op and scalef(y, n) = y·2^n is the same correctly rounded product as y · (float)2^n. */
+TGT static inline __m512 exp16_nonpos(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));   /* NaN → −87, as cvx_exp8 */
     __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
@@ -220,8 +244,7 @@ TGT static inline __m512 exp16(__m512 x) {
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
     y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    __m512i n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+    return _mm512_scalef_ps(y, fx);
 }
 
 TGT static float row_max16(const float *s, int n, float mx) {
@@ -232,69 +255,67 @@ TGT static float row_max16(const float *s, int n, float mx) {
     return _mm512_reduce_max_ps(vm);
 }
 
-/* s[j] = e^(s[j] − mx) for j < n; returns Σ. */
-TGT static float exp_sub_sum16(float *s, int n, float mx) {
+/* d[j] = bf16(e^(s[j] − mx)) (vcvtne2ps2bf16: RNE) for j < n, zero up to n_pad (a multiple of 32); returns
+ * Σ e^(s[j] − mx) in f32, summed in 16 lanes in the order of j, then reduced: one pass over the row. */
+TGT static float exp_sum_pack16(const float *s, int n, float mx, uint16_t *d, int n_pad) {
     __m512 vs = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vmx));
-        _mm512_storeu_ps(s + j, e);
-        vs = _mm512_add_ps(vs, e);
-    }
-    if (j < n) {
-        __mmask16 k = (__mmask16)((1u << (n - j)) - 1);
-        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vmx));
-        _mm512_mask_storeu_ps(s + j, k, e);
-        vs = _mm512_mask_add_ps(vs, k, vs, e);
-    }
-    return _mm512_reduce_add_ps(vs);
-}
-
-/* d[j] = bf16(x[j]) (vcvtne2ps2bf16: RNE) for j < n, zero up to n_pad (a multiple of 32). */
-TGT static void to_bf16_row16(const float *x, int n, uint16_t *d, int n_pad) {
     for (int j = 0; j < n_pad; j += 32) {
         int r0 = n - j, r1 = n - j - 16;
         __mmask16 k0 = r0 >= 16 ? 0xffff : r0 <= 0 ? 0 : (__mmask16)((1u << r0) - 1);
         __mmask16 k1 = r1 >= 16 ? 0xffff : r1 <= 0 ? 0 : (__mmask16)((1u << r1) - 1);
-        __m512 a = _mm512_maskz_loadu_ps(k0, x + j), b = _mm512_maskz_loadu_ps(k1, x + j + 16);
-        _mm512_storeu_si512(d + j, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+        __m512 e0 = _mm512_maskz_mov_ps(k0, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vmx)));
+        vs = _mm512_mask_add_ps(vs, k0, vs, e0);
+        __m512 e1 = _mm512_maskz_mov_ps(k1, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vmx)));
+        vs = _mm512_mask_add_ps(vs, k1, vs, e1);
+        _mm512_storeu_si512(d + j, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    return _mm512_reduce_add_ps(vs);
+}
+
+/* Pack keys k0..k0+nk of one head (nkp = nk rounded up to 32, zero past nk):
+ *   kp[d/2][j] = (k[j,d], k[j,d+1]),  vp[j/2][c] = (v[j,c], v[j+1,c]);  row: 2·hd bf16 of staging. */
+static void pack_kv_tile(const float *k, const float *v, int ld_kv, int nk, int nkp, int hd, uint32_t *kp, uint32_t *vp,
+                         uint16_t *row) {
+    int hp = hd / 2;
+    for (int j = 0; j < nkp; j++) {   /* keys past nk: zero (their scores are never read) */
+        const uint32_t *kr = (const uint32_t *)row;
+        if (j < nk) to_bf16_row(k + (size_t)j * ld_kv, hd, row, hd);
+        for (int p = 0; p < hp; p++) kp[(size_t)p * nkp + j] = j < nk ? kr[p] : 0;
+    }
+    for (int jp = 0; jp < nkp / 2; jp++) {   /* interleave two bf16 rows of v into pairs */
+        int j = 2 * jp;
+        uint16_t *r0 = row, *r1 = row + hd;
+        if (j < nk) to_bf16_row(v + (size_t)j * ld_kv, hd, r0, hd);
+        else memset(r0, 0, 2 * (size_t)hd);
+        if (j + 1 < nk) to_bf16_row(v + (size_t)(j + 1) * ld_kv, hd, r1, hd);
+        else memset(r1, 0, 2 * (size_t)hd);
+        uint32_t *vr = vp + (size_t)jp * hd;
+        for (int c = 0; c < hd; c++) vr[c] = (uint32_t)r0[c] | (uint32_t)r1[c] << 16;
     }
 }
 
-static void attention_job(int fast, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+/* nq ≤ QB query rows of one head against its packed keys: tile t of kp is [hd/2][nkp] at t·hd/2·KT, of vp
+ * [nkp/2][hd] at t·KT/2·hd. Per key tile, groups of G query rows (6 on AVX-512: the group's scores
+ * stay in L1 from QK through the softmax to PV; 48 portable) run QK, the online softmax, PV. */
+static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp_h, const uint32_t *vp_h, float *out,
                           int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
                           scratch_bf16 *w) {
-    int hp = hd / 2;
-    float *m = w->m, *l = w->l, *acc = w->acc;
+    int hp = hd / 2, G = fast ? 6 : QS;
+    float *m = w->m, *l = w->l, *acc = w->acc, corr[QS], inv[QS];
     for (int i = 0; i < nq; i++) {   /* a bf16 row of q is its hd/2 pairs */
         m[i] = -INFINITY;
         l[i] = 0;
         to_bf16_row(q + (size_t)i * ld_q, hd, (uint16_t *)(w->qp + (size_t)i * hp), hd);
     }
-    memset(acc, 0, sizeof(float) * (size_t)nq * hd);
+    if (!fast) memset(acc, 0, sizeof(float) * (size_t)nq * hd);   /* the AVX-512 PV starts from zero itself */
     for (int k0 = 0; k0 < Skv; k0 += KT) {
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 31) & ~31, np = nkp / 2;
-        uint16_t *row = (uint16_t *)w->pp;   /* free until the first sub-tile: staging rows */
-        for (int j = 0; j < nkp; j++) {      /* keys past nk: zero (their scores are never read) */
-            const uint32_t *kr = (const uint32_t *)row;
-            if (j < nk) to_bf16_row(k + (size_t)(k0 + j) * ld_kv, hd, row, hd);
-            for (int p = 0; p < hp; p++) w->kp[(size_t)p * nkp + j] = j < nk ? kr[p] : 0;
-        }
-        for (int jp = 0; jp < np; jp++) {    /* interleave two bf16 rows of v into pairs */
-            int j = 2 * jp;
-            uint16_t *r0 = row, *r1 = row + hd;
-            if (j < nk) to_bf16_row(v + (size_t)(k0 + j) * ld_kv, hd, r0, hd);
-            else memset(r0, 0, 2 * (size_t)hd);
-            if (j + 1 < nk) to_bf16_row(v + (size_t)(k0 + j + 1) * ld_kv, hd, r1, hd);
-            else memset(r1, 0, 2 * (size_t)hd);
-            uint32_t *vr = w->vp + (size_t)jp * hd;
-            for (int c = 0; c < hd; c++) vr[c] = (uint32_t)r0[c] | (uint32_t)r1[c] << 16;
-        }
-        for (int i0 = 0; i0 < nq; i0 += QS) {
-            int ns = nq - i0 < QS ? nq - i0 : QS;
+        const uint32_t *kp = kp_h + (size_t)(k0 / KT) * hp * KT, *vp = vp_h + (size_t)(k0 / KT) * (KT / 2) * hd;
+        for (int i0 = 0; i0 < nq; i0 += G) {
+            int ns = nq - i0 < G ? nq - i0 : G;
             float *s = w->s;
-            if (fast) qk_avx512(ns, w->qp + (size_t)i0 * hp, hd, w->kp, nkp, scale, s);
-            else qk_portable(ns, w->qp + (size_t)i0 * hp, hd, w->kp, nkp, scale, s);
+            if (fast) qk_avx512(ns, w->qp + (size_t)i0 * hp, hd, kp, nkp, scale, s);
+            else qk_portable(ns, w->qp + (size_t)i0 * hp, hd, kp, nkp, scale, s);
             for (int r = 0; r < ns; r++) {
                 int i = i0 + r;
                 float *sr = s + (size_t)r * nkp;
@@ -303,54 +324,77 @@ static void attention_job(int fast, const float *q, int ld_q, const float *k, co
                     for (int j = 0; j < nk; j++) sr[j] += br[j];
                 }
                 float mx = fast ? row_max16(sr, nk, m[i]) : row_max(sr, nk, m[i]);
-                float corr = k0 == 0 ? 0.0f : expf(m[i] - mx);
-                l[i] = l[i] * corr + (fast ? exp_sub_sum16(sr, nk, mx) : exp_sub_sum(sr, nk, mx));
-                m[i] = mx;
+                corr[r] = k0 == 0 ? 0.0f : expf(m[i] - mx);
                 uint16_t *prow = (uint16_t *)(w->pp + (size_t)r * np);   /* p row = its pairs */
-                if (fast) to_bf16_row16(sr, nk, prow, nkp);
-                else to_bf16_row(sr, nk, prow, nkp);
-                if (k0) {
+                if (fast) l[i] = l[i] * corr[r] + exp_sum_pack16(sr, nk, mx, prow, nkp);
+                else {
+                    l[i] = l[i] * corr[r] + exp_sub_sum(sr, nk, mx);
+                    to_bf16_row(sr, nk, prow, nkp);
                     float *a = acc + (size_t)i * hd;
-                    for (int d = 0; d < hd; d++) a[d] *= corr;
+                    for (int d = 0; k0 && d < hd; d++) a[d] *= corr[r];
                 }
+                m[i] = mx;
             }
-            if (fast) pv_avx512(ns, w->pp, nkp, w->vp, hd, acc + (size_t)i0 * hd);
-            else pv_portable(ns, w->pp, nkp, w->vp, hd, acc + (size_t)i0 * hd);
+            if (fast) {
+                int last = k0 + KT >= Skv;
+                for (int r = 0; last && r < ns; r++) inv[r] = 1.0f / l[i0 + r];
+                pv_avx512(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd, corr, k0 == 0, last ? inv : NULL,
+                          out + (size_t)i0 * ld_o, ld_o);
+            } else pv_portable(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd);
         }
     }
-    for (int i = 0; i < nq; i++) {
+    for (int i = 0; !fast && i < nq; i++) {   /* the AVX-512 PV wrote out at the last key tile */
         float inv = 1.0f / l[i];
         for (int d = 0; d < hd; d++) out[(size_t)i * ld_o + d] = acc[(size_t)i * hd + d] * inv;
     }
 }
 
+/* Jobs: per group of HG heads, their K/V packed once (tiles shared out between the threads), then their
+ * blocks of QB query rows. Two packed buffers alternate between groups, so no thread waits at the end of
+ * a group's blocks: the barrier after packing group g+1 is what guarantees every block of group g−1 (same
+ * buffer as g+1) is done. Packed memory: 2 buffers · HG heads · (K + V) · Skv·hd bf16 (HG: PACK_BYTES). */
 void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
                         float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
     if (Sq <= 0 || Skv <= 0) return;
     CVX_CHECK(hd % 2 == 0);
     int fast = cvx_kernels_bf16_native(kc) && cvx_kernels_cpu(kc)->avx512_bf16 && hd % 32 == 0;
-    int qblocks = (Sq + QB - 1) / QB, jobs = heads * qblocks;
+    int qblocks = (Sq + QB - 1) / QB, ntiles = (Skv + KT - 1) / KT;
+    size_t per_head = (size_t)ntiles * KT * hd / 2;   /* uint32 pairs of K (and as many of V) per head */
+    size_t fit = PACK_BYTES / (2 * sizeof(uint32_t) * per_head);
+    int HG = fit < 1 ? 1 : fit > (size_t)heads ? heads : (int)fit, groups = (heads + HG - 1) / HG;
+    uint32_t *kvp = cvx_malloc(sizeof(uint32_t) * 4 * HG * per_head);   /* [2 buffers][HG heads][K, V][per_head] */
 #pragma omp parallel
     {
         scratch_bf16 w;
         w.qp = cvx_malloc(sizeof(uint32_t) * (size_t)QB * hd / 2);
-        w.kp = cvx_malloc(sizeof(uint32_t) * (size_t)hd / 2 * KT);
-        w.vp = cvx_malloc(sizeof(uint32_t) * (size_t)KT / 2 * hd);
         w.s = cvx_alloc_f32((size_t)QS * KT);
-        w.pp = cvx_malloc(sizeof(uint32_t) * (size_t)QS * KT / 2);
+        w.pp = cvx_malloc(sizeof(uint32_t) * (size_t)(QS * KT / 2 > hd ? QS * KT / 2 : hd));
         w.acc = cvx_alloc_f32((size_t)QB * hd);
         w.m = cvx_alloc_f32(QB);
         w.l = cvx_alloc_f32(QB);
-#pragma omp for schedule(dynamic, 1)
-        for (int job = 0; job < jobs; job++) {
-            int h = job / qblocks, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
-            const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
-            attention_job(fast, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, k + (size_t)h * hd, v + (size_t)h * hd,
-                          ld_kv, out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv,
-                          &w);
+        for (int g = 0; g < groups; g++) {
+            int h0 = g * HG, ng = heads - h0 < HG ? heads - h0 : HG;
+            uint32_t *buf = kvp + (size_t)(g % 2) * 2 * HG * per_head;   /* head h0+hh: K at 2·hh, V at 2·hh+1 */
+#pragma omp for schedule(static)
+            for (int ht = 0; ht < ng * ntiles; ht++) {
+                int hh = ht / ntiles, h = h0 + hh, t = ht % ntiles, nk = Skv - t * KT < KT ? Skv - t * KT : KT;
+                uint32_t *kp_h = buf + (size_t)2 * hh * per_head, *vp_h = kp_h + per_head;
+                pack_kv_tile(k + (size_t)t * KT * ld_kv + (size_t)h * hd, v + (size_t)t * KT * ld_kv + (size_t)h * hd,
+                             ld_kv, nk, (nk + 31) & ~31, hd, kp_h + (size_t)t * KT * hd / 2,
+                             vp_h + (size_t)t * KT * hd / 2, (uint16_t *)w.pp);
+            }
+#pragma omp for schedule(dynamic, 1) nowait
+            for (int job = 0; job < ng * qblocks; job++) {
+                int hh = job / qblocks, h = h0 + hh, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
+                const uint32_t *kp_h = buf + (size_t)2 * hh * per_head, *vp_h = kp_h + per_head;
+                const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
+                attention_job(fast, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, kp_h, vp_h,
+                              out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
+            }
         }
-        free(w.qp); free(w.kp); free(w.vp); free(w.s); free(w.pp); free(w.acc); free(w.m); free(w.l);
+        free(w.qp); free(w.s); free(w.pp); free(w.acc); free(w.m); free(w.l);
     }
+    free(kvp);
 }
 
 void cvx_attention_bf16_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
