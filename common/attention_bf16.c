@@ -41,7 +41,25 @@ typedef struct {
     float *acc, *m, *l;
 } scratch_bf16;
 
-/* ---- the two products: portable ---- */
+/* ---- the two products: portable (AVX2, the build's baseline) ----
+ * A bf16 pair widened to f32 is two bit operations (hi: the upper half as is; lo: shifted up), and a
+ * product of two bf16 values is exact in f32, so s + a1·hi + a0·lo in this order gives the same bits
+ * as vdpbf16ps's pair step on every machine; 8 lanes along the keys (QK) or the channels (PV). */
+
+static inline __m256 hi8(__m256i p) { return _mm256_castsi256_ps(_mm256_and_si256(p, _mm256_set1_epi32((int)0xFFFF0000u))); }
+static inline __m256 lo8(__m256i p) { return _mm256_castsi256_ps(_mm256_slli_epi32(p, 16)); }
+
+/* d[0..n) = d + a1·hi(w) + a0·lo(w), element-wise over packed pairs w */
+static void pair_axpy(float *d, const uint32_t *w, int n, float a0, float a1) {
+    const __m256 va0 = _mm256_set1_ps(a0), va1 = _mm256_set1_ps(a1);
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256i p = _mm256_loadu_si256((const __m256i *)(w + j));
+        __m256 x = _mm256_add_ps(_mm256_loadu_ps(d + j), _mm256_mul_ps(va1, hi8(p)));
+        _mm256_storeu_ps(d + j, _mm256_add_ps(x, _mm256_mul_ps(va0, lo8(p))));
+    }
+    for (; j < n; j++) d[j] = d[j] + a1 * hi_f(w[j]) + a0 * lo_f(w[j]);
+}
 
 static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, float scale, float *s) {
     int hp = hd / 2;
@@ -50,9 +68,7 @@ static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, 
         for (int j = 0; j < nkp; j++) sr[j] = 0;
         for (int p = 0; p < hp; p++) {
             uint32_t a = qp[(size_t)r * hp + p];
-            float a0 = lo_f(a), a1 = hi_f(a);
-            const uint32_t *kr = kp + (size_t)p * nkp;
-            for (int j = 0; j < nkp; j++) sr[j] = sr[j] + a1 * hi_f(kr[j]) + a0 * lo_f(kr[j]);
+            pair_axpy(sr, kp + (size_t)p * nkp, nkp, lo_f(a), hi_f(a));
         }
         for (int j = 0; j < nkp; j++) sr[j] *= scale;
     }
@@ -64,9 +80,7 @@ static void pv_portable(int ns, const uint32_t *pp, int nkp, const uint32_t *vp,
         float *a = acc + (size_t)r * hd;
         for (int jp = 0; jp < np; jp++) {
             uint32_t pr = pp[(size_t)r * np + jp];
-            float p0 = lo_f(pr), p1 = hi_f(pr);
-            const uint32_t *vr = vp + (size_t)jp * hd;
-            for (int c = 0; c < hd; c++) a[c] = a[c] + p1 * hi_f(vr[c]) + p0 * lo_f(vr[c]);
+            pair_axpy(a, vp + (size_t)jp * hd, hd, lo_f(pr), hi_f(pr));
         }
     }
 }
