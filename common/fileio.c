@@ -105,13 +105,15 @@ int cvx_temp_create(const char *path, char *out, size_t n) {
             if (n) out[0] = 0;
             return cvx_error("%s: path too long for a temp file", path);
         }
+        /* registered before it exists: a signal between open(2) and the registration would leave
+         * it behind (the name holds our pid, so a failed open never makes the handler remove
+         * another process's file) */
+        temp_register(out);
         int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            temp_register(out);
-            return fd;
-        }
-        if (errno != EEXIST) {
-            int e = errno;
+        if (fd >= 0) return fd;
+        int e = errno;
+        temp_unregister(out);
+        if (e != EEXIST) {
             out[0] = 0;
             return cvx_error("%s: cannot create a temp file in its directory: %s", path, strerror(e));
         }
