@@ -38,25 +38,14 @@ static int parse(int argc, char **argv, opts *o) {
     return cvx_flags_parse(flags, argc, argv);
 }
 
-/* Runs parse in a child: its exit status, stderr in err. */
+/* parse as a program would run it (its exit status and stderr: tu_fork_stderr) */
+static void parse_as_prog(int argc, char **argv) {
+    cvx_set_program_name("prog");
+    opts o;
+    parse(argc, argv, &o);
+}
 static int child(int argc, char **argv, char *err, size_t errn) {
-    int pfd[2];
-    if (pipe(pfd) != 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 2);
-        cvx_set_program_name("prog");
-        opts o;
-        parse(argc, argv, &o);
-        _exit(0);
-    }
-    close(pfd[1]);
-    ssize_t k = read(pfd[0], err, errn - 1);
-    err[k > 0 ? k : 0] = 0;
-    close(pfd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return tu_fork_stderr(parse_as_prog, argc, argv, err, errn);
 }
 
 static void test_values(void **state) {

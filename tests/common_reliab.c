@@ -457,28 +457,18 @@ static const struct option OPTS[] = {
     {"prompt", required_argument, 0, 256}, {"threads", required_argument, 0, 257},
     {"quiet", no_argument, 0, 258},        {0, 0, 0, 0},
 };
-static int cli_child(int argc, char **argv, char *err, size_t errn) {
-    int pfd[2];
-    if (pipe(pfd) != 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 2);
-        cvx_set_program_name("stage1");
-        opterr = 0;
-        optind = 1;
-        for (int c; (c = getopt_long(argc, argv, "", OPTS, NULL)) != -1;) {
-            if (c == 256 || c == 257) (void)cvx_opt_value(OPTS, c, optarg, argv, optind);
-            else if (c == '?') cvx_die_bad_option(OPTS, argv, optind, optopt);
-        }
-        _exit(0);
+/* the option loop of a program (stage1's name) */
+static void parse_as_stage1(int argc, char **argv) {
+    cvx_set_program_name("stage1");
+    opterr = 0;
+    optind = 1;
+    for (int c; (c = getopt_long(argc, argv, "", OPTS, NULL)) != -1;) {
+        if (c == 256 || c == 257) (void)cvx_opt_value(OPTS, c, optarg, argv, optind);
+        else if (c == '?') cvx_die_bad_option(OPTS, argv, optind, optopt);
     }
-    close(pfd[1]);
-    ssize_t k = read(pfd[0], err, errn - 1);
-    err[k > 0 ? k : 0] = 0;
-    close(pfd[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+static int cli_child(int argc, char **argv, char *err, size_t errn) {
+    return tu_fork_stderr(parse_as_stage1, argc, argv, err, errn);
 }
 static void test_cli_values(void **state) {
     (void)state;

@@ -392,15 +392,6 @@ static void test_stale_and_size(void **s) {
     tu_rmrf(dir);
 }
 
-/* 1 when key is in the JSON file at path with a value other than null */
-static int gc_has(const char *path, const char *key) {
-    cvx_config c;
-    json_object *v = NULL;
-    ASSERT_OK(cvx_config_load(&c, path));
-    int has = json_object_object_get_ex(c.root, key, &v) && v;
-    cvx_config_free(&c);
-    return has;
-}
 
 /* A V2V run, then T2V in the same directory: generation_config.json keeps no V2V keys (stage 1's
  * conditioning_frames, stage 2's strength). */
@@ -418,21 +409,21 @@ static void test_v2v_then_t2v_keys(void **s) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --strength 0.5", s2,
              dir, model);
     tu_run_ok(cmd);
-    assert_true(gc_has(gc, "strength") && gc_has(gc, "conditioning_frames"));
+    assert_true(tu_genconfig_has(gc, "strength") && tu_genconfig_has(gc, "conditioning_frames"));
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s", s1, model, dir);
     tu_run_ok(cmd);
-    assert_false(gc_has(gc, "conditioning_frames"));
+    assert_false(tu_genconfig_has(gc, "conditioning_frames"));
     /* T2V into another directory: the input's config still has the V2V run's strength */
     char out_gc[600];
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/out --model_dir %s --num_inference_steps 2 "
              "--frames 9 --height 48 --width 64", s2, dir, dir, model);
     tu_run_ok(cmd);
     snprintf(out_gc, sizeof out_gc, "%s/out/generation_config.json", dir);
-    assert_false(gc_has(out_gc, "strength"));
+    assert_false(tu_genconfig_has(out_gc, "strength"));
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2 --frames 9 "
              "--height 48 --width 64", s2, dir, model);
     tu_run_ok(cmd);
-    assert_false(gc_has(gc, "strength"));
+    assert_false(tu_genconfig_has(gc, "strength"));
     tu_rmrf(dir);
 }
 

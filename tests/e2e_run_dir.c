@@ -86,15 +86,6 @@ static void test_rerun_chain_recovers(void **state) {
     tu_rmrf(D);
 }
 
-/* key of the JSON file at path: 1 when present with a value other than null */
-static int gc_has(const char *path, const char *key) {
-    cvx_config c;
-    json_object *v = NULL;
-    ASSERT_OK(cvx_config_load(&c, path));
-    int has = json_object_object_get_ex(c.root, key, &v) && v;
-    cvx_config_free(&c);
-    return has;
-}
 static void gc_str(const char *path, const char *key, char *out, size_t n) { ASSERT_OK(cvx_genconfig_get_str(path, key, out, n)); }
 
 /* generation_config.json describes the last run, not a mix: a stage-2 run without a step cache
@@ -110,7 +101,7 @@ static void test_genconfig_no_stale_keys(void **state) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " TU_STAGE2_SMALL " --cache teacache "
              "--cache_threshold 0.1", g_good.s2, D, g_good.model);
     tu_run_ok(cmd);
-    assert_true(gc_has(gc, "cache_threshold") && gc_has(gc, "cache_steps_computed"));
+    assert_true(tu_genconfig_has(gc, "cache_threshold") && tu_genconfig_has(gc, "cache_steps_computed"));
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " TU_STAGE2_SMALL, g_good.s2, D, g_good.model);
     tu_run_ok(cmd);
     gc_str(gc, "cache", v, sizeof v);
@@ -118,7 +109,7 @@ static void test_genconfig_no_stale_keys(void **state) {
     const char *cache_keys[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
                                 "cache_steps_skipped", "cache_blocks_skipped"};
     for (int i = 0; i < 5; i++)
-        if (gc_has(gc, cache_keys[i])) fail_msg("%s: '%s' of the earlier cached run kept", gc, cache_keys[i]);
+        if (tu_genconfig_has(gc, cache_keys[i])) fail_msg("%s: '%s' of the earlier cached run kept", gc, cache_keys[i]);
     /* B: stage 2 from the full run's directory, then from A (stage 1 of another prompt) */
     tu_mkdtemp(A, sizeof A);
     tu_mkdtemp(B, sizeof B);

@@ -13,27 +13,14 @@ jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}
 dir=$(mktemp -d /tmp/cvx_testrun_XXXXXX) || exit 1
 trap 'rm -rf "$dir"' EXIT INT TERM
-now_ms() { date +%s%3N; }
-# one binary: its output, exit status and wall time in $dir/<index>.{out,rc,ms}
-run_one() {
-    i=$1 t=$2
-    t0=$(now_ms)
-    "$t" >"$dir/$i.out" 2>&1
-    echo $? >"$dir/$i.rc"
-    echo $(( $(now_ms) - t0 )) >"$dir/$i.ms"
-}
-i=0; running=0
-for t in "$@"; do
-    i=$((i + 1))
-    run_one $i "$t" &
-    running=$((running + 1))
-    if [ $running -ge "$jobs" ]; then
-        # wait for the oldest still running (POSIX sh has no `wait -n`): keeps at most $jobs going
-        while [ "$(ls "$dir" | grep -c '\.ms$')" -le $((i - jobs)) ]; do sleep 0.2; done
-        running=$((i - $(ls "$dir" | grep -c '\.ms$')))
-    fi
-done
-wait
+# each binary: its output, exit status and wall time in $dir/<index>.{out,rc,ms}, $jobs at a time
+i=0
+for t in "$@"; do i=$((i + 1)); printf '%s\n%s\n' "$i" "$t"; done |
+    CVX_RUN_DIR=$dir xargs -d '\n' -n 2 -P "$jobs" sh -c '
+        t0=$(date +%s%3N)
+        "$1" >"$CVX_RUN_DIR/$0.out" 2>&1
+        echo $? >"$CVX_RUN_DIR/$0.rc"
+        echo $(( $(date +%s%3N) - t0 )) >"$CVX_RUN_DIR/$0.ms"'
 passed=0; failed=0; bad_bins=""; times=""; i=0
 for t in "$@"; do
     i=$((i + 1))

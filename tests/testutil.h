@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "config.h"
 #include "error.h"
 #include "ops.h"
 #include "safetensors.h"
@@ -95,6 +96,36 @@ static inline int tu_run(const char *cmd, char *err, size_t errn) {
     }
     unlink(tmp);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* 1 when key is in the JSON file at path with a value other than null (a run's record). */
+static inline int tu_genconfig_has(const char *path, const char *key) {
+    cvx_config c;
+    json_object *v = NULL;
+    ASSERT_OK(cvx_config_load(&c, path));
+    int has = json_object_object_get_ex(c.root, key, &v) && v;
+    cvx_config_free(&c);
+    return has;
+}
+
+/* Run fn(argc, argv) in a forked child with its stderr captured into err; the child's exit
+ * status (-1 when it did not exit). For code that exits on errors (cvx_die, the flag parsers). */
+static inline int tu_fork_stderr(void (*fn)(int, char **), int argc, char **argv, char *err, size_t errn) {
+    int pfd[2];
+    if (pipe(pfd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        fn(argc, argv);
+        _exit(0);
+    }
+    close(pfd[1]);
+    ssize_t k = read(pfd[0], err, errn - 1);
+    err[k > 0 ? k : 0] = 0;
+    close(pfd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /* Run a command that must succeed (fails the test with the command and its stderr otherwise). */
