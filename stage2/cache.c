@@ -420,6 +420,10 @@ int cogvideox_cache_step(cogvideox_transformer *m, cogvideox_cache *c, int step,
     step_io io = {x, text, rope_cos, rope_sin, timestep, F, H, W, L, (size_t)L * cf->text_embed_dim,
                   (size_t)F * cf->out_channels * H * W, out};
     if (!cogvideox_cache_active(c)) {
+        /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
+         * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
+         * branches alike here is what makes --cfg_parallel bit-identical to one process
+         * (docs/distributed.md). */
         for (int j = 0; j < c->lnb; j++)
             if (cogvideox_forward(m, x, 1, F, H, W, text + j * io.text_n, L, timestep, rope_cos, rope_sin,
                                   out + j * io.out_n))

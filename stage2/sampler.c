@@ -336,18 +336,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                 memcpy(xf + chw, p->image_latents + (size_t)f * chw, chw * sizeof(float));
             }
         }
-        int frc = 0;
-        if (cogvideox_cache_active(&cache)) {   /* one decision for the CFG batch, each branch its own forward */
-            frc = cogvideox_cache_step(m, &cache, i, x, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos,
+        /* this rank's CFG branches, one forward each (with step caching: one decision for the batch) */
+        int frc = cogvideox_cache_step(m, &cache, i, x, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos,
                                        rope_sin, cd ? branch : out);
-        } else {
-            /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
-             * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
-             * branches alike here is what makes --cfg_parallel bit-identical to this (docs/distributed.md). */
-            for (int b = 0; b < B && !frc; b++)
-                frc = cogvideox_forward(m, x, 1, sh->frames, sh->height, sh->width, text + (size_t)b * L * D, L, tstep,
-                                        rope_cos, rope_sin, cd ? branch : out + (size_t)b * n);
-        }
         if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
         /* under MPI: agree (a rank failing alone stops all); CFG-parallel: out = [uncond, cond] */
         double tc = cvx_time();
