@@ -88,7 +88,7 @@ typedef struct {
     /* checkpointing (NULL path = none); see stage2/sampler.h */
     const char *checkpoint_path;
     int checkpoint_every, resume, stop_after_steps;
-    const void *fingerprint;      /* const cogvideox_fingerprint *, NULL = none */
+    const void *fingerprint;      /* const cvx_fingerprint *, NULL = none */
     /* image-to-video / video-to-video: the encoded image or video (cvx_encode_conditioning or
      * cvx_conditioning_read), NULL = text-to-video. Its size is the video size (height/width
      * 0 or equal); V2V: its frame count too. */
@@ -215,7 +215,7 @@ int cvx_genconfig_record_encode(const char *path, const char *prompt, const char
                                 const char *negative, const char *model_id);
 
 /* The run settings a stage-2 checkpoint belongs to (model, embeddings file hash, every resolved
- * setting); fp: a cogvideox_fingerprint (stage2/sampler.h). */
+ * setting); fp: a cvx_fingerprint (stage2/sampler.h). */
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *resolved, const char *embeddings_path, void *fp);
 /* The model to use: --model_dir / --model_id if given, else generation_config.json's model_id
  * at gc_path, else the file's model_id metadata (st may be NULL); *out NULL if none. -1 +

@@ -8,6 +8,7 @@
  *            factor, noised with scheduler.add_noise at the first timestep `strength` keeps.
  * The stage-1 file, stage1_conditioning.safetensors, is documented in docs/file-formats.md. */
 #include "pipeline/conditioning.h"
+#include "stage2/cogvideox_family.h"
 
 #include <json-c/json.h>
 #include <stdio.h>
@@ -67,11 +68,11 @@ int cvx_check_model_mode(cvx_model *m, cvx_mode mode) {
  * count) against the model as stage 2 will: the errors come before anything is encoded. */
 static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
     if (!m->has_transformer) return 0;
-    cogvideox_sample_params sp = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1,
+    cvx_loop_params sp = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1,
                                   .vae_scale_spatial = m->info.vae_scale_spatial,
-                                  .vae_scale_temporal = m->info.vae_scale_temporal, .i2v = mode == CVX_MODE_I2V};
-    cogvideox_latent_shape sh;
-    if (cogvideox_latent_shape_for(&m->tcfg, &sp, &sh)) return -1;
+                                  .vae_scale_temporal = m->info.vae_scale_temporal};
+    cvx_latent_shape sh;
+    if (cogvideox_latent_shape_for(&m->tcfg, &sp, mode == CVX_MODE_I2V, &sh)) return -1;
     if (mode == CVX_MODE_V2V && sh.pad_frames)   /* upstream raises instead of padding */
         return cvx_error("--video: %d frames make %d latent frames, not a multiple of patch_size_t %d (CogVideoX1.5 "
                          "video-to-video): use %d or %d frames", frames, sh.frames - sh.pad_frames,
@@ -165,8 +166,8 @@ int cvx_sample_conditioning_sizes(const cvx_conditioning *c, cvx_sample_params *
     return 0;
 }
 
-int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_scheduler *sched, double strength,
-                            cogvideox_sample_params *sp, const cogvideox_latent_shape *sh, cvx_prepared *out) {
+int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, double strength,
+                            cvx_loop_params *sp, const cvx_latent_shape *sh, cvx_prepared *out) {
     memset(out, 0, sizeof *out);
     const size_t hw = (size_t)sh->height * sh->width, chw = (size_t)sh->channels * hw;
     if (c->C != sh->channels || c->h != sh->height || c->w != sh->width)
@@ -178,8 +179,8 @@ int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_s
         return cvx_error("video-to-video conditioning has %d latent frames, the loop %d", c->T, sh->frames);
     int t_start = 0;
     if (c->mode == CVX_MODE_V2V) {
-        if (cogvideox_strength_t_start(sp->num_inference_steps, strength, &t_start) ||
-            cogvideox_scheduler_set_timesteps(sched, sp->num_inference_steps))
+        if (cvx_strength_t_start(sp->num_inference_steps, strength, &t_start) ||
+            cvx_scheduler_set_timesteps(sched, sp->num_inference_steps))
             return -1;
     }
     /* latent_dist.sample(generator) in the encoder's [C, T, h, w] order: the generator's first
@@ -202,21 +203,20 @@ int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_s
         out->image_latents = cvx_calloc(sh->numel, sizeof(float));   // [F, C, h, w]: frame 0, then zeros
         for (size_t i = 0; i < chw; i++) out->image_latents[i] = k * sample[i];
         cvx_randn_as(&out->gen, nd, out->init, sh->numel);   /* the noise, × init_noise_sigma 1.0 */
-        sp->image_latents = out->image_latents;
+        sp->cond = out->image_latents;
     } else {
         const float k = (float)sf;   /* V2V multiplies whatever invert_scale_latents says (upstream) */
         float *x0 = cvx_alloc_f32(sh->numel), *noise = cvx_alloc_f32(sh->numel);
         for (size_t i = 0; i < nc; i++) sample[i] *= k;
         cvx_permute_fc_to_cf(sample, c->C, c->T, hw, 0, x0);   // [C, T, hw] -> [T, C, hw]
         cvx_randn_as(&out->gen, nd, noise, sh->numel);   /* nd was accepted by the sample draw above */
-        cogvideox_add_noise(sched, sched->timesteps[t_start], x0, noise, sh->numel, out->init);
-        cvx_info("video-to-video: strength %g runs %d of %d steps from t=%lld", strength,
-                 sp->num_inference_steps - t_start, sp->num_inference_steps, (long long)sched->timesteps[t_start]);
+        sched->type->add_noise(sched, t_start, x0, noise, sh->numel, out->init);
+        cvx_info("video-to-video: strength %g runs %d of %d steps from t=%g", strength,
+                 sp->num_inference_steps - t_start, sp->num_inference_steps, sched->timesteps[t_start]);
         free(x0);
         free(noise);
     }
     free(sample);
-    sp->i2v = c->mode == CVX_MODE_I2V;
     sp->init_latents = out->init;
     sp->init_generator = &out->gen;
     sp->t_start = t_start;

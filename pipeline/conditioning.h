@@ -23,8 +23,8 @@ typedef struct {
     float *init;               /* [F, C, h, w] */
     cvx_generator gen;
 } cvx_prepared;
-int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cogvideox_scheduler *sched, double strength,
-                            cogvideox_sample_params *sp, const cogvideox_latent_shape *sh, cvx_prepared *out);
+int cvx_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, double strength,
+                            cvx_loop_params *sp, const cvx_latent_shape *sh, cvx_prepared *out);
 void cvx_prepared_free(cvx_prepared *p);
 
 /* xxh64 of the mode, mean and std: identifies the conditioning in the checkpoint fingerprint. */

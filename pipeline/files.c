@@ -13,6 +13,7 @@
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
+#include "stage2/cogvideox_family.h"
 #include "stage2/sampler.h"
 #include "validate.h"
 
@@ -212,40 +213,40 @@ static int hash_file(const char *path, uint64_t *out) {
 }
 
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, void *fpv) {
-    cogvideox_fingerprint *fp = fpv;
+    cvx_fingerprint *fp = fpv;
     char real_model[PATH_MAX], gbuf[64];
     uint64_t emb_hash;
     if (!realpath(m->dir, real_model)) snprintf(real_model, sizeof real_model, "%s", m->dir);
     if (hash_file(embeddings_path, &emb_hash)) return -1;
     memset(fp, 0, sizeof *fp);
-    cogvideox_fingerprint_set(fp, "model", "%s", real_model);
-    cogvideox_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
-    cogvideox_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
+    cvx_fingerprint_set(fp, "model", "%s", real_model);
+    cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
+    cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);
-    cogvideox_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
-    cogvideox_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
-    cogvideox_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
-    cogvideox_fingerprint_set(fp, "height", "%d", p->height);
-    cogvideox_fingerprint_set(fp, "width", "%d", p->width);
-    cogvideox_fingerprint_set(fp, "frames", "%d", p->frames);
-    cogvideox_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    cvx_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
+    cvx_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
+    cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
+    cvx_fingerprint_set(fp, "height", "%d", p->height);
+    cvx_fingerprint_set(fp, "width", "%d", p->width);
+    cvx_fingerprint_set(fp, "frames", "%d", p->frames);
+    cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
     if (p->conditioning) {   /* I2V / V2V: the encoded image or video, and V2V's strength */
-        cogvideox_fingerprint_set(fp, "mode", "%s", cvx_mode_name(p->conditioning->mode));
-        cogvideox_fingerprint_set(fp, "conditioning_xxh64", "%016llx",
+        cvx_fingerprint_set(fp, "mode", "%s", cvx_mode_name(p->conditioning->mode));
+        cvx_fingerprint_set(fp, "conditioning_xxh64", "%016llx",
                                   (unsigned long long)cvx_conditioning_hash(p->conditioning));
         format_double(p->strength, gbuf, sizeof gbuf);
-        if (p->conditioning->mode == CVX_MODE_V2V) cogvideox_fingerprint_set(fp, "strength", "%s", gbuf);
+        if (p->conditioning->mode == CVX_MODE_V2V) cvx_fingerprint_set(fp, "strength", "%s", gbuf);
     }
-    cogvideox_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
-    cogvideox_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
-    cogvideox_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
+    cvx_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
+    cvx_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
+    cvx_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
     if (p->cache && strcmp(p->cache, "none") != 0) {
         format_double(p->cache_threshold, gbuf, sizeof gbuf);   /* shortest exact form */
-        cogvideox_fingerprint_set(fp, "cache_threshold", "%s", gbuf);
+        cvx_fingerprint_set(fp, "cache_threshold", "%s", gbuf);
         const double *co = p->teacache_coefficients;
-        if (co) cogvideox_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
+        if (co) cvx_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
                                           co[2], co[3], co[4]);
-        else cogvideox_fingerprint_set(fp, "teacache_coefficients", "published");
+        else cvx_fingerprint_set(fp, "teacache_coefficients", "published");
     }
     return 0;
 }

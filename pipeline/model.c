@@ -22,7 +22,7 @@ static void read_scheduler_name(const char *dir, char *out, size_t n) {
         !cvx_is_file(path) || cvx_config_load(&c, path))
         return;
     if (!cvx_cfg_str(&c, "_class_name", &cls)) {
-        const cogvideox_scheduler_type *t = cogvideox_scheduler_find(cls);
+        const cvx_scheduler_type *t = cvx_scheduler_find(cls);
         if (t) snprintf(out, n, "%s", t->name);
     }
     cvx_config_free(&c);

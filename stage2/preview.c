@@ -31,18 +31,18 @@ static const float latent_rgb_factors[16][3] = {
     {-0.011135669222532816f, 0.0018181308593668505f, 0.02794541485349922f}};
 static const float latent_rgb_bias[3] = {-0.023f, 0.0f, -0.017f};
 
-int cogvideox_preview_parse_mode(const char *s, cogvideox_preview_mode *out) {
-    if (!strcmp(s, "latent")) *out = COGVIDEOX_PREVIEW_LATENT;
-    else if (!strcmp(s, "vae")) *out = COGVIDEOX_PREVIEW_VAE;
+int cvx_preview_parse_mode(const char *s, cvx_preview_mode *out) {
+    if (!strcmp(s, "latent")) *out = CVX_PREVIEW_LATENT;
+    else if (!strcmp(s, "vae")) *out = CVX_PREVIEW_VAE;
     else return cvx_error("--preview must be latent or vae, got '%s'", s);
     return 0;
 }
 
-const char *cogvideox_preview_mode_name(cogvideox_preview_mode m) {
-    return m == COGVIDEOX_PREVIEW_VAE ? "vae" : "latent";
+const char *cvx_preview_mode_name(cvx_preview_mode m) {
+    return m == CVX_PREVIEW_VAE ? "vae" : "latent";
 }
 
-void cogvideox_preview_latent_rgb(const float *x0, const cogvideox_latent_shape *sh, double scaling_factor, int up,
+void cvx_preview_latent_rgb(const float *x0, const cvx_latent_shape *sh, double scaling_factor, int up,
                                   float *rgb) {
     const int T = sh->frames - sh->pad_frames, C = sh->channels < 16 ? sh->channels : 16;
     const int h = sh->height, w = sh->width, H = h * up, W = w * up;
@@ -66,15 +66,15 @@ void cogvideox_preview_latent_rgb(const float *x0, const cogvideox_latent_shape 
     }
 }
 
-int cogvideox_preview_write(cogvideox_preview *pv, int step, const float *x0, const cogvideox_latent_shape *sh) {
+int cvx_preview_write(cvx_preview *pv, int step, const float *x0, const cvx_latent_shape *sh) {
     double t0 = cvx_time();
     float *rgb = NULL;
     int T, H, W, rc;
-    if (pv->mode == COGVIDEOX_PREVIEW_LATENT) {
+    if (pv->mode == CVX_PREVIEW_LATENT) {
         const int up = 4;
         T = sh->frames - sh->pad_frames, H = sh->height * up, W = sh->width * up;
         rgb = cvx_alloc_f32((size_t)3 * T * H * W);
-        cogvideox_preview_latent_rgb(x0, sh, pv->scaling_factor, up, rgb);
+        cvx_preview_latent_rgb(x0, sh, pv->scaling_factor, up, rgb);
     } else {
         if (!pv->decode) return cvx_error("--preview vae: no VAE decoder available");
         /* latent frame 0 (after the padding) as raw latents [1, C, 1, h, w] */
@@ -87,14 +87,14 @@ int cogvideox_preview_write(cogvideox_preview *pv, int step, const float *x0, co
     double dt = cvx_time() - t0;
     pv->written++;
     pv->seconds += dt;
-    cvx_info("preview (%s) after step %d: %s in %.2f s", cogvideox_preview_mode_name(pv->mode), step + 1, pv->path, dt);
+    cvx_info("preview (%s) after step %d: %s in %.2f s", cvx_preview_mode_name(pv->mode), step + 1, pv->path, dt);
     return 0;
 }
 
-void cogvideox_preview_hook(void *ctx, int step, const float *latents, const cogvideox_latent_shape *sh) {
+void cvx_preview_hook(void *ctx, int step, const float *latents, const cvx_latent_shape *sh) {
     (void)latents;
-    cogvideox_preview *pv = ctx;
+    cvx_preview *pv = ctx;
     if ((step + 1) % pv->every != 0 && step != pv->n_steps - 1) return;
-    if (cogvideox_preview_write(pv, step, pv->sched->type->x0(pv->sched), sh))
+    if (cvx_preview_write(pv, step, pv->sched->type->x0(pv->sched), sh))
         cvx_warn("preview after step %d not written: %s", step + 1, cvx_last_error());
 }

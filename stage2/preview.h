@@ -16,40 +16,40 @@
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
-typedef enum { COGVIDEOX_PREVIEW_LATENT = 0, COGVIDEOX_PREVIEW_VAE } cogvideox_preview_mode;
+typedef enum { CVX_PREVIEW_LATENT = 0, CVX_PREVIEW_VAE } cvx_preview_mode;
 
 /* --preview vae: decode raw (model-space) latents z [1, C, 1, h, w] into *rgb [3, T, H, W] in
  * [-1, 1] (malloc'd by the callee). -1 + cvx_error. */
-typedef int (*cogvideox_preview_decode_fn)(void *user, const float *z, int C, int h, int w, float **rgb, int *T,
+typedef int (*cvx_preview_decode_fn)(void *user, const float *z, int C, int h, int w, float **rgb, int *T,
                                            int *H, int *W);
 
 typedef struct {
     const char *path;                 /* preview.png */
     int every;                        /* write after every K-th step (and after the last) */
     int n_steps;
-    cogvideox_preview_mode mode;
+    cvx_preview_mode mode;
     double scaling_factor;            /* the VAE's (latent mode) */
-    const cogvideox_scheduler *sched; /* x0 source */
-    cogvideox_preview_decode_fn decode;
+    const cvx_scheduler *sched; /* x0 source */
+    cvx_preview_decode_fn decode;
     void *decode_user;
     /* results */
     int written;
     double seconds;                   /* total time spent on previews */
-} cogvideox_preview;
+} cvx_preview;
 
 /* "latent" / "vae" → mode; -1 + cvx_error naming --preview. */
-int cogvideox_preview_parse_mode(const char *s, cogvideox_preview_mode *out);
-const char *cogvideox_preview_mode_name(cogvideox_preview_mode m);
+int cvx_preview_parse_mode(const char *s, cvx_preview_mode *out);
+const char *cvx_preview_mode_name(cvx_preview_mode m);
 
 /* x0 [F, C, h, w] (the loop layout, padding first) → rgb [3, F − pad, h·up, w·up] in [-1, 1]. */
-void cogvideox_preview_latent_rgb(const float *x0, const cogvideox_latent_shape *sh, double scaling_factor, int up,
+void cvx_preview_latent_rgb(const float *x0, const cvx_latent_shape *sh, double scaling_factor, int up,
                                   float *rgb);
 
 /* Write the preview for this step now (whatever `every` says). -1 + cvx_error. */
-int cogvideox_preview_write(cogvideox_preview *pv, int step, const float *x0, const cogvideox_latent_shape *sh);
+int cvx_preview_write(cvx_preview *pv, int step, const float *x0, const cvx_latent_shape *sh);
 
-/* A cogvideox_step_hook (ctx = cogvideox_preview *): writes on every K-th step and the last,
+/* A cvx_step_hook (ctx = cvx_preview *): writes on every K-th step and the last,
  * reporting the time taken; a failed preview is a warning, never the end of the run. */
-void cogvideox_preview_hook(void *ctx, int step, const float *latents, const cogvideox_latent_shape *sh);
+void cvx_preview_hook(void *ctx, int step, const float *latents, const cvx_latent_shape *sh);
 
 #endif

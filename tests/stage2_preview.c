@@ -20,20 +20,21 @@
 #include "ops.h"
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
-#include "stage2/scheduler.h"
+#include "stage2/cogvideox_family.h"
+#include "stage2/scheduler_ddpm.h"
 #include "stage2/transformer.h"
 
 #define GOLDEN "tests/data/golden"
 
 static void test_latent_rgb(void **state) {
     (void)state;
-    cogvideox_latent_shape sh = {.frames = 3, .pad_frames = 1, .channels = 16, .height = 2, .width = 3};
+    cvx_latent_shape sh = {.frames = 3, .pad_frames = 1, .channels = 16, .height = 2, .width = 3};
     sh.numel = (size_t)3 * 16 * 2 * 3;
     float *x0 = calloc(sh.numel, sizeof(float)), *rgb = malloc(sizeof(float) * 3 * 2 * 4 * 6);
     /* frame 1 (the first after the padding): channel 9 = 1 at pixel (1, 2); frame 0 (padding) = 100 */
     for (size_t i = 0; i < 16 * 6; i++) x0[i] = 100;
     x0[(size_t)1 * 16 * 6 + 9 * 6 + 1 * 3 + 2] = 1;
-    cogvideox_preview_latent_rgb(x0, &sh, 0.7, 2, rgb);   /* [3, 2, 4, 6] */
+    cvx_preview_latent_rgb(x0, &sh, 0.7, 2, rgb);   /* [3, 2, 4, 6] */
     const float F9[3] = {0.012138415094654218f, 0.024684961927224837f, 0.037211249767461915f}, bias[3] = {-0.023f, 0, -0.017f};
     for (int k = 0; k < 3; k++)
         for (int t = 0; t < 2; t++)
@@ -54,25 +55,25 @@ static void test_hook_on_loop(void **state) {
     assert_non_null(st);
     cogvideox_transformer *m = cogvideox_load(GOLDEN "/e2e_2b/model/transformer", NULL);
     assert_non_null(m);
-    cogvideox_sample_params sp = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5,
+    cvx_loop_params sp = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5,
                                   .guidance_scale = 6, .seed = 42, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
-    cogvideox_latent_shape sh;
-    assert_int_equal(cogvideox_latent_shape_for(cogvideox_get_config(m), &sp, &sh), 0);
+    cvx_latent_shape sh;
+    assert_int_equal(cogvideox_latent_shape_for(cogvideox_get_config(m), &sp, 0, &sh), 0);
     float *pr = cvx_tensor_f32_dup(cvx_st_find(st, "prompt_embeds")), *ng = cvx_tensor_f32_dup(cvx_st_find(st, "negative_prompt_embeds"));
     int L = (int)cvx_st_find(st, "prompt_embeds")->shape[1];
     char tmpl[] = "/tmp/cvx_preview_XXXXXX";
     assert_non_null(mkdtemp(tmpl));
     snprintf(p, sizeof p, "%s/preview.png", tmpl);
     float *a = malloc(sh.numel * 4), *b = malloc(sh.numel * 4);
-    cogvideox_sample_result res;
-    cogvideox_scheduler s;
-    assert_int_equal(cogvideox_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
-    assert_int_equal(cogvideox_sample(m, &s, &sp, &sh, pr, ng, L, NULL, NULL, NULL, a, &res), 0);
-    cogvideox_scheduler_free(&s);
-    assert_int_equal(cogvideox_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
-    cogvideox_preview pv = {.path = p, .every = 2, .n_steps = 5, .mode = COGVIDEOX_PREVIEW_LATENT,
+    cvx_sample_result res;
+    cvx_scheduler s;
+    assert_int_equal(cvx_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
+    assert_int_equal(cogvideox_sample_loop(m, 0, &s, &sp, NULL, &sh, pr, ng, L, NULL, NULL, NULL, a, &res), 0);
+    cvx_scheduler_free(&s);
+    assert_int_equal(cvx_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
+    cvx_preview pv = {.path = p, .every = 2, .n_steps = 5, .mode = CVX_PREVIEW_LATENT,
                             .scaling_factor = 1.15258426, .sched = &s};
-    assert_int_equal(cogvideox_sample(m, &s, &sp, &sh, pr, ng, L, NULL, cogvideox_preview_hook, &pv, b, &res), 0);
+    assert_int_equal(cogvideox_sample_loop(m, 0, &s, &sp, NULL, &sh, pr, ng, L, NULL, cvx_preview_hook, &pv, b, &res), 0);
     assert_int_equal(pv.written, 3);   /* after steps 2, 4 and 5 (the last) */
     assert_memory_equal(a, b, sh.numel * 4);
     FILE *f = fopen(p, "rb");
@@ -92,7 +93,7 @@ static void test_hook_on_loop(void **state) {
     assert_ptr_equal(s.type->x0(&s), s.state);
     unlink(p);
     rmdir(tmpl);
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
     free(a); free(b); free(pr); free(ng);
     cogvideox_free(m);
     cvx_st_close(st);
