@@ -1,0 +1,317 @@
+/* The image side of Wan 2.1 image-to-video in stage 1 (golden_wan README section 8):
+ * CLIPImageProcessor (PIL bicubic resize, centre crop, rescale, normalise) -> clip_pixel_values,
+ * CLIPVisionModel hidden_states[-2] -> image_embeds, VideoProcessor.preprocess -> image_preprocessed.
+ *
+ * Golden data: tests/data/golden_wan/e2e_i2v_clip = the e2e_i2v case's image, image encoder,
+ * image processor and the four image tensors of its expected.safetensors
+ * (scripts/make_clip_fixtures.py). */
+#include "golden_harness.h"
+#include "gemm.h"
+#include "image.h"
+#include "resize.h"
+#include "stage1/clip_image_processor.h"
+#include "stage1/clip_vision.h"
+
+#include <math.h>
+
+#define CASE "tests/data/golden_wan/e2e_i2v_clip"
+
+/* ---- the processor ---- */
+
+/* image.png decodes to the pipeline's image_uint8, and the processor gives clip_pixel_values
+ * bit for bit (the 64x48 image is bicubic-upscaled to 298x224 in 8 bits, cropped at x = 37). */
+static void test_clip_pixel_values(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, CASE);
+    cvx_rgb_frames im;
+    ASSERT_OK(cvx_image_load(gh_path(&c, "image.png"), &im));
+    const cvx_tensor *u8 = gh_tensor(&c, "image_uint8");
+    assert_int_equal(u8->dtype, CVX_U8);
+    assert_int_equal(u8->numel, (int64_t)im.width * im.height * 3);
+    assert_memory_equal(im.rgb, u8->data, (size_t)u8->numel);
+
+    clip_image_processor p;
+    ASSERT_OK(clip_image_processor_load(&p, gh_path(&c, "model/image_processor")));
+    assert_int_equal(p.resample, CVX_PIL_BICUBIC);
+    int rw, rh, ow, oh;
+    clip_image_resize_size(&p, im.width, im.height, &rw, &rh);
+    assert_int_equal(rw, 298);   /* int(224 * 64 / 48) */
+    assert_int_equal(rh, 224);
+    clip_image_output_size(&p, im.width, im.height, &ow, &oh);
+    const cvx_tensor *t = gh_tensor(&c, "clip_pixel_values");
+    assert_int_equal(t->ndim, 4);
+    assert_int_equal(t->shape[1], 3);
+    assert_int_equal(t->shape[2], oh);
+    assert_int_equal(t->shape[3], ow);
+    const size_t n = (size_t)3 * oh * ow;
+    float *got = cvx_alloc_f32(n), *want = cvx_tensor_f32_dup(t);
+    clip_image_preprocess(&p, im.rgb, im.width, im.height, got);
+    gh_check_max_abs(&c, "clip_pixel_values", got, want, n, 1e-6);
+    gh_check_exact_f32(&c, "clip_pixel_values", got, want, n);
+    free(got), free(want);
+    cvx_rgb_frames_free(&im);
+    gh_close(&c);
+}
+
+/* VideoProcessor.preprocess of the image at the video size (already that size: no resize,
+ * u8/255·2 − 1), bit for bit. */
+static void test_image_preprocessed(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, CASE);
+    cvx_rgb_frames im;
+    ASSERT_OK(cvx_image_load(gh_path(&c, "image.png"), &im));
+    const cvx_tensor *t = gh_tensor(&c, "image_preprocessed");
+    const int H = (int)t->shape[2], W = (int)t->shape[3];
+    assert_int_equal(H, gh_int(gh_json(&c, "call.height")));
+    assert_int_equal(W, gh_int(gh_json(&c, "call.width")));
+    float *got = cvx_alloc_f32((size_t)3 * H * W);
+    cvx_preprocess_image(im.rgb, im.width, im.height, W, H, got);
+    gh_expect_exact(&c, "image_preprocessed", got, (size_t)3 * H * W);
+    free(got);
+    cvx_rgb_frames_free(&im);
+    gh_close(&c);
+}
+
+/* Shortest-edge sizes (Python's int(s * long / short)), square / explicit sizes, centre crop
+ * offsets with floor division and zero padding. */
+static void test_processor_geometry(void **state) {
+    (void)state;
+    clip_image_processor p;
+    clip_image_processor_default(&p);
+    int w, h;
+    clip_image_resize_size(&p, 832, 480, &w, &h);
+    assert_int_equal(w, 388), assert_int_equal(h, 224);   /* int(224 * 832 / 480) = int(388.26..) */
+    clip_image_resize_size(&p, 480, 832, &w, &h);
+    assert_int_equal(w, 224), assert_int_equal(h, 388);
+    clip_image_resize_size(&p, 101, 77, &w, &h);
+    assert_int_equal(w, 293), assert_int_equal(h, 224);   /* 224·101/77 = 293.8 */
+    clip_image_resize_size(&p, 224, 224, &w, &h);
+    assert_int_equal(w, 224), assert_int_equal(h, 224);
+    clip_image_output_size(&p, 832, 480, &w, &h);
+    assert_int_equal(w, 224), assert_int_equal(h, 224);
+    p.shortest_edge = 0, p.size_w = 30, p.size_h = 20;
+    clip_image_resize_size(&p, 832, 480, &w, &h);
+    assert_int_equal(w, 30), assert_int_equal(h, 20);
+
+    /* crop 3x2 of a 6x5 image: top = (5-2)//2 = 1, left = (6-3)//2 = 1 */
+    uint8_t src[5 * 6 * 3], dst[4 * 5 * 3];
+    for (int i = 0; i < 5 * 6 * 3; i++) src[i] = (uint8_t)(i + 1);
+    clip_center_crop_rgb8(src, 6, 5, dst, 3, 2);
+    for (int y = 0; y < 2; y++)
+        for (int x = 0; x < 3; x++) assert_memory_equal(dst + (y * 3 + x) * 3, src + ((y + 1) * 6 + x + 1) * 3, 3);
+    /* crop 5x4 of a 2x3 image: top = (3-4)//2 = -1, left = (2-5)//2 = -2 (zero padding around) */
+    clip_center_crop_rgb8(src, 2, 3, dst, 5, 4);
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 5; x++) {
+            const int sy = y - 1, sx = x - 2;
+            if (sy >= 0 && sy < 3 && sx >= 0 && sx < 2) assert_memory_equal(dst + (y * 5 + x) * 3, src + (sy * 2 + sx) * 3, 3);
+            else assert_true(dst[(y * 5 + x) * 3] == 0 && dst[(y * 5 + x) * 3 + 1] == 0 && dst[(y * 5 + x) * 3 + 2] == 0);
+        }
+}
+
+/* Rescale in float64 then float32, normalise in float32: a constant image gives exactly
+ * ((float)(v·(1/255)) − mean) / std per channel. */
+static void test_processor_values(void **state) {
+    (void)state;
+    clip_image_processor p;
+    clip_image_processor_default(&p);
+    p.crop_w = p.crop_h = 4, p.shortest_edge = 4;
+    uint8_t img[6 * 4 * 3];
+    for (int i = 0; i < 6 * 4; i++) img[i * 3] = 0, img[i * 3 + 1] = 128, img[i * 3 + 2] = 255;
+    float out[3 * 16];
+    clip_image_preprocess(&p, img, 6, 4, out);
+    const uint8_t v[3] = {0, 128, 255};
+    for (int ch = 0; ch < 3; ch++) {
+        const float x = (float)((double)v[ch] * (1.0 / 255)), want = (x - p.mean[ch]) / p.std[ch];
+        for (int i = 0; i < 16; i++) assert_true(out[ch * 16 + i] == want);
+    }
+}
+
+/* A config error names the file and the key. */
+static void expect_processor_error(const char *json, const char *needle) {
+    char dir[64], path[128];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
+    tu_write(path, json, strlen(json));
+    clip_image_processor p;
+    assert_int_equal(clip_image_processor_load(&p, dir), -1);
+    if (!strstr(cvx_last_error(), needle) || !strstr(cvx_last_error(), "preprocessor_config.json"))
+        fail_msg("error '%s' does not mention '%s'", cvx_last_error(), needle);
+    tu_rmrf(dir);
+}
+
+static void test_processor_config(void **state) {
+    (void)state;
+    expect_processor_error("{\"resample\": 0}", "resample");
+    expect_processor_error("{\"size\": {\"longest_edge\": 5}}", "size");
+    expect_processor_error("{\"crop_size\": 0}", "crop_size");
+    expect_processor_error("{\"image_mean\": [0.5, 0.5]}", "image_mean");
+    expect_processor_error("{\"image_std\": [0.5, 0, 0.5]}", "image_std");
+    expect_processor_error("{\"image_processor_type\": \"SiglipImageProcessor\"}", "image_processor_type");
+    /* the forms get_size_dict accepts: ints and dicts; the rest default */
+    char dir[64], path[128];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
+    const char *ok = "{\"size\": 336, \"crop_size\": {\"height\": 300, \"width\": 320}, \"resample\": 1, \"image_mean\": 0.5}";
+    tu_write(path, ok, strlen(ok));
+    clip_image_processor p;
+    ASSERT_OK(clip_image_processor_load(&p, path));
+    assert_int_equal(p.shortest_edge, 336);
+    assert_int_equal(p.crop_h, 300), assert_int_equal(p.crop_w, 320);
+    assert_int_equal(p.resample, CVX_PIL_LANCZOS);
+    assert_true(p.mean[0] == 0.5f && p.mean[2] == 0.5f && p.std[0] == 0.26862954f && p.do_rescale);
+    tu_rmrf(dir);
+}
+
+/* ---- the vision model ---- */
+
+/* image_embeds = hidden_states[-2] from the golden clip_pixel_values (rel L2 <= 1e-5), and from
+ * our own preprocessing of image.png (the same pixels, so the same numbers). */
+static void test_image_embeds(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, CASE);
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    clip_vision *m = clip_vision_load(gh_path(&c, "model/image_encoder"), ctx);
+    if (!m) fail_msg("%s", cvx_last_error());
+    const clip_vision_config *cfg = &m->cfg;
+    assert_int_equal(cfg->act, CLIP_ACT_GELU);
+    assert_int_equal(cfg->tokens, 257);
+    const cvx_tensor *t = gh_tensor(&c, "image_embeds");
+    assert_int_equal(t->shape[1], cfg->tokens);
+    assert_int_equal(t->shape[2], cfg->hidden_size);
+    const size_t n = (size_t)cfg->tokens * cfg->hidden_size;
+    float *pix = gh_f32(&c, NULL, "clip_pixel_values"), *want = cvx_tensor_f32_dup(t), *got = cvx_alloc_f32(n);
+    ASSERT_OK(clip_vision_encode(m, pix, got));
+    gh_check_rel_l2(&c, "image_embeds", got, want, n, 1e-5);
+
+    /* the same through hidden_state(L - 1); the last layer (hidden_states[-1]) is something else */
+    float *h = cvx_alloc_f32(n);
+    ASSERT_OK(clip_vision_hidden_state(m, pix, cfg->num_hidden_layers - 1, h));
+    assert_memory_equal(h, got, sizeof(float) * n);
+    ASSERT_OK(clip_vision_hidden_state(m, pix, cfg->num_hidden_layers, h));
+    assert_true(cvx_rel_l2(h, want, n) > 1e-2);
+    assert_int_equal(clip_vision_hidden_state(m, pix, cfg->num_hidden_layers + 1, h), -1);
+    assert_int_equal(clip_vision_hidden_state(m, pix, -1, h), -1);
+
+    /* image.png -> processor -> encoder */
+    cvx_rgb_frames im;
+    clip_image_processor p;
+    ASSERT_OK(cvx_image_load(gh_path(&c, "image.png"), &im));
+    ASSERT_OK(clip_image_processor_load(&p, gh_path(&c, "model/image_processor")));
+    clip_image_preprocess(&p, im.rgb, im.width, im.height, pix);
+    ASSERT_OK(clip_vision_encode(m, pix, h));
+    gh_check_rel_l2(&c, "image_embeds from image.png", h, want, n, 1e-5);
+    cvx_rgb_frames_free(&im);
+
+    /* bf16 compute: close, not equal (operands rounded to bf16) */
+    ASSERT_OK(cvx_ctx_set_precision(ctx, CVX_PRECISION_BF16));
+    ASSERT_OK(clip_vision_encode(m, pix, h));
+    const double e = cvx_rel_l2(h, want, n);
+    print_message("  bf16 image_embeds rel L2 = %.3g\n", e);
+    assert_true(e > 0 && e < 2e-2);
+
+    free(pix), free(want), free(got), free(h);
+    clip_vision_free(m);
+    cvx_ctx_free(ctx);
+    gh_close(&c);
+}
+
+/* The activations: erf GELU, x·σ(1.702x), tanh GELU, against double references. */
+static void test_activations(void **state) {
+    (void)state;
+    float x[64], y[64];
+    for (int i = 0; i < 64; i++) x[i] = -8.0f + 0.25f * i;
+    const clip_activation acts[3] = {CLIP_ACT_GELU, CLIP_ACT_QUICK_GELU, CLIP_ACT_GELU_TANH};
+    for (int a = 0; a < 3; a++) {
+        memcpy(y, x, sizeof x);
+        clip_activation_apply(acts[a], y, 64);
+        for (int i = 0; i < 64; i++) {
+            const double v = x[i];
+            const double want = a == 0 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
+                              : a == 1 ? v / (1 + exp(-1.702 * v))
+                                       : 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+            if (fabs(y[i] - want) > 1e-6 * fmax(1.0, fabs(want)))
+                fail_msg("activation %d at %g: %.9g vs %.9g", a, v, (double)y[i], want);
+        }
+    }
+}
+
+/* Config errors name the file and key; a CLIPConfig's vision_config is read. */
+static void expect_config(const char *json, const char *needle) {
+    char dir[64], path[128];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tu_write(path, json, strlen(json));
+    clip_vision_config cfg;
+    const int rc = clip_vision_config_load(&cfg, path);
+    if (needle) {
+        assert_int_equal(rc, -1);
+        if (!strstr(cvx_last_error(), needle) || !strstr(cvx_last_error(), "config.json"))
+            fail_msg("error '%s' does not mention '%s'", cvx_last_error(), needle);
+    } else {
+        ASSERT_OK(rc);
+        assert_int_equal(cfg.hidden_size, 1280);
+        assert_int_equal(cfg.num_hidden_layers, 32);
+        assert_int_equal(cfg.tokens, 257);
+        assert_int_equal(cfg.act, CLIP_ACT_GELU);
+    }
+    tu_rmrf(dir);
+}
+
+static void test_config(void **state) {
+    (void)state;
+#define BASE "\"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"patch_size\": 14"
+    expect_config("{" BASE ", \"num_attention_heads\": 4, \"hidden_act\": \"relu\"}", "hidden_act");
+    expect_config("{" BASE ", \"num_attention_heads\": 5}", "num_attention_heads");
+    expect_config("{" BASE ", \"num_attention_heads\": 4, \"num_channels\": 4}", "num_channels");
+    expect_config("{\"hidden_size\": 32, \"num_hidden_layers\": 2, \"num_attention_heads\": 4}", "intermediate_size");
+    expect_config("{" BASE ", \"num_attention_heads\": 4, \"image_size\": 10}", "patch_size");
+    /* ViT-H/14 of Wan 2.1 I2V (laion/CLIP-ViT-H-14-laion2B-s32B-b79K) inside a CLIPConfig */
+    expect_config("{\"model_type\": \"clip\", \"vision_config\": {\"hidden_size\": 1280, \"intermediate_size\": 5120, "
+                  "\"num_hidden_layers\": 32, \"num_attention_heads\": 16, \"patch_size\": 14, \"image_size\": 224, "
+                  "\"hidden_act\": \"gelu\"}}",
+                  NULL);
+#undef BASE
+}
+
+/* Loading: a missing directory and a wrong tensor shape are named. */
+static void test_load_errors(void **state) {
+    (void)state;
+    assert_null(clip_vision_load("tests/data/no_such_encoder", NULL));
+    assert_non_null(strstr(cvx_last_error(), "no_such_encoder"));
+    char dir[64], path[128];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    /* the golden weights with hidden_size 16 in the config: the first tensor looked up mismatches */
+    const char *cfg = "{\"hidden_size\": 16, \"intermediate_size\": 64, \"num_hidden_layers\": 3, "
+                      "\"num_attention_heads\": 4, \"patch_size\": 14, \"image_size\": 224, \"hidden_act\": \"gelu\"}";
+    tu_write(path, cfg, strlen(cfg));
+    size_t len;
+    char *w = cvx_read_file(CASE "/model/image_encoder/model.safetensors", &len);
+    assert_non_null(w);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    tu_write(path, w, len);
+    free(w);
+    assert_null(clip_vision_load(dir, NULL));
+    assert_non_null(strstr(cvx_last_error(), "patch_embedding"));
+    assert_non_null(strstr(cvx_last_error(), "expected"));
+    tu_rmrf(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clip_pixel_values),
+        cmocka_unit_test(test_image_preprocessed),
+        cmocka_unit_test(test_processor_geometry),
+        cmocka_unit_test(test_processor_values),
+        cmocka_unit_test(test_processor_config),
+        cmocka_unit_test(test_image_embeds),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_load_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
