@@ -3,8 +3,9 @@
  * CLIPVisionModel hidden_states[-2] -> image_embeds, VideoProcessor.preprocess -> image_preprocessed.
  *
  * Golden data: tests/data/golden_wan/e2e_i2v_clip = the e2e_i2v case's image, image encoder,
- * image processor and the four image tensors of its expected.safetensors
- * (scripts/make_clip_fixtures.py). */
+ * image processor and the four image tensors of its expected.safetensors. Pillow references
+ * for other sizes and every filter: tests/data/stage1/clip_resize.safetensors; the encoder as a
+ * sharded bf16 checkpoint: tests/data/stage1/clip_bf16_*. All made by scripts/make_clip_fixtures.py. */
 #include "golden_harness.h"
 #include "gemm.h"
 #include "image.h"
@@ -15,6 +16,7 @@
 #include <math.h>
 
 #define CASE "tests/data/golden_wan/e2e_i2v_clip"
+#define FIX "tests/data/stage1"
 
 /* ---- the processor ---- */
 
@@ -165,6 +167,113 @@ static void test_processor_config(void **state) {
     tu_rmrf(dir);
 }
 
+/* ---- Pillow references (clip_resize.safetensors) ---- */
+
+/* Resize `src` (an [h, w, 3] U8 tensor) to the size of `want` with filter f: bit for bit. */
+static void check_pil_resize(const cvx_safetensors *st, const char *src_name, const char *want_name, cvx_pil_filter f) {
+    const cvx_tensor *src = cvx_st_find(st, src_name), *want = cvx_st_find(st, want_name);
+    if (!src || !want) fail_msg("clip_resize.safetensors: no '%s' / '%s'", src_name, want_name);
+    assert_true(src->dtype == CVX_U8 && want->dtype == CVX_U8 && src->ndim == 3 && want->ndim == 3);
+    const int sw = (int)src->shape[1], sh = (int)src->shape[0], dw = (int)want->shape[1], dh = (int)want->shape[0];
+    uint8_t *got = cvx_malloc((size_t)want->numel);
+    cvx_resize_rgb8(src->data, sw, sh, got, dw, dh, f);
+    size_t bad = 0;
+    int maxd = 0;
+    for (size_t i = 0; i < (size_t)want->numel; i++) {
+        const int d = abs((int)got[i] - (int)((const uint8_t *)want->data)[i]);
+        bad += d != 0;
+        maxd = d > maxd ? d : maxd;
+    }
+    print_message("  %-8s %3dx%-3d -> %3dx%-3d %-18s %zu of %lld bytes differ (max %d)\n", cvx_pil_filter_name(f), sw,
+                  sh, dw, dh, want_name, bad, (long long)want->numel, maxd);
+    if (bad) fail_msg("%s: %zu bytes differ from Pillow (max %d)", want_name, bad, maxd);
+    free(got);
+}
+
+/* A non-square, non-224 image up- and down-scaled with BICUBIC as CLIP does, the whole processor
+ * on it, and every Pillow filter on a small image (both axes up, both down, one axis only). */
+static void test_pil_references(void **state) {
+    (void)state;
+    cvx_safetensors *st = tu_open(FIX "/clip_resize.safetensors");
+    print_message("  Pillow %s\n", cvx_st_metadata(st, "pillow") ? cvx_st_metadata(st, "pillow") : "?");
+    check_pil_resize(st, "a_src", "a_bicubic", CVX_PIL_BICUBIC);
+    check_pil_resize(st, "b_src", "b_bicubic", CVX_PIL_BICUBIC);
+    static const char *const names[] = {"lanczos", "bilinear", "bicubic", "box", "hamming"};
+    static const cvx_pil_filter filters[] = {CVX_PIL_LANCZOS, CVX_PIL_BILINEAR, CVX_PIL_BICUBIC, CVX_PIL_BOX, CVX_PIL_HAMMING};
+    static const char *const tags[] = {"up", "down", "h", "v"};
+    for (int f = 0; f < 5; f++)
+        for (int t = 0; t < 4; t++) {
+            char name[64];
+            snprintf(name, sizeof name, "c_%s_%s", names[f], tags[t]);
+            check_pil_resize(st, "c_src", name, filters[f]);
+        }
+    /* the CLIP processor on the 101x77 image: resize to 293x224, crop at x = 34, normalise */
+    const cvx_tensor *a = cvx_st_find(st, "a_src");
+    clip_image_processor p;
+    clip_image_processor_default(&p);
+    float *got = cvx_alloc_f32((size_t)3 * 224 * 224), *want = tu_f32(st, "a_pixel_values", NULL);
+    clip_image_preprocess(&p, a->data, (int)a->shape[1], (int)a->shape[0], got);
+    size_t bad = 0;
+    double m = 0;
+    for (size_t i = 0; i < (size_t)3 * 224 * 224; i++) {
+        bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        m = fmax(m, fabs((double)got[i] - want[i]));
+    }
+    print_message("  101x77 pixel_values: %zu mismatches, max |diff| %.3g\n", bad, m);
+    assert_int_equal(bad, 0);
+    free(got), free(want);
+    cvx_st_close(st);
+}
+
+/* The filters' kernels: 1 at 0, 0 at the integers, support edges; the cubic's a = -0.5 value. */
+static void test_filters(void **state) {
+    (void)state;
+    const cvx_pil_filter all[] = {CVX_PIL_LANCZOS, CVX_PIL_BILINEAR, CVX_PIL_BICUBIC, CVX_PIL_BOX, CVX_PIL_HAMMING};
+    for (int i = 0; i < 5; i++) {
+        assert_true(cvx_pil_filter_valid((int)all[i]));
+        assert_true(cvx_pil_filter_eval(all[i], 0.0) == 1.0);
+        const double s = cvx_pil_filter_support(all[i]);
+        assert_true(cvx_pil_filter_eval(all[i], s + 0.01) == 0.0 && cvx_pil_filter_eval(all[i], -s - 0.01) == 0.0);
+    }
+    assert_false(cvx_pil_filter_valid(0));
+    assert_false(cvx_pil_filter_valid(6));
+    assert_true(cvx_pil_filter_eval(CVX_PIL_BICUBIC, 1.0) == 0.0 && cvx_pil_filter_eval(CVX_PIL_BICUBIC, 2.0) == 0.0);
+    assert_true(cvx_pil_filter_eval(CVX_PIL_BICUBIC, 0.5) == 0.5625);     /* 1.5·⅛ − 2.5·¼ + 1 */
+    assert_true(cvx_pil_filter_eval(CVX_PIL_BICUBIC, -1.5) == -0.0625);   /* (((−3.5)·1.5 + 8)·1.5 − 4)·(−0.5) */
+    assert_true(cvx_pil_filter_eval(CVX_PIL_BOX, 0.5) == 1.0 && cvx_pil_filter_eval(CVX_PIL_BOX, -0.5) == 0.0);
+    assert_true(cvx_pil_filter_eval(CVX_PIL_BILINEAR, -0.25) == 0.75);
+    assert_true(cvx_pil_filter_eval(CVX_PIL_LANCZOS, 1.5) == cvx_lanczos3(1.5));
+}
+
+/* The encoder as the real checkpoints come: bf16, sharded with an index, a
+ * CLIPVisionModelWithProjection (visual_projection present, unused). In f32 mode it gives
+ * exactly what the same rounded values stored as one F32 file give; close to the golden. */
+static void test_bf16_sharded(void **state) {
+    (void)state;
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    clip_vision *a = clip_vision_load(FIX "/clip_bf16_sharded/image_encoder", ctx);
+    if (!a) fail_msg("%s", cvx_last_error());
+    clip_vision *b = clip_vision_load(FIX "/clip_bf16_rounded_f32/image_encoder", ctx);
+    if (!b) fail_msg("%s", cvx_last_error());
+    assert_int_equal(a->layers[0].q_w->dtype, CVX_BF16);
+    gh_case c;
+    gh_open(&c, CASE);
+    const size_t n = (size_t)a->cfg.tokens * a->cfg.hidden_size;
+    float *pix = gh_f32(&c, NULL, "clip_pixel_values"), *want = gh_f32(&c, NULL, "image_embeds");
+    float *ya = cvx_alloc_f32(n), *yb = cvx_alloc_f32(n);
+    ASSERT_OK(clip_vision_encode(a, pix, ya));
+    ASSERT_OK(clip_vision_encode(b, pix, yb));
+    const double e = cvx_rel_l2(ya, yb, n), g = cvx_rel_l2(ya, want, n);
+    print_message("  sharded bf16 vs rounded f32: rel L2 %.3g; vs golden (f32 weights): %.3g\n", e, g);
+    assert_true(e <= 1e-6);
+    assert_true(g > 0 && g < 2e-2);
+    free(pix), free(want), free(ya), free(yb);
+    clip_vision_free(a);
+    clip_vision_free(b);
+    cvx_ctx_free(ctx);
+    gh_close(&c);
+}
+
 /* ---- the vision model ---- */
 
 /* image_embeds = hidden_states[-2] from the golden clip_pixel_values (rel L2 <= 1e-5), and from
@@ -308,10 +417,13 @@ int main(void) {
         cmocka_unit_test(test_processor_geometry),
         cmocka_unit_test(test_processor_values),
         cmocka_unit_test(test_processor_config),
+        cmocka_unit_test(test_filters),
+        cmocka_unit_test(test_pil_references),
         cmocka_unit_test(test_image_embeds),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_bf16_sharded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
