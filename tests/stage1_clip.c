@@ -328,6 +328,36 @@ static void test_image_embeds(void **state) {
     gh_close(&c);
 }
 
+/* The attention shape of the real encoder (ViT-H/14: 257 tokens, 16 heads of 80), which the tiny
+ * golden model (heads of 8) does not reach: cvx_attention_ctx against the reference, f32 and bf16. */
+static void test_vit_h_attention(void **state) {
+    (void)state;
+    const int S = 257, H = 16, hd = 80, D = H * hd;
+    float *q = cvx_alloc_f32((size_t)S * D), *k = cvx_alloc_f32((size_t)S * D), *v = cvx_alloc_f32((size_t)S * D);
+    float *o = cvx_alloc_f32((size_t)S * D), *r = cvx_alloc_f32((size_t)S * D);
+    uint32_t st = 12345;
+    for (size_t i = 0; i < (size_t)S * D; i++) {
+        float *dst[3] = {q, k, v};
+        for (int j = 0; j < 3; j++) {
+            st = st * 1664525u + 1013904223u;
+            dst[j][i] = ((float)(st >> 8) / 16777216.0f - 0.5f) * 4.0f;
+        }
+    }
+    const float scale = (float)pow(hd, -0.5);
+    cvx_attention_ref(q, D, k, v, D, r, D, S, S, H, hd, scale, NULL);
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    cvx_attention_ctx(ctx, q, D, k, v, D, o, D, S, S, H, hd, scale, NULL);
+    const double e32 = cvx_rel_l2(o, r, (size_t)S * D);
+    ASSERT_OK(cvx_ctx_set_precision(ctx, CVX_PRECISION_BF16));
+    cvx_attention_ctx(ctx, q, D, k, v, D, o, D, S, S, H, hd, scale, NULL);
+    const double e16 = cvx_rel_l2(o, r, (size_t)S * D);
+    print_message("  257 tokens, 16 heads x 80: f32 rel L2 %.3g, bf16 %.3g\n", e32, e16);
+    assert_true(e32 <= 1e-6);
+    assert_true(e16 < 2e-2);
+    cvx_ctx_free(ctx);
+    free(q), free(k), free(v), free(o), free(r);
+}
+
 /* The activations: erf GELU, x·σ(1.702x), tanh GELU, against double references. */
 static void test_activations(void **state) {
     (void)state;
@@ -420,6 +450,7 @@ int main(void) {
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_pil_references),
         cmocka_unit_test(test_image_embeds),
+        cmocka_unit_test(test_vit_h_attention),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_load_errors),
