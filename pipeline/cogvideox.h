@@ -39,7 +39,8 @@ typedef struct {
 typedef struct {
     const char *name;           /* as given */
     const char *dir;            /* resolved directory */
-    int is_15;                  /* CogVideoX1.5 (the transformer has patch_size_t) */
+    const char *family;         /* the model family ("CogVideoX", "Wan") */
+    const char *pipeline_class; /* model_index.json's _class_name, NULL when the directory has none */
     int frames, height, width, fps;          /* default video size */
     int vae_scale_spatial, vae_scale_temporal;
     double vae_scaling_factor;

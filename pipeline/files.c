@@ -13,7 +13,6 @@
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
-#include "stage2/cogvideox_family.h"
 #include "stage2/sampler.h"
 #include "validate.h"
 
@@ -41,12 +40,12 @@ int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *pro
 
 int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out) {
     memset(out, 0, sizeof *out);
-    if (!m->has_transformer) {
+    if (!m->has_denoiser_config) {
         char dir[4200];
         return cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir);
     }
     const cvx_tensor *tp = cvx_st_find(st, "prompt_embeds"), *tn = cvx_st_find(st, "negative_prompt_embeds");
-    if (cogvideox_check_embeddings(&m->tcfg, tp, tn, cvx_st_path(st))) return -1;
+    if (m->family->check_embeddings(m, tp, tn, cvx_st_path(st))) return -1;
     out->L = (int)tp->shape[1], out->D = (int)tp->shape[2];
     out->prompt = cvx_tensor_f32_dup(tp);
     out->negative = cvx_tensor_f32_dup(tn);
@@ -392,9 +391,9 @@ int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], lon
         goto done;
     }
     for (int i = 0; i < 5; i++) dims[i] = (int)lt->shape[i];
-    if (m->has_vae && dims[1] != m->vcfg.latent_channels) {
+    if (m->has_vae_config && dims[1] != m->info.latent_channels) {
         cvx_error("%s: tensor 'latents' has shape %s: %d channels (dim 1 of [B, C, T, H, W]), the VAE in %s/vae "
-                  "expects latent_channels = %d", path, shp, dims[1], m->dir, m->vcfg.latent_channels);
+                  "expects latent_channels = %d", path, shp, dims[1], m->dir, m->info.latent_channels);
         goto done;
     }
     if (dims[0] < 1 || dims[2] < 1 || dims[3] < 1 || dims[4] < 1) {

@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     cvx_par_alone(world);
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL, *precision_arg = NULL;
-    int L = 226, threads = 0, verbosity = 1;
+    int L = 0, threads = 0, verbosity = 1;
     cvx_conditioning_params cp = {0};   /* --image / --video: I2V / V2V conditioning */
     const cvx_flag flags[] = {
         CVX_FLAG_STR_("prompt", &prompt), CVX_FLAG_STR_("negative_prompt", &negative),
@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
     if (cvx_genconfig_check_file(out.genconfig, NULL, NULL)) cvx_die_last_error();
 
     const int n = ps.n;
+    if (!L) L = cvx_model_get_info(m)->text_len;   /* the family's (CogVideoX 226, Wan 512) */
     float *emb = cvx_alloc_f32((size_t)(n + 1) * L * D);   // [1 + n, L, D]: the negative prompt, the prompts
     char first[4200];
     if (cvx_encode_texts(m, ps.texts, ps.labels, n + 1, L, NULL, NULL, emb) ||

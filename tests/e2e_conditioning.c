@@ -9,7 +9,7 @@
 #include "testutil.h"
 #include "config.h"
 #include "fileio.h"
-#include "pipeline/conditioning.h"
+#include "pipeline/family_cogvideox.h"
 #include "stage2/cogvideox_family.h"
 #include "rng_lowp.h"
 
@@ -185,9 +185,9 @@ static void api_i2v_prepare(const char *name) {
                                   .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
                                   .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
-    ASSERT_OK(cogvideox_latent_shape_for(&m->tcfg, &sp, 1, &sh));
+    ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, 1, &sh));
     cvx_prepared prep;
-    ASSERT_OK(cvx_prepare_conditioned(m, &cond, &sched, 0, &sp, &sh, &prep));
+    ASSERT_OK(cogvideox_prepare_conditioned(m, &cond, &sched, 0, &sp, &sh, &prep));
     snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", name);
     cvx_safetensors *gold = tu_open(path);
     size_t n;
@@ -232,7 +232,7 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
                                   .vae_scale_spatial = 8, .vae_scale_temporal = 4,
                                   .noise_dtype = (int)nd};
     cvx_latent_shape sh;
-    ASSERT_OK(cogvideox_latent_shape_for(&m->tcfg, &sp, !v2v, &sh));
+    ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, !v2v, &sh));
     const size_t hw = (size_t)sh.height * sh.width;
     cvx_conditioning cond = {.mode = v2v ? CVX_MODE_V2V : CVX_MODE_I2V, .C = sh.channels, .T = v2v ? sh.frames : 1,
                              .h = sh.height, .w = sh.width, .frames = (int)c.frames, .height = (int)c.height,
@@ -242,7 +242,7 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
     cond.std = cvx_alloc_f32(nc);
     for (size_t i = 0; i < nc; i++) cond.mean[i] = 0.5f * sinf((float)i), cond.std[i] = 0.1f + 0.05f * (float)(i % 7);
     cvx_prepared prep;
-    ASSERT_OK(cvx_prepare_conditioned(m, &cond, &sched, v2v ? c.strength : 0, &sp, &sh, &prep));
+    ASSERT_OK(cogvideox_prepare_conditioned(m, &cond, &sched, v2v ? c.strength : 0, &sp, &sh, &prep));
 
     /* expected: the generator's draws in nd, encoder sample first, then the noise */
     cvx_generator g;
@@ -253,7 +253,7 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
     ASSERT_OK(cvx_randn_as(&g, nd, noise, sh.numel));
     const double sf = m->info.vae_scaling_factor;
     if (!v2v) {
-        const float k = (float)(m->vcfg.invert_scale_latents ? 1.0 / sf : sf);
+        const float k = (float)(cogvideox_state_of(m)->vcfg.invert_scale_latents ? 1.0 / sf : sf);
         for (size_t i = 0; i < nc; i++) assert_true(prep.image_latents[i] == k * eps[i]);
         assert_memory_equal(prep.init, noise, sh.numel * sizeof(float));
     } else {
