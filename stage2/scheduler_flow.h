@@ -6,8 +6,9 @@
  *   FlowMatchEulerDiscreteScheduler (scheduler_euler.c) with a static `shift`.
  *
  * Numerics as upstream: the sigma grid is built in float64 (numpy) and rounded to float32; each
- * step's scalars are 0-d float32 tensors (log, expm1, the 2×2 solve of the corrector in float32)
- * and the element-wise arithmetic is float32 in upstream's operation order.
+ * step's scalars are 0-d float32 tensors (log and expm1 correctly rounded, the corrector's 2×2
+ * solve as LAPACK does it on the transposed matrix) and the element-wise arithmetic is float32
+ * in upstream's operation order: bit-exact on every golden chain and e2e loop.
  *
  * Use (T2V):
  *   flow_scheduler s;  flow_scheduler_load(&s, "scheduler/scheduler_config.json", FLOW_FROM_CONFIG, 0);
@@ -48,11 +49,11 @@ typedef struct {
     double sigma_min, sigma_max;
     /* set by flow_scheduler_set_timesteps */
     int num_inference_steps;      /* N */
-    double *sigmas_f64;           /* [N]   the float64 grid before rounding (UniPC: shifted; Euler: shifted) */
+    double *sigmas_f64;           /* [N]   the shifted float64 grid, before rounding to float32 */
     float *sigmas;                /* [N+1] float32, sigmas[N] = 0 (UniPC sigma_min: sigmas[N-1]) */
-    float *timesteps;             /* [N]   the timestep handed to the model: UniPC (float)int64(σ·1000),
-                                   *       Euler float32 σ·1000 (fractional) */
-    int64_t *timesteps_int;       /* [N]   UniPC: int64(σ64·1000) (truncation); Euler: NULL */
+    float *timesteps;             /* [N]   the timestep handed to the model: UniPC (float)int64(σ·T),
+                                   *       Euler float32 σ·T (fractional); T = num_train_timesteps */
+    int64_t *timesteps_int;       /* [N]   UniPC: int64(σ64·T) (truncation); Euler: NULL */
 } flow_scheduler;
 
 /* The per-run state (upstream's attributes). */
@@ -66,7 +67,8 @@ typedef struct {
     float *model_outputs[FLOW_MAX_ORDER];  /* UniPC: x0 predictions m, [solver_order-1] the newest */
     float *last_sample;           /* UniPC: the (corrected) sample the last predictor started from */
     const float *x0;              /* view: the x0 estimate of the last step (UniPC: the newest m;
-                                   * Euler: x − σ·v, kept in scratch); NULL before the first step */
+                                   * Euler: x − σ·v, kept in scratch); NULL before the first step
+                                   * (and for Euler after flow_state_load) */
     float *scratch;
 } flow_state;
 
@@ -90,7 +92,9 @@ int flow_scheduler_load(flow_scheduler *s, const char *path, int kind, double sh
 void flow_scheduler_free(flow_scheduler *s);
 
 /* The N-step schedule (sigmas_f64, sigmas, timesteps, timesteps_int). -1 + error for N < 1 or
- * N > 100000. Any state made before must be reset (flow_state_reset) for a new run. */
+ * N > 100000, and when the first two timesteps are equal (UniPC, N ≳ 500 at shift 3: upstream
+ * would start at step 1 and index past its sigmas). A state made before must be reset
+ * (flow_state_reset) for a new run. */
 int flow_scheduler_set_timesteps(flow_scheduler *s, int n);
 
 /* ---- per-run state ---- */
@@ -109,7 +113,8 @@ int flow_begin(const flow_scheduler *s, flow_state *st, int t_start);
 int flow_v2v_t_start(int num_inference_steps, double strength);
 
 /* Forward process at step index i: out = (1 − σ_i)·x0 + σ_i·noise (float32; UniPC add_noise
- * and Euler scale_noise give the same bits). out may alias x0 or noise. */
+ * and Euler scale_noise give the same bits). out may alias x0 or noise. (Upstream's
+ * WanVideoToVideoPipeline fails with the Euler scheduler: it calls `self.scheduelr.scale_noise`.) */
 void flow_add_noise(const flow_scheduler *s, int i, const float *x0, const float *noise, size_t n, float *out);
 
 /* One step at schedule index i (must be st->step_index: begin_index for the first step, then
