@@ -341,6 +341,12 @@ static void sp_gather_rows(wan_transformer *m, const wan_fwd *f, const float *mi
 
 /* ------------------------------------------------------------------ forward */
 
+/* The model's scratch for f (again before each piece: another forward's embed may have grown it). */
+static void wan_scratch(wan_transformer *m, wan_fwd *f) {
+    f->ws = grow(&m->ws, &m->ws_cap, f->ws_floats);
+    if (m->sp) grow(&m->sp_buf, &m->sp_cap, 3 * (size_t)f->S * (f->D / cvx_dist_size(m->sp)));   // q, k, v [S, D/sp]
+}
+
 int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
                       const float *image, int L_img, const float *timestep, wan_fwd *f) {
     const wan_config *c = &m->c;
@@ -381,8 +387,7 @@ int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, i
     *f = (wan_fwd){.B = B, .F = F, .H = H, .W = W, .L = L, .L_img = L_img, .pf = pf, .ph = ph, .pw = pw, .S = S,
                    .D = D, .ws_floats = ws, .chunk = chunk, .row0 = (size_t)s0, .nrows = rows};
     f->h = grow(&m->h, &m->h_cap, (size_t)B * S * D);                                    // [B, S, D]
-    f->ws = grow(&m->ws, &m->ws_cap, ws);
-    if (m->sp) grow(&m->sp_buf, &m->sp_cap, 3 * (size_t)S * (D / cvx_dist_size(m->sp)));   // q, k, v [S, D/sp]
+    wan_scratch(m, f);
 
     f->t_start = cvx_time();
     f->temb = cvx_malloc(sizeof(float) * (size_t)B * D);                                 // [B, D]
@@ -400,6 +405,7 @@ int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, i
 
 void wan_forward_blocks(wan_transformer *m, wan_fwd *f, int first, int count) {
     CVX_CHECK(first >= 0 && count >= 0 && first + count <= m->c.num_layers);
+    wan_scratch(m, f);
     for (int i = first; i < first + count; i++) wan_block(m, &m->blocks[i], f);
 }
 
@@ -409,6 +415,7 @@ void wan_forward_finalize(wan_transformer *m, wan_fwd *f, float *out) {
     const wan_config *c = &m->c;
     int D = f->D, S = f->S, rows = (int)f->nrows, P = c->out_channels * c->patch_t * c->patch_h * c->patch_w;
     size_t per = (size_t)c->out_channels * f->F * f->H * f->W;
+    wan_scratch(m, f);
     float *y = f->ws, *shift = cvx_malloc(sizeof(float) * 2 * (size_t)D), *scale = shift + D;
     for (int b = 0; b < f->B; b++) {
         float *tok = y + (size_t)rows * D;

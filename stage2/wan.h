@@ -67,7 +67,9 @@ int wan_forward(wan_transformer *m, const float *x, int B, int F, int H, int W, 
 
 /* The forward in three pieces, for step caching and tests: wan_forward = embed, blocks(0,
  * num_layers), finalize, with the same float operations. wan_fwd holds one forward's sizes
- * and buffers between the pieces (two may be alive at once, except that they share h). */
+ * and buffers between the pieces. Two may be alive at once (CFG branches under step caching):
+ * each owns its embeddings, but h is the model's one buffer, so the caller keeps a copy of the
+ * first one's h (and points f->h at it) before the second embed, as stage2/cache.c does. */
 typedef struct {
     int B, F, H, W, L, L_img;
     int pf, ph, pw;                   /* grid after patching */

@@ -153,6 +153,27 @@ static void test_pieces_and_chunks(void **s) {
     wan_forward_blocks(w.m, &f, 1, n - 1);
     wan_forward_finalize(w.m, &f, out);
     gh_check_exact_f32(&w.c, "three pieces vs wan_forward", out, ref, w.n_out);
+    /* two batch-1 forwards interleaved (the first one's h held aside) = each alone */
+    const wan_config *c = wan_get_config(w.m);
+    size_t per = w.n_out / 2, xin = (size_t)c->in_channels * w.F * w.H * w.W, tin = (size_t)w.L * c->text_dim;
+    float *alone = cvx_alloc_f32(w.n_out);
+    for (int b = 0; b < 2; b++)
+        ASSERT_OK(wan_forward(w.m, w.x + b * xin, 1, w.F, w.H, w.W, w.text + b * tin, w.L, NULL, 0, w.t_float + b,
+                              alone + b * per));
+    wan_fwd g[2];
+    ASSERT_OK(wan_forward_embed(w.m, w.x, 1, w.F, w.H, w.W, w.text, w.L, NULL, 0, w.t_float, &g[0]));
+    size_t hn = (size_t)g[0].S * g[0].D;
+    float *hold = cvx_alloc_f32(hn);
+    memcpy(hold, g[0].h, hn * sizeof(float));
+    g[0].h = hold;
+    ASSERT_OK(wan_forward_embed(w.m, w.x + xin, 1, w.F, w.H, w.W, w.text + tin, w.L, NULL, 0, w.t_float + 1, &g[1]));
+    for (int b = 0; b < 2; b++) wan_forward_blocks(w.m, &g[b], 0, 1);
+    for (int b = 0; b < 2; b++) wan_forward_blocks(w.m, &g[b], 1, n - 1);
+    for (int b = 0; b < 2; b++) wan_forward_finalize(w.m, &g[b], out + b * per);
+    gh_check_exact_f32(&w.c, "two interleaved forwards vs each alone", out, alone, w.n_out);
+    gh_check_rel_l2(&w.c, "batch-1 forwards vs batch 2", alone, ref, w.n_out, 1e-6);
+    free(hold);
+    free(alone);
     free(out);
     wan_set_chunking(w.m, 3);   /* S = 20: pieces of 3, 3, ..., 2 rows */
     out = wc_forward(&w, w.m, w.t_float);
