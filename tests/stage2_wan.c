@@ -15,6 +15,7 @@
 
 #include "dist.h"
 #include "fileio.h"
+#include "validate.h"
 #include "stage2/positional.h"
 #include "stage2/wan.h"
 
@@ -493,6 +494,146 @@ static void test_forward_errors(void **s) {
     wc_close(&w);
 }
 
+/* ------------------------------------------------------------------ real head_dim, real configs */
+
+static uint64_t rng_state = 88172645463325252ull;
+static float urand(void) {   /* xorshift64, uniform in [-1, 1) */
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 4503599627370496.0 - 1.0);
+}
+
+static void add_random(cvx_st_writer *wr, const char *name, const int64_t *shape, int ndim, float center, float scale) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    float *v = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) v[i] = center + scale * urand();
+    ASSERT_OK(cvx_stw_add_f32(wr, name, CVX_F32, ndim, shape, v));
+    free(v);
+}
+#define ADD(name, center, scale, ...) add_random(wr, name, CVX_SHAPE(__VA_ARGS__), center, scale)
+
+/* A random 2-head model with the real head_dim 128 (rotary parts 22 / 21 / 21 pairs, the
+ * AVX-512 attention kernels): the rotary table against the formula written out, f32 vs bf16. */
+static void test_real_head_dim(void **s) {
+    (void)s;
+    char dir[64], path[128], name[128];
+    tu_mkdtemp(dir, sizeof dir);
+    const int64_t D = 256, C = 4, T = 8, Fq = 16, Fd = 64, P = 16;
+    const char *cfg = "{\"_class_name\": \"WanTransformer3DModel\", \"num_attention_heads\": 2, "
+                      "\"attention_head_dim\": 128, \"num_layers\": 1, \"in_channels\": 4, \"out_channels\": 4, "
+                      "\"text_dim\": 8, \"freq_dim\": 16, \"ffn_dim\": 64, \"patch_size\": [1, 2, 2], "
+                      "\"qk_norm\": \"rms_norm_across_heads\", \"cross_attn_norm\": true, \"eps\": 1e-6, "
+                      "\"image_dim\": null, \"added_kv_proj_dim\": null}";
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tu_write(path, cfg, strlen(cfg));
+    cvx_st_writer *wr = cvx_stw_new();
+    float a = 0.0625f;   /* 1/√D */
+    ADD("patch_embedding.weight", 0, 0.25f, D, C, 1, 2, 2);
+    ADD("patch_embedding.bias", 0, 0.1f, D);
+    ADD("condition_embedder.time_embedder.linear_1.weight", 0, 0.25f, D, Fq);
+    ADD("condition_embedder.time_embedder.linear_1.bias", 0, 0.1f, D);
+    ADD("condition_embedder.time_embedder.linear_2.weight", 0, a, D, D);
+    ADD("condition_embedder.time_embedder.linear_2.bias", 0, 0.1f, D);
+    ADD("condition_embedder.time_proj.weight", 0, a, 6 * D, D);
+    ADD("condition_embedder.time_proj.bias", 0, 0.1f, 6 * D);
+    ADD("condition_embedder.text_embedder.linear_1.weight", 0, 0.35f, D, T);
+    ADD("condition_embedder.text_embedder.linear_1.bias", 0, 0.1f, D);
+    ADD("condition_embedder.text_embedder.linear_2.weight", 0, a, D, D);
+    ADD("condition_embedder.text_embedder.linear_2.bias", 0, 0.1f, D);
+    for (int at = 1; at <= 2; at++) {
+        const char *proj[] = {"to_q", "to_k", "to_v", "to_out.0"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "blocks.0.attn%d.%s.weight", at, proj[i]);
+            ADD(name, 0, a, D, D);
+            snprintf(name, sizeof name, "blocks.0.attn%d.%s.bias", at, proj[i]);
+            ADD(name, 0, 0.1f, D);
+        }
+        snprintf(name, sizeof name, "blocks.0.attn%d.norm_q.weight", at);
+        ADD(name, 1, 0.1f, D);
+        snprintf(name, sizeof name, "blocks.0.attn%d.norm_k.weight", at);
+        ADD(name, 1, 0.1f, D);
+    }
+    ADD("blocks.0.norm2.weight", 1, 0.1f, D);
+    ADD("blocks.0.norm2.bias", 0, 0.1f, D);
+    ADD("blocks.0.ffn.net.0.proj.weight", 0, a, Fd, D);
+    ADD("blocks.0.ffn.net.0.proj.bias", 0, 0.1f, Fd);
+    ADD("blocks.0.ffn.net.2.weight", 0, 0.125f, D, Fd);
+    ADD("blocks.0.ffn.net.2.bias", 0, 0.1f, D);
+    ADD("blocks.0.scale_shift_table", 0, a, 1, 6, D);
+    ADD("scale_shift_table", 0, a, 1, 2, D);
+    ADD("proj_out.weight", 0, a, P, D);
+    ADD("proj_out.bias", 0, 0.1f, P);
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    ASSERT_OK(cvx_stw_write(wr, path));
+    cvx_stw_free(wr);
+
+    wan_transformer *m = wan_load(dir, NULL);
+    ASSERT_NONNULL(m);
+    int F = 2, H = 4, W = 6, L = 5, S = wan_num_tokens(wan_get_config(m), F, H, W);   /* grid 2 × 2 × 3 */
+    assert_int_equal(S, 12);
+    double *cs = malloc(sizeof(double) * 2 * 64 * S), *sn = cs + 64 * S, worst = 0;
+    ASSERT_OK(wan_rope_tables(m, F, H, W, cs, sn));
+    for (int t = 0; t < S; t++) {
+        int pos[3] = {t / 6, t / 3 % 2, t % 3}, first[3] = {0, 22, 43}, dims[3] = {44, 42, 42};
+        for (int j = 0; j < 64; j++) {
+            int axis = j < 22 ? 0 : j < 43 ? 1 : 2, k = j - first[axis];
+            double ang = pos[axis] / pow(10000.0, 2.0 * k / dims[axis]);
+            worst = fmax(worst, fmax(fabs(cs[t * 64 + j] - cos(ang)), fabs(sn[t * 64 + j] - sin(ang))));
+        }
+    }
+    print_message("  head_dim 128 rotary table vs the formula        max |diff| = %.3g (tol 1e-14)\n", worst);
+    assert_true(worst <= 1e-14);
+    free(cs);
+    float *x = malloc(sizeof(float) * C * F * H * W), *text = malloc(sizeof(float) * L * T), t = 700.0f;
+    for (int i = 0; i < C * F * H * W; i++) x[i] = urand();
+    for (int i = 0; i < L * T; i++) text[i] = urand();
+    float *o32 = cvx_alloc_f32(C * F * H * W), *o16 = cvx_alloc_f32(C * F * H * W);
+    ASSERT_OK(wan_forward(m, x, 1, F, H, W, text, L, NULL, 0, &t, o32));
+    ASSERT_OK(cvx_check_finite(o32, C * F * H * W, "output"));
+    ASSERT_OK(cvx_ctx_set_precision(wan_ctx(m), CVX_PRECISION_BF16));
+    ASSERT_OK(wan_forward(m, x, 1, F, H, W, text, L, NULL, 0, &t, o16));
+    double e = cvx_rel_l2(o16, o32, C * F * H * W);
+    print_message("  head_dim 128 bf16 vs f32                        rel L2 = %.3g (bound 3e-2)\n", e);
+    assert_true(e > 0 && e < 3e-2);
+    free(x); free(text); free(o32); free(o16);
+    wan_free(m);
+    tu_rmrf(dir);
+}
+
+/* The published configs (shared/golden_wan/real_configs.md) load; --sp must divide 12 / 40 heads. */
+static void test_real_configs(void **s) {
+    (void)s;
+    static const struct { const char *json; int heads, in, image_dim, sp_ok, sp_bad; } real[] = {
+        {"{\"_class_name\": \"WanTransformer3DModel\", \"added_kv_proj_dim\": null, \"attention_head_dim\": 128, "
+         "\"cross_attn_norm\": true, \"eps\": 1e-06, \"ffn_dim\": 8960, \"freq_dim\": 256, \"in_channels\": 16, "
+         "\"num_attention_heads\": 12, \"num_layers\": 30, \"out_channels\": 16, \"patch_size\": [1, 2, 2], "
+         "\"qk_norm\": \"rms_norm_across_heads\", \"text_dim\": 4096}", 12, 16, 0, 6, 5},
+        {"{\"added_kv_proj_dim\": null, \"attention_head_dim\": 128, \"cross_attn_norm\": true, \"eps\": 1e-06, "
+         "\"ffn_dim\": 13824, \"freq_dim\": 256, \"in_channels\": 16, \"num_attention_heads\": 40, "
+         "\"num_layers\": 40, \"out_channels\": 16, \"patch_size\": [1, 2, 2], \"qk_norm\": "
+         "\"rms_norm_across_heads\", \"text_dim\": 4096, \"rope_max_seq_len\": 1024}", 40, 16, 0, 8, 3},
+        {"{\"image_dim\": 1280, \"added_kv_proj_dim\": 5120, \"attention_head_dim\": 128, \"cross_attn_norm\": true, "
+         "\"eps\": 1e-06, \"ffn_dim\": 13824, \"freq_dim\": 256, \"in_channels\": 36, \"num_attention_heads\": 40, "
+         "\"num_layers\": 40, \"out_channels\": 16, \"patch_size\": [1, 2, 2], \"qk_norm\": "
+         "\"rms_norm_across_heads\", \"text_dim\": 4096}", 40, 36, 1280, 5, 6},
+    };
+    char dir[64], path[128];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
+        wan_config c;
+        tu_write(path, real[i].json, strlen(real[i].json));
+        ASSERT_OK(wan_config_load(path, &c));
+        assert_int_equal(c.num_attention_heads, real[i].heads);
+        assert_int_equal(c.in_channels, real[i].in);
+        assert_int_equal(c.image_dim, real[i].image_dim);
+        assert_true(c.patch_t == 1 && c.patch_h == 2 && c.patch_w == 2 && c.rope_max_seq_len == 1024);
+        assert_int_equal(wan_sp_check(&c, real[i].sp_ok), 0);
+        assert_int_equal(wan_sp_check(&c, real[i].sp_bad), -1);
+    }
+    tu_rmrf(dir);
+}
+
 /* ------------------------------------------------------------------ sequence parallelism */
 
 /* The MPI side: `stage2_wan --sp-child CASE OUT`: every rank runs one forward per batch element
@@ -619,6 +760,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_single_file_names),
         cmocka_unit_test(test_wrong_shape_dir),
         cmocka_unit_test(test_forward_errors),
+        cmocka_unit_test(test_real_head_dim),
+        cmocka_unit_test(test_real_configs),
 #ifdef CVX_USE_MPI
         cmocka_unit_test(test_sp),
 #endif
