@@ -372,6 +372,9 @@ int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, i
 
     int S = pf * ph * pw, P = c->out_channels * c->patch_t * c->patch_h * c->patch_w;
     int Kp = c->in_channels * c->patch_t * c->patch_h * c->patch_w;
+    if (m->sp && S < cvx_dist_size(m->sp))
+        return cvx_error("transformer: %d tokens cannot be shared by %d sequence-parallel ranks", S,
+                         cvx_dist_size(m->sp));
     int64_t s0 = 0, s1 = S;
     if (m->sp) cvx_dist_split_range(S, cvx_dist_size(m->sp), cvx_dist_rank(m->sp), &s0, &s1);
     size_t rows = (size_t)(s1 - s0), chunk = (rows + 3) / 4;
