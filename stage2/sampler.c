@@ -171,7 +171,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     pg.num_inference_steps = n_steps;
     if (m->type->prepare(m, sh->frames, sh->height, sh->width)) return -1;
     CVX_CHECK(m->n_latent == n && m->n_out == n);
-    s->type->init(s, n);
+    if (s->type->init(s, n)) return -1;
     if (ck && ck->stop_after_steps < 0) return cvx_error("--stop_after_steps must be >= 0");
 
     /* alike on every rank: agreed, so that rank 0 alone reports it */

@@ -7,7 +7,8 @@
 
 #include "error.h"
 
-const cvx_scheduler_type *const cvx_schedulers[] = {&cvx_scheduler_ddim, &cvx_scheduler_dpm, NULL};
+const cvx_scheduler_type *const cvx_schedulers[] = {&cvx_scheduler_ddim, &cvx_scheduler_dpm, &cvx_scheduler_unipc,
+                                                    &cvx_scheduler_euler, NULL};
 
 void cvx_scheduler_names(char *buf, size_t cap, const char *sep) {
     buf[0] = 0;

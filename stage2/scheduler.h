@@ -31,8 +31,8 @@ typedef struct cvx_scheduler_type {
      * s->num_inference_steps; -1 + cvx_error for an n the schedule cannot take */
     int (*set_timesteps)(cvx_scheduler *s, int n);
     /* allocate s->state for latents of n floats (timesteps already set; the loop starts at index
-     * s->begin: V2V) */
-    void (*init)(cvx_scheduler *s, size_t n);
+     * s->begin: V2V); -1 + cvx_error when the run cannot start there */
+    int (*init)(cvx_scheduler *s, size_t n);
     /* loop step at index i (s->begin <= i < num_inference_steps, timestep s->timesteps[i]):
      * sample -> prev (n floats, no aliasing). g: the run's generator (stochastic schedulers draw
      * from it exactly as upstream) */
@@ -63,7 +63,7 @@ struct cvx_scheduler {
 
 /* Every scheduler, NULL-terminated: the one table the --scheduler names come from. */
 extern const cvx_scheduler_type *const cvx_schedulers[];
-extern const cvx_scheduler_type cvx_scheduler_ddim, cvx_scheduler_dpm;
+extern const cvx_scheduler_type cvx_scheduler_ddim, cvx_scheduler_dpm, cvx_scheduler_unipc, cvx_scheduler_euler;
 
 /* A scheduler by --scheduler name or diffusers class name; NULL + cvx_error listing the table. */
 const cvx_scheduler_type *cvx_scheduler_find(const char *name);

@@ -22,7 +22,10 @@ void ddpm_ddim_step(const ddpm_schedule *s, const float *model_output, int64_t t
 }
 
 /* ---- the scheduler interface: the state is one x0 scratch; nothing to checkpoint ---- */
-static void ddim_init(cvx_scheduler *s, size_t n) { s->state = cvx_alloc_f32(n); }
+static int ddim_init(cvx_scheduler *s, size_t n) {
+    s->state = cvx_alloc_f32(n);
+    return 0;
+}
 
 static void ddim_step(cvx_scheduler *s, int i, const float *model_output, const float *sample, size_t n,
                       cvx_generator *g, float *prev) {

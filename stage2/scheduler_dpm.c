@@ -69,12 +69,13 @@ typedef struct {
     float *old_x0, *x0, *noise;
 } dpm_state;
 
-static void dpm_init(cvx_scheduler *s, size_t n) {
+static int dpm_init(cvx_scheduler *s, size_t n) {
     dpm_state *st = cvx_calloc(1, sizeof *st);
     st->old_x0 = cvx_alloc_f32(n);
     st->x0 = cvx_alloc_f32(n);
     st->noise = cvx_alloc_f32(n);
     s->state = st;
+    return 0;
 }
 
 static void dpm_free(void *state) {

@@ -1,0 +1,26 @@
+/* Wan 2.1 in stage 2: the transformer behind the denoiser interface (stage2/denoiser.h) and the
+ * latent shape rules of WanPipeline (diffusers 0.33.1). */
+#ifndef CVX_STAGE2_WAN_FAMILY_H
+#define CVX_STAGE2_WAN_FAMILY_H
+
+#include "safetensors.h"
+#include "stage2/denoiser.h"
+#include "stage2/sampler.h"
+#include "stage2/wan.h"
+
+/* The denoiser over a loaded transformer (borrowed). The input is x [C, F, H, W] followed on the
+ * channel axis by in.cond when given (I2V: [mask 4 + z, F, H, W]); in.image: the CLIP image
+ * embeddings [L_img, image_dim]. Free with cvx_denoiser_free. */
+void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels);
+
+/* The latent shape [1, z, (frames − 1)/4 + 1, height/8, width/8] for a request, after checking
+ * frames = 4k+1 and height/width multiples of vae_scale·patch (16). z: the VAE's z_dim.
+ * -1 + a clear cvx_error naming the flag. */
+int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out);
+
+/* prompt_embeds / negative_prompt_embeds must be float [1, L, text_dim] (L = 512 as WanPipeline
+ * writes them). `file` names the file in messages. */
+int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
+                         const char *file);
+
+#endif
