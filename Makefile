@@ -183,7 +183,7 @@ MODEL           ?= models/cogvideox-tiny-random
 PROMPT          ?= A panda, dressed in a small red jacket, plays a guitar in a serene bamboo forest.
 NEGATIVE_PROMPT ?=
 STEPS           ?= 50
-GUIDANCE        ?= 6
+GUIDANCE        ?=
 SEED            ?= 42
 FRAMES          ?=
 HEIGHT          ?=
@@ -215,7 +215,7 @@ STAGE1_ARGS = --precision $(PRECISION) --prompt $(call sq,$(PROMPT)) --negative_
   $(if $(IMAGE),--image $(call sq,$(IMAGE))) $(if $(VIDEO),--video $(call sq,$(VIDEO)) $(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)))
 # with IMAGE/VIDEO the size (and VIDEO's frame count) is stage 1's: stage 2 takes it from there
-STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE_DTYPE)) --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
+STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE_DTYPE)) --num_inference_steps $(STEPS) $(if $(GUIDANCE),--guidance_scale $(GUIDANCE)) --seed $(SEED) $(model_flag) \
   $(if $(VIDEO),,$(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),,$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH))) \
   $(if $(STRENGTH),--strength $(STRENGTH)) \

@@ -30,6 +30,9 @@ typedef void (*cvx_progress_fn)(void *user, const char *label, int done, int tot
 
 typedef struct {
     const char *model;          /* diffusers directory or ORG/NAME hub id */
+    /* single-file weights used instead of the directory's (Wan: diffusers or original/ComfyUI key
+     * names; the directory still gives the configs and the tokenizer), NULL = the directory's */
+    const char *transformer_file, *text_encoder_file, *vae_file;
     int threads;                /* 0 = all cores */
     cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
                                  * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
@@ -46,6 +49,7 @@ typedef struct {
     double vae_scaling_factor;
     int latent_channels;
     int text_len, text_dim;     /* embeddings the transformer takes: [L, D] */
+    double guidance_scale;      /* the pipeline's default guidance (CogVideoX 6, Wan 5) */
     const char *scheduler;      /* the scheduler config's type name ("ddim", "dpm"), NULL if unknown */
 } cvx_model_info;
 
@@ -82,7 +86,7 @@ int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *
 typedef struct {
     int frames, height, width;    /* 0 = the model's default */
     int num_inference_steps;      /* 0 = 50 */
-    double guidance_scale;        /* <= 1 disables CFG */
+    double guidance_scale;        /* <= 1 disables CFG; < 0 = the model's default (cvx_model_info) */
     int use_dynamic_cfg;
     uint64_t seed;
     const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */
@@ -175,7 +179,8 @@ const char *cvx_mode_name(cvx_mode mode);   /* "t2v", "i2v", "v2v" */
 typedef struct {
     const char *image;            /* I2V: an image file (PNG/JPEG/... anything libav decodes) */
     const char *video;            /* V2V: a video file or a directory of frame images */
-    int max_frames;               /* V2V: the first N frames (0 = all) */
+    int max_frames;               /* V2V: the first N frames (0 = all); Wan I2V: the video's frame count (0 =
+                                   * the model's), which the encoded condition depends on */
     int height, width;            /* target size, 0 = the model's default */
 } cvx_conditioning_params;
 
@@ -183,6 +188,8 @@ typedef struct cvx_conditioning {
     cvx_mode mode;
     float *mean, *std;            /* [C, T, h, w] each: latent_dist of the encoded pixels */
     int C, T, h, w;
+    float *image_embeds;          /* Wan I2V: the CLIP image encoder's penultimate hidden states [image_L, image_D] */
+    int image_L, image_D;
     int frames, height, width;    /* the pixel frames encoded and their (target) size */
 } cvx_conditioning;
 void cvx_conditioning_free(cvx_conditioning *c);

@@ -33,6 +33,7 @@ const char *cvx_mode_name(cvx_mode mode) { return mode == CVX_MODE_I2V ? "i2v" :
 void cvx_conditioning_free(cvx_conditioning *c) {
     free(c->mean);
     free(c->std);
+    free(c->image_embeds);
     memset(c, 0, sizeof *c);
 }
 
@@ -83,8 +84,12 @@ int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_cond
              cvx_stw_metadata(w, "format", FILE_FORMAT) || cvx_stw_metadata(w, "mode", cvx_mode_name(c->mode)) ||
              cvx_stw_metadata(w, "frames", buf[0]) || cvx_stw_metadata(w, "height", buf[1]) ||
              cvx_stw_metadata(w, "width", buf[2]) || cvx_stw_metadata(w, "source", source) ||
-             cvx_stw_metadata(w, "model_id", model_id) ||
-             (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
+             cvx_stw_metadata(w, "model_id", model_id);
+    if (!rc && c->image_embeds) {   /* Wan I2V: the CLIP image embeddings [1, L, D] */
+        const int64_t ishape[3] = {1, c->image_L, c->image_D};
+        rc = cvx_stw_add_f32(w, "image_embeds", CVX_F32, 3, ishape, c->image_embeds);
+    }
+    rc = rc || (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
     cvx_stw_free(w);
     return rc ? -1 : 0;
 }
@@ -143,6 +148,24 @@ int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out)
         goto done;
     }
     if (cvx_check_model_mode(m, out->mode)) goto done;
+    const cvx_tensor *ti = cvx_st_find(st, "image_embeds");
+    if (ti) {
+        char got[128];
+        cvx_shape_str(ti->ndim, ti->shape, got, sizeof got);
+        if (out->mode != CVX_MODE_I2V || !cvx_dtype_is_float(ti->dtype) || ti->ndim != 3 || ti->shape[0] != 1 ||
+            ti->shape[1] < 1 || ti->shape[2] < 1) {
+            cvx_error("%s: tensor 'image_embeds' is %s %s, expected float [1, L, D] in an i2v file", path,
+                      cvx_dtype_name(ti->dtype), got);
+            goto done;
+        }
+        out->image_L = (int)ti->shape[1], out->image_D = (int)ti->shape[2];
+        out->image_embeds = cvx_tensor_f32_dup(ti);
+        if (cvx_check_finite(out->image_embeds, (size_t)ti->numel, "image_embeds")) {
+            cvx_error_prefix("%s", path);
+            cvx_conditioning_free(out);
+            goto done;
+        }
+    }
     out->mean = cvx_tensor_f32_dup(tm);
     out->std = cvx_tensor_f32_dup(ts);
     /* a NaN/Inf here would only show as diverged latents after a whole step: named here instead */
@@ -161,7 +184,9 @@ done:
 uint64_t cvx_conditioning_hash(const cvx_conditioning *c) {
     const size_t n = (size_t)c->C * c->T * c->h * c->w;
     uint64_t h = cvx_xxh64(c->mean, n * sizeof(float), (uint64_t)c->mode);
-    return cvx_xxh64(c->std, n * sizeof(float), h);
+    h = cvx_xxh64(c->std, n * sizeof(float), h);
+    if (c->image_embeds) h = cvx_xxh64(c->image_embeds, (size_t)c->image_L * c->image_D * sizeof(float), h);
+    return h;
 }
 
 int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *c, const char *source) {

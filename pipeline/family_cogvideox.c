@@ -52,6 +52,7 @@ static void fill_info(cvx_model *m) {
     }
     i->fps = is_15 ? 16 : 8;
     if (!i->text_len) i->text_len = 226;   /* CogVideoXPipeline's max_sequence_length */
+    i->guidance_scale = 6.0;               /* CogVideoXPipeline.__call__'s */
 }
 
 
@@ -71,6 +72,9 @@ static int cog_claims(const char *dir) {
 
 static int cog_open(cvx_model *m) {
     char path[4300];
+    if (m->transformer_file[0] || m->text_encoder_file[0] || m->vae_file[0])
+        return cvx_error("%s: single weight files (--transformer / --text_encoder / --vae) are read for Wan models; "
+                         "CogVideoX runs from its diffusers directory", m->dir);
     m->fam = cvx_calloc(1, sizeof(cogvideox_state));
     snprintf(path, sizeof path, "%s/transformer/config.json", m->dir);
     if ((m->has_denoiser_config = cvx_is_file(path)) && cogvideox_config_load(path, &S(m)->tcfg)) return -1;

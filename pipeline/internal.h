@@ -15,6 +15,7 @@ struct cvx_model {
     const cvx_family *family;        /* picked once by cvx_model_open (pipeline/family.h) */
     void *fam;                       /* the family's state: its configs and loaded components */
     int has_denoiser_config, has_vae_config;   /* the transformer's / the VAE's config was found */
+    char transformer_file[4096], text_encoder_file[4096], vae_file[4096];   /* cvx_model_params' ("" = none) */
     char scheduler_name[32];         /* the scheduler config's type ("ddim"), "" if absent or unknown */
 };
 

@@ -42,6 +42,9 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
     snprintf(m->name, sizeof m->name, "%s", p->model);
     if (cvx_model_resolve(p->model, m->dir, sizeof m->dir)) goto fail;
     cvx_debug("model %s -> %s", m->name, m->dir);
+    snprintf(m->transformer_file, sizeof m->transformer_file, "%s", p->transformer_file ? p->transformer_file : "");
+    snprintf(m->text_encoder_file, sizeof m->text_encoder_file, "%s", p->text_encoder_file ? p->text_encoder_file : "");
+    snprintf(m->vae_file, sizeof m->vae_file, "%s", p->vae_file ? p->vae_file : "");
     if (!(m->family = cvx_family_for(m->dir, m->pipeline_class, sizeof m->pipeline_class))) goto fail;
     if (m->family->open(m)) goto fail;
     read_scheduler_name(m->dir, m->scheduler_name, sizeof m->scheduler_name);

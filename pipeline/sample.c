@@ -51,6 +51,7 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->height) r->height = i->height;
     if (!r->width) r->width = i->width;
     if (!r->num_inference_steps) r->num_inference_steps = DEFAULT_STEPS;
+    if (r->guidance_scale < 0) r->guidance_scale = i->guidance_scale;
     if (!r->scheduler) r->scheduler = i->scheduler;
     if (!r->conditioning && r->strength) return cvx_error("--strength is for video-to-video (give stage 1 a --video)");
     if (!r->noise_dtype) r->noise_dtype = m->ctx->precision == CVX_PRECISION_BF16 ? "bf16" : "f32";

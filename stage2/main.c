@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
                *precision_arg = NULL, *coeffs_arg = NULL;
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0, cfg_parallel = 0,
         sp_degree = 1;
-    cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = 6.0, .seed = 42};
+    cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = -1, .seed = 42};   /* -1: the model's */
     cvx_dtype out_dtype = CVX_F32;
     double teacache_coeffs[5], cache_threshold = -1;   /* -1: the cache's default */
     cvx_cache_kind cache_kind = CVX_CACHE_NONE;
