@@ -230,6 +230,9 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     memset(out, 0, sizeof *out);
     if (!p->image == !p->video) return cvx_error("give exactly one of an image (I2V) and a video (V2V)");
     const cvx_mode mode = p->image ? CVX_MODE_I2V : CVX_MODE_V2V;
+    if (mode == CVX_MODE_I2V && p->max_frames)
+        return cvx_error("--frames %d with --image: CogVideoX encodes the image alone; give the frame count to stage 2",
+                         p->max_frames);
     const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
     if (H < 1 || W < 1) return cvx_error("no --height/--width given and the model has no default size");
     if (check_mode(m, mode)) return -1;

@@ -219,6 +219,13 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     if (hash_file(embeddings_path, &emb_hash)) return -1;
     memset(fp, 0, sizeof *fp);
     cvx_fingerprint_set(fp, "model", "%s", real_model);
+    if (m->transformer_file[0]) {   /* a single transformer file instead of the directory's: its path and size */
+        char real_file[PATH_MAX];
+        struct stat fst;
+        if (!realpath(m->transformer_file, real_file)) snprintf(real_file, sizeof real_file, "%s", m->transformer_file);
+        cvx_fingerprint_set(fp, "transformer_file", "%s (%lld bytes)", real_file,
+                            stat(real_file, &fst) == 0 ? (long long)fst.st_size : -1LL);
+    }
     cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);

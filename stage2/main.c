@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
     cvx_preview_mode preview_mode;
     static const cvx_flag_choice dtypes[] = {
         {"f32", CVX_F32}, {"float32", CVX_F32}, {"bf16", CVX_BF16}, {"bfloat16", CVX_BF16}, {0}};
+    const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
     const cvx_flag flags[] = {   /* --help's order (stage2/usage.h) */
         CVX_FLAG_STR_("input_dir", &input_dir), CVX_FLAG_STR_("output_dir", &output_dir),
         CVX_FLAG_INT_("num_inference_steps", &sp.num_inference_steps, 1, 1000000),
@@ -59,7 +60,8 @@ int main(int argc, char **argv) {
         CVX_FLAG_NUM_("cache_threshold", &cache_threshold, -1e6, 1e6),
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, teacache_coeffs, &coeffs_arg),
         CVX_FLAG_INT_("preview_every", &sp.preview_every, 0, 1000000),
-        CVX_FLAG_PARSE_("preview", parse_preview, &preview_mode, &sp.preview), {0}};
+        CVX_FLAG_PARSE_("preview", parse_preview, &preview_mode, &sp.preview), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
+        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
     if (sp.scheduler && !cvx_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
@@ -85,7 +87,9 @@ int main(int argc, char **argv) {
     sp.preview_path = out.preview;
     cvx_precision precision;
     if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
+                                                      .transformer_file = wfile[0], .text_encoder_file = wfile[1],
+                                                      .vae_file = wfile[2]});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;
