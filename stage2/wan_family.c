@@ -158,3 +158,19 @@ int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cv
     }
     return 0;
 }
+
+static const struct { const char *name; double c[5]; } teacache_sets[] = {
+    {"Wan2.1-T2V-1.3B", {2.39676752e+03, -1.31110545e+03, 2.01331979e+02, -8.29855975e+00, 1.37887774e-01}},
+    {"Wan2.1-T2V-14B", {-5784.54975374, 5449.50911966, -1811.16591783, 256.27178429, -13.02252404}},
+    {"Wan2.1-I2V-14B-480P", {-3.02331670e+02, 2.23948934e+02, -5.25463970e+01, 5.87348440e+00, -2.01973289e-01}},
+    {"Wan2.1-I2V-14B-720P", {-114.36346466, 65.26524496, -18.82220707, 4.91518089, -0.23412683}},
+};
+
+const char *wan_teacache_coefficients(const wan_config *c, int height, int width, double out[5]) {
+    const int dim = c->num_attention_heads * c->attention_head_dim;
+    int k;
+    if (c->image_dim > 0 || c->in_channels != c->out_channels) k = (long)height * width >= 720L * 1280 ? 3 : 2;
+    else k = dim <= 2048 ? 0 : 1;   /* 1.3B: 1536 wide; 14B: 5120 */
+    memcpy(out, teacache_sets[k].c, sizeof teacache_sets[k].c);
+    return teacache_sets[k].name;
+}

@@ -23,4 +23,11 @@ int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_di
 int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
                          const char *file);
 
+/* TeaCache4Wan2.1's published coefficients (ali-vilab/TeaCache, TeaCache4Wan2.1/teacache_generate.py
+ * @ 8ae35034, use_ret_steps False: the rule compares the time embedding e; first and last steps
+ * computed — the CogVideoX rule): T2V-1.3B (dim 1536), T2V-14B, I2V-14B 480P / 720P. The two I2V
+ * checkpoints have the same config, so the run's size picks (720P from 720×1280 pixels up; the
+ * script picks by the checkpoint's directory name). Returns the set's name. */
+const char *wan_teacache_coefficients(const wan_config *c, int height, int width, double out[5]);
+
 #endif
