@@ -10,6 +10,7 @@
 #include "pipeline/cogvideox.h"
 #include "progress.h"
 #include "stage2/denoiser.h"
+#include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
@@ -23,6 +24,7 @@ typedef struct {
     float *cond;                 /* I2V: the extra input channels (loop.cond points here) */
     float *image_tokens;         /* I2V (Wan): the image embeddings the transformer attends to */
     cvx_generator gen;           /* with init: the generator after the draws that made it */
+    cvx_latent_rgb preview_rgb;  /* the family's latent → RGB preview table */
 } cvx_sample_run;
 void cvx_sample_run_free(cvx_sample_run *r);
 

@@ -395,6 +395,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         sp->init_latents = run->init, sp->cond = run->cond, sp->init_generator = &run->gen;
     }
     cogvideox_denoiser_init(&run->den, S(m)->transformer, i2v);
+    cogvideox_latent_rgb(m->info.vae_scaling_factor, &run->preview_rgb);
     return 0;
 }
 

@@ -136,7 +136,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
         cvx_info("step cache %s, threshold %g%s", p.cache, p.cache_threshold, kind == CVX_CACHE_TEACACHE ?
                  (p.teacache_coefficients ? ", given coefficients" : ", the model's published coefficients") : "");
     cvx_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = sp->num_inference_steps,
-                      .scaling_factor = m->info.vae_scaling_factor, .sched = &sched, .decode = preview_decode,
+                      .rgb = &run.preview_rgb, .sched = &sched, .decode = preview_decode,
                       .decode_user = m};
     if (p.preview_every > 0 && cvx_preview_parse_mode(p.preview, &pv.mode)) goto done;
     float *latents = cvx_alloc_f32(sh->numel);   // the family's loop layout

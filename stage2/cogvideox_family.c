@@ -231,3 +231,38 @@ const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double ou
     return teacache_sets[k].name;
 }
 
+
+/* ---- live preview ---- */
+/* kijai/ComfyUI-CogVideoXWrapper pipeline_cogvideox.py, class CogVideoXLatentFormat (introduced in
+ * 90e8367, 2025-01-20, unchanged at fdb8abd): rows = latent channels 0..15, columns R, G, B. The
+ * wrapper applies them to 5·x0 in model space; ComfyUI's Latent2RGBPreviewer then maps
+ * clamp((rgb + 1)/2). Likely hand-picked (its nodes.py draws random factors to search by eye).
+ * The gain 5 is on model-space latents at 5b's scaling factor 0.7; cogvideox_latent_rgb scales it
+ * to 3.5 / scaling_factor for other VAEs (2b: 1.15258426). */
+const cvx_latent_rgb cogvideox_latent_rgb_5b = {
+    .factors = {
+    {0.03197404301362048f, 0.04091260743347359f, 0.0015679806301828524f},
+    {0.005517101026578029f, 0.0052348639043457755f, -0.005613441650464035f},
+    {0.0012485338264583965f, -0.016096744206117782f, 0.025023940031635054f},
+    {0.01760126794276171f, 0.0036818415416642893f, -0.0006019202528157255f},
+    {0.000444954842288864f, 0.006102128982092191f, 0.0008457999272962447f},
+    {-0.010531904354560697f, -0.0032275501924977175f, -0.00886595780267917f},
+    {-0.0001454543946122991f, 0.010199210750845965f, -0.00012702234832386188f},
+    {0.02078497279904325f, -0.001669617778939972f, 0.006712703698951264f},
+    {0.005529571599763264f, 0.009733929789086743f, 0.001887302765339838f},
+    {0.012138415094654218f, 0.024684961927224837f, 0.037211249767461915f},
+    {0.0010364484570000384f, 0.01983636315929172f, 0.009864602025627755f},
+    {0.006802862648143341f, -0.0010509255113510681f, -0.007026003345126021f},
+    {0.0003532208468418043f, 0.005351971582801936f, -0.01845912126717106f},
+    {-0.009045079994694397f, -0.01127941143183089f, 0.0042294057970470806f},
+    {0.002548289972720752f, 0.025224244654428216f, -0.0006086130121693347f},
+    {-0.011135669222532816f, 0.0018181308593668505f, 0.02794541485349922f}},
+    .bias = {-0.023f, 0.0f, -0.017f},
+    .gain = 5.0f,
+};
+
+
+void cogvideox_latent_rgb(double scaling_factor, cvx_latent_rgb *out) {
+    *out = cogvideox_latent_rgb_5b;
+    out->gain = (float)(3.5 / scaling_factor);   /* the wrapper's gain 5 on model-space latents = 3.5 on VAE-space ones at 0.7 */
+}

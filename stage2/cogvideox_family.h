@@ -5,6 +5,7 @@
 
 #include "safetensors.h"
 #include "stage2/denoiser.h"
+#include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/transformer.h"
 
@@ -36,5 +37,10 @@ void cogvideox_latents_to_output(const float *latents, const cvx_latent_shape *s
  * without patch_size_t; 1.5 / 1.5-I2V: patch_size_t with in = out / in = 2·out or ofs). Returns the
  * set's name ("CogVideoX-2b", ...). */
 const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double out[5]);
+
+/* The latent → RGB preview table (kijai/ComfyUI-CogVideoXWrapper's) with the gain for a VAE's
+ * scaling factor. */
+extern const cvx_latent_rgb cogvideox_latent_rgb_5b;
+void cogvideox_latent_rgb(double scaling_factor, cvx_latent_rgb *out);
 
 #endif

@@ -52,6 +52,7 @@ typedef struct {
 typedef struct {
     int frames;          /* latent frames the loop runs on, padding included */
     int pad_frames;      /* leading frames dropped at the end (CogVideoX1.5: 0 or 1) */
+    int channels_major;  /* the loop layout is [C, F, h, w] (Wan), else [F, C, h, w] (CogVideoX) */
     int channels, height, width;
     size_t numel;        /* frames · channels · height · width (batch 1) */
 } cvx_latent_shape;

@@ -134,6 +134,7 @@ int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_di
     out->height = p->height / sp;
     out->width = p->width / sp;
     out->numel = (size_t)out->frames * out->channels * out->height * out->width;
+    out->channels_major = 1;
     return 0;
 }
 
@@ -174,3 +175,14 @@ const char *wan_teacache_coefficients(const wan_config *c, int height, int width
     memcpy(out, teacache_sets[k].c, sizeof teacache_sets[k].c);
     return teacache_sets[k].name;
 }
+
+const cvx_latent_rgb wan_latent_rgb = {
+    .factors = {{-0.1299f, -0.1692f, 0.2932f}, {0.0671f, 0.0406f, 0.0442f}, {0.3568f, 0.2548f, 0.1747f},
+                {0.0372f, 0.2344f, 0.1420f},   {0.0313f, 0.0189f, -0.0328f}, {0.0296f, -0.0956f, -0.0665f},
+                {-0.3477f, -0.4059f, -0.2925f}, {0.0166f, 0.1902f, 0.1975f}, {-0.0412f, 0.0267f, -0.1364f},
+                {-0.1293f, 0.0740f, 0.1636f},  {0.0680f, 0.3019f, 0.1128f},  {0.0032f, 0.0581f, 0.0639f},
+                {-0.1251f, 0.0927f, 0.1699f},  {0.0060f, -0.0633f, 0.0005f}, {0.3477f, 0.2275f, 0.2950f},
+                {0.1984f, 0.0913f, 0.1861f}},
+    .bias = {-0.1835f, -0.0868f, -0.3360f},
+    .gain = 1.0f,
+};

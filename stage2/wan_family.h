@@ -5,6 +5,7 @@
 
 #include "safetensors.h"
 #include "stage2/denoiser.h"
+#include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/wan.h"
 
@@ -22,6 +23,10 @@ int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_di
  * writes them). `file` names the file in messages. */
 int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
                          const char *file);
+
+/* ComfyUI's Wan 2.1 latent → RGB factors (comfy/latent_formats.py, class Wan21, Comfy-Org/ComfyUI
+ * @ 9a9a69fd), applied to the normalised (model-space) latents with gain 1. */
+extern const cvx_latent_rgb wan_latent_rgb;
 
 /* TeaCache4Wan2.1's published coefficients (ali-vilab/TeaCache, TeaCache4Wan2.1/teacache_generate.py
  * @ 8ae35034, use_ret_steps False: the rule compares the time embedding e; first and last steps

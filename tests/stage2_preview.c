@@ -21,6 +21,7 @@
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/cogvideox_family.h"
+#include "stage2/wan_family.h"
 #include "stage2/scheduler_ddpm.h"
 #include "stage2/transformer.h"
 
@@ -34,7 +35,9 @@ static void test_latent_rgb(void **state) {
     /* frame 1 (the first after the padding): channel 9 = 1 at pixel (1, 2); frame 0 (padding) = 100 */
     for (size_t i = 0; i < 16 * 6; i++) x0[i] = 100;
     x0[(size_t)1 * 16 * 6 + 9 * 6 + 1 * 3 + 2] = 1;
-    cvx_preview_latent_rgb(x0, &sh, 0.7, 2, rgb);   /* [3, 2, 4, 6] */
+    cvx_latent_rgb tab;
+    cogvideox_latent_rgb(0.7, &tab);
+    cvx_preview_latent_rgb(x0, &sh, &tab, 2, rgb);   /* [3, 2, 4, 6] */
     const float F9[3] = {0.012138415094654218f, 0.024684961927224837f, 0.037211249767461915f}, bias[3] = {-0.023f, 0, -0.017f};
     for (int k = 0; k < 3; k++)
         for (int t = 0; t < 2; t++)
@@ -43,6 +46,23 @@ static void test_latent_rgb(void **state) {
                     float want = bias[k] + (t == 0 && y / 2 == 1 && x / 2 == 2 ? (float)(3.5 / 0.7) * F9[k] : 0.0f);
                     assert_true(fabsf(rgb[((k * 2 + t) * 4 + y) * 6 + x] - want) < 1e-7f);
                 }
+    free(x0); free(rgb);
+}
+
+/* Wan's layout [C, F, h, w] (no padding) with Wan's table (gain 1): the same pixel rule. */
+static void test_latent_rgb_channels_major(void **state) {
+    (void)state;
+    cvx_latent_shape sh = {.frames = 2, .channels = 16, .height = 2, .width = 3, .channels_major = 1};
+    sh.numel = (size_t)2 * 16 * 2 * 3;
+    float *x0 = calloc(sh.numel, sizeof(float)), *rgb = malloc(sizeof(float) * 3 * 2 * 2 * 3);
+    x0[(size_t)9 * 2 * 6 + 1 * 6 + 0 * 3 + 1] = 2;   /* channel 9, frame 1, pixel (0, 1) */
+    cvx_preview_latent_rgb(x0, &sh, &wan_latent_rgb, 1, rgb);   /* [3, 2, 2, 3] */
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < 6; i++) {
+                float want = wan_latent_rgb.bias[k] + (t == 1 && i == 1 ? 2 * wan_latent_rgb.factors[9][k] : 0.0f);
+                assert_true(fabsf(rgb[(k * 2 + t) * 6 + i] - want) < 1e-7f);
+            }
     free(x0); free(rgb);
 }
 
@@ -71,8 +91,10 @@ static void test_hook_on_loop(void **state) {
     assert_int_equal(cogvideox_sample_loop(m, 0, &s, &sp, NULL, &sh, pr, ng, L, NULL, NULL, NULL, a, &res), 0);
     cvx_scheduler_free(&s);
     assert_int_equal(cvx_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
+    cvx_latent_rgb tab2;
+    cogvideox_latent_rgb(1.15258426, &tab2);
     cvx_preview pv = {.path = p, .every = 2, .n_steps = 5, .mode = CVX_PREVIEW_LATENT,
-                            .scaling_factor = 1.15258426, .sched = &s};
+                            .rgb = &tab2, .sched = &s};
     assert_int_equal(cogvideox_sample_loop(m, 0, &s, &sp, NULL, &sh, pr, ng, L, NULL, cvx_preview_hook, &pv, b, &res), 0);
     assert_int_equal(pv.written, 3);   /* after steps 2, 4 and 5 (the last) */
     assert_memory_equal(a, b, sh.numel * 4);
@@ -101,6 +123,6 @@ static void test_hook_on_loop(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_latent_rgb), cmocka_unit_test(test_hook_on_loop)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_latent_rgb), cmocka_unit_test(test_latent_rgb_channels_major), cmocka_unit_test(test_hook_on_loop)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
