@@ -150,6 +150,30 @@ int cvx_cfg_int_array(const cvx_config *c, const char *key, int64_t *out, int ma
     return 0;
 }
 
+int cvx_cfg_num_array(const cvx_config *c, const char *key, double *out, int max, int *n) {
+    json_object *v = get(c, key);
+    if (!v) return missing(c, key, "an array of numbers");
+    if (!json_object_is_type(v, json_type_array)) return wrong(c, key, "an array of numbers", v);
+    size_t len = json_object_array_length(v);
+    if (len > (size_t)max) return cvx_error("%s: key '%s' has %zu entries, at most %d supported", c->path, key, len, max);
+    for (size_t i = 0; i < len; i++)
+        if (as_num(c, key, json_object_array_get_idx(v, i), &out[i]) != 0) return -1;
+    *n = (int)len;
+    return 0;
+}
+
+int cvx_cfg_bool_array(const cvx_config *c, const char *key, int *out, int max, int *n) {
+    json_object *v = get(c, key);
+    if (!v) return missing(c, key, "an array of true/false");
+    if (!json_object_is_type(v, json_type_array)) return wrong(c, key, "an array of true/false", v);
+    size_t len = json_object_array_length(v);
+    if (len > (size_t)max) return cvx_error("%s: key '%s' has %zu entries, at most %d supported", c->path, key, len, max);
+    for (size_t i = 0; i < len; i++)
+        if (as_bool(c, key, json_object_array_get_idx(v, i), &out[i]) != 0) return -1;
+    *n = (int)len;
+    return 0;
+}
+
 int cvx_cfg_str_array(const cvx_config *c, const char *key, const char **out, int max, int *n) {
     json_object *v = get(c, key);
     if (!v) return missing(c, key, "an array of strings");

@@ -30,6 +30,8 @@ int cvx_cfg_str(const cvx_config *c, const char *key, const char **out); /* owne
 /* Integer array of at most `max` entries; *n gets the count. */
 int cvx_cfg_int_array(const cvx_config *c, const char *key, int64_t *out, int max, int *n);
 int cvx_cfg_str_array(const cvx_config *c, const char *key, const char **out, int max, int *n);
+int cvx_cfg_num_array(const cvx_config *c, const char *key, double *out, int max, int *n);   /* ints or doubles */
+int cvx_cfg_bool_array(const cvx_config *c, const char *key, int *out, int max, int *n);
 
 /* Optional keys: the default when missing or null; -1 + error only on a wrong type. */
 int cvx_cfg_int_or(const cvx_config *c, const char *key, int64_t def, int64_t *out);

@@ -1,11 +1,10 @@
 /* CogVideoX VAE decoder: loading and the blocks, one function per upstream module.
  * Chunked and tiled decoding live in vae_decode.c. */
 #include "vae.h"
-#include "vae_blocks.h"
+#include "vae_conv.h"
 
 #include <math.h>
 #include <stdio.h>
-#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,37 +20,9 @@
 /* SpatialNorm3D builds its GroupNorm with eps=1e-6 whatever norm_eps says (upstream). */
 #define SPATIAL_NORM_EPS 1e-6f
 
-float *vae_alloc(size_t n) {
-    const size_t bytes = n * sizeof(float), huge = (size_t)2 << 20;
-    if (bytes < ((size_t)8 << 20)) return cvx_alloc_f32(n);
-    void *p = NULL;
-    const size_t rounded = (bytes + huge - 1) / huge * huge;
-    if (posix_memalign(&p, huge, rounded) != 0) cvx_die("out of memory allocating %zu bytes (VAE feature map)", bytes);
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, rounded, MADV_HUGEPAGE);   /* advice only: 4 KB pages if the kernel says no */
-#endif
-    return p;
-}
-
 /* ------------------------------------------------------------------ loading */
 
 typedef vae_loader loader;
-
-int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
-                 int causal) {
-    char wn[256], bn[256];
-    snprintf(wn, sizeof wn, "%s.weight", name);
-    snprintf(bn, sizeof bn, "%s.bias", name);
-    c->w = is2d ? cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kh, kw))
-                : cvx_weights_get(L->w, wn, CVX_SHAPE(cout, cin, kt, kh, kw));
-    if (!c->w) return -1;
-    c->b = cvx_weights_get(L->w, bn, CVX_SHAPE(cout));
-    if (!c->b) return -1;
-    c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
-    c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
-    c->ctx = L->ctx;
-    return 0;
-}
 
 static int spatial_norm_get(loader *L, vae_spatial_norm_w *n, const char *name, int C, int zc) {
     char buf[256];
@@ -170,7 +141,7 @@ int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx) {
 }
 
 static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
-    loader L = {cvx_weights_open(vae_dir), 0, d->ctx};
+    loader L = {.w = cvx_weights_open(vae_dir), .ctx = d->ctx, .time_pad = VAE_TIME_PAD_REPLICATE};
     if (!L.w) return -1;
     d->weights = L.w;
     const int n = d->num_blocks, zc = d->latent_channels;
@@ -224,107 +195,7 @@ void vae_free(vae_decoder *d) {
     memset(d, 0, sizeof *d);
 }
 
-void vae_cache_init(vae_cache *c, int n) {
-    c->n = n;
-    c->buf = cvx_calloc((size_t)(n ? n : 1), sizeof *c->buf);
-    c->C = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
-    c->H = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
-    c->W = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
-}
-
-void vae_cache_reset(vae_cache *c) {
-    for (int i = 0; i < c->n; i++) {
-        free(c->buf[i]);
-        c->buf[i] = NULL;
-    }
-}
-
-void vae_cache_free(vae_cache *c) {
-    vae_cache_reset(c);
-    free(c->buf), free(c->C), free(c->H), free(c->W);
-    memset(c, 0, sizeof *c);
-}
-
 /* ------------------------------------------------------------------ blocks */
-
-/* Run a convolution on a padded input xp[Cin, Tp, Hp, Wp] with weights widened at use. */
-static void conv_on_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
-    int taps = c->kt * c->kh * c->kw;
-    cvx_ctx *ctx = c->ctx;
-    double t0 = cvx_time();
-    float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
-    /* The transformed weights go to a scratch reused by every conv (no fresh pages per call). */
-    if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
-        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 36 * c->cout * c->cin);
-        cvx_conv_winograd4_weights(ctx, c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
-        cvx_conv3d_winograd4(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
-    } else if (ctx->conv_algo == CVX_CONV_WINOGRAD2 && c->kh == 3 && c->kw == 3) {
-        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 16 * c->cout * c->cin);
-        cvx_conv_winograd_weights(ctx, c->w, c->cout, c->cin, c->kt, U);   // [16, Cout, kt·Cin]
-        cvx_conv3d_winograd(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
-    } else {
-        float *wpk = cvx_scratch_get(&ctx->conv_w, (size_t)taps * c->cout * c->cin);
-        cvx_conv_pack_weights(ctx, c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
-        cvx_conv3d_padded(ctx, xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
-    }
-    ctx->conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
-    free(bias);
-    ctx->conv_seconds += cvx_time() - t0;
-}
-
-void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
-    float *bias = cvx_tensor_f32_dup(c->b);
-    cvx_conv1x1(c->ctx, x, c->cin, N, cvx_weight_f32(c->ctx, c->w), bias, c->cout, y);   // [Cout, N]
-    c->ctx->conv_flops += 2.0 * c->cout * c->cin * (double)N;
-    free(bias);
-}
-
-void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
-    float *copy = vae_alloc((size_t)c->cin * T * H * W);
-    memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
-    vae_causal_conv3d_consume(c, cache, copy, T, H, W, y);
-}
-
-/* y == NULL: the output is allocated after the input is freed (lower peak); returned. */
-float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
-    const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
-    if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b: no padding, cache unused upstream */
-        if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
-        vae_conv1x1(c, x, (size_t)T * H * W, y);
-        free(x);
-        return y;
-    }
-    const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
-    float *xp = vae_alloc((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
-    float *cached = c->cache_id >= 0 ? cache->buf[c->cache_id] : NULL;
-    if (kt > 1) {
-        if (cached) {
-            CVX_CHECK(cache->C[c->cache_id] == Cin && cache->H[c->cache_id] == H && cache->W[c->cache_id] == W);
-            cvx_pad_frames(xp, Tp, 0, cached, Cin, kt - 1, 0, kt - 1, H, W, ph, pw);
-        } else {
-            for (int k = 0; k < kt - 1; k++) cvx_pad_frames(xp, Tp, k, x, Cin, T, 0, 1, H, W, ph, pw);
-        }
-    }
-    cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
-    free(x);
-    if (c->cache_id >= 0) {
-        /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
-        float *nc = vae_alloc((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int ci = 0; ci < Cin; ci++)
-            for (int k = 0; k < kt - 1; k++)
-                for (int yy = 0; yy < H; yy++)
-                    memcpy(nc + (((size_t)ci * (kt - 1) + k) * H + yy) * W,
-                           xp + (((size_t)ci * Tp + T + k) * Hp + yy + ph) * Wp + pw, sizeof(float) * W);
-        free(cache->buf[c->cache_id]);
-        cache->buf[c->cache_id] = nc;
-        cache->C[c->cache_id] = Cin, cache->H[c->cache_id] = H, cache->W[c->cache_id] = W;
-    }
-    if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
-    conv_on_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
-    free(xp);
-    return y;
-}
 
 /* Source latent frame for feature frame t (SpatialNorm3D's resize of zq). */
 static int zq_frame(int t, int Tf, int Tz) {
@@ -412,7 +283,7 @@ float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int
     float *xp = vae_alloc((size_t)C * To * Hp * Wp);            // [C, To, Ho+2, Wo+2]
     cvx_upsample_nearest_padded(x, C, Ti, *H, *W, tmap, To, Ho, Wo, xp, To, 0, 1, 1);
     float *y = vae_alloc((size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
-    conv_on_padded(&b->upsampler, xp, To, Hp, Wp, y);                // Conv2d 3×3 per frame
+    vae_conv_padded(&b->upsampler, xp, To, Hp, Wp, y);                // Conv2d 3×3 per frame
     free(xp);
     free(tmap);
     *T = To, *H = Ho, *W = Wo;

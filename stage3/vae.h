@@ -17,15 +17,9 @@
 #include "context.h"
 #include "progress.h"
 #include "safetensors.h"
+#include "vae_conv.h"   /* vae_conv, vae_cache, the causal convolution */
 
 #define VAE_MAX_BLOCKS 8
-
-typedef struct {
-    const cvx_tensor *w, *b;   /* [Cout, Cin, kt, kh, kw] (2D convs: [Cout, Cin, kh, kw]); bias [Cout] */
-    int cin, cout, kt, kh, kw;
-    int cache_id;              /* causal convs with kt > 1: slot in vae_cache; −1 otherwise */
-    cvx_ctx *ctx;              /* the decoder's compute context (set by vae_load) */
-} vae_conv;
 
 typedef struct {               /* CogVideoXSpatialNorm3D */
     const cvx_tensor *norm_w, *norm_b;   /* GroupNorm affine [C] */
@@ -66,13 +60,6 @@ typedef struct {
     int owns_ctx;
 } vae_decoder;
 
-/* Per-causal-conv carried frames ([Cin, kt−1, H, W] each), one set per spatial tile. */
-typedef struct {
-    float **buf;
-    int *C, *H, *W;
-    int n;
-} vae_cache;
-
 /* Load vae/config.json and the weights from `vae_dir`; every tensor looked up and
  * shape-checked. -1 + cvx_error naming the file/key/tensor on failure. ctx: the compute
  * context to run on (borrowed), or NULL for a private one (default settings, freed by vae_free). */
@@ -81,15 +68,7 @@ void vae_free(vae_decoder *d);
 /* Only the config part of vae_load (the sizes and factors of d; no weights, nothing to free). */
 int vae_config_load(vae_decoder *d, const char *config_path);
 
-void vae_cache_init(vae_cache *c, int n);
-void vae_cache_reset(vae_cache *c);
-void vae_cache_free(vae_cache *c);
-
 /* ---- blocks (exposed for tests); inputs are [C, T, H, W], outputs newly allocated ---- */
-/* CogVideoXCausalConv3d: time padded with the cached frames (first chunk: the first frame
- * repeated kt−1 times), cache := last kt−1 frames of that time-padded input, zero spatial
- * padding, valid conv. y: [Cout, T, H, W] (caller-allocated). */
-void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y);
 /* The conditioning latent of the current chunk: [zc, Tz, h, w]. */
 typedef struct { const float *z; int C, T, H, W; } vae_zq;
 /* SpatialNorm3D: out = GroupNorm(f) · conv_y(zq↑) + conv_b(zq↑) (then SiLU when `silu`).

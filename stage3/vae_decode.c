@@ -7,7 +7,7 @@
 #include "dist.h"
 #include "error.h"
 #include "vae.h"
-#include "vae_blocks.h"
+#include "vae_conv.h"
 #include "vae_tiles.h"
 
 /* Upstream's num_latent_frames_batch_size: a fixed constant of the model code, not config. */

@@ -1,6 +1,6 @@
 /* CogVideoX VAE encoder: loading, the blocks (one function per upstream module), frame-batched
- * and tiled encoding, and the latent distribution. The causal convolution and its caches are
- * the decoder's (vae.c via vae_blocks.h), the tile blending and stitching is shared (vae_tiles.c). */
+ * and tiled encoding (the latent distribution is latent_dist.c). The causal convolution and its caches are
+ * shared ones (vae_conv.c), the tile blending and stitching is shared (vae_tiles.c). */
 #include "vae_encoder.h"
 
 #include <math.h>
@@ -14,8 +14,7 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "ops.h"
-#include "rng_lowp.h"
-#include "vae_blocks.h"
+#include "vae_conv.h"
 #include "vae_tiles.h"
 
 /* The encoder's norm_out is built with eps=1e-6 whatever norm_eps says (upstream). */
@@ -23,9 +22,6 @@
 /* Upstream tile overlap factors (tile_overlap_factor_height / _width). */
 #define TILE_OVERLAP_H (1.0 / 6.0)
 #define TILE_OVERLAP_W (1.0 / 5.0)
-/* DiagonalGaussianDistribution clamps logvar to this range. */
-#define LOGVAR_MIN -30.0f
-#define LOGVAR_MAX 20.0f
 
 /* ------------------------------------------------------------------ loading */
 
@@ -111,7 +107,7 @@ int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
         goto fail;
     }
     if (load_config(e, path)) goto fail;
-    loader L = {cvx_weights_open(vae_dir), 0, e->ctx};
+    loader L = {.w = cvx_weights_open(vae_dir), .ctx = e->ctx, .time_pad = VAE_TIME_PAD_REPLICATE};
     if (!L.w) goto fail;
     e->weights = L.w;
     const int n = e->num_blocks, lc2 = 2 * e->latent_channels;
@@ -186,61 +182,6 @@ float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae
         cvx_add(h2, x, (size_t)r->cout * S);
     }
     return h2;
-}
-
-void vae_conv2d_s2_ref(const float *x, int Cin, int T, int H, int W, const float *w, const float *bias, int Cout,
-                       float *y) {
-    const int Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
-    for (int co = 0; co < Cout; co++)
-        for (int t = 0; t < T; t++)
-            for (int oy = 0; oy < Ho; oy++)
-                for (int ox = 0; ox < Wo; ox++) {
-                    double acc = bias ? bias[co] : 0.0;
-                    for (int ci = 0; ci < Cin; ci++)
-                        for (int ky = 0; ky < 3; ky++)
-                            for (int kx = 0; kx < 3; kx++) {
-                                int iy = 2 * oy + ky, ix = 2 * ox + kx;
-                                if (iy >= H || ix >= W) continue;   /* the bottom/right zero pad */
-                                acc += (double)w[((size_t)co * Cin + ci) * 9 + ky * 3 + kx] *
-                                       x[(((size_t)ci * T + t) * H + iy) * W + ix];
-                            }
-                    y[(((size_t)co * T + t) * Ho + oy) * Wo + ox] = (float)acc;
-                }
-}
-
-void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float *y) {
-    const int Cin = c->cin, Cout = c->cout, Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
-    const size_t N = (size_t)Ho * Wo;
-    float *wpk = cvx_alloc_f32((size_t)9 * Cout * Cin);       // [9, Cout, Cin]
-    cvx_conv_pack_weights(c->ctx, c->w, Cout, Cin, 9, wpk);
-    float *bias = cvx_tensor_f32_dup(c->b);
-    float *xs = cvx_alloc_f32((size_t)Cin * N);               // [Cin, Ho·Wo]: one tap's strided view
-    float *acc = cvx_alloc_f32((size_t)Cout * N);             // [Cout, Ho·Wo]
-    for (int t = 0; t < T; t++) {
-        for (int tap = 0; tap < 9; tap++) {
-            const int ky = tap / 3, kx = tap % 3;
-#pragma omp parallel for schedule(static)
-            for (int ci = 0; ci < Cin; ci++)
-                for (int oy = 0; oy < Ho; oy++) {
-                    const int iy = 2 * oy + ky;
-                    float *d = xs + (size_t)ci * N + (size_t)oy * Wo;
-                    const float *s = x + (((size_t)ci * T + t) * H + iy) * W;
-                    for (int ox = 0; ox < Wo; ox++) {
-                        const int ix = 2 * ox + kx;
-                        d[ox] = (iy < H && ix < W) ? s[ix] : 0.0f;   /* F.pad (0,1,0,1) */
-                    }
-                }
-            cvx_sgemm(0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, xs, (int)N,
-                      tap ? 1.0f : 0.0f, acc, (int)N);
-        }
-#pragma omp parallel for schedule(static)
-        for (int co = 0; co < Cout; co++) {
-            float *d = y + ((size_t)co * T + t) * N;
-            const float *s = acc + (size_t)co * N;
-            for (size_t i = 0; i < N; i++) d[i] = s[i] + bias[co];
-        }
-    }
-    free(acc), free(xs), free(bias), free(wpk);
 }
 
 float *vae_downsampler(const vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W) {
@@ -476,32 +417,4 @@ double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W)
     const double first = C0 * HW * (3.0 * (en - s) + 2) + block0_caches;
     const double later = num_batches(F) > 1 ? C0 * HW * (3.0 * VAE_SAMPLE_FRAMES_PER_BATCH + 2) + caches : 0;
     return 4.0 * ((first > later ? first : later) + (double)e->in_channels * F * HW);
-}
-
-/* ------------------------------------------------------------------ latent distribution */
-
-void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float *logvar, float *std) {
-    const size_t n = (size_t)lc * S;
-    if (mean) memcpy(mean, moments, sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) {
-        float lv = moments[n + i];
-        lv = lv < LOGVAR_MIN ? LOGVAR_MIN : lv > LOGVAR_MAX ? LOGVAR_MAX : lv;   /* torch.clamp */
-        if (logvar) logvar[i] = lv;
-        if (std) std[i] = expf(0.5f * lv);
-    }
-}
-
-void vae_latent_sample(const float *mean, const float *std, size_t n, cvx_generator *g, float *out) {
-    vae_latent_sample_as(mean, std, n, g, CVX_F32, out);   /* CVX_F32 cannot fail */
-}
-
-int vae_latent_sample_as(const float *mean, const float *std, size_t n, cvx_generator *g, cvx_dtype dtype,
-                         float *out) {
-    float *eps = cvx_alloc_f32(n);
-    /* randn_tensor(mean.shape, generator, dtype=parameters.dtype) */
-    int rc = cvx_randn_as(g, dtype, eps, n);
-    if (!rc)
-        for (size_t i = 0; i < n; i++) out[i] = mean[i] + std[i] * eps[i];
-    free(eps);
-    return rc;
 }

@@ -20,6 +20,7 @@
 #include "dtype.h"
 #include "rng.h"
 #include "vae.h"
+#include "latent_dist.h"   /* vae_latent_dist / vae_latent_sample */
 
 /* Upstream's num_sample_frames_batch_size: a constant of the model code, not config. */
 #define VAE_SAMPLE_FRAMES_PER_BATCH 8
@@ -68,12 +69,7 @@ float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae
 /* Down-sampler: frame-pair average when compress_time (an odd count keeps its first frame
  * alone), then pad right/bottom by one zero and Conv2d 3×3 stride 2 per frame. *T, *H, *W updated. */
 float *vae_downsampler(const vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W);
-/* Conv2d 3×3 stride 2 on x[Cin, T, H, W] zero-padded by one row/column at the bottom/right:
- * y[Cout, T, (H−1)/2... ] with Ho = (H−2)/2+1, Wo = (W−2)/2+1. Fast: 9 tap GEMMs per frame.
- * The reference (direct loops, double accumulation, weights w[Cout, Cin, 3, 3] f32) is for tests. */
-void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float *y);
-void vae_conv2d_s2_ref(const float *x, int Cin, int T, int H, int W, const float *w, const float *bias, int Cout,
-                       float *y);
+/* (The down-sampler's Conv2d is vae_conv2d_s2, vae_conv.h.) */
 /* The encoder on one frame batch x[in_channels, T, H, W] -> moments [2·lc, T', h, w]. */
 float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
                            int *h_out, int *w_out);
@@ -99,16 +95,5 @@ float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int 
  * live tensors at full resolution and the carried causal-conv caches; weights and the
  * convolution scratch, ~0.4 GB for the real VAE, not included) — for choosing tiling. */
 double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W);
-
-/* DiagonalGaussianDistribution(moments): mean = first lc channels, logvar = the rest clamped to
- * [−30, 20], std = exp(0.5·logvar). Each output [lc, S] (S = T·h·w); any may be NULL. */
-void vae_latent_dist(const float *moments, int lc, size_t S, float *mean, float *logvar, float *std);
-/* latent_dist.sample(generator): mean + std · torch.randn(n, generator=g); out may equal mean. */
-void vae_latent_sample(const float *mean, const float *std, size_t n, cvx_generator *g, float *out);
-/* The same with the randn drawn in `dtype` (CVX_F32 / CVX_BF16 / CVX_F16, common/rng_lowp.h), as
- * a VAE loaded in that dtype draws it (DiagonalGaussianDistribution.sample: dtype=parameters.dtype).
- * -1 + cvx_error for another dtype. */
-int vae_latent_sample_as(const float *mean, const float *std, size_t n, cvx_generator *g, cvx_dtype dtype,
-                         float *out);
 
 #endif

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "error.h"
-#include "vae_blocks.h"
 
 void vae_blend_v(const float *a, int Ha, float *b, int Hb, int C, int T, int W, int extent) {
     if (extent > Ha) extent = Ha;

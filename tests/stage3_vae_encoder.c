@@ -46,7 +46,7 @@ static void test_conv2d_s2_ref(void **s) {
     cvx_tensor tb = {.name = "b", .dtype = CVX_F32, .ndim = 1, .shape = {Cout}, .numel = Cout, .data = b,
                      .nbytes = sizeof(float) * Cout, .file = "test"};
     cvx_ctx *ctx = cvx_ctx_new(0);
-    vae_conv c = {&tw, &tb, Cin, Cout, 1, 3, 3, -1, ctx};
+    vae_conv c = {.w = &tw, .b = &tb, .cin = Cin, .cout = Cout, .kt = 1, .kh = 3, .kw = 3, .cache_id = -1, .ctx = ctx};
     for (int k = 0; k < 3; k++) {
         const int H = sizes[k][0], W = sizes[k][1], Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
         float *x = cvx_alloc_f32((size_t)Cin * T * H * W);

@@ -1,0 +1,214 @@
+/* The video VAEs' convolutions (vae_conv.h): weight lookup, carried-frame caches, causal 3D
+ * convolutions, 1×1×1 and stride-2 convolutions. Shared by the CogVideoX and Wan VAEs. */
+#include "vae_conv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "conv.h"
+#include "error.h"
+#include "fileio.h"
+#include "gemm.h"
+
+float *vae_alloc(size_t n) {
+    const size_t bytes = n * sizeof(float), huge = (size_t)2 << 20;
+    if (bytes < ((size_t)8 << 20)) return cvx_alloc_f32(n);
+    void *p = NULL;
+    const size_t rounded = (bytes + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, rounded) != 0) cvx_die("out of memory allocating %zu bytes (VAE feature map)", bytes);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, rounded, MADV_HUGEPAGE);   /* advice only: 4 KB pages if the kernel says no */
+#endif
+    return p;
+}
+
+/* ------------------------------------------------------------------ loading */
+
+const cvx_tensor *vae_loader_get(vae_loader *L, const char *name, const int64_t *shape, int ndim) {
+    char buf[256];
+    const char *key = L->key ? L->key(L->key_user, name, buf, sizeof buf) : name;
+    if (!key) {
+        cvx_error("%s: no tensor name for '%s' in this checkpoint's naming", cvx_weights_path(L->w), name);
+        return NULL;
+    }
+    return cvx_weights_get(L->w, key, shape, ndim);
+}
+
+int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
+                 int causal) {
+    char wn[256], bn[256];
+    snprintf(wn, sizeof wn, "%s.weight", name);
+    snprintf(bn, sizeof bn, "%s.bias", name);
+    c->w = is2d ? vae_loader_get(L, wn, CVX_SHAPE(cout, cin, kh, kw)) : vae_loader_get(L, wn, CVX_SHAPE(cout, cin, kt, kh, kw));
+    if (!c->w) return -1;
+    c->b = vae_loader_get(L, bn, CVX_SHAPE(cout));
+    if (!c->b) return -1;
+    c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
+    c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
+    c->time_pad = L->time_pad;
+    c->ctx = L->ctx;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ caches */
+
+void vae_cache_init(vae_cache *c, int n) {
+    c->n = n;
+    c->buf = cvx_calloc((size_t)(n ? n : 1), sizeof *c->buf);
+    c->C = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
+    c->H = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
+    c->W = cvx_calloc((size_t)(n ? n : 1), sizeof(int));
+}
+
+void vae_cache_reset(vae_cache *c) {
+    for (int i = 0; i < c->n; i++) {
+        free(c->buf[i]);
+        c->buf[i] = NULL;
+    }
+}
+
+void vae_cache_free(vae_cache *c) {
+    vae_cache_reset(c);
+    free(c->buf), free(c->C), free(c->H), free(c->W);
+    memset(c, 0, sizeof *c);
+}
+
+/* ------------------------------------------------------------------ convolutions */
+
+void vae_conv_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
+    int taps = c->kt * c->kh * c->kw;
+    cvx_ctx *ctx = c->ctx;
+    double t0 = cvx_time();
+    float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
+    /* The transformed weights go to a scratch reused by every conv (no fresh pages per call). */
+    if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
+        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 36 * c->cout * c->cin);
+        cvx_conv_winograd4_weights(ctx, c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
+        cvx_conv3d_winograd4(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
+    } else if (ctx->conv_algo == CVX_CONV_WINOGRAD2 && c->kh == 3 && c->kw == 3) {
+        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 16 * c->cout * c->cin);
+        cvx_conv_winograd_weights(ctx, c->w, c->cout, c->cin, c->kt, U);   // [16, Cout, kt·Cin]
+        cvx_conv3d_winograd(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
+    } else {
+        float *wpk = cvx_scratch_get(&ctx->conv_w, (size_t)taps * c->cout * c->cin);
+        cvx_conv_pack_weights(ctx, c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
+        cvx_conv3d_padded(ctx, xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
+    }
+    ctx->conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
+    free(bias);
+    ctx->conv_seconds += cvx_time() - t0;
+}
+
+void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
+    float *bias = cvx_tensor_f32_dup(c->b);
+    cvx_conv1x1(c->ctx, x, c->cin, N, cvx_weight_f32(c->ctx, c->w), bias, c->cout, y);   // [Cout, N]
+    c->ctx->conv_flops += 2.0 * c->cout * c->cin * (double)N;
+    free(bias);
+}
+
+void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
+    float *copy = vae_alloc((size_t)c->cin * T * H * W);
+    memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
+    vae_causal_conv3d_consume(c, cache, copy, T, H, W, y);
+}
+
+float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
+    const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
+    if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b / shortcuts: no padding, cache unused upstream */
+        if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
+        vae_conv1x1(c, x, (size_t)T * H * W, y);
+        free(x);
+        return y;
+    }
+    const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
+    float *xp = vae_alloc((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
+    float *cached = c->cache_id >= 0 ? cache->buf[c->cache_id] : NULL;
+    if (kt > 1) {
+        if (cached) {
+            CVX_CHECK(cache->C[c->cache_id] == Cin && cache->H[c->cache_id] == H && cache->W[c->cache_id] == W);
+            cvx_pad_frames(xp, Tp, 0, cached, Cin, kt - 1, 0, kt - 1, H, W, ph, pw);
+        } else if (c->time_pad == VAE_TIME_PAD_ZEROS) {
+            const size_t lead = (size_t)(kt - 1) * Hp * Wp;   /* frames 0 .. kt−2 of every channel */
+#pragma omp parallel for schedule(static)
+            for (int ci = 0; ci < Cin; ci++) memset(xp + (size_t)ci * Tp * Hp * Wp, 0, sizeof(float) * lead);
+        } else {
+            for (int k = 0; k < kt - 1; k++) cvx_pad_frames(xp, Tp, k, x, Cin, T, 0, 1, H, W, ph, pw);
+        }
+    }
+    cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
+    free(x);
+    if (c->cache_id >= 0) {
+        /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
+        float *nc = vae_alloc((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int k = 0; k < kt - 1; k++)
+                for (int yy = 0; yy < H; yy++)
+                    memcpy(nc + (((size_t)ci * (kt - 1) + k) * H + yy) * W,
+                           xp + (((size_t)ci * Tp + T + k) * Hp + yy + ph) * Wp + pw, sizeof(float) * W);
+        free(cache->buf[c->cache_id]);
+        cache->buf[c->cache_id] = nc;
+        cache->C[c->cache_id] = Cin, cache->H[c->cache_id] = H, cache->W[c->cache_id] = W;
+    }
+    if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
+    vae_conv_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
+    free(xp);
+    return y;
+}
+
+void vae_conv2d_s2_ref(const float *x, int Cin, int T, int H, int W, const float *w, const float *bias, int Cout,
+                       float *y) {
+    const int Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
+    for (int co = 0; co < Cout; co++)
+        for (int t = 0; t < T; t++)
+            for (int oy = 0; oy < Ho; oy++)
+                for (int ox = 0; ox < Wo; ox++) {
+                    double acc = bias ? bias[co] : 0.0;
+                    for (int ci = 0; ci < Cin; ci++)
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                int iy = 2 * oy + ky, ix = 2 * ox + kx;
+                                if (iy >= H || ix >= W) continue;   /* the bottom/right zero pad */
+                                acc += (double)w[((size_t)co * Cin + ci) * 9 + ky * 3 + kx] *
+                                       x[(((size_t)ci * T + t) * H + iy) * W + ix];
+                            }
+                    y[(((size_t)co * T + t) * Ho + oy) * Wo + ox] = (float)acc;
+                }
+}
+
+void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float *y) {
+    const int Cin = c->cin, Cout = c->cout, Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
+    const size_t N = (size_t)Ho * Wo;
+    float *wpk = cvx_alloc_f32((size_t)9 * Cout * Cin);       // [9, Cout, Cin]
+    cvx_conv_pack_weights(c->ctx, c->w, Cout, Cin, 9, wpk);
+    float *bias = cvx_tensor_f32_dup(c->b);
+    float *xs = cvx_alloc_f32((size_t)Cin * N);               // [Cin, Ho·Wo]: one tap's strided view
+    float *acc = cvx_alloc_f32((size_t)Cout * N);             // [Cout, Ho·Wo]
+    for (int t = 0; t < T; t++) {
+        for (int tap = 0; tap < 9; tap++) {
+            const int ky = tap / 3, kx = tap % 3;
+#pragma omp parallel for schedule(static)
+            for (int ci = 0; ci < Cin; ci++)
+                for (int oy = 0; oy < Ho; oy++) {
+                    const int iy = 2 * oy + ky;
+                    float *d = xs + (size_t)ci * N + (size_t)oy * Wo;
+                    const float *s = x + (((size_t)ci * T + t) * H + iy) * W;
+                    for (int ox = 0; ox < Wo; ox++) {
+                        const int ix = 2 * ox + kx;
+                        d[ox] = (iy < H && ix < W) ? s[ix] : 0.0f;   /* F.pad (0,1,0,1) */
+                    }
+                }
+            cvx_sgemm(0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, xs, (int)N,
+                      tap ? 1.0f : 0.0f, acc, (int)N);
+        }
+#pragma omp parallel for schedule(static)
+        for (int co = 0; co < Cout; co++) {
+            float *d = y + ((size_t)co * T + t) * N;
+            const float *s = acc + (size_t)co * N;
+            for (size_t i = 0; i < N; i++) d[i] = s[i] + bias[co];
+        }
+    }
+    free(acc), free(xs), free(bias), free(wpk);
+}

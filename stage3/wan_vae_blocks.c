@@ -1,0 +1,107 @@
+/* Wan VAE blocks shared by the decoder and the encoder: WanRMS_norm, WanResidualBlock,
+ * WanAttentionBlock, WanMidBlock (diffusers 0.33.1 autoencoder_kl_wan.py), on x[C, T, H, W]. */
+#include "wan_vae.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "gemm.h"
+#include "ops.h"
+#include "vecmath.h"
+
+/* F.normalize's eps: the norm is clamped to at least this. */
+#define NORMALIZE_EPS 1e-12f
+/* Positions per parallel block of the channel reductions. */
+#define RMS_BLOCK 512
+
+/* The divisor of F.normalize(x, dim=channels) at positions s0 .. s0+n−1 of x[C, S]:
+ * max(‖x[:, s]‖₂, eps), the sum of squares in double. */
+static void channel_norms(const float *x, int C, size_t S, size_t s0, int n, float *d) {
+    double acc[RMS_BLOCK];
+    for (int i = 0; i < n; i++) acc[i] = 0.0;
+    for (int c = 0; c < C; c++) {
+        const float *xc = x + (size_t)c * S + s0;
+        for (int i = 0; i < n; i++) acc[i] += (double)xc[i] * xc[i];
+    }
+    for (int i = 0; i < n; i++) {
+        float v = (float)sqrt(acc[i]);
+        d[i] = v < NORMALIZE_EPS ? NORMALIZE_EPS : v;
+    }
+}
+
+void wan_rms_norm(const wan_rms_norm_w *nw, const float *x, size_t S, float *out, int silu) {
+    const int C = nw->dim;
+    const float scale = (float)sqrt((double)C);   /* dim**0.5, a Python float multiplied into f32 */
+    float *g = cvx_tensor_f32_dup(nw->gamma);      // [C]
+    const size_t nblk = (S + RMS_BLOCK - 1) / RMS_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nblk; b++) {
+        const size_t s0 = b * RMS_BLOCK;
+        const int n = (int)(S - s0 < RMS_BLOCK ? S - s0 : RMS_BLOCK);
+        float d[RMS_BLOCK];
+        channel_norms(x, C, S, s0, n, d);
+        for (int c = 0; c < C; c++) {
+            const float *xc = x + (size_t)c * S + s0;
+            float *oc = out + (size_t)c * S + s0;
+            for (int i = 0; i < n; i++) oc[i] = xc[i] / d[i] * scale * g[c];   /* F.normalize(x) · scale · gamma */
+            if (silu) cvx_silu_serial(oc, (size_t)n);
+        }
+    }
+    free(g);
+}
+
+float *wan_resblock(const wan_resblock_w *r, vae_cache *cache, const float *x, int T, int H, int W) {
+    const size_t S = (size_t)T * H * W;
+    float *h = vae_alloc((size_t)r->cin * S);                                       // [Cin, T, H, W]
+    wan_rms_norm(&r->norm1, x, S, h, 1);                                            // norm1 + SiLU
+    float *h1 = vae_causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);      // [Cout, T, H, W]; frees h
+    wan_rms_norm(&r->norm2, h1, S, h1, 1);                                          // norm2 + SiLU (dropout 0)
+    float *h2 = vae_causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);     // [Cout, T, H, W]; frees h1
+    if (r->shortcut.w) {
+        float *s = vae_alloc((size_t)r->cout * S);                                  // conv_shortcut(x)
+        vae_conv1x1(&r->shortcut, x, S, s);
+        cvx_add(h2, s, (size_t)r->cout * S);
+        free(s);
+    } else {
+        cvx_add(h2, x, (size_t)r->cout * S);
+    }
+    return h2;
+}
+
+void wan_attention_block(const wan_attn_w *a, cvx_ctx *ctx, float *x, int T, int H, int W) {
+    const int C = a->dim, HW = H * W;
+    const float scale = (float)(1.0 / sqrt((double)C));   /* scaled_dot_product_attention's default */
+    float *n = vae_alloc((size_t)C * HW);          // [C, HW]: the normed frame
+    float *tok = vae_alloc((size_t)HW * C);        // [HW, C]: tokens
+    float *qkv = vae_alloc((size_t)HW * 3 * C);    // [HW, 3C]: q | k | v per token
+    float *o = vae_alloc((size_t)HW * C);          // [HW, C]
+    wan_rms_norm_w norm = a->norm;
+    for (int t = 0; t < T; t++) {
+        /* The frame's channels, norm over them (a frame is [C, HW] with row stride T·HW). */
+        for (int c = 0; c < C; c++) memcpy(n + (size_t)c * HW, x + ((size_t)c * T + t) * HW, sizeof(float) * HW);
+        wan_rms_norm(&norm, n, (size_t)HW, n, 0);
+#pragma omp parallel for schedule(static)
+        for (int s = 0; s < HW; s++)
+            for (int c = 0; c < C; c++) tok[(size_t)s * C + c] = n[(size_t)c * HW + s];
+        cvx_linear(ctx, tok, HW, C, &a->qkv_w, a->qkv_b, qkv);                       // to_qkv (1×1 conv)
+        cvx_attention_ctx(ctx, qkv, 3 * C, qkv + C, qkv + 2 * C, 3 * C, o, C, HW, HW, 1, C, scale, NULL);
+        cvx_linear(ctx, o, HW, C, &a->proj_w, a->proj_b, tok);                       // proj (1×1 conv)
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < C; c++) {                                                // + identity
+            float *xc = x + ((size_t)c * T + t) * HW;
+            for (int s = 0; s < HW; s++) xc[s] += tok[(size_t)s * C + c];
+        }
+    }
+    free(n), free(tok), free(qkv), free(o);
+}
+
+float *wan_mid_block(const wan_mid_w *m, cvx_ctx *ctx, vae_cache *cache, float *x, int T, int H, int W) {
+    float *y = wan_resblock(&m->res[0], cache, x, T, H, W);
+    free(x);
+    wan_attention_block(&m->attn, ctx, y, T, H, W);
+    x = wan_resblock(&m->res[1], cache, y, T, H, W);
+    free(y);
+    return x;
+}
