@@ -12,19 +12,22 @@
  *                      restore_byte_a0: ' ' back to 0xA0 in likely sequences, and for the sloppy
  *                      codecs replace_lossy_sequences: sequences broken by U+FFFD/'?' become
  *                      U+FFFD; "utf-8-variants" when 0xED/0xC0 occur: CESU-8 and Java's 0xC0 0x80);
- *                      else decode_inconsistent_utf8 (UTF8_DETECTOR_RE runs fixed on their own),
- *                      else Latin-1 read as Windows-1252, else fix_c1_controls.
+ *                      else decode_inconsistent_utf8 (each run UTF8_DETECTOR_RE finds that is_bad
+ *                      is fixed on its own), else Latin-1 read as Windows-1252, else
+ *                      fix_c1_controls.
  *   fix_c1_controls    U+0080..U+009F read as sloppy Windows-1252.
  *   fix_latin_ligatures, fix_character_width (fullwidth/halfwidth forms, U+3000 -> ' '),
  *   uncurl_quotes, fix_line_breaks (CRLF, CR, U+2028, U+2029, U+0085 -> '\n'), fix_surrogates,
  *   remove_terminal_escapes (ANSI "ESC [ digits/; letter"), remove_control_chars, NFC.
  * Every regex of ftfy is run from tables generated from ftfy's own patterns (ftfy_tables.c) by
  * a small matcher with Python re's semantics (leftmost match, first alternative that matches,
- * greedy '?'), and the codecs are ftfy's. Covered: all of the above. Not needed here: the
- * explanations, other configs, fix_surrogates' input (a decoded UTF-8 text has no surrogates).
- * Divergence from Python can come only from Unicode versions (ICU's vs the Python's unicodedata:
- * NFC, \w, str.isspace) and from the iteration guard (a text still changing after
- * length + 64 rounds; upstream would loop on). */
+ * greedy '?', '$' before a final '\n' in the utf-8-variants patterns), and the codecs are ftfy's.
+ * Covered: all of the above (tests/stage1_prompt_clean.c: the golden prompts and 353 cases run
+ * through the real ftfy). Not implemented: explanations and other configs (unused by Wan);
+ * fix_surrogates never sees a surrogate (text decoded from UTF-8 holds none). Divergence from
+ * Python can come only from Unicode versions (ICU's vs Python's unicodedata: NFC, \w,
+ * str.isspace; equal for every character assigned in Unicode 14) and from the iteration guard
+ * (a text still changing after length + 64 rounds; upstream would loop on). */
 #include "ftfy.h"
 
 #include <stdlib.h>
@@ -406,6 +409,12 @@ static void decode_inconsistent_utf8(const uint32_t *t, size_t n, pystr *out) {
 
 /* ---- the other fixers ---- */
 
+static int cmp_entity_name(const void *key, const void *elem) {
+    return strcmp((const char *)key, ((const html_entity *)elem)->name);
+}
+
+static int ascii_alnum(uint32_t c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }
+
 /* fixes.unescape_html: HTML_ENTITY_RE = &#?[0-9A-Za-z]{1,24}; through _unescape_fixup. */
 void ftfy_unescape_html(const uint32_t *t, size_t n, pystr *out) {
     pystr_reserve(out, out->n + n);
@@ -415,7 +424,7 @@ void ftfy_unescape_html(const uint32_t *t, size_t n, pystr *out) {
         if (t[p] != '&') continue;
         const size_t q = p + 1 + (p + 1 < n && t[p + 1] == '#');
         size_t e = q;
-        while (e < n && e - q <= 24 && t[e] < 0x80 && py_isword(t[e]) && t[e] != '_') e++;
+        while (e < n && e - q <= 24 && ascii_alnum(t[e])) e++;
         if (e == q || e - q > 24 || e >= n || t[e] != ';') continue;
         e++;                                                   /* the match is t[p..e) */
         pystr_append(out, t + last, p - last);
@@ -425,8 +434,9 @@ void ftfy_unescape_html(const uint32_t *t, size_t n, pystr *out) {
             size_t k = 0;
             for (size_t i = p + 1; i < e; i++) name[k++] = (char)t[i];
             name[k] = 0;
-            for (size_t i = 0; i < FTFY_N_UPPER_ENTITIES && !v; i++)
-                if (strcmp(ftfy_upper_entities[i].name, name) == 0) v = ftfy_upper_entities[i].utf8;
+            const html_entity *u = bsearch(name, ftfy_upper_entities, FTFY_N_UPPER_ENTITIES,
+                                           sizeof *ftfy_upper_entities, cmp_entity_name);
+            v = u ? u->utf8 : NULL;
         }
         if (v) {
             pystr_append_utf8(out, v);
