@@ -28,7 +28,8 @@ else
 BLAS_LIBS = -lopenblas
 endif
 LIBS = -fopenmp $(SAN) $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c) $(BLAS_LIBS) -ldnnl \
-       -lsentencepiece -lavformat -lavcodec -lswscale -lavutil -lm -lpthread
+       -lsentencepiece $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata) \
+       -lavformat -lavcodec -lswscale -lavutil -lm -lpthread
 
 # ---- MPI (optional, issue 11) ---------------------------------------------------------------
 # Detected as llm.c does: Open MPI's flags from pkg-config (ompi-c) or mpicc, used only when

@@ -204,6 +204,20 @@ def genvalidate_seeds():
         shutil.copyfile(cfg, os.path.join(CORPUS, "genvalidate", "real_" + os.path.basename(os.path.dirname(cfg))))
 
 
+def prompt_clean_seeds():
+    """The Wan golden prompts and the rule cases of tests/data/ftfy/cases.json (raw bytes too)."""
+    with open(os.path.join(ROOT, "tests/data/golden_wan/tokenizer/case.json"), encoding="utf-8") as f:
+        for i, p in enumerate(json.load(f)["prompts"]):
+            write("prompt_clean", "golden_%02d" % i, p.encode("utf-8"))
+    with open(os.path.join(ROOT, "tests/data/ftfy/cases.json"), encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    for i, c in enumerate(cases):
+        if "input_hex" in c:
+            write("prompt_clean", "raw_%03d" % i, bytes.fromhex(c["input_hex"]))
+        elif i < 48:
+            write("prompt_clean", "rule_%03d" % i, c["input"].encode("utf-8"))
+
+
 if __name__ == "__main__":
     shutil.rmtree(CORPUS, ignore_errors=True)
     safetensors_seeds()
@@ -212,6 +226,7 @@ if __name__ == "__main__":
     index_seeds()
     checkpoint_seeds()
     genvalidate_seeds()
+    prompt_clean_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)
