@@ -10,7 +10,7 @@
 #include "fileio.h"
 
 /* Every family, NULL-terminated: adding one is its file and its line here. */
-const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, NULL};
+const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, NULL};
 
 const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n) {
     char path[4200];

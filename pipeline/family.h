@@ -68,7 +68,7 @@ typedef struct cvx_family {
 
 /* The table (pipeline/family.c), NULL-terminated. */
 extern const cvx_family *const cvx_families[];
-extern const cvx_family cvx_family_cogvideox;
+extern const cvx_family cvx_family_cogvideox, cvx_family_wan;
 
 /* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
  * the file is absent), else the first family that claims the directory. NULL + one cvx_error
