@@ -20,8 +20,8 @@ const cvx_scheduler_type *cvx_scheduler_by_flag(const char *name) {
     for (int i = 0; cvx_schedulers[i]; i++)
         if (!strcmp(name, cvx_schedulers[i]->name)) return cvx_schedulers[i];
     char names[256];
-    cvx_scheduler_names(names, sizeof names, " or ");
-    cvx_error("--scheduler must be %s, got '%s'", names, name);
+    cvx_scheduler_names(names, sizeof names, ", ");
+    cvx_error("--scheduler must be one of %s, got '%s'", names, name);
     return NULL;
 }
 

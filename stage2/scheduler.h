@@ -67,7 +67,7 @@ extern const cvx_scheduler_type cvx_scheduler_ddim, cvx_scheduler_dpm, cvx_sched
 
 /* A scheduler by --scheduler name or diffusers class name; NULL + cvx_error listing the table. */
 const cvx_scheduler_type *cvx_scheduler_find(const char *name);
-/* A scheduler by its --scheduler name only; NULL + "--scheduler must be ddim or dpm, got 'x'". */
+/* A scheduler by its --scheduler name only; NULL + "--scheduler must be one of ddim, dpm, ..., got 'x'". */
 const cvx_scheduler_type *cvx_scheduler_by_flag(const char *name);
 /* The table's names joined by sep ("ddim|dpm" for "|") into buf, for usage and messages. */
 void cvx_scheduler_names(char *buf, size_t cap, const char *sep);

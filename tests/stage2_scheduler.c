@@ -101,13 +101,13 @@ static void test_config_errors(void **state) {
     assert_non_null(strstr(cvx_last_error(), "timestep_spacing"));
     assert_int_equal(init_from_json(&s, "{\"_class_name\":\"CogVideoXDDIMScheduler\",\"num_train_timesteps\":\"x\"}", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "num_train_timesteps"));
-    assert_null(cvx_scheduler_find("euler"));
+    assert_null(cvx_scheduler_find("heun"));
     assert_non_null(strstr(cvx_last_error(), "ddim"));
     assert_ptr_equal(cvx_scheduler_find("dpm"), &cvx_scheduler_dpm);
     assert_ptr_equal(cvx_scheduler_find("CogVideoXDDIMScheduler"), &cvx_scheduler_ddim);
     char names[64];
     cvx_scheduler_names(names, sizeof names, "|");
-    assert_string_equal(names, "ddim|dpm");
+    assert_string_equal(names, "ddim|dpm|unipc|euler");
 }
 
 int main(void) {
