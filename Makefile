@@ -210,6 +210,13 @@ STRENGTH        ?=
 ifeq ($(MODEL),models/cogvideox-tiny-random)
 STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 endif
+# the tiny Wan model: a small video (Wan's own default, 81 frames of 480x832, takes minutes even here)
+ifeq ($(MODEL),models/wan2.1-tiny-random)
+STEPS  := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
+FRAMES := $(if $(filter command line,$(origin FRAMES)),$(FRAMES),9)
+HEIGHT := $(if $(filter command line,$(origin HEIGHT)),$(HEIGHT),48)
+WIDTH  := $(if $(filter command line,$(origin WIDTH)),$(WIDTH),64)
+endif
 sq = '$(subst ','\'',$(1))'
 model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(MODEL)),--model_id $(call sq,$(MODEL)))
 STAGE1_ARGS = --precision $(PRECISION) --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag) \
@@ -242,9 +249,10 @@ $(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $
 
 pipeline: $(OUT)/output_video.mp4
 	@echo "video: $(OUT)/output_video.mp4  contact sheet: $(OUT)/contact_sheet.png"
-	@if [ "$(MODEL)" = "models/cogvideox-tiny-random" ]; then \
+	@if [ "$(MODEL)" = "models/cogvideox-tiny-random" ] || [ "$(MODEL)" = "models/wan2.1-tiny-random" ]; then \
 	  echo "note: this is the embedded tiny random-weight model: the video is noise and shows only that the"; \
-	  echo "      pipeline works. Use MODEL=/path/to/CogVideoX-2b (or a hub id in your HF cache) for real videos."; fi
+	  echo "      pipeline works. Use MODEL=/path/to/CogVideoX-2b or MODEL=Wan-AI/Wan2.1-T2V-1.3B-Diffusers (a local"; \
+	  echo "      directory or a hub id in your HF cache) for real videos."; fi
 run:
 	@sh scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all
