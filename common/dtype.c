@@ -81,23 +81,27 @@ uint16_t cvx_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
 uint16_t cvx_f32_to_f16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);          /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);         /* >= 65520: rounds to inf */
-    if (a < 0x38800000u) {                                           /* below 2^-14: subnormal or 0 */
-        if (a < 0x33000000u) return (uint16_t)sign;                  /* <= 2^-25: rounds to 0 */
-        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;       /* value = m * 2^(e-150) */
-        uint32_t shift = 126 - e;                                    /* to units of 2^-24: 14..24 */
-        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (q & 1))) q++;
-        return (uint16_t)(sign | q);
+    uint32_t x = f2u(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00u;           /* NaN -> quiet NaN */
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;          /* >= 65520 rounds to inf */
+    if (ax >= 0x38800000u) {                               /* normal half (>= 2^-14) */
+        uint32_t r = ax - 0x38000000u;                     /* rebias exponent 127 -> 15 */
+        r += 0x0fffu + ((r >> 13) & 1u);                   /* round to nearest even on 13 bits */
+        return sign | (uint16_t)(r >> 13);
     }
-    uint32_t q = ((a >> 13) - (112u << 10)), rem = a & 0x1fffu;      /* rebias 127 -> 15 */
-    if (rem > 0x1000u || (rem == 0x1000u && (q & 1))) q++;           /* may carry into the exponent */
-    return (uint16_t)(sign | q);
+    /* subnormal half: value / 2^-24 rounded to an integer (may round up to the smallest normal) */
+    uint32_t e = ax >> 23;
+    if (e < 102) return sign;                              /* < 2^-25: rounds to zero */
+    uint32_t m = (ax & 0x007fffffu) | 0x00800000u;         /* value = m * 2^(e - 150) */
+    uint32_t shift = 126 - e;                              /* 14 .. 24 */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return sign | (uint16_t)q;
 }
 
 float cvx_f8e4m3_to_f32(uint8_t b) {

@@ -38,8 +38,9 @@ int cvx_dtype_nbytes(cvx_dtype t, uint64_t n, uint64_t *out);
 float cvx_bf16_to_f32(uint16_t h);
 float cvx_f16_to_f32(uint16_t h);
 uint16_t cvx_f32_to_bf16(float f);                /* round to nearest even, NaN kept NaN (as PyTorch) */
-/* Round to nearest even as IEEE (and F16C, numpy astype(float16)); overflow gives inf, NaN gives
- * the quiet NaN 0x7e00 with the sign kept (ggml's fp32_to_fp16). */
+/* float32 -> IEEE binary16 bits, round to nearest even (as c10::Half(float), F16C, numpy
+ * astype(float16)), subnormals and overflow to inf handled; NaN gives the quiet NaN 0x7e00 with
+ * the sign kept (ggml's fp32_to_fp16). */
 uint16_t cvx_f32_to_f16(float f);
 /* float8_e4m3fn -> f32, exact, bit-identical to PyTorch's c10::Float8_e4m3fn (NaN 0x7f/0xff ->
  * 0x7ff00000 with the sign). */

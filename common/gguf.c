@@ -106,7 +106,7 @@ static int read_kv(cvx_gguf *g, reader *r, uint64_t index, gguf_kv *kv) {
     const char *ks;
     uint64_t klen;
     char what[64];
-    snprintf(what, sizeof what, "key %llu", (unsigned long long)index);
+    snprintf(what, sizeof what, "key %llu: its name", (unsigned long long)index);
     if (rd_str(r, &ks, &klen, what)) return -1;
     if (klen == 0) return cvx_error("%s: key %llu is empty", g->path, (unsigned long long)index);
     if (memchr(ks, 0, (size_t)klen))
@@ -115,8 +115,10 @@ static int read_kv(cvx_gguf *g, reader *r, uint64_t index, gguf_kv *kv) {
     const char *k = kv->key;
     for (int j = 0; j < g->n_kv; j++)
         if (strcmp(g->kv[j].key, k) == 0) return cvx_error("%s: key '%s' appears twice", g->path, k);
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "key '%.100s': the value", k);
     uint32_t t;
-    if (rd_u32(r, &t, "a value type")) return cvx_error_prefix("key '%s'", k);
+    if (rd_u32(r, &t, ctx)) return -1;
     kv->type = (cvx_gguf_type)t;
     kv->count = 1;
     if (t >= CVX_GGUF_TYPE_COUNT)
@@ -124,8 +126,7 @@ static int read_kv(cvx_gguf *g, reader *r, uint64_t index, gguf_kv *kv) {
     cvx_gguf_type et = kv->type;
     if (t == CVX_GGUF_ARRAY) {
         uint32_t e;
-        if (rd_u32(r, &e, "an array element type") || rd_u64(r, &kv->count, "an array count"))
-            return cvx_error_prefix("key '%s'", k);
+        if (rd_u32(r, &e, ctx) || rd_u64(r, &kv->count, ctx)) return -1;
         if (e >= CVX_GGUF_TYPE_COUNT || e == CVX_GGUF_ARRAY)
             return cvx_error("%s: key '%s' is an array of element type %u, expected 0..12 other than 9 (nested "
                              "arrays are not supported)", g->path, k, e);
@@ -145,7 +146,7 @@ static int read_kv(cvx_gguf *g, reader *r, uint64_t index, gguf_kv *kv) {
     if (t == CVX_GGUF_STRING) {
         const char *s;
         uint64_t len;
-        if (rd_str(r, &s, &len, "a string value")) return cvx_error_prefix("key '%s'", k);
+        if (rd_str(r, &s, &len, ctx)) return -1;
         kv->str = dup_n(s, len);
         return 0;
     }
@@ -157,8 +158,8 @@ static int read_kv(cvx_gguf *g, reader *r, uint64_t index, gguf_kv *kv) {
     for (uint64_t i = 0; i < kv->count; i++) {
         const char *s;
         uint64_t len;
-        if (rd_str(r, &s, &len, "a string array element"))
-            return cvx_error_prefix("key '%s' element %llu", k, (unsigned long long)i);
+        snprintf(ctx, sizeof ctx, "key '%.100s': element %llu", k, (unsigned long long)i);
+        if (rd_str(r, &s, &len, ctx)) return -1;
         total += (size_t)len + 1;  /* bounded by the file size */
     }
     kv->strs = cvx_malloc(sizeof(char *) * (size_t)(kv->count ? kv->count : 1));
@@ -191,22 +192,24 @@ static int read_tensor_info(cvx_gguf *g, reader *r, uint64_t index, cvx_gguf_ten
     const char *ns;
     uint64_t nlen;
     char what[64], sb[192];
-    snprintf(what, sizeof what, "tensor %llu: the name", (unsigned long long)index);
+    snprintf(what, sizeof what, "tensor %llu: its name", (unsigned long long)index);
     if (rd_str(r, &ns, &nlen, what)) return -1;
     if (memchr(ns, 0, (size_t)nlen))
         return cvx_error("%s: tensor %llu: name contains a NUL byte", g->path, (unsigned long long)index);
     gt->t.name = dup_n(ns, nlen);
     gt->t.file = g->path;
     const char *name = gt->t.name;
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "tensor '%.100s': its info", name);
     uint32_t nd, type;
-    if (rd_u32(r, &nd, "n_dims")) return cvx_error_prefix("tensor '%s'", name);
+    if (rd_u32(r, &nd, ctx)) return -1;
     if (nd > CVX_MAX_DIMS)
         return cvx_error("%s: tensor '%s' has %u dimensions, at most %d supported", g->path, name, nd, CVX_MAX_DIMS);
     gt->n_dims = gt->t.ndim = (int)nd;
     uint64_t numel = 1;
     for (uint32_t j = 0; j < nd; j++) {
         uint64_t v;
-        if (rd_u64(r, &v, "a dimension")) return cvx_error_prefix("tensor '%s'", name);
+        if (rd_u64(r, &v, ctx)) return -1;
         if (v > (uint64_t)INT64_MAX)
             return cvx_error("%s: tensor '%s': ne[%u] = %llu is negative as int64, expected >= 0", g->path, name, j,
                              (unsigned long long)v);
@@ -217,8 +220,7 @@ static int read_tensor_info(cvx_gguf *g, reader *r, uint64_t index, cvx_gguf_ten
                              cvx_shape_str((int)j + 1, gt->t.shape + nd - 1 - j, sb, sizeof sb));
         numel *= v;
     }
-    if (rd_u32(r, &type, "the ggml type") || rd_u64(r, &gt->offset, "the data offset"))
-        return cvx_error_prefix("tensor '%s'", name);
+    if (rd_u32(r, &type, ctx) || rd_u64(r, &gt->offset, ctx)) return -1;
     gt->ggml_type = type;
     const cvx_quant_traits *q = cvx_quant_by_ggml(type);
     if (!q) {
