@@ -61,8 +61,8 @@ static void q4_0_from_f32(const float *x, void *dst, int64_t n) {
         const float d = max / -8, id = d ? 1.0f / d : 0.0f;
         qi_put_f16(b, d);
         for (int j = 0; j < 16; j++) {
-            int q0 = (int)fmaf(x[j], id, 8.5f), q1 = (int)fmaf(x[j + 16], id, 8.5f);
-            b[2 + j] = (uint8_t)((q0 < 15 ? q0 : 15) | (q1 < 15 ? q1 : 15) << 4);
+            int q0 = qi_trunc(fmaf(x[j], id, 8.5f), -128, 127), q1 = qi_trunc(fmaf(x[j + 16], id, 8.5f), -128, 127);
+            b[2 + j] = (uint8_t)((uint8_t)(q0 < 15 ? q0 : 15) | (uint8_t)(q1 < 15 ? q1 : 15) << 4);
         }
     }
 }
@@ -92,8 +92,8 @@ static void q4_1_from_f32(const float *x, void *dst, int64_t n) {
         qi_put_f16(b, d);
         qi_put_f16(b + 2, min);
         for (int j = 0; j < 16; j++) {
-            int q0 = (int)fmaf(x[j] - min, id, 0.5f), q1 = (int)fmaf(x[j + 16] - min, id, 0.5f);
-            b[4 + j] = (uint8_t)((q0 < 15 ? q0 : 15) | (q1 < 15 ? q1 : 15) << 4);
+            int q0 = qi_trunc(fmaf(x[j] - min, id, 0.5f), -128, 127), q1 = qi_trunc(fmaf(x[j + 16] - min, id, 0.5f), -128, 127);
+            b[4 + j] = (uint8_t)((uint8_t)(q0 < 15 ? q0 : 15) | (uint8_t)(q1 < 15 ? q1 : 15) << 4);
         }
     }
 }
@@ -123,7 +123,7 @@ static void q5_0_from_f32(const float *x, void *dst, int64_t n) {
         qi_put_f16(b, d);
         uint32_t qh = 0;
         for (int j = 0; j < 16; j++) {
-            int q0 = (int)fmaf(x[j], id, 16.5f), q1 = (int)fmaf(x[j + 16], id, 16.5f);
+            int q0 = qi_trunc(fmaf(x[j], id, 16.5f), -128, 127), q1 = qi_trunc(fmaf(x[j + 16], id, 16.5f), -128, 127);
             q0 = q0 < 31 ? q0 : 31;
             q1 = q1 < 31 ? q1 : 31;
             b[6 + j] = (uint8_t)((q0 & 0x0f) | (q1 & 0x0f) << 4);
@@ -161,7 +161,7 @@ static void q5_1_from_f32(const float *x, void *dst, int64_t n) {
         qi_put_f16(b + 2, min);
         uint32_t qh = 0;
         for (int j = 0; j < 16; j++) {
-            const uint8_t u0 = (uint8_t)fmaf(x[j] - min, id, 0.5f), u1 = (uint8_t)fmaf(x[j + 16] - min, id, 0.5f);
+            const int u0 = qi_trunc(fmaf(x[j] - min, id, 0.5f), 0, 255), u1 = qi_trunc(fmaf(x[j + 16] - min, id, 0.5f), 0, 255);
             b[8 + j] = (uint8_t)((u0 & 0x0f) | (u1 & 0x0f) << 4);
             qh |= (uint32_t)(u0 >> 4 & 1) << j | (uint32_t)(u1 >> 4 & 1) << (j + 16);
         }
@@ -186,7 +186,7 @@ static void q8_0_from_f32(const float *x, void *dst, int64_t n) {
         for (int j = 0; j < CVX_QK; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
         const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
         qi_put_f16(b, d);
-        for (int j = 0; j < CVX_QK; j++) b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+        for (int j = 0; j < CVX_QK; j++) b[2 + j] = (uint8_t)qi_trunc(roundf(x[j] * id), -128, 127);
     }
 }
 

@@ -29,6 +29,11 @@ static inline int qi_nearest_int(float f) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* A float -> int cast (truncation toward zero) of v in [lo, hi]; outside that range, or NaN, where
+ * ggml's cast is undefined behaviour, the nearest bound (lo for NaN). Same value as the cast
+ * wherever ggml's is defined. */
+static inline int qi_trunc(float v, int lo, int hi) { return v >= (float)lo ? (v <= (float)hi ? (int)v : hi) : lo; }
+
 /* quant_k.c: the K types (super-blocks of 256) */
 void cvx_q2_K_to_f32(const void *src, float *dst, int64_t n);
 void cvx_q3_K_to_f32(const void *src, float *dst, int64_t n);
