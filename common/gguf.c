@@ -206,7 +206,9 @@ static int read_tensor_info(cvx_gguf *g, reader *r, uint64_t index, cvx_gguf_ten
     if (nd > CVX_MAX_DIMS)
         return cvx_error("%s: tensor '%s' has %u dimensions, at most %d supported", g->path, name, nd, CVX_MAX_DIMS);
     gt->n_dims = gt->t.ndim = (int)nd;
-    uint64_t numel = 1;
+    /* The product of the non-zero dims must fit in int64 (not only numel, which one zero dim makes
+     * 0): then every partial product a caller forms from the shape fits too. */
+    uint64_t numel = 1, nonzero = 1;
     for (uint32_t j = 0; j < nd; j++) {
         uint64_t v;
         if (rd_u64(r, &v, ctx)) return -1;
@@ -215,9 +217,10 @@ static int read_tensor_info(cvx_gguf *g, reader *r, uint64_t index, cvx_gguf_ten
                              (unsigned long long)v);
         gt->ne[j] = (int64_t)v;
         gt->t.shape[nd - 1 - j] = (int64_t)v;
-        if (v != 0 && numel > (uint64_t)INT64_MAX / v)
+        if (v != 0 && nonzero > (uint64_t)INT64_MAX / v)
             return cvx_error("%s: tensor '%s': element count of shape %s overflows int64", g->path, name,
                              cvx_shape_str((int)j + 1, gt->t.shape + nd - 1 - j, sb, sizeof sb));
+        nonzero *= v ? v : 1;
         numel *= v;
     }
     if (rd_u32(r, &type, ctx) || rd_u64(r, &gt->offset, ctx)) return -1;
@@ -433,6 +436,20 @@ const cvx_gguf_tensor *cvx_gguf_find(const cvx_gguf *g, const char *name) {
     return NULL;
 }
 
+const cvx_gguf_tensor *cvx_gguf_get(const cvx_gguf *g, const char *name, const int64_t *shape, int ndim) {
+    const cvx_gguf_tensor *gt = cvx_gguf_find(g, name);
+    char want[160], got[160];
+    if (!gt) { cvx_error("%s: tensor '%s' is missing", g->path, name); return NULL; }
+    int ok = gt->t.ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = shape[i] < 0 || shape[i] == gt->t.shape[i];
+    if (!ok) {
+        cvx_error("%s: tensor '%s' has shape %s, expected %s", g->path, name,
+                  cvx_shape_str(gt->t.ndim, gt->t.shape, got, sizeof got), cvx_shape_str(ndim, shape, want, sizeof want));
+        return NULL;
+    }
+    return gt;
+}
+
 /* ---- metadata access ---- */
 
 int cvx_gguf_kv_count(const cvx_gguf *g) { return g->n_kv; }
@@ -442,9 +459,13 @@ int cvx_gguf_find_key(const cvx_gguf *g, const char *key) {
     return -1;
 }
 const char *cvx_gguf_kv_key(const cvx_gguf *g, int i) { return i >= 0 && i < g->n_kv ? g->kv[i].key : NULL; }
-cvx_gguf_type cvx_gguf_kv_type(const cvx_gguf *g, int i) { return g->kv[i].type; }
-cvx_gguf_type cvx_gguf_kv_arr_type(const cvx_gguf *g, int i) { return g->kv[i].arr_type; }
-uint64_t cvx_gguf_kv_count_of(const cvx_gguf *g, int i) { return g->kv[i].count; }
+cvx_gguf_type cvx_gguf_kv_type(const cvx_gguf *g, int i) {
+    return i >= 0 && i < g->n_kv ? g->kv[i].type : CVX_GGUF_TYPE_COUNT;
+}
+cvx_gguf_type cvx_gguf_kv_arr_type(const cvx_gguf *g, int i) {
+    return i >= 0 && i < g->n_kv && g->kv[i].type == CVX_GGUF_ARRAY ? g->kv[i].arr_type : CVX_GGUF_TYPE_COUNT;
+}
+uint64_t cvx_gguf_kv_count_of(const cvx_gguf *g, int i) { return i >= 0 && i < g->n_kv ? g->kv[i].count : 0; }
 
 /* The key, or NULL + "FILE: key 'k' is missing". */
 static const gguf_kv *get_kv(const cvx_gguf *g, const char *key) {

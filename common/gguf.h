@@ -53,13 +53,17 @@ size_t cvx_gguf_data_offset(const cvx_gguf *g);   /* byte where the data section
 int cvx_gguf_tensor_count(const cvx_gguf *g);
 const cvx_gguf_tensor *cvx_gguf_tensor_at(const cvx_gguf *g, int i);          /* file order; NULL if out of range */
 const cvx_gguf_tensor *cvx_gguf_find(const cvx_gguf *g, const char *name);    /* NULL if absent */
+/* Find `name` and check its row-major shape (a -1 entry matches any size), any type: NULL +
+ * "FILE: tensor 'name' is missing" / "FILE: tensor 'name' has shape [..], expected [..]".
+ * Usage: cvx_gguf_get(g, "blocks.0.ffn.0.weight", CVX_SHAPE(ffn, D)); then &gt->t is a cvx_tensor. */
+const cvx_gguf_tensor *cvx_gguf_get(const cvx_gguf *g, const char *name, const int64_t *shape, int ndim);
 
 /* ---- metadata (key/values in file order) ---- */
 int cvx_gguf_kv_count(const cvx_gguf *g);
 int cvx_gguf_find_key(const cvx_gguf *g, const char *key);                    /* index, or -1 */
 const char *cvx_gguf_kv_key(const cvx_gguf *g, int i);
-cvx_gguf_type cvx_gguf_kv_type(const cvx_gguf *g, int i);
-cvx_gguf_type cvx_gguf_kv_arr_type(const cvx_gguf *g, int i);  /* element type of an array */
+cvx_gguf_type cvx_gguf_kv_type(const cvx_gguf *g, int i);      /* CVX_GGUF_TYPE_COUNT if i is out of range */
+cvx_gguf_type cvx_gguf_kv_arr_type(const cvx_gguf *g, int i);  /* element type of an array (else TYPE_COUNT) */
 uint64_t cvx_gguf_kv_count_of(const cvx_gguf *g, int i);       /* elements of an array; 1 for a scalar */
 const char *cvx_gguf_type_name(cvx_gguf_type t);               /* "u32", "string", "array", ... */
 

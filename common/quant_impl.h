@@ -46,8 +46,8 @@ void cvx_q4_K_from_f32(const float *src, void *dst, int64_t n);
 void cvx_q5_K_from_f32(const float *src, void *dst, int64_t n);
 void cvx_q6_K_from_f32(const float *src, void *dst, int64_t n);
 
-/* quant_avx2.c: fast dequantizers, bit-identical to the references (NULL-free: they fall back
- * to the reference when not built with AVX2). */
+/* quant_avx2.c: fast dequantizers, bit-identical to the references (the references themselves
+ * when not built with AVX2). */
 void cvx_q8_0_to_f32_fast(const void *src, float *dst, int64_t n);
 void cvx_q4_K_to_f32_fast(const void *src, float *dst, int64_t n);
 void cvx_q6_K_to_f32_fast(const void *src, float *dst, int64_t n);

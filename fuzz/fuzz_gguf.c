@@ -45,7 +45,7 @@ static void walk_tensor(const cvx_gguf *g, const cvx_gguf_tensor *gt, const unsi
         g_sink ^= p[0];
         g_sink ^= p[t->nbytes - 1];
     }
-    if (cvx_gguf_find(g, t->name) != gt) abort();
+    if (cvx_gguf_find(g, t->name) != gt || cvx_gguf_get(g, t->name, t->shape, t->ndim) != gt) abort();
     if (numel == 0 || numel > (1 << 16)) return;
     float *fast = cvx_tensor_f32_dup(t), *ref = malloc((size_t)numel * sizeof(float));
     q->to_f32_ref(t->data, ref, numel);

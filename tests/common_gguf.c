@@ -206,6 +206,16 @@ static void test_golden_wan(void **state) {
     ASSERT_NONNULL(q);
     assert_int_equal(q->t.dtype, CVX_Q4_K);
     assert_int_equal(q->t.nbytes, 256 * 144);  /* 256 rows of one super-block */
+    assert_ptr_equal(cvx_gguf_get(g, "blocks.0.self_attn.q.weight", CVX_SHAPE(256, 256)), q);
+    assert_ptr_equal(cvx_gguf_get(g, "patch_embedding.weight", CVX_SHAPE(256, -1, 1, 2, 2)), pe);
+    cvx_clear_error();
+    assert_null(cvx_gguf_get(g, "blocks.0.self_attn.q.weight", CVX_SHAPE(256, 512)));
+    assert_string_equal(cvx_last_error(), GG "/wan/wan-Q4_K_S.gguf: tensor 'blocks.0.self_attn.q.weight' has shape "
+                                          "[256, 256], expected [256, 512]");
+    assert_null(cvx_gguf_get(g, "blocks.9.self_attn.q.weight", CVX_SHAPE(256, 256)));
+    assert_string_equal(cvx_last_error(), GG "/wan/wan-Q4_K_S.gguf: tensor 'blocks.9.self_attn.q.weight' is missing");
+    assert_int_equal(cvx_gguf_kv_type(g, 99), CVX_GGUF_TYPE_COUNT);
+    assert_int_equal(cvx_gguf_kv_count_of(g, -1), 0);
     cvx_gguf_close(g);
 }
 
@@ -366,7 +376,7 @@ static void test_synthetic_every_kv_type(void **state) {
 /* A small valid file whose pieces each bad case replaces: one key, one Q8_0 tensor [2, 32]. */
 typedef struct {
     uint32_t version, kv_type, n_dims, ggml_type, align, arr_type;
-    uint64_t n_tensors, n_kv, key_len, name_len, ne0, ne1, offset, arr_count;
+    uint64_t n_tensors, n_kv, key_len, name_len, ne0, ne1, ne2, offset, arr_count;
     const char *key, *name, *name2;
     int dup_key, truncate_data, two_tensors;
 } spec;
@@ -385,7 +395,7 @@ static gbuf build(const spec *s) {
         gb_u32(&b, s->align);
     }
     if (s->dup_key) gb_kv_u32(&b, s->key, 1);
-    const uint64_t ne[9] = {s->ne0, s->ne1, 1, 1, 1, 1, 1, 1, 1};
+    const uint64_t ne[9] = {s->ne0, s->ne1, s->ne2 ? s->ne2 : 1, 1, 1, 1, 1, 1, 1};
     if (s->name_len) {  /* a name whose length runs past the end */
         gb_u64(&b, s->name_len);
         gb_bytes(&b, s->name, strlen(s->name));
@@ -419,6 +429,7 @@ static void e_unsupported_type(spec *s) { s->ggml_type = 16; }
 static void e_dims9(spec *s) { s->n_dims = 9; }
 static void e_overflow_dims(spec *s) { s->ne0 = 1ull << 32; s->ne1 = 1ull << 32; s->ggml_type = CVX_GGML_F32; }
 static void e_negative_dim(spec *s) { s->ne1 = ~0ull; }
+static void e_zero_between(spec *s) { s->n_dims = 3; s->ne0 = 1ull << 40; s->ne1 = 0; s->ne2 = 1ull << 40; s->ggml_type = CVX_GGML_F32; }
 static void e_block_multiple(spec *s) { s->ne0 = 48; }
 static void e_key_len(spec *s) { s->key_len = 1ull << 40; }
 static void e_key_len_near(spec *s) { s->key_len = 300; }
@@ -450,6 +461,8 @@ static const bad_case k_bad[] = {
     {"unsupported type", "tensor 'w' has ggml type 16 (IQ2_XXS), expected one of", e_unsupported_type},
     {"n_dims 9", "tensor 'w' has 9 dimensions, at most 8 supported", e_dims9},
     {"overflowing dims", "tensor 'w': element count of shape [4294967296, 4294967296] overflows int64", e_overflow_dims},
+    {"huge dims around a zero (fuzz)", "tensor 'w': element count of shape [1099511627776, 0, 1099511627776] overflows "
+                                       "int64", e_zero_between},
     {"negative dim", "tensor 'w': ne[1] = 18446744073709551615 is negative as int64", e_negative_dim},
     {"row not a multiple of the block", "tensor 'w' of type Q8_0 has rows of 48 elements, expected a multiple of its "
                                         "block size 32", e_block_multiple},
