@@ -224,6 +224,35 @@ static void test_f8_e4m3(void **state) {
     assert_true(cvx_f8e4m3_to_f32(0x7e) == 448.0f);
     assert_true(cvx_f8e4m3_to_f32(0x01) == 0x1p-9f);
     assert_int_equal(bits(cvx_f8e4m3_to_f32(0x80)), 0x80000000u);  /* -0 */
+
+    /* through safetensors: an F8_E4M3 tensor is written, read back and widened; the compute layers'
+     * loader (cvx_weights_get) refuses it with a clear error; a block type cannot be stored */
+    char dir[64], path[128];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/f8.safetensors", dir);
+    cvx_st_writer *w = cvx_stw_new();
+    ASSERT_OK(cvx_stw_add(w, "codes", CVX_F8_E4M3, 2, (const int64_t[]){16, 16}, codes + 1));
+    cvx_clear_error();
+    assert_int_equal(cvx_stw_add(w, "q", CVX_Q4_K, 1, (const int64_t[]){256}, codes), -1);
+    assert_string_equal(cvx_last_error(), "tensor 'q': dtype Q4_K cannot be stored in safetensors");
+    ASSERT_OK(cvx_stw_write(w, path));
+    cvx_stw_free(w);
+    cvx_safetensors *st = tu_open(path);
+    const cvx_tensor *t = cvx_st_find(st, "codes");
+    ASSERT_NONNULL(t);
+    assert_int_equal(t->dtype, CVX_F8_E4M3);
+    assert_int_equal(t->nbytes, 256);
+    float *wide = cvx_tensor_f32_dup(t);
+    assert_memory_equal(wide, via, sizeof via);
+    free(wide);
+    cvx_st_close(st);
+    cvx_weights *ws = cvx_weights_open(path);
+    ASSERT_NONNULL(ws);
+    cvx_clear_error();
+    assert_null(cvx_weights_get(ws, "codes", CVX_SHAPE(16, 16)));
+    assert_non_null(strstr(cvx_last_error(), "has dtype F8_E4M3, expected a float type"));
+    cvx_weights_close(ws);
+    tu_rmrf(dir);
 }
 
 int main(void) {
