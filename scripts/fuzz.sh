@@ -5,7 +5,7 @@
 # times out; the crashing input is saved in $FUZZ_BUILD/artifacts/.
 #
 #   FUZZ_SECONDS=600 sh scripts/fuzz.sh            # longer run
-#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate prompt_clean)
+#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate prompt_clean gguf)
 #   FUZZ_PARALLEL=1 sh scripts/fuzz.sh             # the targets at the same time, one core each
 #   FUZZ_SECONDS=0 sh scripts/fuzz.sh              # build and replay the corpus only
 #   FUZZ_RUNS=10000000 sh scripts/fuzz.sh          # each target until 10 M executions (the long run)
@@ -17,13 +17,13 @@ cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_RUNS=${FUZZ_RUNS:-}           # stop each target after this many executions instead (long runs)
-FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate prompt_clean"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate prompt_clean gguf"}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-0}
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}   # seconds per input; raise it for long niced runs on a busy machine
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 CLANG=${CLANG:-clang}
 # The untrusted-input parsers and what they need; nothing here touches BLAS, OpenMP or FFmpeg.
-COMMON_SRC="error dtype fileio safetensors st_writer weights config rng validate"
+COMMON_SRC="error dtype fileio safetensors st_writer weights config rng validate quant quant_k quant_avx2 gguf"
 # The prompt cleaning (untrusted text: the user's prompt), linked into fuzz_prompt_clean only, with ICU.
 TEXT_SRC="pystr html_unescape ftfy ftfy_tables prompt_clean"
 
