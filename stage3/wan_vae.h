@@ -35,6 +35,7 @@
 
 typedef struct {
     int base_dim, z_dim, num_res_blocks, n_mult;
+    int decoder_base_dim;                           /* later diffusers' decoder_base_dim (default base_dim) */
     int dim_mult[WAN_VAE_MAX_LEVELS];
     int n_temporal;                                 /* entries of temperal_downsample (>= n_mult − 1) */
     int temperal_downsample[WAN_VAE_MAX_LEVELS];    /* the decoder reads it reversed, as upstream */
@@ -126,10 +127,13 @@ int wan_vae_decoded_frames(const wan_vae *v, int F);                  /* 1 + tem
 int wan_vae_encoded_shape(const wan_vae *v, int T, int H, int W, int *F, int *h, int *w);
 
 /* ---- decoding ---- */
-/* Spatial tiling as later diffusers' AutoencoderKLWan.tiled_decode (not in 0.33.1): latent tiles of
- * min/spatial_ratio advancing by stride/spatial_ratio, each decoded alone over all frames,
- * blended with the tiles above and to the left over min − stride samples, each keeping
- * stride × stride samples, then clamped. Sizes in samples (multiples of spatial_ratio). */
+/* Spatial tiling as diffusers >= 0.34 AutoencoderKLWan.tiled_decode (not in 0.33.1): latent tiles
+ * of min/spatial_ratio advancing by stride/spatial_ratio, each decoded alone over all frames
+ * (own caches), blended with the tiles above and to the left over min − stride samples, each
+ * keeping stride × stride samples, then clamped (the clamp 0.36 added; 0.34/0.35 returned the
+ * blend unclamped). Sizes in samples (multiples of spatial_ratio). Tiles run one after the other
+ * over the whole video (upstream's order): the working set is one tile's, plus the decoded video
+ * and one row of tiles held for the blending. */
 typedef struct {
     int min_h, min_w;          /* tile_sample_min_height / _width (upstream 256) */
     int stride_h, stride_w;    /* tile_sample_stride_height / _width (upstream 192) */
