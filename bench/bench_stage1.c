@@ -181,8 +181,9 @@ int main(int argc, char **argv) {
     printf("  CPU time per run %.3f s (all threads; %.1f GFLOP per CPU-second)\n", cpu, flop / cpu / 1e9);
     printf("  checksum %.6g\n", checksum);
     if (umt5)
-        printf("RESULT case=umt5 precision=%s seconds=%.4f gflops=%.1f tokens=%d seq_len=%d batch=%d peak_rss_gb=%.3f\n",
-               cvx_precision_name(prec), med, flop / med / 1e9, S, seq_len, B, cvx_peak_rss_bytes() / 1e9);
+        printf("RESULT case=umt5 precision=%s seconds=%.4f gflops=%.1f tokens=%d seq_len=%d batch=%d cpu_s=%.3f "
+               "peak_rss_gb=%.3f\n",
+               cvx_precision_name(prec), med, flop / med / 1e9, S, seq_len, B, cpu, cvx_peak_rss_bytes() / 1e9);
     else
         printf("RESULT case=t5 precision=%s seconds=%.4f gflops=%.1f\n", cvx_precision_name(prec), med, flop / med / 1e9);
 
