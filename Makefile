@@ -134,9 +134,12 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 	$(CXX) -o $@ $^ $(LIBS)
 # make bench: the kernel rates against the machine's measured peaks (quick), then ours and the
 # PyTorch peer (../shared/peer) side by side in one run, f32 and bf16 (bench/side_by_side.sh:
-# BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"). make bench-all: every bench program.
+# BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"). make bench PART=wan (or PART=wan13,wan14,
+# wanvae,umt5): Wan 2.1 beside PyTorch and stable-diffusion.cpp (bench/side_by_side_wan.sh).
+# make bench-all: every bench program.
 BENCH_THREADS ?= 2
-BENCH_CASES   ?= t5,tr2b,tr5b,vae
+PART          ?= t5,tr2b,tr5b,vae
+BENCH_CASES   ?= $(PART)
 bench: $(BENCH_BINS)
 	$(BUILD)/bench/bench_kernels $(BENCH_THREADS) 3 quick
 	BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side.sh $(BENCH_CASES)
