@@ -97,15 +97,21 @@ sdcpp() {   # frames width height dit|all
         -W "$2" -H "$3" --video-frames "$1" --steps 1 -t "$THREADS" -s 42 -v --diffusion-fa -o "$out/sdcpp.avi" \
         > "$log" 2>&1 &
     tpid=$!
-    while kill -0 $tpid 2>/dev/null; do
-        sleep 5
-        if [ "$4" = dit ] && grep -aq "sampling completed" "$log"; then
-            for p in $(ps -o pid= --ppid $tpid); do kill "$p" 2>/dev/null; done
+    c0= c1=
+    while kill -0 $tpid 2>/dev/null; do   # the CPU time of sampling alone: the process's at its start and end
+        sleep 2
+        sd=$(ps -o pid= --ppid $tpid | head -1)
+        [ -n "$sd" ] || continue
+        if [ -z "$c0" ] && grep -aq "sampling using" "$log"; then c0=$(cut -d' ' -f14,15 "/proc/$sd/stat" 2>/dev/null); fi
+        if [ -z "$c1" ] && grep -aq "sampling completed" "$log"; then
+            c1=$(cut -d' ' -f14,15 "/proc/$sd/stat" 2>/dev/null)
+            [ "$4" = dit ] && kill "$sd" 2>/dev/null
         fi
     done
     wait $tpid
-    tr '\r' '\n' < "$log" | grep -aE "sampling completed|get_learned_condition completed|decode_first_stage completed|Maximum resident|Elapsed \(wall|User time|System time|error|failed" | tail -12
-    /usr/bin/python3 - "$log" "$1" "$2" "$3" "$4" >> "$R" <<'PY'
+    echo "sampling CPU ticks: ${c0:-?} -> ${c1:-?} ($(getconf CLK_TCK) per s)" >> "$log"
+    tr '\r' '\n' < "$log" | grep -aE "sampling completed|sampling CPU|get_learned_condition completed|decode_first_stage completed|Maximum resident|Elapsed \(wall|User time|System time|error|failed" | tail -12
+    /usr/bin/python3 - "$log" "$1" "$2" "$3" "$4" "$(getconf CLK_TCK)" >> "$R" <<'PY'
 import re, sys
 t = open(sys.argv[1], errors="replace").read().replace("\r", "\n")
 f, w, h, kind = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
@@ -114,7 +120,8 @@ def num(p):
     return float(m.group(1)) if m else None
 rss = num(r"Maximum resident set size \(kbytes\): (\d+)")
 rss = rss / 1e6 if rss else float("nan")
-cpu = (num(r"User time \(seconds\): ([\d.]+)") or 0) + (num(r"System time \(seconds\): ([\d.]+)") or 0)
+m = re.search(r"sampling CPU ticks: (\d+) (\d+) -> (\d+) (\d+)", t)
+cpu = (int(m.group(3)) + int(m.group(4)) - int(m.group(1)) - int(m.group(2))) / float(sys.argv[6]) if m else float("nan")
 tokens = ((f - 1) // 4 + 1) * (h // 16) * (w // 16)
 s = num(r"sampling completed, taking ([\d.]+)s")
 if kind == "dit" and s is not None:
@@ -175,13 +182,13 @@ fi
 
 # ---- the table ---------------------------------------------------------------------------------
 echo
-/usr/bin/python3 - "$R" "$out/kernels.txt" "$LAYERS" "$VAE_LATENT" "$(date -u +%F)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+/usr/bin/python3 - "$R" "$out/kernels.txt" "$LAYERS" "$VAE_LATENT" "$(date -u +%F)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$THREADS" <<'PY'
 import re, sys
 rows = [dict(x.split("=", 1) for x in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith("RESULT ")]
 k = open(sys.argv[2]).read()
 m = re.search(r"f32 FMA \(\w+\) ([\d.]+) GFLOP/s, bf16 \([^)]*\) ([\d.]+) GFLOP/s", k)
 peak = {"f32": float(m.group(1)), "bf16": float(m.group(2))} if m else {}
-layers, lat, day, load = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+layers, lat, day, load, threads = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], float(sys.argv[7])
 def get(who, case, prec, tokens=None, seq=None):
     for r in rows:
         if r["who"] == who and r["case"] == case and r["precision"] == prec and \
@@ -190,8 +197,13 @@ def get(who, case, prec, tokens=None, seq=None):
     return None
 def s(r):   # wall seconds (the process's CPU seconds: less disturbed by other load)
     if not r: return "—"
-    return "%.2f s" % float(r["seconds"]) + (" (%.0f)" % float(r["cpu_s"]) if "cpu_s" in r else "")
-def ratio(a, b): return "%.2f×" % (float(b["seconds"]) / float(a["seconds"])) if a and b else "—"
+    c = float(r.get("cpu_s", "nan"))
+    return "%.2f s" % float(r["seconds"]) + ((" (%.0f)" if c >= 10 else " (%.1f)") % c if c == c else "")
+def ratio(a, b):   # wall ratio (CPU-seconds ratio)
+    if not (a and b): return "—"
+    r = "%.2f×" % (float(b["seconds"]) / float(a["seconds"]))
+    ca, cb = float(a.get("cpu_s", "nan")), float(b.get("cpu_s", "nan"))
+    return r + (" (%.2f×)" % (cb / ca) if ca == ca and cb == cb and ca > 0 else "")
 print("Wan 2.1 side by side, %s, %s layers, load average at the end %s; peaks (bench_kernels, per CPU-s): f32 %s, bf16 %s GFLOP/s"
       % (day, layers, load, peak.get("f32", "?"), peak.get("bf16", "?")))
 print()
@@ -220,16 +232,18 @@ if any(r["case"] == "umt5" for r in rows):
         o = {p: get("ours", "umt5", p, seq=seq) for p in ("f32", "bf16")}
         print("| UMT5-XXL dims, %s layers, prompt + negative, 512 tokens (ours: %d real) | %s | %s | %s | %s | %s | %s | %s |" % (
             layers, seq, s(pt["f32"]), s(pt["bf16"]), s(sd), s(o["f32"]), s(o["bf16"]), ratio(o["bf16"], pt["bf16"]), ratio(o["bf16"], sd)))
-print("(wall seconds, in brackets the process's CPU seconds (sd.cpp: of the whole process until it was stopped); ratios of wall"
-      " times, > 1: ours is faster; all numbers from this one run; sd.cpp's UMT5 time is its whole text conditioning)")
+print("(wall seconds, in brackets the process's CPU seconds (sd.cpp: of its sampling); ratios of wall times, in brackets of"
+      " CPU seconds, > 1: ours is faster; all numbers from this one run; sd.cpp's UMT5 time is its whole text conditioning)")
 print()
-print("Ours against the peaks: | case | precision | tokens | linears GFLOP/s | attention GFLOP/s | whole step | % of peak (lin / att) | peak RSS |")
+print("Ours against the peaks (wall rates; per CPU-s: the step's FLOPs / (CPU seconds / threads), what it does while it has the cores):")
+print("| case | precision | tokens | linears GFLOP/s | attention GFLOP/s | whole step | whole step per CPU-s (% of peak) | peak RSS |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     if r["who"] == "ours" and r["case"] in names:
         pk = peak.get(r["precision"])
-        pc = "%.0f%% / %.0f%%" % (100 * float(r["lin_gflops"]) / pk, 100 * float(r["att_gflops"]) / pk) if pk else "—"
-        print("| %s | %s | %s | %s | %s | %s GFLOP/s | %s | %s GB |" % (names[r["case"]], r["precision"], r["tokens"],
-              r["lin_gflops"], r["att_gflops"], r["gflops"], pc, r["peak_rss_gb"]))
+        pcs = float(r["gflops"]) * float(r["seconds"]) / (float(r["cpu_s"]) / threads)
+        print("| %s | %s | %s | %s | %s | %s GFLOP/s | %.0f GFLOP/s (%s) | %s GB |" % (names[r["case"]], r["precision"], r["tokens"],
+              r["lin_gflops"], r["att_gflops"], r["gflops"], pcs, "%.0f%%" % (100 * pcs / pk) if pk else "—", r["peak_rss_gb"]))
 print()
 for r in rows:
     if r["who"] != "ours" and "peak_rss_gb" in r:
