@@ -98,11 +98,11 @@ sdcpp() {   # frames width height dit|all
         > "$log" 2>&1 &
     tpid=$!
     c0= c1=
-    while kill -0 $tpid 2>/dev/null; do   # the CPU time of sampling alone: the process's at its start and end
+    while kill -0 $tpid 2>/dev/null; do   # the CPU time of sampling alone (±2 s of polling): from the end of the text conditioning to the end of sampling
         sleep 2
-        sd=$(ps -o pid= --ppid $tpid | head -1)
+        sd=$(ps -o pid= --ppid $tpid | tr -d " " | head -1)
         [ -n "$sd" ] || continue
-        if [ -z "$c0" ] && grep -aq "sampling using" "$log"; then c0=$(cut -d' ' -f14,15 "/proc/$sd/stat" 2>/dev/null); fi
+        if [ -z "$c0" ] && grep -aq "get_learned_condition completed" "$log"; then c0=$(cut -d' ' -f14,15 "/proc/$sd/stat" 2>/dev/null); fi
         if [ -z "$c1" ] && grep -aq "sampling completed" "$log"; then
             c1=$(cut -d' ' -f14,15 "/proc/$sd/stat" 2>/dev/null)
             [ "$4" = dit ] && kill "$sd" 2>/dev/null
