@@ -126,6 +126,7 @@ typedef struct {
     int resumed_from;
     double seconds;               /* in the loop */
     const char *scheduler;        /* the one used ("ddim" / "dpm") */
+    const char *family;           /* the model family that made them ("CogVideoX", "Wan") */
     /* step caching over the whole run (resumed part included); 0 without */
     long long cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
     double teacache_coefficients[5];   /* the set used (TeaCache) */

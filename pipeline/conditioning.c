@@ -60,7 +60,14 @@ int cvx_sample_conditioning_sizes(const cvx_conditioning *c, cvx_sample_params *
             return cvx_error("--frames %d: video-to-video makes as many frames as the input video has (%d)", r->frames,
                              c->frames);
         if (!(r->strength > 0)) r->strength = DEFAULT_STRENGTH;
+    } else if (c->frames > 1) {   /* Wan I2V: stage 1 encoded the image for a video of c->frames frames */
+        if (!r->frames) r->frames = c->frames;
+        if (r->frames != c->frames)
+            return cvx_error("--frames %d: stage 1 encoded the image for a %d-frame video (give stage 1 --frames %d)",
+                             r->frames, c->frames, r->frames);
     }
+    if (c->mode == CVX_MODE_I2V && r->strength)
+        return cvx_error("--strength %g is for video-to-video; image-to-video runs every step", r->strength);
     return 0;
 }
 
@@ -141,10 +148,6 @@ int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out)
     if (m->has_vae_config && out->C != m->info.latent_channels) {
         cvx_error("%s: tensor 'latent_mean' has %d channels, the VAE in %s/vae has latent_channels %d (encoded with "
                   "another model?)", path, out->C, m->dir, m->info.latent_channels);
-        goto done;
-    }
-    if (out->mode == CVX_MODE_I2V && out->T != 1) {
-        cvx_error("%s: image-to-video conditioning with %d latent frames, expected 1", path, out->T);
         goto done;
     }
     if (cvx_check_model_mode(m, out->mode)) goto done;

@@ -336,8 +336,9 @@ done:
 }
 
 /* ---- stage 2 ---- */
+/* WanPipeline's embeddings are max_sequence_length (512) rows, zero-padded past the prompt */
 static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor *tn, const char *file) {
-    return wan_check_embeddings(&S(m)->tcfg, tp, tn, tp ? (int)tp->shape[1 < tp->ndim ? 1 : 0] : 0, file);
+    return wan_check_embeddings(&S(m)->tcfg, tp, tn, m->info.text_len, file);
 }
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {

@@ -285,6 +285,7 @@ int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *
     rc |= cvx_stw_metadata(w, "use_dynamic_cfg", p->use_dynamic_cfg ? "true" : "false");
     rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
     rc |= cvx_stw_metadata(w, "model_id", model_id);
+    if (l->family) rc |= cvx_stw_metadata(w, "model_family", l->family);
     rc |= cvx_stw_metadata(w, "mode", cvx_mode_name(p->conditioning ? p->conditioning->mode : CVX_MODE_T2V));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V) {
         format_double(p->strength, buf, sizeof buf);
@@ -398,6 +399,12 @@ int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], lon
         goto done;
     }
     for (int i = 0; i < 5; i++) dims[i] = (int)lt->shape[i];
+    const char *fam = cvx_st_metadata(st, "model_family");   /* absent in other programs' files: not checked */
+    if (fam && strcmp(fam, m->family->name) != 0) {
+        cvx_error("%s: latents of a %s model (metadata 'model_family'), but %s is a %s model: its VAE cannot decode "
+                  "them (pass the model that made them with --model_dir)", path, fam, m->dir, m->family->name);
+        goto done;
+    }
     if (m->has_vae_config && dims[1] != m->info.latent_channels) {
         cvx_error("%s: tensor 'latents' has shape %s: %d channels (dim 1 of [B, C, T, H, W]), the VAE in %s/vae "
                   "expects latent_channels = %d", path, shp, dims[1], m->dir, m->info.latent_channels);

@@ -153,6 +153,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->resumed_from = res.resumed_from ? sp->t_start + res.resumed_from : 0;
     out->seconds = res.seconds;
     out->scheduler = sched.type->name;   /* a static table entry: outlives sched */
+    out->family = m->family->name;       /* likewise */
     out->cache_steps_computed = res.cache_steps_computed;
     out->cache_steps_skipped = res.cache_steps_skipped;
     out->cache_blocks_skipped = res.cache_blocks_skipped;
