@@ -42,6 +42,7 @@ int cvx_check_model_mode(cvx_model *m, cvx_mode mode) { return m->family->check_
 int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                             cvx_conditioning *out) {
     memset(out, 0, sizeof *out);
+    cvx_ctx_use(m->ctx);
     return m->family->encode_conditioning(m, p, progress, user, out);
 }
 

@@ -21,5 +21,6 @@ int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B
                const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
     memset(out, 0, sizeof *out);
     if (!label) label = "latents";
+    cvx_ctx_use(m->ctx);
     return m->family->decode(m, p, zin, B, C, T, h, w, label, progress, user, out);
 }

@@ -104,6 +104,7 @@ static int load_scheduler(cvx_model *m, const char *name, cvx_scheduler *s, char
 int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddings *emb, cvx_progress_fn progress,
                void *user, cvx_latents *out) {
     memset(out, 0, sizeof *out);
+    cvx_ctx_use(m->ctx);
     cvx_sample_params p;
     if (resolve_for_sample(m, params, &p)) return -1;
     char sched_cfg[4300];
