@@ -110,6 +110,7 @@ typedef struct {
     const char *cache;
     double cache_threshold;
     const double *teacache_coefficients;
+    int teacache_ret_steps;       /* Wan: TeaCache4Wan2.1's use_ret_steps variant (its e0 rule and coefficients) */
     /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
      * estimate to preview_path; preview "latent" (linear sketch, default) or "vae" (frame 0 decoded) */
     int preview_every;

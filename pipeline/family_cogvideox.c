@@ -359,6 +359,8 @@ static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor
 }
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
+    if (r->teacache_ret_steps)
+        return cvx_error("--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only");
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;   /* every rank finds these alike */
     return cogvideox_sp_check(&S(m)->tcfg, sp);
 }

@@ -420,7 +420,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         .vae_scale_temporal = m->info.vae_scale_temporal, .cfg_dist = p->cfg_dist, .sp_dist = p->sp_dist,
         .world_dist = p->world_dist, .cache_threshold = p->cache_threshold};
     if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
-    else wan_teacache_coefficients(c, p->height, p->width, lp->teacache_coefficients);
+    else wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
+    lp->teacache_ret_steps = p->teacache_ret_steps;
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
     if (emb->D != c->text_dim)
@@ -440,7 +441,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     } else if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, run)) {
         return -1;
     }
-    wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0);
+    wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0,
+                      p->teacache_ret_steps);
     run->preview_rgb = wan_latent_rgb;
     return 0;
 }

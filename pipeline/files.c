@@ -253,6 +253,7 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         if (co) cvx_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
                                           co[2], co[3], co[4]);
         else cvx_fingerprint_set(fp, "teacache_coefficients", "published");
+        if (p->teacache_ret_steps) cvx_fingerprint_set(fp, "teacache_ret_steps", "true");
     }
     return 0;
 }
@@ -361,14 +362,15 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_gc, const cv
                 json_object_array_add(a, json_object_new_double_s(l->teacache_coefficients[i], buf));
             }
             json_object_object_add(upd, "teacache_coefficients", a);
+            if (p->teacache_ret_steps) json_object_object_add(upd, "teacache_ret_steps", json_object_new_boolean(1));
         }
         json_object_object_add(upd, "cache_steps_computed", json_object_new_int64(l->cache_steps_computed));
         json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
         json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
     }
     /* the numbers of an earlier run's cache that this run did not set (all of them when off) */
-    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
-                                 "cache_steps_skipped", "cache_blocks_skipped"};
+    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "teacache_ret_steps",
+                                 "cache_steps_computed", "cache_steps_skipped", "cache_blocks_skipped"};
     int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
              cvx_genconfig_put(set, out_gc, upd);
     json_object_put(upd);

@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
         CVX_FLAG_PARSE_("cache", parse_cache, &cache_kind, &sp.cache),
         CVX_FLAG_NUM_("cache_threshold", &cache_threshold, -1e6, 1e6),
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, teacache_coeffs, &coeffs_arg),
+        CVX_FLAG_BOOL_("teacache_ret_steps", &sp.teacache_ret_steps, 1),
         CVX_FLAG_INT_("preview_every", &sp.preview_every, 0, 1000000),
         CVX_FLAG_PARSE_("preview", parse_preview, &preview_mode, &sp.preview), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
         CVX_FLAG_STR_("vae", &wfile[2]), {0}};

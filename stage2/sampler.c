@@ -204,6 +204,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     cvx_cache cache;
     if (cvx_cache_init(&cache, p->cache_kind, p->cache_threshold, p->teacache_coefficients, n_steps, m->num_layers))
         goto done;
+    if (p->teacache_ret_steps) cvx_cache_set_teacache_window(&cache, 5, 0);
     /* the whole CFG batch's decisions on every rank; each keeps the residuals of its share */
     cvx_cache_set_layout(&cache, &(cvx_cache_layout){p->world_dist && cvx_dist_size(p->world_dist) > 1
                                                                      ? p->world_dist : cd ? cd : sd,

@@ -47,6 +47,8 @@ typedef struct {
     int cache_kind;
     double cache_threshold;
     double teacache_coefficients[5];
+    int teacache_ret_steps;             /* TeaCache4Wan2.1's use_ret_steps: the first 5 steps always compute, the
+                                         * last is not forced (the denoiser compares e0) */
 } cvx_loop_params;
 
 typedef struct {

@@ -188,6 +188,14 @@ static void test_caching(void **state) {
     assert_memory_equal(xa, xb, na * sizeof(float));
     free(xa), free(xb);
     cvx_st_close(la), cvx_st_close(lb);
+    /* use_ret_steps: e0 and the first 5 steps computed, the last not forced (p ≡ 0: every other step skips) */
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s --output_dir %s/ret --num_inference_steps 8 --frames 9 --height 48 "
+             "--width 64 --cache teacache --teacache_ret_steps --cache_threshold 0.5 --teacache_coefficients 0,0,0,0,0",
+             s2, dir, dir);
+    assert_int_equal(tu_run(cmd, err, sizeof err), 0);
+    assert_non_null(strstr(err, "5/8 steps computed"));
+    snprintf(b, sizeof b, "%s/ret/generation_config.json", dir);
+    assert_true(tu_genconfig_has(b, "teacache_ret_steps"));
     snprintf(cmd, sizeof cmd, "%s --input_dir %s --output_dir %s/fb --num_inference_steps 10 --frames 9 --height 48 "
              "--width 64 --cache fbcache --cache_threshold 0.3", s2, dir, dir);
     assert_int_equal(tu_run(cmd, err, sizeof err), 0);
