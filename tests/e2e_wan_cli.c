@@ -305,6 +305,14 @@ static void test_bad_inputs(void **state) {
     assert_memory_equal(xa, xb, na * sizeof(float));
     free(xa), free(xb);
     cvx_st_close(la), cvx_st_close(lb);
+    /* weights larger than the machine's memory (Wan-14B in bf16 on 24 GiB): refused with the way out */
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/big && cp -r " WG "/e2e_t2v_1.3b/model/* %s/big/ && "
+             "truncate -s 4T %s/big/transformer/zz_sparse.safetensors", dir, dir, dir);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/bo --model_dir %s/big " T2V_FLAGS, s2, dir, dir,
+             dir);
+    snprintf(path, sizeof path, "%s/bo/stage2_latents.safetensors", dir);
+    expect_refused(cmd, "quantized", path);
     /* a pipeline class no family serves */
     snprintf(path, sizeof path, "%s/m", dir);
     mkdir(path, 0755);
