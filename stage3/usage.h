@@ -40,6 +40,8 @@ static void usage(FILE *f) {
         "                               For the VAE auto means f32: measured faster than bf16 today\n"
         "                               (Winograd F(4x4) in f32, F(2x2) in bf16). bf16 = bf16 operands,\n"
         "                               f32 accumulation\n"
+        "  --vae FILE                   Wan: a single VAE file (ComfyUI's wan_2.1_vae.safetensors, original\n"
+        "                               names) instead of the directory's vae/\n"
         "  --quiet                      only errors and warnings\n"
         "  --verbose                    more detail\n"
         "  --help                       this text\n"
