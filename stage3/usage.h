@@ -8,9 +8,10 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: stage3 [options]\n"
         "\n"
-        "Decode stage 2 latents with the model's CogVideoX VAE (as diffusers' CogVideoXPipeline\n"
-        "does: latents x 1/scaling_factor, chunks of 2 latent frames with carried causal caches)\n"
-        "and write an MP4.\n"
+        "Decode stage 2 latents with the model's VAE as its diffusers pipeline does (CogVideoX:\n"
+        "latents x 1/scaling_factor, chunks of 2 latent frames with carried causal caches; Wan 2.1:\n"
+        "latents un-normalised with latents_mean/std, one latent frame per decoder call) and write\n"
+        "an MP4.\n"
         "\n"
         "  --input_dir DIR              where stage2_latents.safetensors and generation_config.json\n"
         "                               are (default %s)\n"
