@@ -406,6 +406,16 @@ static void p_nan_vae_weight(const char *D, const char *X) {
     model_copy(X);
     poke(X, "model/vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.conv.bias", 1, NAN);
 }
+/* an image-to-video model (the golden I2V 5b) whose VAE encoder makes NaN, and its image (issue 21:
+ * stage 1 wrote an all-NaN conditioning file and exited 0) */
+static void p_i2v_nan_encoder(const char *D, const char *X) {
+    (void)D;
+    char cmd[3 * PATH_MAX], real[PATH_MAX];
+    if (!realpath(GOLDEN "/e2e_i2v_5b", real)) fail_msg("no " GOLDEN "/e2e_i2v_5b");
+    snprintf(cmd, sizeof cmd, "cp -r '%s/model' '%s/image.png' '%s/'", real, real, X);
+    tu_run_ok(cmd);
+    poke(X, "model/vae/diffusion_pytorch_model.safetensors", "encoder.conv_in.conv.weight", 4, NAN);
+}
 static void p_lock(const char *D, const char *X) {
     (void)X;
     g_held = cvx_dir_lock_acquire(D, 1);
@@ -522,6 +532,8 @@ static const bad_case CASES[] = {
     {"s1 genconfig fps -8", 1, "--prompt a", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
     {"s1 T5 num_layers 1e9", 1, "--prompt a --model_dir {X}/model", p_t5_layers, {"config.json", "num_layers", "1000000000"}},
     {"s1 directory locked", 1, "--prompt a", p_lock, {"in use by another run", "pid"}},
+    {"s1 NaN from the VAE encoder (I2V)", 1, "--prompt a --model_dir {X}/model --image {X}/image.png", p_i2v_nan_encoder,
+     {"image.png", "latent_mean", "nan"}},
     /* ---- stage 2 ---- */
     {"s2 NaN in prompt_embeds", 2, "", p_nan_embeddings, {"prompt_embeds", "nan", "index 5"}},
     {"s2 -Inf in negative_prompt_embeds", 2, "", p_inf_negative, {"negative_prompt_embeds", "inf", "index 77"}},
