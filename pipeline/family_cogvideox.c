@@ -406,6 +406,37 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 }
 
 /* ---- stage 3 ---- */
+/* The tiling of a decode of h×w latents: *tiled and the tile size in samples; `why` says why a
+ * decode stays untiled (for the log line). -1 + cvx_error for tile sizes that cannot give the
+ * frame size (upstream's stitching makes a larger or smaller video, issue 21). */
+static int plan_tiling(const vae_decoder *d, const cvx_decode_params *p, int h, int w, int *tiled, int *tsh,
+                       int *tsw, char *why, size_t n) {
+    *tsh = p->tile_height ? p->tile_height : d->sample_height / 2;
+    *tsw = p->tile_width ? p->tile_width : d->sample_width / 2;
+    const int applies = vae_tiling_applies(d, h, w, *tsh, *tsw);
+    const double peak = vae_estimate_peak_bytes(d, h, w) / 1e9;
+    *tiled = p->tiling != CVX_TILING_OFF && applies &&
+             (p->tiling == CVX_TILING_ON || vae_estimate_peak_bytes(d, h, w) > AUTO_TILING_BUDGET);
+    if (p->tiling == CVX_TILING_OFF)
+        snprintf(why, n, "untiled: --tiling off; ~%.1f GB estimated peak", peak);
+    else if (!applies)
+        snprintf(why, n, "untiled: the latents fit in one tile of %dx%d samples; ~%.1f GB estimated peak", *tsw, *tsh,
+                 peak);
+    else if (!*tiled)
+        snprintf(why, n, "untiled: ~%.1f GB estimated peak, under the %.0f GB above which --tiling auto tiles", peak,
+                 AUTO_TILING_BUDGET / 1e9);
+    else
+        why[0] = 0;
+    return *tiled && (vae_tiling_check(d, *tsh, *tsw) || vae_tiling_check_size(d, h, w, *tsh, *tsw)) ? -1 : 0;
+}
+
+static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) {
+    if (!m->has_vae_config) return 0;   /* reported by the decode, which needs the VAE */
+    int tiled, tsh, tsw;
+    char why[160];
+    return plan_tiling(&S(m)->vcfg, p, h, w, &tiled, &tsh, &tsw, why, sizeof why);
+}
+
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
     if (load_vae(m)) return -1;
@@ -417,19 +448,14 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     if (d->out_channels != 3) return cvx_error("%s/vae: out_channels = %d, a video needs 3", m->dir, d->out_channels);
 
     /* tiling */
-    int tsh = p->tile_height ? p->tile_height : d->sample_height / 2;
-    int tsw = p->tile_width ? p->tile_width : d->sample_width / 2;
-    int tiled = 0;
-    if (p->tiling == CVX_TILING_ON) tiled = vae_tiling_applies(d, h, w, tsh, tsw);
-    else if (p->tiling == CVX_TILING_AUTO)
-        tiled = vae_tiling_applies(d, h, w, tsh, tsw) && vae_estimate_peak_bytes(d, h, w) > AUTO_TILING_BUDGET;
-    if (tiled && vae_tiling_check(d, tsh, tsw)) return -1;
+    int tiled, tsh, tsw;
+    char why[160];
+    if (plan_tiling(d, p, h, w, &tiled, &tsh, &tsw, why, sizeof why)) return -1;
     if (tiled)
         cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae in tiles of %dx%d samples", B, C, T, h, w, m->dir,
-                 tsh, tsw);
+                 tsw, tsh);
     else
-        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (untiled, ~%.1f GB estimated peak)", B, C, T, h,
-                 w, m->dir, vae_estimate_peak_bytes(d, h, w) / 1e9);
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (%s)", B, C, T, h, w, m->dir, why);
 
     /* 1 / scaling_factor * latents, as upstream. A NaN/Inf (a diverged run, a damaged file) is an
      * error naming the index, not a video of NaNs (issue 14) */
@@ -479,5 +505,5 @@ const cvx_family cvx_family_cogvideox = {
     .name = "CogVideoX", .classes = cog_classes, .claims = cog_claims, .open = cog_open, .close = cog_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
-    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,
+    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
 };

@@ -86,7 +86,8 @@ int main(int argc, char **argv) {
     int s[5];   /* B, C, T, h, w */
     long meta_frames;
     cvx_frames fr;
-    cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames));
+    cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames) ||
+                                     cvx_decode_check(m, &dp, s[3], s[4]));
     char settings[96];
     snprintf(settings, sizeof settings, "tiling %d, tiles %dx%d", (int)dp.tiling, dp.tile_height, dp.tile_width);
     cvx_par_check_decode_inputs(world, m, lat_path, settings);

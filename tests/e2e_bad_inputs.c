@@ -512,6 +512,13 @@ static const bad_case CASES[] = {
     {"s3 crf too high", 3, "--crf 99", NULL, {"--crf"}},
     {"s3 bad tiling", 3, "--tiling maybe", NULL, {"--tiling", "maybe"}},
     {"s3 tile height zero", 3, "--tile_sample_min_height 0", NULL, {"--tile_sample_min_height"}},
+    /* issue 21: tile sizes whose stitching gives another frame size (upstream's 56x68 for 48x64) */
+    {"s3 tiles that change the height", 3, "--tiling on --tile_sample_min_height 24 --tile_sample_min_width 32", NULL,
+     {"--tile_sample_min_height 24", "56 pixels high, not 48", "fit"}},
+    {"s3 tiles that change the width", 3, "--tiling on --tile_sample_min_width 24", NULL,
+     {"--tile_sample_min_width 24", "wide, not 64"}},
+    {"s3 tile height 17", 3, "--tiling on --tile_sample_min_height 17 --tile_sample_min_width 17", NULL,
+     {"--tile_sample_min_height 17", "not 48"}},
     {"s3 no vae", 3, "--model_dir {X}/model", p_model_no_vae, {"vae"}},
     {"s3 bad vae config", 3, "--model_dir {X}/model", p_model_bad_vae_config, {"vae/config.json", "block_out_channels"}},
     {"s3 truncated vae", 3, "--model_dir {X}/model", p_model_trunc_vae, {"diffusion_pytorch_model.safetensors"}},
