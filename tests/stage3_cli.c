@@ -309,6 +309,42 @@ static void test_tiled_frame_size(void **s) {
     tu_rmrf(dir);
 }
 
+/* Same latents, same MP4 bytes: 10 runs of stage 3 with --threads 1, 2 and 4 and a different heap
+ * content each (MALLOC_PERTURB_: libx264's AVX-512 code read uninitialised memory, and 5 identical
+ * runs gave 4 different files, issue 21). */
+static void test_mp4_same_bytes(void **s) {
+    (void)s;
+    char prog[512], dir[256], path[512], cmd[4096], first[512];
+    tu_program(prog, sizeof prog, "stage3");
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    write_latents(path, CVX_F32, 0, 0);
+    write_genconfig(dir);
+    const int threads[3] = {1, 2, 4};
+    size_t n0 = 0, n;
+    char *want = NULL;
+    for (int i = 0; i < 10; i++) {
+        snprintf(path, sizeof path, "%s/v%d.mp4", dir, i);
+        snprintf(cmd, sizeof cmd, "MALLOC_PERTURB_=%d %s --quiet --input_dir %s --threads %d --output_video %s",
+                 i ? 23 * i + 7 : 0, prog, dir, threads[i % 3], path);
+        tu_run_ok(cmd);
+        char *got = cvx_read_file(path, &n);
+        ASSERT_NONNULL(got);
+        if (!want) {
+            want = got, n0 = n;
+            snprintf(first, sizeof first, "%s", path);
+            continue;
+        }
+        if (n != n0 || memcmp(got, want, n) != 0)
+            fail_msg("run %d (--threads %d): %s (%zu bytes) differs from %s (%zu bytes)", i, threads[i % 3], path, n,
+                     first, n0);
+        free(got);
+    }
+    print_message("  10 runs, --threads 1/2/4: %zu bytes each, identical\n", n0);
+    free(want);
+    tu_rmrf(dir);
+}
+
 /* Odd frame sizes: padded to even (last row/column repeated) for yuv420p; PNGs keep the size. */
 static void test_odd_size_video(void **s) {
     (void)s;
@@ -378,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_odd_size_video),
         cmocka_unit_test(test_tiled_frame_size),
+        cmocka_unit_test(test_mp4_same_bytes),
         cmocka_unit_test(test_u8_rounding),
         cmocka_unit_test(test_help),
     };
