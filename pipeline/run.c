@@ -179,16 +179,35 @@ int cvx_sample_model(const char *model_dir, const char *model_id, const char *in
 int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond) {
     char mode[16] = "";
     memset(cond, 0, sizeof *cond);
-    if (cvx_is_file(in->genconfig) && cvx_genconfig_get_str(in->genconfig, "mode", mode, sizeof mode)) return -1;
-    if (cvx_is_file(in->conditioning)) {
-        if (cvx_conditioning_read(m, in->conditioning, cond)) return -1;
-        cvx_info("%s: %s, %d frame%s %dx%d", in->conditioning,
-                 cond->mode == CVX_MODE_I2V ? "image-to-video" : "video-to-video", cond->frames,
-                 cond->frames == 1 ? "" : "s", cond->width, cond->height);
-    } else if (mode[0] && strcmp(mode, "t2v")) {
+    /* generation_config.json decides the mode (stage 1 records it); a conditioning file it does not
+     * list is an error, not a silent switch to I2V / V2V (issue 21) */
+    const int has_gc = cvx_is_file(in->genconfig), has_file = cvx_is_file(in->conditioning);
+    if (has_gc && cvx_genconfig_get_str(in->genconfig, "mode", mode, sizeof mode)) return -1;
+    if (mode[0] && strcmp(mode, "t2v") && strcmp(mode, "i2v") && strcmp(mode, "v2v"))
+        return cvx_error("%s: \"mode\" is \"%s\", expected \"t2v\", \"i2v\" or \"v2v\" (stage 1 records it; run stage 1 "
+                         "again)", in->genconfig, mode);
+    if ((!mode[0] || !strcmp(mode, "t2v")) && has_file) {
+        if (!has_gc)
+            return cvx_error("%s: no generation_config.json beside it lists it (stage 1 records the mode there): "
+                             "run stage 1 again, or remove the file for a text-to-video run", in->conditioning);
+        return cvx_error("%s: not listed in %s, which records %s (a text-to-video run): run stage 1 again with "
+                         "--image / --video, or remove the file", in->conditioning, in->genconfig,
+                         mode[0] ? "mode \"t2v\"" : "no mode");
+    }
+    if (!mode[0] || !strcmp(mode, "t2v")) return 0;
+    if (!has_file)
         return cvx_error("%s records mode \"%s\" but %s is missing (run stage 1 again)", in->genconfig, mode,
                          in->conditioning);
+    if (cvx_conditioning_read(m, in->conditioning, cond)) return -1;
+    if (strcmp(cvx_mode_name(cond->mode), mode) != 0) {
+        cvx_error("%s holds a %s conditioning but %s records mode \"%s\" (the pair comes from different runs; run "
+                  "stage 1 again)", in->conditioning, cvx_mode_name(cond->mode), in->genconfig, mode);
+        cvx_conditioning_free(cond);
+        return -1;
     }
+    cvx_info("%s: %s, %d frame%s %dx%d", in->conditioning,
+             cond->mode == CVX_MODE_I2V ? "image-to-video" : "video-to-video", cond->frames,
+             cond->frames == 1 ? "" : "s", cond->width, cond->height);
     return 0;
 }
 

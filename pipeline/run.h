@@ -90,8 +90,9 @@ int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, c
 int cvx_sample_model(const char *model_dir, const char *model_id, const char *in_genconfig,
                      const cvx_safetensors *emb_file, char *buf, size_t n, const char **out);
 /* Image-to-video / video-to-video: stage 1's encoded image or video in the run directory `in`
- * into *cond (cond->mean NULL: none, text-to-video); a mode other than t2v recorded in its
- * generation_config.json must find its file. -1 + cvx_error. */
+ * into *cond (cond->mean NULL: none, text-to-video). Its generation_config.json decides: mode
+ * "i2v" / "v2v" needs its file (of that mode), "t2v" or none (or no config) takes none, and a
+ * conditioning file the config does not list is an error; any other mode too. -1 + cvx_error. */
 int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond);
 /* Every value of both embeddings finite: -1 + cvx_error naming the tensor, index and `path`. */
 int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path);

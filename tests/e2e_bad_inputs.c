@@ -416,6 +416,21 @@ static void p_i2v_nan_encoder(const char *D, const char *X) {
     tu_run_ok(cmd);
     poke(X, "model/vae/diffusion_pytorch_model.safetensors", "encoder.conv_in.conv.weight", 4, NAN);
 }
+/* a V2V conditioning of the golden video (stage 1 on the case's T2V model into X) copied into D,
+ * whose generation_config.json records a T2V run and no conditioning hash (issue 21: stage 2 ran
+ * V2V from the file alone) */
+static void p_v2v_file_in_t2v(const char *D, const char *X) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A lake' --model_dir %s --output_dir %s/v --video %s "
+             "--height 48 --width 64 && cp %s/v/stage1_conditioning.safetensors %s/", g_good.s1, g_good.model, X,
+             GOLDEN "/e2e_v2v_5b/video", X, D);
+    tu_run_ok(cmd);
+}
+static void p_mode_banana(const char *D, const char *X) { (void)X; edit(D, "generation_config.json", "\"t2v\"", "\"banana\""); }
+static void p_mode_i2v_v2v_file(const char *D, const char *X) {
+    p_v2v_file_in_t2v(D, X);
+    edit(D, "generation_config.json", "\"t2v\"", "\"i2v\"");
+}
 static void p_lock(const char *D, const char *X) {
     (void)X;
     g_held = cvx_dir_lock_acquire(D, 1);
@@ -556,6 +571,10 @@ static const bad_case CASES[] = {
     {"s2 transformer num_layers 1e9", 2, "--model_dir {X}/model", p_transformer_layers, {"transformer/config.json", "num_layers"}},
     {"s2 transformer heads 0", 2, "--model_dir {X}/model", p_transformer_heads_zero, {"num_attention_heads", "0"}},
     {"s2 directory locked", 2, "", p_lock, {"in use by another run", "pid"}},
+    {"s2 conditioning file a T2V config does not list", 2, "", p_v2v_file_in_t2v,
+     {"stage1_conditioning.safetensors", "not listed", "mode \"t2v\""}},
+    {"s2 genconfig mode banana", 2, "", p_mode_banana, {"generation_config.json", "\"banana\"", "t2v"}},
+    {"s2 config mode i2v, file v2v", 2, "", p_mode_i2v_v2v_file, {"holds a v2v conditioning", "mode \"i2v\""}},
     {"s2 input directory locked", 2, "--output_dir {X}/out", p_lock_input, {"in use by another run", "pid"}},
     {"s2 --seed --threads 1", 2, "--seed --threads 1", NULL, {"--seed needs a value", "--threads"}},
     /* ---- stage 3 ---- */
