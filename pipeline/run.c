@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -267,6 +268,28 @@ int cvx_check_writable(const char *path, const char *what) {
         return cvx_error("%s: cannot write %s: directory '%s' is not writable", path, what, dir);
     if (cvx_is_dir(path)) return cvx_error("%s: cannot write %s: it is a directory", path, what);
     return 0;
+}
+
+int cvx_check_dir_writable(const char *path, const char *what) {
+    /* the directory itself, or its nearest existing ancestor (cvx_mkdirs makes the rest) */
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return cvx_error("path too long: %s", path);
+    struct stat st;
+    for (;;) {
+        if (stat(buf, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                return cvx_error("%s: cannot write %s there: %s is not a directory", path, what,
+                                 strcmp(buf, path) ? buf : "it");
+            if (access(buf, W_OK) != 0) return cvx_error("%s: cannot write %s: '%s' is not writable", path, what, buf);
+            return 0;
+        }
+        if (errno != ENOENT && errno != ENOTDIR)
+            return cvx_error("%s: cannot write %s: %s: %s", path, what, buf, strerror(errno));
+        char *slash = strrchr(buf, '/');
+        if (!slash) return 0;   /* a relative name under the working directory, checked by the write */
+        if (slash == buf) slash[1] = 0;
+        else *slash = 0;
+    }
 }
 
 int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const char *default_lat,

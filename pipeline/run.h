@@ -44,6 +44,10 @@ void cvx_run_unlock(cvx_run_locks *l);
 /* The directory of `path` exists and is writable and `path` is no directory, checked before the
  * long work: -1 + cvx_error "PATH: cannot write WHAT: ...". */
 int cvx_check_writable(const char *path, const char *what);
+/* A directory the run will create files in (made when missing, with its parents): it, or its
+ * nearest existing ancestor, is a writable directory. -1 + cvx_error "PATH: cannot write WHAT
+ * there: ... is not a directory". */
+int cvx_check_dir_writable(const char *path, const char *what);
 
 /* A generation_config.json that may be absent (0); present, it must load and validate (fps,
  * sizes, UTF-8, hashes), and with data_path its `key` hash must match that file (the file the

@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
     const char *lat_path = latents_arg ? latents_arg : in.latents, *out_path = output_arg ? output_arg : in.video;
     if (writer && (cvx_check_writable(out_path, "the video") ||
                    (frames_out && cvx_check_writable(frames_out, "the frames")) ||
-                   (sheet && cvx_check_writable(sheet, "the contact sheet"))))
+                   (sheet && cvx_check_writable(sheet, "the contact sheet")) ||
+                   (png_dir && cvx_check_dir_writable(png_dir, "the PNG frames"))))
         cvx_die_last_error();
     /* one run per run directory: exclusive when the video goes into the input directory (the
      * default); a video written elsewhere (a shared folder, /tmp) takes no lock there, only a

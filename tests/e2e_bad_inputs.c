@@ -537,6 +537,8 @@ static const bad_case CASES[] = {
     {"s3 no vae", 3, "--model_dir {X}/model", p_model_no_vae, {"vae"}},
     {"s3 bad vae config", 3, "--model_dir {X}/model", p_model_bad_vae_config, {"vae/config.json", "block_out_channels"}},
     {"s3 truncated vae", 3, "--model_dir {X}/model", p_model_trunc_vae, {"diffusion_pytorch_model.safetensors"}},
+    {"s3 --png_dir is a file", 3, "--png_dir {X}/afile", p_output_is_file, {"afile", "not a directory", "PNG"}},
+    {"s3 --png_dir under a file", 3, "--png_dir {X}/afile/frames", p_output_is_file, {"afile", "not a directory"}},
     {"s3 output dir missing", 3, "--output_video {X}/no/such/dir/v.mp4", NULL, {"v.mp4"}},
     {"s3 unknown option", 3, "--bogus", NULL, {"--bogus"}},
 
