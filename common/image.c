@@ -176,6 +176,9 @@ static int load_dir(const char *path, int max_frames, cvx_rgb_frames *out) {
 int cvx_video_load(const char *path, int max_frames, cvx_rgb_frames *out) {
     memset(out, 0, sizeof *out);
     int rc = cvx_is_dir(path) ? load_dir(path, max_frames, out) : decode_file(path, max_frames, out);
+    if (!rc && max_frames > 0 && out->frames < max_frames)   /* not silently fewer (issue 21) */
+        rc = cvx_error("--frames %d: %s has only %d frame%s (give at most %d, or none for all)", max_frames, path,
+                       out->frames, out->frames == 1 ? "" : "s", out->frames);
     if (rc) cvx_rgb_frames_free(out);
     return rc;
 }

@@ -19,7 +19,7 @@ int cvx_image_load(const char *path, cvx_rgb_frames *out);
 /* The first max_frames frames (max_frames <= 0: all) of a video file, or of a directory of
  * images (*.png, *.jpg, *.jpeg, *.bmp, *.webp, *.tif, *.tiff, case-insensitive; other files
  * ignored) in sorted name order. Every frame must have the first frame's size. 0 frames is an
- * error. */
+ * error, and so are fewer than max_frames ("--frames N: PATH has only K frames"). */
 int cvx_video_load(const char *path, int max_frames, cvx_rgb_frames *out);
 void cvx_rgb_frames_free(cvx_rgb_frames *f);
 
