@@ -16,6 +16,13 @@
 #include <unistd.h>
 
 char *cvx_read_file(const char *path, size_t *len) {
+    /* a directory opens (and "is" LONG_MAX bytes long), a FIFO blocks the open: say what it is */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        cvx_error("%s: %s, not a file", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                  : "a device or special file");
+        return NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) { cvx_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
     if (fseek(f, 0, SEEK_END) != 0) { fclose(f); cvx_error("%s: cannot seek", path); return NULL; }

@@ -2,6 +2,7 @@
 #include "image.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "error.h"
 #include "fileio.h"
@@ -45,6 +47,25 @@ static int frames_append(cvx_rgb_frames *f, const AVFrame *fr, const char *path,
     return 0;
 }
 
+/* `path` names a regular file: else -1 + one error saying what it is (a directory, a FIFO or
+ * device, a symlink loop, missing), not "no such file" for all of them (issue 21). */
+static int check_input_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT) return cvx_error("%s: no such file", path);
+        if (errno == ELOOP) return cvx_error("%s: a loop of symbolic links, not a file", path);
+        return cvx_error("%s: cannot open: %s", path, strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode))
+        return cvx_error("%s: a directory, not an image or video file (--video takes a directory of frames, --image "
+                         "one file)", path);
+    if (!S_ISREG(st.st_mode))
+        return cvx_error("%s: not a regular file (a %s): give an image or video file", path,
+                         S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device"
+                         : S_ISSOCK(st.st_mode) ? "socket" : "special file");
+    return 0;
+}
+
 /* Decode up to max_frames (<= 0: all) frames of the best video stream of `path`, appending. */
 static int decode_file(const char *path, int max_frames, cvx_rgb_frames *f) {
     AVFormatContext *fc = NULL;
@@ -55,7 +76,7 @@ static int decode_file(const char *path, int max_frames, cvx_rgb_frames *f) {
     char eb[AV_ERROR_MAX_STRING_SIZE];
     const int start = f->frames;
     int rc = -1, e;
-    if (!cvx_is_file(path)) return cvx_error("%s: no such file", path);
+    if (check_input_file(path)) return -1;
     /* Our one-line errors say what failed; libav's own chatter only below verbose (-v -v). */
     if (av_log_get_level() > AV_LOG_FATAL && cvx_verbosity() < 2) av_log_set_level(AV_LOG_FATAL);
     if ((e = avformat_open_input(&fc, path, NULL, NULL)) < 0) {

@@ -140,15 +140,11 @@ static int text_dim(cvx_model *m) { return load_t5(m) ? -1 : S(m)->t5.cfg.d_mode
 /* ids [L] of one text, padded/truncated as upstream; a warning names `label` when truncated. */
 static int tokenize(const t5_tokenizer *tok, const char *text, int L, int64_t *ids, const char *label) {
     int64_t *mask = cvx_malloc((size_t)L * sizeof *mask);
-    int n_raw;
-    int rc = t5_tokenize(tok, text, L, ids, mask, &n_raw);
+    int n_raw, at_least;
+    int rc = t5_tokenize_counted(tok, text, L, ids, mask, &n_raw, &at_least);
     free(mask);
     if (rc) return -1;
-    if (n_raw > L)
-        cvx_warn("%s is %d tokens long; truncated to max_sequence_length %d (the rest is ignored, as upstream)",
-                 label ? label : "a text", n_raw, L);
-    else
-        cvx_debug("%s: %d tokens", label ? label : "a text", n_raw);
+    t5_report_length(label, n_raw, at_least, L);
     return 0;
 }
 
@@ -233,6 +229,10 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     if (mode == CVX_MODE_I2V && p->max_frames)
         return cvx_error("--frames %d with --image: CogVideoX encodes the image alone; give the frame count to stage 2",
                          p->max_frames);
+    char tdir[4200];   /* the mode and size checks read the transformer's config (not its weights) */
+    if (!m->has_denoiser_config && cvx_model_component(m->dir, "transformer", "config.json", tdir, sizeof tdir))
+        return cvx_error_prefix("--%s: the model's transformer config is needed to check the mode and size",
+                                p->image ? "image" : "video");
     const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
     if (H < 1 || W < 1) return cvx_error("no --height/--width given and the model has no default size");
     if (check_mode(m, mode)) return -1;

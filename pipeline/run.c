@@ -58,8 +58,20 @@ void cvx_run_unlock(cvx_run_locks *l) {
     l->in = l->out = NULL;
 }
 
+/* 1 when nothing is at path, 0 when a regular file is, else -1 + cvx_error (a directory named
+ * generation_config.json failed only when the outputs were written, after every step; issue 21). */
+static int absent_or_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT ? 1 : cvx_error("%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return cvx_error("%s: %s, not a JSON file (remove or rename it)", path,
+                         S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+    return 0;
+}
+
 int cvx_genconfig_check_file(const char *path, const char *data_path, const char *key) {
-    if (!cvx_is_file(path)) return 0;
+    const int absent = absent_or_file(path);
+    if (absent) return absent > 0 ? 0 : -1;
     cvx_config gc;
     if (cvx_config_load(&gc, path)) return -1;
     int rc = cvx_genconfig_validate(&gc) || (data_path && cvx_genconfig_check_pair(&gc, data_path, key));
@@ -295,7 +307,9 @@ int cvx_check_dir_writable(const char *path, const char *what) {
 int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const char *default_lat,
                               cvx_decode_genconfig *g) {
     memset(g, 0, sizeof *g);
-    if (!(g->present = cvx_is_file(gc_path))) return 0;
+    const int absent = absent_or_file(gc_path);
+    if (absent) return absent > 0 ? 0 : -1;
+    g->present = 1;
     cvx_config gen;
     int64_t fps = 0, frames = 0;
     const char *model = NULL;

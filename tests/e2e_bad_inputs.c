@@ -431,6 +431,44 @@ static void p_mode_i2v_v2v_file(const char *D, const char *X) {
     p_v2v_file_in_t2v(D, X);
     edit(D, "generation_config.json", "\"t2v\"", "\"i2v\"");
 }
+/* ---- issue 21: messages that named the wrong cause ---- */
+static void p_fifo(const char *D, const char *X) {
+    (void)D;
+    char p[512];
+    snprintf(p, sizeof p, "%s/fifo", X);
+    assert_int_equal(mkfifo(p, 0644), 0);
+}
+static void p_symlink_loop(const char *D, const char *X) {
+    (void)D;
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/loop_a", X);
+    snprintf(b, sizeof b, "%s/loop_b", X);
+    assert_int_equal(symlink(b, a), 0);
+    assert_int_equal(symlink(a, b), 0);
+}
+static void p_i2v_model(const char *D, const char *X) {
+    (void)D;
+    char cmd[3 * PATH_MAX], real[PATH_MAX];
+    if (!realpath(GOLDEN "/e2e_i2v_5b/model", real)) fail_msg("no " GOLDEN "/e2e_i2v_5b/model");
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model' && mkdir '%s/images'", real, X, X);
+    tu_run_ok(cmd);
+}
+static void p_empty_embeddings(const char *D, const char *X) { (void)X; truncate_file(D, EMB, 0); }
+static void p_trunc_embeddings_hashed(const char *D, const char *X) { (void)X; truncate_file(D, EMB, 100); }
+static void p_genconfig_dir(const char *D, const char *X) {
+    (void)X;
+    char p[512];
+    snprintf(p, sizeof p, "%s/generation_config.json", D);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+static void p_model_no_transformer(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -r '%s/model/transformer'", X);
+    tu_run_ok(cmd);
+}
 static void p_lock(const char *D, const char *X) {
     (void)X;
     g_held = cvx_dir_lock_acquire(D, 1);
@@ -558,7 +596,24 @@ static const bad_case CASES[] = {
     {"s1 directory locked", 1, "--prompt a", p_lock, {"in use by another run", "pid"}},
     {"s1 NaN from the VAE encoder (I2V)", 1, "--prompt a --model_dir {X}/model --image {X}/image.png", p_i2v_nan_encoder,
      {"image.png", "latent_mean", "nan"}},
+    {"s1 --video /dev/zero", 1, "--prompt a --video /dev/zero --height 48 --width 64", NULL,
+     {"/dev/zero", "not a regular file", "device"}},
+    {"s1 --video a FIFO", 1, "--prompt a --video {X}/fifo --height 48 --width 64", p_fifo, {"fifo", "FIFO"}},
+    {"s1 --video a symlink loop", 1, "--prompt a --video {X}/loop_a --height 48 --width 64", p_symlink_loop,
+     {"loop_a", "loop of symbolic links"}},
+    {"s1 --image a directory", 1, "--prompt a --model_dir {X}/model --image {X}/images", p_i2v_model,
+     {"images", "a directory", "--image one file"}},
+    {"s1 --prompts_file a directory", 1, "--prompts_file {X}", NULL, {"a directory, not a file"}},
+    {"s1 --prompts_file a FIFO", 1, "--prompts_file {X}/fifo", p_fifo, {"fifo", "a FIFO, not a file"}},
+    {"s1 genconfig is a directory", 1, "--prompt a", p_genconfig_dir, {"generation_config.json", "a directory"}},
+    {"s1 --video, model without transformer", 1,
+     "--prompt a --model_dir {X}/model --video " GOLDEN "/e2e_v2v_5b/video", p_model_no_transformer,
+     {"--video", "transformer", "missing"}},
     /* ---- stage 2 ---- */
+    {"s2 embeddings empty (hash recorded)", 2, "", p_empty_embeddings, {"stage1_embeddings.safetensors", "0 bytes"}},
+    {"s2 embeddings truncated (hash recorded)", 2, "", p_trunc_embeddings_hashed,
+     {"stage1_embeddings.safetensors", "truncated"}},
+    {"s2 genconfig is a directory", 2, "", p_genconfig_dir, {"generation_config.json", "a directory"}},
     {"s2 NaN in prompt_embeds", 2, "", p_nan_embeddings, {"prompt_embeds", "nan", "index 5"}},
     {"s2 -Inf in negative_prompt_embeds", 2, "", p_inf_negative, {"negative_prompt_embeds", "inf", "index 77"}},
     {"s2 NaN in a weight (step named)", 2, "--model_dir {X}/model", p_nan_weight, {"step 1/2", "latents", "diverged"}},
@@ -595,6 +650,7 @@ static const bad_case CASES[] = {
     {"s2 embeddings older than a prompts-file run", 2, "", p_s1_rerun_prompts_file,
      {"stage1_embeddings.safetensors", "does not belong", "run stage 1 again"}},
     {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
+    {"s3 genconfig is a directory", 3, "", p_genconfig_dir, {"generation_config.json", "a directory"}},
     {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
 };
 
