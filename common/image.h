@@ -8,6 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The largest input frame accepted, in pixels (8192 × 8192; an 8K UHD frame is 33 MP): checked
+ * from the file's header, and by the decoder before it allocates a frame (libav's max_pixels),
+ * so a 16000×16000 PNG of 0.8 MB is one error in milliseconds, not 1.5 GB and 19 s (issue 21).
+ * docs/usage.md documents it. */
+#define CVX_INPUT_MAX_PIXELS (8192LL * 8192LL)
+
 typedef struct {
     uint8_t *rgb;        /* [frames, height, width, 3], row-major, packed */
     int frames, width, height;

@@ -469,6 +469,39 @@ static void p_model_no_transformer(const char *D, const char *X) {
     snprintf(cmd, sizeof cmd, "rm -r '%s/model/transformer'", X);
     tu_run_ok(cmd);
 }
+/* X/big.png: a PNG header of 16000x16000 pixels (and a token IDAT): refused from the header by
+ * the input pixel limit, before any pixel is decoded (issue 21: 1.5 GB, 18.7 s, accepted) */
+static uint32_t crc32_png(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+static void put_chunk(FILE *f, const char *type, const unsigned char *data, uint32_t n) {
+    unsigned char buf[64];
+    const unsigned char len[4] = {n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255};
+    memcpy(buf, type, 4);
+    memcpy(buf + 4, data, n);
+    const uint32_t c = crc32_png(buf, n + 4);
+    const unsigned char crc[4] = {c >> 24, c >> 16 & 255, c >> 8 & 255, c & 255};
+    fwrite(len, 1, 4, f), fwrite(buf, 1, n + 4, f), fwrite(crc, 1, 4, f);
+}
+static void p_huge_png(const char *D, const char *X) {
+    p_i2v_model(D, X);
+    char p[512];
+    snprintf(p, sizeof p, "%s/big.png", X);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite("\x89PNG\r\n\x1a\n", 1, 8, f);
+    const unsigned char ihdr[13] = {0, 0, 0x3e, 0x80, 0, 0, 0x3e, 0x80, 8, 2, 0, 0, 0};   /* 16000 x 16000 RGB8 */
+    put_chunk(f, "IHDR", ihdr, 13);
+    const unsigned char idat[8] = {0x78, 0x9c, 0x63, 0x60, 0, 0, 0, 1};
+    put_chunk(f, "IDAT", idat, 8);
+    put_chunk(f, "IEND", idat, 0);
+    fclose(f);
+}
 static void p_lock(const char *D, const char *X) {
     (void)X;
     g_held = cvx_dir_lock_acquire(D, 1);
@@ -603,6 +636,8 @@ static const bad_case CASES[] = {
      {"loop_a", "loop of symbolic links"}},
     {"s1 --image a directory", 1, "--prompt a --model_dir {X}/model --image {X}/images", p_i2v_model,
      {"images", "a directory", "--image one file"}},
+    {"s1 --image of 16000x16000 pixels", 1, "--prompt a --model_dir {X}/model --image {X}/big.png", p_huge_png,
+     {"big.png", "16000x16000", "input limit"}},
     {"s1 --prompts_file a directory", 1, "--prompts_file {X}", NULL, {"a directory, not a file"}},
     {"s1 --prompts_file a FIFO", 1, "--prompts_file {X}/fifo", p_fifo, {"fifo", "a FIFO, not a file"}},
     {"s1 genconfig is a directory", 1, "--prompt a", p_genconfig_dir, {"generation_config.json", "a directory"}},
