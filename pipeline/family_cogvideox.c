@@ -386,7 +386,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
              c->num_layers, c->num_attention_heads, c->attention_head_dim,
              c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, sp->num_inference_steps,
              sp->guidance_scale, sp->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)sp->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp->frames, sp->height, sp->width, sh->frames,
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp->frames, sp->width, sp->height, sh->frames,
              sh->channels, sh->height, sh->width, sh->pad_frames ? " (with 1 padding frame)" : "");
     if (p->conditioning) {
         cvx_prepared prep;

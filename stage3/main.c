@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
     cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames) ||
                                      cvx_decode_check(m, &dp, s[3], s[4]));
     char settings[96];
-    snprintf(settings, sizeof settings, "tiling %d, tiles %dx%d", (int)dp.tiling, dp.tile_height, dp.tile_width);
+    snprintf(settings, sizeof settings, "tiling %d, tiles %dx%d", (int)dp.tiling, dp.tile_width, dp.tile_height);
     cvx_par_check_decode_inputs(world, m, lat_path, settings);
     dp.dist = world;
     if (cvx_decode(m, &dp, z, s[0], s[1], s[2], s[3], s[4], lat_path, NULL, NULL, &fr)) cvx_par_fail(world);

@@ -101,7 +101,7 @@ int vae_tiling_check(const vae_decoder *d, int tsh, int tsw) {
     tiling_params(d, tsh, tsw, &t);
     if (t.oh < 1 || t.ow < 1)
         return cvx_error("tile %dx%d samples is too small for this VAE (spatial ratio %d): tiles would not advance",
-                         tsh, tsw, d->spatial_ratio);
+                         tsw, tsh, d->spatial_ratio);
     return 0;
 }
 

@@ -132,6 +132,7 @@ static void test_ddim_output(void **state) {
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     print_message("%s", err);
     assert_non_null(strstr(err, "wrote "));          /* the one-line summary */
+    assert_non_null(strstr(err, "video 9 frames 64x48 ->"));   /* width x height, as stage 3 prints it */
     assert_int_equal(tu_count_entries(dir), 3);          /* embeddings, genconfig, latents: no checkpoint / temp */
 
     FMT(path, "%s/stage2_latents.safetensors", dir);
