@@ -238,7 +238,7 @@ STRENGTH        ?=
 ifeq ($(MODEL),models/cogvideox-tiny-random)
 STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 endif
-# the tiny Wan model: a small video (Wan's own default, 81 frames of 480x832, takes minutes even here)
+# the tiny Wan model: a small video (Wan's own default, 81 frames of 832x480, takes minutes even here)
 ifeq ($(MODEL),models/wan2.1-tiny-random)
 STEPS  := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 FRAMES := $(if $(filter command line,$(origin FRAMES)),$(FRAMES),9)
