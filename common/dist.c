@@ -19,6 +19,7 @@
 #endif
 
 #include "error.h"
+#include "fileio.h"
 
 struct cvx_dist {
     int rank, size;              /* in this communicator */
@@ -137,8 +138,12 @@ void cvx_dist_free(cvx_dist *d) {
     if (!d) return;
 #ifdef CVX_USE_MPI
     if (d->mpi) {
-        if (d->is_world) MPI_Finalize();
-        else MPI_Comm_free(&d->comm);
+        if (d->is_world) {
+            cvx_set_signal_note(NULL);   /* this rank's part is done: another's failure is that rank's to report */
+            MPI_Finalize();
+        } else {
+            MPI_Comm_free(&d->comm);
+        }
     }
 #endif
     free(d->scratch);
@@ -521,6 +526,7 @@ int cvx_dist_agree(const cvx_dist *d, int rc) {
 }
 
 void cvx_dist_exit_error(cvx_dist *world) {
+    cvx_set_signal_note(NULL);   /* every rank stops on this error: mpirun's SIGTERM to a slower one says nothing new */
     if (world->world_rank == 0) {
         fflush(stdout);
         fprintf(stderr, "%s: error: %s\n", cvx_program_name(), cvx_last_error());
@@ -539,6 +545,7 @@ void cvx_dist_die(const cvx_dist *d, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fflush(stdout);
+    cvx_set_signal_note(NULL);
     if (d->world_size > 1)
         fprintf(stderr, "%s: error: rank %d of %d: %s\n", cvx_program_name(), d->world_rank, d->world_size, msg);
     else

@@ -165,6 +165,9 @@ typedef struct {
 } cvx_frames;
 void cvx_frames_free(cvx_frames *f);
 
+/* The checks of a decode of h×w latents that need no weights (the tile sizes give the frame
+ * size): -1 + cvx_error. cvx_decode makes them too; a program calls this before the long work. */
+int cvx_decode_check(cvx_model *m, const cvx_decode_params *p, int h, int w);
 /* z: [B, C, T, h, w] raw latents (as stage 2 writes them; × 1/scaling_factor here). A NaN/Inf in
  * z or in the decoded frames is an error naming the tensor and index. `label` names z in messages (a file name). */
 int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,

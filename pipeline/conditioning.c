@@ -43,7 +43,19 @@ int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_
                             cvx_conditioning *out) {
     memset(out, 0, sizeof *out);
     cvx_ctx_use(m->ctx);
-    return m->family->encode_conditioning(m, p, progress, user, out);
+    const char *src = p->image ? p->image : p->video;
+    if (m->family->encode_conditioning(m, p, progress, user, out)) return -1;
+    /* a NaN/Inf (a damaged encoder weight) would only show in stage 2, as diverged latents, or be
+     * written as an all-NaN conditioning file: named here instead, before anything is written */
+    const size_t n = (size_t)out->C * out->T * out->h * out->w;
+    if (cvx_check_finite(out->mean, n, "latent_mean") || cvx_check_finite(out->std, n, "latent_std") ||
+        (out->image_embeds &&
+         cvx_check_finite(out->image_embeds, (size_t)out->image_L * out->image_D, "image_embeds"))) {
+        cvx_error_prefix("%s: encoded with %s", src ? src : "the conditioning", m->dir);
+        cvx_conditioning_free(out);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- stage 2 ---- */

@@ -64,6 +64,9 @@ typedef struct cvx_family {
     /* ---- stage 3 ---- */
     int (*decode)(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
+    /* optional (NULL: none): the decode's checks that need no weights, before the long work
+     * (cvx_decode_check; CogVideoX: tile sizes that cannot give the frame size) */
+    int (*check_decode)(cvx_model *m, const cvx_decode_params *p, int h, int w);
 } cvx_family;
 
 /* The table (pipeline/family.c), NULL-terminated. */

@@ -236,14 +236,12 @@ static int encode_texts(cvx_model *m, const char *const *texts, const char *cons
         for (int b = 0; b < nb; b++) {
             const char *label = labels ? labels[s0 + b] : "a text";
             char *clean;
-            int n_raw;
+            int n_raw, at_least;
             if (wan_prompt_clean(texts[s0 + b], &clean)) goto done;
-            int trc = t5_tokenize(&s->tok, clean, L, ids + (size_t)b * L, mask, &n_raw);
+            int trc = t5_tokenize_counted(&s->tok, clean, L, ids + (size_t)b * L, mask, &n_raw, &at_least);
             free(clean);
             if (trc) goto done;
-            if (n_raw > L)
-                cvx_warn("%s is %d tokens long; truncated to max_sequence_length %d (the rest is ignored, as upstream)",
-                         label, n_raw, L);
+            if (n_raw > L) t5_report_length(label, n_raw, at_least, L);
             seq_lens[b] = 0;
             for (int k = 0; k < L; k++) seq_lens[b] += mask[k];
             cvx_debug("%s: %lld tokens", label, (long long)seq_lens[b]);

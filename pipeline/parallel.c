@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fileio.h"
 #include "model.h"
 #include "pipeline/internal.h"
 #include "stage2/sampler.h"
@@ -27,7 +28,19 @@ cvx_dist *cvx_par_start(int *argc, char ***argv) {
     if (!world) cvx_die_last_error();
     /* MPI users expect ranks > 0 to print nothing but errors; progress is rank 0's */
     if (!cvx_par_writer(world)) cvx_set_verbosity(0);
-    if (cvx_dist_world_size(world) > 1) cvx_set_die_handler(die_agreed, world);
+    if (cvx_dist_world_size(world) > 1) {
+        cvx_set_die_handler(die_agreed, world);
+        /* mpirun ends every rank with SIGTERM when one rank ends first (a SIGKILL, a crash): one
+         * line of ours besides Open MPI's banner; outputs are renamed into place whole, so what
+         * was written (stage 2: the last checkpoint) stays valid */
+        char note[512];
+        const int stage2 = !strcmp(cvx_program_name(), "stage2");
+        snprintf(note, sizeof note, "%s: error: rank %d: stopped by a signal from mpirun: another rank ended first "
+                 "(killed or failed), or mpirun was interrupted; files already written stay whole%s\n",
+                 cvx_program_name(), cvx_dist_world_rank(world),
+                 stage2 ? " (the last checkpoint: continue with --resume)" : "");
+        cvx_set_signal_note(note);
+    }
     return world;
 }
 

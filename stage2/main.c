@@ -35,7 +35,8 @@ int main(int argc, char **argv) {
         sp_degree = 1;
     cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = -1, .seed = 42};   /* -1: the model's */
     cvx_dtype out_dtype = CVX_F32;
-    double teacache_coeffs[5], cache_threshold = -1;   /* -1: the cache's default */
+    double teacache_coeffs[5], cache_threshold = 0;
+    const char *threshold_arg = NULL;   /* --cache_threshold as given; NULL: the cache's default */
     cvx_cache_kind cache_kind = CVX_CACHE_NONE;
     cvx_preview_mode preview_mode;
     static const cvx_flag_choice dtypes[] = {
@@ -57,7 +58,8 @@ int main(int argc, char **argv) {
         CVX_FLAG_BOOL_("cfg_parallel", &cfg_parallel, 1), CVX_FLAG_INT_("sp", &sp_degree, 1, 4096),
         CVX_FLAG_STR_("precision", &precision_arg), CVX_FLAG_STR_("noise_dtype", &sp.noise_dtype),
         CVX_FLAG_PARSE_("cache", parse_cache, &cache_kind, &sp.cache),
-        CVX_FLAG_NUM_("cache_threshold", &cache_threshold, -1e6, 1e6),
+        {.name = "cache_threshold", .kind = CVX_FLAG_NUM, .dest = &cache_threshold, .nlo = -1e6, .nhi = 1e6,
+         .given = &threshold_arg},
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, teacache_coeffs, &coeffs_arg),
         CVX_FLAG_BOOL_("teacache_ret_steps", &sp.teacache_ret_steps, 1),
         CVX_FLAG_INT_("preview_every", &sp.preview_every, 0, 1000000),
@@ -70,7 +72,8 @@ int main(int argc, char **argv) {
     cvx_par par;
     cvx_par_layout(&par, world, cfg_parallel, sp_degree);
     sp.sp_dist = par.sp_group, sp.world_dist = world;
-    sp.cache_threshold = cache_threshold == -1 ? cvx_cache_default_threshold(cache_kind) : cache_threshold;
+    /* any value given is the user's (<= 0 is off, -1 included); only an absent flag means the default */
+    sp.cache_threshold = threshold_arg ? cache_threshold : cvx_cache_default_threshold(cache_kind);
     sp.teacache_coefficients = coeffs_arg ? teacache_coeffs : NULL;
     if (!writer) sp.preview_every = 0;   /* rank 0 writes the preview */
     cvx_set_verbosity(writer ? verbosity : 0);

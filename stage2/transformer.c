@@ -626,7 +626,7 @@ int cogvideox_forward_embed(cogvideox_transformer *m, const float *x, int B, int
                              "got %d", c->max_text_seq_length, L);
     if (c->use_learned_positional_embeddings && (H != c->sample_height || W != c->sample_width))
         return cvx_error("transformer: this model has learned positional embeddings: the latent size must be the "
-                         "config's %dx%d, got %dx%d", c->sample_height, c->sample_width, H, W);
+                         "config's %dx%d (width x height), got %dx%d", c->sample_width, c->sample_height, W, H);
     if (c->use_rotary_positional_embeddings && (!rope_cos || !rope_sin))
         return cvx_error("transformer: this model uses rotary embeddings: rope tables are required");
     if (c->ofs_embed_dim && ofs && n_ofs != 1 && n_ofs != B)

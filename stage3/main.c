@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
     const char *lat_path = latents_arg ? latents_arg : in.latents, *out_path = output_arg ? output_arg : in.video;
     if (writer && (cvx_check_writable(out_path, "the video") ||
                    (frames_out && cvx_check_writable(frames_out, "the frames")) ||
-                   (sheet && cvx_check_writable(sheet, "the contact sheet"))))
+                   (sheet && cvx_check_writable(sheet, "the contact sheet")) ||
+                   (png_dir && cvx_check_dir_writable(png_dir, "the PNG frames"))))
         cvx_die_last_error();
     /* one run per run directory: exclusive when the video goes into the input directory (the
      * default); a video written elsewhere (a shared folder, /tmp) takes no lock there, only a
@@ -86,9 +87,10 @@ int main(int argc, char **argv) {
     int s[5];   /* B, C, T, h, w */
     long meta_frames;
     cvx_frames fr;
-    cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames));
+    cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames) ||
+                                     cvx_decode_check(m, &dp, s[3], s[4]));
     char settings[96];
-    snprintf(settings, sizeof settings, "tiling %d, tiles %dx%d", (int)dp.tiling, dp.tile_height, dp.tile_width);
+    snprintf(settings, sizeof settings, "tiling %d, tiles %dx%d", (int)dp.tiling, dp.tile_width, dp.tile_height);
     cvx_par_check_decode_inputs(world, m, lat_path, settings);
     dp.dist = world;
     if (cvx_decode(m, &dp, z, s[0], s[1], s[2], s[3], s[4], lat_path, NULL, NULL, &fr)) cvx_par_fail(world);

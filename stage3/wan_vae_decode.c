@@ -136,10 +136,10 @@ int wan_vae_tiling_check(const wan_vae *v, const wan_vae_tiling *t) {
     for (int i = 0; i < 4; i++)
         if (s[i] < r || s[i] % r)
             return cvx_error("VAE tile %dx%d with stride %dx%d samples: every size must be a positive multiple of the "
-                             "spatial ratio %d", t->min_h, t->min_w, t->stride_h, t->stride_w, r);
+                             "spatial ratio %d", t->min_w, t->min_h, t->stride_w, t->stride_h, r);
     if (t->stride_h > t->min_h || t->stride_w > t->min_w)
         return cvx_error("VAE tile %dx%d with stride %dx%d samples: the stride must not exceed the tile (gaps)",
-                         t->min_h, t->min_w, t->stride_h, t->stride_w);
+                         t->min_w, t->min_h, t->stride_w, t->stride_h);
     return 0;
 }
 

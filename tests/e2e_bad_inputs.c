@@ -406,6 +406,102 @@ static void p_nan_vae_weight(const char *D, const char *X) {
     model_copy(X);
     poke(X, "model/vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.conv.bias", 1, NAN);
 }
+/* an image-to-video model (the golden I2V 5b) whose VAE encoder makes NaN, and its image (issue 21:
+ * stage 1 wrote an all-NaN conditioning file and exited 0) */
+static void p_i2v_nan_encoder(const char *D, const char *X) {
+    (void)D;
+    char cmd[3 * PATH_MAX], real[PATH_MAX];
+    if (!realpath(GOLDEN "/e2e_i2v_5b", real)) fail_msg("no " GOLDEN "/e2e_i2v_5b");
+    snprintf(cmd, sizeof cmd, "cp -r '%s/model' '%s/image.png' '%s/'", real, real, X);
+    tu_run_ok(cmd);
+    poke(X, "model/vae/diffusion_pytorch_model.safetensors", "encoder.conv_in.conv.weight", 4, NAN);
+}
+/* a V2V conditioning of the golden video (stage 1 on the case's T2V model into X) copied into D,
+ * whose generation_config.json records a T2V run and no conditioning hash (issue 21: stage 2 ran
+ * V2V from the file alone) */
+static void p_v2v_file_in_t2v(const char *D, const char *X) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A lake' --model_dir %s --output_dir %s/v --video %s "
+             "--height 48 --width 64 && cp %s/v/stage1_conditioning.safetensors %s/", g_good.s1, g_good.model, X,
+             GOLDEN "/e2e_v2v_5b/video", X, D);
+    tu_run_ok(cmd);
+}
+static void p_mode_banana(const char *D, const char *X) { (void)X; edit(D, "generation_config.json", "\"t2v\"", "\"banana\""); }
+static void p_mode_i2v_v2v_file(const char *D, const char *X) {
+    p_v2v_file_in_t2v(D, X);
+    edit(D, "generation_config.json", "\"t2v\"", "\"i2v\"");
+}
+/* ---- issue 21: messages that named the wrong cause ---- */
+static void p_fifo(const char *D, const char *X) {
+    (void)D;
+    char p[512];
+    snprintf(p, sizeof p, "%s/fifo", X);
+    assert_int_equal(mkfifo(p, 0644), 0);
+}
+static void p_symlink_loop(const char *D, const char *X) {
+    (void)D;
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/loop_a", X);
+    snprintf(b, sizeof b, "%s/loop_b", X);
+    assert_int_equal(symlink(b, a), 0);
+    assert_int_equal(symlink(a, b), 0);
+}
+static void p_i2v_model(const char *D, const char *X) {
+    (void)D;
+    char cmd[3 * PATH_MAX], real[PATH_MAX];
+    if (!realpath(GOLDEN "/e2e_i2v_5b/model", real)) fail_msg("no " GOLDEN "/e2e_i2v_5b/model");
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model' && mkdir '%s/images'", real, X, X);
+    tu_run_ok(cmd);
+}
+static void p_empty_embeddings(const char *D, const char *X) { (void)X; truncate_file(D, EMB, 0); }
+static void p_trunc_embeddings_hashed(const char *D, const char *X) { (void)X; truncate_file(D, EMB, 100); }
+static void p_genconfig_dir(const char *D, const char *X) {
+    (void)X;
+    char p[512];
+    snprintf(p, sizeof p, "%s/generation_config.json", D);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+static void p_model_no_transformer(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -r '%s/model/transformer'", X);
+    tu_run_ok(cmd);
+}
+/* X/big.png: a PNG header of 16000x16000 pixels (and a token IDAT): refused from the header by
+ * the input pixel limit, before any pixel is decoded (issue 21: 1.5 GB, 18.7 s, accepted) */
+static uint32_t crc32_png(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+static void put_chunk(FILE *f, const char *type, const unsigned char *data, uint32_t n) {
+    unsigned char buf[64];
+    const unsigned char len[4] = {n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255};
+    memcpy(buf, type, 4);
+    memcpy(buf + 4, data, n);
+    const uint32_t c = crc32_png(buf, n + 4);
+    const unsigned char crc[4] = {c >> 24, c >> 16 & 255, c >> 8 & 255, c & 255};
+    fwrite(len, 1, 4, f), fwrite(buf, 1, n + 4, f), fwrite(crc, 1, 4, f);
+}
+static void p_huge_png(const char *D, const char *X) {
+    p_i2v_model(D, X);
+    char p[512];
+    snprintf(p, sizeof p, "%s/big.png", X);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite("\x89PNG\r\n\x1a\n", 1, 8, f);
+    const unsigned char ihdr[13] = {0, 0, 0x3e, 0x80, 0, 0, 0x3e, 0x80, 8, 2, 0, 0, 0};   /* 16000 x 16000 RGB8 */
+    put_chunk(f, "IHDR", ihdr, 13);
+    const unsigned char idat[8] = {0x78, 0x9c, 0x63, 0x60, 0, 0, 0, 1};
+    put_chunk(f, "IDAT", idat, 8);
+    put_chunk(f, "IEND", idat, 0);
+    fclose(f);
+}
 static void p_lock(const char *D, const char *X) {
     (void)X;
     g_held = cvx_dir_lock_acquire(D, 1);
@@ -502,9 +598,18 @@ static const bad_case CASES[] = {
     {"s3 crf too high", 3, "--crf 99", NULL, {"--crf"}},
     {"s3 bad tiling", 3, "--tiling maybe", NULL, {"--tiling", "maybe"}},
     {"s3 tile height zero", 3, "--tile_sample_min_height 0", NULL, {"--tile_sample_min_height"}},
+    /* issue 21: tile sizes whose stitching gives another frame size (upstream's 56x68 for 48x64) */
+    {"s3 tiles that change the height", 3, "--tiling on --tile_sample_min_height 24 --tile_sample_min_width 32", NULL,
+     {"--tile_sample_min_height 24", "56 pixels high, not 48", "fit"}},
+    {"s3 tiles that change the width", 3, "--tiling on --tile_sample_min_width 24", NULL,
+     {"--tile_sample_min_width 24", "wide, not 64"}},
+    {"s3 tile height 17", 3, "--tiling on --tile_sample_min_height 17 --tile_sample_min_width 17", NULL,
+     {"--tile_sample_min_height 17", "not 48"}},
     {"s3 no vae", 3, "--model_dir {X}/model", p_model_no_vae, {"vae"}},
     {"s3 bad vae config", 3, "--model_dir {X}/model", p_model_bad_vae_config, {"vae/config.json", "block_out_channels"}},
     {"s3 truncated vae", 3, "--model_dir {X}/model", p_model_trunc_vae, {"diffusion_pytorch_model.safetensors"}},
+    {"s3 --png_dir is a file", 3, "--png_dir {X}/afile", p_output_is_file, {"afile", "not a directory", "PNG"}},
+    {"s3 --png_dir under a file", 3, "--png_dir {X}/afile/frames", p_output_is_file, {"afile", "not a directory"}},
     {"s3 output dir missing", 3, "--output_video {X}/no/such/dir/v.mp4", NULL, {"v.mp4"}},
     {"s3 unknown option", 3, "--bogus", NULL, {"--bogus"}},
 
@@ -522,7 +627,28 @@ static const bad_case CASES[] = {
     {"s1 genconfig fps -8", 1, "--prompt a", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
     {"s1 T5 num_layers 1e9", 1, "--prompt a --model_dir {X}/model", p_t5_layers, {"config.json", "num_layers", "1000000000"}},
     {"s1 directory locked", 1, "--prompt a", p_lock, {"in use by another run", "pid"}},
+    {"s1 NaN from the VAE encoder (I2V)", 1, "--prompt a --model_dir {X}/model --image {X}/image.png", p_i2v_nan_encoder,
+     {"image.png", "latent_mean", "nan"}},
+    {"s1 --video /dev/zero", 1, "--prompt a --video /dev/zero --height 48 --width 64", NULL,
+     {"/dev/zero", "not a regular file", "device"}},
+    {"s1 --video a FIFO", 1, "--prompt a --video {X}/fifo --height 48 --width 64", p_fifo, {"fifo", "FIFO"}},
+    {"s1 --video a symlink loop", 1, "--prompt a --video {X}/loop_a --height 48 --width 64", p_symlink_loop,
+     {"loop_a", "loop of symbolic links"}},
+    {"s1 --image a directory", 1, "--prompt a --model_dir {X}/model --image {X}/images", p_i2v_model,
+     {"images", "a directory", "--image one file"}},
+    {"s1 --image of 16000x16000 pixels", 1, "--prompt a --model_dir {X}/model --image {X}/big.png", p_huge_png,
+     {"big.png", "16000x16000", "input limit"}},
+    {"s1 --prompts_file a directory", 1, "--prompts_file {X}", NULL, {"a directory, not a file"}},
+    {"s1 --prompts_file a FIFO", 1, "--prompts_file {X}/fifo", p_fifo, {"fifo", "a FIFO, not a file"}},
+    {"s1 genconfig is a directory", 1, "--prompt a", p_genconfig_dir, {"generation_config.json", "a directory"}},
+    {"s1 --video, model without transformer", 1,
+     "--prompt a --model_dir {X}/model --video " GOLDEN "/e2e_v2v_5b/video", p_model_no_transformer,
+     {"--video", "transformer", "missing"}},
     /* ---- stage 2 ---- */
+    {"s2 embeddings empty (hash recorded)", 2, "", p_empty_embeddings, {"stage1_embeddings.safetensors", "0 bytes"}},
+    {"s2 embeddings truncated (hash recorded)", 2, "", p_trunc_embeddings_hashed,
+     {"stage1_embeddings.safetensors", "truncated"}},
+    {"s2 genconfig is a directory", 2, "", p_genconfig_dir, {"generation_config.json", "a directory"}},
     {"s2 NaN in prompt_embeds", 2, "", p_nan_embeddings, {"prompt_embeds", "nan", "index 5"}},
     {"s2 -Inf in negative_prompt_embeds", 2, "", p_inf_negative, {"negative_prompt_embeds", "inf", "index 77"}},
     {"s2 NaN in a weight (step named)", 2, "--model_dir {X}/model", p_nan_weight, {"step 1/2", "latents", "diverged"}},
@@ -537,6 +663,10 @@ static const bad_case CASES[] = {
     {"s2 transformer num_layers 1e9", 2, "--model_dir {X}/model", p_transformer_layers, {"transformer/config.json", "num_layers"}},
     {"s2 transformer heads 0", 2, "--model_dir {X}/model", p_transformer_heads_zero, {"num_attention_heads", "0"}},
     {"s2 directory locked", 2, "", p_lock, {"in use by another run", "pid"}},
+    {"s2 conditioning file a T2V config does not list", 2, "", p_v2v_file_in_t2v,
+     {"stage1_conditioning.safetensors", "not listed", "mode \"t2v\""}},
+    {"s2 genconfig mode banana", 2, "", p_mode_banana, {"generation_config.json", "\"banana\"", "t2v"}},
+    {"s2 config mode i2v, file v2v", 2, "", p_mode_i2v_v2v_file, {"holds a v2v conditioning", "mode \"i2v\""}},
     {"s2 input directory locked", 2, "--output_dir {X}/out", p_lock_input, {"in use by another run", "pid"}},
     {"s2 --seed --threads 1", 2, "--seed --threads 1", NULL, {"--seed needs a value", "--threads"}},
     /* ---- stage 3 ---- */
@@ -555,6 +685,7 @@ static const bad_case CASES[] = {
     {"s2 embeddings older than a prompts-file run", 2, "", p_s1_rerun_prompts_file,
      {"stage1_embeddings.safetensors", "does not belong", "run stage 1 again"}},
     {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
+    {"s3 genconfig is a directory", 3, "", p_genconfig_dir, {"generation_config.json", "a directory"}},
     {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
 };
 

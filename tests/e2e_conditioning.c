@@ -352,6 +352,10 @@ static void test_bad_inputs(void **s) {
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --frames 7 --height 48 --width 64", s1, t2v, out);
     expect_fail(cmd, "4k+1", out);
+    /* --frames beyond the video's 9 (issue 21: 9 used silently) */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --frames 13 --height 48 --width 64", s1, t2v, out);
+    expect_fail(cmd, "--frames 13: " GOLDEN "/e2e_v2v_5b/video has only 9 frames", out);
     /* a T2V run on an I2V model: stage 2 refuses, writes nothing */
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s", s1, i2v, out);
     tu_run_ok(cmd);
@@ -361,6 +365,14 @@ static void test_bad_inputs(void **s) {
     char s2dir[300];
     snprintf(s2dir, sizeof s2dir, "%s/s2", dir);
     struct stat st;
+    assert_true(stat(s2dir, &st) != 0 || dir_is_empty(s2dir));
+    /* --strength with an image (issue 21: accepted and ignored) */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s/i2v --image " GOLDEN
+             "/e2e_i2v_5b/image.png --height 48 --width 64", s1, i2v, dir);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s/i2v --output_dir %s/s2 --model_dir %s --num_inference_steps 2 "
+             "--strength 0.5", s2, dir, dir, i2v);
+    expect_fail(cmd, "--strength 0.5 is for video-to-video; image-to-video", NULL);
     assert_true(stat(s2dir, &st) != 0 || dir_is_empty(s2dir));
     /* --strength without a video */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/s2 --model_dir %s --strength 0.5", s2, out,
