@@ -28,7 +28,8 @@ else
 BLAS_LIBS = -lopenblas
 endif
 LIBS = -fopenmp $(SAN) $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c) $(BLAS_LIBS) -ldnnl \
-       -lsentencepiece -lavformat -lavcodec -lswscale -lavutil -lm -lpthread
+       -lsentencepiece $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata) \
+       -lavformat -lavcodec -lswscale -lavutil -lm -lpthread
 
 # ---- MPI (optional, issue 11) ---------------------------------------------------------------
 # Detected as llm.c does: Open MPI's flags from pkg-config (ompi-c) or mpicc, used only when
@@ -183,7 +184,7 @@ MODEL           ?= models/cogvideox-tiny-random
 PROMPT          ?= A panda, dressed in a small red jacket, plays a guitar in a serene bamboo forest.
 NEGATIVE_PROMPT ?=
 STEPS           ?= 50
-GUIDANCE        ?= 6
+GUIDANCE        ?=
 SEED            ?= 42
 FRAMES          ?=
 HEIGHT          ?=
@@ -209,13 +210,20 @@ STRENGTH        ?=
 ifeq ($(MODEL),models/cogvideox-tiny-random)
 STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 endif
+# the tiny Wan model: a small video (Wan's own default, 81 frames of 480x832, takes minutes even here)
+ifeq ($(MODEL),models/wan2.1-tiny-random)
+STEPS  := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
+FRAMES := $(if $(filter command line,$(origin FRAMES)),$(FRAMES),9)
+HEIGHT := $(if $(filter command line,$(origin HEIGHT)),$(HEIGHT),48)
+WIDTH  := $(if $(filter command line,$(origin WIDTH)),$(WIDTH),64)
+endif
 sq = '$(subst ','\'',$(1))'
 model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(MODEL)),--model_id $(call sq,$(MODEL)))
 STAGE1_ARGS = --precision $(PRECISION) --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag) \
   $(if $(IMAGE),--image $(call sq,$(IMAGE))) $(if $(VIDEO),--video $(call sq,$(VIDEO)) $(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)))
 # with IMAGE/VIDEO the size (and VIDEO's frame count) is stage 1's: stage 2 takes it from there
-STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE_DTYPE)) --num_inference_steps $(STEPS) --guidance_scale $(GUIDANCE) --seed $(SEED) $(model_flag) \
+STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE_DTYPE)) --num_inference_steps $(STEPS) $(if $(GUIDANCE),--guidance_scale $(GUIDANCE)) --seed $(SEED) $(model_flag) \
   $(if $(VIDEO),,$(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),,$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH))) \
   $(if $(STRENGTH),--strength $(STRENGTH)) \
@@ -241,9 +249,10 @@ $(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $
 
 pipeline: $(OUT)/output_video.mp4
 	@echo "video: $(OUT)/output_video.mp4  contact sheet: $(OUT)/contact_sheet.png"
-	@if [ "$(MODEL)" = "models/cogvideox-tiny-random" ]; then \
+	@if [ "$(MODEL)" = "models/cogvideox-tiny-random" ] || [ "$(MODEL)" = "models/wan2.1-tiny-random" ]; then \
 	  echo "note: this is the embedded tiny random-weight model: the video is noise and shows only that the"; \
-	  echo "      pipeline works. Use MODEL=/path/to/CogVideoX-2b (or a hub id in your HF cache) for real videos."; fi
+	  echo "      pipeline works. Use MODEL=/path/to/CogVideoX-2b or MODEL=Wan-AI/Wan2.1-T2V-1.3B-Diffusers (a local"; \
+	  echo "      directory or a hub id in your HF cache) for real videos."; fi
 run:
 	@sh scripts/install-deps.sh
 	@$(MAKE) --no-print-directory all

@@ -21,8 +21,8 @@
 #include "error.h"
 #include "ops.h"
 #include "stage2/cache.h"
-#include "stage2/scheduler.h"
-#include "stage2/transformer.h"
+#include "stage2/scheduler_ddpm.h"
+#include "stage2/cogvideox_family.h"
 
 /* e(t) [n][E] for the schedule's timesteps, from small forwards (e does not depend on x). */
 static float *embeddings(cogvideox_transformer *m, const int64_t *ts, int n, int *E_out) {
@@ -50,13 +50,13 @@ static void one_model(const char *label, const char *dir, int n_steps, double t_
     snprintf(tdir, sizeof tdir, "%s/transformer", dir);
     snprintf(scfg, sizeof scfg, "%s/scheduler/scheduler_config.json", dir);
     cogvideox_transformer *m = cogvideox_load(tdir, NULL);
-    cogvideox_scheduler s;
-    if (!m || cogvideox_scheduler_load(&s, scfg, NULL) || cogvideox_scheduler_set_timesteps(&s, n_steps))
+    cvx_scheduler s;
+    if (!m || cvx_scheduler_load(&s, scfg, NULL) || cvx_scheduler_set_timesteps(&s, n_steps))
         cvx_die_last_error();
     double co[5];
     const char *set = cogvideox_teacache_coefficients(cogvideox_get_config(m), co);
     int E;
-    float *e = embeddings(m, s.timesteps, n_steps, &E);
+    float *e = embeddings(m, ddpm_of(&s)->timesteps, n_steps, &E);
     printf("\n%s (%s): %d steps %s, TeaCache coefficients %s\n", label, dir, n_steps, s.type->name, set);
     printf("  threshold  computed  skipped  stage-2 time (extrapolated)   video total (extrapolated)  speed-up\n");
     const double thr[] = {0, 0.1, 0.2, 0.3};
@@ -64,18 +64,18 @@ static void one_model(const char *label, const char *dir, int n_steps, double t_
     for (int k = 0; k < 4; k++) {
         int computed = n_steps;
         if (thr[k] > 0) {
-            cogvideox_cache c;
-            if (cogvideox_cache_init(&c, COGVIDEOX_CACHE_TEACACHE, thr[k], co, n_steps, 2)) cvx_die_last_error();
+            cvx_cache c;
+            if (cvx_cache_init(&c, CVX_CACHE_TEACACHE, thr[k], co, n_steps, 2)) cvx_die_last_error();
             computed = 0;
-            for (int i = 0; i < n_steps; i++) computed += cogvideox_teacache_decide(&c, i, e + (size_t)i * E, E);
-            cogvideox_cache_free(&c);
+            for (int i = 0; i < n_steps; i++) computed += cvx_teacache_decide(&c, i, e + (size_t)i * E, E);
+            cvx_cache_free(&c);
         }
         double t2 = computed * t_step + (n_steps - computed) * t_skip;
         printf("  %9.2f  %8d  %7d  %9.1f h                   %9.1f h                    %.2fx\n", thr[k], computed,
                n_steps - computed, t2 / 3600, (t2 + t_fixed) / 3600, (base + t_fixed) / (t2 + t_fixed));
     }
     free(e);
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
     cogvideox_free(m);
 }
 

@@ -1,5 +1,5 @@
 /* The GEMM ops on a compute context (oneDNN through gemm_fast.h, dispatched on ctx->precision),
- * the pure OpenBLAS sgemm, nn.Linear over weights of any float dtype, the shared thread count. */
+ * the pure OpenBLAS sgemm, nn.Linear over weights of any float dtype. */
 #include "gemm.h"
 #include "error.h"
 #include "gemm_fast.h"
@@ -9,14 +9,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-void cvx_set_threads(int n) {
-    if (n <= 0) n = omp_get_num_procs();
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
-}
-
-int cvx_threads(void) { return omp_get_max_threads(); }
 
 void cvx_flops_add(cvx_ctx *ctx, double f) {
 #pragma omp atomic

@@ -8,10 +8,6 @@
 #include "context.h"
 #include "safetensors.h"
 
-/* n <= 0: all cores. Sets the OpenMP and OpenBLAS thread counts, which those libraries keep
- * process-wide (cvx_ctx_new calls this); cvx_threads() reads OpenMP's back. */
-void cvx_set_threads(int n);
-int cvx_threads(void);
 
 /* Row-major C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C. trans: 0 = as stored, 1 = transposed.
  * A pure kernel (OpenBLAS): no context, no counting; ops that call it count into their ctx. */

@@ -1,4 +1,4 @@
-/* Pillow-exact Lanczos resize of RGB8 images (see resize.h for the algorithm). */
+/* Pillow-exact resize of RGB8 images (see resize.h for the algorithm). */
 #include "resize.h"
 
 #include <math.h>
@@ -8,7 +8,6 @@
 #include "error.h"
 
 #define PRECISION_BITS (32 - 8 - 2)
-#define LANCZOS_SUPPORT 3.0
 
 static double sinc(double x) {
     if (x == 0.0) return 1.0;
@@ -21,15 +20,77 @@ double cvx_lanczos3(double x) {
     return 0.0;
 }
 
+/* The other filters of Resample.c, term for term (same constants and operation order). */
+static double box_filter(double x) { return x > -0.5 && x <= 0.5 ? 1.0 : 0.0; }
+
+static double bilinear_filter(double x) {
+    if (x < 0.0) x = -x;
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static double hamming_filter(double x) {
+    if (x < 0.0) x = -x;
+    if (x == 0.0) return 1.0;
+    if (x >= 1.0) return 0.0;
+    x = x * M_PI;
+    return sin(x) / x * (0.54f + 0.46f * cos(x));   /* float constants, as Pillow */
+}
+
+/* Keys' cubic convolution with a = −0.5 (Pillow's BICUBIC). */
+static double bicubic_filter(double x) {
+    const double a = -0.5;
+    if (x < 0.0) x = -x;
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+
+int cvx_pil_filter_valid(int code) { return code >= CVX_PIL_LANCZOS && code <= CVX_PIL_HAMMING; }
+
+const char *cvx_pil_filter_name(cvx_pil_filter f) {
+    switch (f) {
+    case CVX_PIL_LANCZOS: return "lanczos";
+    case CVX_PIL_BILINEAR: return "bilinear";
+    case CVX_PIL_BICUBIC: return "bicubic";
+    case CVX_PIL_BOX: return "box";
+    case CVX_PIL_HAMMING: return "hamming";
+    }
+    return "?";
+}
+
+double cvx_pil_filter_eval(cvx_pil_filter f, double x) {
+    switch (f) {
+    case CVX_PIL_LANCZOS: return cvx_lanczos3(x);
+    case CVX_PIL_BILINEAR: return bilinear_filter(x);
+    case CVX_PIL_BICUBIC: return bicubic_filter(x);
+    case CVX_PIL_BOX: return box_filter(x);
+    case CVX_PIL_HAMMING: return hamming_filter(x);
+    }
+    CVX_CHECK(!"unknown filter");
+    return 0.0;
+}
+
+double cvx_pil_filter_support(cvx_pil_filter f) {
+    switch (f) {
+    case CVX_PIL_LANCZOS: return 3.0;
+    case CVX_PIL_BICUBIC: return 2.0;
+    case CVX_PIL_BILINEAR:
+    case CVX_PIL_HAMMING: return 1.0;
+    case CVX_PIL_BOX: return 0.5;
+    }
+    CVX_CHECK(!"unknown filter");
+    return 0.0;
+}
+
 /* One axis: for each output index its first source index (bounds[2i]), tap count
  * (bounds[2i+1]) and ksize fixed-point taps (kk[i·ksize ...]). Pillow's precompute_coeffs
  * with the box (0, in_size) followed by normalize_coeffs_8bpc. Returns ksize. */
-static int precompute_coeffs(int in_size, int out_size, int **boundsp, int32_t **kkp) {
+static int precompute_coeffs(int in_size, int out_size, cvx_pil_filter f, int **boundsp, int32_t **kkp) {
     const float in0 = 0.0f, in1 = (float)in_size;   /* box edges are floats in Pillow */
     double filterscale, scale;
     filterscale = scale = (double)(in1 - in0) / out_size;
     if (filterscale < 1.0) filterscale = 1.0;
-    const double support = LANCZOS_SUPPORT * filterscale;
+    const double support = cvx_pil_filter_support(f) * filterscale;
     const int ksize = (int)ceil(support) * 2 + 1;
     double *k = cvx_malloc(sizeof(double) * (size_t)ksize);
     int32_t *kk = cvx_malloc(sizeof(int32_t) * (size_t)out_size * ksize);
@@ -44,7 +105,7 @@ static int precompute_coeffs(int in_size, int out_size, int **boundsp, int32_t *
         xmax -= xmin;
         int x = 0;
         for (; x < xmax; x++) {
-            double w = cvx_lanczos3((x + xmin - center + 0.5) * ss);
+            double w = cvx_pil_filter_eval(f, (x + xmin - center + 0.5) * ss);
             k[x] = w;
             ww += w;
         }
@@ -69,18 +130,18 @@ static uint8_t clip8(int64_t ss) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-void cvx_resize_lanczos_rgb8(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh) {
-    CVX_CHECK(sw >= 1 && sh >= 1 && dw >= 1 && dh >= 1);
+void cvx_resize_rgb8(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh, cvx_pil_filter f) {
+    CVX_CHECK(sw >= 1 && sh >= 1 && dw >= 1 && dh >= 1 && cvx_pil_filter_valid((int)f));
     const int need_h = dw != sw, need_v = dh != sh;
     int *bv, *bh = NULL;
     int32_t *kv, *kh = NULL;
-    const int ksv = precompute_coeffs(sh, dh, &bv, &kv);
+    const int ksv = precompute_coeffs(sh, dh, f, &bv, &kv);
     const int yfirst = bv[0], ylast = bv[2 * dh - 2] + bv[2 * dh - 1];   /* source rows in use */
     const uint8_t *in = src;
     int in_w = sw;
     uint8_t *tmp = NULL;
     if (need_h) {   /* horizontal pass on rows yfirst .. ylast−1 into an 8-bit image */
-        const int ksh = precompute_coeffs(sw, dw, &bh, &kh);
+        const int ksh = precompute_coeffs(sw, dw, f, &bh, &kh);
         for (int i = 0; i < dh; i++) bv[2 * i] -= yfirst;
         const int rows = ylast - yfirst;
         tmp = cvx_malloc((size_t)rows * dw * 3);
@@ -120,6 +181,10 @@ void cvx_resize_lanczos_rgb8(const uint8_t *src, int sw, int sh, uint8_t *dst, i
         memcpy(dst, in, (size_t)dh * dw * 3);   /* no vertical pass: the horizontal result (or a copy) */
     }
     free(tmp), free(bh), free(kh), free(bv), free(kv);
+}
+
+void cvx_resize_lanczos_rgb8(const uint8_t *src, int sw, int sh, uint8_t *dst, int dw, int dh) {
+    cvx_resize_rgb8(src, sw, sh, dst, dw, dh, CVX_PIL_LANCZOS);
 }
 
 void cvx_preprocess_image(const uint8_t *rgb, int sw, int sh, int dw, int dh, float *out) {

@@ -67,31 +67,6 @@
 /* 2.0f * c10::pi<double>: 2.0f promoted to double, an exact doubling of pi. */
 static const double TWO_PI_D = 2.0 * 3.14159265358979323846;
 
-/* ------------------------------------------------------------------- f32 -> f16 rounding */
-
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
-uint16_t cvx_f32_to_f16(float f) {
-    uint32_t x = f2u(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return sign | 0x7e00u;           /* NaN -> quiet NaN */
-    if (ax >= 0x477ff000u) return sign | 0x7c00u;          /* >= 65520 rounds to inf */
-    if (ax >= 0x38800000u) {                               /* normal half (>= 2^-14) */
-        uint32_t r = ax - 0x38000000u;                     /* rebias exponent 127 -> 15 */
-        r += 0x0fffu + ((r >> 13) & 1u);                   /* round to nearest even on 13 bits */
-        return sign | (uint16_t)(r >> 13);
-    }
-    /* subnormal half: value / 2^-24 rounded to an integer (may round up to the smallest normal) */
-    uint32_t e = ax >> 23;
-    if (e < 102) return sign;                              /* < 2^-25: rounds to zero */
-    uint32_t m = (ax & 0x007fffffu) | 0x00800000u;         /* value = m * 2^(e - 150) */
-    uint32_t shift = 126 - e;                              /* 14 .. 24 */
-    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) q++;
-    return sign | (uint16_t)q;
-}
-
 /* ------------------------------------------------------------------- the two scalar types */
 
 /* Round a float to the dtype and back (the value a c10::BFloat16 / c10::Half holds). */

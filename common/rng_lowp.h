@@ -31,8 +31,4 @@ int cvx_randn_as(cvx_generator *g, cvx_dtype dtype, float *out, size_t n);
  * "float16". 0, or -1 + cvx_error naming the accepted values. */
 int cvx_noise_dtype_parse(const char *name, cvx_dtype *out);
 
-/* float32 -> IEEE binary16 bits, round to nearest even, subnormals and overflow to inf handled,
- * NaN kept NaN (c10::Half(float)). (dtype.c has only the widening direction.) */
-uint16_t cvx_f32_to_f16(float f);
-
 #endif

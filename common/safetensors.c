@@ -59,7 +59,7 @@ static int parse_entry(cvx_safetensors *st, const char *name, json_object *e, co
     if (!json_object_object_get_ex(e, "dtype", &jd) || !json_object_is_type(jd, json_type_string))
         return cvx_error("%s: tensor '%s': missing or non-string 'dtype'", p, name);
     if (cvx_dtype_parse(json_object_get_string(jd), &t->dtype) != 0)
-        return cvx_error("%s: tensor '%s': unknown dtype '%s' (expected F32, F16, BF16, F64, I64, I32, U8 or BOOL)",
+        return cvx_error("%s: tensor '%s': unknown dtype '%s' (expected F32, F16, BF16, F64, I64, I32, U8, BOOL or F8_E4M3)",
                          p, name, json_object_get_string(jd));
     if (!json_object_object_get_ex(e, "shape", &js) || !json_object_is_type(js, json_type_array))
         return cvx_error("%s: tensor '%s': missing or non-array 'shape'", p, name);
@@ -265,7 +265,7 @@ void cvx_st_metadata_at(const cvx_safetensors *st, int i, const char **key, cons
 /* ---- tensor data as f32 ---- */
 
 void cvx_tensor_to_f32(const cvx_tensor *t, float *dst) {
-    CVX_CHECK(cvx_dtype_is_float(t->dtype));
+    CVX_CHECK(cvx_dtype_to_f32_ok(t->dtype));
     cvx_to_f32_n(t->dtype, t->data, dst, (size_t)t->numel);
 }
 

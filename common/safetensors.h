@@ -60,7 +60,8 @@ const char *cvx_weights_path(const cvx_weights *w);
 /* Helpers for printing shapes in messages: writes "[1, 226, 4096]". */
 const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 
-/* Copy a tensor's values widened to f32 into dst (numel floats). Float dtypes only. */
+/* Copy a tensor's values widened to f32 into dst (numel floats). Dtypes with cvx_dtype_to_f32_ok
+ * only (float, F8_E4M3, and the block-quantized types of GGUF tensors, dequantized). */
 void cvx_tensor_to_f32(const cvx_tensor *t, float *dst);
 /* Newly allocated f32 copy (free with free()). For small tensors: biases, norms. */
 float *cvx_tensor_f32_dup(const cvx_tensor *t);

@@ -42,6 +42,10 @@ void cvx_stw_free(cvx_st_writer *w) {
 
 static stw_entry *new_entry(cvx_st_writer *w, const char *name, cvx_dtype dtype, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > CVX_MAX_DIMS) { cvx_error("tensor '%s': %d dimensions not supported", name, ndim); return NULL; }
+    if (!cvx_dtype_is_safetensors(dtype)) {
+        cvx_error("tensor '%s': dtype %s cannot be stored in safetensors", name, cvx_dtype_name(dtype));
+        return NULL;
+    }
     for (int i = 0; i < w->count; i++)
         if (strcmp(w->entries[i].name, name) == 0) { cvx_error("tensor '%s' added twice", name); return NULL; }
     w->entries = cvx_realloc(w->entries, sizeof(stw_entry) * (size_t)(w->count + 1));

@@ -204,6 +204,163 @@ def genvalidate_seeds():
         shutil.copyfile(cfg, os.path.join(CORPUS, "genvalidate", "real_" + os.path.basename(os.path.dirname(cfg))))
 
 
+def prompt_clean_seeds():
+    """The Wan golden prompts and the rule cases of tests/data/ftfy/cases.json (raw bytes too)."""
+    with open(os.path.join(ROOT, "tests/data/golden_wan/tokenizer/case.json"), encoding="utf-8") as f:
+        for i, p in enumerate(json.load(f)["prompts"]):
+            write("prompt_clean", "golden_%02d" % i, p.encode("utf-8"))
+    with open(os.path.join(ROOT, "tests/data/ftfy/cases.json"), encoding="utf-8") as f:
+        cases = json.load(f)["cases"]
+    for i, c in enumerate(cases):
+        if "input_hex" in c:
+            write("prompt_clean", "raw_%03d" % i, bytes.fromhex(c["input_hex"]))
+        elif i < 48:
+            write("prompt_clean", "rule_%03d" % i, c["input"].encode("utf-8"))
+# ---- GGUF (fuzz_gguf): little-endian, see common/gguf.h ----
+GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
+        "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "Q2_K": (10, 256, 84), "Q3_K": (11, 256, 110),
+        "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210), "BF16": (30, 1, 2)}
+KV_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def g_str(t):
+    t = t.encode() if isinstance(t, str) else t
+    return struct.pack("<Q", len(t)) + t
+
+
+def g_value(vtype, value):
+    if vtype == 8:
+        return g_str(value)
+    if vtype == 9:
+        etype, items = value
+        return struct.pack("<IQ", etype, len(items)) + b"".join(g_value(etype, v) for v in items)
+    return struct.pack(KV_FMT[vtype], value)
+
+
+def gguf_file(kvs, tensors, version=3, align=32, n_tensors=None, n_kv=None, raw_kvs=()):
+    """kvs: (key, value type, value); raw_kvs: (key, encoded type + value) as read from a file;
+    tensors: (name, ne innermost first, type name, data bytes or None), laid out aligned (None or
+    short data is zero-padded to the tensor's size)."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors) if n_tensors is None else n_tensors,
+                                len(kvs) + len(raw_kvs) if n_kv is None else n_kv)
+    for key, raw in raw_kvs:
+        out += g_str(key) + raw
+    for key, vtype, value in kvs:
+        out += g_str(key) + struct.pack("<I", vtype) + g_value(vtype, value)
+    blobs, off = [], 0
+    for name, ne, tname, raw in tensors:
+        tid, blk, tsz = GGML[tname]
+        n = 1
+        for d in ne:
+            n *= d
+        size = n // blk * tsz
+        raw = bytes(size) if raw is None else raw[:size].ljust(size, b"\0")
+        out += g_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        out += struct.pack("<IQ", tid, off)
+        blobs.append((off, raw))
+        off = (off + size + align - 1) // align * align
+    out += b"\0" * ((align - len(out) % align) % align)
+    data = bytearray(off)
+    for o, raw in blobs:
+        data[o:o + len(raw)] = raw
+    return out + bytes(data)
+
+
+def read_gguf(path):
+    """(kvs as raw (key, type, value bytes), tensors (name, ne, type id, data)) of a real file."""
+    b = open(path, "rb").read()
+    _, _, nt, nk = struct.unpack_from("<4sIQQ", b, 0)
+    pos, kvs = 24, []
+
+    def rd_str(p):
+        n = struct.unpack_from("<Q", b, p)[0]
+        return b[p + 8:p + 8 + n], p + 8 + n
+
+    def skip_value(t, p):
+        if t == 8:
+            return rd_str(p)[1]
+        if t == 9:
+            et, cnt = struct.unpack_from("<IQ", b, p)
+            p += 12
+            for _ in range(cnt):
+                p = skip_value(et, p)
+            return p
+        return p + struct.calcsize(KV_FMT[t])
+
+    for _ in range(nk):
+        key, pos = rd_str(pos)
+        t = struct.unpack_from("<I", b, pos)[0]
+        end = skip_value(t, pos + 4)
+        kvs.append((key, b[pos:end]))
+        pos = end
+    infos = []
+    for _ in range(nt):
+        name, pos = rd_str(pos)
+        nd = struct.unpack_from("<I", b, pos)[0]
+        ne = list(struct.unpack_from("<%dQ" % nd, b, pos + 4))
+        tid, off = struct.unpack_from("<IQ", b, pos + 4 + 8 * nd)
+        pos += 4 + 8 * nd + 12
+        infos.append((name, ne, tid, off))
+    data0 = (pos + 31) // 32 * 32
+    return kvs, [(n, ne, tid, b[data0 + off:data0 + off + 4096]) for n, ne, tid, off in infos]
+
+
+def gguf_seeds():
+    rnd = bytes((i * 37 + 11) % 251 for i in range(4096))
+    every = [("t.%s" % t, [GGML[t][1] * (2 if GGML[t][1] == 1 else 1), 2], t, rnd) for t in GGML]
+    every.append(("scalar", [], "F32", struct.pack("<f", 1.5)))
+    every.append(("empty", [0, 3], "Q4_K", b""))
+    every.append(("five_d", [2, 2, 1, 2, 1], "F32", rnd))
+    kv_all = [("general.architecture", 8, "wan"), ("general.file_type", 4, 15), ("u8", 0, 255), ("i8", 1, -128),
+              ("u16", 2, 65535), ("i16", 3, -32768), ("i32", 5, -1), ("f32", 6, 0.5), ("bool", 7, 1),
+              ("u64", 10, 2 ** 64 - 1), ("i64", 11, -2 ** 63), ("f64", 12, -0.0),
+              ("tokens", 9, (8, ["a", "", "\u00e9\u00e8"])), ("shape", 9, (5, [3, -2, 5])), ("none", 9, (4, []))]
+    write("gguf", "valid_every_type", gguf_file(kv_all, every))
+    write("gguf", "valid_align_64", gguf_file([("general.alignment", 4, 64)] + kv_all[:2], every[:5], align=64))
+    write("gguf", "valid_v2", gguf_file(kv_all[:2], every[6:8], version=2))
+    write("gguf", "valid_no_tensors", gguf_file(kv_all, []))
+    write("gguf", "valid_empty", gguf_file([], []))
+    # real files: their metadata and tensor infos, each tensor cut to its first row (the 5-D one kept 5-D)
+    for case, f in (("cogvideox", "cogvideox-Q4_0.gguf"), ("wan", "wan-Q4_K_S.gguf")):
+        path = os.path.join(ROOT, "tests/data/golden_gguf", case, f)
+        if not os.path.exists(path):
+            continue
+        kvs, infos = read_gguf(path)
+        tname = {v[0]: k for k, v in GGML.items()}
+        seen, tensors = set(), []
+        for name, ne, tid, raw in infos:
+            if tid in seen and len(tensors) > 6:
+                continue
+            seen.add(tid)
+            short = [ne[0]] + [1] * (len(ne) - 1) if len(ne) > 1 else ne
+            if ne[0] * GGML[tname[tid]][2] // GGML[tname[tid]][1] > 4096:
+                continue
+            tensors.append((name.decode(), short, tname[tid], raw))
+        write("gguf", "real_" + case + "_small", gguf_file([], tensors, raw_kvs=kvs))
+    bad = {
+        "bad_magic": b"GGML" + struct.pack("<IQQ", 3, 0, 0),
+        "bad_version1": gguf_file([], [], version=1),
+        "bad_bigendian": gguf_file([], [], version=0x03000000),
+        "bad_short": b"GGUF\x03\x00",
+        "bad_many_tensors": gguf_file([], [], n_tensors=1 << 50),
+        "bad_many_kv": gguf_file([], [], n_kv=1 << 50),
+        "bad_align_pow2": gguf_file([("general.alignment", 4, 48)], every[:1]),
+        "bad_align_type": gguf_file([("general.alignment", 5, 32)], every[:1]),
+        "bad_dup_key": gguf_file([("a", 4, 1), ("a", 4, 2)], []),
+        "bad_dup_tensor": gguf_file([], [every[0], every[0]]),
+        "bad_nested_array": gguf_file([("a", 9, (9, []))], []),
+        "bad_block_multiple": gguf_file([], [("w", [48, 1], "Q8_0", rnd)]),
+        "bad_truncated": gguf_file(kv_all, every)[:-7],
+        "bad_key_len": b"GGUF" + struct.pack("<IQQQ", 3, 0, 1, 1 << 40) + b"abc" + bytes(32),
+        "bad_overflow_dims": b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + g_str("w") + struct.pack("<IQQIQ", 2, 1 << 32, 1 << 32, 0, 0),
+        "bad_unknown_type": b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + g_str("w") + struct.pack("<IQIQ", 1, 4, 99, 0) + bytes(16),
+        "bad_nine_dims": b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + g_str("w") + struct.pack("<I", 9) + struct.pack("<9Q", *[1] * 9) + struct.pack("<IQ", 0, 0) + bytes(8),
+        "bad_misaligned": b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + g_str("w") + struct.pack("<IQIQ", 1, 1, 0, 4) + bytes(16),
+    }
+    for name, blob in bad.items():
+        write("gguf", name, blob)
+
+
 if __name__ == "__main__":
     shutil.rmtree(CORPUS, ignore_errors=True)
     safetensors_seeds()
@@ -212,6 +369,8 @@ if __name__ == "__main__":
     index_seeds()
     checkpoint_seeds()
     genvalidate_seeds()
+    prompt_clean_seeds()
+    gguf_seeds()
     for t in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, t))
         size = sum(os.path.getsize(os.path.join(CORPUS, t, f)) for f in files)

@@ -30,6 +30,9 @@ typedef void (*cvx_progress_fn)(void *user, const char *label, int done, int tot
 
 typedef struct {
     const char *model;          /* diffusers directory or ORG/NAME hub id */
+    /* single-file weights used instead of the directory's (Wan: diffusers or original/ComfyUI key
+     * names; the directory still gives the configs and the tokenizer), NULL = the directory's */
+    const char *transformer_file, *text_encoder_file, *vae_file;
     int threads;                /* 0 = all cores */
     cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
                                  * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
@@ -39,12 +42,14 @@ typedef struct {
 typedef struct {
     const char *name;           /* as given */
     const char *dir;            /* resolved directory */
-    int is_15;                  /* CogVideoX1.5 (the transformer has patch_size_t) */
+    const char *family;         /* the model family ("CogVideoX", "Wan") */
+    const char *pipeline_class; /* model_index.json's _class_name, NULL when the directory has none */
     int frames, height, width, fps;          /* default video size */
     int vae_scale_spatial, vae_scale_temporal;
     double vae_scaling_factor;
     int latent_channels;
     int text_len, text_dim;     /* embeddings the transformer takes: [L, D] */
+    double guidance_scale;      /* the pipeline's default guidance (CogVideoX 6, Wan 5) */
     const char *scheduler;      /* the scheduler config's type name ("ddim", "dpm"), NULL if unknown */
 } cvx_model_info;
 
@@ -81,14 +86,14 @@ int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *
 typedef struct {
     int frames, height, width;    /* 0 = the model's default */
     int num_inference_steps;      /* 0 = 50 */
-    double guidance_scale;        /* <= 1 disables CFG */
+    double guidance_scale;        /* <= 1 disables CFG; < 0 = the model's default (cvx_model_info) */
     int use_dynamic_cfg;
     uint64_t seed;
     const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */
     /* checkpointing (NULL path = none); see stage2/sampler.h */
     const char *checkpoint_path;
     int checkpoint_every, resume, stop_after_steps;
-    const void *fingerprint;      /* const cogvideox_fingerprint *, NULL = none */
+    const void *fingerprint;      /* const cvx_fingerprint *, NULL = none */
     /* image-to-video / video-to-video: the encoded image or video (cvx_encode_conditioning or
      * cvx_conditioning_read), NULL = text-to-video. Its size is the video size (height/width
      * 0 or equal); V2V: its frame count too. */
@@ -121,6 +126,7 @@ typedef struct {
     int resumed_from;
     double seconds;               /* in the loop */
     const char *scheduler;        /* the one used ("ddim" / "dpm") */
+    const char *family;           /* the model family that made them ("CogVideoX", "Wan") */
     /* step caching over the whole run (resumed part included); 0 without */
     long long cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
     double teacache_coefficients[5];   /* the set used (TeaCache) */
@@ -174,7 +180,8 @@ const char *cvx_mode_name(cvx_mode mode);   /* "t2v", "i2v", "v2v" */
 typedef struct {
     const char *image;            /* I2V: an image file (PNG/JPEG/... anything libav decodes) */
     const char *video;            /* V2V: a video file or a directory of frame images */
-    int max_frames;               /* V2V: the first N frames (0 = all) */
+    int max_frames;               /* V2V: the first N frames (0 = all); Wan I2V: the video's frame count (0 =
+                                   * the model's), which the encoded condition depends on */
     int height, width;            /* target size, 0 = the model's default */
 } cvx_conditioning_params;
 
@@ -182,6 +189,8 @@ typedef struct cvx_conditioning {
     cvx_mode mode;
     float *mean, *std;            /* [C, T, h, w] each: latent_dist of the encoded pixels */
     int C, T, h, w;
+    float *image_embeds;          /* Wan I2V: the CLIP image encoder's penultimate hidden states [image_L, image_D] */
+    int image_L, image_D;
     int frames, height, width;    /* the pixel frames encoded and their (target) size */
 } cvx_conditioning;
 void cvx_conditioning_free(cvx_conditioning *c);
@@ -215,7 +224,7 @@ int cvx_genconfig_record_encode(const char *path, const char *prompt, const char
                                 const char *negative, const char *model_id);
 
 /* The run settings a stage-2 checkpoint belongs to (model, embeddings file hash, every resolved
- * setting); fp: a cogvideox_fingerprint (stage2/sampler.h). */
+ * setting); fp: a cvx_fingerprint (stage2/sampler.h). */
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *resolved, const char *embeddings_path, void *fp);
 /* The model to use: --model_dir / --model_id if given, else generation_config.json's model_id
  * at gc_path, else the file's model_id metadata (st may be NULL); *out NULL if none. -1 +

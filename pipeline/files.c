@@ -40,12 +40,12 @@ int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *pro
 
 int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out) {
     memset(out, 0, sizeof *out);
-    if (!m->has_transformer) {
+    if (!m->has_denoiser_config) {
         char dir[4200];
         return cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir);
     }
     const cvx_tensor *tp = cvx_st_find(st, "prompt_embeds"), *tn = cvx_st_find(st, "negative_prompt_embeds");
-    if (cogvideox_check_embeddings(&m->tcfg, tp, tn, cvx_st_path(st))) return -1;
+    if (m->family->check_embeddings(m, tp, tn, cvx_st_path(st))) return -1;
     out->L = (int)tp->shape[1], out->D = (int)tp->shape[2];
     out->prompt = cvx_tensor_f32_dup(tp);
     out->negative = cvx_tensor_f32_dup(tn);
@@ -212,40 +212,47 @@ static int hash_file(const char *path, uint64_t *out) {
 }
 
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, void *fpv) {
-    cogvideox_fingerprint *fp = fpv;
+    cvx_fingerprint *fp = fpv;
     char real_model[PATH_MAX], gbuf[64];
     uint64_t emb_hash;
     if (!realpath(m->dir, real_model)) snprintf(real_model, sizeof real_model, "%s", m->dir);
     if (hash_file(embeddings_path, &emb_hash)) return -1;
     memset(fp, 0, sizeof *fp);
-    cogvideox_fingerprint_set(fp, "model", "%s", real_model);
-    cogvideox_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
-    cogvideox_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
+    cvx_fingerprint_set(fp, "model", "%s", real_model);
+    if (m->transformer_file[0]) {   /* a single transformer file instead of the directory's: its path and size */
+        char real_file[PATH_MAX];
+        struct stat fst;
+        if (!realpath(m->transformer_file, real_file)) snprintf(real_file, sizeof real_file, "%s", m->transformer_file);
+        cvx_fingerprint_set(fp, "transformer_file", "%s (%lld bytes)", real_file,
+                            stat(real_file, &fst) == 0 ? (long long)fst.st_size : -1LL);
+    }
+    cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
+    cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);
-    cogvideox_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
-    cogvideox_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
-    cogvideox_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
-    cogvideox_fingerprint_set(fp, "height", "%d", p->height);
-    cogvideox_fingerprint_set(fp, "width", "%d", p->width);
-    cogvideox_fingerprint_set(fp, "frames", "%d", p->frames);
-    cogvideox_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    cvx_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
+    cvx_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
+    cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
+    cvx_fingerprint_set(fp, "height", "%d", p->height);
+    cvx_fingerprint_set(fp, "width", "%d", p->width);
+    cvx_fingerprint_set(fp, "frames", "%d", p->frames);
+    cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
     if (p->conditioning) {   /* I2V / V2V: the encoded image or video, and V2V's strength */
-        cogvideox_fingerprint_set(fp, "mode", "%s", cvx_mode_name(p->conditioning->mode));
-        cogvideox_fingerprint_set(fp, "conditioning_xxh64", "%016llx",
+        cvx_fingerprint_set(fp, "mode", "%s", cvx_mode_name(p->conditioning->mode));
+        cvx_fingerprint_set(fp, "conditioning_xxh64", "%016llx",
                                   (unsigned long long)cvx_conditioning_hash(p->conditioning));
         format_double(p->strength, gbuf, sizeof gbuf);
-        if (p->conditioning->mode == CVX_MODE_V2V) cogvideox_fingerprint_set(fp, "strength", "%s", gbuf);
+        if (p->conditioning->mode == CVX_MODE_V2V) cvx_fingerprint_set(fp, "strength", "%s", gbuf);
     }
-    cogvideox_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
-    cogvideox_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
-    cogvideox_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
+    cvx_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
+    cvx_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
+    cvx_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
     if (p->cache && strcmp(p->cache, "none") != 0) {
         format_double(p->cache_threshold, gbuf, sizeof gbuf);   /* shortest exact form */
-        cogvideox_fingerprint_set(fp, "cache_threshold", "%s", gbuf);
+        cvx_fingerprint_set(fp, "cache_threshold", "%s", gbuf);
         const double *co = p->teacache_coefficients;
-        if (co) cogvideox_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
+        if (co) cvx_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
                                           co[2], co[3], co[4]);
-        else cogvideox_fingerprint_set(fp, "teacache_coefficients", "published");
+        else cvx_fingerprint_set(fp, "teacache_coefficients", "published");
     }
     return 0;
 }
@@ -278,6 +285,7 @@ int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *
     rc |= cvx_stw_metadata(w, "use_dynamic_cfg", p->use_dynamic_cfg ? "true" : "false");
     rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
     rc |= cvx_stw_metadata(w, "model_id", model_id);
+    if (l->family) rc |= cvx_stw_metadata(w, "model_family", l->family);
     rc |= cvx_stw_metadata(w, "mode", cvx_mode_name(p->conditioning ? p->conditioning->mode : CVX_MODE_T2V));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V) {
         format_double(p->strength, buf, sizeof buf);
@@ -391,9 +399,15 @@ int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], lon
         goto done;
     }
     for (int i = 0; i < 5; i++) dims[i] = (int)lt->shape[i];
-    if (m->has_vae && dims[1] != m->vcfg.latent_channels) {
+    const char *fam = cvx_st_metadata(st, "model_family");   /* absent in other programs' files: not checked */
+    if (fam && strcmp(fam, m->family->name) != 0) {
+        cvx_error("%s: latents of a %s model (metadata 'model_family'), but %s is a %s model: its VAE cannot decode "
+                  "them (pass the model that made them with --model_dir)", path, fam, m->dir, m->family->name);
+        goto done;
+    }
+    if (m->has_vae_config && dims[1] != m->info.latent_channels) {
         cvx_error("%s: tensor 'latents' has shape %s: %d channels (dim 1 of [B, C, T, H, W]), the VAE in %s/vae "
-                  "expects latent_channels = %d", path, shp, dims[1], m->dir, m->vcfg.latent_channels);
+                  "expects latent_channels = %d", path, shp, dims[1], m->dir, m->info.latent_channels);
         goto done;
     }
     if (dims[0] < 1 || dims[2] < 1 || dims[3] < 1 || dims[4] < 1) {

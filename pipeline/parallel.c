@@ -109,7 +109,7 @@ static void check(cvx_dist *world, cvx_dist_inputs *in) {
 void cvx_par_check_sample_inputs(cvx_dist *world, cvx_model *m, const void *fingerprint, const char *embeddings,
                                  const char *checkpoint, const char *layout) {
     if (cvx_dist_world_size(world) == 1) return;   /* (no die handler on one rank) */
-    const cogvideox_fingerprint *fp = fingerprint;
+    const cvx_fingerprint *fp = fingerprint;
     cvx_dist_inputs in = {0};
     for (int i = 0; i < fp->n; i++)   /* the model's path may differ between machines: its files are checked */
         if (strcmp(fp->key[i], "model") != 0) cvx_dist_inputs_add_setting(&in, fp->key[i], fp->value[i]);

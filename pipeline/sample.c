@@ -40,7 +40,7 @@ void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *r, ch
 
 int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *r) {
     *r = *p;
-    if (!m->has_transformer) {
+    if (!m->has_denoiser_config) {
         char dir[4200];
         return cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir);
     }
@@ -51,21 +51,21 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->height) r->height = i->height;
     if (!r->width) r->width = i->width;
     if (!r->num_inference_steps) r->num_inference_steps = DEFAULT_STEPS;
+    if (r->guidance_scale < 0) r->guidance_scale = i->guidance_scale;
     if (!r->scheduler) r->scheduler = i->scheduler;
     if (!r->conditioning && r->strength) return cvx_error("--strength is for video-to-video (give stage 1 a --video)");
     if (!r->noise_dtype) r->noise_dtype = m->ctx->precision == CVX_PRECISION_BF16 ? "bf16" : "f32";
     cvx_dtype nd;
     if (cvx_noise_dtype_parse(r->noise_dtype, &nd)) return cvx_error_prefix("--noise_dtype");
     r->noise_dtype = nd == CVX_BF16 ? "bf16" : nd == CVX_F16 ? "fp16" : "f32";   /* canonical name */
-    cogvideox_cache_kind ck;
+    cvx_cache_kind ck;
     if (!r->cache) r->cache = "none";
-    if (cogvideox_cache_parse_kind(r->cache, &ck)) return -1;
-    if (ck == COGVIDEOX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
-    int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;   /* every rank finds these alike */
-    if (cogvideox_sp_check(&m->tcfg, sp)) return -1;
-    cogvideox_preview_mode pm;
+    if (cvx_cache_parse_kind(r->cache, &ck)) return -1;
+    if (ck == CVX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
+    if (m->family->check_sample(m, r)) return -1;
+    cvx_preview_mode pm;
     if (!r->preview) r->preview = "latent";
-    if (cogvideox_preview_parse_mode(r->preview, &pm)) return -1;
+    if (cvx_preview_parse_mode(r->preview, &pm)) return -1;
     if (r->preview_every < 0) return cvx_error("--preview_every must be >= 0, got %d", r->preview_every);
     if (r->preview_every > 0 && !r->preview_path) return cvx_error("preview_every set without a preview_path");
     return 0;
@@ -92,92 +92,69 @@ static int resolve_for_sample(cvx_model *m, const cvx_sample_params *p, cvx_samp
 }
 
 /* The scheduler of the model's scheduler_config.json, its type overridden by `name`. */
-static int load_scheduler(cvx_model *m, const char *name, cogvideox_scheduler *s, char *path, size_t n) {
+static int load_scheduler(cvx_model *m, const char *name, cvx_scheduler *s, char *path, size_t n) {
     char dir[4200];
-    const cogvideox_scheduler_type *override = NULL;
-    if (name && !(override = cogvideox_scheduler_find(name))) return -1;
+    const cvx_scheduler_type *override = NULL;
+    if (name && !(override = cvx_scheduler_find(name))) return -1;
     if (cvx_model_component(m->dir, "scheduler", "scheduler_config.json", dir, sizeof dir)) return -1;
     snprintf(path, n, "%s/scheduler_config.json", dir);
-    return cogvideox_scheduler_load(s, path, override);
+    return cvx_scheduler_load(s, path, override);
 }
 
 int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddings *emb, cvx_progress_fn progress,
                void *user, cvx_latents *out) {
     memset(out, 0, sizeof *out);
+    cvx_ctx_use(m->ctx);
     cvx_sample_params p;
     if (resolve_for_sample(m, params, &p)) return -1;
     char sched_cfg[4300];
-    cogvideox_scheduler sched;
+    cvx_scheduler sched;
     if (load_scheduler(m, params->scheduler, &sched, sched_cfg, sizeof sched_cfg)) return -1;
     int rc = -1;
-    cvx_prepared prep = {0};
-    if (cvx_model_load_transformer(m)) goto done;
+    cvx_sample_run run = {0};
     cvx_dtype nd;
-    const cogvideox_config *c = &m->tcfg;
-    cogvideox_sample_params sp = {
-        .frames = p.frames, .height = p.height, .width = p.width, .num_inference_steps = p.num_inference_steps,
-        .guidance_scale = p.guidance_scale, .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
-        .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
-        .progress = progress, .progress_user = user, .cfg_dist = p.cfg_dist,
-        .sp_dist = p.sp_dist, .world_dist = p.world_dist,
-        .i2v = p.conditioning && p.conditioning->mode == CVX_MODE_I2V,
-        .teacache_coefficients = p.teacache_coefficients, .cache_threshold = p.cache_threshold};
     if (cvx_noise_dtype_parse(p.noise_dtype, &nd)) goto done;
-    sp.noise_dtype = sched.noise_dtype = (int)nd;
-    cogvideox_cache_kind kind;
-    if (cogvideox_cache_parse_kind(p.cache, &kind)) goto done;
-    sp.cache_kind = kind;
-    if (sp.num_inference_steps > sched.num_train_timesteps) {
-        cvx_error("--num_inference_steps %d: at most num_train_timesteps %d (%s)", sp.num_inference_steps,
-                  sched.num_train_timesteps, sched_cfg);
-        goto done;
-    }
-    cogvideox_latent_shape sh;
-    if (cogvideox_latent_shape_for(c, &sp, &sh)) goto done;
-    if (emb->L != c->max_text_seq_length || emb->D != c->text_embed_dim) {
-        cvx_error("embeddings [%d, %d], expected [%d, %d] (the transformer's max_text_seq_length and text_embed_dim)",
-                  emb->L, emb->D, c->max_text_seq_length, c->text_embed_dim);
-        goto done;
-    }
+    sched.noise_dtype = (int)nd;
+    if (cvx_scheduler_set_timesteps(&sched, p.num_inference_steps)) goto done;   /* the step count, before any work */
     if (cvx_check_finite(emb->prompt, (size_t)emb->L * emb->D, "prompt_embeds") ||
         cvx_check_finite(emb->negative, (size_t)emb->L * emb->D, "negative_prompt_embeds"))
         goto done;
-    cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %g%s, seed %llu",
-             c->num_layers, c->num_attention_heads, c->attention_head_dim,
-             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched.type->name, sp.num_inference_steps,
-             sp.guidance_scale, sp.use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)sp.seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp.frames, sp.height, sp.width, sh.frames,
-             sh.channels, sh.height, sh.width, sh.pad_frames ? " (with 1 padding frame)" : "");
-    if (p.conditioning && cvx_prepare_conditioned(m, p.conditioning, &sched, p.strength, &sp, &sh, &prep)) goto done;
+    if (m->family->sample_setup(m, &p, emb, &sched, &run)) goto done;
+    cvx_loop_params *sp = &run.loop;
+    const cvx_latent_shape *sh = &run.shape;
+    sp->progress = progress, sp->progress_user = user;
+    sp->noise_dtype = (int)nd;
+    cvx_cache_kind kind;
+    if (cvx_cache_parse_kind(p.cache, &kind)) goto done;
+    sp->cache_kind = kind;
+    sp->cache_threshold = p.cache_threshold;
 
-    cogvideox_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
-                                  (const cogvideox_fingerprint *)p.fingerprint};
-    cogvideox_sample_result res;
-    if (p.teacache_coefficients) memcpy(out->teacache_coefficients, p.teacache_coefficients, sizeof(double) * 5);
-    else cogvideox_teacache_coefficients(c, out->teacache_coefficients);
-    if (kind != COGVIDEOX_CACHE_NONE)
-        cvx_info("step cache %s, threshold %g%s", p.cache, p.cache_threshold, kind == COGVIDEOX_CACHE_TEACACHE ?
+    cvx_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
+                            (const cvx_fingerprint *)p.fingerprint};
+    cvx_sample_result res;
+    memcpy(out->teacache_coefficients, sp->teacache_coefficients, sizeof(double) * 5);
+    if (kind != CVX_CACHE_NONE)
+        cvx_info("step cache %s, threshold %g%s", p.cache, p.cache_threshold, kind == CVX_CACHE_TEACACHE ?
                  (p.teacache_coefficients ? ", given coefficients" : ", the model's published coefficients") : "");
-    cogvideox_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = sp.num_inference_steps,
-                            .scaling_factor = m->info.vae_scaling_factor, .sched = &sched, .decode = preview_decode,
-                            .decode_user = m};
-    if (p.preview_every > 0 && cogvideox_preview_parse_mode(p.preview, &pv.mode)) goto done;
-    float *latents = cvx_alloc_f32(sh.numel);   // [1, F, C, h, w]
-    if (cogvideox_sample(m->transformer, &sched, &sp, &sh, emb->prompt, emb->negative, emb->L, &ck,
-                         p.preview_every > 0 ? cogvideox_preview_hook : NULL, &pv, latents, &res)) {
+    cvx_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = sp->num_inference_steps,
+                      .rgb = &run.preview_rgb, .sched = &sched, .decode = preview_decode,
+                      .decode_user = m};
+    if (p.preview_every > 0 && cvx_preview_parse_mode(p.preview, &pv.mode)) goto done;
+    float *latents = cvx_alloc_f32(sh->numel);   // the family's loop layout
+    if (cvx_sample_loop(&run.den, &sched, sp, sh, emb->prompt, emb->negative, emb->L, &ck,
+                        p.preview_every > 0 ? cvx_preview_hook : NULL, &pv, latents, &res)) {
         free(latents);
         goto done;
     }
-    out->C = sh.channels, out->T = sh.frames - sh.pad_frames, out->h = sh.height, out->w = sh.width;
-    out->data = cvx_alloc_f32((size_t)out->C * out->T * out->h * out->w);
-    cogvideox_latents_to_output(latents, &sh, out->data);   // [1, C, T, h, w]
+    m->family->latents_out(m, sh, latents, out);   // [1, C, T, h, w]
     free(latents);
     /* schedule positions; V2V's skipped steps are steps_skipped (summaries count steps run) */
-    out->steps_done = sp.t_start + res.steps_done;
-    out->steps_skipped = sp.t_start;
-    out->resumed_from = res.resumed_from ? sp.t_start + res.resumed_from : 0;
+    out->steps_done = sp->t_start + res.steps_done;
+    out->steps_skipped = sp->t_start;
+    out->resumed_from = res.resumed_from ? sp->t_start + res.resumed_from : 0;
     out->seconds = res.seconds;
     out->scheduler = sched.type->name;   /* a static table entry: outlives sched */
+    out->family = m->family->name;       /* likewise */
     out->cache_steps_computed = res.cache_steps_computed;
     out->cache_steps_skipped = res.cache_steps_skipped;
     out->cache_blocks_skipped = res.cache_blocks_skipped;
@@ -185,7 +162,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->preview_seconds = pv.seconds;
     rc = 0;
 done:
-    cvx_prepared_free(&prep);
-    cogvideox_scheduler_free(&sched);
+    cvx_sample_run_free(&run);
+    cvx_scheduler_free(&sched);
     return rc;
 }

@@ -5,7 +5,7 @@
 # times out; the crashing input is saved in $FUZZ_BUILD/artifacts/.
 #
 #   FUZZ_SECONDS=600 sh scripts/fuzz.sh            # longer run
-#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate)
+#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate prompt_clean gguf)
 #   FUZZ_PARALLEL=1 sh scripts/fuzz.sh             # the targets at the same time, one core each
 #   FUZZ_SECONDS=0 sh scripts/fuzz.sh              # build and replay the corpus only
 #   FUZZ_RUNS=10000000 sh scripts/fuzz.sh          # each target until 10 M executions (the long run)
@@ -17,13 +17,15 @@ cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_RUNS=${FUZZ_RUNS:-}           # stop each target after this many executions instead (long runs)
-FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate prompt_clean gguf"}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-0}
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}   # seconds per input; raise it for long niced runs on a busy machine
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 CLANG=${CLANG:-clang}
 # The untrusted-input parsers and what they need; nothing here touches BLAS, OpenMP or FFmpeg.
-COMMON_SRC="error dtype fileio safetensors st_writer weights config rng validate"
+COMMON_SRC="error dtype fileio safetensors st_writer weights config rng validate quant quant_k quant_avx2 gguf"
+# The prompt cleaning (untrusted text: the user's prompt), linked into fuzz_prompt_clean only, with ICU.
+TEXT_SRC="pystr html_unescape ftfy ftfy_tables prompt_clean"
 
 # ---- toolchain: clang with the libFuzzer runtime, and json-c (Debian packages only) ----
 fuzzer_works() {
@@ -51,10 +53,13 @@ fi
 if ! pkg-config --exists json-c 2>/dev/null; then
     apt_install pkg-config libjson-c-dev
 fi
+if ! pkg-config --exists icu-uc 2>/dev/null; then
+    apt_install pkg-config libicu-dev
+fi
 
 # ---- build ----
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-CFLAGS="-std=gnu11 -g -O1 -Wall -Wextra -Wno-unused-parameter -Icommon $(pkg-config --cflags json-c) $SAN"
+CFLAGS="-std=gnu11 -g -O1 -Wall -Wextra -Wno-unused-parameter -Icommon -I. $(pkg-config --cflags json-c) $SAN"
 LIBS="$(pkg-config --libs json-c) -lm"
 mkdir -p "$FUZZ_BUILD/obj" "$FUZZ_BUILD/artifacts"
 OBJS=""
@@ -66,9 +71,20 @@ for s in $COMMON_SRC; do
     fi
     OBJS="$OBJS $o"
 done
+TEXT_OBJS=""
+for s in $TEXT_SRC; do
+    o="$FUZZ_BUILD/obj/stage1_$s.o"
+    if [ ! -f "$o" ] || [ -n "$(find stage1 common -maxdepth 1 \( -name "$s.c" -o -name '*.h' \) -newer "$o" | head -1)" ]; then
+        echo "fuzz: cc stage1/$s.c"
+        "$CLANG" $CFLAGS -fsanitize=fuzzer-no-link -c "stage1/$s.c" -o "$o"
+    fi
+    TEXT_OBJS="$TEXT_OBJS $o"
+done
 for t in $FUZZ_TARGETS; do
     echo "fuzz: link $FUZZ_BUILD/fuzz_$t"
-    "$CLANG" $CFLAGS -fsanitize=fuzzer "fuzz/fuzz_$t.c" $OBJS $LIBS -o "$FUZZ_BUILD/fuzz_$t"
+    extra=""
+    [ "$t" = prompt_clean ] && extra="$TEXT_OBJS $(pkg-config --libs icu-uc)"
+    "$CLANG" $CFLAGS -fsanitize=fuzzer "fuzz/fuzz_$t.c" $OBJS $extra $LIBS -o "$FUZZ_BUILD/fuzz_$t"
 done
 
 # The index target writes its input to a file every execution: on a disk-backed /tmp that is

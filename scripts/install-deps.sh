@@ -2,7 +2,7 @@
 # Install the Debian packages cogvideox.c needs. Idempotent: quick when all are present.
 set -e
 PKGS="build-essential pkg-config libjson-c-dev libopenblas-dev libopenblas-openmp-dev \
-libsentencepiece-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libcmocka-dev ffmpeg libdnnl-dev \
+libsentencepiece-dev libicu-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libcmocka-dev ffmpeg libdnnl-dev \
 libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do

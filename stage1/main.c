@@ -36,8 +36,9 @@ int main(int argc, char **argv) {
     cvx_par_alone(world);
     const char *prompt = NULL, *negative = "", *model_id = NULL, *model_dir = NULL;
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL, *precision_arg = NULL;
-    int L = 226, threads = 0, verbosity = 1;
+    int L = 0, threads = 0, verbosity = 1;
     cvx_conditioning_params cp = {0};   /* --image / --video: I2V / V2V conditioning */
+    const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
     const cvx_flag flags[] = {
         CVX_FLAG_STR_("prompt", &prompt), CVX_FLAG_STR_("negative_prompt", &negative),
         CVX_FLAG_STR_("model_id", &model_id), CVX_FLAG_STR_("model_dir", &model_dir),
@@ -48,12 +49,15 @@ int main(int argc, char **argv) {
         CVX_FLAG_STR_("prompts_file", &prompts_file), CVX_FLAG_HELP_(), CVX_FLAG_STR_("image", &cp.image),
         CVX_FLAG_STR_("video", &cp.video), CVX_FLAG_INT_("frames", &cp.max_frames, 1, 65536),
         CVX_FLAG_INT_("height", &cp.height, 1, 65536), CVX_FLAG_INT_("width", &cp.width, 1, 65536),
-        CVX_FLAG_STR_("precision", &precision_arg), {0}};
+        CVX_FLAG_STR_("precision", &precision_arg), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
+        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return usage(stdout), cvx_dist_free(world), 0;
     if (!prompt == !prompts_file) cvx_die("give exactly one of --prompt TEXT and --prompts_file FILE (see --help)");
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
     if (cp.image && cp.video) cvx_die("give --image (image-to-video) or --video (video-to-video), not both");
-    if (cp.max_frames && !cp.video) cvx_die("--frames takes the first N frames of a --video; give a --video");
+    if (cp.max_frames && !cp.video && !cp.image)
+        cvx_die("--frames takes the first N frames of a --video (Wan image-to-video: the video's length for the "
+                "--image); give a --video or an --image");
     if ((cp.height || cp.width) && !cp.image && !cp.video)
         cvx_die("--height/--width size the --image or --video; without one, give them to stage 2");
     cvx_set_verbosity(verbosity);
@@ -69,7 +73,9 @@ int main(int argc, char **argv) {
     model = cvx_model_abs(model, model_abs, sizeof model_abs);   /* recorded: later stages run elsewhere */
     cvx_precision precision;
     if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
+                                                      .transformer_file = wfile[0], .text_encoder_file = wfile[1],
+                                                      .vae_file = wfile[2]});
     if (!m) cvx_die_last_error();
     /* the image / video first: a bad input fails before the text encoder is mapped */
     cvx_conditioning cond = {0};
@@ -87,6 +93,7 @@ int main(int argc, char **argv) {
     if (cvx_genconfig_check_file(out.genconfig, NULL, NULL)) cvx_die_last_error();
 
     const int n = ps.n;
+    if (!L) L = cvx_model_get_info(m)->text_len;   /* the family's (CogVideoX 226, Wan 512) */
     float *emb = cvx_alloc_f32((size_t)(n + 1) * L * D);   // [1 + n, L, D]: the negative prompt, the prompts
     char first[4200];
     if (cvx_encode_texts(m, ps.texts, ps.labels, n + 1, L, NULL, NULL, emb) ||

@@ -40,6 +40,8 @@ extern "C" int t5_spm_piece_count(const t5_spm *sp) { return sp->proc.GetPieceSi
 
 extern "C" int t5_spm_unk_id(const t5_spm *sp) { return sp->proc.unk_id(); }
 
+extern "C" const char *t5_spm_piece(const t5_spm *sp, int id) { return sp->proc.IdToPiece(id).c_str(); }
+
 extern "C" int t5_spm_piece_to_id(const t5_spm *sp, const char *piece) { return sp->proc.PieceToId(piece); }
 
 extern "C" int t5_spm_encode(const t5_spm *sp, const char *text, size_t len, int **ids, int *n) {

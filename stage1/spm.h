@@ -17,6 +17,8 @@ void t5_spm_free(t5_spm *sp);
 
 int t5_spm_piece_count(const t5_spm *sp);
 int t5_spm_unk_id(const t5_spm *sp);
+/* The piece string of id (0 <= id < piece count), valid while sp lives. */
+const char *t5_spm_piece(const t5_spm *sp, int id);
 /* Id of an exact piece string (the unk id when it is not in the vocabulary). */
 int t5_spm_piece_to_id(const t5_spm *sp, const char *piece);
 

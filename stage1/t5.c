@@ -1,11 +1,13 @@
-/* T5 v1.1 encoder (transformers T5EncoderModel), golden README section 2.
+/* T5 v1.1 encoder (transformers T5EncoderModel), golden README section 2, and UMT5
+ * (UMT5EncoderModel), golden_wan README section 2.
  *
  *   x = shared[ids]                                  (no scaling)
  *   per block:  x += o(attention(rmsnorm(x)))        (no 1/sqrt(d), + relative position bias)
  *               x += wo(gelu_tanh(wi_0 h) * wi_1 h), h = rmsnorm(x)
  *   out = final_layer_norm(x)
- * The position bias belongs to block 0 and is shared by all blocks. The pipeline passes no
- * attention mask: every position (padding included) attends to every other. */
+ * T5: the position bias belongs to block 0 and is shared by all blocks. UMT5: every block has
+ * its own (same buckets). CogVideoX passes no attention mask (every position, padding included,
+ * attends to every other); Wan passes it: padded keys get finfo(float32).min added. */
 #include "t5.h"
 
 #include <math.h>
@@ -31,7 +33,7 @@ int t5_config_load(t5_config *c, const char *path) {
     }
     int64_t d_model, d_kv, heads, d_ff, layers, vocab, buckets, max_dist;
     double eps;
-    const char *ff;
+    const char *ff, *model_type;
     int rc = -1;
     if (cvx_cfg_int(&cfg, "d_model", &d_model) || cvx_cfg_int(&cfg, "d_kv", &d_kv) ||
         cvx_cfg_int(&cfg, "num_heads", &heads) || cvx_cfg_int(&cfg, "d_ff", &d_ff) ||
@@ -40,7 +42,7 @@ int t5_config_load(t5_config *c, const char *path) {
         cvx_cfg_int_or(&cfg, "relative_attention_num_buckets", 32, &buckets) ||
         cvx_cfg_int_or(&cfg, "relative_attention_max_distance", 128, &max_dist) ||
         cvx_cfg_num_or(&cfg, "layer_norm_epsilon", 1e-6, &eps) ||
-        cvx_cfg_str_or(&cfg, "feed_forward_proj", "relu", &ff))
+        cvx_cfg_str_or(&cfg, "feed_forward_proj", "relu", &ff) || cvx_cfg_str_or(&cfg, "model_type", "", &model_type))
         goto done;
     const struct { const char *key; int64_t v, lo; } chk[] = {
         {"d_model", d_model, 1}, {"d_kv", d_kv, 1}, {"num_heads", heads, 1}, {"d_ff", d_ff, 1},
@@ -62,7 +64,8 @@ int t5_config_load(t5_config *c, const char *path) {
         goto done;
     }
     *c = (t5_config){(int)d_model, (int)d_kv, (int)heads, (int)d_ff, (int)layers, (int)vocab,
-                     (int)buckets, (int)max_dist, (float)eps};
+                     (int)buckets, (int)max_dist, (float)eps,
+                     model_type[0] ? strcmp(model_type, "umt5") == 0 : -1};
     rc = 0;
 done:
     cvx_config_free(&cfg);
@@ -79,17 +82,29 @@ static float *get_f32(const cvx_weights *w, const char *name, int64_t r, int64_t
     return t ? cvx_tensor_f32_dup(t) : NULL;
 }
 
+#define REL_BIAS_NAME "encoder.block.%d.layer.0.SelfAttention.relative_attention_bias.weight"
+
 int t5_build(t5_model *m, const char *dir, cvx_ctx *ctx) {
     memset(m, 0, sizeof *m);
     char path[4096];
     if (!cvx_is_dir(dir)) return cvx_error("%s: text encoder directory not found", dir);
     if (cvx_path_join(path, sizeof path, dir, "config.json")) return cvx_error("%s: path too long", dir);
-    if (t5_config_load(&m->cfg, path)) return -1;
-    const t5_config *c = &m->cfg;
+    return t5_build_file(m, dir, path, ctx);
+}
+
+int t5_build_file(t5_model *m, const char *weights_path, const char *config_path, cvx_ctx *ctx) {
+    memset(m, 0, sizeof *m);
+    if (t5_config_load(&m->cfg, config_path)) return -1;
+    t5_config *c = &m->cfg;
     const int64_t D = c->d_model, inner = (int64_t)c->num_heads * c->d_kv;
-    m->weights = cvx_weights_open(dir);
+    m->weights = cvx_weights_open(weights_path);
     if (!m->weights) return -1;
     const cvx_weights *w = m->weights;
+    char n[256];
+    if (c->per_block_bias < 0) {   /* no model_type: UMT5 if block 1 has a bias of its own */
+        snprintf(n, sizeof n, REL_BIAS_NAME, 1);
+        c->per_block_bias = c->num_layers > 1 && cvx_weights_find(w, n) != NULL;
+    }
 
     /* T5 ties encoder.embed_tokens to shared; checkpoints store either name. */
     const char *embed_name = cvx_weights_find(w, "shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
@@ -99,15 +114,13 @@ int t5_build(t5_model *m, const char *dir, cvx_ctx *ctx) {
         goto fail;
     }
     if (!(m->embed = get2(w, embed_name, c->vocab_size, D))) goto fail;
-    if (!(m->rel_bias = get_f32(w, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-                                c->num_buckets, c->num_heads)))
+    if (!(m->rel_bias = get_f32(w, (snprintf(n, sizeof n, REL_BIAS_NAME, 0), n), c->num_buckets, c->num_heads)))
         goto fail;
     if (!(m->final_ln = get_f32(w, "encoder.final_layer_norm.weight", D, 0))) goto fail;
 
     m->blocks = cvx_calloc((size_t)c->num_layers, sizeof *m->blocks);
     for (int i = 0; i < c->num_layers; i++) {
         t5_block *b = &m->blocks[i];
-        char n[256];
 #define NAME(fmt) (snprintf(n, sizeof n, "encoder.block.%d.layer." fmt, i), n)
         if (!(b->q = get2(w, NAME("0.SelfAttention.q.weight"), inner, D)) ||
             !(b->k = get2(w, NAME("0.SelfAttention.k.weight"), inner, D)) ||
@@ -118,6 +131,10 @@ int t5_build(t5_model *m, const char *dir, cvx_ctx *ctx) {
             !(b->wi_1 = get2(w, NAME("1.DenseReluDense.wi_1.weight"), c->d_ff, D)) ||
             !(b->wo = get2(w, NAME("1.DenseReluDense.wo.weight"), D, c->d_ff)) ||
             !(b->ln_ff = get_f32(w, NAME("1.layer_norm.weight"), D, 0)))
+            goto fail;
+        if (i > 0 && c->per_block_bias &&
+            !(b->rel_bias = get_f32(w, NAME("0.SelfAttention.relative_attention_bias.weight"), c->num_buckets,
+                                    c->num_heads)))
             goto fail;
 #undef NAME
     }
@@ -134,6 +151,7 @@ void t5_free(t5_model *m) {
         for (int i = 0; i < m->cfg.num_layers; i++) {
             free(m->blocks[i].ln_attn);
             free(m->blocks[i].ln_ff);
+            free(m->blocks[i].rel_bias);
         }
     free(m->blocks);
     free(m->rel_bias);
@@ -159,7 +177,11 @@ int t5_relative_position_bucket(int rel, int num_buckets, int max_distance) {
     return bucket + (large < nb - 1 ? large : nb - 1);
 }
 
-void t5_position_bias(const t5_model *m, int S, float *bias) {
+const float *t5_block_bias_table(const t5_model *m, const t5_block *blk) {
+    return blk->rel_bias ? blk->rel_bias : m->rel_bias;
+}
+
+void t5_position_bias(const t5_model *m, const float *table, int S, float *bias) {
     const int H = m->cfg.num_heads;
     int *bucket = cvx_malloc((size_t)(2 * S - 1) * sizeof *bucket);   /* by rel + S - 1 */
     for (int r = -(S - 1); r <= S - 1; r++)
@@ -168,7 +190,7 @@ void t5_position_bias(const t5_model *m, int S, float *bias) {
     for (int h = 0; h < H; h++)
         for (int i = 0; i < S; i++)
             for (int j = 0; j < S; j++)
-                bias[((size_t)h * S + i) * S + j] = m->rel_bias[bucket[j - i + S - 1] * H + h];   // [H, S, S]
+                bias[((size_t)h * S + i) * S + j] = table[bucket[j - i + S - 1] * H + h];   // [H, S, S]
     free(bucket);
 }
 
@@ -184,18 +206,60 @@ void t5_scratch_alloc(t5_scratch *s, const t5_config *c, int M) {
     s->y = cvx_alloc_f32((size_t)M * D);
     s->g = cvx_alloc_f32((size_t)M * F);
     s->u = cvx_alloc_f32((size_t)M * F);
+    s->mb = s->kk = s->vv = NULL;   /* for masked sequences, on first use */
 }
 
 void t5_scratch_free(t5_scratch *s) {
     free(s->h); free(s->q); free(s->k); free(s->v); free(s->a); free(s->y); free(s->g); free(s->u);
+    free(s->mb); free(s->kk); free(s->vv);
     memset(s, 0, sizeof *s);
+}
+
+static int all_ones(const int64_t *mask, int S) {
+    for (int j = 0; j < S; j++)
+        if (!mask[j]) return 0;
+    return 1;
+}
+
+/* One sequence's attention when some of its keys are masked. Upstream adds finfo(float32).min
+ * to their scores, which gives them exactly zero weight: here only the kept keys (mask 1) enter
+ * the softmax, with their own bias columns. With every key masked upstream's scores are all
+ * finfo.min, equal, and each query averages all the values. q, k, v, a: [S, inner]. */
+static void attention_masked(const t5_model *m, const float *bias, const int64_t *mask, const float *q,
+                             const float *k, const float *v, float *a, int S, t5_scratch *s) {
+    const int H = m->cfg.num_heads, hd = m->cfg.d_kv, inner = H * hd;
+    if (!s->mb) {
+        s->mb = cvx_alloc_f32((size_t)H * S * S);
+        s->kk = cvx_alloc_f32((size_t)S * inner);
+        s->vv = cvx_alloc_f32((size_t)S * inner);
+    }
+    int nk = 0;
+    for (int j = 0; j < S; j++) {
+        if (!mask[j]) continue;
+        memcpy(s->kk + (size_t)nk * inner, k + (size_t)j * inner, (size_t)inner * sizeof *k);
+        memcpy(s->vv + (size_t)nk * inner, v + (size_t)j * inner, (size_t)inner * sizeof *v);
+        for (int r = 0; r < H * S; r++) s->mb[(size_t)r * S + nk] = bias[(size_t)r * S + j];   // column j -> nk
+        nk++;
+    }
+    if (nk == 0) {
+        for (int d = 0; d < inner; d++) {
+            double sum = 0;
+            for (int j = 0; j < S; j++) sum += v[(size_t)j * inner + d];
+            for (int i = 0; i < S; i++) a[(size_t)i * inner + d] = (float)(sum / S);
+        }
+        return;
+    }
+    for (int r = 1; r < H * S; r++)   /* rows of stride S -> contiguous [H, S, nk] */
+        memmove(s->mb + (size_t)r * nk, s->mb + (size_t)r * S, (size_t)nk * sizeof *s->mb);
+    cvx_attention_ctx(m->ctx, q, inner, s->kk, s->vv, inner, a, inner, S, nk, H, hd, 1.0f, s->mb);   // [S, inner]
 }
 
 /* Linear layers go through cvx_linear, which widens a bf16/f16 matrix into one reused f32
  * scratch just before its GEMM. (Stacking q|k|v and wi_0|wi_1 into single GEMMs, with or
  * without cache-sized widening blocks, measured no faster on this machine, so the plain form
  * stays.) */
-void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias, t5_scratch *s) {
+void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias,
+                  const int64_t *mask, t5_scratch *s) {
     const t5_config *c = &m->cfg;
     const int M = B * S, D = c->d_model, H = c->num_heads, hd = c->d_kv, inner = H * hd;
     cvx_rmsnorm(s->h, x, M, D, blk->ln_attn, c->eps);                 // [M, D]
@@ -205,8 +269,11 @@ void t5_attention(const t5_model *m, const t5_block *blk, float *x, int B, int S
     for (int b = 0; b < B; b++) {                                      // sequences never mix
         const size_t off = (size_t)b * S * inner;
         /* T5 does not scale the scores by 1/sqrt(d_kv) (folded into its initialisation). */
-        cvx_attention_ctx(m->ctx, s->q + off, inner, s->k + off, s->v + off, inner, s->a + off, inner, S, S, H, hd, 1.0f,
-                          bias);                                       // [S, inner]
+        if (mask && !all_ones(mask + (size_t)b * S, S))
+            attention_masked(m, bias, mask + (size_t)b * S, s->q + off, s->k + off, s->v + off, s->a + off, S, s);
+        else
+            cvx_attention_ctx(m->ctx, s->q + off, inner, s->k + off, s->v + off, inner, s->a + off, inner, S, S, H, hd,
+                              1.0f, bias);                             // [S, inner]
     }
     cvx_flops_add(m->ctx, 4.0 * S * (double)S * hd * H * B);              // q·kᵀ and p·v
     cvx_linear(m->ctx, s->a, M, inner, blk->o, NULL, s->y);                    // [M, D]
@@ -227,33 +294,75 @@ void t5_feed_forward(const t5_model *m, const t5_block *blk, float *x, int B, in
     cvx_add(x, s->y, (size_t)M * D);
 }
 
-void t5_layer(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias, t5_scratch *s) {
-    t5_attention(m, blk, x, B, S, bias, s);
+void t5_layer(const t5_model *m, const t5_block *blk, float *x, int B, int S, const float *bias, const int64_t *mask,
+              t5_scratch *s) {
+    t5_attention(m, blk, x, B, S, bias, mask, s);
     t5_feed_forward(m, blk, x, B, S, s);
 }
 
-int t5_encode(const t5_model *m, const int64_t *ids, int B, int S, float *out, cvx_progress *progress) {
-    const t5_config *c = &m->cfg;
-    const int M = B * S, D = c->d_model;
+int t5_embed(const t5_model *m, const int64_t *ids, int M, float *x) {
+    const int D = m->cfg.d_model;
     const size_t esz = cvx_dtype_size(m->embed->dtype);
     for (int i = 0; i < M; i++)
         if (ids[i] < 0 || ids[i] >= m->embed->shape[0])
             return cvx_error("token id %lld at position %d is outside the embedding table (%lld rows, %s)",
                              (long long)ids[i], i, (long long)m->embed->shape[0], m->embed->file);
-    float *x = out;                                                    // residual stream [M, D]
     for (int i = 0; i < M; i++)
         cvx_to_f32_n(m->embed->dtype, (const char *)m->embed->data + (size_t)ids[i] * D * esz, x + (size_t)i * D,
                      (size_t)D);
+    return 0;
+}
+
+int t5_encode(const t5_model *m, const int64_t *ids, int B, int S, float *out, cvx_progress *progress) {
+    return umt5_encode(m, ids, NULL, B, S, out, progress);
+}
+
+int umt5_encode(const t5_model *m, const int64_t *ids, const int64_t *mask, int B, int S, float *out,
+                cvx_progress *progress) {
+    const t5_config *c = &m->cfg;
+    const int M = B * S, D = c->d_model;
+    float *x = out;                                                    // residual stream [M, D]
+    if (t5_embed(m, ids, M, x)) return -1;
     float *bias = cvx_alloc_f32((size_t)c->num_heads * S * S);         // [H, S, S]
-    t5_position_bias(m, S, bias);
     t5_scratch s;
     t5_scratch_alloc(&s, c, M);
     for (int l = 0; l < c->num_layers; l++) {
-        t5_layer(m, &m->blocks[l], x, B, S, bias, &s);
+        const t5_block *blk = &m->blocks[l];
+        if (l == 0 || blk->rel_bias) t5_position_bias(m, t5_block_bias_table(m, blk), S, bias);
+        t5_layer(m, blk, x, B, S, bias, mask, &s);
         if (progress) cvx_progress_update(progress, progress->done + 1);
     }
     cvx_rmsnorm(x, x, M, D, m->final_ln, c->eps);                      // [M, D]
     t5_scratch_free(&s);
     free(bias);
     return 0;
+}
+
+int umt5_prompt_embeds(const t5_model *m, const int64_t *ids, const int64_t *seq_lens, int B, int L, float *out,
+                       cvx_progress *progress) {
+    const int D = m->cfg.d_model;
+    int S = 0;                                                         // the longest prompt
+    for (int b = 0; b < B; b++) {
+        if (seq_lens[b] < 1 || seq_lens[b] > L)
+            return cvx_error("prompt %d: seq_len %lld is outside [1, %d]", b, (long long)seq_lens[b], L);
+        if (seq_lens[b] > S) S = (int)seq_lens[b];
+    }
+    int64_t *ids_s = cvx_malloc((size_t)B * S * sizeof *ids_s), *mask = cvx_malloc((size_t)B * S * sizeof *mask);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < S; j++) {
+            ids_s[(size_t)b * S + j] = ids[(size_t)b * L + j];
+            mask[(size_t)b * S + j] = j < seq_lens[b];
+        }
+    float *h = cvx_alloc_f32((size_t)B * S * D);                       // [B, S, D]
+    const int rc = umt5_encode(m, ids_s, mask, B, S, h, progress);
+    if (rc == 0)
+        for (int b = 0; b < B; b++) {
+            const size_t keep = (size_t)seq_lens[b] * D;
+            memcpy(out + (size_t)b * L * D, h + (size_t)b * S * D, keep * sizeof *out);
+            memset(out + (size_t)b * L * D + keep, 0, ((size_t)L * D - keep) * sizeof *out);   // exact zeros
+        }
+    free(ids_s);
+    free(mask);
+    free(h);
+    return rc;
 }

@@ -162,6 +162,11 @@ int t5_tokenizer_load(t5_tokenizer *tok, const char *dir) {
         snprintf(name, sizeof name, "<extra_id_%d>", n);
         add_token(tok, name, pieces + (int)extra_ids - 1 - n, 1, 1);
     }
+    tok->words_split = 1;
+    for (int i = 0; i < pieces && tok->words_split; i++) {
+        const char *pc = t5_spm_piece(tok->sp, i);
+        tok->words_split = !(pc[0] && strstr(pc + 1, "\xe2\x96\x81"));   /* U+2581 past the first byte */
+    }
     tok->eos_id = token_id(tok, specials[1]);
     tok->pad_id = token_id(tok, specials[0]);
     tok->vocab_size = pieces;
@@ -270,15 +275,15 @@ int t5_tokenize_raw(const t5_tokenizer *tok, const char *text, int64_t **ids, in
  * (4 KB, growing x4) until one yields at least max_len ids; a 10 MB prompt no longer costs
  * ~1 GB. Exact, not approximate: the prefix ends right before an ASCII whitespace run, and
  *  - sentencepiece maps whitespace to U+2581 at the start of the next word; when no vocabulary
- *    piece has U+2581 after its first character (true of T5's spiece.model: split_by_whitespace,
- *    checked for the genuine 32000-piece model and the test model), every piece boundary falls
+ *    piece has U+2581 after its first character (true of T5's spiece.model: split_by_whitespace;
+ *    checked at load for every model, tok->words_split), every piece boundary falls
  *    at each U+2581, the Viterbi segmentation splits into independent words, and the prefix's
  *    ids are exactly the first ids of the whole text (remove_extra_whitespaces drops the
  *    whitespace at the cut; the prefix ends in a non-space, so nothing else changes);
  *  - no added token contains ASCII whitespace (checked below), so none straddles the cut, and
  *    their lstrip/rstrip only remove whitespace, which yields no ids here.
  * Texts without whitespace after the first window, and tokenizers whose added tokens contain
- * whitespace, are tokenized whole. tests/stage1_tokenizer.c compares both ways. */
+ * whitespace or whose pieces span words, are tokenized whole. tests/stage1_tokenizer.c compares both ways. */
 #define BOUNDED_FIRST_WINDOW 4096
 
 static int ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
@@ -295,7 +300,7 @@ static int tokenize_bounded(const t5_tokenizer *tok, const char *text, int max_l
                             int *bounded) {
     const size_t len = strlen(text);
     *bounded = 0;
-    int can_cut = 1;
+    int can_cut = tok->words_split;
     for (int i = 0; i < tok->n_added && can_cut; i++)
         for (const char *c = tok->added[i].content; *c && can_cut; c++) can_cut = !ascii_space(*c);
     for (size_t window = BOUNDED_FIRST_WINDOW; can_cut && window < len; window *= 4) {

@@ -22,6 +22,8 @@ typedef struct {
     int n_added;
     int eos_id, pad_id;
     int vocab_size;       /* sentencepiece pieces + extra ids (len(tokenizer)) */
+    int words_split;      /* no piece holds U+2581 after its first character: long texts may be
+                             tokenized by prefixes (tokenizer.c, "bounded work") */
 } t5_tokenizer;
 
 /* Load <dir>/spiece.model and the added tokens from <dir>/tokenizer_config.json

@@ -10,39 +10,22 @@
 #include "error.h"
 #include "ops.h"
 
-int cogvideox_cache_parse_kind(const char *s, cogvideox_cache_kind *out) {
+int cvx_cache_parse_kind(const char *s, cvx_cache_kind *out) {
     static const char *const names[] = {"none", "teacache", "fbcache"};
     for (int k = 0; k < 3; k++)
-        if (!strcmp(s, names[k])) { *out = (cogvideox_cache_kind)k; return 0; }
+        if (!strcmp(s, names[k])) { *out = (cvx_cache_kind)k; return 0; }
     return cvx_error("--cache must be none, teacache or fbcache, got '%s'", s);
 }
 
-const char *cogvideox_cache_kind_name(cogvideox_cache_kind k) {
-    return k == COGVIDEOX_CACHE_TEACACHE ? "teacache" : k == COGVIDEOX_CACHE_FBCACHE ? "fbcache" : "none";
+const char *cvx_cache_kind_name(cvx_cache_kind k) {
+    return k == CVX_CACHE_TEACACHE ? "teacache" : k == CVX_CACHE_FBCACHE ? "fbcache" : "none";
 }
 
-double cogvideox_cache_default_threshold(cogvideox_cache_kind k) {
-    return k == COGVIDEOX_CACHE_TEACACHE ? 0.2 : k == COGVIDEOX_CACHE_FBCACHE ? 0.05 : 0.0;
+double cvx_cache_default_threshold(cvx_cache_kind k) {
+    return k == CVX_CACHE_TEACACHE ? 0.2 : k == CVX_CACHE_FBCACHE ? 0.05 : 0.0;
 }
 
-/* ali-vilab/TeaCache TeaCache4CogVideoX1.5/teacache_sample_video.py, coefficients_dict (as of
- * commit 0870af8, 2025-04-14); 5b-I2V has the 5b numbers. */
-static const struct { const char *name; double c[5]; } teacache_sets[] = {
-    {"CogVideoX-2b", {-3.10658903e+01, 2.54732368e+01, -5.92380459e+00, 1.75769064e+00, -3.61568434e-03}},
-    {"CogVideoX-5b", {-1.53880483e+03, 8.43202495e+02, -1.34363087e+02, 7.97131516e+00, -5.23162339e-02}},
-    {"CogVideoX1.5-5B", {2.50210439e+02, -1.65061612e+02, 3.57804877e+01, -7.81551492e-01, 3.58559703e-02}},
-    {"CogVideoX1.5-5B-I2V", {1.22842302e+02, -1.04088754e+02, 2.62981677e+01, -3.06009921e-01, 3.71213220e-02}},
-};
-
-const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double out[5]) {
-    int k;
-    if (c->patch_size_t <= 0) k = c->use_rotary_positional_embeddings ? 1 : 0;   /* 1.0: 2b sin-cos, 5b rotary */
-    else k = (c->in_channels == 2 * c->out_channels || c->ofs_embed_dim) ? 3 : 2;  /* 1.5: I2V or T2V */
-    memcpy(out, teacache_sets[k].c, sizeof teacache_sets[k].c);
-    return teacache_sets[k].name;
-}
-
-int cogvideox_teacache_parse_coefficients(const char *s, double out[5]) {
+int cvx_teacache_parse_coefficients(const char *s, double out[5]) {
     const char *p = s;
     for (int i = 0; i < 5; i++) {
         char *end;
@@ -55,24 +38,24 @@ int cogvideox_teacache_parse_coefficients(const char *s, double out[5]) {
     return 0;
 }
 
-int cogvideox_cache_init(cogvideox_cache *c, cogvideox_cache_kind kind, double threshold, const double coeffs[5],
+int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const double coeffs[5],
                          int n_steps, int num_layers) {
     memset(c, 0, sizeof *c);
-    c->kind = threshold > 0 ? kind : COGVIDEOX_CACHE_NONE;
+    c->kind = threshold > 0 ? kind : CVX_CACHE_NONE;
     c->threshold = threshold;
     if (coeffs) memcpy(c->coeffs, coeffs, sizeof c->coeffs);
     c->n_steps = n_steps;
     c->num_layers = num_layers;
     c->last_compute = 1;
-    c->lay = (cogvideox_cache_layout){NULL, 1, 1, 1};
+    c->lay = (cvx_cache_layout){NULL, 1, 1, 1};
     c->lnb = 1;
-    if (c->kind == COGVIDEOX_CACHE_FBCACHE && num_layers < 2)
+    if (c->kind == CVX_CACHE_FBCACHE && num_layers < 2)
         return cvx_error("--cache fbcache needs a transformer with at least 2 blocks (block 0 decides, the rest are "
                          "cached), this one has %d", num_layers);
     return 0;
 }
 
-void cogvideox_cache_free(cogvideox_cache *c) {
+void cvx_cache_free(cvx_cache *c) {
     free(c->prev_e);
     free(c->resid);
     free(c->head_prev);
@@ -83,18 +66,18 @@ void cogvideox_cache_free(cogvideox_cache *c) {
     c->sums = NULL;
 }
 
-int64_t cogvideox_cache_blocks_skipped(const cogvideox_cache *c) {
-    int per = c->kind == COGVIDEOX_CACHE_TEACACHE ? c->num_layers : c->kind == COGVIDEOX_CACHE_FBCACHE ? c->num_layers - 1 : 0;
+int64_t cvx_cache_blocks_skipped(const cvx_cache *c) {
+    int per = c->kind == CVX_CACHE_TEACACHE ? c->num_layers : c->kind == CVX_CACHE_FBCACHE ? c->num_layers - 1 : 0;
     return c->steps_skipped * per;
 }
 
-double cogvideox_poly1d(const double c[5], double x) {
+double cvx_poly1d(const double c[5], double x) {
     double y = 0;
     for (int i = 0; i < 5; i++) y = y * x + c[i];
     return y;
 }
 
-double cogvideox_rel_l1(const float *x, const float *prev, size_t n) {
+double cvx_rel_l1(const float *x, const float *prev, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         num += fabs((double)x[i] - (double)prev[i]);
@@ -103,15 +86,15 @@ double cogvideox_rel_l1(const float *x, const float *prev, size_t n) {
     return num / den;
 }
 
-int cogvideox_teacache_decide(cogvideox_cache *c, int step, const float *e, int E) {
+int cvx_teacache_decide(cvx_cache *c, int step, const float *e, int E) {
     int compute;
     c->last_rel = c->last_p = NAN;
     if (step == 0 || step == c->n_steps - 1 || !c->prev_e || c->E != E) {
         compute = 1;
         c->acc = 0;
     } else {
-        c->last_rel = cogvideox_rel_l1(e, c->prev_e, (size_t)E);
-        c->last_p = cogvideox_poly1d(c->coeffs, c->last_rel);
+        c->last_rel = cvx_rel_l1(e, c->prev_e, (size_t)E);
+        c->last_p = cvx_poly1d(c->coeffs, c->last_rel);
         c->acc += c->last_p;
         compute = !(c->acc < c->threshold);   /* strict <, and NaN computes */
         if (compute) c->acc = 0;
@@ -128,7 +111,7 @@ int cogvideox_teacache_decide(cogvideox_cache *c, int step, const float *e, int 
     return compute;
 }
 
-void cogvideox_fbcache_row_sums(const float *r, const float *P, size_t rows, int D, double *sums) {
+void cvx_fbcache_row_sums(const float *r, const float *P, size_t rows, int D, double *sums) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < rows; i++) {   /* each row in order: the same bytes for any thread count */
         const float *ri = r + i * D, *pi = P + i * D;
@@ -141,14 +124,14 @@ void cogvideox_fbcache_row_sums(const float *r, const float *P, size_t rows, int
     }
 }
 
-double cogvideox_fbcache_rel(const double *sums, size_t rows, double *den_out) {
+double cvx_fbcache_rel(const double *sums, size_t rows, double *den_out) {
     double num = 0, den = 0;
     for (size_t i = 0; i < rows; i++) num += sums[2 * i], den += sums[2 * i + 1];
     *den_out = den;
     return num / den;
 }
 
-int cogvideox_fbcache_decide(cogvideox_cache *c, int step, int have_prev, double rel, double den) {
+int cvx_fbcache_decide(cvx_cache *c, int step, int have_prev, double rel, double den) {
     int compute = 1;
     c->last_rel = c->last_p = NAN;
     if (have_prev) {
@@ -163,10 +146,10 @@ int cogvideox_fbcache_decide(cogvideox_cache *c, int step, int have_prev, double
 }
 
 /* ---- how the batch is spread over the ranks ---- */
-static int my_rank(const cogvideox_cache *c) { return c->lay.group ? cvx_dist_rank(c->lay.group) : 0; }
+static int my_rank(const cvx_cache *c) { return c->lay.group ? cvx_dist_rank(c->lay.group) : 0; }
 
 /* Rank w's branches [*b0, *b0 + *nb); with S known, its token rows rows[0..1] and video rows rows[2..3]. */
-static void share_of(const cogvideox_cache *c, int w, int *b0, int *nb, int64_t rows[4]) {
+static void share_of(const cvx_cache *c, int w, int *b0, int *nb, int64_t rows[4]) {
     int ci = w / c->lay.sp, si = w % c->lay.sp;
     *b0 = c->lay.cfg > 1 ? ci : 0;
     *nb = c->lay.cfg > 1 ? 1 : c->lay.n_branches;
@@ -176,7 +159,7 @@ static void share_of(const cogvideox_cache *c, int w, int *b0, int *nb, int64_t 
     rows[3] = rows[1] < rows[2] ? rows[2] : rows[1];
 }
 
-void cogvideox_cache_set_layout(cogvideox_cache *c, const cogvideox_cache_layout *lay) {
+void cvx_cache_set_layout(cvx_cache *c, const cvx_cache_layout *lay) {
     c->lay = *lay;
     if (!c->lay.group || cvx_dist_size(c->lay.group) < 2) c->lay.group = NULL, c->lay.cfg = c->lay.sp = 1;
     CVX_CHECK(c->lay.n_branches >= 1 && c->lay.n_branches <= 2 && c->lay.cfg >= 1 && c->lay.sp >= 1);
@@ -197,7 +180,7 @@ static void share_copy(float *whole, float *share, int64_t rows, int b0, int nb,
 
 /* The whole-batch residual (head 0: [B, S, D]) or block-0 residual (head 1: [B, N, D]) from every
  * rank's share, returned at rank 0 (NULL elsewhere). A failed exchange stops the run (cvx_dist_die). */
-static float *gather_whole(const cogvideox_cache *c, const float *share, int head) {
+static float *gather_whole(const cvx_cache *c, const float *share, int head) {
     int p = cvx_dist_size(c->lay.group), b0, nb;
     size_t *bytes = cvx_malloc(sizeof(size_t) * p), total = 0;
     int64_t rows[4];
@@ -226,13 +209,13 @@ static float *gather_whole(const cogvideox_cache *c, const float *share, int hea
 }
 
 /* This rank's rows from the first forward's sizes; a checkpoint's whole batch cut to its share. */
-static int setup_share(cogvideox_cache *c, const cogvideox_fwd *f) {
+static int setup_share(cvx_cache *c, const cvx_fwd *f) {
     if (c->S != f->S || c->L != f->L || c->D != f->D) {
         int64_t rows[4];
         c->S = f->S, c->L = f->L, c->N = f->N, c->D = f->D;
         share_of(c, my_rank(c), &c->lb0, &c->lnb, rows);
         c->r0 = rows[0], c->r1 = rows[1], c->v0 = rows[2], c->v1 = rows[3];
-        CVX_CHECK(f->B == 1 && f->row0 == (size_t)c->r0 && f->nrows == (size_t)(c->r1 - c->r0));
+        CVX_CHECK(f->row0 == (size_t)c->r0 && f->nrows == (size_t)(c->r1 - c->r0));
     }
     if (!c->global) return 0;
     size_t B = (size_t)c->lay.n_branches, D = (size_t)c->D;
@@ -261,7 +244,7 @@ static int setup_share(cogvideox_cache *c, const cogvideox_fwd *f) {
 }
 
 /* -1 when a residual has another size than this step's share [n]. */
-static int resid_check(const cogvideox_cache *c, size_t n) {
+static int resid_check(const cvx_cache *c, size_t n) {
     if (c->resid && c->n_resid != n)
         return cvx_error("step cache: the cached residual has %zu values but this forward needs %zu (checkpoint of "
                          "another run?)", c->n_resid, n);
@@ -269,7 +252,7 @@ static int resid_check(const cogvideox_cache *c, size_t n) {
 }
 
 /* The residual buffer, allocated on the first computed step (the decisions compute while it is NULL). */
-static void resid_alloc(cogvideox_cache *c, size_t n) {
+static void resid_alloc(cvx_cache *c, size_t n) {
     if (!c->resid) { c->resid = cvx_alloc_f32(n + 1); c->n_resid = n; }
 }
 
@@ -287,44 +270,43 @@ static void add_to(float *h, const float *r, size_t n) {
 
 /* The inputs of one step and where its outputs go. */
 typedef struct {
-    const float *x, *text, *rope_cos, *rope_sin;
-    const int64_t *timestep;
-    int F, H, W, L;
-    size_t text_n, out_n;                /* per branch: L·text_embed_dim, F·C_out·H·W */
+    cvx_denoise_input in;                /* branch 0's; branch j's text is in.text + j·text_n */
+    size_t text_n, out_n;                /* per branch: L·text_dim, the output's floats */
     float *out;
 } step_io;
 
-static int embed(cogvideox_transformer *m, const step_io *io, int j, cogvideox_fwd *f) {
-    return cogvideox_forward_embed(m, io->x, 1, io->F, io->H, io->W, io->text + j * io->text_n, io->L, io->timestep,
-                                   NULL, 0, io->rope_cos, io->rope_sin, f);
+static int embed(cvx_denoiser *m, const step_io *io, int j, cvx_fwd *f) {
+    cvx_denoise_input in = io->in;
+    in.text += j * io->text_n;
+    return m->type->embed(m, &in, f);
 }
 
 /* TeaCache: per branch, embed; the first decides on e (row 0: it depends on t alone, so every
  * branch and every rank sees the same); then all blocks (keeping R) or R added. */
-static int teacache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const step_io *io) {
+static int teacache_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io *io) {
     int compute = 1;
     for (int j = 0; j < c->lnb; j++) {
-        cogvideox_fwd f;
+        cvx_fwd f;
         if (embed(m, io, j, &f)) return -1;
         if (setup_share(c, &f) || resid_check(c, (size_t)c->lnb * (c->r1 - c->r0) * f.D)) {
-            cogvideox_forward_abort(&f);
+            m->type->abort(m, &f);
             return -1;
         }
         size_t n = (size_t)(c->r1 - c->r0) * f.D;
         if (j == 0) {
-            compute = cogvideox_teacache_decide(c, step, f.emb, f.E);
+            compute = cvx_teacache_decide(c, step, f.emb, f.E);
             if (!c->resid) compute = 1;   /* nothing to reuse yet (step 0 always computes anyway) */
             resid_alloc(c, n * c->lnb);
         }
         float *h = f.h + (size_t)c->r0 * f.D, *R = c->resid + j * n;                    // [r1 − r0, D] each
         if (compute) {
             memcpy(R, h, n * sizeof(float));                                               // h before the blocks
-            cogvideox_forward_blocks(m, &f, 0, c->num_layers);
+            m->type->blocks(m, &f, 0, c->num_layers);
             sub_from(R, h, n);                                                             // R = h_after − h_before
         } else {
             add_to(h, R, n);
         }
-        cogvideox_forward_finalize(m, &f, io->out + j * io->out_n);
+        m->type->finalize(m, &f, io->out + j * io->out_n);
     }
     return compute;
 }
@@ -332,18 +314,18 @@ static int teacache_step(cogvideox_transformer *m, cogvideox_cache *c, int step,
 /* FBCache's rule on this step's block-0 residual X (head_cur) against P (head_prev): the row
  * sums of this rank's share, every rank's gathered (fixed-size parts: lnb · ⌈S/sp⌉ rows), added
  * in (branch, token) order. */
-static int fbcache_rule(cogvideox_cache *c, int step) {
-    if (!c->head_prev) return cogvideox_fbcache_decide(c, step, 0, NAN, 0);
+static int fbcache_rule(cvx_cache *c, int step) {
+    if (!c->head_prev) return cvx_fbcache_decide(c, step, 0, NAN, 0);
     size_t B = (size_t)c->lay.n_branches, N = (size_t)c->N, vr = (size_t)(c->v1 - c->v0);
     size_t maxr = (size_t)(c->S + c->lay.sp - 1) / c->lay.sp, part = 2 * (size_t)c->lnb * maxr;
     int p = c->lay.group ? cvx_dist_size(c->lay.group) : 1;
     if (!c->sums) c->sums = cvx_malloc(sizeof(double) * (2 * B * N + part * (p + 1)));
     double *all = c->sums, *send = all + 2 * B * N, *recv = send + part;              // [B, N, 2], parts
     if (!c->lay.group) {   /* one process: the share is the whole batch, in order */
-        cogvideox_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, all);
+        cvx_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, all);
     } else {
         memset(send, 0, part * sizeof(double));   /* rows past this rank's: sent, not read */
-        cogvideox_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, send);
+        cvx_fbcache_row_sums(c->head_cur, c->head_prev, c->lnb * vr, c->D, send);
         if (cvx_dist_allgather(c->lay.group, send, part * sizeof(double), recv)) cvx_dist_die_last_error(c->lay.group);
         for (int w = 0; w < p; w++) {
             int b0, nb;
@@ -355,14 +337,14 @@ static int fbcache_rule(cogvideox_cache *c, int step) {
                        2 * n * sizeof(double));
         }
     }
-    double den, rel = cogvideox_fbcache_rel(all, B * N, &den);
-    return cogvideox_fbcache_decide(c, step, 1, rel, den);
+    double den, rel = cvx_fbcache_rel(all, B * N, &den);
+    return cvx_fbcache_decide(c, step, 1, rel, den);
 }
 
 /* FBCache: per branch, embed and block 0 (the model has one h: the first branch's stream waits
  * in c->hold); decide on the whole batch; per branch, blocks 1.. (keeping T) or T added. */
-static int fbcache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const step_io *io) {
-    cogvideox_fwd f[2];
+static int fbcache_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io *io) {
+    cvx_fwd f[2];
     int nf = 0;
     size_t n = 0, vn = 0;
     for (int j = 0; j < c->lnb; j++) {
@@ -385,7 +367,7 @@ static int fbcache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, 
         }
         float *X = c->head_cur + j * vn, *hv = f[j].h + (size_t)c->v0 * c->D;           // [v1 − v0, D]
         memcpy(X, hv, vn * sizeof(float));
-        cogvideox_forward_blocks(m, &f[j], 0, 1);
+        m->type->blocks(m, &f[j], 0, 1);
         sub_from(X, hv, vn);                                                               // r
     }
     int compute = fbcache_rule(c, step);
@@ -395,12 +377,12 @@ static int fbcache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, 
         float *h = f[j].h + (size_t)c->r0 * c->D, *T = c->resid + j * n;                // [r1 − r0, D]
         if (compute) {
             memcpy(T, h, n * sizeof(float));                                               // block-0 output
-            cogvideox_forward_blocks(m, &f[j], 1, c->num_layers - 1);
+            m->type->blocks(m, &f[j], 1, c->num_layers - 1);
             sub_from(T, h, n);                                                             // T = h_out − h_block0
         } else {
             add_to(h, T, n);
         }
-        cogvideox_forward_finalize(m, &f[j], io->out + j * io->out_n);
+        m->type->finalize(m, &f[j], io->out + j * io->out_n);
     }
     if (compute) {   /* P ← r */
         float *t = c->head_prev;
@@ -409,32 +391,30 @@ static int fbcache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, 
     }
     return compute;
 fail:
-    for (int k = 0; k < nf; k++) cogvideox_forward_abort(&f[k]);
+    for (int k = 0; k < nf; k++) m->type->abort(m, &f[k]);
     return -1;
 }
 
-int cogvideox_cache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const float *x, int F, int H, int W,
-                         const float *text, int L, const int64_t *timestep, const float *rope_cos,
-                         const float *rope_sin, float *out) {
-    const cogvideox_config *cf = cogvideox_get_config(m);
-    step_io io = {x, text, rope_cos, rope_sin, timestep, F, H, W, L, (size_t)L * cf->text_embed_dim,
-                  (size_t)F * cf->out_channels * H * W, out};
-    if (!cogvideox_cache_active(c)) {
+int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_input *in, size_t text_n,
+                   float *out) {
+    step_io io = {*in, text_n, m->n_out, out};
+    if (!cvx_cache_active(c)) {
         /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
          * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
          * branches alike here is what makes --cfg_parallel bit-identical to one process
          * (docs/distributed.md). */
-        for (int j = 0; j < c->lnb; j++)
-            if (cogvideox_forward(m, x, 1, F, H, W, text + j * io.text_n, L, timestep, rope_cos, rope_sin,
-                                  out + j * io.out_n))
-                return -1;
+        for (int j = 0; j < c->lnb; j++) {
+            cvx_denoise_input bj = *in;
+            bj.text += j * text_n;
+            if (m->type->forward(m, &bj, out + j * io.out_n)) return -1;
+        }
         return 0;
     }
-    int compute = c->kind == COGVIDEOX_CACHE_TEACACHE ? teacache_step(m, c, step, &io) : fbcache_step(m, c, step, &io);
+    int compute = c->kind == CVX_CACHE_TEACACHE ? teacache_step(m, c, step, &io) : fbcache_step(m, c, step, &io);
     if (compute < 0) return -1;
     if (compute) c->steps_computed++;
     else c->steps_skipped++;
-    if (c->kind == COGVIDEOX_CACHE_TEACACHE)
+    if (c->kind == CVX_CACHE_TEACACHE)
         cvx_debug("teacache step %d: rel %.6g p %.6g acc %.6g -> %s", step + 1, c->last_rel, c->last_p, c->last_acc,
                   compute ? "compute" : "skip");
     else
@@ -443,8 +423,8 @@ int cogvideox_cache_step(cogvideox_transformer *m, cogvideox_cache *c, int step,
 }
 
 /* ---- checkpoint ---- */
-int cogvideox_cache_save(cogvideox_cache *c, cvx_st_writer *w) {
-    if (!cogvideox_cache_active(c)) return 0;
+int cvx_cache_save(cvx_cache *c, cvx_st_writer *w) {
+    if (!cvx_cache_active(c)) return 0;
     const float *resid = c->resid, *head = c->head_prev;
     size_t nr = c->n_resid, nh = c->n_head;
     float *gr = NULL, *gh = NULL;
@@ -480,8 +460,8 @@ static int load_vec(const cvx_safetensors *st, const char *path, const char *nam
     return 0;
 }
 
-int cogvideox_cache_load(cogvideox_cache *c, const cvx_safetensors *st, const char *path) {
-    if (!cogvideox_cache_active(c)) return 0;
+int cvx_cache_load(cvx_cache *c, const cvx_safetensors *st, const char *path) {
+    if (!cvx_cache_active(c)) return 0;
     void *counts = NULL, *acc = NULL, *e = NULL, *r = NULL, *hp = NULL;
     size_t nc = 0, na = 0, ne = 0, nr = 0, nh = 0;
     if (load_vec(st, path, "cache_counts", CVX_I64, 8, &counts, &nc) || load_vec(st, path, "teacache_acc", CVX_F64, 8, &acc, &na) ||
@@ -493,7 +473,7 @@ int cogvideox_cache_load(cogvideox_cache *c, const cvx_safetensors *st, const ch
                   "written without --cache", path);
         goto fail;
     }
-    cogvideox_cache_free(c);
+    cvx_cache_free(c);
     memcpy(&c->steps_computed, (int64_t *)counts, 8);
     memcpy(&c->steps_skipped, (int64_t *)counts + 1, 8);
     memcpy(&c->acc, acc, 8);

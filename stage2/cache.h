@@ -1,4 +1,4 @@
-/* Training-free step caching for the CogVideoX transformer: TeaCache (ali-vilab/TeaCache, its
+/* Training-free step caching for any denoiser (stage2/denoiser.h): TeaCache (ali-vilab/TeaCache, its
  * CogVideoX / CogVideoX1.5 scripts) and FirstBlockCache (diffusers >= 0.35,
  * hooks/first_block_cache.py). The rules, sources and quirks: docs/caching.md.
  *
@@ -29,9 +29,9 @@
 #include <stdint.h>
 
 #include "safetensors.h"
-#include "stage2/transformer.h"
+#include "stage2/denoiser.h"
 
-typedef enum { COGVIDEOX_CACHE_NONE = 0, COGVIDEOX_CACHE_TEACACHE, COGVIDEOX_CACHE_FBCACHE } cogvideox_cache_kind;
+typedef enum { CVX_CACHE_NONE = 0, CVX_CACHE_TEACACHE, CVX_CACHE_FBCACHE } cvx_cache_kind;
 
 /* How the CFG batch [B, S, D] is spread over the ranks that run one forward together
  * (docs/distributed.md). One process: all of it. --cfg_parallel: branch c on CFG rank c;
@@ -42,14 +42,14 @@ typedef struct {
     const struct cvx_dist *group;   /* every rank of the run (NULL or 1 rank: one process) */
     int n_branches;                 /* B of the whole CFG batch: 2 with CFG, 1 without */
     int cfg, sp;                    /* group size = cfg × sp; cfg 2: one branch per rank, else all */
-} cogvideox_cache_layout;
+} cvx_cache_layout;
 
 typedef struct {
-    cogvideox_cache_kind kind;      /* NONE also when the threshold is <= 0 */
+    cvx_cache_kind kind;      /* NONE also when the threshold is <= 0 */
     double threshold;
     double coeffs[5];               /* TeaCache p(x) = c0·x⁴ + c1·x³ + c2·x² + c3·x + c4 (np.poly1d order) */
     int n_steps, num_layers;
-    cogvideox_cache_layout lay;     /* one process with B = 1 until cogvideox_cache_set_layout */
+    cvx_cache_layout lay;     /* one process with B = 1 until cvx_cache_set_layout */
     /* this rank's share, known from the first step: branches lb0 .. lb0 + lnb − 1, token rows
      * [r0, r1), video rows [v0, v1) ⊂ [L, S) */
     int S, L, N, D, lb0, lnb;
@@ -78,64 +78,59 @@ typedef struct {
     /* tests: force decisions (1 compute, 0 skip) instead of the rule; NULL = the rule */
     int (*force)(void *user, int step);
     void *force_user;
-} cogvideox_cache;
+} cvx_cache;
 
 /* "none" / "teacache" / "fbcache" → kind; -1 + cvx_error naming --cache. */
-int cogvideox_cache_parse_kind(const char *s, cogvideox_cache_kind *out);
-const char *cogvideox_cache_kind_name(cogvideox_cache_kind k);
+int cvx_cache_parse_kind(const char *s, cvx_cache_kind *out);
+const char *cvx_cache_kind_name(cvx_cache_kind k);
 /* 0.2 for TeaCache (upstream's default), 0.05 for FBCache (diffusers' default). */
-double cogvideox_cache_default_threshold(cogvideox_cache_kind k);
-/* The published TeaCache coefficients for a transformer config (2b: sin-cos; 5b and 5b-I2V: rotary
- * without patch_size_t; 1.5 / 1.5-I2V: patch_size_t with in = out / in = 2·out or ofs). Returns the
- * set's name ("CogVideoX-2b", ...). */
-const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double out[5]);
+double cvx_cache_default_threshold(cvx_cache_kind k);
 /* "c0,c1,c2,c3,c4" → out; -1 + cvx_error naming --teacache_coefficients. */
-int cogvideox_teacache_parse_coefficients(const char *s, double out[5]);
+int cvx_teacache_parse_coefficients(const char *s, double out[5]);
 
 /* State for one run of n_steps. coeffs NULL = zeros (FBCache ignores them). The kind becomes
  * NONE when threshold <= 0. -1 + cvx_error when FBCache gets a model with < 2 blocks. */
-int cogvideox_cache_init(cogvideox_cache *c, cogvideox_cache_kind kind, double threshold, const double coeffs[5],
+int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const double coeffs[5],
                          int n_steps, int num_layers);
-static inline int cogvideox_cache_active(const cogvideox_cache *c) { return c->kind != COGVIDEOX_CACHE_NONE; }
-void cogvideox_cache_free(cogvideox_cache *c);
+static inline int cvx_cache_active(const cvx_cache *c) { return c->kind != CVX_CACHE_NONE; }
+void cvx_cache_free(cvx_cache *c);
 /* Blocks not run so far: skipped steps × num_layers (TeaCache) or × (num_layers − 1) (FBCache). */
-int64_t cogvideox_cache_blocks_skipped(const cogvideox_cache *c);
+int64_t cvx_cache_blocks_skipped(const cvx_cache *c);
 
 /* np.poly1d(c)(x) by Horner in double, c highest power first. */
-double cogvideox_poly1d(const double c[5], double x);
+double cvx_poly1d(const double c[5], double x);
 /* Σ|x − prev| / Σ|prev| in double, sequential (deterministic). */
-double cogvideox_rel_l1(const float *x, const float *prev, size_t n);
+double cvx_rel_l1(const float *x, const float *prev, size_t n);
 
 /* The TeaCache rule for step `step` given e [E]; updates the state; 1 = compute, 0 = skip. */
-int cogvideox_teacache_decide(cogvideox_cache *c, int step, const float *e, int E);
+int cvx_teacache_decide(cvx_cache *c, int step, const float *e, int E);
 /* FBCache's rel-L1 in blocks that do not depend on how the batch is spread over ranks: for each
  * of `rows` video rows of D values, sums[2·i] = Σ|r − P| and sums[2·i + 1] = Σ|P| in double, in
- * order; the decision adds these rows in (branch, token) order (cogvideox_fbcache_rel). */
-void cogvideox_fbcache_row_sums(const float *r, const float *P, size_t rows, int D, double *sums);
+ * order; the decision adds these rows in (branch, token) order (cvx_fbcache_rel). */
+void cvx_fbcache_row_sums(const float *r, const float *P, size_t rows, int D, double *sums);
 /* Σ num / Σ den over the row sums in order; *den_out gets Σ den. */
-double cogvideox_fbcache_rel(const double *sums, size_t rows, double *den_out);
+double cvx_fbcache_rel(const double *sums, size_t rows, double *den_out);
 /* The FBCache rule given the rel-L1 of this step (have_prev 0: no P yet → compute). */
-int cogvideox_fbcache_decide(cogvideox_cache *c, int step, int have_prev, double rel, double den);
+int cvx_fbcache_decide(cvx_cache *c, int step, int have_prev, double rel, double den);
 
 /* Before the first step: how the batch is spread (the default is one process with B = 1). */
-void cogvideox_cache_set_layout(cogvideox_cache *c, const cogvideox_cache_layout *lay);
+void cvx_cache_set_layout(cvx_cache *c, const cvx_cache_layout *lay);
 
 /* One step of the CFG batch with caching (the plain forward per branch when not active): this
  * rank's branches, one forward of batch 1 each, as the uncached loop runs them (so that one
- * process and --cfg_parallel / --sp give the same bytes). x [1, F, C_in, H, W] (all branches),
- * text [lnb, L, text_embed_dim], timestep [1], out [lnb, F, C_out, H, W]. Collective over the
+ * process and --cfg_parallel / --sp give the same bytes). `in` is branch 0's input (latents,
+ * timestep, ...); branch j's text is in->text + j·text_n; out [lnb, d->n_out]. Collective over the
  * layout's group for FBCache (the row sums); every rank takes the same decision. -1 + cvx_error
  * (alike on every rank: sizes, a checkpoint of another run). */
-int cogvideox_cache_step(cogvideox_transformer *m, cogvideox_cache *c, int step, const float *x, int F, int H, int W,
-                         const float *text, int L, const int64_t *timestep, const float *rope_cos,
-                         const float *rope_sin, float *out);
+int cvx_cache_step(cvx_denoiser *d, cvx_cache *c, int step, const cvx_denoise_input *in, size_t text_n,
+                   float *out);
 
 /* Checkpoint: tensors cache_counts I64 [2] and, when present, teacache_acc F64 [1],
  * teacache_prev_e F32 [E], cache_residual F32 [B·S·D], fbcache_head_residual F32 [B·N·D] — the
  * whole batch as one process holds it, whatever the rank count. Collective over the layout's
  * group: every rank sends its share to rank 0, which writes (w NULL on the other ranks). */
-int cogvideox_cache_save(cogvideox_cache *c, cvx_st_writer *w);
+int cvx_cache_save(cvx_cache *c, cvx_st_writer *w);
 /* Every rank reads the whole state; each keeps its share from the next step on. */
-int cogvideox_cache_load(cogvideox_cache *c, const cvx_safetensors *st, const char *path);
+int cvx_cache_load(cvx_cache *c, const cvx_safetensors *st, const char *path);
 
 #endif

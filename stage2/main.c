@@ -19,9 +19,9 @@
 #define DEFAULT_DIR "stage_outputs"
 #include "stage2/usage.h"
 
-static int parse_cache(const char *v, void *kind) { return cogvideox_cache_parse_kind(v, kind); }
-static int parse_coeffs(const char *v, void *c) { return cogvideox_teacache_parse_coefficients(v, c); }
-static int parse_preview(const char *v, void *mode) { return cogvideox_preview_parse_mode(v, mode); }
+static int parse_cache(const char *v, void *kind) { return cvx_cache_parse_kind(v, kind); }
+static int parse_coeffs(const char *v, void *c) { return cvx_teacache_parse_coefficients(v, c); }
+static int parse_preview(const char *v, void *mode) { return cvx_preview_parse_mode(v, mode); }
 
 int main(int argc, char **argv) {
     cvx_set_program_name("stage2");
@@ -33,13 +33,14 @@ int main(int argc, char **argv) {
                *precision_arg = NULL, *coeffs_arg = NULL;
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0, cfg_parallel = 0,
         sp_degree = 1;
-    cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = 6.0, .seed = 42};
+    cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = -1, .seed = 42};   /* -1: the model's */
     cvx_dtype out_dtype = CVX_F32;
     double teacache_coeffs[5], cache_threshold = -1;   /* -1: the cache's default */
-    cogvideox_cache_kind cache_kind = COGVIDEOX_CACHE_NONE;
-    cogvideox_preview_mode preview_mode;
+    cvx_cache_kind cache_kind = CVX_CACHE_NONE;
+    cvx_preview_mode preview_mode;
     static const cvx_flag_choice dtypes[] = {
         {"f32", CVX_F32}, {"float32", CVX_F32}, {"bf16", CVX_BF16}, {"bfloat16", CVX_BF16}, {0}};
+    const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
     const cvx_flag flags[] = {   /* --help's order (stage2/usage.h) */
         CVX_FLAG_STR_("input_dir", &input_dir), CVX_FLAG_STR_("output_dir", &output_dir),
         CVX_FLAG_INT_("num_inference_steps", &sp.num_inference_steps, 1, 1000000),
@@ -59,15 +60,16 @@ int main(int argc, char **argv) {
         CVX_FLAG_NUM_("cache_threshold", &cache_threshold, -1e6, 1e6),
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, teacache_coeffs, &coeffs_arg),
         CVX_FLAG_INT_("preview_every", &sp.preview_every, 0, 1000000),
-        CVX_FLAG_PARSE_("preview", parse_preview, &preview_mode, &sp.preview), {0}};
+        CVX_FLAG_PARSE_("preview", parse_preview, &preview_mode, &sp.preview), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
+        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
-    if (sp.scheduler && !cogvideox_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
+    if (sp.scheduler && !cvx_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
     cvx_par par;
     cvx_par_layout(&par, world, cfg_parallel, sp_degree);
     sp.sp_dist = par.sp_group, sp.world_dist = world;
-    sp.cache_threshold = cache_threshold == -1 ? cogvideox_cache_default_threshold(cache_kind) : cache_threshold;
+    sp.cache_threshold = cache_threshold == -1 ? cvx_cache_default_threshold(cache_kind) : cache_threshold;
     sp.teacache_coefficients = coeffs_arg ? teacache_coeffs : NULL;
     if (!writer) sp.preview_every = 0;   /* rank 0 writes the preview */
     cvx_set_verbosity(writer ? verbosity : 0);
@@ -85,13 +87,15 @@ int main(int argc, char **argv) {
     sp.preview_path = out.preview;
     cvx_precision precision;
     if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
+                                                      .transformer_file = wfile[0], .text_encoder_file = wfile[1],
+                                                      .vae_file = wfile[2]});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;
     cvx_embeddings emb;
     cvx_sample_params r;   /* sp resolved: the defaults filled in */
-    cogvideox_fingerprint fp;
+    cvx_fingerprint fp;
     int irc = cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
               cvx_sample_fingerprint(m, &r, in.embeddings, &fp);
     cvx_par_agree_or_fail(world, irc);   /* one rank: cvx_die */

@@ -2,11 +2,11 @@
  * renamed) of the scheduler's current x0 estimate (pred_original_sample).
  *
  * Modes:
- *   latent  a rough colour sketch: per latent pixel RGB = 3.5·Σ_c (z_c / scaling_factor)·F[c] + bias
- *           (then the pipeline's clamp(x/2 + 0.5)), F the 16×3 table of kijai/ComfyUI-CogVideoXWrapper
- *           (CogVideoXLatentFormat, commit 90e8367) — an undocumented community fit, not from THUDM or
- *           diffusers. For 5b/1.5 (scaling 0.7) it equals the wrapper's 5·z·F. Models with fewer than 16
- *           latent channels (the tiny test models) use the first C rows. Upscaled ×4 (nearest).
+ *   latent  a rough colour sketch: per latent pixel RGB = gain·Σ_c z_c·F[c] + bias (then the
+ *           pipeline's clamp(x/2 + 0.5)), F the family's published 16×3 table (cvx_latent_rgb:
+ *           CogVideoX's in stage2/cogvideox_family.c, Wan's in stage2/wan_family.c, with their
+ *           sources). Models with fewer than 16 latent channels (the tiny test models) use the first
+ *           C rows. Upscaled ×4 (nearest).
  *   vae     latent frame 0 decoded by the real VAE (causal: frame 0 decodes alone), through a callback.
  * Nothing is allocated and nothing runs unless a preview is asked for (the sampler calls the hook
  * only when one is set). */
@@ -16,40 +16,49 @@
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
-typedef enum { COGVIDEOX_PREVIEW_LATENT = 0, COGVIDEOX_PREVIEW_VAE } cogvideox_preview_mode;
+typedef enum { CVX_PREVIEW_LATENT = 0, CVX_PREVIEW_VAE } cvx_preview_mode;
+
+/* A family's published latent → RGB sketch: rgb = gain · Σ_c z_c·factors[c] + bias (then the
+ * pipeline's clamp(x/2 + 0.5)), z the loop's (model-space) latents. */
+typedef struct {
+    float factors[16][3];
+    float bias[3];
+    float gain;
+} cvx_latent_rgb;
 
 /* --preview vae: decode raw (model-space) latents z [1, C, 1, h, w] into *rgb [3, T, H, W] in
  * [-1, 1] (malloc'd by the callee). -1 + cvx_error. */
-typedef int (*cogvideox_preview_decode_fn)(void *user, const float *z, int C, int h, int w, float **rgb, int *T,
+typedef int (*cvx_preview_decode_fn)(void *user, const float *z, int C, int h, int w, float **rgb, int *T,
                                            int *H, int *W);
 
 typedef struct {
     const char *path;                 /* preview.png */
     int every;                        /* write after every K-th step (and after the last) */
     int n_steps;
-    cogvideox_preview_mode mode;
-    double scaling_factor;            /* the VAE's (latent mode) */
-    const cogvideox_scheduler *sched; /* x0 source */
-    cogvideox_preview_decode_fn decode;
+    cvx_preview_mode mode;
+    const cvx_latent_rgb *rgb;        /* the family's table (latent mode) */
+    const cvx_scheduler *sched; /* x0 source */
+    cvx_preview_decode_fn decode;
     void *decode_user;
     /* results */
     int written;
     double seconds;                   /* total time spent on previews */
-} cogvideox_preview;
+} cvx_preview;
 
 /* "latent" / "vae" → mode; -1 + cvx_error naming --preview. */
-int cogvideox_preview_parse_mode(const char *s, cogvideox_preview_mode *out);
-const char *cogvideox_preview_mode_name(cogvideox_preview_mode m);
+int cvx_preview_parse_mode(const char *s, cvx_preview_mode *out);
+const char *cvx_preview_mode_name(cvx_preview_mode m);
 
-/* x0 [F, C, h, w] (the loop layout, padding first) → rgb [3, F − pad, h·up, w·up] in [-1, 1]. */
-void cogvideox_preview_latent_rgb(const float *x0, const cogvideox_latent_shape *sh, double scaling_factor, int up,
-                                  float *rgb);
+/* x0 in the loop layout (sh: frames- or channels-major, padding first) → rgb [3, F − pad, h·up,
+ * w·up] in [-1, 1]. */
+void cvx_preview_latent_rgb(const float *x0, const cvx_latent_shape *sh, const cvx_latent_rgb *tab, int up,
+                            float *rgb);
 
 /* Write the preview for this step now (whatever `every` says). -1 + cvx_error. */
-int cogvideox_preview_write(cogvideox_preview *pv, int step, const float *x0, const cogvideox_latent_shape *sh);
+int cvx_preview_write(cvx_preview *pv, int step, const float *x0, const cvx_latent_shape *sh);
 
-/* A cogvideox_step_hook (ctx = cogvideox_preview *): writes on every K-th step and the last,
+/* A cvx_step_hook (ctx = cvx_preview *): writes on every K-th step and the last,
  * reporting the time taken; a failed preview is a warning, never the end of the run. */
-void cogvideox_preview_hook(void *ctx, int step, const float *latents, const cogvideox_latent_shape *sh);
+void cvx_preview_hook(void *ctx, int step, const float *latents, const cvx_latent_shape *sh);
 
 #endif

@@ -1,6 +1,5 @@
-/* CogVideoXPipeline.__call__ (text-to-video, diffusers 0.32.2) from the prompt embeddings on:
- * prepare_latents, the rotary tables, the CFG loop with the scheduler step, and a checkpoint of
- * the loop state so a run of hours can be killed and resumed bit for bit. */
+/* The denoising loop (sampler.h): prepare_latents, the CFG loop with the scheduler step, and a
+ * checkpoint of the loop state so a run of hours can be killed and resumed bit for bit. */
 #include "sampler.h"
 
 #include <math.h>
@@ -20,78 +19,7 @@
 
 #define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
 
-int cogvideox_latent_shape_for(const cogvideox_config *c, const cogvideox_sample_params *p, cogvideox_latent_shape *out) {
-    int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mult = sp * c->patch_size;
-    memset(out, 0, sizeof(*out));
-    /* the model type must fit the mode: I2V models take [noise, image] latents (2 × channels) */
-    if (c->in_channels == 2 * c->out_channels && !p->i2v)
-        return cvx_error("this is an image-to-video model (transformer in_channels %d = 2 × %d latent channels): "
-                         "give stage 1 an --image", c->in_channels, c->out_channels);
-    if (c->in_channels != 2 * c->out_channels && c->in_channels != c->out_channels)
-        return cvx_error("transformer in_channels %d: expected out_channels %d (text-to-video) or 2 × %d "
-                         "(image-to-video)", c->in_channels, c->out_channels, c->out_channels);
-    if (p->i2v && c->in_channels == c->out_channels)
-        return cvx_error("this is a text-to-video model (transformer in_channels %d = out_channels): it cannot take "
-                         "an --image; use an image-to-video checkpoint (CogVideoX-5b-I2V, CogVideoX1.5-5B-I2V)",
-                         c->in_channels);
-    if (p->frames < 1 || (p->frames - 1) % ts != 0) {
-        int lower = p->frames > 1 ? (p->frames - 1) / ts * ts + 1 : 1;
-        return cvx_error("--frames %d: the frame count must be %dk+1 (VAE temporal factor %d), e.g. %d or %d",
-                         p->frames, ts, ts, lower, lower + ts);
-    }
-    if (p->height < mult || p->height % mult != 0)
-        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->height,
-                         mult, sp, c->patch_size);
-    if (p->width < mult || p->width % mult != 0)
-        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->width, mult,
-                         sp, c->patch_size);
-    if (c->use_learned_positional_embeddings &&
-        (p->height != c->sample_height * sp || p->width != c->sample_width * sp))
-        return cvx_error("--height %d --width %d: this model has learned positional embeddings (CogVideoX-5b-I2V "
-                         "style) and runs only at its sample size: --height %d --width %d", p->height, p->width,
-                         c->sample_height * sp, c->sample_width * sp);
-    if (p->num_inference_steps < 1)
-        return cvx_error("--num_inference_steps %d: must be at least 1", p->num_inference_steps);
-    if (!(p->guidance_scale >= 0) || !isfinite(p->guidance_scale))
-        return cvx_error("--guidance_scale %g: must be a finite number >= 0", p->guidance_scale);
-    out->frames = (p->frames - 1) / ts + 1;
-    /* CogVideoX1.5: the latent frame count must divide by patch_size_t; upstream adds frames
-     * at the front of the noise (num_frames += pad · temporal factor) and drops them at the end */
-    if (c->patch_size_t > 0 && out->frames % c->patch_size_t != 0) {
-        out->pad_frames = c->patch_size_t - out->frames % c->patch_size_t;
-        out->frames += out->pad_frames;
-    }
-    out->channels = c->out_channels;
-    out->height = p->height / sp;
-    out->width = p->width / sp;
-    out->numel = (size_t)out->frames * out->channels * out->height * out->width;
-    return 0;
-}
-
-int cogvideox_check_embeddings(const cogvideox_config *c, const cvx_tensor *prompt, const cvx_tensor *negative,
-                               const char *file) {
-    const cvx_tensor *ts[2] = {prompt, negative};
-    for (int k = 0; k < 2; k++) {
-        const cvx_tensor *t = ts[k];
-        if (!t) return cvx_error("%s: tensor '%s' is missing", file, k ? "negative_prompt_embeds" : "prompt_embeds");
-        char got[128];
-        cvx_shape_str(t->ndim, t->shape, got, sizeof got);
-        if (!cvx_dtype_is_float(t->dtype))
-            return cvx_error("%s: tensor '%s' has dtype %s, expected a float dtype", file, t->name,
-                             cvx_dtype_name(t->dtype));
-        if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != c->text_embed_dim)
-            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (text_embed_dim %d of the "
-                             "transformer: embeddings from another text encoder or model?)",
-                             file, t->name, got, c->max_text_seq_length, c->text_embed_dim, c->text_embed_dim);
-        if (t->shape[1] != c->max_text_seq_length)
-            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (sequence length must be the "
-                             "transformer's max_text_seq_length %d)",
-                             file, t->name, got, c->max_text_seq_length, c->text_embed_dim, c->max_text_seq_length);
-    }
-    return 0;
-}
-
-double cogvideox_guidance_at(const cogvideox_sample_params *p, int64_t t) {
+double cvx_guidance_at(const cvx_loop_params *p, double t) {
     if (!p->use_dynamic_cfg) return p->guidance_scale;
     double n = p->num_inference_steps;
     /* upstream uses the timestep value, not the step index: (n − t)/n is negative */
@@ -99,12 +27,12 @@ double cogvideox_guidance_at(const cogvideox_sample_params *p, int64_t t) {
     return 1.0 + p->guidance_scale * ((1.0 - cos(M_PI * x)) / 2.0);
 }
 
-int cogvideox_uses_cfg(const cogvideox_sample_params *p) { return p->guidance_scale > 1.0; }
+int cvx_uses_cfg(const cvx_loop_params *p) { return p->guidance_scale > 1.0; }
 
-void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const char *fmt, ...) {
+void cvx_fingerprint_set(cvx_fingerprint *fp, const char *key, const char *fmt, ...) {
     int i = 0;
     while (i < fp->n && strcmp(fp->key[i], key) != 0) i++;
-    CVX_CHECK(i < COGVIDEOX_FP_MAX && strlen(key) < sizeof fp->key[0]);
+    CVX_CHECK(i < CVX_FP_MAX && strlen(key) < sizeof fp->key[0]);
     if (i == fp->n) fp->n++;
     snprintf(fp->key[i], sizeof fp->key[i], "%s", key);
     va_list ap;
@@ -118,9 +46,9 @@ void cogvideox_fingerprint_set(cogvideox_fingerprint *fp, const char *key, const
  * [sizeof(cvx_generator)] (the POD state byte for byte); whatever the scheduler's save_state adds
  * (DPM: old_pred_original_sample F32 [1, F, C, h, w]).
  * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
-static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, const float *latents,
-                            int steps_done, const cogvideox_scheduler *s, const cvx_generator *g,
-                            cogvideox_cache *cache) {
+static int checkpoint_write(const cvx_checkpointing *ck, const cvx_latent_shape *sh, const float *latents,
+                            int steps_done, const cvx_scheduler *s, const cvx_generator *g,
+                            cvx_cache *cache) {
     cvx_st_writer *w = cvx_stw_new();
     int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
     int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
@@ -129,7 +57,7 @@ static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_l
     rc |= cvx_stw_add(w, "step", CVX_I64, 1, &one, &step);
     rc |= s->type->save_state(s, w, shape);
     rc |= cvx_stw_add(w, "generator", CVX_U8, 1, &gbytes, g);
-    rc |= cogvideox_cache_save(cache, w);
+    rc |= cvx_cache_save(cache, w);
     rc |= cvx_stw_metadata(w, "format", CHECKPOINT_FORMAT);
     snprintf(buf, sizeof buf, "%d", steps_done);
     rc |= cvx_stw_metadata(w, "steps_done", buf);
@@ -143,9 +71,9 @@ static int checkpoint_write(const cogvideox_checkpointing *ck, const cogvideox_l
 }
 
 /* Load a checkpoint into the loop state after checking it belongs to this run. */
-static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_latent_shape *sh, int n_steps,
-                           cogvideox_scheduler *s, float *latents, int *steps_done, cvx_generator *g,
-                           cogvideox_cache *cache) {
+static int checkpoint_read(const cvx_checkpointing *ck, const cvx_latent_shape *sh, int n_steps,
+                           cvx_scheduler *s, float *latents, int *steps_done, cvx_generator *g,
+                           cvx_cache *cache) {
     const char *path = ck->path;
     if (!cvx_is_file(path))
         return cvx_error("--resume: no checkpoint at %s (run without --resume to start a new run)", path);
@@ -205,7 +133,7 @@ static int checkpoint_read(const cogvideox_checkpointing *ck, const cogvideox_la
         cvx_error_prefix("%s", path);
         goto done;
     }
-    if (cogvideox_cache_load(cache, st, path)) goto done;
+    if (cvx_cache_load(cache, st, path)) goto done;
     *steps_done = (int)step;
     rc = 0;
 done:
@@ -219,13 +147,12 @@ static void guide(float *pred, const float *uncond, const float *cond, size_t n,
     for (size_t i = 0; i < n; i++) pred[i] = uncond[i] + gf * (cond[i] - uncond[i]);
 }
 
-int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cogvideox_sample_params *p,
-                     const cogvideox_latent_shape *sh, const float *prompt, const float *negative, int L,
-                     const cogvideox_checkpointing *ck, cogvideox_step_hook hook, void *hook_ctx, float *latents,
-                     cogvideox_sample_result *result) {
-    const cogvideox_config *c = cogvideox_get_config(m);
-    const size_t n = sh->numel, D = (size_t)c->text_embed_dim;
-    const int cfg = cogvideox_uses_cfg(p);
+int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
+                     const cvx_latent_shape *sh, const float *prompt, const float *negative, int L,
+                     const cvx_checkpointing *ck, cvx_step_hook hook, void *hook_ctx, float *latents,
+                     cvx_sample_result *result) {
+    const size_t n = sh->numel, D = (size_t)m->text_dim;
+    const int cfg = cvx_uses_cfg(p);
     /* CFG-parallel: this rank's forward computes one branch (its rank: 0 uncond, 1 cond);
      * sequence parallelism: the ranks of sd share each forward; all: every rank of the run */
     cvx_dist *cd = p->cfg_dist && cvx_dist_size(p->cfg_dist) > 1 ? p->cfg_dist : NULL;
@@ -233,18 +160,18 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     cvx_dist *all = p->world_dist && cvx_dist_size(p->world_dist) > 1 ? p->world_dist : cd;
     const int B = cfg && !cd ? 2 : 1, writer = !all || cvx_dist_world_rank(all) == 0;
     memset(result, 0, sizeof(*result));
-    if (cogvideox_scheduler_set_timesteps(s, p->num_inference_steps)) return -1;
+    if (cvx_scheduler_set_timesteps(s, p->num_inference_steps)) return -1;
     CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
-    CVX_CHECK(p->t_start >= 0 && p->t_start < p->num_inference_steps && (!p->i2v || p->image_latents));
-    /* V2V: timesteps[t_start:] (the scheduler keeps num_inference_steps for its step size) */
-    const int n_steps = p->num_inference_steps - p->t_start;
-    memmove(s->timesteps, s->timesteps + p->t_start, (size_t)n_steps * sizeof *s->timesteps);
-    cogvideox_sample_params pg = *p;   /* dynamic CFG counts the steps that run, as upstream */
+    CVX_CHECK(p->t_start >= 0 && p->t_start < p->num_inference_steps);
+    /* V2V: the loop runs timesteps[t_start:] (the scheduler keeps num_inference_steps for its step
+     * size); i counts the steps of the loop, t_start + i is the schedule's index */
+    const int n_steps = p->num_inference_steps - p->t_start, t0i = p->t_start;
+    s->begin = t0i;
+    cvx_loop_params pg = *p;   /* dynamic CFG counts the steps that run, as upstream */
     pg.num_inference_steps = n_steps;
-    /* I2V: per frame, the latents' C channels then the image latents' C */
-    const size_t hw = (size_t)sh->height * sh->width, chw = (size_t)sh->channels * hw;
-    const size_t n_in = p->i2v ? 2 * n : n;
-    s->type->init(s, n);
+    if (m->type->prepare(m, sh->frames, sh->height, sh->width)) return -1;
+    CVX_CHECK(m->n_latent == n && m->n_out == n);
+    if (s->type->init(s, n)) return -1;
     if (ck && ck->stop_after_steps < 0) return cvx_error("--stop_after_steps must be >= 0");
 
     /* alike on every rank: agreed, so that rank 0 alone reports it */
@@ -252,12 +179,13 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                   ? cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks per "
                               "group, got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd))
                   : 0;
-    if (!bad && sd) bad = cogvideox_set_sp(m, sd);   /* the head count must divide */
+    if (!bad && sd) bad = m->type->set_sp(m, sd);   /* the head count must divide */
     if (all ? cvx_dist_agree(all, bad) : bad) {
-        if (sd) cogvideox_set_sp(m, NULL);
+        if (sd) m->type->set_sp(m, NULL);
         return -1;
     }
-    const cogvideox_stats st0 = cogvideox_get_stats(m);   /* the exchanges of sequence parallelism, from here */
+    double comm0_s, comm0_bytes;   /* the exchanges of sequence parallelism, from here */
+    m->type->comm(m, &comm0_s, &comm0_bytes);
 
     /* text batch: negative first, as upstream's torch.cat([negative, prompt]) */
     float *text = cvx_malloc((size_t)B * L * D * sizeof(float));
@@ -269,19 +197,15 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     } else {
         memcpy(text, prompt, (size_t)L * D * sizeof(float));
     }
-    float *x = cvx_alloc_f32(n_in);                   /* [1, F, C_in, h, w] model input (every branch) */
     float *out = cvx_alloc_f32((size_t)(cfg ? 2 : 1) * n);   /* [2|1, F, C, h, w] model output (both branches) */
     float *branch = cd ? cvx_alloc_f32(n) : NULL;     /* [1, F, C, h, w] this rank's branch (CFG-parallel) */
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
-    float *rope_cos = NULL, *rope_sin = NULL;
     int rc = -1;
-    double coeffs[5];
-    if (p->teacache_coefficients) memcpy(coeffs, p->teacache_coefficients, sizeof coeffs);
-    else cogvideox_teacache_coefficients(c, coeffs);
-    cogvideox_cache cache;
-    if (cogvideox_cache_init(&cache, p->cache_kind, p->cache_threshold, coeffs, n_steps, c->num_layers)) goto done;
+    cvx_cache cache;
+    if (cvx_cache_init(&cache, p->cache_kind, p->cache_threshold, p->teacache_coefficients, n_steps, m->num_layers))
+        goto done;
     /* the whole CFG batch's decisions on every rank; each keeps the residuals of its share */
-    cogvideox_cache_set_layout(&cache, &(cogvideox_cache_layout){p->world_dist && cvx_dist_size(p->world_dist) > 1
+    cvx_cache_set_layout(&cache, &(cvx_cache_layout){p->world_dist && cvx_dist_size(p->world_dist) > 1
                                                                      ? p->world_dist : cd ? cd : sd,
                                                                  cfg ? 2 : 1, cd ? 2 : 1, sd ? cvx_dist_size(sd) : 1});
     CVX_CHECK(cache.lnb == B);
@@ -312,53 +236,36 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
         cvx_info("checkpoint every %d step%s to %s (an interrupted run continues with --resume)", ck->every,
                  ck->every == 1 ? "" : "s", ck->path);
 
-    /* rotary tables once, from the latent grid (5b / 1.5) */
-    if (c->use_rotary_positional_embeddings) {
-        size_t nt = (size_t)cogvideox_num_video_tokens(c, sh->frames, sh->height, sh->width);
-        rope_cos = cvx_alloc_f32(nt * c->attention_head_dim);
-        rope_sin = cvx_alloc_f32(nt * c->attention_head_dim);
-        if (cogvideox_rope_tables(c, sh->frames, sh->height, sh->width, rope_cos, rope_sin)) goto done;
-    }
-
     cvx_progress bar;
     cvx_progress_start_cb(&bar, "denoising", n_steps - start, p->progress, p->progress_user);
     double t0 = cvx_time(), comm_s = 0;
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {
-        int64_t t = s->timesteps[i];
-        int64_t tstep[2] = {t, t};
-        if (!p->i2v) {
-            memcpy(x, latents, n * sizeof(float));
-        } else {
-            for (int f = 0; f < sh->frames; f++) {   /* torch.cat([latents, image_latents], dim=2) */
-                float *xf = x + (size_t)f * 2 * chw;
-                memcpy(xf, latents + (size_t)f * chw, chw * sizeof(float));
-                memcpy(xf + chw, p->image_latents + (size_t)f * chw, chw * sizeof(float));
-            }
-        }
+        const double t = s->timesteps[t0i + i];
         /* this rank's CFG branches, one forward each (with step caching: one decision for the batch) */
-        int frc = cogvideox_cache_step(m, &cache, i, x, sh->frames, sh->height, sh->width, text, L, tstep, rope_cos,
-                                       rope_sin, cd ? branch : out);
-        if (frc) cvx_error_prefix("step %d/%d (t=%lld)", i + 1, n_steps, (long long)t);
+        cvx_denoise_input in = {.x = latents, .cond = p->cond, .text = text, .L = L, .image = p->image_tokens,
+                                .L_img = p->image_L, .t = t};
+        int frc = cvx_cache_step(m, &cache, i, &in, (size_t)L * D, cd ? branch : out);
+        if (frc) cvx_error_prefix("step %d/%d (t=%g)", i + 1, n_steps, t);
         /* under MPI: agree (a rank failing alone stops all); CFG-parallel: out = [uncond, cond] */
         double tc = cvx_time();
         if (all) frc = cvx_dist_agree(all, frc);
         if (cd && !frc) frc = cvx_dist_allgather(cd, branch, n * sizeof(float), out);
         comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
         if (frc) goto done;
-        if (cfg) guide(pred, out, out + n, n, cogvideox_guidance_at(&pg, t));
+        if (cfg) guide(pred, out, out + n, n, cvx_guidance_at(&pg, t));
         else memcpy(pred, out, n * sizeof(float));
 
-        s->type->step(s, i, pred, latents, n, &gen, prev);
+        s->type->step(s, t0i + i, pred, latents, n, &gen, prev);
         memcpy(latents, prev, n * sizeof(float));
         done_steps = i + 1;
         /* a diverged step (NaN/Inf in a weight or an input) stops here, before the checkpoint
          * write: the last good checkpoint stays, and no NaN latents are written (issue 14) */
         if (cvx_check_finite(latents, n, "latents")) {
-            cvx_error_prefix("step %d/%d (t=%lld): the denoising diverged", done_steps, n_steps, (long long)t);
+            cvx_error_prefix("step %d/%d (t=%g): the denoising diverged", done_steps, n_steps, t);
             goto done;
         }
-        cvx_debug("step %d/%d t=%lld guidance %.6g", done_steps, n_steps, (long long)t, cogvideox_guidance_at(&pg, t));
+        cvx_debug("step %d/%d t=%g guidance %.6g", done_steps, n_steps, t, cvx_guidance_at(&pg, t));
         if (hook) hook(hook_ctx, i, latents, sh);
 
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
@@ -366,7 +273,7 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
             /* the cache's shares go to the writer first (collective); the others send only */
             int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache)
-                             : cogvideox_cache_save(&cache, NULL);
+                             : cvx_cache_save(&cache, NULL);
             if (all) wrc = cvx_dist_agree(all, wrc);
             if (wrc) goto done;
         }
@@ -382,8 +289,9 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
                  "waiting for the other rank)", n * sizeof(float) / 1e6, comm_s, result->seconds,
                  100.0 * comm_s / (result->seconds > 0 ? result->seconds : 1));
     if (sd && done_steps > start) {
-        cogvideox_stats st = cogvideox_get_stats(m);
-        double sent = st.bytes_sent - st0.bytes_sent, t_comm = st.t_comm - st0.t_comm;
+        double t_comm, sent;
+        m->type->comm(m, &t_comm, &sent);
+        sent -= comm0_bytes, t_comm -= comm0_s;
         cvx_info("sequence parallelism (%d ranks): %.2f MB sent per step by each rank; %.3f s of %.2f s in the "
                  "exchanges (%.2f %%, with waiting for the other ranks)", cvx_dist_size(sd),
                  sent / 1e6 / (done_steps - start), t_comm, result->seconds,
@@ -391,38 +299,11 @@ int cogvideox_sample(cogvideox_transformer *m, cogvideox_scheduler *s, const cog
     }
     result->cache_steps_computed = cache.steps_computed;
     result->cache_steps_skipped = cache.steps_skipped;
-    result->cache_blocks_skipped = cogvideox_cache_blocks_skipped(&cache);
+    result->cache_blocks_skipped = cvx_cache_blocks_skipped(&cache);
     rc = 0;
 done:
-    if (sd) cogvideox_set_sp(m, NULL);
-    cogvideox_cache_free(&cache);
-    free(text); free(x); free(out); free(pred); free(prev); free(branch);
-    free(rope_cos); free(rope_sin);
+    if (sd) m->type->set_sp(m, NULL);
+    cvx_cache_free(&cache);
+    free(text); free(out); free(pred); free(prev); free(branch);
     return rc;
-}
-
-int cogvideox_strength_t_start(int n, double strength, int *t_start) {
-    if (!(strength > 0.0 && strength <= 1.0))
-        return cvx_error("--strength %g: must be in (0, 1] (the share of the denoising steps that run)", strength);
-    int init_timestep = (int)(n * strength) < n ? (int)(n * strength) : n;   /* min(int(n·strength), n) */
-    if (init_timestep < 1)
-        return cvx_error("--strength %g with --num_inference_steps %d runs no step (int(%d × %g) = 0): raise either",
-                         strength, n, n, strength);
-    *t_start = n - init_timestep > 0 ? n - init_timestep : 0;
-    return 0;
-}
-
-void cogvideox_add_noise(const cogvideox_scheduler *s, int64_t t, const float *x0, const float *noise, size_t n,
-                         float *out) {
-    CVX_CHECK(t >= 0 && t < s->num_train_timesteps);
-    /* alphas_cumprod.to(float32)[t] ** 0.5 and (1 − ā) ** 0.5, float32 tensors */
-    const float a = (float)s->alphas_cumprod[t], sa = sqrtf(a), sb = sqrtf(1.0f - a);
-    for (size_t i = 0; i < n; i++) {
-        float u = sa * x0[i], v = sb * noise[i];
-        out[i] = u + v;
-    }
-}
-
-void cogvideox_latents_to_output(const float *latents, const cogvideox_latent_shape *sh, float *out) {
-    cvx_permute_fc_to_cf(latents, sh->frames, sh->channels, (size_t)sh->height * sh->width, sh->pad_frames, out);
 }

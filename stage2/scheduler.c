@@ -1,237 +1,99 @@
-/* CogVideoXDDIMScheduler / CogVideoXDPMScheduler: noise schedule, timesteps, steps.
- * Reproduces diffusers 0.32.2 with PyTorch 1.13 number for number (see scheduler.h). */
-#include "scheduler.h"
+/* The scheduler table and the generic part of every scheduler (scheduler.h). */
+#include "stage2/scheduler.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
-#include "ops.h"
 
-const cogvideox_scheduler_type *const cogvideox_schedulers[] = {&cogvideox_scheduler_ddim, &cogvideox_scheduler_dpm,
-                                                             NULL};
+const cvx_scheduler_type *const cvx_schedulers[] = {&cvx_scheduler_ddim, &cvx_scheduler_dpm, &cvx_scheduler_unipc,
+                                                    &cvx_scheduler_euler, NULL};
 
-void cogvideox_scheduler_names(char *buf, size_t cap, const char *sep) {
+void cvx_scheduler_names(char *buf, size_t cap, const char *sep) {
     buf[0] = 0;
-    for (int i = 0; cogvideox_schedulers[i]; i++)
-        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? sep : "", cogvideox_schedulers[i]->name);
+    for (int i = 0; cvx_schedulers[i]; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? sep : "", cvx_schedulers[i]->name);
 }
 
-const cogvideox_scheduler_type *cogvideox_scheduler_by_flag(const char *name) {
-    for (int i = 0; cogvideox_schedulers[i]; i++)
-        if (!strcmp(name, cogvideox_schedulers[i]->name)) return cogvideox_schedulers[i];
+const cvx_scheduler_type *cvx_scheduler_by_flag(const char *name) {
+    for (int i = 0; cvx_schedulers[i]; i++)
+        if (!strcmp(name, cvx_schedulers[i]->name)) return cvx_schedulers[i];
     char names[256];
-    cogvideox_scheduler_names(names, sizeof names, " or ");
-    cvx_error("--scheduler must be %s, got '%s'", names, name);
+    cvx_scheduler_names(names, sizeof names, ", ");
+    cvx_error("--scheduler must be one of %s, got '%s'", names, name);
     return NULL;
 }
 
-const cogvideox_scheduler_type *cogvideox_scheduler_find(const char *name) {
-    for (int i = 0; cogvideox_schedulers[i]; i++)
-        if (!strcmp(name, cogvideox_schedulers[i]->name) || !strcmp(name, cogvideox_schedulers[i]->class_name))
-            return cogvideox_schedulers[i];
+const cvx_scheduler_type *cvx_scheduler_find(const char *name) {
+    for (int i = 0; cvx_schedulers[i]; i++)
+        if (!strcmp(name, cvx_schedulers[i]->name) || !strcmp(name, cvx_schedulers[i]->class_name))
+            return cvx_schedulers[i];
     char list[512] = "";
-    for (int i = 0; cogvideox_schedulers[i]; i++)
+    for (int i = 0; cvx_schedulers[i]; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s or %s", i ? ", " : "",
-                 cogvideox_schedulers[i]->name, cogvideox_schedulers[i]->class_name);
+                 cvx_schedulers[i]->name, cvx_schedulers[i]->class_name);
     cvx_error("unknown scheduler '%s' (expected %s)", name, list);
     return NULL;
 }
 
-/* ā from the betas, the SNR shift (SD3 style) and the zero-terminal-SNR rescale.
- * scaled_linear is float64 upstream; linear / squaredcos_cap_v2 are float32 tensors, so their
- * whole schedule is float32 (cumprod accumulates in double, as torch's CPU cumprod does). */
-static int build_alphas_cumprod(cogvideox_scheduler *s, const cvx_config *cfg) {
-    const char *schedule;
-    double beta_start, beta_end, shift;
-    int rescale, set_alpha_to_one;
-    /* defaults: the CogVideoX scheduler classes' constructor defaults */
-    if (cvx_cfg_str_or(cfg, "beta_schedule", "scaled_linear", &schedule) ||
-        cvx_cfg_num_or(cfg, "beta_start", 0.00085, &beta_start) || cvx_cfg_num_or(cfg, "beta_end", 0.012, &beta_end) ||
-        cvx_cfg_num_or(cfg, "snr_shift_scale", 3.0, &shift) ||
-        cvx_cfg_bool_or(cfg, "rescale_betas_zero_snr", 0, &rescale) ||
-        cvx_cfg_bool_or(cfg, "set_alpha_to_one", 1, &set_alpha_to_one))
-        return -1;
-    if (cvx_cfg_has(cfg, "trained_betas"))
-        return cvx_error("%s: key 'trained_betas' is not supported (expected null)", cfg->path);
-    int N = s->num_train_timesteps;
-    double *ac = cvx_malloc((size_t)N * sizeof(double));
-    if (!strcmp(schedule, "scaled_linear")) {
-        cvx_linspace_f64(pow(beta_start, 0.5), pow(beta_end, 0.5), N, 4, ac);
-        double acc = 1.0;
-        for (int i = 0; i < N; i++) {
-            double beta = ac[i] * ac[i];
-            acc *= 1.0 - beta;
-            ac[i] = acc;
-        }
-        for (int i = 0; i < N; i++) ac[i] = ac[i] / (shift + (1.0 - shift) * ac[i]);
-    } else if (!strcmp(schedule, "linear") || !strcmp(schedule, "squaredcos_cap_v2")) {
-        float *b = cvx_malloc((size_t)N * sizeof(float));
-        if (!strcmp(schedule, "linear")) {
-            cvx_linspace_f32((float)beta_start, (float)beta_end, N, 8, b);
-        } else {  /* Glide cosine schedule: python floats, stored as float32 */
-            for (int i = 0; i < N; i++) {
-                double t1 = (double)i / N, t2 = (double)(i + 1) / N;
-                double a1 = cos((t1 + 0.008) / 1.008 * M_PI / 2), a2 = cos((t2 + 0.008) / 1.008 * M_PI / 2);
-                double beta = 1.0 - (a2 * a2) / (a1 * a1);
-                b[i] = (float)(beta < 0.999 ? beta : 0.999);
-            }
-        }
-        double acc = 1.0;
-        float fs = (float)shift, f1s = (float)(1.0 - shift);
-        for (int i = 0; i < N; i++) {
-            acc *= (double)(1.0f - b[i]);
-            float a = (float)acc;
-            ac[i] = (double)(a / (fs + f1s * a));
-        }
-        free(b);
-    } else {
-        free(ac);
-        return cvx_error("%s: key 'beta_schedule' is \"%s\", expected \"scaled_linear\", \"linear\" or "
-                         "\"squaredcos_cap_v2\"", cfg->path, schedule);
-    }
-    if (rescale) {  /* shift √ā so the last step is 0, scale so the first keeps its value */
-        double q0 = sqrt(ac[0]), qT = sqrt(ac[N - 1]);
-        double scale = q0 / (q0 - qT);
-        for (int i = 0; i < N; i++) {
-            double q = (sqrt(ac[i]) - qT) * scale;
-            ac[i] = q * q;
-        }
-    }
-    s->alphas_cumprod = ac;
-    s->final_alpha_cumprod = set_alpha_to_one ? 1.0 : ac[0];
-    return 0;
-}
-
-int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, const cogvideox_scheduler_type *override) {
+int cvx_scheduler_init(cvx_scheduler *s, const cvx_config *cfg, const cvx_scheduler_type *override) {
     memset(s, 0, sizeof(*s));
-    if (override) {
+    snprintf(s->config_path, sizeof s->config_path, "%s", cfg->path);
+    const char *cls = NULL;
+    const cvx_scheduler_type *own = NULL;
+    if (!cvx_cfg_has(cfg, "_class_name") && override) {
         s->type = override;
     } else {
-        const char *cls;
         if (cvx_cfg_str(cfg, "_class_name", &cls)) return -1;
-        if (!(s->type = cogvideox_scheduler_find(cls))) {
-            char names[256];
-            cogvideox_scheduler_names(names, sizeof names, "|");
-            return cvx_error_prefix("%s: key '_class_name' (or pass --scheduler %s)", cfg->path, names);
+        if (!(own = cvx_scheduler_find(cls))) {
+            if (!override) {
+                char names[256];
+                cvx_scheduler_names(names, sizeof names, "|");
+                return cvx_error_prefix("%s: key '_class_name' (or pass --scheduler %s)", cfg->path, names);
+            }
+            cvx_clear_error();
         }
+        s->type = override ? override : own;
     }
-    int64_t ntrain, offset;
-    const char *pred, *spacing;
-    if (cvx_cfg_int_or(cfg, "num_train_timesteps", 1000, &ntrain) || cvx_cfg_int_or(cfg, "steps_offset", 0, &offset) ||
-        cvx_cfg_str_or(cfg, "prediction_type", "epsilon", &pred) ||
-        cvx_cfg_str_or(cfg, "timestep_spacing", "leading", &spacing))
-        return -1;
-    if (ntrain < 2 || ntrain > 100000)
-        return cvx_error("%s: key 'num_train_timesteps' is %lld, expected 2..100000", cfg->path, (long long)ntrain);
-    s->num_train_timesteps = (int)ntrain;
-    s->steps_offset = (int)offset;
-    if (!strcmp(pred, "v_prediction")) s->prediction_type = COGVIDEOX_PRED_V_PREDICTION;
-    else if (!strcmp(pred, "epsilon")) s->prediction_type = COGVIDEOX_PRED_EPSILON;
-    else if (!strcmp(pred, "sample")) s->prediction_type = COGVIDEOX_PRED_SAMPLE;
-    else return cvx_error("%s: key 'prediction_type' is \"%s\", expected \"v_prediction\", \"epsilon\" or \"sample\"",
-                          cfg->path, pred);
-    if (!strcmp(spacing, "trailing")) s->timestep_spacing = COGVIDEOX_SPACING_TRAILING;
-    else if (!strcmp(spacing, "leading")) s->timestep_spacing = COGVIDEOX_SPACING_LEADING;
-    else if (!strcmp(spacing, "linspace")) s->timestep_spacing = COGVIDEOX_SPACING_LINSPACE;
-    else return cvx_error("%s: key 'timestep_spacing' is \"%s\", expected \"trailing\", \"leading\" or \"linspace\"",
-                          cfg->path, spacing);
-    return build_alphas_cumprod(s, cfg);
+    /* a DDPM scheduler on a flow-matching model (or the reverse) has no meaning: refuse */
+    if (own && strcmp(own->family, s->type->family) != 0)
+        return cvx_error("--scheduler %s: the model's scheduler is %s (%s); %s is not one of its kind", s->type->name,
+                         own->name, cls, s->type->name);
+    return s->type->configure(s, cfg);
 }
 
-int cogvideox_scheduler_load(cogvideox_scheduler *s, const char *path, const cogvideox_scheduler_type *override) {
+int cvx_scheduler_load(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override) {
     cvx_config cfg;
     memset(s, 0, sizeof(*s));
     if (cvx_config_load(&cfg, path)) return -1;
-    int rc = cogvideox_scheduler_init(s, &cfg, override);
+    int rc = cvx_scheduler_init(s, &cfg, override);
     cvx_config_free(&cfg);
     return rc;
 }
 
-void cogvideox_scheduler_free(cogvideox_scheduler *s) {
+void cvx_scheduler_free(cvx_scheduler *s) {
     if (s->state && s->type) s->type->free_state(s->state);
-    free(s->alphas_cumprod);
+    if (s->sched && s->type) s->type->free_sched(s->sched);
     free(s->timesteps);
     memset(s, 0, sizeof(*s));
 }
 
-/* Length of np.arange(N, 0, -N/n): ceil((0 − N) / step) in double, as numpy computes it. */
-static int trailing_count(int N, int n) {
-    double step = -(double)N / (double)n;
-    return (int)ceil((0.0 - (double)N) / step);
-}
-
-int cogvideox_scheduler_set_timesteps(cogvideox_scheduler *s, int n) {
-    int N = s->num_train_timesteps;
-    if (n < 1 || n > N) return cvx_error("num_inference_steps is %d, expected 1..%d", n, N);
-    int64_t *ts = cvx_malloc((size_t)n * sizeof(int64_t));
-    if (s->timestep_spacing == COGVIDEOX_SPACING_LINSPACE) {
-        /* np.linspace(0, N-1, n).round()[::-1]: i·step, the last value exactly N-1 */
-        for (int i = 0; i < n; i++) {
-            double v = n > 1 ? (i == n - 1 ? (double)(N - 1) : (double)i * ((double)(N - 1) / (n - 1))) : 0.0;
-            ts[n - 1 - i] = (int64_t)nearbyint(v);
-        }
-    } else if (s->timestep_spacing == COGVIDEOX_SPACING_LEADING) {
-        int ratio = N / n;
-        for (int i = 0; i < n; i++) ts[n - 1 - i] = (int64_t)i * ratio + s->steps_offset;
-    } else {
-        /* np.round(np.arange(N, 0, -N/n)) - 1. numpy's arange: length ceil((0-N)/step), values
-         * start + i·delta with delta = (start + step) - start. steps_offset is not applied
-         * (as upstream). */
-        int len = trailing_count(N, n);
-        if (len != n) {
-            /* numpy's float arange overshoots for these n: upstream then runs an extra step at
-             * t = −1, which indexes ā[−1] = ā[N−1] and spoils the video. Refuse instead. */
-            int lo = n - 1, hi = n + 1;
-            while (lo > 1 && trailing_count(N, lo) != lo) lo--;
-            while (hi < N && trailing_count(N, hi) != hi) hi++;
-            free(ts);
-            return cvx_error("num_inference_steps %d: with timestep_spacing \"trailing\" upstream (numpy arange) makes "
-                             "%d timesteps, the last one -1 (a diffusers quirk that spoils the result); use %d or %d steps",
-                             n, len, lo, hi);
-        }
-        double step = -(double)N / (double)n;
-        double start = (double)N, delta = (start + step) - start;
-        for (int i = 0; i < n; i++) {
-            double v = i == 0 ? start : (i == 1 ? start + step : start + i * delta);
-            ts[i] = (int64_t)nearbyint(v) - 1;
-        }
-    }
-    for (int i = 0; i < n; i++)
-        if (ts[i] < 0 || ts[i] >= N) {
-            int64_t bad = ts[i];
-            free(ts);
-            return cvx_error("timestep %lld out of range 0..%d (check steps_offset)", (long long)bad, N - 1);
-        }
+int cvx_scheduler_set_timesteps(cvx_scheduler *s, int n) {
     free(s->timesteps);
-    s->timesteps = ts;
-    s->num_inference_steps = n;
+    s->timesteps = NULL;
+    s->num_inference_steps = 0;
+    s->begin = 0;
+    return s->type->set_timesteps(s, n);
+}
+
+int cvx_strength_t_start(int n, double strength, int *t_start) {
+    if (!(strength > 0.0 && strength <= 1.0))
+        return cvx_error("--strength %g: must be in (0, 1] (the share of the denoising steps that run)", strength);
+    int init_timestep = (int)(n * strength) < n ? (int)(n * strength) : n;   /* min(int(n·strength), n) */
+    if (init_timestep < 1)
+        return cvx_error("--strength %g with --num_inference_steps %d runs no step (int(%d × %g) = 0): raise either",
+                         strength, n, n, strength);
+    *t_start = n - init_timestep > 0 ? n - init_timestep : 0;
     return 0;
-}
-
-int64_t cogvideox_scheduler_prev_timestep(const cogvideox_scheduler *s, int64_t t) {
-    return t - s->num_train_timesteps / s->num_inference_steps;
-}
-
-double cogvideox_alpha_prev(const cogvideox_scheduler *s, int64_t prev_t) {
-    return prev_t >= 0 ? s->alphas_cumprod[prev_t] : s->final_alpha_cumprod;
-}
-
-/* x0 from the model output. Coefficients f64 → f32, arithmetic f32 as upstream. */
-void cogvideox_predict_x0(const cogvideox_scheduler *s, double a_t, const float *model_output, const float *sample,
-                          size_t n, float *x0) {
-    float sa = (float)sqrt(a_t), sb = (float)sqrt(1.0 - a_t);
-    switch (s->prediction_type) {
-    case COGVIDEOX_PRED_V_PREDICTION:
-        for (size_t i = 0; i < n; i++) x0[i] = sa * sample[i] - sb * model_output[i];
-        break;
-    case COGVIDEOX_PRED_EPSILON:
-        for (size_t i = 0; i < n; i++) x0[i] = (sample[i] - sb * model_output[i]) / sa;
-        break;
-    case COGVIDEOX_PRED_SAMPLE:
-        memcpy(x0, model_output, n * sizeof(float));
-        break;
-    }
 }

@@ -1,12 +1,12 @@
-/* CogVideoXDDIMScheduler and CogVideoXDPMScheduler (diffusers 0.32.2), built from a diffusers
- * `scheduler/scheduler_config.json`.
+/* The scheduler interface the sampler drives, and the table of schedulers.
  *
- * Numerics as upstream: the noise schedule (alphas_cumprod) is float64; each step's scalar
- * coefficients are computed in float64 and rounded to float32 before the element-wise float32
- * arithmetic on the latents (PyTorch's 0-d float64 tensor × float32 tensor).
- * (beta_schedule "linear" / "squaredcos_cap_v2" have a float32 schedule upstream; ā is built in
- * float32 here too, but the step coefficients are then computed in float64 — not bit-exact for
- * those schedules, which no CogVideoX checkpoint uses.) */
+ * A scheduler owns its noise schedule (DDPM-style ā for CogVideoX's DDIM/DPM, flow-matching
+ * sigmas for Wan's UniPC/Euler), the timestep values handed to the model, add_noise (V2V), the
+ * scaling of the initial noise, its per-run state and that state's checkpoint form. The sampler
+ * (stage2/sampler.c) knows none of this: it calls the type's functions through cvx_scheduler.
+ *
+ * Adding a scheduler: one file (scheduler_<name>.c) with a cvx_scheduler_type, and its line in
+ * cvx_schedulers[] (scheduler.c). docs/architecture.md has the checklist. */
 #ifndef CVX_STAGE2_SCHEDULER_H
 #define CVX_STAGE2_SCHEDULER_H
 
@@ -16,110 +16,75 @@
 #include "rng.h"
 #include "safetensors.h"
 
-typedef struct cogvideox_scheduler cogvideox_scheduler;
+typedef struct cvx_scheduler cvx_scheduler;
 
-/* The interface every scheduler implements (one file each: scheduler_ddim.c, scheduler_dpm.c).
- * The sampler calls only these; a third scheduler is one new file plus a line in
- * cogvideox_schedulers[] (scheduler.c). Per-run state (DPM's previous x0, scratch) lives in
- * s->state, created by init and freed by cogvideox_scheduler_free. */
-typedef struct {
+typedef struct cvx_scheduler_type {
     const char *name;          /* the --scheduler name: "ddim" */
     const char *class_name;    /* diffusers' _class_name: "CogVideoXDDIMScheduler" */
-    /* allocate s->state for latents of n floats (timesteps already set) */
-    void (*init)(cogvideox_scheduler *s, size_t n);
-    /* loop step i (timestep s->timesteps[i]): sample -> prev (n floats, no aliasing).
-     * g: the run's generator (stochastic schedulers draw from it exactly as upstream) */
-    void (*step)(cogvideox_scheduler *s, int i, const float *model_output, const float *sample, size_t n,
+    const char *family;        /* "ddpm" (ā schedule, integer timesteps) or "flow" (sigmas): a run refuses a
+                                * scheduler of another kind than the model's own scheduler_config */
+    /* read the type's keys of scheduler_config.json into s->sched (and anything else it needs);
+     * -1 + cvx_error naming the file and key */
+    int (*configure)(cvx_scheduler *s, const cvx_config *cfg);
+    void (*free_sched)(void *sched);
+    /* n inference steps: s->timesteps[0 .. n−1] (descending, the model's timestep values) and
+     * s->num_inference_steps; -1 + cvx_error for an n the schedule cannot take */
+    int (*set_timesteps)(cvx_scheduler *s, int n);
+    /* allocate s->state for latents of n floats (timesteps already set; the loop starts at index
+     * s->begin: V2V); -1 + cvx_error when the run cannot start there */
+    int (*init)(cvx_scheduler *s, size_t n);
+    /* loop step at index i (s->begin <= i < num_inference_steps, timestep s->timesteps[i]):
+     * sample -> prev (n floats, no aliasing). g: the run's generator (stochastic schedulers draw
+     * from it exactly as upstream) */
+    void (*step)(cvx_scheduler *s, int i, const float *model_output, const float *sample, size_t n,
                  cvx_generator *g, float *prev);
-    /* add the state after `steps_done` steps to a checkpoint (shape: the latents' [1, F, C, h, w]) */
-    int (*save_state)(const cogvideox_scheduler *s, cvx_st_writer *w, const int64_t shape[5]);
-    /* restore it from a checkpoint (`path` for messages); -1 + cvx_error when it is missing or wrong */
-    int (*load_state)(cogvideox_scheduler *s, const cvx_safetensors *st, const char *path, size_t n);
+    /* V2V: the noised start at index i: out = add_noise(x0, noise, timesteps[i]) */
+    void (*add_noise)(const cvx_scheduler *s, int i, const float *x0, const float *noise, size_t n, float *out);
+    /* add the state to a checkpoint (shape: the latents' 5-d shape) / restore it (`path` for
+     * messages; -1 + cvx_error when it is missing or wrong) */
+    int (*save_state)(const cvx_scheduler *s, cvx_st_writer *w, const int64_t shape[5]);
+    int (*load_state)(cvx_scheduler *s, const cvx_safetensors *st, const char *path, size_t n);
     void (*free_state)(void *state);
     /* the x0 estimate (pred_original_sample, n floats) of the last step, for previews */
-    const float *(*x0)(const cogvideox_scheduler *s);
-} cogvideox_scheduler_type;
+    const float *(*x0)(const cvx_scheduler *s);
+} cvx_scheduler_type;
 
-extern const cogvideox_scheduler_type cogvideox_scheduler_ddim, cogvideox_scheduler_dpm;
-/* Every scheduler, NULL-terminated: the one table the --scheduler names come from. */
-extern const cogvideox_scheduler_type *const cogvideox_schedulers[];
-typedef enum {
-    COGVIDEOX_PRED_EPSILON = 0,
-    COGVIDEOX_PRED_V_PREDICTION,
-    COGVIDEOX_PRED_SAMPLE
-} cogvideox_prediction_type;
-typedef enum {
-    COGVIDEOX_SPACING_LINSPACE = 0,
-    COGVIDEOX_SPACING_LEADING,
-    COGVIDEOX_SPACING_TRAILING
-} cogvideox_timestep_spacing;
-
-struct cogvideox_scheduler {
-    const cogvideox_scheduler_type *type;
-    int num_train_timesteps;
-    cogvideox_prediction_type prediction_type;
-    cogvideox_timestep_spacing timestep_spacing;
-    int steps_offset;
-    double *alphas_cumprod;         /* [num_train_timesteps], ā_t */
-    double final_alpha_cumprod;     /* ā used when the previous timestep is < 0 */
-    /* set by cogvideox_scheduler_set_timesteps */
+struct cvx_scheduler {
+    const cvx_scheduler_type *type;
+    char config_path[4096];         /* the scheduler_config.json it came from (messages) */
     int num_inference_steps;
-    int64_t *timesteps;             /* [num_inference_steps], descending */
-    void *state;                    /* the type's per-run state (type->init) */
-    int noise_dtype;                /* cvx_dtype of the DPM step noise draw (CVX_F32 = 0, CVX_BF16, CVX_F16):
-                                     * upstream draws it in the latents' dtype (randn_tensor(dtype=sample.dtype)) */
+    double *timesteps;              /* [num_inference_steps]: the value the model gets at each step */
+    int begin;                      /* the first index the loop runs (V2V's t_start), 0 otherwise */
+    int noise_dtype;                /* cvx_dtype of stochastic step noise (CVX_F32 = 0, CVX_BF16, CVX_F16):
+                                     * upstream draws it in the latents' dtype */
+    void *sched;                    /* the type's configuration and schedule (configure) */
+    void *state;                    /* the type's per-run state (init) */
 };
 
+/* Every scheduler, NULL-terminated: the one table the --scheduler names come from. */
+extern const cvx_scheduler_type *const cvx_schedulers[];
+extern const cvx_scheduler_type cvx_scheduler_ddim, cvx_scheduler_dpm, cvx_scheduler_unipc, cvx_scheduler_euler;
+
 /* A scheduler by --scheduler name or diffusers class name; NULL + cvx_error listing the table. */
-const cogvideox_scheduler_type *cogvideox_scheduler_find(const char *name);
-/* A scheduler by its --scheduler name only; NULL + "--scheduler must be ddim or dpm, got 'x'". */
-const cogvideox_scheduler_type *cogvideox_scheduler_by_flag(const char *name);
+const cvx_scheduler_type *cvx_scheduler_find(const char *name);
+/* A scheduler by its --scheduler name only; NULL + "--scheduler must be one of ddim, dpm, ..., got 'x'". */
+const cvx_scheduler_type *cvx_scheduler_by_flag(const char *name);
 /* The table's names joined by sep ("ddim|dpm" for "|") into buf, for usage and messages. */
-void cogvideox_scheduler_names(char *buf, size_t cap, const char *sep);
+void cvx_scheduler_names(char *buf, size_t cap, const char *sep);
 
 /* Build from a parsed scheduler_config.json. The type is the config's `_class_name` unless
- * `override` (NULL for none) is given. -1 + cvx_error naming the file and key on unsupported
- * values. */
-int cogvideox_scheduler_init(cogvideox_scheduler *s, const cvx_config *cfg, const cogvideox_scheduler_type *override);
+ * `override` (NULL for none) is given; an override of another family than the config's own
+ * class is refused. -1 + cvx_error naming the file and key on unsupported values. */
+int cvx_scheduler_init(cvx_scheduler *s, const cvx_config *cfg, const cvx_scheduler_type *override);
 /* Load `path` (a scheduler_config.json) and init. */
-int cogvideox_scheduler_load(cogvideox_scheduler *s, const char *path, const cogvideox_scheduler_type *override);
-void cogvideox_scheduler_free(cogvideox_scheduler *s);
+int cvx_scheduler_load(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override);
+void cvx_scheduler_free(cvx_scheduler *s);
+/* type->set_timesteps, after freeing the previous ones; begin = 0. */
+int cvx_scheduler_set_timesteps(cvx_scheduler *s, int n);
 
-/* ---- shared by the implementations ---- */
-/* ā at a previous timestep (final_alpha_cumprod when prev_t < 0). */
-double cogvideox_alpha_prev(const cogvideox_scheduler *s, int64_t prev_t);
-/* x0 from the model output for the prediction type; coefficients f64 → f32, arithmetic f32. */
-void cogvideox_predict_x0(const cogvideox_scheduler *s, double a_t, const float *model_output, const float *sample,
-                          size_t n, float *x0);
-
-/* The inference timesteps for n steps (spacing + steps_offset as upstream). -1 + error when
- * n < 1 or n > num_train_timesteps. */
-int cogvideox_scheduler_set_timesteps(cogvideox_scheduler *s, int n);
-
-/* Both steps use prev_t = t − num_train_timesteps // num_inference_steps (not the next list
- * entry). */
-int64_t cogvideox_scheduler_prev_timestep(const cogvideox_scheduler *s, int64_t t);
-
-/* DDIM (eta = 0, deterministic). Arrays of n floats; prev and x0 may be NULL / must not alias
- * the inputs. x0 = predicted original sample. */
-void cogvideox_ddim_step(const cogvideox_scheduler *s, const float *model_output, int64_t t, const float *sample,
-                         size_t n, float *prev, float *x0);
-
-/* How many latent-shaped normal draws a DPM step makes: 1, or 2 when it is second order
- * (an old x0 is given and prev_t ≥ 0). Upstream draws even when the noise weight is 0. */
-int cogvideox_dpm_num_draws(const cogvideox_scheduler *s, int has_old_x0, int64_t t);
-
-/* DPM step with explicit noise (noise2 used only for a second-order step; may be NULL
- * otherwise). old_x0 = the previous step's x0 or NULL; t_back = the previous (larger) timestep,
- * or -1 for none (first step). */
-void cogvideox_dpm_step_with_noise(const cogvideox_scheduler *s, const float *model_output, const float *old_x0,
-                                   int64_t t, int64_t t_back, const float *sample, size_t n, const float *noise1,
-                                   const float *noise2, float *prev, float *x0);
-
-/* DPM step drawing its noise from `g` exactly as upstream (cogvideox_dpm_num_draws draws of n
- * normals). `noise_scratch` holds n floats (it ends up holding the noise that was used). */
-void cogvideox_dpm_step(const cogvideox_scheduler *s, const float *model_output, const float *old_x0, int64_t t,
-                        int64_t t_back, const float *sample, size_t n, cvx_generator *g, float *noise_scratch,
-                        float *prev, float *x0);
+/* Video-to-video (upstream get_timesteps): init_timestep = min(int(n·strength), n), t_start =
+ * max(n − init_timestep, 0); the loop runs the last n − t_start timesteps. -1 + cvx_error when
+ * strength is not in (0, 1] or keeps no step. */
+int cvx_strength_t_start(int n, double strength, int *t_start);
 
 #endif

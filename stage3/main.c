@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
     cvx_decode_params dp = {.tiling = CVX_TILING_AUTO};
     static const cvx_flag_choice tilings[] = {
         {"auto", CVX_TILING_AUTO}, {"on", CVX_TILING_ON}, {"off", CVX_TILING_OFF}, {0}};
+    const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
     const cvx_flag flags[] = {
         CVX_FLAG_STR_("input_dir", &input_dir), CVX_FLAG_STR_("latents", &latents_arg),
         CVX_FLAG_STR_("output_video", &output_arg), CVX_FLAG_INT_("fps", &fps, 1, 240),
@@ -46,7 +47,8 @@ int main(int argc, char **argv) {
         CVX_FLAG_STR_("png_dir", &png_dir), CVX_FLAG_STR_("contact_sheet", &sheet),
         CVX_FLAG_STR_("output_frames", &frames_out), CVX_FLAG_INT_("threads", &threads, 0, 1024),
         CVX_FLAG_BOOL_("quiet", &verbosity, 0), CVX_FLAG_BOOL_("verbose", &verbosity, 2), CVX_FLAG_HELP_(),
-        CVX_FLAG_STR_("precision", &precision_arg), {0}};
+        CVX_FLAG_STR_("precision", &precision_arg), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
+        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
     if (model_id && model_dir) cvx_die("give either --model_id or --model_dir, not both");
     cvx_set_verbosity(writer ? verbosity : 0);
@@ -77,7 +79,9 @@ int main(int argc, char **argv) {
                 gen.present ? in.genconfig : "no generation_config.json found, it");
     cvx_precision precision;
     if (cvx_decode_precision(precision_arg, &precision)) cvx_die_last_error();
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision});
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
+                                                      .transformer_file = wfile[0], .text_encoder_file = wfile[1],
+                                                      .vae_file = wfile[2]});
     float *z;
     int s[5];   /* B, C, T, h, w */
     long meta_frames;

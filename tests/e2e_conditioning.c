@@ -9,7 +9,8 @@
 #include "testutil.h"
 #include "config.h"
 #include "fileio.h"
-#include "pipeline/conditioning.h"
+#include "pipeline/family_cogvideox.h"
+#include "stage2/cogvideox_family.h"
 #include "rng_lowp.h"
 
 #include <math.h>
@@ -177,16 +178,16 @@ static void api_i2v_prepare(const char *name) {
     ASSERT_OK(cvx_encode_conditioning(m, &cp, NULL, NULL, &cond));
     assert_int_equal(cond.mode, CVX_MODE_I2V);
     assert_int_equal(cond.T, 1);
-    cogvideox_scheduler sched;
+    cvx_scheduler sched;
     snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
-    ASSERT_OK(cogvideox_scheduler_load(&sched, path, NULL));
-    cogvideox_sample_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
+    ASSERT_OK(cvx_scheduler_load(&sched, path, NULL));
+    cvx_loop_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
                                   .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
-                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4, .i2v = 1};
-    cogvideox_latent_shape sh;
-    ASSERT_OK(cogvideox_latent_shape_for(&m->tcfg, &sp, &sh));
+                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cvx_latent_shape sh;
+    ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, 1, &sh));
     cvx_prepared prep;
-    ASSERT_OK(cvx_prepare_conditioned(m, &cond, &sched, 0, &sp, &sh, &prep));
+    ASSERT_OK(cogvideox_prepare_conditioned(m, &cond, &sched, 0, &sp, &sh, &prep));
     snprintf(path, sizeof path, GOLDEN "/%s/expected.safetensors", name);
     cvx_safetensors *gold = tu_open(path);
     size_t n;
@@ -199,11 +200,11 @@ static void api_i2v_prepare(const char *name) {
     want = tu_f32(gold, "initial_latents", &n);
     assert_int_equal(n, sh.numel);
     assert_memory_equal(prep.init, want, n * sizeof(float));   /* the generator's order, bit for bit */
-    assert_true(sp.init_latents == prep.init && sp.image_latents == prep.image_latents && sp.t_start == 0);
+    assert_true(sp.init_latents == prep.init && sp.cond == prep.image_latents && sp.t_start == 0);
     free(want);
     cvx_st_close(gold);
     cvx_prepared_free(&prep);
-    cogvideox_scheduler_free(&sched);
+    cvx_scheduler_free(&sched);
     cvx_conditioning_free(&cond);
     cvx_model_close(m);
 }
@@ -223,15 +224,15 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
     snprintf(dir, sizeof dir, GOLDEN "/%s/model", name);
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});
     ASSERT_NONNULL(m);
-    cogvideox_scheduler sched;
+    cvx_scheduler sched;
     snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
-    ASSERT_OK(cogvideox_scheduler_load(&sched, path, NULL));
-    cogvideox_sample_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
+    ASSERT_OK(cvx_scheduler_load(&sched, path, NULL));
+    cvx_loop_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
                                   .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
-                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4, .i2v = !v2v,
+                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4,
                                   .noise_dtype = (int)nd};
-    cogvideox_latent_shape sh;
-    ASSERT_OK(cogvideox_latent_shape_for(&m->tcfg, &sp, &sh));
+    cvx_latent_shape sh;
+    ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, !v2v, &sh));
     const size_t hw = (size_t)sh.height * sh.width;
     cvx_conditioning cond = {.mode = v2v ? CVX_MODE_V2V : CVX_MODE_I2V, .C = sh.channels, .T = v2v ? sh.frames : 1,
                              .h = sh.height, .w = sh.width, .frames = (int)c.frames, .height = (int)c.height,
@@ -241,7 +242,7 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
     cond.std = cvx_alloc_f32(nc);
     for (size_t i = 0; i < nc; i++) cond.mean[i] = 0.5f * sinf((float)i), cond.std[i] = 0.1f + 0.05f * (float)(i % 7);
     cvx_prepared prep;
-    ASSERT_OK(cvx_prepare_conditioned(m, &cond, &sched, v2v ? c.strength : 0, &sp, &sh, &prep));
+    ASSERT_OK(cogvideox_prepare_conditioned(m, &cond, &sched, v2v ? c.strength : 0, &sp, &sh, &prep));
 
     /* expected: the generator's draws in nd, encoder sample first, then the noise */
     cvx_generator g;
@@ -252,14 +253,14 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
     ASSERT_OK(cvx_randn_as(&g, nd, noise, sh.numel));
     const double sf = m->info.vae_scaling_factor;
     if (!v2v) {
-        const float k = (float)(m->vcfg.invert_scale_latents ? 1.0 / sf : sf);
+        const float k = (float)(cogvideox_state_of(m)->vcfg.invert_scale_latents ? 1.0 / sf : sf);
         for (size_t i = 0; i < nc; i++) assert_true(prep.image_latents[i] == k * eps[i]);
         assert_memory_equal(prep.init, noise, sh.numel * sizeof(float));
     } else {
         for (size_t i = 0; i < nc; i++) eps[i] *= (float)sf;
         float *x0 = cvx_alloc_f32(sh.numel);
         cvx_permute_fc_to_cf(eps, cond.C, cond.T, hw, 0, x0);   // [C, T, hw] -> [T, C, hw]
-        cogvideox_add_noise(&sched, sched.timesteps[sp.t_start], x0, noise, sh.numel, want);
+        sched.type->add_noise(&sched, sp.t_start, x0, noise, sh.numel, want);
         assert_true(sp.t_start > 0);
         assert_memory_equal(prep.init, want, sh.numel * sizeof(float));
         free(x0);
@@ -273,7 +274,7 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
                   nd == CVX_BF16 ? "bf16" : "fp16", nc, sh.numel);
     free(eps), free(noise), free(want);
     cvx_prepared_free(&prep);
-    cogvideox_scheduler_free(&sched);
+    cvx_scheduler_free(&sched);
     cvx_conditioning_free(&cond);
     cvx_model_close(m);
 }
@@ -285,15 +286,15 @@ static void test_api_v2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype
 static void test_strength_t_start(void **s) {
     (void)s;
     int t;
-    ASSERT_OK(cogvideox_strength_t_start(4, 0.6, &t));
+    ASSERT_OK(cvx_strength_t_start(4, 0.6, &t));
     assert_int_equal(t, 2);   /* int(2.4) = 2 steps run: timesteps [499, 249] of 4 */
-    ASSERT_OK(cogvideox_strength_t_start(50, 0.8, &t));
+    ASSERT_OK(cvx_strength_t_start(50, 0.8, &t));
     assert_int_equal(t, 10);
-    ASSERT_OK(cogvideox_strength_t_start(4, 1.0, &t));
+    ASSERT_OK(cvx_strength_t_start(4, 1.0, &t));
     assert_int_equal(t, 0);
-    assert_int_equal(cogvideox_strength_t_start(4, 0.2, &t), -1);   /* int(0.8) = 0: no step */
+    assert_int_equal(cvx_strength_t_start(4, 0.2, &t), -1);   /* int(0.8) = 0: no step */
     assert_non_null(strstr(cvx_last_error(), "--strength"));
-    assert_int_equal(cogvideox_strength_t_start(4, 1.5, &t), -1);
+    assert_int_equal(cvx_strength_t_start(4, 1.5, &t), -1);
 }
 
 /* ---- bad inputs: one clear error line, non-zero exit, nothing written ---- */

@@ -17,7 +17,8 @@
 #include "stage1/tokenizer.h"
 #include "stage2/positional.h"
 #include "stage2/sampler.h"
-#include "stage2/scheduler.h"
+#include "stage2/cogvideox_family.h"
+#include "stage2/scheduler_ddpm.h"
 #include "stage2/transformer.h"
 #include "stage3/vae.h"
 #include "stage3/vae_encoder.h"
@@ -197,44 +198,44 @@ static void run_rope_tables(gh_case *c, const gh_row *r) {
 
 /* ============================================================== schedulers */
 
-static void load_scheduler(gh_case *c, cogvideox_scheduler *s) {
-    if (cogvideox_scheduler_load(s, gh_path(c, "model/scheduler/scheduler_config.json"), NULL))
+static void load_scheduler(gh_case *c, cvx_scheduler *s) {
+    if (cvx_scheduler_load(s, gh_path(c, "model/scheduler/scheduler_config.json"), NULL))
         fail_msg("%s", cvx_last_error());
 }
 
 /* alphas_cumprod (float64) within 1e-12 absolute, final_alpha_cumprod exact, timesteps for
  * n = 50, 10, 7, 4, 3, 1 exact; the class is the one the row names (arg "ddim" / "dpm"). */
 static void run_schedule(gh_case *c, const gh_row *r) {
-    cogvideox_scheduler s;
+    cvx_scheduler s;
     load_scheduler(c, &s);
-    assert_ptr_equal(s.type, cogvideox_scheduler_find(r->arg));
+    assert_ptr_equal(s.type, cvx_scheduler_find(r->arg));
     const cvx_tensor *ac = gh_tensor(c, "alphas_cumprod");
-    assert_int_equal(ac->numel, s.num_train_timesteps);
+    assert_int_equal(ac->numel, ddpm_of(&s)->num_train_timesteps);
     double maxerr = 0;
-    for (int i = 0; i < s.num_train_timesteps; i++) maxerr = fmax(maxerr, fabs(s.alphas_cumprod[i] - gh_f64_at(ac, (size_t)i)));
+    for (int i = 0; i < ddpm_of(&s)->num_train_timesteps; i++) maxerr = fmax(maxerr, fabs(ddpm_of(&s)->alphas_cumprod[i] - gh_f64_at(ac, (size_t)i)));
     print_message("  %s alphas_cumprod max abs err %.3g (tol 1e-12)\n", c->name, maxerr);
     gh_check_true(c, "alphas_cumprod", maxerr <= 1e-12);
-    assert_true(s.alphas_cumprod[s.num_train_timesteps - 1] == 0.0);
+    assert_true(ddpm_of(&s)->alphas_cumprod[ddpm_of(&s)->num_train_timesteps - 1] == 0.0);
     float fa;
     cvx_tensor_to_f32(gh_tensor(c, "final_alpha_cumprod"), &fa);
-    gh_check_true(c, "final_alpha_cumprod", (double)fa == s.final_alpha_cumprod);
+    gh_check_true(c, "final_alpha_cumprod", (double)fa == ddpm_of(&s)->final_alpha_cumprod);
     static const int ns[] = {50, 10, 7, 4, 3, 1};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
         const cvx_tensor *t = gh_tensor(c, "timesteps_%d", ns[k]);
-        assert_int_equal(cogvideox_scheduler_set_timesteps(&s, ns[k]), 0);
+        assert_int_equal(cvx_scheduler_set_timesteps(&s, ns[k]), 0);
         assert_int_equal(t->numel, s.num_inference_steps);
         int64_t want[1000];
         for (int i = 0; i < ns[k]; i++) want[i] = gh_i64_at(t, (size_t)i);
         char what[32];
         snprintf(what, sizeof what, "timesteps_%d", ns[k]);
-        gh_check_exact_i64(c, what, s.timesteps, want, (size_t)ns[k]);
+        gh_check_exact_i64(c, what, ddpm_of(&s)->timesteps, want, (size_t)ns[k]);
     }
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
 }
 
 /* Every stored DDIM step: prev_sample and pred_original_sample ≤ tol. */
 static void run_ddim_steps(gh_case *c, const gh_row *r) {
-    cogvideox_scheduler s;
+    cvx_scheduler s;
     load_scheduler(c, &s);
     json_object *steps = gh_json(c, "steps");
     int nsteps = (int)gh_len(steps);
@@ -243,12 +244,12 @@ static void run_ddim_steps(gh_case *c, const gh_row *r) {
         json_object *o = gh_at(steps, (size_t)k);
         const char *key = gh_str(gh_get(o, "key"));
         int64_t t = gh_int(gh_get(o, "timestep"));
-        assert_int_equal(cogvideox_scheduler_set_timesteps(&s, (int)gh_int(gh_get(o, "num_inference_steps"))), 0);
+        assert_int_equal(cvx_scheduler_set_timesteps(&s, (int)gh_int(gh_get(o, "num_inference_steps"))), 0);
         size_t numel;
         float *mo = gh_f32(c, NULL, "%s.model_output", key), *x = gh_f32(c, &numel, "%s.sample", key);
         float *prev_g = gh_f32(c, NULL, "%s.prev_sample", key), *x0_g = gh_f32(c, NULL, "%s.pred_original_sample", key);
         float *prev = malloc(numel * sizeof(float)), *x0 = malloc(numel * sizeof(float));
-        cogvideox_ddim_step(&s, mo, t, x, numel, prev, x0);
+        ddpm_ddim_step(ddpm_of(&s), mo, t, x, numel, prev, x0);
         char what[96];
         snprintf(what, sizeof what, "%s.prev_sample", key);
         gh_check_rel_l2(c, what, prev, prev_g, numel, r->tol);
@@ -256,13 +257,13 @@ static void run_ddim_steps(gh_case *c, const gh_row *r) {
         gh_check_rel_l2(c, what, x0, x0_g, numel, r->tol);
         free(mo), free(x), free(prev_g), free(x0_g), free(prev), free(x0);
     }
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
 }
 
 /* Both DPM chains, one generator per chain seeded once: timesteps / previous timesteps / draw
  * counts as stored, the draws equal noise1/noise2 bit for bit, prev and x0 ≤ tol. */
 static void run_dpm_chains(gh_case *c, const gh_row *r) {
-    cogvideox_scheduler s;
+    cvx_scheduler s;
     load_scheduler(c, &s);
     json_object *chains = gh_json(c, "steps");
     assert_int_equal((int)gh_len(chains), 2);
@@ -270,7 +271,7 @@ static void run_dpm_chains(gh_case *c, const gh_row *r) {
         json_object *ch = gh_at(chains, ci), *steps = gh_get(ch, "steps");
         int n = (int)gh_int(gh_get(ch, "num_inference_steps"));
         assert_int_equal((int)gh_len(steps), n);
-        assert_int_equal(cogvideox_scheduler_set_timesteps(&s, n), 0);
+        assert_int_equal(cvx_scheduler_set_timesteps(&s, n), 0);
         cvx_generator g;
         cvx_generator_seed(&g, (uint64_t)gh_int(gh_get(ch, "generator_seed")));
         for (int i = 0; i < n; i++) {
@@ -282,8 +283,8 @@ static void run_dpm_chains(gh_case *c, const gh_row *r) {
             char what[128];
             snprintf(what, sizeof what, "%s timesteps/draws", key);
             gh_check_true(c, what, t == s.timesteps[i] && t_back == (i > 0 ? s.timesteps[i - 1] : -1) &&
-                                       cogvideox_scheduler_prev_timestep(&s, t) == gh_int(gh_get(o, "prev_timestep")) &&
-                                       cogvideox_dpm_num_draws(&s, has_old, t) == draws);
+                                       ddpm_prev_timestep(ddpm_of(&s), t) == gh_int(gh_get(o, "prev_timestep")) &&
+                                       ddpm_dpm_num_draws(ddpm_of(&s), has_old, t) == draws);
             size_t numel;
             float *mo = gh_f32(c, NULL, "%s.model_output", key), *x = gh_f32(c, &numel, "%s.sample", key);
             float *old = has_old ? gh_f32(c, NULL, "%s.old_pred_original_sample", key) : NULL;
@@ -297,7 +298,7 @@ static void run_dpm_chains(gh_case *c, const gh_row *r) {
                 snprintf(what, sizeof what, "%s.noise%d", key, d);
                 gh_expect_exact(c, what, noise, numel);
             }
-            cogvideox_dpm_step(&s, mo, old, t, t_back, x, numel, &g, noise, prev, x0);
+            ddpm_dpm_step(ddpm_of(&s), mo, old, t, t_back, x, numel, &g, noise, prev, x0);
             assert_memory_equal(&g, &copy, sizeof g);   /* the step consumed exactly `draws` draws */
             snprintf(what, sizeof what, "%s.prev_sample", key);
             gh_check_rel_l2(c, what, prev, prev_g, numel, r->tol);
@@ -306,7 +307,7 @@ static void run_dpm_chains(gh_case *c, const gh_row *r) {
             free(mo), free(x), free(old), free(prev_g), free(x0_g), free(noise), free(prev), free(x0);
         }
     }
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
 }
 
 /* ============================================================== the stage-2 loop (e2e latents) */
@@ -318,7 +319,7 @@ typedef struct {
 } step_check;
 
 /* Latents after every step ≤ tol (the sampler's step callback). */
-static void check_step(void *ctx, int step, const float *latents, const cogvideox_latent_shape *sh) {
+static void check_step(void *ctx, int step, const float *latents, const cvx_latent_shape *sh) {
     step_check *sc = ctx;
     char name[64];
     snprintf(name, sizeof name, "latents_after_step_%d", step);
@@ -337,19 +338,19 @@ static void run_e2e_latents(gh_case *c, const gh_row *r) {
     cogvideox_transformer *m = cogvideox_load(gh_path(c, "model/transformer"), NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     gh_call k = gh_call_of(c);
-    cogvideox_sample_params p = {.frames = k.frames, .height = k.height, .width = k.width,
+    cvx_loop_params p = {.frames = k.frames, .height = k.height, .width = k.width,
                                  .num_inference_steps = k.num_inference_steps, .guidance_scale = k.guidance_scale,
                                  .use_dynamic_cfg = k.use_dynamic_cfg, .seed = k.seed,
                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     const cogvideox_config *cfg = cogvideox_get_config(m);
-    cogvideox_latent_shape sh;
-    if (cogvideox_latent_shape_for(cfg, &p, &sh)) fail_msg("%s", cvx_last_error());
+    cvx_latent_shape sh;
+    if (cogvideox_latent_shape_for(cfg, &p, 0, &sh)) fail_msg("%s", cvx_last_error());
     const cvx_tensor *tp = gh_tensor(c, "prompt_embeds"), *tn = gh_tensor(c, "negative_prompt_embeds");
     if (cogvideox_check_embeddings(cfg, tp, tn, "expected.safetensors")) fail_msg("%s", cvx_last_error());
     float *prompt = cvx_tensor_f32_dup(tp), *negative = cvx_tensor_f32_dup(tn);
-    cogvideox_scheduler s;
+    cvx_scheduler s;
     load_scheduler(c, &s);
-    assert_ptr_equal(s.type, cogvideox_scheduler_find(r->arg));
+    assert_ptr_equal(s.type, cvx_scheduler_find(r->arg));
 
     /* initial noise: randn([1, F, C, h, w]) from the seed, exact */
     float *noise = malloc(sh.numel * sizeof(float));
@@ -360,19 +361,19 @@ static void run_e2e_latents(gh_case *c, const gh_row *r) {
     free(noise);
 
     json_object *gps = gh_json(c, "guidance_scale_per_step"), *tss = gh_json(c, "timesteps");
-    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, p.num_inference_steps), 0);
+    assert_int_equal(cvx_scheduler_set_timesteps(&s, p.num_inference_steps), 0);
     for (int i = 0; i < p.num_inference_steps; i++) {
         char what[48];
         snprintf(what, sizeof what, "timestep %d", i);
         gh_check_true(c, what, s.timesteps[i] == gh_int(gh_at(tss, (size_t)i)));
-        double want = gh_num(gh_at(gps, (size_t)i)), got = cogvideox_guidance_at(&p, s.timesteps[i]);
+        double want = gh_num(gh_at(gps, (size_t)i)), got = cvx_guidance_at(&p, s.timesteps[i]);
         snprintf(what, sizeof what, "guidance at step %d", i);
         gh_check_true(c, what, fabs(got - want) <= 1e-12 * fabs(want));
     }
     step_check sc = {c, r->tol, 0};
-    cogvideox_sample_result res;
+    cvx_sample_result res;
     float *lat = malloc(sh.numel * sizeof(float));
-    if (cogvideox_sample(m, &s, &p, &sh, prompt, negative, (int)tp->shape[1], NULL, check_step, &sc, lat, &res))
+    if (cogvideox_sample_loop(m, 0, &s, &p, NULL, &sh, prompt, negative, (int)tp->shape[1], NULL, check_step, &sc, lat, &res))
         fail_msg("%s", cvx_last_error());
     assert_int_equal(res.steps_done, p.num_inference_steps);
     assert_int_equal(sc.steps_seen, p.num_inference_steps);
@@ -381,7 +382,7 @@ static void run_e2e_latents(gh_case *c, const gh_row *r) {
     assert_int_equal(nf, sh.numel);
     gh_check_rel_l2(c, "final_latents", lat, fin, nf, r->tol);
     free(fin), free(lat), free(prompt), free(negative);
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
     cogvideox_free(m);
 }
 

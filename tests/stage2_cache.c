@@ -34,7 +34,8 @@
 #include "safetensors.h"
 #include "stage2/cache.h"
 #include "stage2/sampler.h"
-#include "stage2/scheduler.h"
+#include "stage2/cogvideox_family.h"
+#include "stage2/scheduler_ddpm.h"
 #include "stage2/transformer.h"
 
 #define GOLDEN "tests/data/golden"
@@ -45,8 +46,8 @@ typedef struct {
     cvx_config cj;
     cvx_safetensors *st;
     cogvideox_transformer *m;
-    cogvideox_sample_params p;
-    cogvideox_latent_shape sh;
+    cvx_loop_params p;
+    cvx_latent_shape sh;
     float *prompt, *negative;
     int L;
 } tcase;
@@ -77,7 +78,7 @@ static void case_open(tcase *c, const char *dir, int steps) {
     c->p.seed = (uint64_t)json_object_get_int64(jget(call, "seed"));
     c->p.vae_scale_spatial = 8;
     c->p.vae_scale_temporal = 4;
-    if (cogvideox_latent_shape_for(cogvideox_get_config(c->m), &c->p, &c->sh)) fail_msg("%s", cvx_last_error());
+    if (cogvideox_latent_shape_for(cogvideox_get_config(c->m), &c->p, 0, &c->sh)) fail_msg("%s", cvx_last_error());
     const cvx_tensor *tp = cvx_st_find(c->st, "prompt_embeds"), *tn = cvx_st_find(c->st, "negative_prompt_embeds");
     assert_non_null(tp);
     assert_non_null(tn);
@@ -94,21 +95,21 @@ static void case_close(tcase *c) {
     cvx_st_close(c->st);
 }
 
-static void scheduler_of(const tcase *c, cogvideox_scheduler *s) {
+static void scheduler_of(const tcase *c, cvx_scheduler *s) {
     char p[512];
     snprintf(p, sizeof p, GOLDEN "/%s/model/scheduler/scheduler_config.json", c->dir);
-    if (cogvideox_scheduler_load(s, p, NULL)) fail_msg("%s", cvx_last_error());
+    if (cvx_scheduler_load(s, p, NULL)) fail_msg("%s", cvx_last_error());
 }
 
 /* The sampler with caching settings; lat receives the final latents. */
-static int run(tcase *c, int kind, double thr, const double *coeffs, const cogvideox_checkpointing *ck, float *lat,
-               cogvideox_sample_result *res) {
-    cogvideox_scheduler s;
+static int run(tcase *c, int kind, double thr, const double *coeffs, const cvx_checkpointing *ck, float *lat,
+               cvx_sample_result *res) {
+    cvx_scheduler s;
     scheduler_of(c, &s);
-    cogvideox_sample_params p = c->p;
-    p.cache_kind = kind, p.cache_threshold = thr, p.teacache_coefficients = coeffs;
-    int rc = cogvideox_sample(c->m, &s, &p, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
-    cogvideox_scheduler_free(&s);
+    cvx_loop_params p = c->p;
+    p.cache_kind = kind, p.cache_threshold = thr;
+    int rc = cogvideox_sample_loop(c->m, 0, &s, &p, coeffs, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
+    cvx_scheduler_free(&s);
     return rc;
 }
 
@@ -122,9 +123,9 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
     const cogvideox_config *cf = cogvideox_get_config(c->m);
     const int n_steps = c->p.num_inference_steps, B = 2, L = c->L;
     const size_t n = c->sh.numel, Dt = (size_t)cf->text_embed_dim;
-    cogvideox_scheduler s;
+    cvx_scheduler s;
     scheduler_of(c, &s);
-    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, n_steps), 0);
+    assert_int_equal(cvx_scheduler_set_timesteps(&s, n_steps), 0);
     s.type->init(&s, n);
     float *text = malloc(2 * L * Dt * sizeof(float)), *out = malloc(2 * n * sizeof(float)),
           *pred = malloc(n * sizeof(float)), *prev = malloc(n * sizeof(float));
@@ -145,8 +146,8 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
         int64_t t = s.timesteps[i], ts[1] = {t};
         const int F = c->sh.frames, H = c->sh.height, W = c->sh.width;
         cogvideox_fwd f;
-        int compute = kind == COGVIDEOX_CACHE_TEACACHE ? decisions[i] : 1;
-        if (kind == COGVIDEOX_CACHE_FBCACHE) {   /* block 0 of each branch, then the decision */
+        int compute = kind == CVX_CACHE_TEACACHE ? decisions[i] : 1;
+        if (kind == CVX_CACHE_FBCACHE) {   /* block 0 of each branch, then the decision */
             for (int b = 0; b < B; b++) {
                 assert_int_equal(cogvideox_forward_embed(c->m, lat, 1, F, H, W, text + b * L * Dt, L, ts, NULL, 0, rc,
                                                          rs, &f), 0);
@@ -186,9 +187,9 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
             size_t hn = (size_t)f.S * f.D;
             if (!ori) ori = malloc(hn * sizeof(float)), R = malloc(B * hn * sizeof(float));
             float *Rb = R + b * hn;
-            int first = kind == COGVIDEOX_CACHE_FBCACHE;   /* FBCache: block 0 always runs */
+            int first = kind == CVX_CACHE_FBCACHE;   /* FBCache: block 0 always runs */
             if (first) cogvideox_forward_blocks(c->m, &f, 0, 1);
-            if (kind == COGVIDEOX_CACHE_NONE) {
+            if (kind == CVX_CACHE_NONE) {
                 cogvideox_forward_blocks(c->m, &f, 0, cf->num_layers);
             } else if (compute) {
                 memcpy(ori, f.h, hn * sizeof(float));   /* ori_hidden_states / head_block_output */
@@ -199,14 +200,14 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
             }
             cogvideox_forward_finalize(c->m, &f, out + b * n);
         }
-        float gf = (float)cogvideox_guidance_at(&c->p, t);
+        float gf = (float)cvx_guidance_at(&c->p, t);
         for (size_t k = 0; k < n; k++) pred[k] = out[k] + gf * (out[n + k] - out[k]);
         s.type->step(&s, i, pred, lat, n, &g, prev);
         memcpy(lat, prev, n * sizeof(float));
     }
     free(text); free(out); free(pred); free(prev); free(rc); free(rs);
     free(R); free(P); free(ori); free(r0);
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
 }
 
 /* ---- the TeaCache rule, independently: e(t) in double from the weights, then the replay ---- */
@@ -291,16 +292,16 @@ static int count(const int *d, int n, int v) {
 static void test_rule_units(void **state) {
     (void)state;
     const double c[5] = {1, -2, 3, -4, 5};
-    assert_true(cogvideox_poly1d(c, 2.0) == 16 - 16 + 12 - 8 + 5);
+    assert_true(cvx_poly1d(c, 2.0) == 16 - 16 + 12 - 8 + 5);
     double co[5];
-    assert_int_equal(cogvideox_teacache_parse_coefficients("0,0,0,0,1", co), 0);
+    assert_int_equal(cvx_teacache_parse_coefficients("0,0,0,0,1", co), 0);
     assert_true(co[4] == 1 && co[0] == 0);
-    assert_int_equal(cogvideox_teacache_parse_coefficients("1,2,3", co), -1);
+    assert_int_equal(cvx_teacache_parse_coefficients("1,2,3", co), -1);
     assert_non_null(strstr(cvx_last_error(), "--teacache_coefficients"));
-    cogvideox_cache_kind k;
-    assert_int_equal(cogvideox_cache_parse_kind("fbcache", &k), 0);
-    assert_int_equal(k, COGVIDEOX_CACHE_FBCACHE);
-    assert_int_equal(cogvideox_cache_parse_kind("tea", &k), -1);
+    cvx_cache_kind k;
+    assert_int_equal(cvx_cache_parse_kind("fbcache", &k), 0);
+    assert_int_equal(k, CVX_CACHE_FBCACHE);
+    assert_int_equal(cvx_cache_parse_kind("tea", &k), -1);
     /* the coefficient set from the real configs (golden copies of the real config.json files) */
     const char *cfgs[][2] = {{GOLDEN "/e2e_2b/model/transformer/config.json", "CogVideoX-2b"},
                              {GOLDEN "/transformer_5b/model/transformer/config.json", "CogVideoX-5b"},
@@ -321,10 +322,10 @@ static void test_rule_units(void **state) {
         }
     }
     /* FBCache needs 2 blocks; threshold <= 0 is off */
-    cogvideox_cache cc;
-    assert_int_equal(cogvideox_cache_init(&cc, COGVIDEOX_CACHE_FBCACHE, 0.1, NULL, 10, 1), -1);
-    assert_int_equal(cogvideox_cache_init(&cc, COGVIDEOX_CACHE_TEACACHE, 0.0, co, 10, 2), 0);
-    assert_false(cogvideox_cache_active(&cc));
+    cvx_cache cc;
+    assert_int_equal(cvx_cache_init(&cc, CVX_CACHE_FBCACHE, 0.1, NULL, 10, 1), -1);
+    assert_int_equal(cvx_cache_init(&cc, CVX_CACHE_TEACACHE, 0.0, co, 10, 2), 0);
+    assert_false(cvx_cache_active(&cc));
 }
 
 /* threshold 0 and never-skip settings are bit-identical to no cache */
@@ -333,21 +334,21 @@ static void identical_case(const char *dir) {
     case_open(&c, dir, 8);
     size_t n = c.sh.numel;
     float *a = malloc(n * 4), *b = malloc(n * 4);
-    cogvideox_sample_result r;
-    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, NULL, a, &r), 0);
+    cvx_sample_result r;
+    assert_int_equal(run(&c, CVX_CACHE_NONE, 0, NULL, NULL, a, &r), 0);
     for (int k = 1; k <= 2; k++) {
         assert_int_equal(run(&c, k, 0.0, NULL, NULL, b, &r), 0);
         assert_memory_equal(a, b, n * 4);
         assert_int_equal(r.cache_steps_skipped + r.cache_steps_computed, 0);
     }
     const double one[5] = {0, 0, 0, 0, 1};   /* p ≡ 1: acc = 1 >= 0.5 at every step */
-    assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, 0.5, one, NULL, b, &r), 0);
+    assert_int_equal(run(&c, CVX_CACHE_TEACACHE, 0.5, one, NULL, b, &r), 0);
     /* an active cache runs one forward per branch, as the uncached loop: the same bytes */
     assert_memory_equal(b, a, n * 4);
     assert_int_equal(r.cache_steps_computed, 8);
     assert_int_equal(r.cache_steps_skipped, 0);
     /* reference loop without cache == sampler, proving the reference is faithful */
-    ref_sample(&c, COGVIDEOX_CACHE_NONE, NULL, 0, 0, b);
+    ref_sample(&c, CVX_CACHE_NONE, NULL, 0, 0, b);
     assert_memory_equal(b, a, n * 4);
     free(a); free(b);
     case_close(&c);
@@ -410,10 +411,10 @@ static void test_fbcache_row_sums(void **state) {
     cvx_randn(&g, r, ROWS * D);
     cvx_randn(&g, P, ROWS * D);
     double whole[2 * ROWS], part[2 * ROWS], num = 0, den = 0, den_got;
-    cogvideox_fbcache_row_sums(r, P, ROWS, D, whole);
+    cvx_fbcache_row_sums(r, P, ROWS, D, whole);
     for (int lo = 0, hi; lo < ROWS; lo = hi) {   /* shares of 1, 2, 3, ... rows */
         hi = lo + 1 + lo % 4 < ROWS ? lo + 1 + lo % 4 : ROWS;
-        cogvideox_fbcache_row_sums(r + lo * D, P + lo * D, (size_t)(hi - lo), D, part + 2 * lo);
+        cvx_fbcache_row_sums(r + lo * D, P + lo * D, (size_t)(hi - lo), D, part + 2 * lo);
     }
     assert_memory_equal(whole, part, sizeof whole);
     for (int i = 0; i < ROWS; i++) {
@@ -421,7 +422,7 @@ static void test_fbcache_row_sums(void **state) {
         for (int k = 0; k < D; k++) a += fabs((double)r[i * D + k] - P[i * D + k]), b += fabs((double)P[i * D + k]);
         num += a, den += b;
     }
-    assert_true(cogvideox_fbcache_rel(whole, ROWS, &den_got) == num / den && den_got == den);
+    assert_true(cvx_fbcache_rel(whole, ROWS, &den_got) == num / den && den_got == den);
 }
 
 /* TeaCache with p ≡ 1 at 1.5: compute, skip, compute, ..., compute (last) — sampler == reference */
@@ -437,9 +438,9 @@ static void test_teacache_known_pattern(void **state) {
         int dec[MAXS];
         for (int i = 0; i < N; i++) dec[i] = i == N - 1 || i % 2 == 0;
         const double one[5] = {0, 0, 0, 0, 1};
-        cogvideox_sample_result r;
-        assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, 1.5, one, NULL, a, &r), 0);
-        ref_sample(&c, COGVIDEOX_CACHE_TEACACHE, dec, 1, 0, b);
+        cvx_sample_result r;
+        assert_int_equal(run(&c, CVX_CACHE_TEACACHE, 1.5, one, NULL, a, &r), 0);
+        ref_sample(&c, CVX_CACHE_TEACACHE, dec, 1, 0, b);
         assert_memory_equal(a, b, n * 4);
         assert_int_equal(r.cache_steps_computed, count(dec, N, 1));
         assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
@@ -457,11 +458,11 @@ static void teacache_real(const char *dir, int N) {
     case_open(&c, dir, N);
     const cogvideox_config *cf = cogvideox_get_config(c.m);
     int E = cf->time_embed_dim;
-    cogvideox_scheduler s;
+    cvx_scheduler s;
     scheduler_of(&c, &s);
-    assert_int_equal(cogvideox_scheduler_set_timesteps(&s, N), 0);
+    assert_int_equal(cvx_scheduler_set_timesteps(&s, N), 0);
     double *eo = malloc(N * E * sizeof(double)), *er = malloc(N * E * sizeof(double)), co[5];
-    our_e(&c, s.timesteps, N, eo);
+    our_e(&c, ddpm_of(&s)->timesteps, N, eo);
     double worst = 0;
     for (int i = 0; i < N; i++) {
         ref_temb(&c, s.timesteps[i], er + i * E);
@@ -480,8 +481,8 @@ static void teacache_real(const char *dir, int N) {
     cogvideox_teacache_coefficients(cf, co);
     size_t n = c.sh.numel;
     float *a = malloc(n * 4), *b = malloc(n * 4), *none = malloc(n * 4);
-    cogvideox_sample_result r;
-    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, NULL, none, &r), 0);
+    cvx_sample_result r;
+    assert_int_equal(run(&c, CVX_CACHE_NONE, 0, NULL, NULL, none, &r), 0);
     /* the published set at the offered thresholds, and p(x) = x (a pattern that varies with e) */
     const double lin[5] = {0, 0, 0, 1, 0};
     const double *sets[6] = {co, co, co, lin, lin, lin}, thr[6] = {0.1, 0.2, 0.3, 1.0, 1.5, 2.5};
@@ -491,8 +492,8 @@ static void teacache_real(const char *dir, int N) {
         int ties = replay(er, E, N, sets[k], thr[k], decr);  /* the rule on the reference e */
         for (int i = 0; i < N; i++)
             if (dec[i] != decr[i] && !ties) fail_msg("%s thr %g step %d: decision %d vs reference %d", dir, thr[k], i, dec[i], decr[i]);
-        assert_int_equal(run(&c, COGVIDEOX_CACHE_TEACACHE, thr[k], sets[k] == co ? NULL : sets[k], NULL, a, &r), 0);
-        ref_sample(&c, COGVIDEOX_CACHE_TEACACHE, dec, 1, 0, b);
+        assert_int_equal(run(&c, CVX_CACHE_TEACACHE, thr[k], sets[k] == co ? NULL : sets[k], NULL, a, &r), 0);
+        ref_sample(&c, CVX_CACHE_TEACACHE, dec, 1, 0, b);
         assert_memory_equal(a, b, n * 4);
         assert_int_equal(r.cache_steps_computed, count(dec, N, 1));
         assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
@@ -501,7 +502,7 @@ static void teacache_real(const char *dir, int N) {
                (long long)r.cache_steps_computed, (long long)r.cache_steps_skipped, ties, cvx_rel_l2(a, none, n));
     }
     free(a); free(b); free(none); free(eo); free(er);
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
     case_close(&c);
 }
 static void test_teacache_rule_real(void **state) {
@@ -518,13 +519,13 @@ static void fbcache_case(const char *dir, int N) {
     case_open(&c, dir, N);
     size_t n = c.sh.numel;
     float *a = malloc(n * 4), *b = malloc(n * 4), *none = malloc(n * 4);
-    cogvideox_sample_result r;
-    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, NULL, none, &r), 0);
+    cvx_sample_result r;
+    assert_int_equal(run(&c, CVX_CACHE_NONE, 0, NULL, NULL, none, &r), 0);
     const double thr[3] = {0.05, 0.1, 0.2};
     for (int k = 0; k < 3; k++) {
         int dec[MAXS];
-        assert_int_equal(run(&c, COGVIDEOX_CACHE_FBCACHE, thr[k], NULL, NULL, a, &r), 0);
-        ref_sample(&c, COGVIDEOX_CACHE_FBCACHE, dec, 0, thr[k], b);
+        assert_int_equal(run(&c, CVX_CACHE_FBCACHE, thr[k], NULL, NULL, a, &r), 0);
+        ref_sample(&c, CVX_CACHE_FBCACHE, dec, 0, thr[k], b);
         assert_memory_equal(a, b, n * 4);
         assert_int_equal(r.cache_steps_computed, count(dec, N, 1));
         assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
@@ -552,22 +553,22 @@ static void resume_case(const char *dir, int kind, double thr, const double *coe
     size_t n = c.sh.numel;
     float *full = malloc(n * 4), *part = malloc(n * 4), *res = malloc(n * 4);
     int dec[MAXS];
-    cogvideox_sample_result r;
+    cvx_sample_result r;
     assert_int_equal(run(&c, kind, thr, coeffs, NULL, full, &r), 0);
-    if (kind == COGVIDEOX_CACHE_FBCACHE) ref_sample(&c, kind, dec, 0, thr, part);
+    if (kind == CVX_CACHE_FBCACHE) ref_sample(&c, kind, dec, 0, thr, part);
     else for (int i = 0; i < N; i++) dec[i] = i == N - 1 || i % 2 == 0;   /* p ≡ 1 at 1.5 */
     int stop = 0;
     for (int i = 2; i < N && !stop; i++)
         if (!dec[i]) stop = i;   /* i steps done; step i (0-based) is a skipped one */
-    if (!stop) fail_msg("%s %s %g: no skipped step to resume into", dir, cogvideox_cache_kind_name(kind), thr);
+    if (!stop) fail_msg("%s %s %g: no skipped step to resume into", dir, cvx_cache_kind_name(kind), thr);
     char tmpl[] = "/tmp/cvx_cache_resume_XXXXXX", path[256];
     assert_non_null(mkdtemp(tmpl));
     snprintf(path, sizeof path, "%s/stage2_checkpoint.safetensors", tmpl);
-    cogvideox_fingerprint fp;
+    cvx_fingerprint fp;
     memset(&fp, 0, sizeof fp);
-    cogvideox_fingerprint_set(&fp, "cache", "%s", cogvideox_cache_kind_name(kind));
-    cogvideox_fingerprint_set(&fp, "cache_threshold", "%.17g", thr);
-    cogvideox_checkpointing ck = {path, 1, 0, stop, &fp};
+    cvx_fingerprint_set(&fp, "cache", "%s", cvx_cache_kind_name(kind));
+    cvx_fingerprint_set(&fp, "cache_threshold", "%.17g", thr);
+    cvx_checkpointing ck = {path, 1, 0, stop, &fp};
     assert_int_equal(run(&c, kind, thr, coeffs, &ck, part, &r), 0);
     assert_int_equal(r.steps_done, stop);
     ck.resume = 1, ck.stop_after_steps = 0;
@@ -577,19 +578,19 @@ static void resume_case(const char *dir, int kind, double thr, const double *coe
     assert_int_equal(r.cache_steps_computed + r.cache_steps_skipped, N);
     assert_int_equal(r.cache_steps_skipped, count(dec, N, 0));
     printf("  %s %s %g: stop after %d (next step skipped) + resume == uninterrupted, bit for bit; counts %lld/%lld\n",
-           dir, cogvideox_cache_kind_name(kind), thr, stop, (long long)r.cache_steps_computed,
+           dir, cvx_cache_kind_name(kind), thr, stop, (long long)r.cache_steps_computed,
            (long long)r.cache_steps_skipped);
     /* another threshold is refused by the fingerprint */
     ck.resume = 0, ck.stop_after_steps = stop;
     assert_int_equal(run(&c, kind, thr, coeffs, &ck, part, &r), 0);
-    cogvideox_fingerprint_set(&fp, "cache_threshold", "%.17g", thr * 2);
+    cvx_fingerprint_set(&fp, "cache_threshold", "%.17g", thr * 2);
     ck.resume = 1, ck.stop_after_steps = 0;
     assert_int_equal(run(&c, kind, thr * 2, coeffs, &ck, res, &r), -1);
     assert_non_null(strstr(cvx_last_error(), "cache_threshold="));
     /* a checkpoint without cache state is refused when resuming with caching */
     memset(&fp, 0, sizeof fp);
     ck.resume = 0, ck.stop_after_steps = stop;
-    assert_int_equal(run(&c, COGVIDEOX_CACHE_NONE, 0, NULL, &ck, part, &r), 0);
+    assert_int_equal(run(&c, CVX_CACHE_NONE, 0, NULL, &ck, part, &r), 0);
     ck.resume = 1, ck.stop_after_steps = 0;
     assert_int_equal(run(&c, kind, thr, coeffs, &ck, res, &r), -1);
     assert_non_null(strstr(cvx_last_error(), "without --cache"));
@@ -601,10 +602,10 @@ static void resume_case(const char *dir, int kind, double thr, const double *coe
 static void test_resume(void **state) {
     (void)state;
     const double one[5] = {0, 0, 0, 0, 1};
-    resume_case("e2e_2b", COGVIDEOX_CACHE_TEACACHE, 1.5, one);
-    resume_case("e2e_5b", COGVIDEOX_CACHE_TEACACHE, 1.5, one);
-    resume_case("e2e_2b", COGVIDEOX_CACHE_FBCACHE, 0.2, NULL);
-    resume_case("e2e_5b", COGVIDEOX_CACHE_FBCACHE, 0.5, NULL);
+    resume_case("e2e_2b", CVX_CACHE_TEACACHE, 1.5, one);
+    resume_case("e2e_5b", CVX_CACHE_TEACACHE, 1.5, one);
+    resume_case("e2e_2b", CVX_CACHE_FBCACHE, 0.2, NULL);
+    resume_case("e2e_5b", CVX_CACHE_FBCACHE, 0.5, NULL);
 }
 
 int main(void) {

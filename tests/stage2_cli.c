@@ -297,7 +297,8 @@ static void test_errors(void **state) {
     expect_error("e2e_2b", 0, 1, 0, "", "stage1_embeddings.safetensors: input file not found");
     expect_error("e2e_2b", 0, 1, 1, "--resume --quiet", "no checkpoint");
     expect_error("e2e_2b", 0, 0, 1, "", "no model given");
-    expect_error("e2e_2b", 0, 1, 1, "--scheduler euler", "--scheduler must be ddim or dpm");
+    expect_error("e2e_2b", 0, 1, 1, "--scheduler heun", "--scheduler must be one of ddim, dpm, unipc, euler, got 'heun'");
+    expect_error("e2e_2b", 0, 1, 1, "--scheduler euler", "the model's scheduler is ddim (CogVideoXDDIMScheduler); euler is not one of its kind");
     expect_error("e2e_2b", 0, 1, 1, "--output_dtype f16", "--output_dtype");
     expect_error("e2e_2b", 0, 1, 1, "--num_inference_steps 0", "--num_inference_steps");
     expect_error("e2e_2b", 0, 1, 1, "--model_dir /nonexistent/model", "/nonexistent/model");

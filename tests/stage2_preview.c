@@ -20,20 +20,24 @@
 #include "ops.h"
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
-#include "stage2/scheduler.h"
+#include "stage2/cogvideox_family.h"
+#include "stage2/wan_family.h"
+#include "stage2/scheduler_ddpm.h"
 #include "stage2/transformer.h"
 
 #define GOLDEN "tests/data/golden"
 
 static void test_latent_rgb(void **state) {
     (void)state;
-    cogvideox_latent_shape sh = {.frames = 3, .pad_frames = 1, .channels = 16, .height = 2, .width = 3};
+    cvx_latent_shape sh = {.frames = 3, .pad_frames = 1, .channels = 16, .height = 2, .width = 3};
     sh.numel = (size_t)3 * 16 * 2 * 3;
     float *x0 = calloc(sh.numel, sizeof(float)), *rgb = malloc(sizeof(float) * 3 * 2 * 4 * 6);
     /* frame 1 (the first after the padding): channel 9 = 1 at pixel (1, 2); frame 0 (padding) = 100 */
     for (size_t i = 0; i < 16 * 6; i++) x0[i] = 100;
     x0[(size_t)1 * 16 * 6 + 9 * 6 + 1 * 3 + 2] = 1;
-    cogvideox_preview_latent_rgb(x0, &sh, 0.7, 2, rgb);   /* [3, 2, 4, 6] */
+    cvx_latent_rgb tab;
+    cogvideox_latent_rgb(0.7, &tab);
+    cvx_preview_latent_rgb(x0, &sh, &tab, 2, rgb);   /* [3, 2, 4, 6] */
     const float F9[3] = {0.012138415094654218f, 0.024684961927224837f, 0.037211249767461915f}, bias[3] = {-0.023f, 0, -0.017f};
     for (int k = 0; k < 3; k++)
         for (int t = 0; t < 2; t++)
@@ -42,6 +46,23 @@ static void test_latent_rgb(void **state) {
                     float want = bias[k] + (t == 0 && y / 2 == 1 && x / 2 == 2 ? (float)(3.5 / 0.7) * F9[k] : 0.0f);
                     assert_true(fabsf(rgb[((k * 2 + t) * 4 + y) * 6 + x] - want) < 1e-7f);
                 }
+    free(x0); free(rgb);
+}
+
+/* Wan's layout [C, F, h, w] (no padding) with Wan's table (gain 1): the same pixel rule. */
+static void test_latent_rgb_channels_major(void **state) {
+    (void)state;
+    cvx_latent_shape sh = {.frames = 2, .channels = 16, .height = 2, .width = 3, .channels_major = 1};
+    sh.numel = (size_t)2 * 16 * 2 * 3;
+    float *x0 = calloc(sh.numel, sizeof(float)), *rgb = malloc(sizeof(float) * 3 * 2 * 2 * 3);
+    x0[(size_t)9 * 2 * 6 + 1 * 6 + 0 * 3 + 1] = 2;   /* channel 9, frame 1, pixel (0, 1) */
+    cvx_preview_latent_rgb(x0, &sh, &wan_latent_rgb, 1, rgb);   /* [3, 2, 2, 3] */
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < 6; i++) {
+                float want = wan_latent_rgb.bias[k] + (t == 1 && i == 1 ? 2 * wan_latent_rgb.factors[9][k] : 0.0f);
+                assert_true(fabsf(rgb[(k * 2 + t) * 6 + i] - want) < 1e-7f);
+            }
     free(x0); free(rgb);
 }
 
@@ -54,25 +75,27 @@ static void test_hook_on_loop(void **state) {
     assert_non_null(st);
     cogvideox_transformer *m = cogvideox_load(GOLDEN "/e2e_2b/model/transformer", NULL);
     assert_non_null(m);
-    cogvideox_sample_params sp = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5,
+    cvx_loop_params sp = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5,
                                   .guidance_scale = 6, .seed = 42, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
-    cogvideox_latent_shape sh;
-    assert_int_equal(cogvideox_latent_shape_for(cogvideox_get_config(m), &sp, &sh), 0);
+    cvx_latent_shape sh;
+    assert_int_equal(cogvideox_latent_shape_for(cogvideox_get_config(m), &sp, 0, &sh), 0);
     float *pr = cvx_tensor_f32_dup(cvx_st_find(st, "prompt_embeds")), *ng = cvx_tensor_f32_dup(cvx_st_find(st, "negative_prompt_embeds"));
     int L = (int)cvx_st_find(st, "prompt_embeds")->shape[1];
     char tmpl[] = "/tmp/cvx_preview_XXXXXX";
     assert_non_null(mkdtemp(tmpl));
     snprintf(p, sizeof p, "%s/preview.png", tmpl);
     float *a = malloc(sh.numel * 4), *b = malloc(sh.numel * 4);
-    cogvideox_sample_result res;
-    cogvideox_scheduler s;
-    assert_int_equal(cogvideox_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
-    assert_int_equal(cogvideox_sample(m, &s, &sp, &sh, pr, ng, L, NULL, NULL, NULL, a, &res), 0);
-    cogvideox_scheduler_free(&s);
-    assert_int_equal(cogvideox_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
-    cogvideox_preview pv = {.path = p, .every = 2, .n_steps = 5, .mode = COGVIDEOX_PREVIEW_LATENT,
-                            .scaling_factor = 1.15258426, .sched = &s};
-    assert_int_equal(cogvideox_sample(m, &s, &sp, &sh, pr, ng, L, NULL, cogvideox_preview_hook, &pv, b, &res), 0);
+    cvx_sample_result res;
+    cvx_scheduler s;
+    assert_int_equal(cvx_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
+    assert_int_equal(cogvideox_sample_loop(m, 0, &s, &sp, NULL, &sh, pr, ng, L, NULL, NULL, NULL, a, &res), 0);
+    cvx_scheduler_free(&s);
+    assert_int_equal(cvx_scheduler_load(&s, GOLDEN "/e2e_2b/model/scheduler/scheduler_config.json", NULL), 0);
+    cvx_latent_rgb tab2;
+    cogvideox_latent_rgb(1.15258426, &tab2);
+    cvx_preview pv = {.path = p, .every = 2, .n_steps = 5, .mode = CVX_PREVIEW_LATENT,
+                            .rgb = &tab2, .sched = &s};
+    assert_int_equal(cogvideox_sample_loop(m, 0, &s, &sp, NULL, &sh, pr, ng, L, NULL, cvx_preview_hook, &pv, b, &res), 0);
     assert_int_equal(pv.written, 3);   /* after steps 2, 4 and 5 (the last) */
     assert_memory_equal(a, b, sh.numel * 4);
     FILE *f = fopen(p, "rb");
@@ -92,7 +115,7 @@ static void test_hook_on_loop(void **state) {
     assert_ptr_equal(s.type->x0(&s), s.state);
     unlink(p);
     rmdir(tmpl);
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
     free(a); free(b); free(pr); free(ng);
     cogvideox_free(m);
     cvx_st_close(st);
@@ -100,6 +123,6 @@ static void test_hook_on_loop(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_latent_rgb), cmocka_unit_test(test_hook_on_loop)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_latent_rgb), cmocka_unit_test(test_latent_rgb_channels_major), cmocka_unit_test(test_hook_on_loop)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

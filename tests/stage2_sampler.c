@@ -13,15 +13,16 @@
 
 #include "rng.h"
 #include "stage2/sampler.h"
-#include "stage2/scheduler.h"
+#include "stage2/cogvideox_family.h"
+#include "stage2/scheduler_ddpm.h"
 #include "stage2/transformer.h"
 
 typedef struct {
     const char *dir;
     gh_case g;                   /* the golden case (one loader: tests/golden_harness.h) */
     cogvideox_transformer *m;
-    cogvideox_sample_params p;
-    cogvideox_latent_shape sh;
+    cvx_loop_params p;
+    cvx_latent_shape sh;
     float *prompt, *negative;
     int L;
 } e2e_case;
@@ -42,7 +43,7 @@ static void case_open(e2e_case *c, const char *dir) {
     c->p.vae_scale_spatial = 8;
     c->p.vae_scale_temporal = 4;
     const cogvideox_config *cfg = cogvideox_get_config(c->m);
-    if (cogvideox_latent_shape_for(cfg, &c->p, &c->sh)) fail_msg("%s", cvx_last_error());
+    if (cogvideox_latent_shape_for(cfg, &c->p, 0, &c->sh)) fail_msg("%s", cvx_last_error());
     const cvx_tensor *tp = gh_tensor(&c->g, "prompt_embeds"), *tn = gh_tensor(&c->g, "negative_prompt_embeds");
     if (cogvideox_check_embeddings(cfg, tp, tn, "expected.safetensors")) fail_msg("%s", cvx_last_error());
     c->L = (int)tp->shape[1];
@@ -57,24 +58,24 @@ static void case_close(e2e_case *c) {
     gh_close(&c->g);
 }
 
-static void scheduler_of(e2e_case *c, cogvideox_scheduler *s) {
-    if (cogvideox_scheduler_load(s, gh_path(&c->g, "model/scheduler/scheduler_config.json"), NULL))
+static void scheduler_of(e2e_case *c, cvx_scheduler *s) {
+    if (cvx_scheduler_load(s, gh_path(&c->g, "model/scheduler/scheduler_config.json"), NULL))
         fail_msg("%s", cvx_last_error());
 }
 
 /* ---- resume ---- */
-static void fingerprint_of(const e2e_case *c, cogvideox_fingerprint *fp) {
+static void fingerprint_of(const e2e_case *c, cvx_fingerprint *fp) {
     memset(fp, 0, sizeof(*fp));
-    cogvideox_fingerprint_set(fp, "model", "%s", c->dir);
-    cogvideox_fingerprint_set(fp, "seed", "%llu", (unsigned long long)c->p.seed);
-    cogvideox_fingerprint_set(fp, "num_inference_steps", "%d", c->p.num_inference_steps);
+    cvx_fingerprint_set(fp, "model", "%s", c->dir);
+    cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)c->p.seed);
+    cvx_fingerprint_set(fp, "num_inference_steps", "%d", c->p.num_inference_steps);
 }
 
-static int run(e2e_case *c, const cogvideox_checkpointing *ck, float *lat, cogvideox_sample_result *res) {
-    cogvideox_scheduler s;
+static int run(e2e_case *c, const cvx_checkpointing *ck, float *lat, cvx_sample_result *res) {
+    cvx_scheduler s;
     scheduler_of(c, &s);
-    int rc = cogvideox_sample(c->m, &s, &c->p, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
-    cogvideox_scheduler_free(&s);
+    int rc = cogvideox_sample_loop(c->m, 0, &s, &c->p, NULL, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
+    cvx_scheduler_free(&s);
     return rc;
 }
 
@@ -84,18 +85,18 @@ static void check_resume(const char *dir, int every, int stop_at) {
     char tmpl[] = "/tmp/cvx_s2_resume_XXXXXX", path[256];
     assert_non_null(mkdtemp(tmpl));
     snprintf(path, sizeof path, "%s/stage2_checkpoint.safetensors", tmpl);
-    cogvideox_fingerprint fp;
+    cvx_fingerprint fp;
     fingerprint_of(&c, &fp);
     size_t n = c.sh.numel;
     float *full = malloc(n * sizeof(float)), *part = malloc(n * sizeof(float)), *resumed = malloc(n * sizeof(float));
-    cogvideox_sample_result res;
+    cvx_sample_result res;
 
     /* uninterrupted, no checkpoints */
     assert_int_equal(run(&c, NULL, full, &res), 0);
     assert_int_equal(res.steps_done, c.p.num_inference_steps);
 
     /* stopped after `stop_at` steps, then resumed */
-    cogvideox_checkpointing ck = {path, every, 0, stop_at, &fp};
+    cvx_checkpointing ck = {path, every, 0, stop_at, &fp};
     assert_int_equal(run(&c, &ck, part, &res), 0);
     assert_int_equal(res.steps_done, stop_at);
     assert_true(access(path, F_OK) == 0);
@@ -111,7 +112,7 @@ static void check_resume(const char *dir, int every, int stop_at) {
     ck.stop_after_steps = stop_at;
     ck.resume = 0;
     assert_int_equal(run(&c, &ck, part, &res), 0);
-    cogvideox_fingerprint_set(&fp, "seed", "%llu", (unsigned long long)c.p.seed + 1);
+    cvx_fingerprint_set(&fp, "seed", "%llu", (unsigned long long)c.p.seed + 1);
     ck.resume = 1;
     ck.stop_after_steps = 0;
     assert_int_equal(run(&c, &ck, resumed, &res), -1);
@@ -146,13 +147,13 @@ static void test_15_padding_loop(void **state) {
     cogvideox_transformer *m = cogvideox_load(GOLDEN "/transformer_1.5/model/transformer", NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     const cogvideox_config *cfg = cogvideox_get_config(m);
-    cogvideox_scheduler s;
-    if (cogvideox_scheduler_load(&s, GOLDEN "/scheduler_1.5/model/scheduler/scheduler_config.json", &cogvideox_scheduler_ddim))
+    cvx_scheduler s;
+    if (cvx_scheduler_load(&s, GOLDEN "/scheduler_1.5/model/scheduler/scheduler_config.json", &cvx_scheduler_ddim))
         fail_msg("%s", cvx_last_error());
-    cogvideox_sample_params p = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 1,
+    cvx_loop_params p = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 1,
                                  .guidance_scale = 1.0, .seed = 5, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
-    cogvideox_latent_shape sh;
-    assert_int_equal(cogvideox_latent_shape_for(cfg, &p, &sh), 0);
+    cvx_latent_shape sh;
+    assert_int_equal(cogvideox_latent_shape_for(cfg, &p, 0, &sh), 0);
     assert_int_equal(sh.frames, 4);
     assert_int_equal(sh.pad_frames, 1);
     gh_case gc;
@@ -162,8 +163,8 @@ static void test_15_padding_loop(void **state) {
 
     size_t n = sh.numel;
     float *lat = malloc(n * sizeof(float));
-    cogvideox_sample_result res;
-    if (cogvideox_sample(m, &s, &p, &sh, text, NULL, L, NULL, NULL, NULL, lat, &res)) fail_msg("%s", cvx_last_error());
+    cvx_sample_result res;
+    if (cogvideox_sample_loop(m, 0, &s, &p, NULL, &sh, text, NULL, L, NULL, NULL, NULL, lat, &res)) fail_msg("%s", cvx_last_error());
 
     float *noise = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
     cvx_generator g;
@@ -189,7 +190,7 @@ static void test_15_padding_loop(void **state) {
     printf("  1.5: 9 frames -> 4 latent frames (1 padding), loop == hand-made forward, first frame dropped\n");
     free(o); free(rc); free(rs); free(noise); free(out); free(want); free(lat); free(text);
     gh_close(&gc);
-    cogvideox_scheduler_free(&s);
+    cvx_scheduler_free(&s);
     cogvideox_free(m);
 }
 
@@ -207,50 +208,50 @@ static cogvideox_config cfg_15(void) {
 static void test_latent_shapes(void **state) {
     (void)state;
     cogvideox_config c = cfg_15();
-    cogvideox_sample_params p = {.frames = 81, .height = 768, .width = 1360, .num_inference_steps = 50,
+    cvx_loop_params p = {.frames = 81, .height = 768, .width = 1360, .num_inference_steps = 50,
                                  .guidance_scale = 6, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
-    cogvideox_latent_shape sh;
-    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), 0);   /* 21 latent frames: odd -> 22 */
+    cvx_latent_shape sh;
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), 0);   /* 21 latent frames: odd -> 22 */
     assert_int_equal(sh.frames, 22);
     assert_int_equal(sh.pad_frames, 1);
     assert_int_equal(sh.height, 96);
     assert_int_equal(sh.width, 170);
     p.frames = 85;                                                  /* 22: no padding */
-    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), 0);
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), 0);
     assert_int_equal(sh.frames, 22);
     assert_int_equal(sh.pad_frames, 0);
     c.patch_size_t = 0;                                             /* 1.0 model: never padded */
     p.frames = 49;
     p.height = 480;
     p.width = 720;
-    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), 0);
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), 0);
     assert_int_equal(sh.frames, 13);
     assert_int_equal(sh.pad_frames, 0);
     assert_int_equal(sh.numel, (size_t)13 * 16 * 60 * 90);
 
     p.frames = 50;
-    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     printf("  %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "--frames 50"));
     p.frames = 49;
     p.height = 488;                                                 /* multiple of 8, not of 16 */
-    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     printf("  %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "--height 488"));
     p.height = 480;
     p.width = 0;
-    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     assert_non_null(strstr(cvx_last_error(), "--width 0"));
     p.width = 720;
     c.in_channels = 32;
-    assert_int_equal(cogvideox_latent_shape_for(&c, &p, &sh), -1);
+    assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     assert_non_null(strstr(cvx_last_error(), "image-to-video"));
 }
 
 static void test_output_layout(void **state) {
     (void)state;
     /* [1, F=3, C=2, 1, 2] with one padding frame -> [1, C=2, T=2, 1, 2] */
-    cogvideox_latent_shape sh = {.frames = 3, .pad_frames = 1, .channels = 2, .height = 1, .width = 2};
+    cvx_latent_shape sh = {.frames = 3, .pad_frames = 1, .channels = 2, .height = 1, .width = 2};
     sh.numel = 12;
     float lat[12], out[8];
     for (int f = 0; f < 3; f++)
@@ -288,17 +289,17 @@ static void test_embedding_checks(void **state) {
 
 static void test_guidance(void **state) {
     (void)state;
-    cogvideox_sample_params p = {.num_inference_steps = 4, .guidance_scale = 6, .use_dynamic_cfg = 1};
+    cvx_loop_params p = {.num_inference_steps = 4, .guidance_scale = 6, .use_dynamic_cfg = 1};
     /* README §7 values for n = 4 */
-    assert_true(fabs(cogvideox_guidance_at(&p, 999) - 4.7559) < 1e-4);
-    assert_true(fabs(cogvideox_guidance_at(&p, 749) - 1.9380) < 1e-4);
-    assert_true(fabs(cogvideox_guidance_at(&p, 499) - 1.0922) < 1e-4);
-    assert_true(fabs(cogvideox_guidance_at(&p, 249) - 1.0103) < 1e-4);
+    assert_true(fabs(cvx_guidance_at(&p, 999) - 4.7559) < 1e-4);
+    assert_true(fabs(cvx_guidance_at(&p, 749) - 1.9380) < 1e-4);
+    assert_true(fabs(cvx_guidance_at(&p, 499) - 1.0922) < 1e-4);
+    assert_true(fabs(cvx_guidance_at(&p, 249) - 1.0103) < 1e-4);
     p.use_dynamic_cfg = 0;
-    assert_true(cogvideox_guidance_at(&p, 999) == 6.0);
-    assert_true(cogvideox_uses_cfg(&p));
+    assert_true(cvx_guidance_at(&p, 999) == 6.0);
+    assert_true(cvx_uses_cfg(&p));
     p.guidance_scale = 1.0;
-    assert_false(cogvideox_uses_cfg(&p));
+    assert_false(cvx_uses_cfg(&p));
 }
 
 int main(void) {

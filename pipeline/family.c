@@ -1,0 +1,53 @@
+/* The family table and the choice of a model's family (pipeline/family.h). */
+#include "pipeline/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "fileio.h"
+
+/* Every family, NULL-terminated: adding one is its file and its line here. */
+const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, NULL};
+
+const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n) {
+    char path[4200];
+    cls[0] = 0;
+    snprintf(path, sizeof path, "%s/model_index.json", dir);
+    if (cvx_is_file(path)) {
+        cvx_config c;
+        const char *name;
+        if (cvx_config_load(&c, path)) return NULL;
+        if (cvx_cfg_str(&c, "_class_name", &name)) {
+            cvx_config_free(&c);
+            return NULL;
+        }
+        snprintf(cls, cls_n, "%s", name);
+        cvx_config_free(&c);
+        for (int f = 0; cvx_families[f]; f++)
+            for (int k = 0; cvx_families[f]->classes[k]; k++)
+                if (!strcmp(cls, cvx_families[f]->classes[k])) return cvx_families[f];
+        char list[1024] = "";
+        for (int f = 0; cvx_families[f]; f++)
+            for (int k = 0; cvx_families[f]->classes[k]; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "",
+                         cvx_families[f]->classes[k]);
+        cvx_error("%s: key '_class_name' is \"%s\", a pipeline this program does not run (supported: %s)", path, cls,
+                  list);
+        return NULL;
+    }
+    /* no model_index.json (a bare directory of components): the family whose configs it has */
+    for (int f = 0; cvx_families[f]; f++)
+        if (cvx_families[f]->claims(dir)) return cvx_families[f];
+    return cvx_families[0];   /* as before families: components are checked by the call that needs them */
+}
+
+void cvx_sample_run_free(cvx_sample_run *r) {
+    cvx_denoiser_free(&r->den);
+    free(r->init);
+    free(r->cond);
+    free(r->image_tokens);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,78 @@
+/* Model families: one row per family (CogVideoX, Wan 2.1, ...) in the one table cvx_families[]
+ * (pipeline/family.c). A row binds the family's model code in the stage folders — its text
+ * encoder and prompt preparation (stage1/), its denoiser (stage2/), its VAE (stage3/) — to the
+ * pipeline's three calls. The generic pipeline files (encode.c, sample.c, decode.c, files.c,
+ * conditioning.c) call only these; the family is picked once, by cvx_model_open, from
+ * model_index.json's `_class_name` (docs/architecture.md "Add a model family"). */
+#ifndef CVX_PIPELINE_FAMILY_H
+#define CVX_PIPELINE_FAMILY_H
+
+#include "pipeline/cogvideox.h"
+#include "progress.h"
+#include "stage2/denoiser.h"
+#include "stage2/preview.h"
+#include "stage2/sampler.h"
+#include "stage2/scheduler.h"
+
+/* What cvx_sample needs from the family for one run (filled by sample_setup, freed by
+ * cvx_sample_run_free). */
+typedef struct {
+    cvx_latent_shape shape;      /* the loop's latent shape (the family's layout) */
+    cvx_loop_params loop;        /* the loop's parameters */
+    cvx_denoiser den;            /* the transformer behind the denoiser interface */
+    float *init;                 /* I2V / V2V: initial latents (NULL: randn from the seed in the loop) */
+    float *cond;                 /* I2V: the extra input channels (loop.cond points here) */
+    float *image_tokens;         /* I2V (Wan): the image embeddings the transformer attends to */
+    cvx_generator gen;           /* with init: the generator after the draws that made it */
+    cvx_latent_rgb preview_rgb;  /* the family's latent → RGB preview table */
+} cvx_sample_run;
+void cvx_sample_run_free(cvx_sample_run *r);
+
+typedef struct cvx_family {
+    const char *name;              /* "CogVideoX" */
+    const char *const *classes;    /* the model_index.json `_class_name`s it serves, NULL-terminated */
+    /* a directory without model_index.json belongs to the family when this says so (its configs) */
+    int (*claims)(const char *dir);
+
+    /* Read the model's configs (those present), fill m->info, set m->fam. -1 + cvx_error */
+    int (*open)(cvx_model *m);
+    void (*close)(cvx_model *m);   /* frees m->fam and whatever it loaded */
+
+    /* ---- stage 1 ---- */
+    int (*text_dim)(cvx_model *m);   /* the embeddings' width (maps the text encoder); -1 + cvx_error */
+    /* n texts -> out [n, L, D]: prompt preparation, tokenizer, text encoder (progress: `bar`) */
+    int (*encode_texts)(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
+                        cvx_progress_fn progress, void *user, float *out);
+    /* an image (I2V) or video (V2V) -> the conditioning stage 2 reads */
+    int (*encode_conditioning)(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out);
+    /* the model's transformer fits the mode; -1 + one clear line */
+    int (*check_mode)(cvx_model *m, cvx_mode mode);
+
+    /* ---- stage 2 ---- */
+    /* the embeddings of a stage-1 file fit the transformer (shape, dtype) */
+    int (*check_embeddings)(cvx_model *m, const cvx_tensor *prompt, const cvx_tensor *negative, const char *file);
+    /* the checks cvx_sample_resolve runs before any work (sequence-parallel split, ...) */
+    int (*check_sample)(cvx_model *m, const cvx_sample_params *resolved);
+    /* set up one run: latent shape, loop parameters, denoiser, I2V/V2V initial latents (the
+     * scheduler `s` is fresh, its timesteps set for resolved->num_inference_steps) */
+    int (*sample_setup)(cvx_model *m, const cvx_sample_params *resolved, const cvx_embeddings *emb, cvx_scheduler *s,
+                        cvx_sample_run *run);
+    /* the loop's latents -> the stage-2 file layout [1, C, T, h, w] (into out->data, allocated) */
+    void (*latents_out)(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out);
+
+    /* ---- stage 3 ---- */
+    int (*decode)(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
+                  const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
+} cvx_family;
+
+/* The table (pipeline/family.c), NULL-terminated. */
+extern const cvx_family *const cvx_families[];
+extern const cvx_family cvx_family_cogvideox, cvx_family_wan;
+
+/* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
+ * the file is absent), else the first family that claims the directory. NULL + one cvx_error
+ * naming the class and the supported ones. */
+const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n);
+
+#endif

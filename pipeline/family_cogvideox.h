@@ -1,0 +1,33 @@
+/* The CogVideoX family's state in the model handle (pipeline/family_cogvideox.c): its configs
+ * and the components loaded on first use. For the pipeline's own files and tests. */
+#ifndef CVX_PIPELINE_FAMILY_COGVIDEOX_H
+#define CVX_PIPELINE_FAMILY_COGVIDEOX_H
+
+#include "pipeline/internal.h"
+#include "pipeline/conditioning.h"
+#include "stage1/t5.h"
+#include "stage1/tokenizer.h"
+#include "stage2/transformer.h"
+#include "stage3/vae.h"
+#include "stage3/vae_encoder.h"
+
+typedef struct {
+    cogvideox_config tcfg;           /* transformer/config.json (when m->has_denoiser_config) */
+    vae_decoder vcfg;                /* vae/config.json, config fields only (when m->has_vae_config) */
+    int t5_loaded, vae_loaded, enc_loaded;
+    t5_tokenizer tok;
+    t5_model t5;
+    cogvideox_transformer *transformer;
+    vae_decoder vae;
+    vae_encoder enc;                 /* I2V / V2V conditioning */
+} cogvideox_state;
+
+/* m's CogVideoX state, NULL when m is of another family. */
+cogvideox_state *cogvideox_state_of(cvx_model *m);
+
+/* prepare_latents of the CogVideoX I2V / V2V pipelines on the loop's latent shape: the buffers sp
+ * points to afterwards (image latents, initial latents, the generator after the draws). */
+int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, double strength,
+                                  cvx_loop_params *sp, const cvx_latent_shape *sh, cvx_prepared *out);
+
+#endif

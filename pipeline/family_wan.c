@@ -1,0 +1,526 @@
+/* The Wan 2.1 family (WanPipeline, WanImageToVideoPipeline, WanVideoToVideoPipeline; diffusers
+ * 0.33.1): prompt cleaning + UMT5-XXL (512 tokens, trimmed and zero-padded), the CLIP ViT-H image
+ * encoder (I2V), WanTransformer3DModel, AutoencoderKLWan — its row of the family table
+ * (pipeline/family.h). Weights come from the diffusers layout or from single files
+ * (cvx_model_params.transformer_file / text_encoder_file / vae_file, ComfyUI's names too). */
+#include "pipeline/internal.h"
+#include "pipeline/conditioning.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "error.h"
+#include "fileio.h"
+#include "image.h"
+#include "resize.h"
+#include "rng_lowp.h"
+#include "validate.h"
+#include "stage1/clip_image_processor.h"
+#include "stage1/clip_vision.h"
+#include "stage1/prompt_clean.h"
+#include "stage1/t5.h"
+#include "stage1/tokenizer.h"
+#include "stage2/wan.h"
+#include "stage2/wan_family.h"
+#include "stage3/latent_dist.h"
+#include "stage3/wan_vae.h"
+
+#define MAX_BATCH 4                  /* sequences per encoder pass */
+#define DEFAULT_TEXT_LEN 512         /* WanPipeline's max_sequence_length */
+#define DEFAULT_GUIDANCE 5.0         /* WanPipeline.__call__'s guidance_scale */
+#define DEFAULT_STRENGTH 0.8         /* WanVideoToVideoPipeline.__call__'s strength */
+#define I2V_IMAGE_TOKENS 257         /* diffusers 0.33.1 splits the first 257 encoder rows off as the image's */
+#define MASK_CHANNELS 4              /* I2V: the temporal VAE factor's frames of the first-frame mask */
+
+typedef struct {
+    wan_config tcfg;                 /* transformer/config.json (when m->has_denoiser_config) */
+    wan_vae_config vcfg;             /* vae/config.json, or AutoencoderKLWan's defaults */
+    int t5_loaded;
+    t5_tokenizer tok;
+    t5_model t5;
+    wan_transformer *transformer;
+    wan_vae *vae;
+    clip_vision *clip;
+    clip_image_processor proc;
+} wan_state;
+
+static wan_state *S(const cvx_model *m) { return m->fam; }
+
+/* "<dir>/<component>/<file>" */
+static void component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n) {
+    snprintf(out, n, "%s/%s/%s", m->dir, comp, file);
+}
+
+/* ---- open / close ---- */
+static int wan_claims(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/transformer/config.json", dir);
+    cvx_config c;
+    const char *cls = NULL;
+    int yes = 0;
+    if (cvx_is_file(path) && !cvx_config_load(&c, path)) {
+        yes = !cvx_cfg_str(&c, "_class_name", &cls) && !strcmp(cls, "WanTransformer3DModel");
+        cvx_config_free(&c);
+    }
+    cvx_clear_error();
+    return yes;
+}
+
+/* The defaults of WanPipeline and the model cards: 81 frames of 480×832 at 16 fps, guidance 5. */
+static void fill_info(cvx_model *m) {
+    cvx_model_info *i = &m->info;
+    const wan_vae_config *v = &S(m)->vcfg;
+    int temporal = 1;
+    for (int k = 0; k < v->n_temporal; k++) temporal *= v->temperal_downsample[k] ? 2 : 1;
+    i->vae_scale_spatial = 1 << (v->n_mult - 1);
+    i->vae_scale_temporal = temporal;
+    i->vae_scaling_factor = 1.0;   /* Wan normalises with latents_mean / latents_std instead */
+    i->latent_channels = v->z_dim;
+    i->frames = 81, i->height = 480, i->width = 832, i->fps = 16;
+    i->text_len = DEFAULT_TEXT_LEN;
+    i->text_dim = m->has_denoiser_config ? S(m)->tcfg.text_dim : 4096;
+    i->guidance_scale = DEFAULT_GUIDANCE;
+}
+
+static int wan_open(cvx_model *m) {
+    char path[4300];
+    m->fam = cvx_calloc(1, sizeof(wan_state));
+    component_path(m, "transformer", "config.json", path, sizeof path);
+    if ((m->has_denoiser_config = cvx_is_file(path)) && wan_config_load(path, &S(m)->tcfg)) return -1;
+    component_path(m, "vae", "config.json", path, sizeof path);
+    m->has_vae_config = cvx_is_file(path);
+    if (wan_vae_config_load(&S(m)->vcfg, m->has_vae_config ? path : NULL)) return -1;
+    if (!m->has_vae_config && m->vae_file[0]) m->has_vae_config = 1;   /* a single VAE file: the defaults */
+    fill_info(m);
+    return 0;
+}
+
+static void wan_close(cvx_model *m) {
+    wan_state *s = S(m);
+    if (!s) return;
+    if (s->t5_loaded) {
+        t5_free(&s->t5);
+        t5_tokenizer_free(&s->tok);
+    }
+    wan_free(s->transformer);
+    wan_vae_free(s->vae);
+    clip_vision_free(s->clip);
+    free(s);
+    m->fam = NULL;
+}
+
+static int load_text_encoder(cvx_model *m) {
+    wan_state *s = S(m);
+    if (s->t5_loaded) return 0;
+    char tok_dir[4200], te_dir[4200], cfg[4300];
+    if (cvx_model_component(m->dir, "tokenizer", "spiece.model", tok_dir, sizeof tok_dir)) return -1;
+    if (t5_tokenizer_load(&s->tok, tok_dir)) return -1;
+    int rc;
+    if (m->text_encoder_file[0]) {
+        component_path(m, "text_encoder", "config.json", cfg, sizeof cfg);
+        rc = t5_build_file(&s->t5, m->text_encoder_file, cfg, m->ctx);
+    } else {
+        rc = cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
+             t5_build(&s->t5, te_dir, m->ctx);
+    }
+    if (rc) {
+        t5_tokenizer_free(&s->tok);
+        return -1;
+    }
+    s->t5_loaded = 1;
+    const t5_config *c = &s->t5.cfg;
+    cvx_info("UMT5 encoder: %d layers, d_model %d, %d heads x %d, d_ff %d", c->num_layers, c->d_model, c->num_heads,
+             c->d_kv, c->d_ff);
+    return 0;
+}
+
+static int load_transformer(cvx_model *m) {
+    wan_state *s = S(m);
+    if (s->transformer) return 0;
+    char dir[4200], cfg[4300];
+    if (m->transformer_file[0]) {
+        component_path(m, "transformer", "config.json", cfg, sizeof cfg);
+        if (!cvx_is_file(cfg))
+            return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
+                             m->transformer_file, m->dir);
+        s->transformer = wan_load_file(cfg, m->transformer_file, m->ctx);
+    } else {
+        if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
+        s->transformer = wan_load(dir, m->ctx);
+    }
+    return s->transformer ? 0 : -1;
+}
+
+static int load_vae(cvx_model *m) {
+    wan_state *s = S(m);
+    if (s->vae) return 0;
+    char dir[4200], cfg[4300];
+    if (m->vae_file[0]) {
+        component_path(m, "vae", "config.json", cfg, sizeof cfg);
+        s->vae = wan_vae_load_file(cvx_is_file(cfg) ? cfg : NULL, m->vae_file, m->ctx);
+    } else {
+        if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;
+        s->vae = wan_vae_load(dir, m->ctx);
+    }
+    return s->vae ? 0 : -1;
+}
+
+static int load_image_encoder(cvx_model *m) {
+    wan_state *s = S(m);
+    if (s->clip) return 0;
+    char dir[4200], proc[4200];
+    if (cvx_model_component(m->dir, "image_encoder", "config.json", dir, sizeof dir) ||
+        cvx_model_component(m->dir, "image_processor", "preprocessor_config.json", proc, sizeof proc) ||
+        clip_image_processor_load(&s->proc, proc))
+        return -1;
+    s->clip = clip_vision_load(dir, m->ctx);
+    return s->clip ? 0 : -1;
+}
+
+/* ---- stage 1: text ---- */
+static int text_dim(cvx_model *m) { return load_text_encoder(m) ? -1 : S(m)->t5.cfg.d_model; }
+
+/* WanPipeline._get_t5_prompt_embeds: prompt_clean, tokenizer (max_length L, the attention mask),
+ * UMT5 with the mask, rows past the prompt's length zeros. */
+static int encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
+                        cvx_progress_fn progress, void *user, float *out) {
+    if (load_text_encoder(m)) return -1;
+    wan_state *s = S(m);
+    const int D = s->t5.cfg.d_model, n_batches = (n + MAX_BATCH - 1) / MAX_BATCH;
+    int64_t *ids = cvx_malloc((size_t)MAX_BATCH * L * sizeof *ids), *mask = cvx_malloc((size_t)L * sizeof *mask);
+    int64_t seq_lens[MAX_BATCH];
+    cvx_progress bar;
+    cvx_progress_begin(&bar, "UMT5 layers", n_batches * s->t5.cfg.num_layers, progress, user);
+    int rc = -1;
+    for (int s0 = 0; s0 < n; s0 += MAX_BATCH) {
+        const int nb = n - s0 < MAX_BATCH ? n - s0 : MAX_BATCH;
+        for (int b = 0; b < nb; b++) {
+            const char *label = labels ? labels[s0 + b] : "a text";
+            char *clean;
+            int n_raw;
+            if (wan_prompt_clean(texts[s0 + b], &clean)) goto done;
+            int trc = t5_tokenize(&s->tok, clean, L, ids + (size_t)b * L, mask, &n_raw);
+            free(clean);
+            if (trc) goto done;
+            if (n_raw > L)
+                cvx_warn("%s is %d tokens long; truncated to max_sequence_length %d (the rest is ignored, as upstream)",
+                         label, n_raw, L);
+            seq_lens[b] = 0;
+            for (int k = 0; k < L; k++) seq_lens[b] += mask[k];
+            cvx_debug("%s: %lld tokens", label, (long long)seq_lens[b]);
+        }
+        if (umt5_prompt_embeds(&s->t5, ids, seq_lens, nb, L, out + (size_t)s0 * L * D, &bar)) goto done;
+        for (int b = 0; b < nb; b++)
+            if (cvx_check_finite(out + (size_t)(s0 + b) * L * D, (size_t)L * D, "embeddings")) {
+                cvx_error_prefix("%s", labels ? labels[s0 + b] : "a text");
+                goto done;
+            }
+    }
+    cvx_progress_finish(&bar);
+    rc = 0;
+done:
+    free(ids);
+    free(mask);
+    return rc;
+}
+
+/* ---- stage 1: image / video conditioning ---- */
+/* T2V and V2V need a text-to-video transformer (in = out channels), I2V one with image_dim and
+ * in = out + 4 + z channels. */
+static int check_mode(cvx_model *m, cvx_mode mode) {
+    if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
+    const wan_config *c = &S(m)->tcfg;
+    const int i2v_model = c->image_dim > 0 || c->in_channels != c->out_channels;
+    if (mode == CVX_MODE_I2V && !i2v_model)
+        return cvx_error("--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
+                         "image-to-video needs an I2V checkpoint (Wan2.1-I2V-14B-480P / -720P)", m->dir,
+                         c->in_channels);
+    if (mode != CVX_MODE_I2V && i2v_model)
+        return cvx_error("%s/transformer is an image-to-video model (in_channels %d, image_dim %d): give stage 1 an "
+                         "--image", m->dir, c->in_channels, c->image_dim);
+    return 0;
+}
+
+/* The size checks stage 2 will make, before anything is encoded. */
+static int check_size(cvx_model *m, int frames, int height, int width) {
+    if (!m->has_denoiser_config) return 0;
+    cvx_loop_params lp = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1,
+                          .vae_scale_spatial = m->info.vae_scale_spatial,
+                          .vae_scale_temporal = m->info.vae_scale_temporal};
+    cvx_latent_shape sh;
+    return wan_latent_shape_for(&S(m)->tcfg, &lp, S(m)->vcfg.z_dim, &sh);
+}
+
+/* The CLIP image embeddings of the original image (WanImageToVideoPipeline.encode_image). */
+static int encode_image_clip(cvx_model *m, const cvx_rgb_frames *rgb, cvx_conditioning *out) {
+    if (load_image_encoder(m)) return -1;
+    wan_state *s = S(m);
+    int ow, oh;
+    clip_image_output_size(&s->proc, rgb->width, rgb->height, &ow, &oh);
+    float *px = cvx_alloc_f32((size_t)3 * ow * oh);
+    clip_image_preprocess(&s->proc, rgb->rgb, rgb->width, rgb->height, px);
+    out->image_L = s->clip->cfg.tokens, out->image_D = s->clip->cfg.hidden_size;
+    out->image_embeds = cvx_alloc_f32((size_t)out->image_L * out->image_D);
+    int rc = clip_vision_encode(s->clip, px, out->image_embeds);
+    free(px);
+    return rc;
+}
+
+static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out) {
+    if (!p->image == !p->video) return cvx_error("give exactly one of an image (I2V) and a video (V2V)");
+    const cvx_mode mode = p->image ? CVX_MODE_I2V : CVX_MODE_V2V;
+    const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
+    if (check_mode(m, mode)) return -1;
+    /* I2V: the video length decides the encoded condition (the image, then zero frames) */
+    const int i2v_frames = p->max_frames ? p->max_frames : m->info.frames;
+    if (mode == CVX_MODE_I2V && check_size(m, i2v_frames, H, W)) return -1;
+
+    cvx_rgb_frames rgb;
+    if (mode == CVX_MODE_I2V ? cvx_image_load(p->image, &rgb) : cvx_video_load(p->video, p->max_frames, &rgb))
+        return -1;
+    const char *src = p->image ? p->image : p->video;
+    int rc = -1;
+    float *px = NULL, *logvar = NULL;
+    if (rgb.frames < 1) {
+        cvx_error("%s: no frames", src);
+        goto done;
+    }
+    const int T = mode == CVX_MODE_I2V ? i2v_frames : rgb.frames;
+    if (mode == CVX_MODE_V2V && check_size(m, T, H, W)) {
+        cvx_error_prefix("%s (%d frames)", src, T);
+        goto done;
+    }
+    if (mode == CVX_MODE_I2V && encode_image_clip(m, &rgb, out)) goto done;
+    if (rgb.width != W || rgb.height != H)
+        cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", src, rgb.width, rgb.height, W, H);
+    /* [3, T, H, W] in [-1, 1]: V2V the frames; I2V the image then T − 1 zero frames */
+    px = cvx_calloc((size_t)3 * T * H * W, sizeof(float));
+    if (mode == CVX_MODE_V2V) {
+        cvx_preprocess_frames(rgb.rgb, T, rgb.width, rgb.height, W, H, px);
+    } else {
+        float *img = cvx_alloc_f32((size_t)3 * H * W);
+        cvx_preprocess_image(rgb.rgb, rgb.width, rgb.height, W, H, img);
+        for (int c = 0; c < 3; c++) memcpy(px + (size_t)c * T * H * W, img + (size_t)c * H * W, sizeof(float) * H * W);
+        free(img);
+    }
+    if (load_vae(m)) goto done;
+    const wan_vae *v = S(m)->vae;
+    int F, h, w;
+    if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) goto done;
+    cvx_info("encoding %s: %d frame%s %dx%d with the Wan VAE%s", src, T, T == 1 ? "" : "s", W, H,
+             mode == CVX_MODE_I2V ? " (the image, then zero frames)" : "");
+    const size_t n = (size_t)v->cfg.z_dim * F * h * w;
+    out->mean = cvx_alloc_f32(n);
+    out->std = cvx_alloc_f32(n);
+    logvar = cvx_alloc_f32(n);
+    cvx_progress bar;
+    cvx_progress_begin(&bar, "vae encode", 1 + (T - 1 + WAN_VAE_ENCODE_CHUNK - 1) / WAN_VAE_ENCODE_CHUNK, progress,
+                       user);
+    if (wan_vae_encode(v, px, T, H, W, out->mean, logvar, &bar)) goto done;
+    cvx_progress_finish(&bar);
+    for (size_t i = 0; i < n; i++) out->std[i] = expf(0.5f * logvar[i]);   /* torch.exp(0.5 * logvar) */
+    out->mode = mode;
+    out->C = v->cfg.z_dim, out->T = F, out->h = h, out->w = w;
+    out->frames = T, out->height = H, out->width = W;
+    rc = 0;
+done:
+    if (rc) cvx_conditioning_free(out);
+    free(px);
+    free(logvar);
+    cvx_rgb_frames_free(&rgb);
+    return rc;
+}
+
+/* ---- stage 2 ---- */
+/* WanPipeline's embeddings are max_sequence_length (512) rows, zero-padded past the prompt */
+static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor *tn, const char *file) {
+    return wan_check_embeddings(&S(m)->tcfg, tp, tn, m->info.text_len, file);
+}
+
+static int check_sample(cvx_model *m, const cvx_sample_params *r) {
+    if (r->use_dynamic_cfg) return cvx_error("--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)");
+    int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;
+    return wan_sp_check(&S(m)->tcfg, sp);
+}
+
+/* A stack copy of the VAE with its config only: the (un)normalisation needs nothing else. */
+static wan_vae vae_cfg_only(cvx_model *m) {
+    wan_vae v;
+    memset(&v, 0, sizeof v);
+    v.cfg = S(m)->vcfg;
+    return v;
+}
+
+/* WanVideoToVideoPipeline.prepare_latents: the encoder sample (the generator's first draws),
+ * normalised; the noise; add_noise at the first kept step. */
+static int prepare_v2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, cvx_sample_run *run) {
+    cvx_loop_params *lp = &run->loop;
+    const cvx_latent_shape *sh = &run->shape;
+    if (c->C != sh->channels || c->T != sh->frames || c->h != sh->height || c->w != sh->width)
+        return cvx_error("video-to-video conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, %d, %d, %d]",
+                         c->C, c->T, c->h, c->w, sh->channels, sh->frames, sh->height, sh->width);
+    const cvx_dtype nd = (cvx_dtype)lp->noise_dtype;
+    float *sample = cvx_alloc_f32(sh->numel), *noise = cvx_alloc_f32(sh->numel);
+    cvx_generator_seed(&run->gen, lp->seed);
+    int rc = vae_latent_sample_as(c->mean, c->std, sh->numel, &run->gen, nd, sample);
+    if (!rc) {
+        wan_vae v = vae_cfg_only(m);
+        wan_vae_normalize(&v, sample, sh->frames, sh->height, sh->width, sample);
+        rc = cvx_randn_as(&run->gen, nd, noise, sh->numel);
+    }
+    if (!rc) {
+        run->init = cvx_alloc_f32(sh->numel);
+        sched->type->add_noise(sched, lp->t_start, sample, noise, sh->numel, run->init);
+        cvx_info("video-to-video: runs %d of %d steps from t=%g", lp->num_inference_steps - lp->t_start,
+                 lp->num_inference_steps, sched->timesteps[lp->t_start]);
+        lp->init_latents = run->init, lp->init_generator = &run->gen;
+    }
+    free(sample);
+    free(noise);
+    return rc;
+}
+
+/* WanImageToVideoPipeline.prepare_latents: condition = [mask (4 channels: 1 on latent frame 0),
+ * the encoded image-then-zeros video (its mode, normalised)]; the noise comes from the seed in the
+ * loop; the image embeddings go to both CFG branches. */
+static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run *run) {
+    const cvx_latent_shape *sh = &run->shape;
+    if (c->C != sh->channels || c->T != sh->frames || c->h != sh->height || c->w != sh->width)
+        return cvx_error("image-to-video conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, %d, %d, %d] "
+                         "(stage 1 encodes the image for a video of --frames frames: give stage 1 the same --frames)",
+                         c->C, c->T, c->h, c->w, sh->channels, sh->frames, sh->height, sh->width);
+    if (!c->image_embeds || c->image_L != I2V_IMAGE_TOKENS || c->image_D != S(m)->tcfg.image_dim)
+        return cvx_error("image-to-video conditioning: image_embeds [%d, %d], the transformer expects [%d, %d]",
+                         c->image_L, c->image_D, I2V_IMAGE_TOKENS, S(m)->tcfg.image_dim);
+    const size_t fhw = (size_t)sh->frames * sh->height * sh->width, hw = (size_t)sh->height * sh->width;
+    run->cond = cvx_calloc((MASK_CHANNELS + (size_t)sh->channels) * fhw, sizeof(float));   // [4 + z, F, h, w]
+    for (int k = 0; k < MASK_CHANNELS; k++)
+        for (size_t i = 0; i < hw; i++) run->cond[k * fhw + i] = 1.0f;   /* latent frame 0 */
+    wan_vae v = vae_cfg_only(m);
+    wan_vae_normalize(&v, c->mean, sh->frames, sh->height, sh->width, run->cond + MASK_CHANNELS * fhw);
+    run->image_tokens = cvx_alloc_f32((size_t)c->image_L * c->image_D);
+    memcpy(run->image_tokens, c->image_embeds, sizeof(float) * c->image_L * c->image_D);
+    run->loop.cond = run->cond;
+    run->loop.image_tokens = run->image_tokens, run->loop.image_L = c->image_L;
+    return 0;
+}
+
+static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
+                        cvx_sample_run *run) {
+    if (load_transformer(m)) return -1;
+    const wan_config *c = &S(m)->tcfg;
+    cvx_loop_params *lp = &run->loop;
+    *lp = (cvx_loop_params){
+        .frames = p->frames, .height = p->height, .width = p->width, .num_inference_steps = p->num_inference_steps,
+        .guidance_scale = p->guidance_scale, .seed = p->seed, .vae_scale_spatial = m->info.vae_scale_spatial,
+        .vae_scale_temporal = m->info.vae_scale_temporal, .cfg_dist = p->cfg_dist, .sp_dist = p->sp_dist,
+        .world_dist = p->world_dist, .cache_threshold = p->cache_threshold};
+    if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
+    else wan_teacache_coefficients(c, p->height, p->width, lp->teacache_coefficients);
+    cvx_latent_shape *sh = &run->shape;
+    if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
+    if (emb->D != c->text_dim)
+        return cvx_error("embeddings [%d, %d], expected [L, %d] (the Wan transformer's text_dim)", emb->L, emb->D,
+                         c->text_dim);
+    const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
+    cvx_info("Wan transformer: %d layers, %d heads x %d%s; %s scheduler, %d steps, guidance %g%s, seed %llu",
+             c->num_layers, c->num_attention_heads, c->attention_head_dim, c->image_dim ? ", image-to-video" : "",
+             sched->type->name, lp->num_inference_steps, lp->guidance_scale,
+             lp->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)lp->seed);
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", lp->frames, lp->width, lp->height, sh->channels,
+             sh->frames, sh->height, sh->width);
+    if (mode == CVX_MODE_V2V) {
+        if (cvx_strength_t_start(lp->num_inference_steps, p->strength, &lp->t_start) ||
+            cvx_scheduler_set_timesteps(sched, lp->num_inference_steps) || prepare_v2v(m, p->conditioning, sched, run))
+            return -1;
+    } else if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, run)) {
+        return -1;
+    }
+    wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0);
+    run->preview_rgb = wan_latent_rgb;
+    return 0;
+}
+
+/* The loop's layout is the file's: [1, C, F, h, w]. */
+static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out) {
+    (void)m;
+    out->C = sh->channels, out->T = sh->frames, out->h = sh->height, out->w = sh->width;
+    out->data = cvx_alloc_f32(sh->numel);
+    memcpy(out->data, latents, sh->numel * sizeof(float));
+}
+
+/* ---- stage 3 ---- */
+typedef struct {
+    float *dst;   /* [3, T, H, W] */
+    int T;
+} frames_sink;
+
+static int take_frames(void *user, const float *frames, int t0, int n, int H, int W) {
+    frames_sink *s = user;
+    const size_t hw = (size_t)H * W;
+    for (int c = 0; c < 3; c++)
+        memcpy(s->dst + ((size_t)c * s->T + t0) * hw, frames + (size_t)c * n * hw, sizeof(float) * n * hw);
+    return 0;
+}
+
+static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
+                  const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
+    if (load_vae(m)) return -1;
+    const wan_vae *v = S(m)->vae;
+    if (C != v->cfg.z_dim)
+        return cvx_error("%s: tensor 'latents' has %d channels (dim 1 of [B, C, T, H, W]), the Wan VAE of %s expects "
+                         "z_dim = %d", label, C, m->dir, v->cfg.z_dim);
+    if (B < 1 || T < 1 || h < 1 || w < 1) return cvx_error("%s: tensor 'latents' has an empty shape", label);
+    wan_vae_tiling tl;
+    wan_vae_tiling_default(&tl);
+    if (p->tile_height) tl.min_h = p->tile_height, tl.stride_h = p->tile_height * 3 / 4;
+    if (p->tile_width) tl.min_w = p->tile_width, tl.stride_w = p->tile_width * 3 / 4;
+    /* auto: tiles above the 720p frame (the decoder's activations grow with the frame, not the length) */
+    int tiled = p->tiling == CVX_TILING_ON ? wan_vae_tiling_applies(v, h, w, &tl)
+                : p->tiling == CVX_TILING_AUTO ? (long)h * w * v->spatial_ratio * v->spatial_ratio > 720L * 1280 &&
+                                                     wan_vae_tiling_applies(v, h, w, &tl)
+                                               : 0;
+    if (tiled && wan_vae_tiling_check(v, &tl)) return -1;
+    if (p->tiling == CVX_TILING_ON && !tiled)
+        cvx_info("tiling on: latents %dx%d fit one tile of %dx%d samples: decoding untiled", w, h, tl.min_w, tl.min_h);
+    cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE%s", B, C, T, h, w, tiled ? " in tiles" : "");
+    const size_t n = (size_t)B * C * T * h * w;
+    if (cvx_check_finite(zin, n, "latents")) return cvx_error_prefix("%s", label);
+    const int To = wan_vae_decoded_frames(v, T);
+    out->B = B, out->T = To, out->H = h * v->spatial_ratio, out->W = w * v->spatial_ratio, out->tiled = tiled;
+    out->data = cvx_calloc((size_t)B, sizeof *out->data);
+    const int root = !p->dist || cvx_dist_rank(p->dist) == 0;
+    if (p->dist && cvx_dist_size(p->dist) > 1) cvx_info("Wan VAE decode: rank 0 decodes alone");
+    cvx_progress bar;
+    cvx_progress_begin(&bar, "vae decode", B * wan_vae_decode_steps(v, T, h, w, tiled ? &tl : NULL), progress, user);
+    for (int b = 0; b < B && root; b++) {
+        out->data[b] = cvx_alloc_f32((size_t)3 * To * out->H * out->W);
+        frames_sink sink = {out->data[b], To};
+        if (wan_vae_decode(v, zin + (size_t)b * C * T * h * w, T, h, w, tiled ? &tl : NULL, take_frames, &sink,
+                           &bar)) {
+            cvx_frames_free(out);
+            return cvx_error_prefix("%s", label);
+        }
+    }
+    cvx_progress_finish(&bar);
+    for (int b = 0; b < B && root; b++)
+        if (cvx_check_finite(out->data[b], (size_t)3 * out->T * out->H * out->W, "decoded")) {
+            cvx_error_prefix("%s: sample %d", label, b);
+            cvx_frames_free(out);
+            return -1;
+        }
+    return 0;
+}
+
+static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
+
+const cvx_family cvx_family_wan = {
+    .name = "Wan", .classes = wan_classes, .claims = wan_claims, .open = wan_open, .close = wan_close,
+    .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
+    .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
+    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,
+};

@@ -1,0 +1,19 @@
+/* ftfy 6.3.1 ("fixes text for you") in C: fix_text with the default TextFixerConfig, as diffusers'
+ * WanPipeline runs it on every prompt. What is covered and how: stage1/ftfy.c. */
+#ifndef CVX_STAGE1_FTFY_H
+#define CVX_STAGE1_FTFY_H
+
+#include "pystr.h"
+
+/* ftfy.fix_text(text): appends the fixed text to out. -1 + cvx_error only if ICU fails. */
+int ftfy_fix_text(const uint32_t *text, size_t n, pystr *out);
+
+/* Pieces, exposed for tests. */
+/* ftfy.badness.is_bad(text): BADNESS_RE finds a likely mojibake sequence. */
+int ftfy_is_bad(const uint32_t *text, size_t n);
+/* ftfy.fix_encoding(text), appended to out. */
+void ftfy_fix_encoding(const uint32_t *text, size_t n, pystr *out);
+/* ftfy.fixes.unescape_html(text), appended to out. */
+void ftfy_unescape_html(const uint32_t *text, size_t n, pystr *out);
+
+#endif

@@ -1,0 +1,188 @@
+/* Wan 2.1 in stage 2 (wan_family.h): the denoiser adapter over stage2/wan.c and the latent shape
+ * rules of WanPipeline. */
+#include "stage2/wan_family.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+typedef struct {
+    int cond_channels;             /* I2V: 4 + z channels appended to the latents; 0 otherwise */
+    float *x;                      /* [C + cond_channels, F, H, W] I2V input */
+} wan_priv;
+
+static wan_transformer *tr(cvx_denoiser *d) { return d->model; }
+
+static int wd_prepare(cvx_denoiser *d, int F, int H, int W) {
+    wan_priv *p = d->priv;
+    const wan_config *c = wan_get_config(tr(d));
+    free(p->x);
+    p->x = NULL;
+    d->F = F, d->H = H, d->W = W;
+    d->n_latent = (size_t)c->out_channels * F * H * W;
+    d->n_out = d->n_latent;
+    if (c->in_channels != c->out_channels + p->cond_channels)
+        return cvx_error("the Wan transformer takes %d input channels, this run gives %d latent + %d conditioning "
+                         "channels", c->in_channels, c->out_channels, p->cond_channels);
+    if (p->cond_channels) p->x = cvx_alloc_f32((size_t)c->in_channels * F * H * W);
+    return 0;
+}
+
+/* torch.cat([latents, condition], dim=1): channel-major, so the condition follows the latents */
+static const float *wd_input(cvx_denoiser *d, const cvx_denoise_input *in) {
+    wan_priv *p = d->priv;
+    if (!p->cond_channels) return in->x;
+    CVX_CHECK(in->cond != NULL);
+    const size_t fhw = d->n_latent / (size_t)wan_get_config(tr(d))->out_channels;
+    memcpy(p->x, in->x, d->n_latent * sizeof(float));
+    memcpy(p->x + d->n_latent, in->cond, (size_t)p->cond_channels * fhw * sizeof(float));
+    return p->x;
+}
+
+static int wd_forward(cvx_denoiser *d, const cvx_denoise_input *in, float *out) {
+    const float t = (float)in->t;   /* the scheduler's values are float32 (exact in double) */
+    return wan_forward(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, in->image, in->L_img, &t, out);
+}
+
+static int wd_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
+    const float t = (float)in->t;
+    wan_fwd *wf = cvx_malloc(sizeof *wf);
+    if (wan_forward_embed(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, in->image, in->L_img, &t,
+                          wf)) {
+        free(wf);
+        return -1;
+    }
+    /* TeaCache compares the time embedding (TeaCache4Wan2.1: e, or e0 = timestep_proj with use_ret_steps) */
+    *f = (cvx_fwd){.S = wf->S, .L = 0, .N = wf->S, .D = wf->D, .E = wf->D, .h = wf->h, .emb = wf->temb,
+                   .row0 = wf->row0, .nrows = wf->nrows, .impl = wf};
+    return 0;
+}
+
+static void wd_blocks(cvx_denoiser *d, cvx_fwd *f, int first, int count) {
+    wan_fwd *wf = f->impl;
+    wf->h = f->h;
+    wan_forward_blocks(tr(d), wf, first, count);
+}
+
+static void wd_finalize(cvx_denoiser *d, cvx_fwd *f, float *out) {
+    wan_fwd *wf = f->impl;
+    wf->h = f->h;
+    wan_forward_finalize(tr(d), wf, out);
+    free(wf);
+    f->impl = NULL;
+}
+
+static void wd_abort(cvx_denoiser *d, cvx_fwd *f) {
+    (void)d;
+    if (!f->impl) return;
+    wan_forward_abort(f->impl);
+    free(f->impl);
+    f->impl = NULL;
+}
+
+static int wd_set_sp(cvx_denoiser *d, struct cvx_dist *sp) { return wan_set_sp(tr(d), sp); }
+
+static void wd_comm(cvx_denoiser *d, double *seconds, double *bytes) {
+    wan_stats st = wan_get_stats(tr(d));
+    *seconds = st.t_comm, *bytes = st.bytes_sent;
+}
+
+static void wd_free(cvx_denoiser *d) {
+    wan_priv *p = d->priv;
+    if (p) { free(p->x); free(p); }
+    d->priv = NULL;
+}
+
+static const cvx_denoiser_type wan_denoiser = {
+    .name = "Wan transformer", .prepare = wd_prepare, .forward = wd_forward, .embed = wd_embed,
+    .blocks = wd_blocks, .finalize = wd_finalize, .abort = wd_abort, .set_sp = wd_set_sp, .comm = wd_comm,
+    .free = wd_free,
+};
+
+void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels) {
+    wan_priv *p = cvx_calloc(1, sizeof *p);
+    p->cond_channels = cond_channels;
+    *d = (cvx_denoiser){.type = &wan_denoiser, .model = m, .priv = p, .num_layers = wan_get_config(m)->num_layers,
+                        .text_dim = wan_get_config(m)->text_dim};
+}
+
+int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out) {
+    const int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mh = sp * c->patch_h, mw = sp * c->patch_w;
+    memset(out, 0, sizeof *out);
+    if (p->frames < 1 || (p->frames - 1) % ts != 0) {
+        int lower = p->frames > 1 ? (p->frames - 1) / ts * ts + 1 : 1;
+        return cvx_error("--frames %d: the frame count must be %dk+1 (VAE temporal factor %d), e.g. %d or %d",
+                         p->frames, ts, ts, lower, lower + ts);
+    }
+    if (p->height < mh || p->height % mh != 0)
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->height,
+                         mh, sp, c->patch_h);
+    if (p->width < mw || p->width % mw != 0)
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->width, mw,
+                         sp, c->patch_w);
+    if (p->num_inference_steps < 1)
+        return cvx_error("--num_inference_steps %d: must be at least 1", p->num_inference_steps);
+    if (!(p->guidance_scale >= 0) || !isfinite(p->guidance_scale))
+        return cvx_error("--guidance_scale %g: must be a finite number >= 0", p->guidance_scale);
+    if (z_dim != c->out_channels)
+        return cvx_error("the VAE's z_dim %d differs from the transformer's out_channels %d (components of different "
+                         "models?)", z_dim, c->out_channels);
+    out->frames = (p->frames - 1) / ts + 1;
+    out->channels = c->out_channels;
+    out->height = p->height / sp;
+    out->width = p->width / sp;
+    out->numel = (size_t)out->frames * out->channels * out->height * out->width;
+    out->channels_major = 1;
+    return 0;
+}
+
+int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
+                         const char *file) {
+    const cvx_tensor *ts[2] = {prompt, negative};
+    for (int k = 0; k < 2; k++) {
+        const cvx_tensor *t = ts[k];
+        if (!t) return cvx_error("%s: tensor '%s' is missing", file, k ? "negative_prompt_embeds" : "prompt_embeds");
+        char got[128];
+        cvx_shape_str(t->ndim, t->shape, got, sizeof got);
+        if (!cvx_dtype_is_float(t->dtype))
+            return cvx_error("%s: tensor '%s' has dtype %s, expected a float dtype", file, t->name,
+                             cvx_dtype_name(t->dtype));
+        if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != c->text_dim)
+            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (text_dim %d of the Wan "
+                             "transformer: embeddings from another text encoder or model?)",
+                             file, t->name, got, L, c->text_dim, c->text_dim);
+        if (t->shape[1] != L)
+            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (WanPipeline's text length %d)", file,
+                             t->name, got, L, c->text_dim, L);
+    }
+    return 0;
+}
+
+static const struct { const char *name; double c[5]; } teacache_sets[] = {
+    {"Wan2.1-T2V-1.3B", {2.39676752e+03, -1.31110545e+03, 2.01331979e+02, -8.29855975e+00, 1.37887774e-01}},
+    {"Wan2.1-T2V-14B", {-5784.54975374, 5449.50911966, -1811.16591783, 256.27178429, -13.02252404}},
+    {"Wan2.1-I2V-14B-480P", {-3.02331670e+02, 2.23948934e+02, -5.25463970e+01, 5.87348440e+00, -2.01973289e-01}},
+    {"Wan2.1-I2V-14B-720P", {-114.36346466, 65.26524496, -18.82220707, 4.91518089, -0.23412683}},
+};
+
+const char *wan_teacache_coefficients(const wan_config *c, int height, int width, double out[5]) {
+    const int dim = c->num_attention_heads * c->attention_head_dim;
+    int k;
+    if (c->image_dim > 0 || c->in_channels != c->out_channels) k = (long)height * width >= 720L * 1280 ? 3 : 2;
+    else k = dim <= 2048 ? 0 : 1;   /* 1.3B: 1536 wide; 14B: 5120 */
+    memcpy(out, teacache_sets[k].c, sizeof teacache_sets[k].c);
+    return teacache_sets[k].name;
+}
+
+const cvx_latent_rgb wan_latent_rgb = {
+    .factors = {{-0.1299f, -0.1692f, 0.2932f}, {0.0671f, 0.0406f, 0.0442f}, {0.3568f, 0.2548f, 0.1747f},
+                {0.0372f, 0.2344f, 0.1420f},   {0.0313f, 0.0189f, -0.0328f}, {0.0296f, -0.0956f, -0.0665f},
+                {-0.3477f, -0.4059f, -0.2925f}, {0.0166f, 0.1902f, 0.1975f}, {-0.0412f, 0.0267f, -0.1364f},
+                {-0.1293f, 0.0740f, 0.1636f},  {0.0680f, 0.3019f, 0.1128f},  {0.0032f, 0.0581f, 0.0639f},
+                {-0.1251f, 0.0927f, 0.1699f},  {0.0060f, -0.0633f, 0.0005f}, {0.3477f, 0.2275f, 0.2950f},
+                {0.1984f, 0.0913f, 0.1861f}},
+    .bias = {-0.1835f, -0.0868f, -0.3360f},
+    .gain = 1.0f,
+};

@@ -1,0 +1,38 @@
+/* Wan 2.1 in stage 2: the transformer behind the denoiser interface (stage2/denoiser.h) and the
+ * latent shape rules of WanPipeline (diffusers 0.33.1). */
+#ifndef CVX_STAGE2_WAN_FAMILY_H
+#define CVX_STAGE2_WAN_FAMILY_H
+
+#include "safetensors.h"
+#include "stage2/denoiser.h"
+#include "stage2/preview.h"
+#include "stage2/sampler.h"
+#include "stage2/wan.h"
+
+/* The denoiser over a loaded transformer (borrowed). The input is x [C, F, H, W] followed on the
+ * channel axis by in.cond when given (I2V: [mask 4 + z, F, H, W]); in.image: the CLIP image
+ * embeddings [L_img, image_dim]. Free with cvx_denoiser_free. */
+void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels);
+
+/* The latent shape [1, z, (frames − 1)/4 + 1, height/8, width/8] for a request, after checking
+ * frames = 4k+1 and height/width multiples of vae_scale·patch (16). z: the VAE's z_dim.
+ * -1 + a clear cvx_error naming the flag. */
+int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out);
+
+/* prompt_embeds / negative_prompt_embeds must be float [1, L, text_dim] (L = 512 as WanPipeline
+ * writes them). `file` names the file in messages. */
+int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
+                         const char *file);
+
+/* ComfyUI's Wan 2.1 latent → RGB factors (comfy/latent_formats.py, class Wan21, Comfy-Org/ComfyUI
+ * @ 9a9a69fd), applied to the normalised (model-space) latents with gain 1. */
+extern const cvx_latent_rgb wan_latent_rgb;
+
+/* TeaCache4Wan2.1's published coefficients (ali-vilab/TeaCache, TeaCache4Wan2.1/teacache_generate.py
+ * @ 8ae35034, use_ret_steps False: the rule compares the time embedding e; first and last steps
+ * computed — the CogVideoX rule): T2V-1.3B (dim 1536), T2V-14B, I2V-14B 480P / 720P. The two I2V
+ * checkpoints have the same config, so the run's size picks (720P from 720×1280 pixels up; the
+ * script picks by the checkpoint's directory name). Returns the set's name. */
+const char *wan_teacache_coefficients(const wan_config *c, int height, int width, double out[5]);
+
+#endif
