@@ -6,6 +6,10 @@
 #include "testutil.h"
 #include "config.h"
 #include "safetensors.h"
+#include "dtype.h"
+#include "pipeline/cogvideox.h"
+
+#include <limits.h>
 
 #include <sys/stat.h>
 
@@ -236,6 +240,66 @@ static void test_v2v_i2v_programs(void **state) {
     tu_rmrf(dir);
 }
 
+/* The staged TPU pipeline's Wan files, both ways: its BF16 latents (metadata dtype_info only, no
+ * hashes, its generation_config.json keys) decode here as our own decode of the same bf16 values;
+ * our stage-1 file has its tensors, shapes and dtype. */
+static void test_tpu_files(void **state) {
+    (void)state;
+    char dir[256], cmd[4096], path[512], model[PATH_MAX], json[PATH_MAX + 512];
+    tu_mkdtemp(dir, sizeof dir);
+    if (!realpath(WG "/e2e_t2v_1.3b/model", model)) fail_msg("realpath failed");
+    cvx_safetensors *g = tu_open(WG "/e2e_t2v_1.3b/expected.safetensors");
+    const cvx_tensor *fl = cvx_st_find(g, "final_latents");   /* [1, 16, 3, 6, 8] */
+    float *lat = cvx_tensor_f32_dup(fl);
+    for (int64_t i = 0; i < fl->numel; i++) lat[i] = cvx_bf16_to_f32(cvx_f32_to_bf16(lat[i]));
+    cvx_st_writer *w = cvx_stw_new();
+    ASSERT_OK(cvx_stw_add_f32(w, "latents", CVX_BF16, 5, fl->shape, lat));
+    ASSERT_OK(cvx_stw_metadata(w, "dtype_info", "{\"latents\": \"bfloat16\"}"));
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    ASSERT_OK(cvx_stw_write(w, path));
+    cvx_stw_free(w);
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    snprintf(json, sizeof json, "{\"prompt\": \"x\", \"negative_prompt\": \"\", \"model_id\": \"%s\", "
+             "\"num_inference_steps\": 4, \"guidance_scale\": 5.0, \"seed\": 42, \"height\": 48, \"width\": 64, "
+             "\"frames\": 9}", model);
+    tu_write(path, json, strlen(json));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors",
+             s3, dir, dir, dir);
+    tu_run_ok(cmd);
+    /* the same values through the API */
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = 2});
+    assert_non_null(m);
+    cvx_decode_params dp = {0};
+    cvx_frames fr;
+    ASSERT_OK(cvx_decode(m, &dp, lat, 1, 16, 3, 6, 8, "latents", NULL, NULL, &fr));
+    snprintf(path, sizeof path, "%s/frames.safetensors", dir);
+    cvx_safetensors *f = tu_open(path);
+    size_t n;
+    float *got = tu_f32(f, "decoded", &n);
+    assert_int_equal(n, (size_t)3 * fr.T * fr.H * fr.W);
+    assert_memory_equal(got, fr.data[0], n * sizeof(float));
+    free(got);
+    cvx_st_close(f);
+    cvx_frames_free(&fr);
+    cvx_model_close(m);
+    free(lat);
+    cvx_st_close(g);
+    /* ours -> theirs: stage 1 writes prompt_embeds / negative_prompt_embeds [1, 512, D] F32 + dtype_info */
+    stage1("e2e_t2v_1.3b", dir, "");
+    snprintf(path, sizeof path, "%s/stage1_embeddings.safetensors", dir);
+    cvx_safetensors *e = tu_open(path);
+    const char *names[2] = {"prompt_embeds", "negative_prompt_embeds"};
+    for (int k = 0; k < 2; k++) {
+        const cvx_tensor *t = cvx_st_find(e, names[k]);
+        assert_non_null(t);
+        assert_int_equal(t->dtype, CVX_F32);
+        assert_true(t->ndim == 3 && t->shape[0] == 1 && t->shape[1] == 512 && t->shape[2] == 32);
+    }
+    assert_non_null(cvx_st_metadata(e, "dtype_info"));
+    cvx_st_close(e);
+    tu_rmrf(dir);
+}
+
 /* Bad inputs (issue 20): one line naming what is wrong, exit != 0, no output left behind. */
 static void expect_refused(const char *cmd, const char *want, const char *must_not_exist) {
     char err[8192];
@@ -330,6 +394,7 @@ int main(void) {
         cmocka_unit_test(test_t2v_programs),
         cmocka_unit_test(test_caching),
         cmocka_unit_test(test_v2v_i2v_programs),
+        cmocka_unit_test(test_tpu_files),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
