@@ -31,8 +31,9 @@ void cvx_sample_run_free(cvx_sample_run *r);
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
     const char *const *classes;    /* the model_index.json `_class_name`s it serves, NULL-terminated */
-    /* a directory without model_index.json belongs to the family when this says so (its configs) */
-    int (*claims)(const char *dir);
+    /* a directory without model_index.json belongs to the family whose transformer/config.json
+     * has this _class_name */
+    const char *transformer_class;
 
     /* Read the model's configs (those present), fill m->info, set m->fam. -1 + cvx_error */
     int (*open)(cvx_model *m);

@@ -56,20 +56,6 @@ static void fill_info(cvx_model *m) {
 }
 
 
-static int cog_claims(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/transformer/config.json", dir);
-    cvx_config c;
-    const char *cls = NULL;
-    int yes = 0;
-    if (cvx_is_file(path) && !cvx_config_load(&c, path)) {
-        yes = !cvx_cfg_str(&c, "_class_name", &cls) && !strcmp(cls, "CogVideoXTransformer3DModel");
-        cvx_config_free(&c);
-    }
-    cvx_clear_error();
-    return yes;
-}
-
 static int cog_open(cvx_model *m) {
     char path[4300];
     if (m->transformer_file[0] || m->text_encoder_file[0] || m->vae_file[0])
@@ -504,7 +490,7 @@ static const char *const cog_classes[] = {"CogVideoXPipeline", "CogVideoXImageTo
                                           "CogVideoXVideoToVideoPipeline", NULL};
 
 const cvx_family cvx_family_cogvideox = {
-    .name = "CogVideoX", .classes = cog_classes, .claims = cog_claims, .open = cog_open, .close = cog_close,
+    .name = "CogVideoX", .classes = cog_classes, .transformer_class = "CogVideoXTransformer3DModel", .open = cog_open, .close = cog_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
     .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,

@@ -36,7 +36,8 @@
 #define DEFAULT_GUIDANCE 5.0         /* WanPipeline.__call__'s guidance_scale */
 #define DEFAULT_STRENGTH 0.8         /* WanVideoToVideoPipeline.__call__'s strength */
 #define I2V_IMAGE_TOKENS 257         /* diffusers 0.33.1 splits the first 257 encoder rows off as the image's */
-#define MASK_CHANNELS 4              /* I2V: the temporal VAE factor's frames of the first-frame mask */
+#define MASK_CHANNELS 4
+#define WAN_AUTO_TILING_BUDGET (12.0 * 1024 * 1024 * 1024)   /* --tiling auto: the untiled peak above this tiles */              /* I2V: the temporal VAE factor's frames of the first-frame mask */
 
 typedef struct {
     wan_config tcfg;                 /* transformer/config.json (when m->has_denoiser_config) */
@@ -58,20 +59,6 @@ static void component_path(const cvx_model *m, const char *comp, const char *fil
 }
 
 /* ---- open / close ---- */
-static int wan_claims(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/transformer/config.json", dir);
-    cvx_config c;
-    const char *cls = NULL;
-    int yes = 0;
-    if (cvx_is_file(path) && !cvx_config_load(&c, path)) {
-        yes = !cvx_cfg_str(&c, "_class_name", &cls) && !strcmp(cls, "WanTransformer3DModel");
-        cvx_config_free(&c);
-    }
-    cvx_clear_error();
-    return yes;
-}
-
 /* The defaults of WanPipeline and the model cards: 81 frames of 480×832 at 16 fps, guidance 5. */
 static void fill_info(cvx_model *m) {
     cvx_model_info *i = &m->info;
@@ -515,15 +502,22 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     wan_vae_tiling_default(&tl);
     if (p->tile_height) tl.min_h = p->tile_height, tl.stride_h = p->tile_height * 3 / 4;
     if (p->tile_width) tl.min_w = p->tile_width, tl.stride_w = p->tile_width * 3 / 4;
-    /* auto: tiles above the 720p frame (the decoder's activations grow with the frame, not the length) */
+    /* auto: tiles when the untiled decode's estimated peak (flat in the frame count: the causal
+     * caches and one frame's activations) is over the budget: 480x832 ~6.9 GB stays untiled as
+     * upstream, 720x1280 ~15 GB tiles (~3.3 GB) */
+    const double untiled_peak = wan_vae_estimate_peak_bytes(v, T, h, w, NULL);
     int tiled = p->tiling == CVX_TILING_ON ? wan_vae_tiling_applies(v, h, w, &tl)
-                : p->tiling == CVX_TILING_AUTO ? (long)h * w * v->spatial_ratio * v->spatial_ratio > 720L * 1280 &&
-                                                     wan_vae_tiling_applies(v, h, w, &tl)
+                : p->tiling == CVX_TILING_AUTO ? untiled_peak > WAN_AUTO_TILING_BUDGET && wan_vae_tiling_applies(v, h, w, &tl)
                                                : 0;
     if (tiled && wan_vae_tiling_check(v, &tl)) return -1;
     if (p->tiling == CVX_TILING_ON && !tiled)
         cvx_info("tiling on: latents %dx%d fit one tile of %dx%d samples: decoding untiled", w, h, tl.min_w, tl.min_h);
-    cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE%s", B, C, T, h, w, tiled ? " in tiles" : "");
+    if (tiled)
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE in tiles of %dx%d samples (~%.1f GB peak)", B,
+                 C, T, h, w, tl.min_w, tl.min_h, wan_vae_estimate_peak_bytes(v, T, h, w, &tl) / 1e9);
+    else
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE (untiled, ~%.1f GB estimated peak%s)", B, C, T,
+                 h, w, untiled_peak / 1e9, p->tiling == CVX_TILING_OFF ? ", --tiling off" : "");
     const size_t n = (size_t)B * C * T * h * w;
     if (cvx_check_finite(zin, n, "latents")) return cvx_error_prefix("%s", label);
     const int To = wan_vae_decoded_frames(v, T);
@@ -555,7 +549,7 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
 static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
 
 const cvx_family cvx_family_wan = {
-    .name = "Wan", .classes = wan_classes, .claims = wan_claims, .open = wan_open, .close = wan_close,
+    .name = "Wan", .classes = wan_classes, .transformer_class = "WanTransformer3DModel", .open = wan_open, .close = wan_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
     .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,

@@ -24,16 +24,6 @@ typedef struct {
     int dynamic;
 } cond_case;
 
-static void quote(char *out, size_t n, const char *s) {
-    size_t k = 0;
-    out[k++] = '\'';
-    for (; *s && k + 5 < n; s++) {
-        if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
-        else out[k++] = *s;
-    }
-    out[k++] = '\'';
-    out[k] = 0;
-}
 
 static void load_case(cond_case *c, const char *name) {
     char path[512];
@@ -97,8 +87,8 @@ static void run_cli_case(const char *name, int is_video, int pad_frames) {
     tu_program(s1, sizeof s1, "stage1");
     tu_program(s2, sizeof s2, "stage2");
     tu_program(s3, sizeof s3, "stage3");
-    quote(qp, sizeof qp, c.prompt);
-    quote(qn, sizeof qn, c.negative);
+    tu_shell_quote(qp, sizeof qp, c.prompt);
+    tu_shell_quote(qn, sizeof qn, c.negative);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s %s %s "
              "--height %lld --width %lld", s1, qp, qn, model, dir, is_video ? "--video" : "--image", input,
              (long long)c.height, (long long)c.width);
@@ -540,7 +530,7 @@ static void test_v2v_resume(void **s) {
     tu_mkdtemp(dir, sizeof dir);
     tu_program(s1, sizeof s1, "stage1");
     tu_program(s2, sizeof s2, "stage2");
-    quote(qp, sizeof qp, c.prompt);
+    tu_shell_quote(qp, sizeof qp, c.prompt);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, qp, model, dir);
     tu_run_ok(cmd);

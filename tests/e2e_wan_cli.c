@@ -25,17 +25,6 @@ static int setup(void **state) {
     return 0;
 }
 
-/* Shell-quote s into out as '...'. */
-static void quote(char *out, size_t n, const char *s) {
-    size_t k = 0;
-    out[k++] = '\'';
-    for (; *s && k + 5 < n; s++) {
-        if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
-        else out[k++] = *s;
-    }
-    out[k++] = '\'';
-    out[k] = 0;
-}
 
 /* call.<key> of a case as a string ("" when absent) */
 static void call_str(const char *name, const char *key, char *out, size_t n) {
@@ -55,8 +44,8 @@ static void stage1(const char *name, const char *dir, const char *extra) {
     char p[1024], neg[1024], qp[1100], qn[1100], cmd[4096];
     call_str(name, "prompt", p, sizeof p);
     call_str(name, "negative_prompt", neg, sizeof neg);
-    quote(qp, sizeof qp, p);
-    quote(qn, sizeof qn, neg);
+    tu_shell_quote(qp, sizeof qp, p);
+    tu_shell_quote(qn, sizeof qn, neg);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir " WG "/%s/model --output_dir %s %s",
              s1, qp, qn, name, dir, extra);
     tu_run_ok(cmd);
