@@ -480,8 +480,14 @@ static int compare_inputs(const cvx_dist_inputs *in, const cvx_dist_input *ref, 
         if (a->hash != b->hash)
             return cvx_error("%s differs from rank 0: %s here, %s on rank 0", a->name, a->detail, b->detail);
     }
-    if (in->n != n_ref)
-        return cvx_error("%d inputs listed here but %d on rank 0 (different program versions?)", in->n, n_ref);
+    /* one list is longer: name what the other rank does not read (issue 21: "17 inputs listed here
+     * but 18 on rank 0" was all a --resume given to rank 0 alone said) */
+    if (in->n < n_ref)
+        return cvx_error("rank 0 also reads %s (%s), this rank does not (different flags or program versions?)",
+                         ref[in->n].name, ref[in->n].detail);
+    if (in->n > n_ref)
+        return cvx_error("this rank also reads %s (%s), rank 0 does not (different flags or program versions?)",
+                         in->items[n_ref].name, in->items[n_ref].detail);
     return 0;
 }
 

@@ -134,10 +134,20 @@ void cvx_par_check_sample_inputs(cvx_dist *world, cvx_model *m, const void *fing
     check(world, &in);
 }
 
-void cvx_par_check_decode_inputs(cvx_dist *world, cvx_model *m, const char *latents, const char *settings) {
+static void add_flag(void *in, const char *name, const char *value) { cvx_dist_inputs_add_setting(in, name, value); }
+
+void cvx_par_check_flags(cvx_dist *world, const cvx_flag *flags) {
     if (cvx_dist_world_size(world) == 1) return;
     cvx_dist_inputs in = {0};
-    cvx_dist_inputs_add_setting(&in, "decode settings", settings);
+    cvx_flags_each_agreed(flags, add_flag, &in);
+    const int rc = cvx_dist_check_inputs(world, &in);   /* its first agreement meets a rank's cvx_die */
+    cvx_dist_inputs_free(&in);
+    if (rc) cvx_par_fail(world);
+}
+
+void cvx_par_check_decode_inputs(cvx_dist *world, cvx_model *m, const char *latents) {
+    if (cvx_dist_world_size(world) == 1) return;
+    cvx_dist_inputs in = {0};
     cvx_dist_inputs_add_file(&in, "latents", latents, 1);
     add_component(&in, m, "vae", "config.json");
     check(world, &in);
