@@ -17,7 +17,9 @@
 #include "validate.h"
 #include "rng_lowp.h"
 
-#define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
+/* v2: the content hash (issue 21); a v1 checkpoint (no hash) is refused by name */
+#define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v2"
+#define CHECKPOINT_SEAL "content_xxh64"
 
 double cvx_guidance_at(const cvx_loop_params *p, double t) {
     if (!p->use_dynamic_cfg) return p->guidance_scale;
@@ -45,7 +47,9 @@ void cvx_fingerprint_set(cvx_fingerprint *fp, const char *key, const char *fmt, 
  * tensors: latents F32 [1, F, C, h, w]; step I64 [1] (steps done); generator U8
  * [sizeof(cvx_generator)] (the POD state byte for byte); whatever the scheduler's save_state adds
  * (DPM: old_pred_original_sample F32 [1, F, C, h, w]).
- * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
+ * metadata: format, steps_done, run.<key> for every fingerprint entry, and content_xxh64: the
+ * hash of all of the above (cvx_stw_seal), checked before anything is used: one flipped bit in
+ * the latents, or a step set to the total, resumed with exit 0 and wrong latents (issue 21). */
 static int checkpoint_write(const cvx_checkpointing *ck, const cvx_latent_shape *sh, const float *latents,
                             int steps_done, const cvx_scheduler *s, const cvx_generator *g,
                             cvx_cache *cache) {
@@ -65,6 +69,7 @@ static int checkpoint_write(const cvx_checkpointing *ck, const cvx_latent_shape 
         snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
         rc |= cvx_stw_metadata(w, key, ck->fingerprint->value[i]);
     }
+    rc |= cvx_stw_seal(w, CHECKPOINT_SEAL);   /* last: the hash of everything above */
     if (rc == 0) rc = cvx_stw_write(w, ck->path);
     cvx_stw_free(w);
     return rc ? cvx_error_prefix("writing checkpoint %s", ck->path) : 0;
@@ -82,8 +87,15 @@ static int checkpoint_read(const cvx_checkpointing *ck, const cvx_latent_shape *
     int rc = -1;
     const char *fmt = cvx_st_metadata(st, "format");
     if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0) {
-        cvx_error("%s: not a stage2 checkpoint of this program (metadata 'format' is %s%s%s, expected \"%s\")", path,
-                  fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", CHECKPOINT_FORMAT);
+        cvx_error("%s: not a stage2 checkpoint of this program (metadata 'format' is %s%s%s, expected \"%s\")%s", path,
+                  fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", CHECKPOINT_FORMAT,
+                  fmt && !strcmp(fmt, "cogvideox.c stage2 checkpoint v1")
+                      ? ": written by an older build without a content hash; run without --resume to start over"
+                      : "");
+        goto done;
+    }
+    if (cvx_st_check_seal(st, CHECKPOINT_SEAL)) {   /* nothing of a changed file is used */
+        cvx_error_prefix("--resume");
         goto done;
     }
     for (int i = 0; ck->fingerprint && i < ck->fingerprint->n; i++) {
@@ -115,8 +127,13 @@ static int checkpoint_read(const cvx_checkpointing *ck, const cvx_latent_shape *
     }
     int64_t step;
     memcpy(&step, ts->data, sizeof step);
-    if (step < 1 || step > n_steps) {
-        cvx_error("%s: step %lld out of range 1..%d", path, (long long)step, n_steps);
+    /* a checkpoint is written after a step that is not the last: 1 .. n_steps - 1 */
+    const char *meta_step = cvx_st_metadata(st, "steps_done");
+    char step_text[32];
+    snprintf(step_text, sizeof step_text, "%lld", (long long)step);
+    if (step < 1 || step >= n_steps || !meta_step || strcmp(meta_step, step_text) != 0) {
+        cvx_error("%s: step %lld (metadata steps_done %s) out of range 1..%d: a checkpoint is written after a step "
+                  "that is not the last", path, (long long)step, meta_step ? meta_step : "missing", n_steps - 1);
         goto done;
     }
     if (!tg || tg->dtype != CVX_U8 || tg->numel != (int64_t)sizeof(*g)) {

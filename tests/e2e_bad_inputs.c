@@ -228,6 +228,34 @@ static void make_checkpoint(const char *D, const char *extra) {
              D, g_good.model, extra);
     tu_run_ok(cmd);
 }
+/* D's checkpoint written again with metadata `key` = value (NULL: the same metadata), and sealed
+ * again unless `seal` is 0 (the crafted cases must reach the reader's own checks behind the
+ * content hash, issue 21) */
+static void rewrite_checkpoint(const char *D, const char *key, const char *value, int seal) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
+    size_t n;
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    cvx_st_writer *w = cvx_stw_new();
+    for (int i = 0; i < cvx_st_count(st); i++) {
+        const cvx_tensor *t = cvx_st_tensor(st, i);
+        ASSERT_OK(cvx_stw_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+    }
+    for (int i = 0; i < cvx_st_metadata_count(st); i++) {
+        const char *k, *v;
+        cvx_st_metadata_at(st, i, &k, &v);
+        if (!strcmp(k, "content_xxh64")) continue;
+        ASSERT_OK(cvx_stw_metadata(w, k, key && !strcmp(k, key) ? value : v));
+    }
+    if (seal) ASSERT_OK(cvx_stw_seal(w, "content_xxh64"));
+    ASSERT_OK(cvx_stw_write(w, p));
+    cvx_stw_free(w);
+    cvx_st_close(st);
+    free(buf);
+}
 static void p_checkpoint_bad_generator(const char *D, const char *X) {
     (void)X;
     make_checkpoint(D, "");
@@ -249,6 +277,49 @@ static void p_checkpoint_bad_generator(const char *D, const char *X) {
     cvx_st_close(st);
     tu_write(p, buf, n);
     free(buf);
+    rewrite_checkpoint(D, NULL, NULL, 1);
+}
+/* one bit of the latents flipped, or the step set to the total: resumed with exit 0 (issue 21) */
+static void p_checkpoint_flipped_bit(const char *D, const char *X) {
+    (void)X;
+    make_checkpoint(D, "");
+    char p[512];
+    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
+    size_t n;
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, "latents");
+    assert_non_null(t);
+    ((unsigned char *)t->data)[13] ^= 0x01;   /* the data lies inside buf: a low mantissa bit */
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+}
+static void p_checkpoint_step_total(const char *D, const char *X) {
+    (void)X;
+    make_checkpoint(D, "");
+    char p[512];
+    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
+    size_t n;
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, "step");
+    assert_true(t && t->dtype == CVX_I64);
+    const int64_t total = 2;   /* TU_STAGE2_SMALL's steps */
+    memcpy((void *)t->data, &total, sizeof total);
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+    rewrite_checkpoint(D, "steps_done", "2", 1);
+}
+static void p_checkpoint_v1(const char *D, const char *X) {   /* an older build's: no content hash */
+    (void)X;
+    make_checkpoint(D, "");
+    rewrite_checkpoint(D, "format", "cogvideox.c stage2 checkpoint v1", 0);
 }
 static void p_checkpoint_other_seed(const char *D, const char *X) { (void)X; make_checkpoint(D, "--seed 7"); }
 static void p_checkpoint_garbage(const char *D, const char *X) { (void)X; put(D, "stage2_checkpoint.safetensors", "xx"); }
@@ -382,6 +453,7 @@ static void p_checkpoint_nan(const char *D, const char *X) {
     (void)X;
     make_checkpoint(D, "");
     poke(D, "stage2_checkpoint.safetensors", "latents", 9, NAN);
+    rewrite_checkpoint(D, NULL, NULL, 1);
 }
 static void p_out_genconfig_corrupt(const char *D, const char *X) {
     (void)D;
@@ -586,6 +658,11 @@ static const bad_case CASES[] = {
     {"s2 resume without checkpoint", 2, "--resume", NULL, {"--resume", "checkpoint"}},
     {"s2 resume other settings", 2, "--resume", p_checkpoint_other_seed, {"--resume", "seed"}},
     {"s2 resume garbage checkpoint", 2, "--resume", p_checkpoint_garbage, {"stage2_checkpoint.safetensors"}},
+    {"s2 resume checkpoint with a flipped bit", 2, "--resume", p_checkpoint_flipped_bit,
+     {"stage2_checkpoint.safetensors", "changed or damaged", "content_xxh64"}},
+    {"s2 resume checkpoint at the last step", 2, "--resume", p_checkpoint_step_total,
+     {"stage2_checkpoint.safetensors", "step 2", "out of range 1..1"}},
+    {"s2 resume v1 checkpoint", 2, "--resume", p_checkpoint_v1, {"checkpoint v1", "older build"}},
     {"s2 resume crafted generator 624/624", 2, "--resume", p_checkpoint_bad_generator,
      {"stage2_checkpoint.safetensors", "generator", "next 624, left 624"}},
     /* ---- stage 3 ---- */
