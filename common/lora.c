@@ -66,12 +66,13 @@ static void keylist_add(keylist *l, const char *k) {
     l->n++;
 }
 
-static void keylist_str(const keylist *l, char *buf, size_t n) {
+static void keylist_str_max(const keylist *l, int max, char *buf, size_t n) {
     buf[0] = 0;
-    for (int i = 0; i < l->n && i < SHOW; i++)
+    for (int i = 0; i < l->n && i < max; i++)
         snprintf(buf + strlen(buf), n - strlen(buf), "%s'%s'", i ? ", " : "", l->keys[i]);
-    if (l->n > SHOW) snprintf(buf + strlen(buf), n - strlen(buf), ", ...");
+    if (l->n > max) snprintf(buf + strlen(buf), n - strlen(buf), ", ...");
 }
+static void keylist_str(const keylist *l, char *buf, size_t n) { keylist_str_max(l, SHOW, buf, n); }
 
 static int starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 static int ends_with(const char *s, const char *x) {
@@ -391,7 +392,7 @@ static int load_file(const cvx_lora_spec *spec, int adapter, cvx_safetensors *st
     }
     if (matched == 0) {
         const char *hint = family_hint(p.mods, p.n);
-        keylist_str(&unmatched, buf, sizeof buf);
+        keylist_str_max(&unmatched, 2, buf, sizeof buf);
         cvx_error("%s: none of its %d LoRA layers is a layer of this %s transformer (%s): %s%s%s", file, total, family,
                   buf, hint ? "a LoRA for " : "not a LoRA for this model", hint ? hint : "", hint ? "?" : "");
         goto done;

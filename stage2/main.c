@@ -23,6 +23,21 @@ static int parse_cache(const char *v, void *kind) { return cvx_cache_parse_kind(
 static int parse_coeffs(const char *v, void *c) { return cvx_teacache_parse_coefficients(v, c); }
 static int parse_preview(const char *v, void *mode) { return cvx_preview_parse_mode(v, mode); }
 
+/* --lora FILE[:WEIGHT], repeatable: the adapters in the order given. */
+typedef struct {
+    cvx_lora_spec spec[CVX_MAX_LORAS];
+    char path[CVX_MAX_LORAS][4096];
+    int n;
+} lora_list;
+static int parse_lora(const char *v, void *dest) {
+    lora_list *l = dest;
+    if (l->n == CVX_MAX_LORAS) return cvx_error("--lora: at most %d adapters", CVX_MAX_LORAS);
+    if (cvx_lora_spec_parse(v, l->path[l->n], sizeof l->path[l->n], &l->spec[l->n].weight)) return -1;
+    l->spec[l->n].path = l->path[l->n];
+    l->n++;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cvx_set_program_name("stage2");
     cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
@@ -32,7 +47,8 @@ int main(int argc, char **argv) {
     const char *input_dir = DEFAULT_DIR, *output_dir = NULL, *model_id = NULL, *model_dir = NULL,
                *precision_arg = NULL, *coeffs_arg = NULL;
     int fps = 0, threads = 0, verbosity = 1, resume = 0, checkpoint_every = 1, stop_after = 0, cfg_parallel = 0,
-        sp_degree = 1;
+        sp_degree = 1, lora_fuse = 0;
+    static lora_list loras;
     cvx_sample_params sp = {.num_inference_steps = 50, .guidance_scale = -1, .seed = 42};   /* -1: the model's */
     cvx_dtype out_dtype = CVX_F32;
     double teacache_coeffs[5], cache_threshold = -1;   /* -1: the cache's default */
@@ -61,9 +77,11 @@ int main(int argc, char **argv) {
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, teacache_coeffs, &coeffs_arg),
         CVX_FLAG_INT_("preview_every", &sp.preview_every, 0, 1000000),
         CVX_FLAG_PARSE_("preview", parse_preview, &preview_mode, &sp.preview), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
-        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
+        CVX_FLAG_STR_("vae", &wfile[2]), CVX_FLAG_PARSE_("lora", parse_lora, &loras, NULL),
+        CVX_FLAG_BOOL_("lora_fuse", &lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp.flow_shift, 1e-6, 1e6), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
+    if (lora_fuse && !loras.n) cvx_die("--lora_fuse without --lora: nothing to fuse");
     if (sp.scheduler && !cvx_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
     cvx_par par;
@@ -89,7 +107,8 @@ int main(int argc, char **argv) {
     if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
-                                                      .vae_file = wfile[2]});
+                                                      .vae_file = wfile[2], .loras = loras.spec,
+                                                      .n_loras = loras.n, .lora_fuse = lora_fuse});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;
