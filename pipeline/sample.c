@@ -118,6 +118,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     char sched_cfg[4300];
     cvx_scheduler sched;
     if (load_scheduler(m, params->scheduler, params->flow_shift, &sched, sched_cfg, sizeof sched_cfg)) return -1;
+    if (p.flow_shift > 0) cvx_info("flow shift %g (--flow_shift, instead of %s's)", p.flow_shift, sched_cfg);
     int rc = -1;
     cvx_sample_run run = {0};
     cvx_dtype nd;
