@@ -96,19 +96,21 @@ void cvx_lora_apply(cvx_ctx *ctx, const cvx_lora_layer *l, const float *x, int M
 static void *narrow(float *v, size_t n, cvx_dtype d) {
     if (d == CVX_F32) return v;
     uint16_t *o = cvx_malloc(n * sizeof *o);
-    if (d == CVX_BF16) cvx_f32_to_bf16_n(v, o, n);
-    else
-        for (size_t i = 0; i < n; i++) o[i] = cvx_f32_to_f16(v[i]);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) o[i] = d == CVX_BF16 ? cvx_f32_to_bf16(v[i]) : cvx_f32_to_f16(v[i]);
     free(v);
     return o;
 }
 
-/* x rounded to dtype d and back (what storing in d does). */
-static void round_to(float *x, size_t n, cvx_dtype d) {
-    if (d == CVX_BF16)
-        for (size_t i = 0; i < n; i++) x[i] = cvx_bf16_to_f32(cvx_f32_to_bf16(x[i]));
-    else if (d == CVX_F16)
-        for (size_t i = 0; i < n; i++) x[i] = cvx_f16_to_f32(cvx_f32_to_f16(x[i]));
+/* W as f32 in parallel chunks (whole blocks for the block-quantized types). */
+static void widen(const cvx_tensor *w, float *dst, size_t n) {
+    const size_t blk = (size_t)cvx_dtype_block(w->dtype), chunk = blk * ((65536 + blk - 1) / blk);
+    const size_t bytes = cvx_dtype_block_bytes(w->dtype) * (chunk / blk);
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < (n + chunk - 1) / chunk; c++) {
+        size_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
+        cvx_to_f32_n(w->dtype, (const unsigned char *)w->data + c * bytes, dst + lo, len);
+    }
 }
 
 static int is_storage_float(cvx_dtype d) { return d == CVX_F32 || d == CVX_BF16 || d == CVX_F16; }
@@ -125,7 +127,7 @@ static int fuse_layer(cvx_lora_set *s, cvx_lora_layer *l) {
                          cvx_dtype_name(w->dtype));
     const cvx_dtype wd = is_storage_float(w->dtype) ? w->dtype : CVX_F32;
     float *W = cvx_malloc(nk * sizeof *W), *D = wd == CVX_F32 ? NULL : cvx_malloc(nk * sizeof *D);
-    cvx_tensor_to_f32(w, W);
+    widen(w, W, nk);
     float *bsum = NULL;
     for (int a = 0; a < l->n_terms; a++) {
         const lora_term *t = &l->terms[a];
@@ -133,12 +135,15 @@ static int fuse_layer(cvx_lora_set *s, cvx_lora_layer *l) {
             float *A = cvx_tensor_f32_dup(t->A), *B = cvx_tensor_f32_dup(t->B);
             if (wd == CVX_F32) {
                 cvx_sgemm(0, 0, N, K, t->rank, (float)t->scale, B, t->rank, A, K, 1.0f, W, K);
-            } else {
+            } else {   /* the delta cast to W's dtype, then added in it: W = round(W + round(D)) */
                 cvx_sgemm(0, 0, N, K, t->rank, (float)t->scale, B, t->rank, A, K, 0.0f, D, K);
-                round_to(D, nk, wd);   /* the delta cast to W's dtype, then added in it */
+                const int bf = wd == CVX_BF16;
 #pragma omp parallel for schedule(static)
-                for (size_t i = 0; i < nk; i++) W[i] += D[i];
-                round_to(W, nk, wd);
+                for (size_t i = 0; i < nk; i++) {
+                    float d = bf ? cvx_bf16_to_f32(cvx_f32_to_bf16(D[i])) : cvx_f16_to_f32(cvx_f32_to_f16(D[i]));
+                    float v = W[i] + d;
+                    W[i] = bf ? cvx_bf16_to_f32(cvx_f32_to_bf16(v)) : cvx_f16_to_f32(cvx_f32_to_f16(v));
+                }
             }
             free(A);
             free(B);
