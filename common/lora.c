@@ -347,7 +347,7 @@ static const char *family_hint(const lmod *mods, int n) {
 }
 
 static const char *format_name(int kind) {
-    return kind == KIND_ORIGINAL ? "original Wan / ComfyUI" : kind == KIND_KOHYA ? "kohya / musubi" : "diffusers / PEFT";
+    return kind == KIND_ORIGINAL ? "original / ComfyUI" : kind == KIND_KOHYA ? "kohya / musubi" : "diffusers / PEFT";
 }
 
 static int load_file(const cvx_lora_spec *spec, int adapter, cvx_safetensors *st, const cvx_lora_target *targets,
