@@ -199,6 +199,7 @@ help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
 	@echo "                    SCHEDULER DYNAMIC_CFG CACHE CACHE_THRESHOLD PREVIEW_EVERY TILING CRF THREADS PRECISION NOISE_DTYPE"
+	@echo "                    LORA (\"a.safetensors:0.8 b.safetensors\") LORA_FUSE FLOW_SHIFT"
 	@echo "                    OUT STAGE3_EXTRA (see docs/usage.md); IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
 
 clean:
@@ -234,6 +235,13 @@ BIN             ?= bin
 IMAGE           ?=
 VIDEO           ?=
 STRENGTH        ?=
+# LoRA adapters on the transformer: LORA="a.safetensors:0.8 b.safetensors" (FILE[:WEIGHT], space-separated),
+# LORA_FUSE=1 merges them into the weights (docs/usage.md "LoRA"); FLOW_SHIFT overrides the flow schedulers'
+# shift (Wan; the distilled LoRAs' recipes in docs/models.md)
+LORA            ?=
+LORA_FUSE       ?=
+FLOW_SHIFT      ?=
+lora_file = $(patsubst %:$(lastword $(subst :, ,$(1))),%,$(1))
 
 ifeq ($(MODEL),models/cogvideox-tiny-random)
 STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
@@ -257,7 +265,8 @@ STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE
   $(if $(STRENGTH),--strength $(STRENGTH)) \
   $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg) \
   $(if $(CACHE),--cache $(CACHE)) $(if $(CACHE_THRESHOLD),--cache_threshold $(CACHE_THRESHOLD)) \
-  $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY))
+  $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY)) \
+  $(foreach l,$(LORA),--lora $(call sq,$(l))) $(if $(LORA_FUSE),--lora_fuse) $(if $(FLOW_SHIFT),--flow_shift $(FLOW_SHIFT))
 STAGE3_ARGS = --precision $(PRECISION) $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
 
@@ -270,7 +279,8 @@ FORCE:
 # the conditioning input itself too (a file, or a folder of frames), so editing it re-runs stage 1
 $(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args $(BIN)/stage1 $(wildcard $(IMAGE)) $(if $(VIDEO),$(wildcard $(VIDEO) $(VIDEO)/*))
 	$(BIN)/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
-$(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2
+$(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2 \
+                                   $(foreach l,$(LORA),$(wildcard $(call lora_file,$(l))))
 	$(MPI_ROOT_NOTE)
 	$(MPI_RUN) $(BIN)/stage2 $(STAGE2_ARGS) $(STAGE2_MPI) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
 $(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $(BIN)/stage3

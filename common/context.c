@@ -45,8 +45,9 @@ cvx_ctx *cvx_ctx_new(int threads) {
 }
 
 void cvx_ctx_release_scratch(cvx_ctx *ctx) {
-    cvx_scratch *all[6] = {&ctx->weights, &ctx->conv_grid, &ctx->winograd, &ctx->bf16_w, &ctx->bf16_x, &ctx->conv_w};
-    for (int i = 0; i < 6; i++) {
+    cvx_scratch *all[7] = {&ctx->weights, &ctx->conv_grid, &ctx->winograd, &ctx->bf16_w,
+                           &ctx->bf16_x,  &ctx->conv_w,    &ctx->lora_u};
+    for (int i = 0; i < 7; i++) {
         free(all[i]->data);
         all[i]->data = NULL;
         all[i]->cap = 0;

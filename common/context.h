@@ -54,6 +54,11 @@ typedef struct cvx_ctx {
     cvx_scratch winograd;        /* Winograd V and M tiles */
     cvx_scratch bf16_w, bf16_x;  /* bf16 mode: one conv's weights / inputs as bf16 (2 per float slot) */
     cvx_scratch conv_w;          /* one conv's packed / Winograd-transformed weights (f32) */
+    cvx_scratch lora_u;          /* LoRA: x·Aᵀ of one adapter [M, rank] (cvx_lora_apply) */
+
+    /* LoRA adapters (common/lora.h) that cvx_linear adds to the weights they target, NULL = none.
+     * Borrowed: whoever attaches a set detaches it before freeing it or the model it targets. */
+    const struct cvx_lora_set *lora;
 
     /* the GEMM kernels (oneDNN f32/bf16, primitives cached per shape; created after the thread
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */

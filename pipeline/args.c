@@ -2,6 +2,7 @@
  * MPI ranks; every other row is agreed on by the ranks before any work (pipeline/parallel.c). */
 #include "pipeline/args.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -15,6 +16,18 @@ static int parse_preview(const char *v, void *mode) { return cvx_preview_parse_m
 static void copy_table(cvx_flag *dst, const cvx_flag *src, size_t n) {
     CVX_CHECK(n <= CVX_ARGS_MAX_FLAGS);
     memcpy(dst, src, n * sizeof *src);
+}
+
+static int parse_lora(const char *v, void *dest) {
+    cvx_lora_list *l = dest;
+    if (l->n == CVX_MAX_LORAS) return cvx_error("--lora: at most %d adapters", CVX_MAX_LORAS);
+    if (cvx_lora_spec_parse(v, l->path[l->n], sizeof l->path[l->n], &l->spec[l->n].weight)) return -1;
+    l->spec[l->n].path = l->path[l->n];
+    size_t k = strlen(l->joined);
+    snprintf(l->joined + k, sizeof l->joined - k, "%s%s", k ? " " : "", v);
+    l->given = l->joined;
+    l->n++;
+    return 0;
 }
 
 void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
@@ -49,7 +62,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_INT_("preview_every", &sp->preview_every, 0, 1000000),
         CVX_FLAG_PARSE_("preview", parse_preview, &a->preview_mode, &sp->preview),
         CVX_FLAG_STR_("transformer", &a->wfile[0]), CVX_FLAG_STR_("text_encoder", &a->wfile[1]),
-        CVX_FLAG_STR_("vae", &a->wfile[2]), {0}};
+        CVX_FLAG_STR_("vae", &a->wfile[2]), CVX_FLAG_PARSE_("lora", parse_lora, &a->loras, &a->loras.given),
+        CVX_FLAG_BOOL_("lora_fuse", &a->lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp->flow_shift, 1e-6, 1e6), {0}};
     copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
 }
 

@@ -6,6 +6,7 @@
 #define CVX_PIPELINE_ARGS_H
 
 #include "cli.h"
+#include "lora.h"
 #include "dtype.h"
 #include "pipeline/cogvideox.h"
 #include "stage2/cache.h"
@@ -13,8 +14,20 @@
 
 #define CVX_ARGS_MAX_FLAGS 48
 
+/* --lora FILE[:WEIGHT], repeatable: the adapters in the order given; `given` joins every value
+ * given (what the MPI ranks agree on). */
+typedef struct {
+    cvx_lora_spec spec[CVX_MAX_LORAS];
+    char path[CVX_MAX_LORAS][4096];
+    int n;
+    char joined[CVX_MAX_LORAS * 512];
+    const char *given;
+} cvx_lora_list;
+
 typedef struct {
     const char *input_dir, *output_dir, *model_id, *model_dir, *precision_arg, *coeffs_arg, *threshold_arg;
+    cvx_lora_list loras;
+    int lora_fuse;
     const char *wfile[3];   /* --transformer, --text_encoder, --vae single weight files */
     int fps, threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
     cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance) */

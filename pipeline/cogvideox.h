@@ -21,6 +21,9 @@
 #include <stdint.h>
 
 #include "context.h"
+#include "lora.h"
+
+#define CVX_MAX_LORAS 16
 
 typedef struct cvx_model cvx_model;
 
@@ -33,6 +36,12 @@ typedef struct {
     /* single-file weights used instead of the directory's (Wan: diffusers or original/ComfyUI key
      * names; the directory still gives the configs and the tokenizer), NULL = the directory's */
     const char *transformer_file, *text_encoder_file, *vae_file;
+    /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
+     * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
+    const cvx_lora_spec *loras;
+    int n_loras;
+    int lora_fuse;              /* merge them into private copies of the touched layers (faster steps,
+                                 * more memory) instead of the low-rank path beside the weights */
     int threads;                /* 0 = all cores */
     cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
                                  * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
@@ -90,6 +99,8 @@ typedef struct {
     int use_dynamic_cfg;
     uint64_t seed;
     const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */
+    double flow_shift;            /* > 0: the flow schedulers' shift (UniPC flow_shift, Euler shift) instead of the
+                                   * config's, as from_pretrained(..., flow_shift=S); 0 = the config's */
     /* checkpointing (NULL path = none); see stage2/sampler.h */
     const char *checkpoint_path;
     int checkpoint_every, resume, stop_after_steps;
@@ -242,6 +253,8 @@ int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_p
  * in_path when out_path is new). */
 int cvx_genconfig_record_sample(const char *out_path, const char *in_path, const cvx_sample_params *resolved,
                                 int fps, const char *scheduler, const char *model_id);
+/* generation_config.json: "loras" ([{file, weight, xxh64}] in order, null without) and "lora_fuse". */
+int cvx_genconfig_record_lora_set(cvx_outset *set, const char *path, cvx_model *m);
 /* generation_config.json: `key` ("stage1_precision", ...) = m's compute precision ("f32"/"bf16"). */
 int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m);
 

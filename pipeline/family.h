@@ -59,6 +59,9 @@ typedef struct cvx_family {
      * scheduler `s` is fresh, its timesteps set for resolved->num_inference_steps) */
     int (*sample_setup)(cvx_model *m, const cvx_sample_params *resolved, const cvx_embeddings *emb, cvx_scheduler *s,
                         cvx_sample_run *run);
+    /* the loaded transformer's linear layers for LoRA adapters (common/lora.h; *out allocated):
+     * the count, or -1 + cvx_error */
+    int (*lora_targets)(cvx_model *m, cvx_lora_target **out);
     /* the loop's latents -> the stage-2 file layout [1, C, T, h, w] (into out->data, allocated) */
     void (*latents_out)(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out);
 

@@ -486,12 +486,20 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     return 0;
 }
 
+/* The loaded transformer's linear layers, for LoRA adapters. */
+static int lora_targets(cvx_model *m, cvx_lora_target **out) {
+    if (load_transformer(m)) return -1;
+    return cogvideox_lora_targets(S(m)->transformer, out);
+}
+
 static const char *const cog_classes[] = {"CogVideoXPipeline", "CogVideoXImageToVideoPipeline",
                                           "CogVideoXVideoToVideoPipeline", NULL};
 
 const cvx_family cvx_family_cogvideox = {
-    .name = "CogVideoX", .classes = cog_classes, .transformer_class = "CogVideoXTransformer3DModel", .open = cog_open, .close = cog_close,
+    .name = "CogVideoX", .classes = cog_classes, .transformer_class = "CogVideoXTransformer3DModel",
+    .open = cog_open, .close = cog_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
-    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
+    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
+    .check_decode = check_decode,
 };

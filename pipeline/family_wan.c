@@ -546,11 +546,18 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     return 0;
 }
 
+/* The loaded transformer's linear layers, for LoRA adapters. */
+static int lora_targets(cvx_model *m, cvx_lora_target **out) {
+    if (load_transformer(m)) return -1;
+    return wan_lora_targets(S(m)->transformer, out);
+}
+
 static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
 
 const cvx_family cvx_family_wan = {
     .name = "Wan", .classes = wan_classes, .transformer_class = "WanTransformer3DModel", .open = wan_open, .close = wan_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
-    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,
+    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
+    .decode = decode,
 };

@@ -119,6 +119,32 @@ int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const cha
     return rc;
 }
 
+int cvx_genconfig_record_lora_set(cvx_outset *set, const char *path, cvx_model *m) {
+    json_object *upd = json_object_new_object();
+    if (m->n_loras) {
+        json_object *arr = json_object_new_array();
+        json_object_object_add(upd, "loras", arr);
+        for (int i = 0; i < m->n_loras; i++) {
+            char real[PATH_MAX];
+            if (cvx_model_lora_hash(m, i)) {
+                json_object_put(upd);
+                return -1;
+            }
+            if (!realpath(m->loras[i].path, real)) snprintf(real, sizeof real, "%s", m->loras[i].path);
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "file", json_object_new_string(real));
+            json_object_object_add(o, "weight", json_object_new_double(m->loras[i].weight));
+            json_object_object_add(o, "xxh64", json_object_new_string(m->lora_xxh64[i]));
+            json_object_array_add(arr, o);
+        }
+        json_object_object_add(upd, "lora_fuse", json_object_new_boolean(m->lora_fuse));
+    }
+    const char *const stale[] = {"loras", "lora_fuse"};   /* of an earlier run with LoRAs */
+    int rc = null_stale_keys(path, upd, stale, 2) || cvx_genconfig_put(set, path, upd);
+    json_object_put(upd);
+    return rc;
+}
+
 int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m) {
     return cvx_genconfig_record_precision_set(NULL, path, key, m);
 }
@@ -226,6 +252,7 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         cvx_fingerprint_set(fp, "transformer_file", "%s (%lld bytes)", real_file,
                             stat(real_file, &fst) == 0 ? (long long)fst.st_size : -1LL);
     }
+    if (cvx_lora_fingerprint(m, fp)) return -1;   /* LoRA files (xxh64) and weights, fused or not */
     cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);
@@ -236,6 +263,10 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    if (p->flow_shift > 0) {
+        format_double(p->flow_shift, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);
+    }
     if (p->conditioning) {   /* I2V / V2V: the encoded image or video, and V2V's strength */
         cvx_fingerprint_set(fp, "mode", "%s", cvx_mode_name(p->conditioning->mode));
         cvx_fingerprint_set(fp, "conditioning_xxh64", "%016llx",
@@ -331,8 +362,10 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
         json_object_object_add(upd, "strength", json_object_new_double(p->strength));
     else json_object_object_del(upd, "strength");   /* carried from an input dir's earlier V2V run */
-    const char *const stale[] = {"strength"};   /* of an earlier V2V run, when this one is not */
-    if (null_stale_keys(out_gc, upd, stale, 1)) {
+    if (p->flow_shift > 0) json_object_object_add(upd, "flow_shift", json_object_new_double(p->flow_shift));
+    else json_object_object_del(upd, "flow_shift");
+    const char *const stale[] = {"strength", "flow_shift"};   /* of an earlier run that had them */
+    if (null_stale_keys(out_gc, upd, stale, 2)) {
         json_object_put(upd);
         return -1;
     }

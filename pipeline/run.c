@@ -233,7 +233,7 @@ int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path) {
 
 int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,
                              const cvx_sample_params *r, cvx_dtype dtype, int fps, const char *model,
-                             const cvx_model *m) {
+                             cvx_model *m) {
     /* latents + generation_config.json (with the latents' xxh64) committed as one set */
     char hex[17];
     cvx_outset set;
@@ -241,6 +241,7 @@ int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig,
     if (cvx_latents_write_set(&set, out->latents, lat, r, dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
         cvx_genconfig_record_sample_set(&set, out->genconfig, in_genconfig, r, fps, lat->scheduler, model, hex) ||
         cvx_genconfig_record_precision_set(&set, out->genconfig, "stage2_precision", m) ||
+        cvx_genconfig_record_lora_set(&set, out->genconfig, m) ||
         cvx_genconfig_record_cache_set(&set, out->genconfig, r, lat) || cvx_outset_commit(&set))
         return cvx_outset_abort(&set), -1;
     /* the checkpoint is stale now that the result is written */

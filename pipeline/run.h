@@ -101,10 +101,10 @@ int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_cond
 /* Every value of both embeddings finite: -1 + cvx_error naming the tensor, index and `path`. */
 int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path);
 /* Stage 2's outputs: the latents in `dtype` and out's generation_config.json (stage 1's keys
- * from in_genconfig) as one set, then the precision and cache records; the checkpoint removed. */
+ * from in_genconfig) as one set, then the precision, LoRA and cache records; the checkpoint removed. */
 int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,
                              const cvx_sample_params *resolved, cvx_dtype dtype, int fps, const char *model,
-                             const cvx_model *m);
+                             cvx_model *m);
 /* The closing lines of a finished stage-2 run (the file, steps, time, cache and previews). */
 void cvx_sample_report(const cvx_run_files *out, const cvx_latents *lat, const cvx_sample_params *resolved,
                        cvx_dtype dtype, double seconds);

@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
     int fps = a.fps, resume = a.resume;
     cvx_sample_params sp = a.sp;
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
+    if (a.lora_fuse && !a.loras.n) cvx_die("--lora_fuse without --lora: nothing to fuse");
     if (sp.scheduler && !cvx_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
     cvx_par par;
@@ -64,7 +65,8 @@ int main(int argc, char **argv) {
     if (cvx_precision_from_cli(a.precision_arg, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = a.threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
-                                                      .vae_file = wfile[2]});
+                                                      .vae_file = wfile[2], .loras = a.loras.spec,
+                                                      .n_loras = a.loras.n, .lora_fuse = a.lora_fuse});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;

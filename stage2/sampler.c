@@ -110,6 +110,19 @@ static int checkpoint_read(const cvx_checkpointing *ck, const cvx_latent_shape *
             goto done;
         }
     }
+    /* and no setting the checkpoint's run had that this one lacks (a LoRA, a transformer file) */
+    for (int i = 0; ck->fingerprint && i < cvx_st_metadata_count(st); i++) {
+        const char *key, *v;
+        int j = 0;
+        cvx_st_metadata_at(st, i, &key, &v);
+        if (strncmp(key, "run.", 4) != 0) continue;
+        while (j < ck->fingerprint->n && strcmp(ck->fingerprint->key[j], key + 4) != 0) j++;
+        if (j == ck->fingerprint->n) {
+            cvx_error("--resume: %s was written with %s=%s but this run has no %s (resume with the same settings, or "
+                      "run without --resume to start over)", path, key + 4, v, key + 4);
+            goto done;
+        }
+    }
     int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
     char want[96], got[96];
     cvx_shape_str(5, shape, want, sizeof want);

@@ -69,8 +69,9 @@ int cvx_uses_cfg(const cvx_loop_params *p);
 
 /* ---- checkpoint / resume ---- */
 /* The run settings a checkpoint belongs to, as (key, value) strings; stored in the checkpoint
- * metadata as "run.<key>" and compared one by one on resume. */
-#define CVX_FP_MAX 32
+ * metadata as "run.<key>" and compared one by one on resume (a run.<key> of the checkpoint that
+ * the run lacks is refused too). */
+#define CVX_FP_MAX 48
 typedef struct {
     int n;
     char key[CVX_FP_MAX][48];

@@ -9,7 +9,8 @@
  * counts as one process, resumed across rank counts, the checkpoint the same bytes; one error line for a
  * wrong rank count, a rank with other inputs, a missing checkpoint; a rank that dies stops the
  * run without output; stage3 tiles on 2 and 3 ranks give the same bytes as one process; stage1
- * under mpirun works (rank 0) and the others are quiet. Every rank and the single-process run use
+ * under mpirun works (rank 0) and the others are quiet; LoRA adapters on --cfg_parallel, --sp 3 and
+ * with TeaCache as one process. Every rank and the single-process run use
  * --threads 1: results depend on the thread count (as without MPI), not on the rank count. */
 #include "testutil.h"
 
@@ -321,6 +322,30 @@ static void test_cfg_parallel_5b_dpm_dynamic(void **state) {
     cfg_parallel_case(MODEL_5B, "--num_inference_steps 4 --guidance_scale 6 --seed 7 --use_dynamic_cfg");
 }
 
+/* LoRA adapters (issue 23) on every rank: --cfg_parallel gives one process's bytes (Wan: two
+ * adapters, unfused; CogVideoX: fused), --sp 3 on the 3-head Wan model within SP_TOL, and with
+ * TeaCache skipping steps on --cfg_parallel and --sp 3: the same bytes and counts. */
+#define LORA_WAN "tests/data/golden_adapters/e2e_lora_wan"
+#define LORA_COG "tests/data/golden_adapters/e2e_lora_cogvideox"
+#define WAN_LORAS "--lora " LORA_WAN "/lora_kijai_r8.safetensors:1 --lora " LORA_WAN "/lora_diffusers_r4.safetensors:0.5"
+static void test_lora_ranks(void **state) {
+    (void)state;
+    cfg_parallel_case(LORA_WAN "/model", "--num_inference_steps 3 --guidance_scale 5 --seed 52 " WAN_LORAS);
+    cfg_parallel_case(LORA_COG "/model", "--num_inference_steps 3 --guidance_scale 6 --seed 51 --lora " LORA_COG
+                                         "/lora_cog_r8.safetensors:0.8 --lora_fuse");
+    sp_case(LORA_WAN "/model", "--num_inference_steps 3 --guidance_scale 5 --seed 52 " WAN_LORAS, 3, "--sp 3");
+    /* TeaCache skipping steps (the coefficients that make it skip on tiny models, as test_cache_ranks) */
+    run_dirs r;
+    setup(&r, LORA_WAN "/model", "--num_inference_steps 4 --guidance_scale 5 --seed 52 " WAN_LORAS);
+    char one[256], two[256];
+    cache_run(&r, "one", 1, TEACACHE_ARGS, one, sizeof one);
+    cache_run(&r, "two", 2, TEACACHE_ARGS " --cfg_parallel", two, sizeof two);
+    assert_same_run(one, two, "LoRAs + teacache: -np 2 --cfg_parallel");
+    cache_run(&r, "three", 3, TEACACHE_ARGS " --sp 3", two, sizeof two);
+    assert_same_run(one, two, "LoRAs + teacache: -np 3 --sp 3");
+    tu_rmrf(r.dir);
+}
+
 /* A run stopped on one rank count resumes on another, to the same bytes as an uninterrupted run. */
 static void test_resume_other_rank_count(void **state) {
     (void)state;
@@ -553,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_cfg_parallel_2b_ddim),
         cmocka_unit_test(test_cfg_parallel_5b_dpm_dynamic),
         cmocka_unit_test(test_resume_other_rank_count),
+        cmocka_unit_test(test_lora_ranks),
         cmocka_unit_test(test_stage2_errors),
         cmocka_unit_test(test_stage3_tiles_and_stage1),
         cmocka_unit_test(test_rank_killed),
