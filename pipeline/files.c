@@ -237,8 +237,7 @@ static int hash_file(const char *path, uint64_t *out) {
     return 0;
 }
 
-int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, void *fpv) {
-    cvx_fingerprint *fp = fpv;
+int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, cvx_fingerprint *fp) {
     char real_model[PATH_MAX], gbuf[64];
     uint64_t emb_hash;
     if (!realpath(m->dir, real_model)) snprintf(real_model, sizeof real_model, "%s", m->dir);

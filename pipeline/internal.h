@@ -3,6 +3,7 @@
 #define CVX_PIPELINE_INTERNAL_H
 
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "model.h"
 #include "progress.h"
 #include "pipeline/family.h"

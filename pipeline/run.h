@@ -7,6 +7,7 @@
 
 #include "lock.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 
 /* ---- the run directory ---- */
 

@@ -140,7 +140,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     sp->cache_threshold = p.cache_threshold;
 
     cvx_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
-                            (const cvx_fingerprint *)p.fingerprint};
+                            p.fingerprint};
     cvx_sample_result res;
     memcpy(out->teacache_coefficients, sp->teacache_coefficients, sizeof(double) * 5);
     if (kind != CVX_CACHE_NONE)

@@ -10,6 +10,7 @@
 #include "runenv.h"
 #include "pipeline/args.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
 #include "stage2/cache.h"

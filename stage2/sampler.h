@@ -72,7 +72,7 @@ int cvx_uses_cfg(const cvx_loop_params *p);
  * metadata as "run.<key>" and compared one by one on resume (a run.<key> of the checkpoint that
  * the run lacks is refused too). */
 #define CVX_FP_MAX 48
-typedef struct {
+typedef struct cvx_fingerprint {
     int n;
     char key[CVX_FP_MAX][48];
     char value[CVX_FP_MAX][1024];

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "testutil.h"
 
 #define TINY "models/cogvideox-tiny-random"

@@ -8,6 +8,7 @@
 #include "safetensors.h"
 #include "dtype.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 
 #include <limits.h>
 
