@@ -19,10 +19,11 @@ struct cvx_dir_lock {
 };
 
 /* The processes holding a flock on the file (dev, ino), from /proc/locks (Linux): "pid 123" or
- * "pids 123, 456", with the program name of the first (/proc/PID/comm). 0 when none is found
+ * "pids 123, 456", with the program name of the first: the one the file records when that
+ * process wrote it (rec_pid, rec_who), else /proc/PID/comm. 0 when none is found
  * (no /proc, another PID namespace). The pid a writer records in the file is no proof: a reader
  * holding the lock records none, and the recorded writer may be long gone (issue 21). */
-static int lock_holders(dev_t dev, ino_t ino, char *out, size_t n) {
+static int lock_holders(dev_t dev, ino_t ino, long rec_pid, const char *rec_who, char *out, size_t n) {
     FILE *f = fopen("/proc/locks", "r");
     if (!f) return 0;
     char line[256];
@@ -48,9 +49,10 @@ static int lock_holders(dev_t dev, ino_t ino, char *out, size_t n) {
     for (int i = 0; i < k && len < n; i++) len += (size_t)snprintf(out + len, n - len, "%s %ld", i ? "," : "", pids[i]);
     char path[64], comm[32] = "";
     snprintf(path, sizeof path, "/proc/%ld/comm", pids[0]);
-    FILE *c = fopen(path, "r");
+    FILE *c = pids[0] == rec_pid && rec_who[0] ? NULL : fopen(path, "r");
     if (c && fgets(comm, sizeof comm, c)) comm[strcspn(comm, "\n")] = 0;
     if (c) fclose(c);
+    if (pids[0] == rec_pid && rec_who[0]) snprintf(comm, sizeof comm, "%s", rec_who);
     if (comm[0] && len < n) snprintf(out + len, n - len, ", %s", comm);
     return 1;
 }
@@ -75,16 +77,16 @@ cvx_dir_lock *cvx_dir_lock_acquire(const char *dir, int exclusive) {
         int e = errno;
         char buf[64] = {0}, holders[160] = "";
         ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+        long pid = 0;
+        char who[32] = "";
+        if (k > 0) sscanf(buf, "%ld %31s", &pid, who);
         struct stat st;
-        const int found = fstat(fd, &st) == 0 && lock_holders(st.st_dev, st.st_ino, holders, sizeof holders);
+        const int found = fstat(fd, &st) == 0 && lock_holders(st.st_dev, st.st_ino, pid, who, holders, sizeof holders);
         close(fd);
         if (e != EWOULDBLOCK) {
             cvx_error("%s: cannot lock: %s", path, strerror(e));
             return NULL;
         }
-        long pid = 0;
-        char who[32] = "";
-        if (k > 0) sscanf(buf, "%ld %31s", &pid, who);
         /* without /proc/locks: the recorded writer, if it still lives (a reader records none) */
         if (!found && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
             snprintf(holders, sizeof holders, "pid %ld%s%s", pid, who[0] ? ", " : "", who);
