@@ -64,6 +64,9 @@ typedef struct cvx_family {
     /* ---- stage 3 ---- */
     int (*decode)(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
+
+    /* ---- making a GGUF of the transformer (stage2/quantize.h; NULL: not supported) ---- */
+    const struct cvx_gguf_rules *gguf_rules;
 } cvx_family;
 
 /* The table (pipeline/family.c), NULL-terminated. */

@@ -489,5 +489,5 @@ const cvx_family cvx_family_cogvideox = {
     .name = "CogVideoX", .classes = cog_classes, .claims = cog_claims, .open = cog_open, .close = cog_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
-    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,
+    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode, .gguf_rules = &cogvideox_gguf_rules,
 };

@@ -521,5 +521,5 @@ const cvx_family cvx_family_wan = {
     .name = "Wan", .classes = wan_classes, .claims = wan_claims, .open = wan_open, .close = wan_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
-    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,
+    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode, .gguf_rules = &wan_gguf_rules,
 };

@@ -41,6 +41,8 @@ int main(int argc, char **argv) {
     static const cvx_flag_choice dtypes[] = {
         {"f32", CVX_F32}, {"float32", CVX_F32}, {"bf16", CVX_BF16}, {"bfloat16", CVX_BF16}, {0}};
     const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
+    const char *quantize = NULL, *transformer_out = NULL;   /* --quantize TYPE --transformer_out FILE.gguf */
+    int int8 = 0, pure = 0;
     const cvx_flag flags[] = {   /* --help's order (stage2/usage.h) */
         CVX_FLAG_STR_("input_dir", &input_dir), CVX_FLAG_STR_("output_dir", &output_dir),
         CVX_FLAG_INT_("num_inference_steps", &sp.num_inference_steps, 1, 1000000),
@@ -61,9 +63,20 @@ int main(int argc, char **argv) {
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, teacache_coeffs, &coeffs_arg),
         CVX_FLAG_INT_("preview_every", &sp.preview_every, 0, 1000000),
         CVX_FLAG_PARSE_("preview", parse_preview, &preview_mode, &sp.preview), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
-        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
+        CVX_FLAG_STR_("vae", &wfile[2]), CVX_FLAG_BOOL_("int8", &int8, 1), CVX_FLAG_STR_("quantize", &quantize),
+        CVX_FLAG_STR_("transformer_out", &transformer_out), CVX_FLAG_BOOL_("pure", &pure, 1), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
+    if (!quantize != !transformer_out) cvx_die("--quantize TYPE and --transformer_out FILE.gguf go together");
+    if (quantize) {   /* make a GGUF of the model's transformer and stop (no sampling) */
+        if (!model_id && !model_dir) cvx_die("--quantize: give the model with --model_dir or --model_id");
+        cvx_model *qm = cvx_model_open(&(cvx_model_params){.model = model_dir ? model_dir : model_id,
+                                                           .threads = threads, .transformer_file = wfile[0]});
+        if (!qm || cvx_model_write_gguf(qm, quantize, pure, transformer_out)) cvx_die_last_error();
+        cvx_model_close(qm);
+        cvx_dist_free(world);
+        return 0;
+    }
     if (sp.scheduler && !cvx_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
     cvx_par par;
@@ -89,7 +102,7 @@ int main(int argc, char **argv) {
     if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
-                                                      .vae_file = wfile[2]});
+                                                      .vae_file = wfile[2], .int8 = int8});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;

@@ -7,6 +7,7 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "validate.h"
+#include "quantize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -121,20 +122,40 @@ static const struct {
     {1, "scale_shift_table", "modulation"},
 };
 
-/* The file's name of the tensor diffusers calls `dname`. */
-static void wan_key(const wan_transformer *m, const char *dname, char *out, size_t n) {
-    if (!m->original) { snprintf(out, n, "%s%s", m->prefix, dname); return; }
+void wan_original_name(const char *dname, char *out, size_t n) {
     int blk = -1, used = 0;
     if (sscanf(dname, "blocks.%d.%n", &blk, &used) < 1 || used == 0) blk = -1, used = 0;
     const char *rest = dname + used;
     for (size_t i = 0; i < sizeof WAN_KEYS / sizeof WAN_KEYS[0]; i++) {
         size_t k = strlen(WAN_KEYS[i].diffusers);
         if (WAN_KEYS[i].block != (blk >= 0) || strncmp(rest, WAN_KEYS[i].diffusers, k)) continue;
-        snprintf(out, n, "%s%.*s%s%s", m->prefix, used, dname, WAN_KEYS[i].original, rest + k);
+        snprintf(out, n, "%.*s%s%s", used, dname, WAN_KEYS[i].original, rest + k);
         return;
     }
-    snprintf(out, n, "%s%s", m->prefix, dname);
+    snprintf(out, n, "%s", dname);
 }
+
+/* The file's name of the tensor diffusers calls `dname`. */
+static void wan_key(const wan_transformer *m, const char *dname, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "%s", m->prefix);
+    if (k >= n) return;
+    if (m->original) wan_original_name(dname, out + k, n - k);
+    else snprintf(out + k, n - k, "%s", dname);
+}
+
+/* ------------------------------------------------------------------ GGUF (stage2/quantize.h) */
+
+/* Diffusers names -> the original ones city96's Wan GGUFs use; original names stay. */
+static void wan_gguf_name(const cvx_weights *src, const char *name, char *out, size_t n) {
+    if (cvx_weights_find(src, "scale_shift_table")) wan_original_name(name, out, n);
+    else snprintf(out, n, "%s", name);
+}
+
+/* ComfyUI-GGUF convert.py ModelWan and lcpp.patch LLM_ARCH_WAN. */
+static const char *const WAN_GGUF_KEEP[] = {"modulation.", "patch_embedding.", "text_embedding.", "time_projection.",
+                                            "time_embedding.", "img_emb.", "head.", NULL};
+static const char *const WAN_GGUF_HIPREC[] = {".modulation", NULL};
+const cvx_gguf_rules wan_gguf_rules = {"wan", WAN_GGUF_KEEP, WAN_GGUF_HIPREC, wan_gguf_name};
 
 /* Which names the file uses, from the output modulation every Wan checkpoint has. */
 static int wan_detect_names(wan_transformer *m) {
