@@ -172,7 +172,7 @@ static void test_cases(void **state) {
     int k = 0;
     struct dirent *e;
     while ((e = readdir(d)) && k < 16)
-        if (!strncmp(e->d_name, "e2e_gguf_", 9) && strlen(e->d_name) < 128) snprintf(names[k++], 128, "%s", e->d_name);
+        if (!strncmp(e->d_name, "e2e_gguf_", 9) && strlen(e->d_name) < 128) snprintf(names[k++], 128, "%.127s", e->d_name);
     closedir(d);
     assert_true(k >= 3);
     qsort(names, (size_t)k, 128, (int (*)(const void *, const void *))strcmp);

@@ -33,7 +33,7 @@ static int list_files(const char *kind_dir, const char *prefix, char names[][64]
         size_t len = strlen(e->d_name);
         if (len > 5 && !strcmp(e->d_name + len - 5, ".gguf") && !strncmp(e->d_name, prefix, strlen(prefix)) &&
             len < 64)
-            snprintf(names[n++], 64, "%s", e->d_name);
+            snprintf(names[n++], 64, "%.63s", e->d_name);
     }
     closedir(d);
     qsort(names, (size_t)n, 64, (int (*)(const void *, const void *))strcmp);
