@@ -47,9 +47,12 @@ int cvx_linear_quant_ref(cvx_qdot qdot, const float *x, int M, int K, const cvx_
 int cvx_q8_group(cvx_dtype t);
 /* One activation row x[K] quantized for weights of type t: q8_K (t a K type: per 256, d = max/-127,
  * codes nearest_int, ggml's quantize_row_q8_K_ref) or q8_0 (per 32, d = amax/127 rounded to f16,
- * codes roundf(x/d), quantize_row_q8_0_ref). Writes q[K] int8 codes and per sub-block g of
+ * codes roundf(x/d), quantize_row_q8_0_ref; a NaN is left out of amax). Writes q[K] int8 codes and per sub-block g of
  * cvx_q8_group(t): d[g] (the scale of its block) and ds[g] = d[g]·Σ codes of the sub-block. */
 void cvx_q8_quantize_row(cvx_dtype t, const float *x, int K, int8_t *q, float *d, float *ds);
+/* The same, bit for bit, with AVX2 when cpu has it (the int8 path's). */
+void cvx_q8_quantize_row_fast(const cvx_cpu_features *cpu, cvx_dtype t, const float *x, int K, int8_t *q, float *d,
+                              float *ds);
 /* One W row of type t unpacked: u[K] unsigned codes and per sub-block g: s[g], m[g] with
  * W[k] = s[g]·u[k] + m[g] (to float rounding of m; exactly ggml's value when m = 0). */
 void cvx_q8_unpack_row(cvx_dtype t, const void *row, int K, uint8_t *u, float *s, float *m);

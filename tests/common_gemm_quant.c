@@ -87,6 +87,27 @@ static void test_activation_quantization(void **state) {
         assert_int_equal(amax, 127);
         for (int g = 16 * b; g < 16 * (b + 1); g++) assert_true(d[g] == d[16 * b]);
     }
+    /* the AVX2 quantizer gives the same bytes: random values, exact halves (ties), NaN, infinities */
+    cvx_cpu_features cpu;
+    cvx_cpu_detect(&cpu);
+    for (int variant = 0; variant < 4; variant++) {
+        for (int k = 0; k < K; k++)
+            x[k] = variant == 0 ? frand()
+                 : variant == 1 ? (float)(k % 64 - 32) * 0.5f   /* many x/d at exactly .5 */
+                 : variant == 2 ? (k == 7 ? NAN : k == 300 ? -INFINITY : frand())
+                                : (k == 40 ? NAN : frand() * 1e-30f);
+        static const cvx_dtype kinds[] = {CVX_Q8_0, CVX_Q4_1, CVX_Q4_K, CVX_Q6_K};
+        for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
+            int8_t q2[512];
+            float d2[32], ds2[32];
+            const int G = cvx_q8_group(kinds[t]);
+            cvx_q8_quantize_row(kinds[t], x, K, q, d, ds);
+            cvx_q8_quantize_row_fast(&cpu, kinds[t], x, K, q2, d2, ds2);
+            assert_memory_equal(q, q2, K);
+            assert_memory_equal(d, d2, sizeof(float) * (K / G));
+            assert_memory_equal(ds, ds2, sizeof(float) * (K / G));
+        }
+    }
     /* zeros: zero codes and scale */
     memset(x, 0, sizeof(float) * K);
     cvx_q8_quantize_row(CVX_Q4_K, x, K, q, d, ds);
