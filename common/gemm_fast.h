@@ -53,7 +53,7 @@ size_t cvx_kernels_scratch_bytes(const cvx_kernels *kc);
 /* Grow-only scratch slot `slot` (< CVX_KERNELS_SCRATCH_SLOTS) for kernels in other files (the
  * quantized linear's tiles): at least `bytes`, 64-byte aligned, contents undefined, valid until the
  * next call for the slot or cvx_kernels_trim. */
-enum { CVX_KERNELS_SCRATCH_SLOTS = 2 };
+enum { CVX_KERNELS_SCRATCH_SLOTS = 3 };
 void *cvx_kernels_scratch(cvx_kernels *kc, int slot, size_t bytes);
 /* Linears over GGUF block-quantized weights (gemm_quant.h): qdot = cvx_qdot (0 dequantized tiles,
  * 1 int8 dot products), q8_kernel = cvx_q8_kernel (0 best, 1 AVX2, 2 scalar: tests). */

@@ -46,6 +46,13 @@ static int linear_dequant(cvx_kernels *kc, cvx_precision p, const float *x, int 
     void *owned = kc ? NULL : cvx_alloc_aligned_at(bytes, __FILE__, __LINE__);
     unsigned char *tile = kc ? cvx_kernels_scratch(kc, 0, bytes) : owned;
     float *rowbuf = (float *)(tile + tile_bytes);   /* bf16: one f32 row per thread */
+    /* bf16: x rounded to bf16 once for all tiles (cvx_matmul would convert it per call) */
+    const void *xa = x;
+    if (bf16) {
+        uint16_t *xb = cvx_kernels_scratch(kc, 2, sizeof(uint16_t) * (size_t)M * K);
+        cvx_f32_to_bf16_fast(x, xb, (size_t)M * K);
+        xa = xb;
+    }
     int rc = 0;
     for (int n0 = 0; n0 < N && !rc; n0 += NB) {
         const int nb = N - n0 < NB ? N - n0 : NB;
@@ -61,7 +68,7 @@ static int linear_dequant(cvx_kernels *kc, cvx_precision p, const float *x, int 
             }
         }
         if (kc) {
-            cvx_mat a = {x, CVX_F32, K, 0}, b = {tile, bf16 ? CVX_BF16 : CVX_F32, K, 1};   /* B = tileᵀ [K, nb] */
+            cvx_mat a = {xa, bf16 ? CVX_BF16 : CVX_F32, K, 0}, b = {tile, bf16 ? CVX_BF16 : CVX_F32, K, 1};   /* B = tileᵀ */
             rc = cvx_matmul(kc, p, M, nb, K, a, b, bias ? bias + n0 : NULL, 0.0f, y + n0, N);
         } else {
             for (int m = 0; m < M; m++)
