@@ -102,6 +102,11 @@ int cvx_ctx_set_precision(cvx_ctx *ctx, cvx_precision p) {
     return 0;
 }
 
+void cvx_ctx_set_int8(cvx_ctx *ctx, int on) {
+    if (ctx->kernels) cvx_kernels_set_qdot(ctx->kernels, on ? 1 : 0, cvx_kernels_q8_kernel(ctx->kernels));
+    ctx->int8 = on ? 1 : 0;
+}
+
 float *cvx_scratch_get(cvx_scratch *s, size_t n) {
     if (s->cap < n) {
         free(s->data);

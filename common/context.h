@@ -64,6 +64,7 @@ typedef struct cvx_ctx {
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */
     cvx_kernels *kernels;
     int fallback_noted;          /* the "bf16 without bf16 units" note was printed */
+    int int8;                    /* GGUF block-quantized weights: int8 dot products (cvx_ctx_set_int8) */
 } cvx_ctx;
 
 /* threads <= 0: all cores. Applies the thread count (cvx_ctx_use). */
@@ -90,6 +91,12 @@ int cvx_precision_parse(const char *name, cvx_precision *out);
 /* The programs' --precision: `arg` (the flag's value) or, when NULL, $CVX_PRECISION, else "auto".
  * 0, or -1 + cvx_error naming the flag / variable. */
 int cvx_precision_from_cli(const char *arg, cvx_precision *out);
+/* Linears over GGUF block-quantized weights (common/gemm_quant.h): on = 1 quantizes the activations
+ * to int8 per row as ggml does and multiplies with integer dot products (VNNI where present): an
+ * opt-in precision like bf16, faster, off by the int8 rounding of the activations; 0 (default)
+ * dequantizes tiles of weight rows into the f32/bf16 GEMM (exact to ggml's dequantized weights).
+ * Other weights are not affected. Without oneDNN kernels the int8 path is not available (no-op). */
+void cvx_ctx_set_int8(cvx_ctx *ctx, int on);
 /* Free the scratch buffers (they grow again on the next use). */
 void cvx_ctx_release_scratch(cvx_ctx *ctx);
 /* The buffer of s, at least n floats (contents undefined). */

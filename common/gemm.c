@@ -51,19 +51,21 @@ void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, c
         }
 }
 
-/* Widening scratch shared by all linear layers of a context: one matrix at a time is ever f32. */
+/* Widening scratch shared by all linear layers of a context: one matrix at a time is ever f32.
+ * (A GGUF block type is widened here only on the path without oneDNN, cvx_linear's last resort.) */
 const float *cvx_weight_f32(cvx_ctx *ctx, const cvx_tensor *t) {
     if (t->dtype == CVX_F32 && ((uintptr_t)t->data & 3) == 0) return t->data;
-    CVX_CHECK(cvx_dtype_is_float(t->dtype));
+    CVX_CHECK(cvx_dtype_is_float(t->dtype) || cvx_dtype_is_quant(t->dtype));
     size_t n = (size_t)t->numel;
     float *dst = cvx_scratch_get(&ctx->weights, n);
     /* Widen in parallel chunks: for bf16 this is memory-bound, two threads nearly double it. */
     const unsigned char *src = t->data;
-    size_t es = cvx_dtype_size(t->dtype), chunk = 1 << 16;
+    /* chunks of whole blocks (65536 is a multiple of every block size) */
+    size_t bb = cvx_dtype_block_bytes(t->dtype), blk = (size_t)cvx_dtype_block(t->dtype), chunk = 1 << 16;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < (n + chunk - 1) / chunk; c++) {
         size_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
-        cvx_to_f32_n(t->dtype, src + lo * es, dst + lo, len);
+        cvx_to_f32_n(t->dtype, src + lo / blk * bb, dst + lo, len);
     }
     return dst;
 }

@@ -42,20 +42,31 @@ int cvx_st_metadata_count(const cvx_safetensors *st);
 void cvx_st_metadata_at(const cvx_safetensors *st, int i, const char **key, const char **value);
 
 /* ---- a model's weights: one lookup table over a single file or a sharded checkpoint ----
- * `path` may be a .safetensors file, a *.safetensors.index.json (weight_map), or a directory
- * holding exactly one of: an index.json, or one .safetensors file. */
+ * `path` may be a .safetensors file, a *.safetensors.index.json (weight_map), a GGUF file (by its
+ * magic "GGUF", common/gguf.h: tensors of ggml block types are exposed in place, dtype CVX_Q*,
+ * for cvx_linear; a `comfy.gguf.orig_shape.<name>` key restores a reshaped tensor's shape), or a
+ * directory holding exactly one of: an index.json, or one .safetensors file. */
 typedef struct cvx_weights cvx_weights;
+typedef struct cvx_gguf cvx_gguf;
 
 cvx_weights *cvx_weights_open(const char *path);
 void cvx_weights_close(cvx_weights *w);
 const cvx_tensor *cvx_weights_find(const cvx_weights *w, const char *name); /* NULL if absent */
-/* Find `name` and check its shape (a -1 entry matches any size); float dtypes only.
+/* Find `name` and check its shape (a -1 entry matches any size); float dtypes and the GGUF block
+ * types (which only cvx_linear, cvx_tensor_to_f32 and friends read), nothing else (F8, ints).
  * Missing or mismatching: NULL + "FILE: tensor 'name' has shape [..], expected [..]".
  * Usage: cvx_weights_get(w, "proj.weight", CVX_SHAPE(D, K)). */
 const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const int64_t *shape, int ndim);
 #define CVX_SHAPE(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 int cvx_weights_count(const cvx_weights *w);
 const char *cvx_weights_path(const cvx_weights *w);
+/* Tensor i in [0, cvx_weights_count) (shards in order, each in header order; GGUF in file order). */
+const cvx_tensor *cvx_weights_at(const cvx_weights *w, int i);
+/* The GGUF file behind w (its metadata), NULL for safetensors. */
+const cvx_gguf *cvx_weights_gguf(const cvx_weights *w);
+/* One line for logs and records: "gguf wan Q4_K_M: 40 F32, 9 F16, 14 Q4_K, 6 Q6_K" (the file's
+ * general.architecture and general.file_type when present), "safetensors: 400 BF16". */
+const char *cvx_weights_describe(const cvx_weights *w, char *buf, size_t n);
 
 /* Helpers for printing shapes in messages: writes "[1, 226, 4096]". */
 const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);

@@ -28,6 +28,8 @@ typedef struct {
     const char *input_dir, *output_dir, *model_id, *model_dir, *precision_arg, *coeffs_arg, *threshold_arg;
     cvx_lora_list loras;
     int lora_fuse;
+    const char *quantize, *transformer_out;   /* --quantize TYPE --transformer_out FILE.gguf */
+    int int8, pure;
     const char *wfile[3];   /* --transformer, --text_encoder, --vae single weight files */
     int fps, threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
     cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance) */

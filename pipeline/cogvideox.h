@@ -33,8 +33,10 @@ typedef void (*cvx_progress_fn)(void *user, const char *label, int done, int tot
 
 typedef struct {
     const char *model;          /* diffusers directory or ORG/NAME hub id */
-    /* single-file weights used instead of the directory's (Wan: diffusers or original/ComfyUI key
-     * names; the directory still gives the configs and the tokenizer), NULL = the directory's */
+    /* single-file weights used instead of the directory's (the directory still gives the configs
+     * and the tokenizer), NULL = the directory's: transformer (Wan: diffusers or original/ComfyUI
+     * key names; CogVideoX: diffusers names) and text encoder (HF or llama.cpp names) as
+     * .safetensors or GGUF (ggml block-quantized weights stay quantized); VAE (Wan only) */
     const char *transformer_file, *text_encoder_file, *vae_file;
     /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
      * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
@@ -45,6 +47,8 @@ typedef struct {
     int threads;                /* 0 = all cores */
     cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
                                  * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
+    int int8;                   /* GGUF block-quantized weights: int8 dot products with the activations
+                                 * rounded to int8 per row (cvx_ctx_set_int8); 0: dequantized tiles */
 } cvx_model_params;
 
 /* What cvx_model_open read: the resolved paths and the model's defaults. */
@@ -66,6 +70,11 @@ typedef struct {
  * missing from the directory are reported by the first call that needs them. */
 cvx_model *cvx_model_open(const cvx_model_params *p);
 void cvx_model_close(cvx_model *m);
+/* Write the model's transformer (its directory's weights, or cvx_model_params.transformer_file, F32/
+ * BF16/F16) as a GGUF file with city96's rules (stage2/quantize.h): `type` a llama.cpp file type
+ * (Q8_0, Q4_K_M, ...) or a block type (q4_k: pure), pure = llama-quantize --pure. One info line
+ * says what was written. 0, or -1 + cvx_error. */
+int cvx_model_write_gguf(cvx_model *m, const char *type, int pure, const char *out_path);
 const cvx_model_info *cvx_model_get_info(const cvx_model *m);
 cvx_ctx *cvx_model_ctx(cvx_model *m);
 

@@ -71,6 +71,9 @@ typedef struct cvx_family {
     /* optional (NULL: none): the decode's checks that need no weights, before the long work
      * (cvx_decode_check; CogVideoX: tile sizes that cannot give the frame size) */
     int (*check_decode)(cvx_model *m, const cvx_decode_params *p, int h, int w);
+
+    /* ---- making a GGUF of the transformer (stage2/quantize.h; NULL: not supported) ---- */
+    const struct cvx_gguf_rules *gguf_rules;
 } cvx_family;
 
 /* The table (pipeline/family.c), NULL-terminated. */

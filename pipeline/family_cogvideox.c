@@ -58,9 +58,9 @@ static void fill_info(cvx_model *m) {
 
 static int cog_open(cvx_model *m) {
     char path[4300];
-    if (m->transformer_file[0] || m->text_encoder_file[0] || m->vae_file[0])
-        return cvx_error("%s: single weight files (--transformer / --text_encoder / --vae) are read for Wan models; "
-                         "CogVideoX runs from its diffusers directory", m->dir);
+    if (m->vae_file[0])
+        return cvx_error("%s: --vae %s: a single VAE file is read for Wan models; CogVideoX's VAE comes from its "
+                         "diffusers directory", m->dir, m->vae_file);
     m->fam = cvx_calloc(1, sizeof(cogvideox_state));
     snprintf(path, sizeof path, "%s/transformer/config.json", m->dir);
     if ((m->has_denoiser_config = cvx_is_file(path)) && cogvideox_config_load(path, &S(m)->tcfg)) return -1;
@@ -91,7 +91,10 @@ static int load_t5(cvx_model *m) {
         cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir))
         return -1;
     if (t5_tokenizer_load(&S(m)->tok, tok_dir)) return -1;
-    if (t5_build(&S(m)->t5, te_dir, m->ctx)) {
+    char cfg[4300];
+    snprintf(cfg, sizeof cfg, "%s/config.json", te_dir);
+    if (m->text_encoder_file[0] ? t5_build_file(&S(m)->t5, m->text_encoder_file, cfg, m->ctx)
+                                : t5_build(&S(m)->t5, te_dir, m->ctx)) {
         t5_tokenizer_free(&S(m)->tok);
         return -1;
     }
@@ -102,11 +105,18 @@ static int load_t5(cvx_model *m) {
     return 0;
 }
 
+/* The transformer of the model directory, or its config.json with --transformer's weights (a single
+ * .safetensors or a GGUF file with diffusers names). */
 static int load_transformer(cvx_model *m) {
     if (S(m)->transformer) return 0;
-    char dir[4200];
+    char dir[4200], cfg[4300];
     if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-    S(m)->transformer = cogvideox_load(dir, m->ctx);
+    if (m->transformer_file[0]) {
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        S(m)->transformer = cogvideox_load_file(cfg, m->transformer_file, m->ctx);
+    } else {
+        S(m)->transformer = cogvideox_load(dir, m->ctx);
+    }
     return S(m)->transformer ? 0 : -1;
 }
 
@@ -501,5 +511,5 @@ const cvx_family cvx_family_cogvideox = {
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
-    .check_decode = check_decode,
+    .check_decode = check_decode, .gguf_rules = &cogvideox_gguf_rules,
 };

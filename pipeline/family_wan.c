@@ -559,5 +559,5 @@ const cvx_family cvx_family_wan = {
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
-    .decode = decode,
+    .decode = decode, .gguf_rules = &wan_gguf_rules,
 };

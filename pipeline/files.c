@@ -156,6 +156,36 @@ int cvx_genconfig_record_precision_set(cvx_outset *set, const char *path, const 
     return rc;
 }
 
+/* "gguf wan Q4_K_M: 40 F32, ..." for a weights path (its header only), "" when it cannot be opened. */
+static void describe_weights(const char *path, char *buf, size_t n) {
+    cvx_weights *w = cvx_weights_open(path);
+    buf[0] = 0;
+    if (w) cvx_weights_describe(w, buf, n);
+    else cvx_clear_error();
+    cvx_weights_close(w);
+}
+
+static const char *weight_file_of(const cvx_model *m, const char *which) {
+    return !strcmp(which, "transformer") ? m->transformer_file : !strcmp(which, "text_encoder") ? m->text_encoder_file
+                                                                                                : m->vae_file;
+}
+
+int cvx_genconfig_record_weights_set(cvx_outset *set, const char *path, const char *which, const cvx_model *m) {
+    json_object *upd = json_object_new_object();
+    const char *file = weight_file_of(m, which);
+    char key[64], real[PATH_MAX], desc[512];
+    snprintf(key, sizeof key, "%s_file", which);
+    if (file[0] && !realpath(file, real)) snprintf(real, sizeof real, "%s", file);
+    json_object_object_add(upd, key, file[0] ? json_object_new_string(real) : NULL);
+    snprintf(key, sizeof key, "%s_weights", which);
+    if (file[0]) describe_weights(file, desc, sizeof desc);
+    json_object_object_add(upd, key, file[0] ? json_object_new_string(desc) : NULL);
+    if (!strcmp(which, "transformer")) json_object_object_add(upd, "int8_dot", json_object_new_boolean(m->ctx->int8));
+    int rc = cvx_genconfig_put(set, path, upd);
+    json_object_put(upd);
+    return rc;
+}
+
 /* A --prompts_file: one prompt per non-empty line. */
 cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count) {
     size_t len;
@@ -250,8 +280,12 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         if (!realpath(m->transformer_file, real_file)) snprintf(real_file, sizeof real_file, "%s", m->transformer_file);
         cvx_fingerprint_set(fp, "transformer_file", "%s (%lld bytes)", real_file,
                             stat(real_file, &fst) == 0 ? (long long)fst.st_size : -1LL);
+        char desc[512];   /* its format and tensor types: "gguf wan Q4_K_M: 40 F32, 9 F16, 14 Q4_K, 6 Q6_K" */
+        describe_weights(m->transformer_file, desc, sizeof desc);
+        cvx_fingerprint_set(fp, "transformer_weights", "%s", desc);
     }
     if (cvx_lora_fingerprint(m, fp)) return -1;   /* LoRA files (xxh64) and weights, fused or not */
+    if (m->ctx->int8) cvx_fingerprint_set(fp, "int8_dot", "true");   /* quantized weights × int8 activations */
     cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);

@@ -59,6 +59,7 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
         cvx_ctx_free(m->ctx);
         goto fail;
     }
+    cvx_ctx_set_int8(m->ctx, p->int8);
     return m;
 fail:
     cvx_model_drop_loras(m);

@@ -149,7 +149,8 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
         cvx_genconfig_record_encode_set(&set, gc_path, pf ? NULL : ps->prompt, pf, ps->negative, model,
                                         pf ? NULL : hex) ||
         cvx_genconfig_record_conditioning_set(&set, gc_path, source ? cond : NULL, source) ||
-        cvx_genconfig_record_precision_set(&set, gc_path, "stage1_precision", m) || cvx_outset_commit(&set))
+        cvx_genconfig_record_precision_set(&set, gc_path, "stage1_precision", m) ||
+        cvx_genconfig_record_weights_set(&set, gc_path, "text_encoder", m) || cvx_outset_commit(&set))
         return cvx_outset_abort(&set), -1;
     return 0;
 }
@@ -242,6 +243,7 @@ int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig,
         cvx_genconfig_record_sample_set(&set, out->genconfig, in_genconfig, r, fps, lat->scheduler, model, hex) ||
         cvx_genconfig_record_precision_set(&set, out->genconfig, "stage2_precision", m) ||
         cvx_genconfig_record_lora_set(&set, out->genconfig, m) ||
+        cvx_genconfig_record_weights_set(&set, out->genconfig, "transformer", m) ||
         cvx_genconfig_record_cache_set(&set, out->genconfig, r, lat) || cvx_outset_commit(&set))
         return cvx_outset_abort(&set), -1;
     /* the checkpoint is stale now that the result is written */

@@ -96,4 +96,10 @@ int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], lon
 /* The decoder output as tensor 'decoded' [B, 3, T, H, W] F32 (metadata: the latents' path). */
 int cvx_frames_write(const char *path, const cvx_frames *f, const char *latents_path);
 
+/* The single weight file a stage read instead of the model directory's (which = "transformer" or
+ * "text_encoder"): "<which>_file" (its real path) and "<which>_weights" (what it holds, e.g. "gguf
+ * wan Q4_K_M: 40 F32, 9 F16, 14 Q4_K, 6 Q6_K"), null when the directory's weights were used; for
+ * the transformer also "int8_dot" (cvx_model_params.int8). */
+int cvx_genconfig_record_weights_set(cvx_outset *set, const char *path, const char *which, const cvx_model *m);
+
 #endif

@@ -40,6 +40,16 @@ int main(int argc, char **argv) {
     cvx_sample_params sp = a.sp;
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
     if (a.lora_fuse && !a.loras.n) cvx_die("--lora_fuse without --lora: nothing to fuse");
+    if (!a.quantize != !a.transformer_out) cvx_die("--quantize TYPE and --transformer_out FILE.gguf go together");
+    if (a.quantize) {   /* make a GGUF of the model's transformer and stop (no sampling) */
+        if (!model_id && !model_dir) cvx_die("--quantize: give the model with --model_dir or --model_id");
+        cvx_model *qm = cvx_model_open(&(cvx_model_params){.model = model_dir ? model_dir : model_id,
+                                                           .threads = a.threads, .transformer_file = wfile[0]});
+        if (!qm || cvx_model_write_gguf(qm, a.quantize, a.pure, a.transformer_out)) cvx_die_last_error();
+        cvx_model_close(qm);
+        cvx_dist_free(world);
+        return 0;
+    }
     if (sp.scheduler && !cvx_scheduler_by_flag(sp.scheduler)) cvx_die_last_error();
     if (!output_dir) output_dir = input_dir;
     cvx_par par;
@@ -67,7 +77,8 @@ int main(int argc, char **argv) {
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = a.threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
                                                       .vae_file = wfile[2], .loras = a.loras.spec,
-                                                      .n_loras = a.loras.n, .lora_fuse = a.lora_fuse});
+                                                      .n_loras = a.loras.n, .lora_fuse = a.lora_fuse,
+                                                      .int8 = a.int8});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;

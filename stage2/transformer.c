@@ -187,12 +187,17 @@ out:
 #define GETF(dst, name, n) do { const cvx_tensor *t_; GET(t_, name, n); (dst) = cvx_tensor_f32_dup(t_); } while (0)
 
 cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx) {
-    char path[4096], name[256];
+    char path[4096];
     if (cvx_path_join(path, sizeof path, transformer_dir, "config.json")) { cvx_error("path too long"); return NULL; }
+    return cogvideox_load_file(path, transformer_dir, ctx);
+}
+
+cogvideox_transformer *cogvideox_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
+    char name[256];
     cogvideox_transformer *m = cvx_calloc(1, sizeof *m);
     cogvideox_config *c = &m->c;
-    if (cogvideox_config_load(path, c)) { free(m); return NULL; }
-    if (!(m->w = cvx_weights_open(transformer_dir))) { free(m); return NULL; }
+    if (cogvideox_config_load(config_json, c)) { free(m); return NULL; }
+    if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
     m->owns_ctx = ctx == NULL;
     m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim,

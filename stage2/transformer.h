@@ -37,6 +37,10 @@ int cogvideox_config_load(const char *path, cogvideox_config *c);
  * checkpoint fails at load time with one clear message. NULL + cvx_error on failure.
  * ctx: the compute context to run on (borrowed), or NULL for a private one (freed with the model). */
 cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx);
+/* The same from a config.json and a weights path of any form cvx_weights_open takes: a diffusers
+ * directory, a single .safetensors file, or a GGUF file with diffusers tensor names (block-quantized
+ * weights stay quantized in memory; cvx_linear reads them). */
+cogvideox_transformer *cogvideox_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
 cvx_ctx *cogvideox_ctx(const cogvideox_transformer *m);
 void cogvideox_free(cogvideox_transformer *m);
 const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m);

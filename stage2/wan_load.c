@@ -8,6 +8,7 @@
 #include "gemm.h"
 #include "lora.h"
 #include "validate.h"
+#include "quantize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -122,8 +123,7 @@ static const struct {
     {1, "scale_shift_table", "modulation"},
 };
 
-/* The original Wan / ComfyUI name of the tensor diffusers calls `dname` (no file prefix). */
-static void wan_original_name(const char *dname, char *out, size_t n) {
+void wan_original_name(const char *dname, char *out, size_t n) {
     int blk = -1, used = 0;
     if (sscanf(dname, "blocks.%d.%n", &blk, &used) < 1 || used == 0) blk = -1, used = 0;
     const char *rest = dname + used;
@@ -138,12 +138,25 @@ static void wan_original_name(const char *dname, char *out, size_t n) {
 
 /* The file's name of the tensor diffusers calls `dname`. */
 static void wan_key(const wan_transformer *m, const char *dname, char *out, size_t n) {
-    size_t p = strlen(m->prefix);
-    if (p >= n) p = n - 1;
-    memcpy(out, m->prefix, p);
-    if (m->original) wan_original_name(dname, out + p, n - p);
-    else snprintf(out + p, n - p, "%s", dname);
+    size_t k = (size_t)snprintf(out, n, "%s", m->prefix);
+    if (k >= n) return;
+    if (m->original) wan_original_name(dname, out + k, n - k);
+    else snprintf(out + k, n - k, "%s", dname);
 }
+
+/* ------------------------------------------------------------------ GGUF (stage2/quantize.h) */
+
+/* Diffusers names -> the original ones city96's Wan GGUFs use; original names stay. */
+static void wan_gguf_name(const cvx_weights *src, const char *name, char *out, size_t n) {
+    if (cvx_weights_find(src, "scale_shift_table")) wan_original_name(name, out, n);
+    else snprintf(out, n, "%s", name);
+}
+
+/* ComfyUI-GGUF convert.py ModelWan and lcpp.patch LLM_ARCH_WAN. */
+static const char *const WAN_GGUF_KEEP[] = {"modulation.", "patch_embedding.", "text_embedding.", "time_projection.",
+                                            "time_embedding.", "img_emb.", "head.", NULL};
+static const char *const WAN_GGUF_HIPREC[] = {".modulation", NULL};
+const cvx_gguf_rules wan_gguf_rules = {"wan", WAN_GGUF_KEEP, WAN_GGUF_HIPREC, wan_gguf_name};
 
 /* Which names the file uses, from the output modulation every Wan checkpoint has. */
 static int wan_detect_names(wan_transformer *m) {
