@@ -104,7 +104,7 @@ static void check_table(const char *prog, table_fn table, size_t args_size, cons
 static void test_stage2_table(void **state) {
     (void)state;
     static const char *const per_rank[] = {"input_dir", "output_dir", "model_id", "model_dir", "threads", "quiet",
-                                           "verbose", "help", NULL};
+                                           "verbose", "help", "transformer_out", NULL};
     check_table("stage2", stage2_table, sizeof(cvx_stage2_args), per_rank, 25);
 }
 
