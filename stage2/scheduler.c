@@ -64,7 +64,10 @@ static int init_shift(cvx_scheduler *s, const cvx_config *cfg, const cvx_schedul
     if (shift > 0 && strcmp(s->type->family, "flow") != 0)
         return cvx_error("--flow_shift %g: the %s scheduler has no flow shift (it is for the flow-matching schedulers "
                          "of Wan: unipc, euler)", shift, s->type->name);
-    return s->type->configure(s, cfg);
+    if (s->type->configure(s, cfg) == 0) return 0;
+    if (s->sched) s->type->free_sched(s->sched);   /* a refused config leaves nothing allocated */
+    s->sched = NULL;
+    return -1;
 }
 
 int cvx_scheduler_init(cvx_scheduler *s, const cvx_config *cfg, const cvx_scheduler_type *override) {
