@@ -8,8 +8,10 @@
  * dispatch on ctx->precision and ctx->cpu_features.
  *
  * A context is not thread-safe: one model call at a time per context (ops parallelise inside
- * with OpenMP). The OpenMP/OpenBLAS thread count itself is process-wide (those libraries keep
- * it globally); cvx_ctx_new applies ctx->threads. */
+ * with OpenMP). The thread count is the context's: every call that runs a model on it starts with
+ * cvx_ctx_use(ctx), which sets the OpenMP pool of the calling thread (oneDNN and the OpenMP build
+ * of OpenBLAS size their work by it), so two contexts with different counts run one after the
+ * other in one process each as it would alone. */
 #ifndef CVX_CONTEXT_H
 #define CVX_CONTEXT_H
 
@@ -52,6 +54,11 @@ typedef struct cvx_ctx {
     cvx_scratch winograd;        /* Winograd V and M tiles */
     cvx_scratch bf16_w, bf16_x;  /* bf16 mode: one conv's weights / inputs as bf16 (2 per float slot) */
     cvx_scratch conv_w;          /* one conv's packed / Winograd-transformed weights (f32) */
+    cvx_scratch lora_u;          /* LoRA: x·Aᵀ of one adapter [M, rank] (cvx_lora_apply) */
+
+    /* LoRA adapters (common/lora.h) that cvx_linear adds to the weights they target, NULL = none.
+     * Borrowed: whoever attaches a set detaches it before freeing it or the model it targets. */
+    const struct cvx_lora_set *lora;
 
     /* the GEMM kernels (oneDNN f32/bf16, primitives cached per shape; created after the thread
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */
@@ -60,8 +67,14 @@ typedef struct cvx_ctx {
     int int8;                    /* GGUF block-quantized weights: int8 dot products (cvx_ctx_set_int8) */
 } cvx_ctx;
 
-/* threads <= 0: all cores. Applies the thread count (process-wide, see above). */
+/* threads <= 0: all cores. Applies the thread count (cvx_ctx_use). */
 cvx_ctx *cvx_ctx_new(int threads);
+/* Make ctx's thread count the one the following ops run with (call at the start of each model
+ * call; cheap). */
+void cvx_ctx_use(const cvx_ctx *ctx);
+/* n <= 0: all cores. The OpenMP / OpenBLAS pool of the calling thread; cvx_threads() reads it back. */
+void cvx_set_threads(int n);
+int cvx_threads(void);
 void cvx_ctx_free(cvx_ctx *ctx);
 /* Set the compute precision. bf16 also moves 3×3 convs from Winograd F(4×4) to F(2×2) (F(4×4)
  * amplifies the bf16 rounding ~6×; see context.c). bf16 on a CPU without AVX512_BF16/AMX runs the fallback path

@@ -80,6 +80,28 @@ float *cvx_tensor_f32_dup(const cvx_tensor *t);
  * (grown with realloc as needed; caller frees it once at the end). */
 const float *cvx_tensor_f32_view(const cvx_tensor *t, float **scratch, size_t *scratch_cap);
 
+/* ---- content seal ----
+ * A file that must not be used once changed (stage 2's checkpoint) carries the xxh64 of its
+ * content in metadata `key` (16 hex digits): every tensor in name order (name, dtype name, rank
+ * and shape as int64, the data bytes) and every other metadata entry in key order (key, value),
+ * each string with its NUL, chained through the hash's seed from 0. */
+typedef struct {
+    const char *name;
+    cvx_dtype dtype;
+    int ndim;
+    const int64_t *shape;
+    const void *data;
+    size_t nbytes;
+} cvx_seal_tensor;
+typedef struct {
+    const char *key, *value;
+} cvx_seal_meta;
+/* The hash of the content above (sorts both arrays in place); metadata entry `skip` left out. */
+uint64_t cvx_seal_hash(cvx_seal_tensor *t, int nt, cvx_seal_meta *m, int nm, const char *skip);
+/* 0 when st's content hashes to its metadata `key`; -1 + cvx_error naming the file when the key
+ * is missing ("has no content hash") or differs ("was changed or damaged after it was written"). */
+int cvx_st_check_seal(const cvx_safetensors *st, const char *key);
+
 /* ---- writing ---- */
 typedef struct cvx_st_writer cvx_st_writer;
 
@@ -92,6 +114,8 @@ int cvx_stw_add(cvx_st_writer *w, const char *name, cvx_dtype dtype, int ndim, c
 int cvx_stw_add_f32(cvx_st_writer *w, const char *name, cvx_dtype store, int ndim, const int64_t *shape,
                     const float *data);
 int cvx_stw_metadata(cvx_st_writer *w, const char *key, const char *value);
+/* Sets metadata `key` to the content hash of everything added so far (the seal above; call last). */
+int cvx_stw_seal(cvx_st_writer *w, const char *key);
 /* Write to a new temp next to `path` (cvx_temp_create), fsync, rename over `path`, fsync dir. */
 int cvx_stw_write(cvx_st_writer *w, const char *path);
 /* Write and fsync the temp only; its name goes to tmp (commit with cvx_commit_file). */

@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "runenv.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
 #include "progress.h"

@@ -45,6 +45,12 @@ cvx_ctx *cogvideox_ctx(const cogvideox_transformer *m);
 void cogvideox_free(cogvideox_transformer *m);
 const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m);
 
+/* The model's linear layers for LoRA adapters (common/lora.h): diffusers module names
+ * ("transformer_blocks.0.attn1.to_q", ...) and the weight/bias tensors the forward passes to
+ * cvx_linear. *out is allocated (free()); returns the count. */
+struct cvx_lora_target;
+int cogvideox_lora_targets(const cogvideox_transformer *m, struct cvx_lora_target **out);
+
 /* Rotary tables [num_video_tokens, head_dim] for a latent grid of F frames × H × W (latent
  * pixels, before patching), built as CogVideoXPipeline builds them (1.0: crop-region grid from
  * the config's sample size; 1.5: integer grid). Only for models with rotary embeddings. */

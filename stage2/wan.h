@@ -52,6 +52,13 @@ void wan_original_name(const char *dname, char *out, size_t n);
 /* city96's GGUF rules for Wan (stage2/quantize.h): arch "wan", original names, what stays unquantized. */
 extern const struct cvx_gguf_rules wan_gguf_rules;
 
+/* The model's linear layers for LoRA adapters (common/lora.h): diffusers module names, the
+ * original Wan / ComfyUI names as aliases (the one name table of wan_load.c), the weight/bias
+ * tensors the forward passes to cvx_linear; in the order of diffusers' converter of original-name
+ * LoRAs. *out is allocated (free()); returns the count. */
+struct cvx_lora_target;
+int wan_lora_targets(const wan_transformer *m, struct cvx_lora_target **out);
+
 /* Tokens of one batch element for a latent grid: (F/p_t)·(H/p_h)·(W/p_w). */
 int wan_num_tokens(const wan_config *c, int F, int H, int W);
 /* The rotary table of the grid of F × H × W latents, as upstream's WanRotaryPosEmbed gives it:

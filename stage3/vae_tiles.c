@@ -34,6 +34,18 @@ typedef struct {
     int H, W;
 } tile_out;
 
+/* The last `rows` rows of t (all it holds when it has fewer): what the tile below blends from.
+ * t's buffer is freed. */
+static tile_out bottom_strip(tile_out t, int C, int T, int rows) {
+    if (rows > t.H) rows = t.H;
+    if (rows < 0) rows = 0;
+    tile_out s = {cvx_alloc_f32((size_t)C * T * (rows ? rows : 1) * t.W), rows, t.W};
+    for (size_t ct = 0; ct < (size_t)C * T; ct++)
+        memcpy(s.data + ct * rows * t.W, t.data + (ct * t.H + (t.H - rows)) * t.W, sizeof(float) * rows * t.W);
+    free(t.data);
+    return s;
+}
+
 float *vae_tiles_stitch(const vae_tile_grid *g, vae_tile_fn produce, void *user, int *H_out, int *W_out) {
     const int C = g->C, T = g->T, rows = g->rows, cols = g->cols;
     /* Output size: each tile keeps at most row_limit, as upstream (which can be more than the
@@ -42,35 +54,39 @@ float *vae_tiles_stitch(const vae_tile_grid *g, vae_tile_fn produce, void *user,
     for (int i = 0; i < rows; i++) Hout += g->tile_h[i] < g->keep_h ? g->tile_h[i] : g->keep_h;
     for (int j = 0; j < cols; j++) Wout += g->tile_w[j] < g->keep_w ? g->tile_w[j] : g->keep_w;
     float *out = cvx_alloc_f32((size_t)C * T * Hout * Wout);   // [C, T, Hout, Wout]
-    tile_out *prev = cvx_calloc((size_t)cols, sizeof *prev), *cur = cvx_calloc((size_t)cols, sizeof *cur);
+    /* Alive: per column the bottom blend_h rows of the (blended) tile above, the tile to the left
+     * and the current one — blend_v / blend_h read nothing else, so the blends are unchanged. */
+    tile_out *above = cvx_calloc((size_t)cols, sizeof *above), left = {0}, o;
     int y0 = 0;
     for (int i = 0; i < rows; i++) {
         int x0 = 0, kept_h = 0;
         for (int j = 0; j < cols; j++) {
-            tile_out *o = &cur[j];
-            o->H = g->tile_h[i], o->W = g->tile_w[j];
-            o->data = produce(user, i, j);   // [C, T, H, W]
+            o.H = g->tile_h[i], o.W = g->tile_w[j];
+            o.data = produce(user, i, j);   // [C, T, H, W]
             /* Blend with the tile above and the one to the left (both already blended). */
-            if (i > 0) vae_blend_v(prev[j].data, prev[j].H, o->data, o->H, C, T, o->W, g->blend_h);
-            if (j > 0) vae_blend_h(cur[j - 1].data, cur[j - 1].W, o->data, o->W, C, T, o->H, g->blend_w);
-            const int kh = o->H < g->keep_h ? o->H : g->keep_h, kw = o->W < g->keep_w ? o->W : g->keep_w;
+            if (i > 0) vae_blend_v(above[j].data, above[j].H, o.data, o.H, C, T, o.W, g->blend_h);
+            if (j > 0) vae_blend_h(left.data, left.W, o.data, o.W, C, T, o.H, g->blend_w);
+            const int kh = o.H < g->keep_h ? o.H : g->keep_h, kw = o.W < g->keep_w ? o.W : g->keep_w;
             for (int c = 0; c < C; c++)
                 for (int f = 0; f < T; f++)
                     for (int y = 0; y < kh; y++)
                         memcpy(out + (((size_t)c * T + f) * Hout + y0 + y) * Wout + x0,
-                               o->data + (((size_t)c * T + f) * o->H + y) * o->W, sizeof(float) * kw);
+                               o.data + (((size_t)c * T + f) * o.H + y) * o.W, sizeof(float) * kw);
             x0 += kw;
             kept_h = kh;
+            if (j > 0) {   /* the left tile is done: keep what the row below needs */
+                free(above[j - 1].data);
+                above[j - 1] = bottom_strip(left, C, T, g->blend_h);
+            }
+            left = o;
         }
-        for (int j = 0; j < cols; j++) {
-            free(prev[j].data);
-            prev[j] = cur[j];
-            cur[j].data = NULL;
-        }
+        free(above[cols - 1].data);
+        above[cols - 1] = bottom_strip(left, C, T, g->blend_h);
+        left.data = NULL;
         y0 += kept_h;
     }
-    for (int j = 0; j < cols; j++) free(prev[j].data);
-    free(prev), free(cur);
+    for (int j = 0; j < cols; j++) free(above[j].data);
+    free(above);
     *H_out = Hout, *W_out = Wout;
     return out;
 }

@@ -22,8 +22,8 @@ typedef struct {
 typedef float *(*vae_tile_fn)(void *user, int i, int j);
 
 /* Produces the tiles of g in row-major order, blends and stitches them; returns the whole
- * output [C, T, *H_out, *W_out] (each tile keeping at most keep_h × keep_w, as upstream). Two
- * rows of tiles are alive at a time. */
+ * output [C, T, *H_out, *W_out] (each tile keeping at most keep_h × keep_w, as upstream). Alive
+ * besides the output: two tiles and, per column, the last blend_h rows of the tile above. */
 float *vae_tiles_stitch(const vae_tile_grid *g, vae_tile_fn produce, void *user, int *H_out, int *W_out);
 
 /* Linear blends of overlapping tiles along height / width, as upstream blend_v / blend_h:

@@ -27,7 +27,7 @@ static const double DEFAULT_STD[16] = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1
 
 static int config_defaults(wan_vae_config *c) {
     memset(c, 0, sizeof *c);
-    c->base_dim = 96, c->z_dim = 16, c->num_res_blocks = 2, c->n_mult = 4, c->n_temporal = 3;
+    c->base_dim = c->decoder_base_dim = 96, c->z_dim = 16, c->num_res_blocks = 2, c->n_mult = 4, c->n_temporal = 3;
     memcpy(c->dim_mult, DEFAULT_DIM_MULT, sizeof DEFAULT_DIM_MULT);
     memcpy(c->temperal_downsample, DEFAULT_TEMPORAL, sizeof DEFAULT_TEMPORAL);
     for (int i = 0; i < 16; i++) c->latents_mean[i] = (float)DEFAULT_MEAN[i], c->latents_std[i] = (float)DEFAULT_STD[i];
@@ -69,6 +69,8 @@ int wan_vae_config_load(wan_vae_config *c, const char *path) {
     }
     if (cvx_cfg_int_range_or(&j, "base_dim", 96, 1, 65536, &v)) goto out;
     c->base_dim = (int)v;
+    if (cvx_cfg_int_range_or(&j, "decoder_base_dim", c->base_dim, 1, 65536, &v)) goto out;   /* diffusers >= 0.35 */
+    c->decoder_base_dim = (int)v;
     if (cvx_cfg_int_range_or(&j, "z_dim", 16, 1, WAN_VAE_MAX_Z, &v)) goto out;
     c->z_dim = (int)v;
     if (cvx_cfg_int_range_or(&j, "num_res_blocks", 2, 0, 64, &v)) goto out;
@@ -252,8 +254,8 @@ static int load_decoder(wan_vae *v, vae_loader *L) {
     const wan_vae_config *c = &v->cfg;
     const int n = c->n_mult, z = c->z_dim;
     int dims[WAN_VAE_MAX_LEVELS + 1];
-    dims[0] = c->base_dim * c->dim_mult[n - 1];
-    for (int i = 0; i < n; i++) dims[i + 1] = c->base_dim * c->dim_mult[n - 1 - i];
+    dims[0] = c->decoder_base_dim * c->dim_mult[n - 1];
+    for (int i = 0; i < n; i++) dims[i + 1] = c->decoder_base_dim * c->dim_mult[n - 1 - i];
     char name[256];
     if (vae_conv_get(L, &v->post_quant_conv, "post_quant_conv", z, z, 1, 1, 1, 0, 0)) return -1;
     if (vae_conv_get(L, &v->dec_conv_in, "decoder.conv_in", z, dims[0], 3, 3, 3, 0, 1)) return -1;

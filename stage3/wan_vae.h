@@ -35,6 +35,7 @@
 
 typedef struct {
     int base_dim, z_dim, num_res_blocks, n_mult;
+    int decoder_base_dim;                           /* later diffusers' decoder_base_dim (default base_dim) */
     int dim_mult[WAN_VAE_MAX_LEVELS];
     int n_temporal;                                 /* entries of temperal_downsample (>= n_mult − 1) */
     int temperal_downsample[WAN_VAE_MAX_LEVELS];    /* the decoder reads it reversed, as upstream */
@@ -126,10 +127,13 @@ int wan_vae_decoded_frames(const wan_vae *v, int F);                  /* 1 + tem
 int wan_vae_encoded_shape(const wan_vae *v, int T, int H, int W, int *F, int *h, int *w);
 
 /* ---- decoding ---- */
-/* Spatial tiling as later diffusers' AutoencoderKLWan.tiled_decode (not in 0.33.1): latent tiles of
- * min/spatial_ratio advancing by stride/spatial_ratio, each decoded alone over all frames,
- * blended with the tiles above and to the left over min − stride samples, each keeping
- * stride × stride samples, then clamped. Sizes in samples (multiples of spatial_ratio). */
+/* Spatial tiling as diffusers >= 0.34 AutoencoderKLWan.tiled_decode (not in 0.33.1): latent tiles
+ * of min/spatial_ratio advancing by stride/spatial_ratio, each decoded alone over all frames
+ * (own caches), blended with the tiles above and to the left over min − stride samples, each
+ * keeping stride × stride samples, then clamped (the clamp 0.36 added; 0.34/0.35 returned the
+ * blend unclamped). Sizes in samples (multiples of spatial_ratio). Tiles run one after the other
+ * over the whole video (upstream's order): the working set is one tile's, plus the decoded video
+ * and one row of tiles held for the blending. */
 typedef struct {
     int min_h, min_w;          /* tile_sample_min_height / _width (upstream 256) */
     int stride_h, stride_w;    /* tile_sample_stride_height / _width (upstream 192) */
@@ -141,6 +145,12 @@ int wan_vae_tiling_check(const wan_vae *v, const wan_vae_tiling *t);
 int wan_vae_tiling_applies(const wan_vae *v, int h, int w, const wan_vae_tiling *t);
 /* Decoder calls of a decode (progress bars): F, times the tiles when tiled. */
 int wan_vae_decode_steps(const wan_vae *v, int F, int h, int w, const wan_vae_tiling *t);
+
+/* Rough peak bytes of a decode of F latent frames h×w (tiling NULL or not applying: untiled,
+ * flat in F; tiled: one tile's working set + the decoded video held until the last tile) — for
+ * choosing tiling. Calibrated on bench_wan_vae at the real Wan 2.1 dims (within ~20 % of the
+ * measured peak RSS: untiled 480×832 6.73 vs 6.88 GB, tiled 256/192 2.30 vs 2.31 GB). */
+double wan_vae_estimate_peak_bytes(const wan_vae *v, int F, int h, int w, const wan_vae_tiling *t);
 
 /* Receives video frames t0 .. t0+n−1 as frames[3, n, H, W] (valid during the call); nonzero stops
  * the decode, which then fails with the callback's cvx_error prefixed. */
