@@ -11,7 +11,9 @@
  * Rates per CPU-second (flop / (process CPU s / threads)) are what the kernels do on idle cores;
  * the machine is shared, so wall times are printed too. Run with OMP_WAIT_POLICY=PASSIVE.
  *   bench_quant [--threads N] [--reps R] [--part peaks|linears|models|all] [--models cog5b,wan1.3b,wan14b]
- *               [--frames F] [--height H] [--width W] [--rounds R] */
+ *               [--frames F] [--height H] [--width W] [--rounds R]
+ *   bench_quant --write_model cog5b|wan1.3b|wan14b DIR: only write that random 2-layer bf16 checkpoint
+ *               (config.json + safetensors) into DIR (for stage2 --quantize and peak-RSS runs). */
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
@@ -420,10 +422,11 @@ static void bench_models(int threads, int rounds, const char *models, int frames
 
 int main(int argc, char **argv) {
     int threads = 2, reps = 3, rounds = 2, frames = 9, height = 480, width = 832;
-    const char *part = "all", *models = "cog5b,wan1.3b,wan14b";
+    const char *part = "all", *models = "cog5b,wan1.3b,wan14b", *write_model = NULL;
     static const struct option opts[] = {{"threads", 1, 0, 't'}, {"reps", 1, 0, 'r'},   {"part", 1, 0, 'p'},
                                          {"models", 1, 0, 'm'},  {"frames", 1, 0, 'f'}, {"height", 1, 0, 'h'},
-                                         {"width", 1, 0, 'w'},   {"rounds", 1, 0, 'R'}, {0, 0, 0, 0}};
+                                         {"width", 1, 0, 'w'},   {"rounds", 1, 0, 'R'}, {"write_model", 1, 0, 'W'},
+                                         {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         if (c == 't') threads = atoi(optarg);
         else if (c == 'r') reps = atoi(optarg);
@@ -433,9 +436,18 @@ int main(int argc, char **argv) {
         else if (c == 'h') height = atoi(optarg);
         else if (c == 'w') width = atoi(optarg);
         else if (c == 'R') rounds = atoi(optarg);
+        else if (c == 'W') write_model = optarg;
         else return fprintf(stderr, "see the comment at the top of bench/bench_quant.c\n"), 2;
     }
     cvx_set_threads(threads);
+    if (write_model) {
+        if (optind >= argc) cvx_die("--write_model KEY DIR: give the directory");
+        if (!strcmp(write_model, "cog5b")) write_cog5b(argv[optind]);
+        else if (!strcmp(write_model, "wan1.3b")) write_wan(argv[optind], 12, 8960);
+        else if (!strcmp(write_model, "wan14b")) write_wan(argv[optind], 40, 13824);
+        else cvx_die("--write_model %s: one of cog5b, wan1.3b, wan14b", write_model);
+        return 0;
+    }
     cvx_cpu_features cpu;
     cvx_cpu_detect(&cpu);
     char buf[160];
