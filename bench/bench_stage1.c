@@ -3,9 +3,13 @@
  * layers, 226 tokens, one sequence. Prints wall time (median of 3 after a warm-up), GFLOP/s
  * and peak RSS, then one line for bench/side_by_side.sh (which runs the PyTorch peer beside it):
  *   RESULT case=t5 precision=<f32|bf16> seconds=<median wall s> gflops=<rate>
+ * --umt5: UMT5-XXL as Wan runs it (the same dims, a position bias in every block): stage 1's
+ * umt5_prompt_embeds for the prompt and the negative prompt (batch 2) padded to --tokens (default
+ * 512) with --seq-len real tokens each (default all): the encoder runs max(seq_len) tokens only.
+ *   RESULT case=umt5 precision=.. seconds=.. gflops=.. tokens=<L> seq_len=<n> batch=<B>
  *
  *   bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--f32|--f16] [--reps N]
- *                [--precision f32|bf16]
+ *                [--precision f32|bf16] [--umt5 [--seq-len N]]
  */
 #include <getopt.h>
 #include <math.h>
@@ -78,7 +82,7 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     cvx_set_program_name("bench_stage1");
-    int layers = 2, S = 226, B = 1, threads = 0, reps = 3;
+    int layers = 2, S = 0, B = 0, threads = 0, reps = 3, umt5 = 0, seq_len = 0;
     cvx_dtype dt = CVX_BF16;
     cvx_precision prec = CVX_PRECISION_F32;
     static const struct option opts[] = {
@@ -86,7 +90,8 @@ int main(int argc, char **argv) {
         {"batch", required_argument, 0, 'b'},  {"threads", required_argument, 0, 't'},
         {"reps", required_argument, 0, 'r'},   {"f32", no_argument, 0, 'f'},
         {"f16", no_argument, 0, 'g'},          {"help", no_argument, 0, 'h'},
-        {"precision", required_argument, 0, 'P'}, {0, 0, 0, 0}};
+        {"precision", required_argument, 0, 'P'}, {"umt5", no_argument, 0, 'u'},
+        {"seq-len", required_argument, 0, 'n'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
         case 'l': layers = atoi(optarg); break;
@@ -96,21 +101,28 @@ int main(int argc, char **argv) {
         case 'r': reps = atoi(optarg); break;
         case 'f': dt = CVX_F32; break;
         case 'g': dt = CVX_F16; break;
+        case 'u': umt5 = 1; break;
+        case 'n': seq_len = atoi(optarg); break;
         case 'P':
             if (cvx_precision_parse(optarg, &prec)) cvx_die_last_error();
             break;
         default:
             printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32|--f16]"
-                   " [--precision f32|bf16]\n");
+                   " [--precision f32|bf16] [--umt5 [--seq-len N]]\n");
             return c == 'h' ? 0 : 1;
         }
     }
+    if (!S) S = umt5 ? 512 : 226;
+    if (!B) B = umt5 ? 2 : 1;
+    if (!seq_len) seq_len = S;
     if (layers < 1 || S < 1 || B < 1 || reps < 1) cvx_die("layers, tokens, batch and reps must be positive");
+    if (seq_len < 1 || seq_len > S) cvx_die("--seq-len must be in [1, --tokens = %d]", S);
     cvx_set_threads(threads);
 
     /* T5-XXL hyper-parameters (real_configs.md), fewer layers; a small vocabulary suffices. */
     t5_model m = {.cfg = {.d_model = 4096, .d_kv = 64, .num_heads = 64, .d_ff = 10240, .num_layers = layers,
-                          .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f},
+                          .vocab_size = 1000, .num_buckets = 32, .max_distance = 128, .eps = 1e-6f,
+                          .per_block_bias = umt5},
                  .ctx = cvx_ctx_new(threads), .owns_ctx = 1};
     if (cvx_ctx_set_precision(m.ctx, prec)) cvx_die_last_error();
     const t5_config *c = &m.cfg;
@@ -131,21 +143,27 @@ int main(int argc, char **argv) {
         b->wo = rand_tensor("wo", D, F, dt, &seed);
         b->ln_attn = ones_noise((int)D);
         b->ln_ff = ones_noise((int)D);
+        if (umt5 && l > 0) b->rel_bias = ones_noise(c->num_buckets * c->num_heads);   /* block 0 uses m.rel_bias */
     }
     int64_t *ids = cvx_malloc((size_t)B * S * sizeof *ids);
     for (int i = 0; i < B * S; i++) ids[i] = (i * 7919) % c->vocab_size;
     float *out = cvx_alloc_f32((size_t)B * S * D);
 
-    /* FLOPs: the linear layers plus the two attention products (multiply-add = 2). */
-    const double M = (double)B * S;
+    int64_t *seq_lens = cvx_malloc((size_t)B * sizeof *seq_lens);
+    for (int b = 0; b < B; b++) seq_lens[b] = seq_len;
+    /* FLOPs: the linear layers plus the two attention products (multiply-add = 2), over the
+     * tokens the encoder runs (UMT5: max(seq_len)). */
+    const int Sr = umt5 ? seq_len : S;
+    const double M = (double)B * Sr;
     const double flop_layer = 2.0 * M * (double)D * (4.0 * (double)inner + 3.0 * (double)F) +
-                              4.0 * (double)B * S * S * (double)inner;
+                              4.0 * (double)B * Sr * Sr * (double)inner;
     const double flop = flop_layer * layers;
 
     double *t = cvx_malloc((size_t)(reps + 1) * sizeof *t), cpu = 0;
     for (int r = 0; r <= reps; r++) {   /* r = 0: warm-up */
         const double t0 = cvx_time(), c0 = cpu_seconds();
-        if (t5_encode(&m, ids, B, S, out, NULL)) cvx_die_last_error();
+        if (umt5 ? umt5_prompt_embeds(&m, ids, seq_lens, B, S, out, NULL) : t5_encode(&m, ids, B, S, out, NULL))
+            cvx_die_last_error();
         t[r] = cvx_time() - t0;
         if (r > 0) cpu += (cpu_seconds() - c0) / reps;
     }
@@ -153,15 +171,21 @@ int main(int argc, char **argv) {
     const double med = t[1 + reps / 2];
     double checksum = 0;
     for (size_t i = 0; i < (size_t)B * S * D; i++) checksum += out[i];
-    printf("stage1 T5 encoder bench: %d layers, %d x %d tokens, d_model %lld, %d heads x %d, d_ff %lld, %s weights, "
+    printf("stage1 %s encoder bench: %d layers, %d x %d tokens%s, d_model %lld, %d heads x %d, d_ff %lld, %s weights, "
            "%d threads, %s compute\n",
-           layers, B, S, (long long)D, c->num_heads, c->d_kv, (long long)F, cvx_dtype_name(dt), cvx_threads(),
-           cvx_precision_name(prec));
+           umt5 ? "UMT5 (umt5_prompt_embeds)" : "T5", layers, B, S, umt5 ? " (padded)" : "", (long long)D, c->num_heads, c->d_kv,
+           (long long)F, cvx_dtype_name(dt), cvx_threads(), cvx_precision_name(prec));
+    if (umt5) printf("  %d real tokens per prompt: the encoder runs %d tokens\n", seq_len, Sr);
     printf("  wall %.3f s (median of %d; warm-up %.3f s, min %.3f s)  %.1f GFLOP  %.1f GFLOP/s  peak RSS %.0f MB\n",
            med, reps, t[0], t[1], flop / 1e9, flop / med / 1e9, cvx_peak_rss_bytes() / 1048576.0);
     printf("  CPU time per run %.3f s (all threads; %.1f GFLOP per CPU-second)\n", cpu, flop / cpu / 1e9);
     printf("  checksum %.6g\n", checksum);
-    printf("RESULT case=t5 precision=%s seconds=%.4f gflops=%.1f\n", cvx_precision_name(prec), med, flop / med / 1e9);
+    if (umt5)
+        printf("RESULT case=umt5 precision=%s seconds=%.4f gflops=%.1f tokens=%d seq_len=%d batch=%d cpu_s=%.3f "
+               "peak_rss_gb=%.3f\n",
+               cvx_precision_name(prec), med, flop / med / 1e9, S, seq_len, B, cpu, cvx_peak_rss_bytes() / 1e9);
+    else
+        printf("RESULT case=t5 precision=%s seconds=%.4f gflops=%.1f\n", cvx_precision_name(prec), med, flop / med / 1e9);
 
     for (int l = 0; l < layers; l++) {
         t5_block *b = &m.blocks[l];
@@ -176,6 +200,7 @@ int main(int argc, char **argv) {
     m.embed = NULL;
     t5_free(&m);   /* norms, bias, blocks array */
     free(ids);
+    free(seq_lens);
     free(out);
     free(t);
     return 0;

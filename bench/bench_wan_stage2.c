@@ -1,0 +1,263 @@
+/* Wan 2.1 transformer benchmark: one CFG step (the conditional and the unconditional forward,
+ * batch 1 each, as WanPipeline and our stage 2 run them) of WanTransformer3DModel at the real
+ * Wan2.1-T2V-1.3B (12 heads × 128, ffn 8960) or -14B (40 heads × 128, ffn 13824) widths with
+ * 2 layers and random bf16 weights (a diffusers dir written to a temp dir by a child process and
+ * mmapped, as the real checkpoints are), text 512 × 4096, at a video size given in frames and
+ * pixels (latent (F − 1)/4 + 1 × H/8 × W/8, patches 1 × 2 × 2: 81 frames 480×832 = 32,760
+ * tokens, 33 frames = 14,040). Prints per step the wall time (median of --runs after
+ * --warmup steps), GFLOP/s of the linear layers and of the attention products, the GEMM rate
+ * at the feed-forward's shape measured right before and after, peak RSS, and one line for
+ * bench/side_by_side_wan.sh:
+ *   RESULT case=<wan13|wan14> precision=<f32|bf16> tokens=<S> layers=<n> seconds=<median s per
+ *          CFG step> gflops=<rate> lin_gflops=.. att_gflops=.. lin_share=<fraction of FLOPs>
+ *          peak_rss_gb=..
+ *
+ *   bench_wan_stage2 [--model 1.3b|14b] [--frames 81] [--height 480] [--width 832] [--layers 2]
+ *                    [--runs 1] [--warmup 0] [--threads N] [--precision f32|bf16] [--f32-weights] */
+#include "error.h"
+#include "gemm.h"
+#include "gemm_fast.h"
+#include "runenv.h"
+#include "safetensors.h"
+#include "stage2/wan.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float urand(void) {   /* xorshift64*, uniform in [-1, 1) */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+typedef struct {
+    const char *tag, *label;
+    int heads, ffn;
+} wan_dims;
+static const wan_dims MODELS[] = {{"wan13", "Wan2.1-T2V-1.3B dims", 12, 8960}, {"wan14", "Wan2.1-T2V-14B dims", 40, 13824}};
+
+/* One tensor: uniform ±scale (+ offset), PyTorch's nn.Linear init range for weights and biases. */
+static void add(cvx_st_writer *w, cvx_dtype store, const char *name, float scale, float offset, int ndim,
+                const int64_t *shape) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    float *d = cvx_alloc_f32(n);
+    for (size_t i = 0; i < n; i++) d[i] = offset + scale * urand();
+    if (cvx_stw_add_f32(w, name, store, ndim, shape, d)) cvx_die_last_error();
+    free(d);
+}
+#define ADD(name, scale, offset, ...) \
+    add(w, store, name, scale, offset, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__})
+
+/* nn.Linear [out, in] + bias, both ±1/√in. */
+static void add_linear(cvx_st_writer *w, cvx_dtype store, const char *prefix, int64_t out, int64_t in) {
+    char name[256];
+    float s = 1.0f / sqrtf((float)in);
+    snprintf(name, sizeof name, "%s.weight", prefix), ADD(name, s, 0, out, in);
+    snprintf(name, sizeof name, "%s.bias", prefix), ADD(name, s, 0, out);
+}
+
+/* A diffusers transformer/ dir (text-to-video, the real configs' keys) with `layers` layers. */
+static void write_model(const char *dir, const wan_dims *md, int layers, cvx_dtype store) {
+    const int64_t D = (int64_t)md->heads * 128, Fd = md->ffn, T = 4096, Fq = 256, C = 16;
+    char path[1024], name[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) cvx_die("cannot write %s", path);
+    fprintf(f,
+            "{\"_class_name\": \"WanTransformer3DModel\", \"patch_size\": [1, 2, 2], \"num_attention_heads\": %d,"
+            " \"attention_head_dim\": 128, \"in_channels\": 16, \"out_channels\": 16, \"text_dim\": 4096,"
+            " \"freq_dim\": 256, \"ffn_dim\": %d, \"num_layers\": %d, \"cross_attn_norm\": true,"
+            " \"qk_norm\": \"rms_norm_across_heads\", \"eps\": 1e-06, \"image_dim\": null,"
+            " \"added_kv_proj_dim\": null, \"rope_max_seq_len\": 1024}\n",
+            md->heads, md->ffn, layers);
+    fclose(f);
+    cvx_st_writer *w = cvx_stw_new();
+    ADD("patch_embedding.weight", 1.0f / sqrtf((float)(C * 4)), 0, D, C, 1, 2, 2);
+    ADD("patch_embedding.bias", 1.0f / sqrtf((float)(C * 4)), 0, D);
+    add_linear(w, store, "condition_embedder.time_embedder.linear_1", D, Fq);
+    add_linear(w, store, "condition_embedder.time_embedder.linear_2", D, D);
+    add_linear(w, store, "condition_embedder.time_proj", 6 * D, D);
+    add_linear(w, store, "condition_embedder.text_embedder.linear_1", D, T);
+    add_linear(w, store, "condition_embedder.text_embedder.linear_2", D, D);
+    for (int i = 0; i < layers; i++) {
+        const char *lin[] = {"attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0",
+                             "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0"};
+        for (int k = 0; k < 8; k++) {
+            snprintf(name, sizeof name, "blocks.%d.%s", i, lin[k]);
+            add_linear(w, store, name, D, D);
+        }
+        const char *norms[] = {"attn1.norm_q", "attn1.norm_k", "attn2.norm_q", "attn2.norm_k"};
+        for (int k = 0; k < 4; k++) {
+            snprintf(name, sizeof name, "blocks.%d.%s.weight", i, norms[k]);
+            ADD(name, 0.1f, 1, D);
+        }
+        snprintf(name, sizeof name, "blocks.%d.norm2.weight", i), ADD(name, 0.1f, 1, D);
+        snprintf(name, sizeof name, "blocks.%d.norm2.bias", i), ADD(name, 0.1f, 0, D);
+        snprintf(name, sizeof name, "blocks.%d.ffn.net.0.proj", i), add_linear(w, store, name, Fd, D);
+        snprintf(name, sizeof name, "blocks.%d.ffn.net.2", i), add_linear(w, store, name, D, Fd);
+        snprintf(name, sizeof name, "blocks.%d.scale_shift_table", i), ADD(name, 1.7f / sqrtf((float)D), 0, 1, 6, D);
+    }
+    ADD("scale_shift_table", 1.7f / sqrtf((float)D), 0, 1, 2, D);
+    add_linear(w, store, "proj_out", C * 4, D);
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    if (cvx_stw_write(w, path)) cvx_die_last_error();
+    cvx_stw_free(w);
+}
+
+static double cpu_seconds(void) {   /* this process's CPU time: less disturbed by other load than wall time */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The context's GEMM rate (x·Wᵀ, f32 operands, best of 3) at M × N × K, GFLOP/s. */
+static double gemm_rate(cvx_ctx *ctx, int M, int N, int K) {
+    float *a = cvx_alloc_f32((size_t)M * K), *b = cvx_alloc_f32((size_t)N * K), *y = cvx_alloc_f32((size_t)M * N);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = urand();
+    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = urand();
+    cvx_gemm(ctx, 0, 1, M, N, K, 1, a, K, b, K, 0, y, N);
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = cvx_time();
+        cvx_gemm(ctx, 0, 1, M, N, K, 1, a, K, b, K, 0, y, N);
+        double dt = cvx_time() - t0;
+        best = dt < best ? dt : best;
+    }
+    free(a), free(b), free(y);
+    return 2.0 * M * N * K / best * 1e-9;
+}
+
+static void usage(const char *argv0) {
+    printf("usage: %s [--model 1.3b|14b] [--frames 81] [--height 480] [--width 832] [--layers 2] [--runs 1]"
+           " [--warmup 0] [--threads N] [--precision f32|bf16] [--f32-weights]\n",
+           argv0);
+}
+
+int main(int argc, char **argv) {
+    cvx_runtime_setup(argc, argv);   /* GOMP_SPINCOUNT as the stage programs run (issue 14) */
+    const char *model = "1.3b";
+    int frames = 81, height = 480, width = 832, layers = 2, runs = 1, warmup = 0, threads = 0;
+    cvx_dtype store = CVX_BF16;
+    cvx_precision prec = CVX_PRECISION_F32;
+    static const struct option opts[] = {
+        {"model", 1, 0, 'm'},  {"frames", 1, 0, 'f'}, {"height", 1, 0, 'H'},   {"width", 1, 0, 'W'},
+        {"layers", 1, 0, 'l'}, {"runs", 1, 0, 'r'},   {"warmup", 1, 0, 'u'},   {"threads", 1, 0, 't'},
+        {"precision", 1, 0, 'P'}, {"f32-weights", 0, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    for (int o; (o = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        switch (o) {
+        case 'm': model = optarg; break;
+        case 'f': frames = atoi(optarg); break;
+        case 'H': height = atoi(optarg); break;
+        case 'W': width = atoi(optarg); break;
+        case 'l': layers = atoi(optarg); break;
+        case 'r': runs = atoi(optarg); break;
+        case 'u': warmup = atoi(optarg); break;
+        case 't': threads = atoi(optarg); break;
+        case 'x': store = CVX_F32; break;
+        case 'P':
+            if (cvx_precision_parse(optarg, &prec)) cvx_die_last_error();
+            break;
+        default: usage(argv[0]); return o == 'h' ? 0 : 1;
+        }
+    }
+    cvx_set_program_name("bench_wan_stage2");
+    const wan_dims *md = !strcmp(model, "1.3b") ? &MODELS[0] : !strcmp(model, "14b") ? &MODELS[1] : NULL;
+    if (!md) cvx_die("--model must be 1.3b or 14b, got '%s'", model);
+    if (frames < 1 || (frames - 1) % 4 || height % 16 || width % 16 || height <= 0 || width <= 0)
+        cvx_die("--frames must be 4k+1 and --height/--width multiples of 16 (got %d, %dx%d)", frames, height, width);
+    if (layers < 1 || runs < 1 || warmup < 0) cvx_die("--layers and --runs must be >= 1, --warmup >= 0");
+    cvx_set_threads(threads);
+
+    char dir[] = "/tmp/cvx_bench_wan_s2_XXXXXX";
+    if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
+    double t0 = cvx_time();
+    pid_t pid = fork();   /* the writer's memory does not count in this process's peak RSS */
+    if (pid == 0) {
+        write_model(dir, md, layers, store);
+        _exit(0);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) cvx_die("writing the model failed");
+    double t_write = cvx_time() - t0;
+    wan_transformer *m = wan_load(dir, NULL);
+    if (!m) cvx_die_last_error();
+    cvx_ctx *ctx = wan_ctx(m);
+    if (cvx_ctx_set_precision(ctx, prec)) cvx_die_last_error();
+    const wan_config *c = wan_get_config(m);
+    const int F = (frames - 1) / 4 + 1, H = height / 8, W = width / 8, L = 512, D = c->num_attention_heads * 128;
+    const int S = wan_num_tokens(c, F, H, W);
+    const size_t nx = (size_t)c->in_channels * F * H * W, nt = (size_t)L * c->text_dim;
+    float *x = cvx_alloc_f32(nx), *out = cvx_alloc_f32(nx), *text = cvx_alloc_f32(2 * nt);
+    for (size_t i = 0; i < nx; i++) x[i] = urand();
+    for (size_t i = 0; i < 2 * nt; i++) text[i] = 0.2f * urand();   /* [2, L, 4096]: prompt, negative prompt */
+    const float t999 = 999.0f;
+    printf("%s: D=%d (%d heads x 128), ffn %d, %d layers, %s weights, %s compute (%s), %d threads; %d frames %dx%d ->"
+           " latent [1,16,%d,%d,%d] = %d tokens, text %d; one CFG step = 2 forwards of batch 1 (written in %.1f s)\n",
+           md->label, D, md->heads, md->ffn, layers, cvx_dtype_name(store), cvx_precision_name(prec),
+           ctx->kernels ? cvx_kernels_path(ctx->kernels, prec) : "openblas-f32", cvx_threads(), frames, height, width,
+           F, H, W, S, L, t_write);
+    fflush(stdout);
+    const size_t rss_loaded = cvx_peak_rss_bytes();
+    for (int r = 0; r < warmup; r++)
+        for (int b = 0; b < 2; b++)
+            if (wan_forward(m, x, 1, F, H, W, text + b * nt, L, NULL, 0, &t999, out)) cvx_die_last_error();
+    /* the GEMM rate at the feed-forward's shape (rows: a quarter of the tokens, as the model's
+     * chunks), right before and after the timed steps, so the ratios hold under other load */
+    const int Mrows = S / 4 < 4096 ? S / 4 : 4096;
+    const double rate0 = gemm_rate(ctx, Mrows, c->ffn_dim, D);
+    double *times = cvx_malloc(sizeof(double) * (size_t)runs);
+    wan_stats best = {0};
+    double best_cpu = 1e30;
+    for (int r = 0; r < runs; r++) {
+        wan_reset_stats(m);
+        const double c0 = cpu_seconds();
+        for (int b = 0; b < 2; b++)
+            if (wan_forward(m, x, 1, F, H, W, text + b * nt, L, NULL, 0, &t999, out)) cvx_die_last_error();
+        const double cpu = cpu_seconds() - c0;
+        best_cpu = cpu < best_cpu ? cpu : best_cpu;
+        wan_stats s = wan_get_stats(m);
+        times[r] = s.t_total;
+        printf("  step %d: %.2f s (linear %.2f s, attention %.2f s; CPU %.1f s)\n", r + 1, s.t_total, s.t_linear,
+               s.t_attention, cpu);
+        fflush(stdout);
+        if (r == 0 || s.t_total < best.t_total) best = s;
+    }
+    const double rate1 = gemm_rate(ctx, Mrows, c->ffn_dim, D), rate = 0.5 * (rate0 + rate1);
+    double sum = 0;
+    for (size_t i = 0; i < nx; i++) sum += fabs(out[i]);
+    qsort(times, (size_t)runs, sizeof(double), cmp_double);
+    const double med = times[runs / 2], fl = best.flop_linear + best.flop_attention;
+    const double r_lin = best.flop_linear * 1e-9 / best.t_linear, r_att = best.flop_attention * 1e-9 / best.t_attention;
+    printf("  CFG step: median %.3f s of %d (min %.3f)\n", med, runs, times[0]);
+    printf("  %s GEMM %dx%dx%d beside it: %.1f GFLOP/s (before %.1f, after %.1f)\n", cvx_precision_name(prec), Mrows,
+           c->ffn_dim, D, rate, rate0, rate1);
+    printf("  linear:    %8.1f GFLOP in %7.2f s = %6.1f GFLOP/s = %3.0f%% of that GEMM\n", best.flop_linear * 1e-9,
+           best.t_linear, r_lin, 100 * r_lin / rate);
+    printf("  attention: %8.1f GFLOP in %7.2f s = %6.1f GFLOP/s (%.0f%% of the FLOPs)\n", best.flop_attention * 1e-9,
+           best.t_attention, r_att, 100 * best.flop_attention / fl);
+    printf("  other (norms, modulation, RoPE, patching): %.2f s; total %.1f GFLOP at %.1f GFLOP/s; mean|out| %.4f\n",
+           best.t_total - best.t_linear - best.t_attention, fl * 1e-9, fl * 1e-9 / best.t_total, sum / nx);
+    printf("  peak RSS %.2f GB (%.2f GB after loading)\n", cvx_peak_rss_bytes() / 1e9, rss_loaded / 1e9);
+    printf("RESULT case=%s precision=%s tokens=%d layers=%d seconds=%.4f gflops=%.1f lin_gflops=%.1f att_gflops=%.1f "
+           "lin_share=%.4f gemm_gflops=%.1f cpu_s=%.2f peak_rss_gb=%.3f\n",
+           md->tag, cvx_precision_name(prec), S, layers, med, fl * 1e-9 / med, r_lin, r_att, best.flop_linear / fl,
+           rate, best_cpu, cvx_peak_rss_bytes() / 1e9);
+    free(times), free(x), free(out), free(text);
+    wan_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) {}
+    return 0;
+}
