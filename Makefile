@@ -137,7 +137,8 @@ BENCH_SRC  := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 	$(CXX) -o $@ $^ $(LIBS)
-# make bench: the kernel rates against the machine's measured peaks (quick), then ours and the
+# make bench: the machine's measured f32, bf16 and int8 peaks and each op family's share of them
+# (bench_kernels quick: linears, attention, a VAE conv, oneDNN's int8 GEMM), then ours and the
 # PyTorch peer (../shared/peer) side by side in one run, f32 and bf16 (bench/side_by_side.sh:
 # BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"); over 10 minutes in all.
 # make bench PART=...: only some parts, a comma list of kernels (bench_kernels), attention

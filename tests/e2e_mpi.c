@@ -346,6 +346,42 @@ static void test_lora_ranks(void **state) {
     tu_rmrf(r.dir);
 }
 
+/* Any rank count times any thread count (issue 22): one process on 3 threads, 2 ranks × 2 threads
+ * (CFG-parallel), 3 ranks × 1 thread (--sp 3), both precisions: the same latent bytes. Thread
+ * counts do not change results (tests/common_threads.c), rank counts do not either (above). */
+static void test_ranks_times_threads(void **state) {
+    (void)state;
+    static const char *prec[] = {"f32", "bf16"};
+    for (int p = 0; p < 2; p++) {
+        char extra[128];
+        snprintf(extra, sizeof extra, "--num_inference_steps 3 --guidance_scale 6 --seed 42 --precision %s", prec[p]);
+        run_dirs r;
+        setup(&r, MODEL_5B, extra);
+        char *t = strstr(r.args, "--threads 1");
+        assert_non_null(t);
+        memmove(t, t + strlen("--threads 1"), strlen(t + strlen("--threads 1")) + 1);   /* set per run below */
+        static const struct { int np, threads; const char *flags; } runs[] = {
+            {1, 3, ""}, {2, 2, "--cfg_parallel"}, {3, 1, "--sp 3"}};
+        char first[300] = "";
+        for (int i = 0; i < 3; i++) {
+            char name[16], out[256], cmd[4096], mr[512] = "", err[8192], lat[300];
+            snprintf(name, sizeof name, "run%d", i);
+            outdir(&r, name, out, sizeof out);
+            if (runs[i].np > 1) mpirun(mr, sizeof mr, runs[i].np);
+            snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --threads %d %s", mr, r.s2, out, r.args,
+                     runs[i].threads, runs[i].flags);
+            int rc = tu_run(cmd, err, sizeof err);
+            if (rc != 0 || err[0]) fail_msg("%s: exit %d, stderr:\n%s", cmd, rc, err);
+            snprintf(lat, sizeof lat, "%s/stage2_latents.safetensors", out);
+            if (i == 0) snprintf(first, sizeof first, "%s", lat);
+            else assert_same_bytes(first, lat);
+        }
+        print_message("  %s: 1 process x 3 threads == 2 ranks x 2 threads == 3 ranks x 1 thread, byte for byte\n",
+                      prec[p]);
+        tu_rmrf(r.dir);
+    }
+}
+
 /* A run stopped on one rank count resumes on another, to the same bytes as an uninterrupted run. */
 static void test_resume_other_rank_count(void **state) {
     (void)state;
@@ -579,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_cfg_parallel_5b_dpm_dynamic),
         cmocka_unit_test(test_resume_other_rank_count),
         cmocka_unit_test(test_lora_ranks),
+        cmocka_unit_test(test_ranks_times_threads),
         cmocka_unit_test(test_stage2_errors),
         cmocka_unit_test(test_stage3_tiles_and_stage1),
         cmocka_unit_test(test_rank_killed),
