@@ -64,7 +64,12 @@ NP           ?= 1
 HOSTS        ?=
 SP           ?=
 MPIRUN_FLAGS ?=
-MPI_RUN      = $(if $(filter-out 1,$(NP)),mpirun -q -np $(NP) $(if $(HOSTS),--hostfile $(HOSTS)) $(MPIRUN_FLAGS))
+# as root (containers, CI) Open MPI refuses to start without --allow-run-as-root: added, and said
+IS_ROOT      := $(filter 0,$(shell id -u 2>/dev/null))
+MPI_RUN      = $(if $(filter-out 1,$(NP)),mpirun -q -np $(NP) $(if $(IS_ROOT),--allow-run-as-root) \
+               $(if $(HOSTS),--hostfile $(HOSTS)) $(MPIRUN_FLAGS))
+MPI_ROOT_NOTE = $(if $(and $(filter-out 1,$(NP)),$(IS_ROOT)),@echo "note: running as root: mpirun gets \
+                --allow-run-as-root (Open MPI refuses root without it)")
 STAGE2_MPI   = $(if $(filter-out 1,$(NP)),$(if $(filter $(NP),$(SP)),--sp $(SP),--cfg_parallel $(if $(filter-out 1,$(SP)),--sp $(SP))))
 # ---- end of MPI --------------------------------------------------------------------------
 
@@ -132,17 +137,42 @@ BENCH_SRC  := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 	$(CXX) -o $@ $^ $(LIBS)
-# make bench: the kernel rates against the machine's measured peaks (quick), then ours and the
+# make bench: the machine's measured f32, bf16 and int8 peaks and each op family's share of them
+# (bench_kernels quick: linears, attention, a VAE conv, oneDNN's int8 GEMM), then ours and the
 # PyTorch peer (../shared/peer) side by side in one run, f32 and bf16 (bench/side_by_side.sh:
-# BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"). make bench PART=wan (or PART=wan13,wan14,
-# wanvae,umt5): Wan 2.1 beside PyTorch and stable-diffusion.cpp (bench/side_by_side_wan.sh).
-# make bench-all: every bench program.
+# BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"); over 10 minutes in all.
+# make bench PART=...: only some parts, a comma list of kernels (bench_kernels), attention
+# (bench_attention at the 2b length of 13 frames, f32 and bf16), t5, tr2b, tr5b, vae (side by side);
+# wan (= wan13,wan14,wanvae,umt5): Wan 2.1 beside PyTorch and stable-diffusion.cpp
+# (bench/side_by_side_wan.sh). Ctrl-C or SIGTERM stop it at once. make bench-all: every bench program.
 BENCH_THREADS ?= 2
-PART          ?= t5,tr2b,tr5b,vae
-BENCH_CASES   ?= $(PART)
-bench: $(BENCH_BINS)
-	$(BUILD)/bench/bench_kernels $(BENCH_THREADS) 3 quick
-	BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side.sh $(BENCH_CASES)
+BENCH_CASES   ?= t5,tr2b,tr5b,vae
+BENCH_PARTS   := kernels attention t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5
+comma         := ,
+PART          ?= kernels,$(BENCH_CASES)
+BENCH_LIST    = $(subst $(comma), ,$(PART))
+BENCH_SBS     = $(subst $(eval) ,$(comma),$(strip $(filter t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5,$(BENCH_LIST))))
+BENCH_NEEDED  = $(if $(filter kernels,$(BENCH_LIST)),$(BUILD)/bench/bench_kernels) \
+                $(if $(filter attention,$(BENCH_LIST)),$(BUILD)/bench/bench_attention) \
+                $(if $(filter t5,$(BENCH_LIST)),$(BUILD)/bench/bench_stage1) \
+                $(if $(filter tr2b tr5b,$(BENCH_LIST)),$(BUILD)/bench/bench_stage2) \
+                $(if $(filter vae,$(BENCH_LIST)),$(BUILD)/bench/bench_stage3) \
+                $(if $(filter wan wan13 wan14,$(BENCH_LIST)),$(BUILD)/bench/bench_wan_stage2) \
+                $(if $(filter wan wanvae,$(BENCH_LIST)),$(BUILD)/bench/bench_wan_vae) \
+                $(if $(filter wan umt5,$(BENCH_LIST)),$(BUILD)/bench/bench_stage1 $(BUILD)/bench/bench_kernels)
+ifneq ($(filter bench,$(MAKECMDGOALS)),)
+  ifneq ($(strip $(filter-out $(BENCH_PARTS),$(BENCH_LIST))),)
+    $(error make bench: unknown PART '$(strip $(filter-out $(BENCH_PARTS),$(BENCH_LIST)))': give a comma list of $(BENCH_PARTS))
+  endif
+  ifeq ($(strip $(BENCH_LIST)),)
+    $(error make bench: PART is empty: give a comma list of $(BENCH_PARTS))
+  endif
+endif
+bench: $(BENCH_NEEDED)
+	$(if $(filter kernels,$(BENCH_LIST)),$(BUILD)/bench/bench_kernels $(BENCH_THREADS) 3 quick)
+	$(if $(filter attention,$(BENCH_LIST)),$(BUILD)/bench/bench_attention 2476 30 f32 3 && \
+	  $(BUILD)/bench/bench_attention 2476 30 bf16 3)
+	$(if $(BENCH_SBS),BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side.sh $(BENCH_SBS))
 bench-all: $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 	@echo "== bench/omp_under_load.sh (issue 14: alone vs beside CPU hogs)"; sh bench/omp_under_load.sh $(BUILD)
@@ -174,6 +204,7 @@ help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
 	@echo "                    SCHEDULER DYNAMIC_CFG CACHE CACHE_THRESHOLD PREVIEW_EVERY TILING CRF THREADS PRECISION NOISE_DTYPE"
+	@echo "                    LORA (\"a.safetensors:0.8 b.safetensors\") LORA_FUSE FLOW_SHIFT"
 	@echo "                    OUT STAGE3_EXTRA (see docs/usage.md); IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
 
 clean:
@@ -209,11 +240,18 @@ BIN             ?= bin
 IMAGE           ?=
 VIDEO           ?=
 STRENGTH        ?=
+# LoRA adapters on the transformer: LORA="a.safetensors:0.8 b.safetensors" (FILE[:WEIGHT], space-separated),
+# LORA_FUSE=1 merges them into the weights (docs/usage.md "LoRA"); FLOW_SHIFT overrides the flow schedulers'
+# shift (Wan; the distilled LoRAs' recipes in docs/models.md)
+LORA            ?=
+LORA_FUSE       ?=
+FLOW_SHIFT      ?=
+lora_file = $(patsubst %:$(lastword $(subst :, ,$(1))),%,$(1))
 
 ifeq ($(MODEL),models/cogvideox-tiny-random)
 STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 endif
-# the tiny Wan model: a small video (Wan's own default, 81 frames of 480x832, takes minutes even here)
+# the tiny Wan model: a small video (Wan's own default, 81 frames of 832x480, takes minutes even here)
 ifeq ($(MODEL),models/wan2.1-tiny-random)
 STEPS  := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
 FRAMES := $(if $(filter command line,$(origin FRAMES)),$(FRAMES),9)
@@ -232,7 +270,8 @@ STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE
   $(if $(STRENGTH),--strength $(STRENGTH)) \
   $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg) \
   $(if $(CACHE),--cache $(CACHE)) $(if $(CACHE_THRESHOLD),--cache_threshold $(CACHE_THRESHOLD)) \
-  $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY))
+  $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY)) \
+  $(foreach l,$(LORA),--lora $(call sq,$(l))) $(if $(LORA_FUSE),--lora_fuse) $(if $(FLOW_SHIFT),--flow_shift $(FLOW_SHIFT))
 STAGE3_ARGS = --precision $(PRECISION) $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
 
@@ -245,9 +284,12 @@ FORCE:
 # the conditioning input itself too (a file, or a folder of frames), so editing it re-runs stage 1
 $(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args $(BIN)/stage1 $(wildcard $(IMAGE)) $(if $(VIDEO),$(wildcard $(VIDEO) $(VIDEO)/*))
 	$(BIN)/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
-$(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2
+$(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2 \
+                                   $(foreach l,$(LORA),$(wildcard $(call lora_file,$(l))))
+	$(MPI_ROOT_NOTE)
 	$(MPI_RUN) $(BIN)/stage2 $(STAGE2_ARGS) $(STAGE2_MPI) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
 $(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $(BIN)/stage3
+	$(MPI_ROOT_NOTE)
 	$(MPI_RUN) $(BIN)/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $@ --threads $(THREADS)
 
 pipeline: $(OUT)/output_video.mp4

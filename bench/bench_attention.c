@@ -1,32 +1,30 @@
 /* Attention throughput at CogVideoX shapes: the f32 tiled online-softmax kernel (cvx_attention) or
  * the bf16 one (cvx_attention_bf16, vdpbf16ps where the CPU has it).
  * FLOPs counted as the two products only: 4·Sq·Skv·hd per head; best of `reps` timed runs after a
- * warm-up. Usage: bench_attention [S] [heads] [f32|bf16|bf16-portable] [reps] [head_dim]   (CogVideoX-2b: 2476 30
- * bf16; Wan-1.3B at 33 frames 480x832: 14040 12 bf16 1 128); bf16-portable: the path of CPUs without AVX512_BF16.
- * Also prints the rate per CPU-second (flop / (process CPU time / threads)): what the kernel does
- * while it has the cores, when other processes share them. */
+ * warm-up, wall-clock and per CPU-second (the rate the cores give while they run it: other processes
+ * share them; run with OMP_WAIT_POLICY=PASSIVE), against the peak of the precision's dot product
+ * measured here (bench_peaks.h). Usage:
+ *   bench_attention [S] [heads] [f32|bf16|bf16-portable] [reps] [head_dim]
+ * (CogVideoX-2b at 13 frames: 2476 30 bf16; 49 frames: 17776 30 bf16; Wan2.1-1.3B 81 frames 480p:
+ * 32760 12 bf16 3 128); bf16-portable: the path of CPUs without AVX512_BF16. */
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
 #include "ops.h"
 
+#include "bench_peaks.h"
+
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 int main(int argc, char **argv) {
     cvx_set_program_name(argv[0]);
     cvx_set_threads(0);
-    int S = argc > 1 ? atoi(argv[1]) : 4096, heads = argc > 2 ? atoi(argv[2]) : 4;
-    int hd = argc > 5 ? atoi(argv[5]) : 64, D = heads * hd;
+    int S = argc > 1 ? atoi(argv[1]) : 4096, heads = argc > 2 ? atoi(argv[2]) : 4, hd = argc > 5 ? atoi(argv[5]) : 64;
+    int D = heads * hd;
     int portable = argc > 3 && strcmp(argv[3], "bf16-portable") == 0;
     int bf16 = portable || (argc > 3 && strcmp(argv[3], "bf16") == 0), reps = argc > 4 ? atoi(argv[4]) : 1;
     if (S <= 0 || heads <= 0 || reps <= 0 || hd <= 0 || hd % 2) {
@@ -43,16 +41,16 @@ int main(int argc, char **argv) {
         k[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
         v[i] = (float)(i % 997) * 1e-3f;
     }
-    double best = 1e30, best_cpu = 1e30;
+    double best = 1e30, cbest = 1e30;
+    float scale = 1.0f / sqrtf((float)hd);
     for (int r = 0; r <= reps; r++) {   /* r = 0: warm-up on 256 query rows */
         int sq = r == 0 ? (S < 256 ? S : 256) : S;
-        double t = cvx_time(), c = cpu_s();
-        if (bf16) cvx_attention_bf16(kc, q, D, k, v, D, o, D, sq, S, heads, hd, 0.125f, NULL);
-        else cvx_attention(q, D, k, v, D, o, D, sq, S, heads, hd, 0.125f, NULL);
-        t = cvx_time() - t;
-        c = cpu_s() - c;
+        double t = cvx_time(), c = bench_cpu_s();
+        if (bf16) cvx_attention_bf16(kc, q, D, k, v, D, o, D, sq, S, heads, hd, scale, NULL);
+        else cvx_attention(q, D, k, v, D, o, D, sq, S, heads, hd, scale, NULL);
+        t = cvx_time() - t, c = bench_cpu_s() - c;
         if (r > 0 && t < best) best = t;
-        if (r > 0 && c < best_cpu) best_cpu = c;
+        if (r > 0 && c < cbest) cbest = c;
     }
     double flop = 4.0 * S * (double)S * hd * heads;
     uint64_t hash = 14695981039346656037ull;   /* FNV-1a of the output bits: bit-identity between builds */
@@ -61,10 +59,17 @@ int main(int argc, char **argv) {
         memcpy(&b, o + i, 4);
         hash = (hash ^ b) * 1099511628211ull;
     }
-    printf("attention %s S=%d heads=%d hd=%d: %.3f s, %.1f GFLOP/s, per CPU-s %.1f GFLOP/s (threads %d, best of %d; output "
-           "hash %016llx)\n",
-           bf16 ? (kc && cvx_kernels_bf16_native(kc) ? "bf16" : "bf16-widened") : "f32", S, heads, hd, best,
-           flop / best * 1e-9, flop / (best_cpu / cvx_threads()) * 1e-9, cvx_threads(), reps, (unsigned long long)hash);
+    cvx_cpu_features cpu;
+    cvx_cpu_detect(&cpu);
+    int native = bf16 && kc && cvx_kernels_bf16_native(kc);
+    double peak = native ? bench_best_rate(bench_peak_dpbf16, 2000000, 8)
+                         : cpu.avx512f ? bench_best_rate(bench_peak_fma512, 2000000, 8)
+                                       : bench_best_rate(bench_peak_fma256, 2000000, 8);
+    double per_cpu = flop / (cbest / cvx_threads()) * 1e-9;
+    printf("attention %s S=%d heads=%d hd=%d: %.3f s, %.1f GFLOP/s, per CPU-s %.1f GFLOP/s = %.1f%% of the %s peak "
+           "%.0f (threads %d, best of %d; output hash %016llx)\n",
+           bf16 ? (native ? "bf16" : "bf16-widened") : "f32", S, heads, hd, best, flop / best * 1e-9, per_cpu,
+           100 * per_cpu / peak, native ? "vdpbf16ps" : "f32 FMA", peak, cvx_threads(), reps, (unsigned long long)hash);
     free(q); free(k); free(v); free(o);
     cvx_kernels_free(kc);
     return 0;

@@ -1,14 +1,18 @@
-/* Kernel rates against this machine's measured peaks: f32 FMA peak and bf16 dot-product peak
- * (tight vfmadd / vdpbf16ps loops, every thread), then per GEMM shape: OpenBLAS cblas_sgemm
- * (cvx_sgemm), cvx_matmul f32 (oneDNN), cvx_linear_p bf16 (bf16 weights read in place, x converted
- * per call), oneDNN bf16 with the weights reordered once to its blocked layout (the cached-reorder
- * variant, not used by the library: see docs/performance.md), the bf16 fallback; then attention f32
- * vs bf16. Best of `reps` runs (other processes share the cores: the best is the least disturbed).
+/* Kernel rates against this machine's measured peaks (bench_peaks.h: f32 FMA, bf16 vdpbf16ps and
+ * int8 vpdpbusd loops, every thread), then per GEMM shape: OpenBLAS cblas_sgemm (cvx_sgemm),
+ * cvx_matmul f32 (oneDNN), cvx_linear_p bf16 (bf16 weights read in place, x converted per call),
+ * oneDNN bf16 with the weights reordered once to its blocked layout (the cached-reorder variant, not
+ * used by the library: see docs/performance.md), the bf16 fallback; attention f32 vs bf16; a VAE
+ * convolution in f32 and bf16; oneDNN's int8 GEMM; and a closing table of each op family's share of
+ * its peak. Best of `reps` runs (other processes share the cores: the best is the least disturbed).
  * Usage: bench_kernels [threads] [reps] [quick] */
+#include "conv.h"
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
 #include "ops.h"
+
+#include "bench_peaks.h"
 
 #include <dnnl.h>
 #include <immintrin.h>
@@ -17,86 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* CPU seconds this process used: on a shared machine, flop / (cpu_s / threads) estimates the rate
- * the kernel would have on idle cores (run with OMP_WAIT_POLICY=PASSIVE so waiting threads sleep
- * instead of burning CPU time), where wall-clock rates only say how busy the neighbours were. */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static double thread_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-/* ---- peaks: 12 independent accumulator chains per thread hide the latency ---- */
-__attribute__((target("avx512f"))) static double peak_fma512(long iters) {
-    double flop = 0;
-#pragma omp parallel reduction(+ : flop)
-    {
-        double t0 = thread_cpu_s();
-        __m512 c[12], a = _mm512_set1_ps(1.0000001f), b = _mm512_set1_ps(0.9999999f);
-        for (int i = 0; i < 12; i++) c[i] = _mm512_set1_ps((float)i);
-        for (long it = 0; it < iters; it++)
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) c[i] = _mm512_fmadd_ps(a, c[i], b);
-        float sink = 0;
-        for (int i = 0; i < 12; i++) sink += _mm512_reduce_add_ps(c[i]);
-        flop = (12.0 * 32 * iters + (sink == 12345.f)) / (thread_cpu_s() - t0);
-    }
-    return flop;
-}
-
-static double peak_fma256(long iters) {
-    double flop = 0;
-#pragma omp parallel reduction(+ : flop)
-    {
-        double t0 = thread_cpu_s();
-        __m256 c[12], a = _mm256_set1_ps(1.0000001f), b = _mm256_set1_ps(0.9999999f);
-        for (int i = 0; i < 12; i++) c[i] = _mm256_set1_ps((float)i);
-        for (long it = 0; it < iters; it++)
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) c[i] = _mm256_fmadd_ps(a, c[i], b);
-        float t[8], sink = 0;
-        for (int i = 0; i < 12; i++) { _mm256_storeu_ps(t, c[i]); sink += t[0]; }
-        flop = (12.0 * 16 * iters + (sink == 12345.f)) / (thread_cpu_s() - t0);
-    }
-    return flop;
-}
-
-__attribute__((target("avx512f,avx512bf16"))) static double peak_dpbf16(long iters) {
-    double flop = 0;
-#pragma omp parallel reduction(+ : flop)
-    {
-        double t0 = thread_cpu_s();
-        __m512 c[12];
-        __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3c00);
-        for (int i = 0; i < 12; i++) c[i] = _mm512_set1_ps((float)i);
-        for (long it = 0; it < iters; it++)
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) c[i] = _mm512_dpbf16_ps(c[i], a, b);
-        float sink = 0;
-        for (int i = 0; i < 12; i++) sink += _mm512_reduce_add_ps(c[i]);
-        /* 16 lanes × 2 products × (mul + add) */
-        flop = (12.0 * 64 * iters + (sink == 12345.f)) / (thread_cpu_s() - t0);
-    }
-    return flop;
-}
-
-/* The peak loops return Σ over threads of flop / (that thread's CPU seconds): the rate of the
- * cores while they run this process, insensitive to how often neighbours preempt it. */
-static double best_rate(double (*f)(long), long iters, int reps) {
-    double best = 0;
-    for (int r = 0; r < reps; r++) {
-        double rate = f(iters);
-        if (rate > best) best = rate;
-    }
-    return best * 1e-9;
-}
 
 /* ---- oneDNN bf16 with weights reordered once into the primitive's preferred (blocked) layout ---- */
 #define DN(x) CVX_CHECK((x) == dnnl_success)
@@ -135,11 +59,11 @@ static double dnnl_bf16_blocked(int M, int N, int K, const uint16_t *xb, const u
     double best = 1e30, cbest = 1e30;
     for (int r = 0; r <= reps; r++) {
         t = cvx_time();
-        double c = cpu_s();
+        double c = bench_cpu_s();
         DN(dnnl_primitive_execute(prim, st, 3, args));
         dnnl_stream_wait(st);
         t = cvx_time() - t;
-        c = cpu_s() - c;
+        c = bench_cpu_s() - c;
         if (r > 0 && t < best) best = t;   /* r = 0: warm-up */
         if (r > 0 && c < cbest) cbest = c;
     }
@@ -152,6 +76,103 @@ static double dnnl_bf16_blocked(int M, int N, int K, const uint16_t *xb, const u
 }
 
 typedef struct { const char *what; int M, N, K; } shape;
+
+/* One op family's rate for the closing summary: wall-clock and per-CPU-second, against its peak. */
+typedef struct {
+    const char *what;
+    double wall, cpu, peak;
+    const char *peak_name;
+} family;
+
+/* A VAE-like kt×3×3 convolution (128 → 128 channels, 3 frames of 60×60, pre-padded) with the
+ * algorithm each precision uses: f32 Winograd F(4×4), bf16 F(2×2); rates in direct-equivalent FLOPs. */
+static void conv_families(cvx_kernels *kc, int reps, double pk_f32, double pk_bf16, family *fam, int *nfam) {
+    (void)kc;
+    const int C = 128, T = 3, H = 60, W = 60, kt = 3, Tp = T + kt - 1, Hp = H + 2, Wp = W + 2;
+    size_t nx = (size_t)C * Tp * Hp * Wp, nw = (size_t)C * C * kt * 9;
+    float *xp = cvx_alloc_f32(nx), *w = cvx_alloc_f32(nw), *y = cvx_alloc_f32((size_t)C * T * H * W);
+    float *U = cvx_alloc_f32((size_t)36 * C * C * kt);
+    for (size_t i = 0; i < nx; i++) xp[i] = (float)((i * 2654435761u) % 1000) * 2e-3f - 1.0f;
+    for (size_t i = 0; i < nw; i++) w[i] = (float)((i * 40503u) % 1000) * 1e-4f - 0.05f;
+    cvx_tensor wt = {0};
+    wt.dtype = CVX_F32, wt.ndim = 5, wt.shape[0] = C, wt.shape[1] = C, wt.shape[2] = kt, wt.shape[3] = wt.shape[4] = 3;
+    wt.numel = (int64_t)nw, wt.data = w, wt.file = "bench";
+    double flop = 2.0 * C * C * kt * 9 * T * H * W;
+    for (int bf = 0; bf < 2; bf++) {
+        cvx_ctx *ctx = cvx_ctx_new(cvx_threads());
+        if (cvx_ctx_set_precision(ctx, bf ? CVX_PRECISION_BF16 : CVX_PRECISION_F32)) cvx_die_last_error();
+        double best = 1e30, cbest = 1e30;
+        if (ctx->conv_algo == CVX_CONV_WINOGRAD4) cvx_conv_winograd4_weights(ctx, &wt, C, C, kt, U);
+        else cvx_conv_winograd_weights(ctx, &wt, C, C, kt, U);
+        for (int r = 0; r <= reps; r++) {
+            double t = cvx_time(), c = bench_cpu_s();
+            if (ctx->conv_algo == CVX_CONV_WINOGRAD4) cvx_conv3d_winograd4(ctx, xp, C, Tp, Hp, Wp, U, NULL, C, kt, y);
+            else cvx_conv3d_winograd(ctx, xp, C, Tp, Hp, Wp, U, NULL, C, kt, y);
+            t = cvx_time() - t, c = bench_cpu_s() - c;
+            if (r > 0 && t < best) best = t;
+            if (r > 0 && c < cbest) cbest = c;
+        }
+        fam[(*nfam)++] = (family){bf ? "conv 3x3x3 bf16 (Winograd F(2x2), 128 ch)" : "conv 3x3x3 f32 (Winograd F(4x4), 128 ch)",
+                                  flop / best * 1e-9, flop / (cbest / cvx_threads()) * 1e-9, bf ? pk_bf16 : pk_f32,
+                                  bf ? "bf16" : "f32"};
+        cvx_ctx_free(ctx);
+    }
+    free(xp), free(w), free(y), free(U);
+}
+
+/* oneDNN's int8 matmul (u8 activations × s8 weights → s32), the product int8 linears would run on,
+ * at the QKV shape. */
+static void int8_family(int reps, double pk_int8, family *fam, int *nfam) {
+    const int M = 2432, N = 1920, K = 1920;
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    DN(dnnl_engine_create(&eng, dnnl_cpu, 0));
+    DN(dnnl_stream_create(&st, eng, dnnl_stream_default_flags));
+    dnnl_memory_desc_t ms, mw, md;
+    dnnl_dims_t ds = {M, K}, dw = {K, N}, dd = {M, N};
+    DN(dnnl_memory_desc_init_by_tag(&ms, 2, ds, dnnl_u8, dnnl_ab));
+    DN(dnnl_memory_desc_init_by_tag(&mw, 2, dw, dnnl_s8, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&md, 2, dd, dnnl_s32, dnnl_ab));
+    dnnl_matmul_desc_t mm;
+    DN(dnnl_matmul_desc_init(&mm, &ms, &mw, NULL, &md));
+    dnnl_primitive_desc_t pd;
+    if (dnnl_primitive_desc_create(&pd, &mm, NULL, eng, NULL) != dnnl_success) {
+        printf("int8 matmul: oneDNN has no implementation here\n");
+        dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
+        return;
+    }
+    const dnnl_memory_desc_t *mwb = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    dnnl_primitive_t prim;
+    DN(dnnl_primitive_create(&prim, pd));
+    dnnl_memory_t a, w, d;
+    DN(dnnl_memory_create(&a, &ms, eng, DNNL_MEMORY_ALLOCATE));
+    DN(dnnl_memory_create(&w, mwb, eng, DNNL_MEMORY_ALLOCATE));
+    DN(dnnl_memory_create(&d, &md, eng, DNNL_MEMORY_ALLOCATE));
+    void *pa, *pw;
+    DN(dnnl_memory_get_data_handle(a, &pa));
+    DN(dnnl_memory_get_data_handle(w, &pw));
+    memset(pa, 7, (size_t)M * K);
+    memset(pw, 3, dnnl_memory_desc_get_size(mwb));
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, d}};
+    double best = 1e30, cbest = 1e30, flop = 2.0 * M * N * K;
+    for (int r = 0; r <= reps; r++) {
+        double t = cvx_time(), c = bench_cpu_s();
+        DN(dnnl_primitive_execute(prim, st, 3, args));
+        dnnl_stream_wait(st);
+        t = cvx_time() - t, c = bench_cpu_s() - c;
+        if (r > 0 && t < best) best = t;
+        if (r > 0 && c < cbest) cbest = c;
+    }
+    printf("int8 matmul u8 x s8 -> s32 %dx%dx%d (oneDNN %s, weights blocked once): %.1f GOP/s\n", M, N, K,
+           impl ? impl : "?", flop / best * 1e-9);
+    fam[(*nfam)++] = (family){"int8 GEMM (oneDNN u8xs8, 2432x1920x1920)", flop / best * 1e-9,
+                              flop / (cbest / cvx_threads()) * 1e-9, pk_int8, "int8"};
+    dnnl_memory_destroy(a), dnnl_memory_destroy(w), dnnl_memory_destroy(d);
+    dnnl_primitive_destroy(prim), dnnl_primitive_desc_destroy(pd);
+    dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
+}
 
 enum { V_BLAS, V_F32, V_BF16, V_BF16_REO, V_BF16_BLK, V_FALLBACK, V_COUNT };
 static const char *vname[V_COUNT] = {"openblas sgemm f32", "cvx_matmul f32 (oneDNN)", "cvx_linear_p bf16 W in place",
@@ -169,10 +190,13 @@ int main(int argc, char **argv) {
     printf("threads: %d   cpu: %s   best of %d runs\n", cvx_threads(), cvx_cpu_describe(cvx_kernels_cpu(kc), feat, 128),
            reps);
     const cvx_cpu_features *cpu = cvx_kernels_cpu(kc);
-    double pk_f32 = cpu->avx512f ? best_rate(peak_fma512, 2000000, 4 * reps) : best_rate(peak_fma256, 2000000, 4 * reps);
-    double pk_bf16 = cpu->avx512_bf16 ? best_rate(peak_dpbf16, 2000000, 4 * reps) : pk_f32;
-    printf("peak per CPU-s: f32 FMA (%s) %.0f GFLOP/s, bf16 (%s) %.0f GFLOP/s\n", cpu->avx512f ? "zmm" : "ymm", pk_f32,
-           cpu->avx512_bf16 ? "vdpbf16ps" : "none: = f32", pk_bf16);
+    bench_peaks pk;
+    bench_measure_peaks(&pk, cpu, 4 * reps);
+    double pk_f32 = pk.f32, pk_bf16 = pk.bf16;
+    printf("peaks per CPU-s (%d threads): f32 %.0f GFLOP/s (%s), bf16 %.0f GFLOP/s (%s), int8 %.0f GOP/s (%s)\n",
+           cvx_threads(), pk.f32, pk.f32_how, pk.bf16, pk.bf16_how, pk.int8, pk.int8_how);
+    family fam[16];
+    int nfam = 0;
 
     shape shapes[] = {
         {"CogVideoX-2b QKV/out 2432x1920x1920", 2432, 1920, 1920},
@@ -203,7 +227,7 @@ int main(int argc, char **argv) {
             if (v == V_BF16_REO && M < 8192) continue;  /* the library reorders only from 8192 rows */
             double best = 1e30, cbest = 1e30;
             for (int r = 0; r <= reps; r++) {
-                double t = cvx_time(), c = cpu_s();
+                double t = cvx_time(), c = bench_cpu_s();
                 switch (v) {
                 case V_BLAS: cvx_sgemm(0, 1, M, N, K, 1, x, K, w, K, 0, y, N); break;
                 case V_F32: cvx_gemm_p(kc, CVX_PRECISION_F32, 0, 1, M, N, K, x, K, w, K, 0, y, N); break;
@@ -220,7 +244,7 @@ int main(int argc, char **argv) {
                     break;
                 }
                 t = cvx_time() - t;
-                c = cpu_s() - c;
+                c = bench_cpu_s() - c;
                 if (r > 0 && t < best) best = t;
                 if (r > 0 && c < cbest) cbest = c;
             }
@@ -238,6 +262,11 @@ int main(int argc, char **argv) {
                    crate[v], 100 * crate[v] / (bf ? pk_bf16 : pk_f32));
         }
         if (reorder_s > 0) printf("  (one reorder of W to the blocked layout: %.1f ms)\n", reorder_s * 1e3);
+        if (si == 0) {
+            fam[nfam++] = (family){"linear f32 (oneDNN, 2432x1920x1920)", rate[V_F32], crate[V_F32], pk_f32, "f32"};
+            fam[nfam++] = (family){"linear bf16 (W in place, 2432x1920x1920)", rate[V_BF16], crate[V_BF16], pk_bf16,
+                                   "bf16"};
+        }
         free(x); free(w); free(y); free(wb); free(xb);
         cvx_kernels_trim(kc);
     }
@@ -251,17 +280,17 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < (size_t)S * ld; i++) qkv[i] = (float)((i * 2654435761u) % 1000) * 2e-3f - 1.0f;
         double flop = 4.0 * S * S * hd * H, r32 = 1e30, r16 = 1e30, c32 = 1e30, c16 = 1e30;
         for (int r = 0; r <= reps; r++) {
-            double t = cvx_time(), c = cpu_s();
+            double t = cvx_time(), c = bench_cpu_s();
             cvx_attention(qkv, ld, qkv + H * hd, qkv + 2 * H * hd, ld, o, H * hd, S, S, H, hd, 0.125f, NULL);
             t = cvx_time() - t;
-            c = cpu_s() - c;
+            c = bench_cpu_s() - c;
             if (r > 0 && t < r32) r32 = t;
             if (r > 0 && c < c32) c32 = c;
             t = cvx_time();
-            c = cpu_s();
+            c = bench_cpu_s();
             cvx_attention_bf16(kc, qkv, ld, qkv + H * hd, qkv + 2 * H * hd, ld, o, H * hd, S, S, H, hd, 0.125f, NULL);
             t = cvx_time() - t;
-            c = cpu_s() - c;
+            c = bench_cpu_s() - c;
             if (r > 0 && t < r16) r16 = t;
             if (r > 0 && c < c16) c16 = c;
         }
@@ -273,8 +302,21 @@ int main(int argc, char **argv) {
         printf("  per CPU-s: f32 %.1f GFLOP/s (%.1f%% of f32 peak), bf16 %.1f GFLOP/s (%.1f%% of bf16 peak), %.2fx\n",
                flop / c32 * 1e-9, 100 * flop / c32 * 1e-9 / pk_f32, flop / c16 * 1e-9, 100 * flop / c16 * 1e-9 / pk_bf16,
                c32 / c16);
+        if (ai == 0) {
+            fam[nfam++] = (family){"attention f32 (S 2476, hd 64)", flop / r32 * 1e-9, flop / c32 * 1e-9, pk_f32, "f32"};
+            fam[nfam++] = (family){"attention bf16 (S 2476, hd 64)", flop / r16 * 1e-9, flop / c16 * 1e-9, pk_bf16, "bf16"};
+        }
         free(qkv); free(o);
     }
+    conv_families(kc, reps, pk_f32, pk_bf16, fam, &nfam);
+    if (pk.int8 > 0) int8_family(reps, pk.int8, fam, &nfam);
+    printf("\nEach op family against its peak (per CPU-second; convolutions: direct-equivalent FLOPs, so Winograd can "
+           "pass 100%%):\n");
+    printf("  peaks: f32 %.0f GFLOP/s, bf16 %.0f GFLOP/s, int8 %.0f GOP/s\n", pk.f32, pk.bf16, pk.int8);
+    for (int i = 0; i < nfam; i++)
+        printf("  %-44s %7.1f G%s/s wall %7.1f per CPU-s  %5.1f%% of the %s peak\n", fam[i].what, fam[i].wall,
+               strcmp(fam[i].peak_name, "int8") ? "FLOP" : "OP ",
+               fam[i].cpu, 100 * fam[i].cpu / fam[i].peak, fam[i].peak_name);
     printf("peak RSS %.2f GB\n", cvx_peak_rss_bytes() / 1e9);
     cvx_kernels_free(kc);
     return 0;

@@ -16,6 +16,8 @@
 #include "safetensors.h"
 #include "stage2/transformer.h"
 
+#include "bench_models.h"
+
 #include <dirent.h>
 #include <getopt.h>
 #include <math.h>
@@ -32,100 +34,6 @@ static double cpu_seconds(void) {   /* process CPU time: less disturbed than wal
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float urand(void) {   /* xorshift64*, uniform in [-1, 1) */
-    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
-    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 23) - 1.0f;
-}
-
-static void add_random(cvx_st_writer *w, cvx_dtype store, const char *name, int ndim, const int64_t *shape,
-                       float scale, float offset) {
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
-    float *d = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) d[i] = offset + scale * urand();
-    if (cvx_stw_add_f32(w, name, store, ndim, shape, d)) cvx_die_last_error();
-    free(d);
-}
-#define ADD(name, scale, offset, ...) \
-    add_random(w, store, name, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, scale, offset)
-
-/* A diffusers transformer dir with `layers` random layers (PyTorch-like init scales). */
-static void write_model(const char *dir, int heads, int layers, int rope, cvx_dtype store) {
-    int64_t D = (int64_t)heads * 64, E = 512, T = 4096, C = 16, p = 2, hd = 64;
-    char path[1024], name[256];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) cvx_die("cannot write %s", path);
-    fprintf(f,
-            "{\"_class_name\": \"CogVideoXTransformer3DModel\", \"num_attention_heads\": %d, \"attention_head_dim\": 64,"
-            " \"num_layers\": %d, \"in_channels\": 16, \"out_channels\": 16, \"text_embed_dim\": 4096,"
-            " \"time_embed_dim\": 512, \"patch_size\": 2, \"sample_height\": 60, \"sample_width\": 90,"
-            " \"sample_frames\": 49, \"use_rotary_positional_embeddings\": %s}\n",
-            heads, layers, rope ? "true" : "false");
-    fclose(f);
-    cvx_st_writer *w = cvx_stw_new();
-    float sD = 1.0f / sqrtf((float)D), sE = 1.0f / sqrtf((float)E);
-    ADD("patch_embed.proj.weight", 1.0f / sqrtf((float)(C * p * p)), 0, D, C, p, p);
-    ADD("patch_embed.proj.bias", 0.1f, 0, D);
-    ADD("patch_embed.text_proj.weight", 1.0f / sqrtf((float)T), 0, D, T);
-    ADD("patch_embed.text_proj.bias", 0.1f, 0, D);
-    ADD("time_embedding.linear_1.weight", sD, 0, E, D);
-    ADD("time_embedding.linear_1.bias", 0.1f, 0, E);
-    ADD("time_embedding.linear_2.weight", sE, 0, E, E);
-    ADD("time_embedding.linear_2.bias", 0.1f, 0, E);
-    for (int i = 0; i < layers; i++) {
-#define N_(s) (snprintf(name, sizeof name, "transformer_blocks.%d.%s", i, s), name)
-        ADD(N_("norm1.linear.weight"), sE, 0, 6 * D, E);
-        ADD(N_("norm1.linear.bias"), 0.1f, 0, 6 * D);
-        ADD(N_("norm1.norm.weight"), 0.1f, 1, D);
-        ADD(N_("norm1.norm.bias"), 0.1f, 0, D);
-        ADD(N_("norm2.linear.weight"), sE, 0, 6 * D, E);
-        ADD(N_("norm2.linear.bias"), 0.1f, 0, 6 * D);
-        ADD(N_("norm2.norm.weight"), 0.1f, 1, D);
-        ADD(N_("norm2.norm.bias"), 0.1f, 0, D);
-        const char *proj[] = {"attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0"};
-        for (int k = 0; k < 4; k++) {
-            char nm[128];
-            snprintf(nm, sizeof nm, "%s.weight", proj[k]);
-            ADD(N_(nm), sD, 0, D, D);
-            snprintf(nm, sizeof nm, "%s.bias", proj[k]);
-            ADD(N_(nm), 0.1f, 0, D);
-        }
-        ADD(N_("attn1.norm_q.weight"), 0.1f, 1, hd);
-        ADD(N_("attn1.norm_q.bias"), 0.1f, 0, hd);
-        ADD(N_("attn1.norm_k.weight"), 0.1f, 1, hd);
-        ADD(N_("attn1.norm_k.bias"), 0.1f, 0, hd);
-        ADD(N_("ff.net.0.proj.weight"), sD, 0, 4 * D, D);
-        ADD(N_("ff.net.0.proj.bias"), 0.1f, 0, 4 * D);
-        ADD(N_("ff.net.2.weight"), 0.5f * sD, 0, D, 4 * D);
-        ADD(N_("ff.net.2.bias"), 0.1f, 0, D);
-#undef N_
-    }
-    ADD("norm_final.weight", 0.1f, 1, D);
-    ADD("norm_final.bias", 0.1f, 0, D);
-    ADD("norm_out.linear.weight", sE, 0, 2 * D, E);
-    ADD("norm_out.linear.bias", 0.1f, 0, 2 * D);
-    ADD("norm_out.norm.weight", 0.1f, 1, D);
-    ADD("norm_out.norm.bias", 0.1f, 0, D);
-    ADD("proj_out.weight", sD, 0, p * p * C, D);
-    ADD("proj_out.bias", 0.1f, 0, p * p * C);
-    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
-    if (cvx_stw_write(w, path)) cvx_die_last_error();
-    cvx_stw_free(w);
-}
-
-static void rm_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') { snprintf(p, sizeof p, "%s/%s", dir, e->d_name); unlink(p); }
-    closedir(d);
-    rmdir(dir);
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -138,7 +46,7 @@ static void bench(const char *label, const char *tag, int heads, int rope, int F
     char dir[] = "/tmp/cvx_bench_s2_XXXXXX";
     if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
     double t0 = cvx_time();
-    write_model(dir, heads, 2, rope, store);
+    bm_write_cogvideox(dir, heads, 2, rope, store);
     double t_write = cvx_time() - t0;
     cogvideox_transformer *m = cogvideox_load(dir, NULL);
     if (!m) cvx_die_last_error();
@@ -149,8 +57,8 @@ static void bench(const char *label, const char *tag, int heads, int rope, int F
     size_t nx = (size_t)B * F * Cin * H * W;
     float *x = malloc(sizeof(float) * nx), *out = malloc(sizeof(float) * nx);
     float *text = malloc(sizeof(float) * (size_t)B * L * c->text_embed_dim);
-    for (size_t i = 0; i < nx; i++) x[i] = urand();
-    for (size_t i = 0; i < (size_t)B * L * c->text_embed_dim; i++) text[i] = 0.2f * urand();
+    for (size_t i = 0; i < nx; i++) x[i] = bm_urand();
+    for (size_t i = 0; i < (size_t)B * L * c->text_embed_dim; i++) text[i] = 0.2f * bm_urand();
     int64_t t[2] = {999, 999};
     float *cs = NULL, *sn = NULL;
     if (rope) {
@@ -207,15 +115,15 @@ static void bench(const char *label, const char *tag, int heads, int rope, int F
            (best.flop_linear + best.flop_attention) * 1e-9 / med);
     free(times); free(x); free(out); free(text); free(cs); free(sn);
     cogvideox_free(m);
-    rm_dir(dir);
+    bm_rm_dir(dir);
 }
 
 /* The context's GEMM rate at its precision (x·Wᵀ, f32 operands, best of 3) at the bench's FF
  * shape, for the "% of the GEMM" figures. */
 static double gemm_rate(cvx_ctx *ctx, int M, int N, int K) {
     float *a = cvx_alloc_f32((size_t)M * K), *b = cvx_alloc_f32((size_t)N * K), *y = cvx_alloc_f32((size_t)M * N);
-    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = urand();
-    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = urand();
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = bm_urand();
+    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = bm_urand();
     cvx_gemm(ctx, 0, 1, M, N, K, 1, a, K, b, K, 0, y, N);
     double best = 1e30;
     for (int r = 0; r < 3; r++) {

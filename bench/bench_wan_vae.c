@@ -224,6 +224,7 @@ int main(int argc, char **argv) {
            "(%.1f GFLOP/s), peak RSS %.2f GB (%.2f GB before decoding), checksum %.6g\n",
            dt, dt / F, cpu_seconds() - c0, v->ctx->conv_seconds, fl / 1e9, fl / dt / 1e9, cvx_peak_rss_bytes() / 1e9,
            rss0 / 1e9, s.sum);
+    printf("  wan_vae_estimate_peak_bytes: %.2f GB\n", wan_vae_estimate_peak_bytes(v, F, h, w, tiled ? &tiling : NULL) / 1e9);
     printf("RESULT case=wan_vae F=%d h=%d w=%d tiled=%d precision=%s seconds=%.3f peak_rss_gb=%.3f\n", F, h, w, is_tiled,
            cvx_precision_name(prec), dt, cvx_peak_rss_bytes() / 1e9);
     if (encode) {

@@ -5,6 +5,7 @@
 # our numbers are printed and the script says so.
 #
 #   sh bench/side_by_side.sh [CASES]      CASES: comma list of t5,tr2b,tr5b,vae (default all)
+#   (make bench PART=t5,vae runs the same; Ctrl-C or SIGTERM stop it and its benchmark at once)
 #   Wan 2.1 cases (wan13, wan14, wanvae, umt5; "wan" = all four) go to bench/side_by_side_wan.sh,
 #   which also runs stable-diffusion.cpp beside them.
 #   env: BUILD (build dir, default build), PEER_DIR (default ../shared/peer), THREADS (2),
@@ -25,18 +26,45 @@ if [ -n "$wan" ]; then
     CASES=$(echo "$CASES" | tr ',' '\n' | grep -vxE 'wan|wan13|wan14|wanvae|umt5' | paste -sd, -)
     [ -n "$CASES" ] || exit 0
 fi
+for c in $(echo "$CASES" | tr ',' ' '); do
+    case $c in t5|tr2b|tr5b|vae) ;; *) echo "side_by_side.sh: unknown case '$c' (t5, tr2b, tr5b, vae, wan, wan13, wan14, wanvae, umt5)" >&2; exit 2;; esac
+done
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT INT TERM
+# Ctrl-C / SIGTERM stop the run at once (the trap used to swallow the first SIGTERM, and the
+# benchmark in the foreground ran on): each measurement runs in the background in a process
+# group of its own (setsid: a background child of a non-interactive shell is no group leader,
+# so it does not fork and $! is the group), `wait` returns at the signal, and the trap stops the
+# whole group.
+job=
+stop() { if [ -n "$job" ]; then kill -TERM -"$job" "$job" 2>/dev/null; fi; rm -rf "$out"; }
+trap 'stop' EXIT
+trap 'echo "side_by_side.sh: interrupted" >&2; stop; trap - EXIT; exit 130' INT
+trap 'echo "side_by_side.sh: terminated" >&2; stop; trap - EXIT; exit 143' TERM HUP
+spawn() {   # command...: in the background, its own process group; sets job
+    setsid "$@" &
+    job=$!
+}
+finish() {   # waits for the job; its exit status
+    wait "$job"
+    rc=$?
+    job=
+    return $rc
+}
+run() {   # bench-program args...: output shown and appended to ours.txt
+    spawn sh -c '"$@" | tee -a "$0"' "$out/ours.txt" "$@"
+    finish
+}
 
 has() { case ",$CASES," in *",$1,"*) return 0;; esac; return 1; }
 
 # ---- ours ------------------------------------------------------------------------------
 for p in $PRECISIONS; do
-    has t5   && "$BUILD/bench/bench_stage1" --threads "$THREADS" --precision "$p" | tee -a "$out/ours.txt"
-    has tr2b && "$BUILD/bench/bench_stage2" --model 2b --threads "$THREADS" --precision "$p" | tee -a "$out/ours.txt"
-    has tr5b && "$BUILD/bench/bench_stage2" --model 5b --threads "$THREADS" --precision "$p" | tee -a "$out/ours.txt"
-    has vae  && "$BUILD/bench/bench_stage3" --threads "$THREADS" --precision "$p" | tee -a "$out/ours.txt"
+    has t5   && run "$BUILD/bench/bench_stage1" --threads "$THREADS" --precision "$p"
+    has tr2b && run "$BUILD/bench/bench_stage2" --model 2b --threads "$THREADS" --precision "$p"
+    has tr5b && run "$BUILD/bench/bench_stage2" --model 5b --threads "$THREADS" --precision "$p"
+    has vae  && run "$BUILD/bench/bench_stage3" --threads "$THREADS" --precision "$p"
 done
+touch "$out/ours.txt"
 
 # ---- the peer ----------------------------------------------------------------------------
 peer_ok=0
@@ -45,8 +73,9 @@ if [ -f "$PEER_DIR/peer_bf16.py" ] && [ -d "${REFSRC:-$PEER_DIR/refsrc}" ] && \
     peer_ok=1
     for p in $PRECISIONS; do
         echo "== PyTorch peer ($p): /usr/bin/python3 $PEER_DIR/peer_bf16.py --only $CASES --dtype $p"
-        (cd "$PEER_DIR" && OMP_NUM_THREADS=$THREADS /usr/bin/python3 peer_bf16.py --only "$CASES" --dtype "$p") \
-            > "$out/peer_$p.json" 2> "$out/peer_$p.log" || { echo "peer ($p) failed:"; tail -5 "$out/peer_$p.log"; }
+        spawn sh -c 'cd "$0" && OMP_NUM_THREADS=$1 exec /usr/bin/python3 peer_bf16.py --only "$2" --dtype "$3"' \
+            "$PEER_DIR" "$THREADS" "$CASES" "$p" > "$out/peer_$p.json" 2> "$out/peer_$p.log"
+        finish || { echo "peer ($p) failed:"; tail -5 "$out/peer_$p.log"; }
     done
 else
     echo "note: the PyTorch peer is not set up (see $PEER_DIR/README.md): printing our numbers only"

@@ -4,18 +4,33 @@
  * bf16 (RNE); s = scale · Σ_d q·k accumulated in f32; bias added in f32; the running max m, the
  * exponentials p = e^(s−m), their sum l and the rescaling of the accumulator stay f32; p is rounded
  * to bf16 for the PV product, which accumulates in f32; out = acc / l.
+ * The kernels run the softmax in base 2: log2(e) is folded into the scale (the scores are
+ * s₂ = (scale·log2 e)·Σ q·k + log2 e·bias), so p = 2^(s₂−m₂) costs one exp2 (round, a degree-5
+ * polynomial on [−½, ½], relative error ≤ 2.5e-7, times 2^n) instead of exp's range reduction.
+ * The values are those of base e within f32 rounding; the errors against the double reference
+ * (tests/common_attention.c, unchanged tolerances) and against f32 attention are unchanged.
  *
  * The K and V of a group of HG heads are packed once (shared by all threads, two buffers alternating
  * between groups), in tiles of KT keys:
- *   kp[d/2][j] = (k[j,d], k[j,d+1]) as bf16 pairs   (vdpbf16ps multiplies pairs along d)
+ *   kp[d/2][j] = (k[j,d], k[j,d+1]) as bf16 pairs   (vdpbf16ps multiplies pairs along d), stored in
+ *                blocks of 64 keys, [j/64][d/2][j%64] (each QK block reads 32·hd contiguous bytes)
  *   vp[j/2][c] = (v[j,c], v[j+1,c]) as bf16 pairs   (pairs along the keys for PV)
- * Job = (head, block of QB query rows); per key tile, groups of 6 query rows run QK (6 × 64 scores
- * per block: 24 accumulators, 4 loads of k and 6 broadcasts of q per 24 vdpbf16ps), the row max, one
- * fused pass e^(s−m) → Σ and bf16 pairs of p, then PV (6 × 64 outputs; the rescale by e^(m_old−m) is
- * folded into the accumulator load, the division by l into the last tile's store). The 6 × 256 scores
- * stay in L1 from QK to PV. Portable path (no AVX512_BF16, or hd % 32 ≠ 0): the same packing read as
- * f32, groups of QS rows, plain loops. Both paths give the same bits as the kernel this replaced
- * (commit 5a77dc2; bench_attention prints a hash of the output). */
+ * Job = (head, block of QB query rows); per key tile, groups of 6 query rows run QK (6 × 64 scores per
+ * block: 24 accumulators, 4 loads of k and 6 broadcasts of q per 24 vdpbf16ps), the softmax, then PV
+ * (6 × 64 outputs, the division by l folded into the last tile's store). The softmax of the AVX-512
+ * path, no bias:
+ *   - first key tile: two passes: the scores stored (6 × 256, in L1), the row max, then one pass
+ *     2^(s₂−m) → Σ and bf16 pairs of p;
+ *   - later tiles: fused into QK's epilogue against the max m the rows already have: x = s₂ − m,
+ *     p = 2^x, Σp, max x and the bf16 pairs straight from the accumulators — no score store, no max
+ *     pass, and m stays, so PV adds to its accumulator without a rescale. p may exceed 1 here (up to
+ *     2^X_MAX; f32 and bf16 keep their relative precision); a tile whose scores climb more than
+ *     X_MAX bits above m is redone the two-pass way (new max, rescale by 2^(m_old−m)).
+ * With a bias (T5) every tile runs the two-pass way. Portable path (no AVX512_BF16, or hd % 32 ≠ 0):
+ * the same packing read as f32, groups of QS rows, the two-pass way, plain loops (its products give
+ * the bits vdpbf16ps would). Before the base-2 softmax (commit 95accd8 and earlier) both paths gave
+ * the bits of commit 5a77dc2; bench_attention prints a hash of the output. Which thread runs which
+ * job never changes a result (tests/common_threads.c). */
 #include "error.h"
 #include "gemm_fast.h"
 #include "ops.h"
@@ -29,6 +44,10 @@
 /* QB query rows per job, QS per portable group, KT keys per tile; packed K/V of a group of heads: up to
  * PACK_BYTES per buffer (at least one head) — few barriers at short sequences, little memory at long. */
 enum { QB = 256, QS = 48, KT = 256, PACK_BYTES = 8 << 20 };
+#define LOG2E 1.44269504088896341f
+/* The fused softmax keeps a row's max from earlier key tiles while its new scores stay within X_MAX bits
+ * above it (p ≤ 2^X_MAX: far from f32 / bf16 overflow); beyond, the tile is redone with the new max. */
+#define X_MAX 24.0f
 
 static inline uint16_t rb(float x) { return cvx_f32_to_bf16(x); }
 static inline float lo_f(uint32_t p) { return cvx_bf16_to_f32((uint16_t)p); }
@@ -66,9 +85,13 @@ static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, 
     for (int r = 0; r < ns; r++) {
         float *sr = s + (size_t)r * nkp;
         for (int j = 0; j < nkp; j++) sr[j] = 0;
-        for (int p = 0; p < hp; p++) {
-            uint32_t a = qp[(size_t)r * hp + p];
-            pair_axpy(sr, kp + (size_t)p * nkp, nkp, lo_f(a), hi_f(a));
+        for (int jb = 0; jb < nkp; jb += 64) {   /* blocks of 64 keys (the last may be 32) */
+            int bw = nkp - jb < 64 ? nkp - jb : 64;
+            const uint32_t *kb = kp + (size_t)jb * hp;
+            for (int p = 0; p < hp; p++) {
+                uint32_t a = qp[(size_t)r * hp + p];
+                pair_axpy(sr + jb, kb + (size_t)p * bw, bw, lo_f(a), hi_f(a));
+            }
         }
         for (int j = 0; j < nkp; j++) sr[j] *= scale;
     }
@@ -90,11 +113,33 @@ static void pv_portable(int ns, const uint32_t *pp, int nkp, const uint32_t *vp,
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* s[r, j..j+16·NC) = scale · Σ_p dot(q pair p of row r, kp[p][j..]) for R ≤ 6 rows, NC ≤ 4 chunks of
- * 16 columns: 6 × 4 accumulators, 4 loads of k and 6 broadcasts of q per 24 vdpbf16ps. */
-TGT ALWAYS_INLINE void qk_block(int R, int NC, const uint32_t *qp, int hp, const uint32_t *kp, int nkp, float scale,
-                                float *s) {
-    __m512 c[6][4];
+/* 2^x (x = s₂ − max: ≤ 0 in the two-pass softmax, ≤ X_MAX in the fused one; or NaN): x clamped to
+ * [−126, ·] (NaN → −126), n = round(x) (half to even), f = x − n ∈ [−½, ½], 2^f = 1 + f·q(f) (degree 5,
+ * fitted to the relative error: ≤ 2.5e-7), times 2^n: a normal float, so the product is correctly
+ * rounded. The 1-, 8- and 16-lane versions (FMAs; vscalefps on AVX-512) give the same bits. */
+#define EXP2_C5 1.3216848794e-03f
+#define EXP2_C4 9.6667973398e-03f
+#define EXP2_C3 5.5508345648e-02f
+#define EXP2_C2 2.4022317586e-01f
+#define EXP2_C1 6.9314693740e-01f
+
+/* 2^x on 16 lanes: exp2_nonpos8's operations, vscalefps for the product with 2^n. */
+TGT static inline __m512 exp2_16(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(x, n);
+    __m512 y = _mm512_set1_ps(EXP2_C5);
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(EXP2_C4));
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(EXP2_C3));
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(EXP2_C2));
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(EXP2_C1));
+    y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, n);
+}
+
+/* c[r][n] = Σ_p dot(q pair p of row r, kp[p][16n..16n+16)) for R ≤ 6 rows, NC ≤ 4 chunks of 16 keys:
+ * 6 × 4 accumulators, 4 loads of k and 6 broadcasts of q per 24 vdpbf16ps. */
+TGT ALWAYS_INLINE void qk_dots(int R, int NC, const uint32_t *qp, int hp, const uint32_t *kp, int kst, __m512 c[6][4]) {
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -102,7 +147,7 @@ TGT ALWAYS_INLINE void qk_block(int R, int NC, const uint32_t *qp, int hp, const
     for (int p = 0; p < hp; p++) {
         __m512bh b[4];
 #pragma GCC unroll 4
-        for (int n = 0; n < NC; n++) b[n] = (__m512bh)_mm512_loadu_si512(kp + (size_t)p * nkp + 16 * n);
+        for (int n = 0; n < NC; n++) b[n] = (__m512bh)_mm512_loadu_si512(kp + (size_t)p * kst + 16 * n);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             __m512bh a = (__m512bh)_mm512_set1_epi32((int)qp[(size_t)r * hp + p]);
@@ -110,6 +155,13 @@ TGT ALWAYS_INLINE void qk_block(int R, int NC, const uint32_t *qp, int hp, const
             for (int n = 0; n < NC; n++) c[r][n] = _mm512_dpbf16_ps(c[r][n], a, b[n]);
         }
     }
+}
+
+/* s[r, j..j+16·NC) = scale · (the dots of qk_dots): the scores of the two-pass softmax. */
+TGT ALWAYS_INLINE void qk_block(int R, int NC, const uint32_t *qp, int hp, const uint32_t *kp, int nkp, float scale,
+                                float *s) {
+    __m512 c[6][4];
+    qk_dots(R, NC, qp, hp, kp, 16 * NC, c);
     __m512 vs = _mm512_set1_ps(scale);
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
@@ -117,9 +169,60 @@ TGT ALWAYS_INLINE void qk_block(int R, int NC, const uint32_t *qp, int hp, const
         for (int n = 0; n < NC; n++) _mm512_storeu_ps(s + (size_t)r * nkp + 16 * n, _mm512_mul_ps(c[r][n], vs));
 }
 
-/* acc[r, c..c+16·NC) = acc·corr[r] (or 0 when first) + Σ_jp dot(p pair jp of row r, vp[jp][c..]) for R ≤ 6
- * rows, NC ≤ 4 chunks of 16 columns (the online-softmax rescale folded into the accumulator load); with inv
- * (the last key tile) out[r, c..] = acc · inv[r] instead of storing acc. */
+/* The products of qk_block fused with the softmax of a key tile after the first (no bias): the rows keep
+ * the maxima m (base 2) of the earlier tiles, and the epilogue takes each score from its accumulator to
+ *   x = s₂ − m = fma(acc, scale₂, −m),  p = 2^x (lanes of keys past `valid`: 0),
+ *   Σp and max x per row in 16 lanes (vsum, vmax: summed in the order of the keys), p as bf16 into the
+ *   row's pairs (pp, nkp bf16 per row) — the scores are never stored, no separate max and exp passes.
+ * A row whose max x exceeds X_MAX (its scores grew by more than X_MAX bits since m) is redone by the
+ * caller the two-pass way, before anything of this tile is used. */
+TGT ALWAYS_INLINE void qk_exp_block(int R, int NC, const uint32_t *qp, int hp, const uint32_t *kp, int nkp,
+                                    float scale, const float *m, int valid, uint16_t *pp, __m512 *vsum, __m512 *vmax) {
+    __m512 c[6][4];
+    qk_dots(R, NC, qp, hp, kp, 16 * NC, c);
+    /* the raw scores to L1 first: the exp below then has the registers to itself (no spills) */
+    __m512 sc[6][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) sc[r][n] = c[r][n];
+    const __m512 vs = _mm512_set1_ps(scale);
+    if (valid >= 16 * NC) {   /* every key real (all but the last block of the last tile) */
+        for (int r = 0; r < R; r++) {
+            const __m512 nm = _mm512_set1_ps(-m[r]);
+            __m512 sum = vsum[r], mx = vmax[r];
+            for (int n = 0; n < NC; n += 2) {
+                __m512 x0 = _mm512_fmadd_ps(sc[r][n], vs, nm), x1 = _mm512_fmadd_ps(sc[r][n + 1], vs, nm);
+                mx = _mm512_max_ps(mx, _mm512_max_ps(x0, x1));
+                __m512 e0 = exp2_16(x0), e1 = exp2_16(x1);
+                sum = _mm512_add_ps(_mm512_add_ps(sum, e0), e1);
+                _mm512_storeu_si512(pp + (size_t)r * nkp + 16 * n, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+            }
+            vsum[r] = sum, vmax[r] = mx;
+        }
+        return;
+    }
+    for (int r = 0; r < R; r++) {   /* keys past `valid`: p = 0, not in the max */
+        const __m512 nm = _mm512_set1_ps(-m[r]);
+        __m512 sum = vsum[r], mx = vmax[r];
+        for (int n = 0; n < NC; n += 2) {
+            int v0 = valid - 16 * n, v1 = v0 - 16;
+            __mmask16 k0 = v0 >= 16 ? 0xffff : v0 <= 0 ? 0 : (__mmask16)((1u << v0) - 1);
+            __mmask16 k1 = v1 >= 16 ? 0xffff : v1 <= 0 ? 0 : (__mmask16)((1u << v1) - 1);
+            __m512 x0 = _mm512_fmadd_ps(sc[r][n], vs, nm), x1 = _mm512_fmadd_ps(sc[r][n + 1], vs, nm);
+            mx = _mm512_mask_max_ps(mx, k0, mx, x0);
+            mx = _mm512_mask_max_ps(mx, k1, mx, x1);
+            __m512 e0 = _mm512_maskz_mov_ps(k0, exp2_16(x0)), e1 = _mm512_maskz_mov_ps(k1, exp2_16(x1));
+            sum = _mm512_add_ps(_mm512_add_ps(sum, e0), e1);
+            _mm512_storeu_si512(pp + (size_t)r * nkp + 16 * n, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+        }
+        vsum[r] = sum, vmax[r] = mx;
+    }
+}
+
+/* acc[r, c..c+16·NC) = acc·corr[r] (0 when first; acc itself when corr is NULL) + Σ_jp dot(p pair jp of row r,
+ * vp[jp][c..]) for R ≤ 6 rows, NC ≤ 4 chunks of 16 columns (the online-softmax rescale folded into the
+ * accumulator load); with inv (the last key tile) out[r, c..] = acc · inv[r] instead of storing acc. */
 TGT ALWAYS_INLINE void pv_block(int R, int NC, const uint32_t *pp, int np, const uint32_t *vp, int hd, float *acc,
                                 const float *corr, int first, const float *inv, float *out, int ld_o) {
     __m512 c[6][4];
@@ -127,8 +230,9 @@ TGT ALWAYS_INLINE void pv_block(int R, int NC, const uint32_t *pp, int np, const
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int n = 0; n < NC; n++)
-            c[r][n] = first ? _mm512_setzero_ps()
-                            : _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)r * hd + 16 * n), _mm512_set1_ps(corr[r]));
+            c[r][n] = first  ? _mm512_setzero_ps()
+                      : corr ? _mm512_mul_ps(_mm512_loadu_ps(acc + (size_t)r * hd + 16 * n), _mm512_set1_ps(corr[r]))
+                             : _mm512_loadu_ps(acc + (size_t)r * hd + 16 * n);
     for (int jp = 0; jp < np; jp++) {
         __m512bh b[4];
 #pragma GCC unroll 4
@@ -163,9 +267,34 @@ TGT ALWAYS_INLINE void pv_block(int R, int NC, const uint32_t *pp, int np, const
 TGT static void qk_avx512(int R, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, float scale, float *s) {
     int hp = hd / 2;
     for (int j = 0; j < nkp; j += 64) {
-        if (j + 64 <= nkp) ROWS_DISPATCH(qk_block, R, 4, qp, hp, kp + j, nkp, scale, s + j)
-        else ROWS_DISPATCH(qk_block, R, 2, qp, hp, kp + j, nkp, scale, s + j)
+        if (j + 64 <= nkp) ROWS_DISPATCH(qk_block, R, 4, qp, hp, kp + (size_t)j * hp, nkp, scale, s + j)
+        else ROWS_DISPATCH(qk_block, R, 2, qp, hp, kp + (size_t)j * hp, nkp, scale, s + j)
     }
+}
+
+/* The fused QK + softmax of qk_exp_block over a key tile of nkp keys (nk real) for R ≤ 6 rows; vsum, vmax
+ * start at 0 and −∞ (16 lanes per row). */
+TGT static void qk_exp_avx512(int R, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, int nk, float scale,
+                              const float *m, uint16_t *pp, __m512 *vsum, __m512 *vmax) {
+    int hp = hd / 2;
+    for (int j = 0; j < nkp; j += 64) {
+        if (j + 64 <= nkp)
+            ROWS_DISPATCH(qk_exp_block, R, 4, qp, hp, kp + (size_t)j * hp, nkp, scale, m, nk - j, pp + j, vsum, vmax)
+        else ROWS_DISPATCH(qk_exp_block, R, 2, qp, hp, kp + (size_t)j * hp, nkp, scale, m, nk - j, pp + j, vsum, vmax)
+    }
+}
+
+/* One tile of the fused path for a group of R ≤ 6 rows: 1 with p in pp and l += Σp, or 0 (nothing changed)
+ * when a row's scores exceed its max by more than X_MAX bits. */
+TGT static int fused_tile(int R, const uint32_t *qp, int hd, const uint32_t *kp, int nkp, int nk, float scale,
+                          const float *m, uint16_t *pp, float *l) {
+    __m512 vsum[6], vmax[6];
+    for (int r = 0; r < R; r++) vsum[r] = _mm512_setzero_ps(), vmax[r] = _mm512_set1_ps(-INFINITY);
+    qk_exp_avx512(R, qp, hd, kp, nkp, nk, scale, m, pp, vsum, vmax);
+    for (int r = 0; r < R; r++)
+        if (!(_mm512_reduce_max_ps(vmax[r]) <= X_MAX)) return 0;   /* NaN too: the two-pass way decides */
+    for (int r = 0; r < R; r++) l[r] += _mm512_reduce_add_ps(vsum[r]);
+    return 1;
 }
 
 TGT static void pv_avx512(int R, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc, const float *corr,
@@ -178,6 +307,13 @@ TGT static void pv_avx512(int R, const uint32_t *pp, int nkp, const uint32_t *vp
 }
 
 /* ---- packing and the online softmax (shared by both paths, AVX2 baseline) ---- */
+
+/* Prefetch the n floats of row x (a row of q, k or v some rows ahead: rows of a head sit a row stride of
+ * heads·hd floats apart, usually a page or more, where the hardware prefetchers do not follow). */
+static inline void prefetch_row(const float *x, int n) {
+    for (int i = 0; i < n; i += 16) __builtin_prefetch(x + i);
+}
+enum { PF_ROWS = 6 };   /* rows ahead */
 
 /* d[i] = bf16(x[i]) for i < n (RNE, NaN kept NaN: identical to cvx_f32_to_bf16), zero to n_pad. */
 static void to_bf16_row(const float *x, int n, uint16_t *d, int n_pad) {
@@ -218,14 +354,47 @@ static float row_max(const float *s, int n, float mx) {
     return mx;
 }
 
-/* s[j] = e^(s[j] − mx); returns Σ s[j] (8 partial sums, then the tail). */
-static float exp_sub_sum(float *s, int n, float mx) {
+/* exp2 on one lane (see EXP2_C5) */
+static inline float exp2_nonpos1(float x) {
+    x = x > -126.0f ? x : -126.0f;
+    float n = nearbyintf(x), f = x - n;
+    float y = fmaf(fmaf(fmaf(fmaf(fmaf(EXP2_C5, f, EXP2_C4), f, EXP2_C3), f, EXP2_C2), f, EXP2_C1), f, 1.0f);
+    return ldexpf(y, (int)n);
+}
+
+#ifdef __AVX2__
+static inline __m256 exp2_nonpos8(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-126.0f));   /* NaN → −126: vmaxps returns its second operand */
+    __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 f = _mm256_sub_ps(x, n);
+    __m256 y = _mm256_set1_ps(EXP2_C5);
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(EXP2_C4));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(EXP2_C3));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(EXP2_C2));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(EXP2_C1));
+    y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+#endif
+
+/* d[i] = 2^x[i] for i < n. */
+static void exp2_rows(float *d, const float *x, int n) {
+    int i = 0;
+#ifdef __AVX2__
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, exp2_nonpos8(_mm256_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++) d[i] = exp2_nonpos1(x[i]);
+}
+
+/* s[j] = 2^(s[j] − mx); returns Σ s[j] (8 partial sums, then the tail). */
+static float exp2_sub_sum(float *s, int n, float mx) {
     int j = 0;
     float sum = 0;
 #ifdef __AVX2__
     __m256 vs = _mm256_setzero_ps(), vmx = _mm256_set1_ps(mx);
     for (; j + 8 <= n; j += 8) {
-        __m256 e = cvx_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmx));
+        __m256 e = exp2_nonpos8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmx));
         _mm256_storeu_ps(s + j, e);
         vs = _mm256_add_ps(vs, e);
     }
@@ -234,32 +403,13 @@ static float exp_sub_sum(float *s, int n, float mx) {
     for (int i = 0; i < 8; i++) sum += t[i];
 #endif
     for (; j < n; j++) {
-        float x = s[j] - mx;
-        s[j] = expf(x < -87.0f ? -87.0f : x);
+        s[j] = exp2_nonpos1(s[j] - mx);
         sum += s[j];
     }
     return sum;
 }
 
-/* ---- the same three row operations on 16 lanes (AVX-512 path); same exp polynomial as cvx_exp8 ---- */
-
-/* e^x for x ≤ 0 or NaN (x = s − max: never above 0), bit-identical to cvx_exp8 there: the upper clamp
- * is a no-op and scalef(y, n) = y·2^n is the same correctly rounded product as y · (float)2^n. */
-TGT static inline __m512 exp16_nonpos(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));   /* NaN → −87, as cvx_exp8 */
-    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(y, fx);
-}
+/* ---- the same row operations on 16 lanes (AVX-512 path) ---- */
 
 TGT static float row_max16(const float *s, int n, float mx) {
     __m512 vm = _mm512_set1_ps(mx);
@@ -269,17 +419,17 @@ TGT static float row_max16(const float *s, int n, float mx) {
     return _mm512_reduce_max_ps(vm);
 }
 
-/* d[j] = bf16(e^(s[j] − mx)) (vcvtne2ps2bf16: RNE) for j < n, zero up to n_pad (a multiple of 32); returns
- * Σ e^(s[j] − mx) in f32, summed in 16 lanes in the order of j, then reduced: one pass over the row. */
-TGT static float exp_sum_pack16(const float *s, int n, float mx, uint16_t *d, int n_pad) {
+/* d[j] = bf16(2^(s[j] − mx)) (vcvtne2ps2bf16: RNE) for j < n, zero up to n_pad (a multiple of 32); returns
+ * Σ 2^(s[j] − mx) in f32, summed in 16 lanes in the order of j, then reduced: one pass over the row. */
+TGT static float exp2_sum_pack16(const float *s, int n, float mx, uint16_t *d, int n_pad) {
     __m512 vs = _mm512_setzero_ps(), vmx = _mm512_set1_ps(mx);
     for (int j = 0; j < n_pad; j += 32) {
         int r0 = n - j, r1 = n - j - 16;
         __mmask16 k0 = r0 >= 16 ? 0xffff : r0 <= 0 ? 0 : (__mmask16)((1u << r0) - 1);
         __mmask16 k1 = r1 >= 16 ? 0xffff : r1 <= 0 ? 0 : (__mmask16)((1u << r1) - 1);
-        __m512 e0 = _mm512_maskz_mov_ps(k0, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vmx)));
+        __m512 e0 = _mm512_maskz_mov_ps(k0, exp2_16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k0, s + j), vmx)));
         vs = _mm512_mask_add_ps(vs, k0, vs, e0);
-        __m512 e1 = _mm512_maskz_mov_ps(k1, exp16_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vmx)));
+        __m512 e1 = _mm512_maskz_mov_ps(k1, exp2_16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k1, s + j + 16), vmx)));
         vs = _mm512_mask_add_ps(vs, k1, vs, e1);
         _mm512_storeu_si512(d + j, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
     }
@@ -287,18 +437,24 @@ TGT static float exp_sum_pack16(const float *s, int n, float mx, uint16_t *d, in
 }
 
 /* Pack keys k0..k0+nk of one head (nkp = nk rounded up to 32, zero past nk):
- *   kp[d/2][j] = (k[j,d], k[j,d+1]),  vp[j/2][c] = (v[j,c], v[j+1,c]);  row: 2·hd bf16 of staging. */
+ *   kp[d/2][j] = (k[j,d], k[j,d+1]) in blocks of 64 keys (the last of the tile 32 when nkp % 64 = 32):
+ *   block jb at jb·hd/2, kp[jb + (d/2)·bw + j − jb] (bw its width);  vp[j/2][c] = (v[j,c], v[j+1,c]);
+ *   row: 2·hd bf16 of staging. */
 static void pack_kv_tile(const float *k, const float *v, int ld_kv, int nk, int nkp, int hd, uint32_t *kp, uint32_t *vp,
                          uint16_t *row) {
     int hp = hd / 2;
     for (int j = 0; j < nkp; j++) {   /* keys past nk: zero (their scores are never read) */
         const uint32_t *kr = (const uint32_t *)row;
+        if (j + PF_ROWS < nk) prefetch_row(k + (size_t)(j + PF_ROWS) * ld_kv, hd);
         if (j < nk) to_bf16_row(k + (size_t)j * ld_kv, hd, row, hd);
-        for (int p = 0; p < hp; p++) kp[(size_t)p * nkp + j] = j < nk ? kr[p] : 0;
+        int jb = j & ~63, bw = nkp - jb < 64 ? nkp - jb : 64;
+        uint32_t *kb = kp + (size_t)jb * hp + (j - jb);
+        for (int p = 0; p < hp; p++) kb[(size_t)p * bw] = j < nk ? kr[p] : 0;
     }
     for (int jp = 0; jp < nkp / 2; jp++) {   /* interleave two bf16 rows of v into pairs */
         int j = 2 * jp;
         uint16_t *r0 = row, *r1 = row + hd;
+        for (int t = j + PF_ROWS; t < j + PF_ROWS + 2 && t < nk; t++) prefetch_row(v + (size_t)t * ld_kv, hd);
         if (j < nk) to_bf16_row(v + (size_t)j * ld_kv, hd, r0, hd);
         else memset(r0, 0, 2 * (size_t)hd);
         if (j + 1 < nk) to_bf16_row(v + (size_t)(j + 1) * ld_kv, hd, r1, hd);
@@ -308,7 +464,7 @@ static void pack_kv_tile(const float *k, const float *v, int ld_kv, int nk, int 
     }
 }
 
-/* nq ≤ QB query rows of one head against its packed keys: tile t of kp is [hd/2][nkp] at t·hd/2·KT, of vp
+/* nq ≤ QB query rows of one head against its packed keys: tile t of kp is nkp·hd/2 pairs at t·hd/2·KT, of vp
  * [nkp/2][hd] at t·KT/2·hd. Per key tile, groups of G query rows (6 on AVX-512: the group's scores
  * stay in L1 from QK through the softmax to PV; 48 portable) run QK, the online softmax, PV. */
 static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp_h, const uint32_t *vp_h, float *out,
@@ -319,6 +475,7 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
     for (int i = 0; i < nq; i++) {   /* a bf16 row of q is its hd/2 pairs */
         m[i] = -INFINITY;
         l[i] = 0;
+        if (i + PF_ROWS < nq) prefetch_row(q + (size_t)(i + PF_ROWS) * ld_q, hd);
         to_bf16_row(q + (size_t)i * ld_q, hd, (uint16_t *)(w->qp + (size_t)i * hp), hd);
     }
     if (!fast) memset(acc, 0, sizeof(float) * (size_t)nq * hd);   /* the AVX-512 PV starts from zero itself */
@@ -326,31 +483,44 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 31) & ~31, np = nkp / 2;
         const uint32_t *kp = kp_h + (size_t)(k0 / KT) * hp * KT, *vp = vp_h + (size_t)(k0 / KT) * (KT / 2) * hd;
         for (int i0 = 0; i0 < nq; i0 += G) {
-            int ns = nq - i0 < G ? nq - i0 : G;
-            float *s = w->s;
+            int ns = nq - i0 < G ? nq - i0 : G, last = k0 + KT >= Skv;
+            if (fast && !bias && k0 > 0 &&
+                fused_tile(ns, w->qp + (size_t)i0 * hp, hd, kp, nkp, nk, scale, m + i0, (uint16_t *)w->pp, l + i0)) {
+                for (int r = 0; last && r < ns; r++) inv[r] = 1.0f / l[i0 + r];
+                pv_avx512(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd, NULL, 0, last ? inv : NULL,
+                          out + (size_t)i0 * ld_o, ld_o);
+                continue;
+            }
+            float *s = w->s;   /* the two-pass way: scores, max, then p */
             if (fast) qk_avx512(ns, w->qp + (size_t)i0 * hp, hd, kp, nkp, scale, s);
             else qk_portable(ns, w->qp + (size_t)i0 * hp, hd, kp, nkp, scale, s);
+            float mx[QS], dm[QS];   /* the rows' new maxima; m_old − m_new for the rescale factors */
             for (int r = 0; r < ns; r++) {
                 int i = i0 + r;
                 float *sr = s + (size_t)r * nkp;
-                if (bias) {
+                if (bias) {   /* in base 2 like the scores */
                     const float *br = bias + (size_t)i * ld_bias + k0;
-                    for (int j = 0; j < nk; j++) sr[j] += br[j];
+                    for (int j = 0; j < nk; j++) sr[j] += br[j] * LOG2E;
                 }
-                float mx = fast ? row_max16(sr, nk, m[i]) : row_max(sr, nk, m[i]);
-                corr[r] = k0 == 0 ? 0.0f : expf(m[i] - mx);
+                mx[r] = fast ? row_max16(sr, nk, m[i]) : row_max(sr, nk, m[i]);
+                dm[r] = m[i] - mx[r];
+            }
+            exp2_rows(corr, dm, ns);   /* corr = 2^(m_old − m_new), one vector for the group */
+            for (int r = 0; r < ns; r++) {
+                int i = i0 + r;
+                float *sr = s + (size_t)r * nkp;
+                if (k0 == 0) corr[r] = 0.0f;
                 uint16_t *prow = (uint16_t *)(w->pp + (size_t)r * np);   /* p row = its pairs */
-                if (fast) l[i] = l[i] * corr[r] + exp_sum_pack16(sr, nk, mx, prow, nkp);
+                if (fast) l[i] = l[i] * corr[r] + exp2_sum_pack16(sr, nk, mx[r], prow, nkp);
                 else {
-                    l[i] = l[i] * corr[r] + exp_sub_sum(sr, nk, mx);
+                    l[i] = l[i] * corr[r] + exp2_sub_sum(sr, nk, mx[r]);
                     to_bf16_row(sr, nk, prow, nkp);
                     float *a = acc + (size_t)i * hd;
                     for (int d = 0; k0 && d < hd; d++) a[d] *= corr[r];
                 }
-                m[i] = mx;
+                m[i] = mx[r];
             }
             if (fast) {
-                int last = k0 + KT >= Skv;
                 for (int r = 0; last && r < ns; r++) inv[r] = 1.0f / l[i0 + r];
                 pv_avx512(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd, corr, k0 == 0, last ? inv : NULL,
                           out + (size_t)i0 * ld_o, ld_o);
@@ -372,6 +542,7 @@ void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const f
     if (Sq <= 0 || Skv <= 0) return;
     CVX_CHECK(hd % 2 == 0);
     int fast = cvx_kernels_bf16_native(kc) && cvx_kernels_cpu(kc)->avx512_bf16 && hd % 32 == 0;
+    const float scale2 = scale * LOG2E;   /* the scores in base 2 */
     int qblocks = (Sq + QB - 1) / QB, ntiles = (Skv + KT - 1) / KT;
     size_t per_head = (size_t)ntiles * KT * hd / 2;   /* uint32 pairs of K (and as many of V) per head */
     size_t fit = PACK_BYTES / (2 * sizeof(uint32_t) * per_head);
@@ -403,7 +574,7 @@ void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const f
                 const uint32_t *kp_h = buf + (size_t)2 * hh * per_head, *vp_h = kp_h + per_head;
                 const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
                 attention_job(fast, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, kp_h, vp_h,
-                              out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
+                              out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale2, b, (size_t)Skv, &w);
             }
         }
         free(w.qp); free(w.s); free(w.pp); free(w.acc); free(w.m); free(w.l);

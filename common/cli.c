@@ -110,6 +110,31 @@ static void flag_store(const cvx_flag *f, const char *value) {
     if (f->given) *f->given = value;
 }
 
+void cvx_flags_each_agreed(const cvx_flag *flags, void (*add)(void *user, const char *name, const char *value),
+                           void *user) {
+    for (const cvx_flag *f = flags; f->name; f++) {
+        if (f->per_rank || f->kind == CVX_FLAG_HELP) continue;
+        char name[80], v[64];
+        const char *value = v;
+        snprintf(name, sizeof name, "--%s", f->name);
+        switch (f->kind) {
+        case CVX_FLAG_STR: value = *(const char *const *)f->dest ? *(const char *const *)f->dest : "(unset)"; break;
+        case CVX_FLAG_BOOL:
+        case CVX_FLAG_INT:
+        case CVX_FLAG_CHOICE: snprintf(v, sizeof v, "%d", *(const int *)f->dest); break;
+        case CVX_FLAG_U64: snprintf(v, sizeof v, "%llu", (unsigned long long)*(const uint64_t *)f->dest); break;
+        case CVX_FLAG_NUM: snprintf(v, sizeof v, "%.17g", *(const double *)f->dest); break;
+        case CVX_FLAG_PARSE:
+            CVX_CHECK(f->given);   /* its destination is the parser's: the agreement compares the text given */
+            value = *f->given ? *f->given : "(unset)";
+            break;
+        case CVX_FLAG_HELP: continue;
+        }
+        if (f->given && !*f->given) value = "(unset)";   /* not given: the program's default, not the stored value */
+        add(user, name, value);
+    }
+}
+
 int cvx_flags_parse(const cvx_flag *flags, int argc, char **argv) {
     struct option opts[64];   /* getopt_long's view of the table: val = 256 + row */
     int n = 0;

@@ -42,23 +42,42 @@ typedef struct {
     const cvx_flag_choice *choices;                /* CHOICE */
     const char *expected;                          /* the error's "must be ..." (CHOICE; INT, U64: optional) */
     int (*parse)(const char *value, void *dest);   /* PARSE */
-    const char **given;                            /* optional: the value as given (CHOICE, PARSE) */
+    const char **given;                            /* optional: the value as given (CHOICE, PARSE; a
+                                                    * PARSE flag the ranks agree on needs it) */
+    /* MPI: 0 (the default) = every rank must be given the same value (it can change what the
+     * ranks do together: a flag nobody thought about is agreed on, so none can be forgotten);
+     * 1 = may differ between ranks (paths on each machine, threads, verbosity): CVX_PER_RANK */
+    int per_rank;
 } cvx_flag;
 
-#define CVX_FLAG_STR_(n, d) {.name = n, .kind = CVX_FLAG_STR, .dest = (d)}
-#define CVX_FLAG_BOOL_(n, d, v) {.name = n, .kind = CVX_FLAG_BOOL, .dest = (d), .lo = (v)}
-#define CVX_FLAG_INT_(n, d, l, h) {.name = n, .kind = CVX_FLAG_INT, .dest = (d), .lo = (l), .hi = (h)}
-#define CVX_FLAG_NUM_(n, d, l, h) {.name = n, .kind = CVX_FLAG_NUM, .dest = (d), .nlo = (l), .nhi = (h)}
-#define CVX_FLAG_U64_(n, d) {.name = n, .kind = CVX_FLAG_U64, .dest = (d)}
-#define CVX_FLAG_CHOICE_(n, d, c, e) {.name = n, .kind = CVX_FLAG_CHOICE, .dest = (d), .choices = (c), .expected = (e)}
-#define CVX_FLAG_PARSE_(n, f, d, g) {.name = n, .kind = CVX_FLAG_PARSE, .parse = (f), .dest = (d), .given = (g)}
-#define CVX_FLAG_HELP_() {.name = "help", .kind = CVX_FLAG_HELP}
+/* The row macros take optional designated initializers after their arguments:
+ * CVX_FLAG_STR_("input_dir", &dir, CVX_PER_RANK). */
+#define CVX_PER_RANK .per_rank = 1
+#define CVX_FLAG_STR_(n, d, ...) {.name = n, .kind = CVX_FLAG_STR, .dest = (d), __VA_ARGS__}
+#define CVX_FLAG_BOOL_(n, d, v, ...) {.name = n, .kind = CVX_FLAG_BOOL, .dest = (d), .lo = (v), __VA_ARGS__}
+#define CVX_FLAG_INT_(n, d, l, h, ...) {.name = n, .kind = CVX_FLAG_INT, .dest = (d), .lo = (l), .hi = (h), __VA_ARGS__}
+#define CVX_FLAG_NUM_(n, d, l, h, ...) {.name = n, .kind = CVX_FLAG_NUM, .dest = (d), .nlo = (l), .nhi = (h), __VA_ARGS__}
+#define CVX_FLAG_U64_(n, d, ...) {.name = n, .kind = CVX_FLAG_U64, .dest = (d), __VA_ARGS__}
+#define CVX_FLAG_CHOICE_(n, d, c, e, ...) \
+    {.name = n, .kind = CVX_FLAG_CHOICE, .dest = (d), .choices = (c), .expected = (e), __VA_ARGS__}
+#define CVX_FLAG_PARSE_(n, f, d, g, ...) \
+    {.name = n, .kind = CVX_FLAG_PARSE, .parse = (f), .dest = (d), .given = (g), __VA_ARGS__}
+#define CVX_FLAG_HELP_() {.name = "help", .kind = CVX_FLAG_HELP, .per_rank = 1}
 
 /* Parses argv[1..argc) by the table (getopt_long: "--name value", "--name=value", unique
  * prefixes, options and arguments in any order): every value is checked and stored as it comes,
  * the first bad one is fatal (cvx_die). Returns 1 at --help or -h (the rest unparsed), else 0
  * after checking that no argument is left over. At most 63 flags. */
 int cvx_flags_parse(const cvx_flag *flags, int argc, char **argv);
+
+/* Every flag the MPI ranks must agree on (all but CVX_PER_RANK ones and --help), in table order,
+ * to add(user, "--name", value): the value as parsed (STR: the text or "(unset)"; BOOL, INT,
+ * CHOICE: the int stored; U64; NUM: %.17g; PARSE: the text given; a row with `given`: "(unset)"
+ * when not given, as its default is the program's to choose). Call right
+ * after cvx_flags_parse, before the program changes a destination. pipeline/parallel.c compares
+ * the ranks' lists (issue 21: ranks given different --checkpoint_every hung). */
+void cvx_flags_each_agreed(const cvx_flag *flags, void (*add)(void *user, const char *name, const char *value),
+                           void *user);
 
 long long cvx_flag_int(const char *flag, const char *value, long long lo, long long hi);
 double cvx_flag_num(const char *flag, const char *value, double lo, double hi);

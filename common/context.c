@@ -4,10 +4,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+#include <omp.h>
+
 #include "cpu.h"
 #include "error.h"
-#include "gemm.h"
 #include "gemm_fast.h"
+
+void cvx_set_threads(int n) {
+    if (n <= 0) n = omp_get_num_procs();
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int cvx_threads(void) { return omp_get_max_threads(); }
+
+void cvx_ctx_use(const cvx_ctx *ctx) {
+    if (omp_get_max_threads() != ctx->threads) cvx_set_threads(ctx->threads);
+}
 
 static unsigned feature_bits(const cvx_cpu_features *f) {
     return (f->avx2 ? CVX_CPU_AVX2 : 0u) | (f->avx512f ? CVX_CPU_AVX512F : 0u) |
@@ -31,8 +45,9 @@ cvx_ctx *cvx_ctx_new(int threads) {
 }
 
 void cvx_ctx_release_scratch(cvx_ctx *ctx) {
-    cvx_scratch *all[6] = {&ctx->weights, &ctx->conv_grid, &ctx->winograd, &ctx->bf16_w, &ctx->bf16_x, &ctx->conv_w};
-    for (int i = 0; i < 6; i++) {
+    cvx_scratch *all[7] = {&ctx->weights, &ctx->conv_grid, &ctx->winograd, &ctx->bf16_w,
+                           &ctx->bf16_x,  &ctx->conv_w,    &ctx->lora_u};
+    for (int i = 0; i < 7; i++) {
         free(all[i]->data);
         all[i]->data = NULL;
         all[i]->cap = 0;
@@ -85,6 +100,11 @@ int cvx_ctx_set_precision(cvx_ctx *ctx, cvx_precision p) {
         cvx_info("bf16: this CPU has no AVX512_BF16/AMX units; bf16 runs widened to f32 (same results, not faster)");
     }
     return 0;
+}
+
+void cvx_ctx_set_int8(cvx_ctx *ctx, int on) {
+    if (ctx->kernels) cvx_kernels_set_qdot(ctx->kernels, on ? 1 : 0, cvx_kernels_q8_kernel(ctx->kernels));
+    ctx->int8 = on ? 1 : 0;
 }
 
 float *cvx_scratch_get(cvx_scratch *s, size_t n) {

@@ -8,8 +8,10 @@
  * dispatch on ctx->precision and ctx->cpu_features.
  *
  * A context is not thread-safe: one model call at a time per context (ops parallelise inside
- * with OpenMP). The OpenMP/OpenBLAS thread count itself is process-wide (those libraries keep
- * it globally); cvx_ctx_new applies ctx->threads. */
+ * with OpenMP). The thread count is the context's: every call that runs a model on it starts with
+ * cvx_ctx_use(ctx), which sets the OpenMP pool of the calling thread (oneDNN and the OpenMP build
+ * of OpenBLAS size their work by it), so two contexts with different counts run one after the
+ * other in one process each as it would alone. */
 #ifndef CVX_CONTEXT_H
 #define CVX_CONTEXT_H
 
@@ -52,15 +54,27 @@ typedef struct cvx_ctx {
     cvx_scratch winograd;        /* Winograd V and M tiles */
     cvx_scratch bf16_w, bf16_x;  /* bf16 mode: one conv's weights / inputs as bf16 (2 per float slot) */
     cvx_scratch conv_w;          /* one conv's packed / Winograd-transformed weights (f32) */
+    cvx_scratch lora_u;          /* LoRA: x·Aᵀ of one adapter [M, rank] (cvx_lora_apply) */
+
+    /* LoRA adapters (common/lora.h) that cvx_linear adds to the weights they target, NULL = none.
+     * Borrowed: whoever attaches a set detaches it before freeing it or the model it targets. */
+    const struct cvx_lora_set *lora;
 
     /* the GEMM kernels (oneDNN f32/bf16, primitives cached per shape; created after the thread
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */
     cvx_kernels *kernels;
     int fallback_noted;          /* the "bf16 without bf16 units" note was printed */
+    int int8;                    /* GGUF block-quantized weights: int8 dot products (cvx_ctx_set_int8) */
 } cvx_ctx;
 
-/* threads <= 0: all cores. Applies the thread count (process-wide, see above). */
+/* threads <= 0: all cores. Applies the thread count (cvx_ctx_use). */
 cvx_ctx *cvx_ctx_new(int threads);
+/* Make ctx's thread count the one the following ops run with (call at the start of each model
+ * call; cheap). */
+void cvx_ctx_use(const cvx_ctx *ctx);
+/* n <= 0: all cores. The OpenMP / OpenBLAS pool of the calling thread; cvx_threads() reads it back. */
+void cvx_set_threads(int n);
+int cvx_threads(void);
 void cvx_ctx_free(cvx_ctx *ctx);
 /* Set the compute precision. bf16 also moves 3×3 convs from Winograd F(4×4) to F(2×2) (F(4×4)
  * amplifies the bf16 rounding ~6×; see context.c). bf16 on a CPU without AVX512_BF16/AMX runs the fallback path
@@ -77,6 +91,12 @@ int cvx_precision_parse(const char *name, cvx_precision *out);
 /* The programs' --precision: `arg` (the flag's value) or, when NULL, $CVX_PRECISION, else "auto".
  * 0, or -1 + cvx_error naming the flag / variable. */
 int cvx_precision_from_cli(const char *arg, cvx_precision *out);
+/* Linears over GGUF block-quantized weights (common/gemm_quant.h): on = 1 quantizes the activations
+ * to int8 per row as ggml does and multiplies with integer dot products (VNNI where present): an
+ * opt-in precision like bf16, faster, off by the int8 rounding of the activations; 0 (default)
+ * dequantizes tiles of weight rows into the f32/bf16 GEMM (exact to ggml's dequantized weights).
+ * Other weights are not affected. Without oneDNN kernels the int8 path is not available (no-op). */
+void cvx_ctx_set_int8(cvx_ctx *ctx, int on);
 /* Free the scratch buffers (they grow again on the next use). */
 void cvx_ctx_release_scratch(cvx_ctx *ctx);
 /* The buffer of s, at least n floats (contents undefined). */

@@ -9,6 +9,8 @@ typedef struct {
     int avx512f;      /* AVX-512 F/BW/VL/DQ, ZMM + opmask state enabled by the OS */
     int avx512_bf16;  /* vdpbf16ps, vcvtne2ps2bf16 (requires avx512f) */
     int amx_bf16;     /* AMX tiles with bf16 (requires the OS to grant tile data: see cpu.c) */
+    int avx512_vnni;  /* vpdpbusd on zmm (u8 x s8 -> s32 dot products of 4; requires avx512f) */
+    int avx_vnni;     /* vpdpbusd on ymm, VEX-encoded (AVX-VNNI; requires avx2) */
 } cvx_cpu_features;
 
 /* Detect this CPU's features. */

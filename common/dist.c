@@ -19,6 +19,7 @@
 #endif
 
 #include "error.h"
+#include "fileio.h"
 
 struct cvx_dist {
     int rank, size;              /* in this communicator */
@@ -137,8 +138,12 @@ void cvx_dist_free(cvx_dist *d) {
     if (!d) return;
 #ifdef CVX_USE_MPI
     if (d->mpi) {
-        if (d->is_world) MPI_Finalize();
-        else MPI_Comm_free(&d->comm);
+        if (d->is_world) {
+            cvx_set_signal_note(NULL);   /* this rank's part is done: another's failure is that rank's to report */
+            MPI_Finalize();
+        } else {
+            MPI_Comm_free(&d->comm);
+        }
     }
 #endif
     free(d->scratch);
@@ -475,8 +480,14 @@ static int compare_inputs(const cvx_dist_inputs *in, const cvx_dist_input *ref, 
         if (a->hash != b->hash)
             return cvx_error("%s differs from rank 0: %s here, %s on rank 0", a->name, a->detail, b->detail);
     }
-    if (in->n != n_ref)
-        return cvx_error("%d inputs listed here but %d on rank 0 (different program versions?)", in->n, n_ref);
+    /* one list is longer: name what the other rank does not read (issue 21: "17 inputs listed here
+     * but 18 on rank 0" was all a --resume given to rank 0 alone said) */
+    if (in->n < n_ref)
+        return cvx_error("rank 0 also reads %s (%s), this rank does not (different flags or program versions?)",
+                         ref[in->n].name, ref[in->n].detail);
+    if (in->n > n_ref)
+        return cvx_error("this rank also reads %s (%s), rank 0 does not (different flags or program versions?)",
+                         in->items[n_ref].name, in->items[n_ref].detail);
     return 0;
 }
 
@@ -521,6 +532,7 @@ int cvx_dist_agree(const cvx_dist *d, int rc) {
 }
 
 void cvx_dist_exit_error(cvx_dist *world) {
+    cvx_set_signal_note(NULL);   /* every rank stops on this error: mpirun's SIGTERM to a slower one says nothing new */
     if (world->world_rank == 0) {
         fflush(stdout);
         fprintf(stderr, "%s: error: %s\n", cvx_program_name(), cvx_last_error());
@@ -539,6 +551,7 @@ void cvx_dist_die(const cvx_dist *d, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fflush(stdout);
+    cvx_set_signal_note(NULL);
     if (d->world_size > 1)
         fprintf(stderr, "%s: error: rank %d of %d: %s\n", cvx_program_name(), d->world_rank, d->world_size, msg);
     else

@@ -16,6 +16,13 @@
 #include <unistd.h>
 
 char *cvx_read_file(const char *path, size_t *len) {
+    /* a directory opens (and "is" LONG_MAX bytes long), a FIFO blocks the open: say what it is */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        cvx_error("%s: %s, not a file", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                  : "a device or special file");
+        return NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) { cvx_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
     if (fseek(f, 0, SEEK_END) != 0) { fclose(f); cvx_error("%s: cannot seek", path); return NULL; }
@@ -69,7 +76,25 @@ static void temp_unregister(const char *path) {
         if (g_temp_used[i] && strcmp(g_temp_path[i], path) == 0) g_temp_used[i] = 0;
 }
 
+/* The handler's note (cvx_set_signal_note): part of the same exception, written before a
+ * program starts its work and only read (by write(2)) in the handler. */
+static char g_signal_note[512];
+static volatile sig_atomic_t g_signal_note_len;
+
+void cvx_set_signal_note(const char *line) {
+    g_signal_note_len = 0;
+    atomic_thread_fence(memory_order_seq_cst);
+    size_t n = line ? strlen(line) : 0;
+    if (n >= sizeof g_signal_note) n = sizeof g_signal_note - 1;
+    if (n) memcpy(g_signal_note, line, n);
+    atomic_thread_fence(memory_order_seq_cst);
+    g_signal_note_len = (sig_atomic_t)n;
+}
+
 static void on_fatal_signal(int sig) {
+    if (g_signal_note_len > 0 && write(2, g_signal_note, (size_t)g_signal_note_len) < 0) {
+        /* nothing to do: the cleanup below matters more */
+    }
     for (int i = 0; i < TEMP_SLOTS; i++)
         if (g_temp_used[i]) unlink(g_temp_path[i]);
     signal(sig, SIG_DFL);

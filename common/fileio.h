@@ -32,6 +32,10 @@ void cvx_temp_discard(const char *tmp_path);
 /* Install the SIGINT/SIGTERM/SIGHUP handler that unlinks every registered temp, then dies of the
  * same signal (exit status 128+sig as usual). Call once at the start of main. */
 void cvx_install_signal_cleanup(void);
+/* A line the handler writes to stderr first (NULL or "": none; at most 511 bytes kept). Under
+ * mpirun a SIGTERM means mpirun stops the job (another rank ended first, or mpirun was
+ * interrupted): the program says so itself instead of leaving only Open MPI's banner (issue 21). */
+void cvx_set_signal_note(const char *line);
 /* Remove "<name>.tmp.<pid>.<12 hex>" regular files in `dir` owned by this user whose pid is not
  * running. Returns how many were removed (errors are ignored: cleaning is best effort). Call it
  * while holding the directory's lock (cvx_dir_lock). */

@@ -1,22 +1,15 @@
 /* The GEMM ops on a compute context (oneDNN through gemm_fast.h, dispatched on ctx->precision),
- * the pure OpenBLAS sgemm, nn.Linear over weights of any float dtype, the shared thread count. */
+ * the pure OpenBLAS sgemm, nn.Linear over weights of any float dtype. */
 #include "gemm.h"
 #include "error.h"
 #include "gemm_fast.h"
+#include "lora.h"
 #include "ops.h"
 
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-void cvx_set_threads(int n) {
-    if (n <= 0) n = omp_get_num_procs();
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
-}
-
-int cvx_threads(void) { return omp_get_max_threads(); }
 
 void cvx_flops_add(cvx_ctx *ctx, double f) {
 #pragma omp atomic
@@ -58,24 +51,28 @@ void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, c
         }
 }
 
-/* Widening scratch shared by all linear layers of a context: one matrix at a time is ever f32. */
+/* Widening scratch shared by all linear layers of a context: one matrix at a time is ever f32.
+ * (A GGUF block type is widened here only on the path without oneDNN, cvx_linear's last resort.) */
 const float *cvx_weight_f32(cvx_ctx *ctx, const cvx_tensor *t) {
     if (t->dtype == CVX_F32 && ((uintptr_t)t->data & 3) == 0) return t->data;
-    CVX_CHECK(cvx_dtype_is_float(t->dtype));
+    CVX_CHECK(cvx_dtype_is_float(t->dtype) || cvx_dtype_is_quant(t->dtype));
     size_t n = (size_t)t->numel;
     float *dst = cvx_scratch_get(&ctx->weights, n);
     /* Widen in parallel chunks: for bf16 this is memory-bound, two threads nearly double it. */
     const unsigned char *src = t->data;
-    size_t es = cvx_dtype_size(t->dtype), chunk = 1 << 16;
+    /* chunks of whole blocks (65536 is a multiple of every block size) */
+    size_t bb = cvx_dtype_block_bytes(t->dtype), blk = (size_t)cvx_dtype_block(t->dtype), chunk = 1 << 16;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < (n + chunk - 1) / chunk; c++) {
         size_t lo = c * chunk, len = n - lo < chunk ? n - lo : chunk;
-        cvx_to_f32_n(t->dtype, src + lo * es, dst + lo, len);
+        cvx_to_f32_n(t->dtype, src + lo / blk * bb, dst + lo, len);
     }
     return dst;
 }
 
-void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y) {
+/* The base product y = x Wᵀ + b. */
+static void linear_base(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b,
+                        float *y) {
     CVX_CHECK(W->ndim == 2 && W->shape[1] == K);
     int N = (int)W->shape[0];
     if (ctx->kernels) {
@@ -99,6 +96,15 @@ void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W,
     }
     const float *w = cvx_weight_f32(ctx, W);
     cvx_gemm(ctx, 0, 1, M, N, K, 1.0f, x, K, w, K, b ? 1.0f : 0.0f, y, N);
+}
+
+void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y) {
+    /* LoRA (common/lora.h), before: a fused layer runs its merged copies instead of W, b */
+    const cvx_lora_layer *lora = ctx->lora ? cvx_lora_find(ctx->lora, W) : NULL;
+    if (lora) cvx_lora_fused(lora, &W, &b);
+    linear_base(ctx, x, M, K, W, b, y);
+    /* LoRA, after: an unfused layer adds its low-rank terms y += s·B(A·x) (+ s'·diff_b) */
+    if (lora) cvx_lora_apply(ctx, lora, x, M, K, y);
 }
 
 void cvx_attention_ctx(cvx_ctx *ctx, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,

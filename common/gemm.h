@@ -8,10 +8,6 @@
 #include "context.h"
 #include "safetensors.h"
 
-/* n <= 0: all cores. Sets the OpenMP and OpenBLAS thread counts, which those libraries keep
- * process-wide (cvx_ctx_new calls this); cvx_threads() reads OpenMP's back. */
-void cvx_set_threads(int n);
-int cvx_threads(void);
 
 /* Row-major C[M,N] = alpha * op(A)[M,K] · op(B)[K,N] + beta * C. trans: 0 = as stored, 1 = transposed.
  * A pure kernel (OpenBLAS): no context, no counting; ops that call it count into their ctx. */
@@ -30,7 +26,9 @@ void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, c
  * W (and b, which may be NULL) in any float storage dtype; non-f32 weights are widened
  * into ctx's weight scratch just before the product (never the whole model at once).
  * Adds 2·M·N·K to ctx->flops. Runs cvx_linear_p (gemm_fast.h) at ctx->precision: a bf16 W is
- * read in place in bf16 mode, widened one matrix at a time in f32 mode. */
+ * read in place in bf16 mode, widened one matrix at a time in f32 mode.
+ * LoRA: when ctx->lora holds adapters of W (common/lora.h), a fused layer runs its merged copies
+ * of W and b, an unfused one adds y += s·B(A·x) (+ s'·diff_b) per adapter after the base product. */
 void cvx_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_tensor *W, const cvx_tensor *b, float *y);
 
 /* W as f32: zero-copy for aligned F32, else widened into ctx->weights (valid until the next

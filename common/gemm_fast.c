@@ -5,6 +5,7 @@
 #include "gemm_fast.h"
 #include "error.h"
 #include "gemm.h"
+#include "gemm_quant.h"
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -49,6 +50,8 @@ struct cvx_kernels {
     prim_slot slot[CACHE_SLOTS];
     int next_evict;
     scratch sa, sb, sbias, sblk;   /* converted A, converted B, f32 bias, blocked B */
+    scratch ext[CVX_KERNELS_SCRATCH_SLOTS];   /* cvx_kernels_scratch (the quantized linear's tiles) */
+    int qdot, q8_force;            /* quantized weights: cvx_qdot, cvx_q8_kernel (gemm_quant.h) */
 };
 
 static void *scratch_get(scratch *s, size_t bytes) {
@@ -97,6 +100,7 @@ void cvx_kernels_trim(cvx_kernels *kc) {
     scratch_free(&kc->sb);
     scratch_free(&kc->sbias);
     scratch_free(&kc->sblk);
+    for (int i = 0; i < CVX_KERNELS_SCRATCH_SLOTS; i++) scratch_free(&kc->ext[i]);
 }
 
 void cvx_kernels_free(cvx_kernels *kc) {
@@ -111,8 +115,17 @@ const cvx_cpu_features *cvx_kernels_cpu(const cvx_kernels *kc) { return &kc->cpu
 void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path) { kc->force = path; }
 void cvx_kernels_set_reorder(cvx_kernels *kc, int on) { kc->no_reorder = !on; }
 size_t cvx_kernels_scratch_bytes(const cvx_kernels *kc) {
-    return kc->sa.cap + kc->sb.cap + kc->sbias.cap + kc->sblk.cap;
+    size_t n = kc->sa.cap + kc->sb.cap + kc->sbias.cap + kc->sblk.cap;
+    for (int i = 0; i < CVX_KERNELS_SCRATCH_SLOTS; i++) n += kc->ext[i].cap;
+    return n;
 }
+void *cvx_kernels_scratch(cvx_kernels *kc, int slot, size_t bytes) {
+    CVX_CHECK(slot >= 0 && slot < CVX_KERNELS_SCRATCH_SLOTS);
+    return scratch_get(&kc->ext[slot], bytes ? bytes : 1);
+}
+void cvx_kernels_set_qdot(cvx_kernels *kc, int qdot, int q8_kernel) { kc->qdot = qdot, kc->q8_force = q8_kernel; }
+int cvx_kernels_qdot(const cvx_kernels *kc) { return kc->qdot; }
+int cvx_kernels_q8_kernel(const cvx_kernels *kc) { return kc->q8_force; }
 
 int cvx_kernels_bf16_native(const cvx_kernels *kc) {
     return kc->force == CVX_KPATH_AUTO && (kc->cpu.avx512_bf16 || kc->cpu.amx_bf16);
@@ -385,6 +398,8 @@ int cvx_linear_p(cvx_kernels *kc, cvx_precision p, const float *x, int M, int K,
             bias = t;
         }
     }
+    if (cvx_dtype_is_quant(W->dtype))   /* GGUF block types: dequantized tiles or int8 (gemm_quant.h) */
+        return cvx_linear_quant(kc, p, (cvx_qdot)kc->qdot, x, M, K, W, bias, y);
     cvx_mat xa = {x, CVX_F32, K, 0}, wb = {W->data, W->dtype, K, 1};   /* B = Wᵀ: [K, N] */
     return cvx_matmul(kc, p, M, N, K, xa, wb, bias, 0.0f, y, N);
 }

@@ -50,6 +50,16 @@ void cvx_kernels_set_reorder(cvx_kernels *kc, int on);
 void cvx_kernels_trim(cvx_kernels *kc);
 /* Bytes of conversion scratch currently held (for RSS accounting in benchmarks). */
 size_t cvx_kernels_scratch_bytes(const cvx_kernels *kc);
+/* Grow-only scratch slot `slot` (< CVX_KERNELS_SCRATCH_SLOTS) for kernels in other files (the
+ * quantized linear's tiles): at least `bytes`, 64-byte aligned, contents undefined, valid until the
+ * next call for the slot or cvx_kernels_trim. */
+enum { CVX_KERNELS_SCRATCH_SLOTS = 3 };
+void *cvx_kernels_scratch(cvx_kernels *kc, int slot, size_t bytes);
+/* Linears over GGUF block-quantized weights (gemm_quant.h): qdot = cvx_qdot (0 dequantized tiles,
+ * 1 int8 dot products), q8_kernel = cvx_q8_kernel (0 best, 1 AVX2, 2 scalar: tests). */
+void cvx_kernels_set_qdot(cvx_kernels *kc, int qdot, int q8_kernel);
+int cvx_kernels_qdot(const cvx_kernels *kc);
+int cvx_kernels_q8_kernel(const cvx_kernels *kc);
 
 /* A matrix operand: logical [rows, cols]; element (r, c) is at data[r*ld + c] when trans = 0,
  * data[c*ld + r] when trans = 1. dtype: CVX_F32, CVX_BF16 or CVX_F16; data need not be aligned. */
@@ -71,7 +81,9 @@ int cvx_matmul_ref(cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, c
 
 /* PyTorch nn.Linear, y[M,N] = x[M,K] · W[N,K]ᵀ + b[N]; W (mmapped, any float dtype) read in place
  * when the path can (bf16 W in bf16 mode, f32 W in f32 mode), else converted one matrix at a time
- * into the context's scratch. b may be NULL. Returns 0, or -1 + cvx_error (bad shapes/dtype). */
+ * into the context's scratch; W of a GGUF block type goes to cvx_linear_quant (gemm_quant.h: tiles
+ * of rows dequantized, or int8 dot products), never widened whole. b may be NULL. Returns 0, or
+ * -1 + cvx_error (bad shapes/dtype). */
 int cvx_linear_p(cvx_kernels *kc, cvx_precision p, const float *x, int M, int K, const cvx_tensor *W,
                  const cvx_tensor *b, float *y);
 

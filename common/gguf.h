@@ -86,4 +86,27 @@ const char *cvx_gguf_get_arr_str(const cvx_gguf *g, const char *key, uint64_t i)
  * it has more than cap elements, is not of an integer type, or a u64 value exceeds INT64_MAX. */
 int cvx_gguf_get_arr_i64(const cvx_gguf *g, const char *key, int64_t *out, size_t cap, size_t *n);
 
+/* ---- writing (common/gguf_writer.c) ----
+ * GGUF v3 as gguf-py's GGUFWriter lays it out: key/values in the order added, tensor infos in the
+ * order added (shape given row-major, stored ne innermost first), data 32-aligned. Tensor data is
+ * either given when the tensor is added (must stay valid until the write) or produced at write time
+ * by `fill`, one tensor at a time, so a model of any size is written through one tensor's buffer.
+ * The file goes to a temp next to `path`, renamed over it when complete. */
+typedef struct cvx_gguf_writer cvx_gguf_writer;
+/* Produce tensor `index`'s nbytes of data into dst: 0, or -1 + cvx_error (the write is abandoned). */
+typedef int (*cvx_ggufw_fill_fn)(void *user, int index, void *dst, size_t nbytes);
+
+cvx_gguf_writer *cvx_ggufw_new(void);
+void cvx_ggufw_free(cvx_gguf_writer *w);
+int cvx_ggufw_kv_str(cvx_gguf_writer *w, const char *key, const char *value);
+int cvx_ggufw_kv_u32(cvx_gguf_writer *w, const char *key, uint32_t value);
+int cvx_ggufw_kv_arr_i32(cvx_gguf_writer *w, const char *key, const int32_t *v, int n);
+/* A tensor of a ggml type (quant.h's table: F32, F16, BF16, Q*): its index, or -1 + cvx_error (name
+ * longer than ggml's 63 bytes, a row that is not whole blocks, a name added twice). data may be NULL
+ * (then `fill` produces it). */
+int cvx_ggufw_tensor(cvx_gguf_writer *w, const char *name, int ndim, const int64_t *shape, cvx_dtype type,
+                     const void *data);
+int cvx_ggufw_count(const cvx_gguf_writer *w);
+int cvx_ggufw_write(cvx_gguf_writer *w, const char *path, cvx_ggufw_fill_fn fill, void *user);
+
 #endif

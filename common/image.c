@@ -2,6 +2,7 @@
 #include "image.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "error.h"
 #include "fileio.h"
@@ -45,6 +47,57 @@ static int frames_append(cvx_rgb_frames *f, const AVFrame *fr, const char *path,
     return 0;
 }
 
+/* `path` names a regular file: else -1 + one error saying what it is (a directory, a FIFO or
+ * device, a symlink loop, missing), not "no such file" for all of them (issue 21). */
+static int check_input_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT) return cvx_error("%s: no such file", path);
+        if (errno == ELOOP) return cvx_error("%s: a loop of symbolic links, not a file", path);
+        return cvx_error("%s: cannot open: %s", path, strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode))
+        return cvx_error("%s: a directory, not an image or video file (--video takes a directory of frames, --image "
+                         "one file)", path);
+    if (!S_ISREG(st.st_mode))
+        return cvx_error("%s: not a regular file (a %s): give an image or video file", path,
+                         S_ISFIFO(st.st_mode) ? "FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device"
+                         : S_ISSOCK(st.st_mode) ? "socket" : "special file");
+    return 0;
+}
+
+/* Width and height from a PNG (IHDR) or baseline/progressive JPEG (SOFn) header: the size the
+ * limit refuses when libav's probe, held by max_pixels, cannot tell it. 0 when not found. */
+static int header_size(const char *path, long *w, long *h) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char b[65536];
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (n >= 24 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8) && !memcmp(b + 12, "IHDR", 4)) {
+        *w = (long)b[16] << 24 | (long)b[17] << 16 | (long)b[18] << 8 | b[19];
+        *h = (long)b[20] << 24 | (long)b[21] << 16 | (long)b[22] << 8 | b[23];
+        return 1;
+    }
+    for (size_t i = 2; n >= 4 && b[0] == 0xff && b[1] == 0xd8 && i + 9 < n;) {   /* JPEG markers */
+        if (b[i] != 0xff) return 0;
+        const unsigned m = b[i + 1], len = (unsigned)b[i + 2] << 8 | b[i + 3];
+        if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+            *h = (long)b[i + 5] << 8 | b[i + 6];
+            *w = (long)b[i + 7] << 8 | b[i + 8];
+            return 1;
+        }
+        i += 2 + len;
+    }
+    return 0;
+}
+
+static int too_large(const char *path, long w, long h) {
+    return cvx_error("%s: %ldx%ld is %lld pixels, more than the input limit of %lld (8192x8192) per frame: "
+                     "scale it down first (docs/usage.md)", path, w, h, (long long)w * h,
+                     (long long)CVX_INPUT_MAX_PIXELS);
+}
+
 /* Decode up to max_frames (<= 0: all) frames of the best video stream of `path`, appending. */
 static int decode_file(const char *path, int max_frames, cvx_rgb_frames *f) {
     AVFormatContext *fc = NULL;
@@ -55,14 +108,22 @@ static int decode_file(const char *path, int max_frames, cvx_rgb_frames *f) {
     char eb[AV_ERROR_MAX_STRING_SIZE];
     const int start = f->frames;
     int rc = -1, e;
-    if (!cvx_is_file(path)) return cvx_error("%s: no such file", path);
+    if (check_input_file(path)) return -1;
     /* Our one-line errors say what failed; libav's own chatter only below verbose (-v -v). */
     if (av_log_get_level() > AV_LOG_FATAL && cvx_verbosity() < 2) av_log_set_level(AV_LOG_FATAL);
     if ((e = avformat_open_input(&fc, path, NULL, NULL)) < 0) {
         av_strerror(e, eb, sizeof eb);
         return cvx_error("%s: cannot open as an image or video (%s)", path, eb);
     }
-    if ((e = avformat_find_stream_info(fc, NULL)) < 0) {
+    /* the pixel limit before any pixel is decoded: the probe's decoders refuse larger frames */
+    char max_px[32];
+    snprintf(max_px, sizeof max_px, "%lld", (long long)CVX_INPUT_MAX_PIXELS);
+    AVDictionary **popts = cvx_calloc(fc->nb_streams ? fc->nb_streams : 1, sizeof *popts);
+    for (unsigned i = 0; i < fc->nb_streams; i++) av_dict_set(&popts[i], "max_pixels", max_px, 0);
+    e = avformat_find_stream_info(fc, popts);
+    for (unsigned i = 0; i < fc->nb_streams; i++) av_dict_free(&popts[i]);
+    free(popts);
+    if (e < 0) {
         av_strerror(e, eb, sizeof eb);
         cvx_error("%s: cannot read stream info (%s)", path, eb);
         goto out;
@@ -73,11 +134,25 @@ static int decode_file(const char *path, int max_frames, cvx_rgb_frames *f) {
         cvx_error("%s: no decodable video/image stream", path);
         goto out;
     }
+    long hdr_w, hdr_h;
+    const AVCodecParameters *par = fc->streams[si]->codecpar;
+    if ((long long)par->width * par->height > CVX_INPUT_MAX_PIXELS) {
+        too_large(path, par->width, par->height);
+        goto out;
+    }
+    if ((!par->width || !par->height) && header_size(path, &hdr_w, &hdr_h) && (long long)hdr_w * hdr_h > CVX_INPUT_MAX_PIXELS) {
+        too_large(path, hdr_w, hdr_h);
+        goto out;
+    }
     ctx = avcodec_alloc_context3(codec);
     pkt = av_packet_alloc();
     fr = av_frame_alloc();
     if (!ctx || !pkt || !fr) { cvx_error("%s: out of memory", path); goto out; }
-    if (avcodec_parameters_to_context(ctx, fc->streams[si]->codecpar) < 0 || avcodec_open2(ctx, codec, NULL) < 0) {
+    AVDictionary *copts = NULL;
+    av_dict_set(&copts, "max_pixels", max_px, 0);
+    e = avcodec_parameters_to_context(ctx, fc->streams[si]->codecpar) < 0 || avcodec_open2(ctx, codec, &copts) < 0;
+    av_dict_free(&copts);
+    if (e) {
         cvx_error("%s: cannot open the %s decoder", path, codec->name);
         goto out;
     }
@@ -109,7 +184,10 @@ static int decode_file(const char *path, int max_frames, cvx_rgb_frames *f) {
         }
         if (pkt->stream_index == si && (e = avcodec_send_packet(ctx, pkt)) < 0 && e != AVERROR(EAGAIN)) {
             av_strerror(e, eb, sizeof eb);
-            if (f->frames == start) cvx_error("%s: cannot decode as an image or video (%s)", path, eb);
+            if (f->frames == start && e == AVERROR(EINVAL) && (!ctx->width || !ctx->height))   /* max_pixels */
+                cvx_error("%s: cannot decode as an image or video (%s; frames larger than the input limit of %lld "
+                          "pixels are refused)", path, eb, (long long)CVX_INPUT_MAX_PIXELS);
+            else if (f->frames == start) cvx_error("%s: cannot decode as an image or video (%s)", path, eb);
             else cvx_error("%s: corrupt data after %d frames (%s)", path, f->frames - start, eb);
             av_packet_unref(pkt);
             goto out;
@@ -176,6 +254,9 @@ static int load_dir(const char *path, int max_frames, cvx_rgb_frames *out) {
 int cvx_video_load(const char *path, int max_frames, cvx_rgb_frames *out) {
     memset(out, 0, sizeof *out);
     int rc = cvx_is_dir(path) ? load_dir(path, max_frames, out) : decode_file(path, max_frames, out);
+    if (!rc && max_frames > 0 && out->frames < max_frames)   /* not silently fewer (issue 21) */
+        rc = cvx_error("--frames %d: %s has only %d frame%s (give at most %d, or none for all)", max_frames, path,
+                       out->frames, out->frames == 1 ? "" : "s", out->frames);
     if (rc) cvx_rgb_frames_free(out);
     return rc;
 }

@@ -8,12 +8,54 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 struct cvx_dir_lock {
     int fd;
 };
+
+/* The processes holding a flock on the file (dev, ino), from /proc/locks (Linux): "pid 123" or
+ * "pids 123, 456", with the program name of the first: the one the file records when that
+ * process wrote it (rec_pid, rec_who), else /proc/PID/comm. 0 when none is found
+ * (no /proc, another PID namespace). The pid a writer records in the file is no proof: a reader
+ * holding the lock records none, and the recorded writer may be long gone (issue 21). */
+static int lock_holders(dev_t dev, ino_t ino, long rec_pid, const char *rec_who, char *out, size_t n) {
+    FILE *f = fopen("/proc/locks", "r");
+    if (!f) return 0;
+    char line[256];
+    long pids[8];
+    int k = 0;
+    while (k < 8 && fgets(line, sizeof line, f)) {
+        char type[16];
+        long pid;
+        unsigned maj, mn;
+        unsigned long long inode;
+        if (strstr(line, "->")) continue;   /* a waiter, not a holder */
+        if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%llu", type, &pid, &maj, &mn, &inode) != 5) continue;
+        if (strcmp(type, "FLOCK") || inode != (unsigned long long)ino || maj != major(dev) || mn != minor(dev) ||
+            pid <= 0)
+            continue;
+        int seen = 0;
+        for (int i = 0; i < k; i++) seen |= pids[i] == pid;
+        if (!seen) pids[k++] = pid;
+    }
+    fclose(f);
+    if (k == 0) return 0;
+    size_t len = (size_t)snprintf(out, n, "pid%s", k > 1 ? "s" : "");
+    for (int i = 0; i < k && len < n; i++) len += (size_t)snprintf(out + len, n - len, "%s %ld", i ? "," : "", pids[i]);
+    char path[64], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/%ld/comm", pids[0]);
+    FILE *c = pids[0] == rec_pid && rec_who[0] ? NULL : fopen(path, "r");
+    if (c && fgets(comm, sizeof comm, c)) comm[strcspn(comm, "\n")] = 0;
+    if (c) fclose(c);
+    if (pids[0] == rec_pid && rec_who[0]) snprintf(comm, sizeof comm, "%s", rec_who);
+    if (comm[0] && len < n) snprintf(out + len, n - len, ", %s", comm);
+    return 1;
+}
 
 cvx_dir_lock *cvx_dir_lock_acquire(const char *dir, int exclusive) {
     char path[4200];
@@ -33,19 +75,23 @@ cvx_dir_lock *cvx_dir_lock_acquire(const char *dir, int exclusive) {
     }
     if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
         int e = errno;
-        char buf[64] = {0};
+        char buf[64] = {0}, holders[160] = "";
         ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+        long pid = 0;
+        char who[32] = "";
+        if (k > 0) sscanf(buf, "%ld %31s", &pid, who);
+        struct stat st;
+        const int found = fstat(fd, &st) == 0 && lock_holders(st.st_dev, st.st_ino, pid, who, holders, sizeof holders);
         close(fd);
         if (e != EWOULDBLOCK) {
             cvx_error("%s: cannot lock: %s", path, strerror(e));
             return NULL;
         }
-        long pid = 0;
-        char who[32] = "";
-        if (k > 0) sscanf(buf, "%ld %31s", &pid, who);
-        if (pid > 0)
-            cvx_error("%s is in use by another run (pid %ld%s%s); wait for it to finish or use another directory", dir,
-                      pid, who[0] ? ", " : "", who);
+        /* without /proc/locks: the recorded writer, if it still lives (a reader records none) */
+        if (!found && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+            snprintf(holders, sizeof holders, "pid %ld%s%s", pid, who[0] ? ", " : "", who);
+        if (holders[0])
+            cvx_error("%s is in use by another run (%s); wait for it to finish or use another directory", dir, holders);
         else
             cvx_error("%s is in use by another run; wait for it to finish or use another directory", dir);
         return NULL;

@@ -15,6 +15,8 @@
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <strings.h>
 
 /* ---- F32, F16, BF16 (block of 1) ---- */
 
@@ -236,4 +238,40 @@ static const char *const k_ggml_names[] = {
 
 const char *cvx_ggml_type_name(uint32_t ggml_type) {
     return ggml_type < sizeof k_ggml_names / sizeof k_ggml_names[0] ? k_ggml_names[ggml_type] : NULL;
+}
+
+/* ---- llama.cpp file types (llama.h enum llama_ftype; bases from llama_model_quantize_internal) ---- */
+
+static const cvx_ggml_ftype k_ftypes[] = {
+    {0, "F32", CVX_F32},      {1, "F16", CVX_F16},       {2, "Q4_0", CVX_Q4_0},    {3, "Q4_1", CVX_Q4_1},
+    {7, "Q8_0", CVX_Q8_0},    {8, "Q5_0", CVX_Q5_0},     {9, "Q5_1", CVX_Q5_1},    {10, "Q2_K", CVX_Q2_K},
+    {11, "Q3_K_S", CVX_Q3_K}, {12, "Q3_K_M", CVX_Q3_K},  {13, "Q3_K_L", CVX_Q3_K}, {14, "Q4_K_S", CVX_Q4_K},
+    {15, "Q4_K_M", CVX_Q4_K}, {16, "Q5_K_S", CVX_Q5_K},  {17, "Q5_K_M", CVX_Q5_K}, {18, "Q6_K", CVX_Q6_K},
+    {32, "BF16", CVX_BF16},
+};
+#define N_FTYPES ((int)(sizeof k_ftypes / sizeof k_ftypes[0]))
+
+const cvx_ggml_ftype *cvx_ggml_ftype_by_id(uint32_t id) {
+    for (int i = 0; i < N_FTYPES; i++)
+        if (k_ftypes[i].id == id) return &k_ftypes[i];
+    return NULL;
+}
+
+const cvx_ggml_ftype *cvx_ggml_ftype_by_name(const char *name) {
+    for (int i = 0; i < N_FTYPES; i++)
+        if (!strcasecmp(k_ftypes[i].name, name)) return &k_ftypes[i];
+    return NULL;
+}
+
+const char *cvx_ggml_ftype_name(uint32_t id) {
+    const cvx_ggml_ftype *f = cvx_ggml_ftype_by_id(id);
+    return f ? f->name : NULL;
+}
+
+const char *cvx_ggml_ftype_list(char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_FTYPES && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", k_ftypes[i].name);
+    return buf;
 }

@@ -45,4 +45,18 @@ const cvx_quant_traits *cvx_quant_of(cvx_dtype t);
 /* ggml's name of any ggml type id, supported or not ("IQ2_XXS", "TQ1_0", ...); NULL if unknown. */
 const char *cvx_ggml_type_name(uint32_t ggml_type);
 
+/* llama.cpp's file types (general.file_type, enum llama_ftype): the mixes llama-quantize makes. */
+typedef struct {
+    uint32_t id;        /* LLAMA_FTYPE_* value: 1 F16, 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, ..., 15 Q4_K_M, 32 BF16 */
+    const char *name;   /* "Q4_K_M" (llama-quantize's spelling, without MOSTLY_) */
+    cvx_dtype base;     /* the type most quantized tensors get (llama_model_quantize_internal) */
+} cvx_ggml_ftype;
+/* The row of a file type id / of a name (case-insensitive: "q4_k_m", "Q8_0"); NULL if unknown. */
+const cvx_ggml_ftype *cvx_ggml_ftype_by_id(uint32_t id);
+const cvx_ggml_ftype *cvx_ggml_ftype_by_name(const char *name);
+/* Its name, NULL if unknown. */
+const char *cvx_ggml_ftype_name(uint32_t id);
+/* "Q8_0, Q4_0, ..." (every known name, for messages) into buf. */
+const char *cvx_ggml_ftype_list(char *buf, size_t n);
+
 #endif

@@ -34,6 +34,24 @@ static inline int qi_nearest_int(float f) {
  * wherever ggml's is defined. */
 static inline int qi_trunc(float v, int lo, int hi) { return v >= (float)lo ? (v <= (float)hi ? (int)v : hi) : lo; }
 
+/* 6-bit scale and min of sub-block j of Q4_K/Q5_K (ggml get_scale_min_k4). */
+static inline void qi_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4);
+        *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
+    }
+}
+/* The 16 signed 6-bit scales of a Q3_K super-block (scales[12] at s), minus 32 as ggml uses them. */
+static inline void qi_q3_K_scales(const uint8_t *s, int *out) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4, hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = (lo | hi << 4) - 32;
+    }
+}
+
 /* quant_k.c: the K types (super-blocks of 256) */
 void cvx_q2_K_to_f32(const void *src, float *dst, int64_t n);
 void cvx_q3_K_to_f32(const void *src, float *dst, int64_t n);

@@ -18,17 +18,6 @@
 #define MAXI(a, b) ((a) > (b) ? (a) : (b))
 #define MINI(a, b) ((a) < (b) ? (a) : (b))
 
-/* 6-bit scale and min of sub-block j of Q4_K/Q5_K (ggml get_scale_min_k4). */
-static inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4);
-        *m = (uint8_t)((q[j + 4] >> 4) | (q[j] >> 6) << 4);
-    }
-}
-
 /* ================= dequantization ================= */
 
 void cvx_q2_K_to_f32(const void *src, float *y, int64_t n) {
@@ -49,12 +38,6 @@ void cvx_q2_K_to_f32(const void *src, float *y, int64_t n) {
 
 /* The 16 signed 6-bit scales of a Q3_K block (low 4 bits in scales[0..7], high 2 bits in
  * scales[8..11]), minus 32. */
-static void q3_K_scales(const uint8_t *s, int *out) {
-    for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4, hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-        out[j] = (lo | hi << 4) - 32;
-    }
-}
 
 void cvx_q3_K_to_f32(const void *src, float *y, int64_t n) {
     const uint8_t *b = src;
@@ -62,7 +45,7 @@ void cvx_q3_K_to_f32(const void *src, float *y, int64_t n) {
         const float d_all = qi_f16(b + 108);
         const uint8_t *hm = b, *q = b + 32;
         int sc[16], is = 0;
-        q3_K_scales(b + 96, sc);
+        qi_q3_K_scales(b + 96, sc);
         uint8_t m = 1;
         for (int h = 0; h < 2; h++, q += 32)
             for (int shift = 0; shift < 8; shift += 2, m <<= 1)
@@ -83,9 +66,9 @@ void cvx_q4_K_to_f32(const void *src, float *y, int64_t n) {
         const uint8_t *q = b + 16;
         for (int c = 0; c < 4; c++, q += 32) {
             uint8_t sc, m;
-            scale_min_k4(2 * c, b + 4, &sc, &m);
+            qi_scale_min_k4(2 * c, b + 4, &sc, &m);
             const float d1 = d * (float)sc, m1 = min * (float)m;
-            scale_min_k4(2 * c + 1, b + 4, &sc, &m);
+            qi_scale_min_k4(2 * c + 1, b + 4, &sc, &m);
             const float d2 = d * (float)sc, m2 = min * (float)m;
             for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xf) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
@@ -101,9 +84,9 @@ void cvx_q5_K_to_f32(const void *src, float *y, int64_t n) {
         uint8_t u1 = 1, u2 = 2;
         for (int c = 0; c < 4; c++, ql += 32, u1 <<= 2, u2 <<= 2) {
             uint8_t sc, m;
-            scale_min_k4(2 * c, b + 4, &sc, &m);
+            qi_scale_min_k4(2 * c, b + 4, &sc, &m);
             const float d1 = d * (float)sc, m1 = min * (float)m;
-            scale_min_k4(2 * c + 1, b + 4, &sc, &m);
+            qi_scale_min_k4(2 * c + 1, b + 4, &sc, &m);
             const float d2 = d * (float)sc, m2 = min * (float)m;
             for (int l = 0; l < 32; l++) *y++ = d1 * (float)((ql[l] & 0xf) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
@@ -374,7 +357,7 @@ void cvx_q3_K_from_f32(const float *x, void *dst, int64_t n) {
             qi_put_f16(b + 108, 0.f);
         }
         int s6[16];
-        q3_K_scales(sc, s6);
+        qi_q3_K_scales(sc, s6);
         for (int j = 0; j < 16; j++) {
             float d = qi_f16(b + 108) * (float)(int8_t)s6[j];
             if (!d) continue;
@@ -436,7 +419,7 @@ static void qk_sub_scales(const float *x, int nmax, float rmin, float rdelta, in
 static void qk_requantize(const float *x, const uint8_t *b, int nmax, uint8_t *L) {
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
-        scale_min_k4(j, b + 4, &sc, &m);
+        qi_scale_min_k4(j, b + 4, &sc, &m);
         const float d = qi_f16(b) * (float)sc;
         if (!d) continue;
         const float dm = qi_f16(b + 2) * (float)m;

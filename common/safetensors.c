@@ -262,6 +262,57 @@ void cvx_st_metadata_at(const cvx_safetensors *st, int i, const char **key, cons
     *value = st->meta_values[i];
 }
 
+/* ---- content seal ---- */
+
+static int seal_tensor_cmp(const void *a, const void *b) {
+    return strcmp(((const cvx_seal_tensor *)a)->name, ((const cvx_seal_tensor *)b)->name);
+}
+static int seal_meta_cmp(const void *a, const void *b) {
+    return strcmp(((const cvx_seal_meta *)a)->key, ((const cvx_seal_meta *)b)->key);
+}
+
+uint64_t cvx_seal_hash(cvx_seal_tensor *t, int nt, cvx_seal_meta *m, int nm, const char *skip) {
+    if (nt > 1) qsort(t, (size_t)nt, sizeof *t, seal_tensor_cmp);
+    if (nm > 1) qsort(m, (size_t)nm, sizeof *m, seal_meta_cmp);
+    uint64_t h = 0;
+    for (int i = 0; i < nt; i++) {
+        const char *dt = cvx_dtype_name(t[i].dtype);
+        int64_t dims[CVX_MAX_DIMS + 1] = {t[i].ndim};
+        for (int d = 0; d < t[i].ndim && d < CVX_MAX_DIMS; d++) dims[d + 1] = t[i].shape[d];
+        h = cvx_xxh64(t[i].name, strlen(t[i].name) + 1, h);
+        h = cvx_xxh64(dt, strlen(dt) + 1, h);
+        h = cvx_xxh64(dims, sizeof(int64_t) * (size_t)(t[i].ndim + 1), h);   /* little-endian hosts */
+        h = cvx_xxh64(t[i].data, t[i].nbytes, h);
+    }
+    for (int i = 0; i < nm; i++) {
+        if (skip && !strcmp(m[i].key, skip)) continue;
+        h = cvx_xxh64(m[i].key, strlen(m[i].key) + 1, h);
+        h = cvx_xxh64(m[i].value, strlen(m[i].value) + 1, h);
+    }
+    return h;
+}
+
+int cvx_st_check_seal(const cvx_safetensors *st, const char *key) {
+    const char *want = cvx_st_metadata(st, key);
+    if (!want)
+        return cvx_error("%s: no content hash (metadata '%s'): written by an older build, or edited", st->path, key);
+    const int nt = st->count, nm = st->meta_count;
+    cvx_seal_tensor *t = cvx_calloc((size_t)nt + 1, sizeof *t);
+    cvx_seal_meta *m = cvx_calloc((size_t)nm + 1, sizeof *m);
+    for (int i = 0; i < nt; i++) {
+        const cvx_tensor *x = &st->tensors[i];
+        t[i] = (cvx_seal_tensor){x->name, x->dtype, x->ndim, x->shape, x->data, x->nbytes};
+    }
+    for (int i = 0; i < nm; i++) m[i] = (cvx_seal_meta){st->meta_keys[i], st->meta_values[i]};
+    char got[17];
+    snprintf(got, sizeof got, "%016llx", (unsigned long long)cvx_seal_hash(t, nt, m, nm, key));
+    free(t), free(m);
+    if (strcmp(got, want) != 0)
+        return cvx_error("%s: content xxh64 %s, but '%s' records %.20s: the file was changed or damaged after it was "
+                         "written", st->path, got, key, want);
+    return 0;
+}
+
 /* ---- tensor data as f32 ---- */
 
 void cvx_tensor_to_f32(const cvx_tensor *t, float *dst) {

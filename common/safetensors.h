@@ -42,20 +42,31 @@ int cvx_st_metadata_count(const cvx_safetensors *st);
 void cvx_st_metadata_at(const cvx_safetensors *st, int i, const char **key, const char **value);
 
 /* ---- a model's weights: one lookup table over a single file or a sharded checkpoint ----
- * `path` may be a .safetensors file, a *.safetensors.index.json (weight_map), or a directory
- * holding exactly one of: an index.json, or one .safetensors file. */
+ * `path` may be a .safetensors file, a *.safetensors.index.json (weight_map), a GGUF file (by its
+ * magic "GGUF", common/gguf.h: tensors of ggml block types are exposed in place, dtype CVX_Q*,
+ * for cvx_linear; a `comfy.gguf.orig_shape.<name>` key restores a reshaped tensor's shape), or a
+ * directory holding exactly one of: an index.json, or one .safetensors file. */
 typedef struct cvx_weights cvx_weights;
+typedef struct cvx_gguf cvx_gguf;
 
 cvx_weights *cvx_weights_open(const char *path);
 void cvx_weights_close(cvx_weights *w);
 const cvx_tensor *cvx_weights_find(const cvx_weights *w, const char *name); /* NULL if absent */
-/* Find `name` and check its shape (a -1 entry matches any size); float dtypes only.
+/* Find `name` and check its shape (a -1 entry matches any size); float dtypes and the GGUF block
+ * types (which only cvx_linear, cvx_tensor_to_f32 and friends read), nothing else (F8, ints).
  * Missing or mismatching: NULL + "FILE: tensor 'name' has shape [..], expected [..]".
  * Usage: cvx_weights_get(w, "proj.weight", CVX_SHAPE(D, K)). */
 const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const int64_t *shape, int ndim);
 #define CVX_SHAPE(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 int cvx_weights_count(const cvx_weights *w);
 const char *cvx_weights_path(const cvx_weights *w);
+/* Tensor i in [0, cvx_weights_count) (shards in order, each in header order; GGUF in file order). */
+const cvx_tensor *cvx_weights_at(const cvx_weights *w, int i);
+/* The GGUF file behind w (its metadata), NULL for safetensors. */
+const cvx_gguf *cvx_weights_gguf(const cvx_weights *w);
+/* One line for logs and records: "gguf wan Q4_K_M: 40 F32, 9 F16, 14 Q4_K, 6 Q6_K" (the file's
+ * general.architecture and general.file_type when present), "safetensors: 400 BF16". */
+const char *cvx_weights_describe(const cvx_weights *w, char *buf, size_t n);
 
 /* Helpers for printing shapes in messages: writes "[1, 226, 4096]". */
 const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
@@ -69,6 +80,28 @@ float *cvx_tensor_f32_dup(const cvx_tensor *t);
  * (grown with realloc as needed; caller frees it once at the end). */
 const float *cvx_tensor_f32_view(const cvx_tensor *t, float **scratch, size_t *scratch_cap);
 
+/* ---- content seal ----
+ * A file that must not be used once changed (stage 2's checkpoint) carries the xxh64 of its
+ * content in metadata `key` (16 hex digits): every tensor in name order (name, dtype name, rank
+ * and shape as int64, the data bytes) and every other metadata entry in key order (key, value),
+ * each string with its NUL, chained through the hash's seed from 0. */
+typedef struct {
+    const char *name;
+    cvx_dtype dtype;
+    int ndim;
+    const int64_t *shape;
+    const void *data;
+    size_t nbytes;
+} cvx_seal_tensor;
+typedef struct {
+    const char *key, *value;
+} cvx_seal_meta;
+/* The hash of the content above (sorts both arrays in place); metadata entry `skip` left out. */
+uint64_t cvx_seal_hash(cvx_seal_tensor *t, int nt, cvx_seal_meta *m, int nm, const char *skip);
+/* 0 when st's content hashes to its metadata `key`; -1 + cvx_error naming the file when the key
+ * is missing ("has no content hash") or differs ("was changed or damaged after it was written"). */
+int cvx_st_check_seal(const cvx_safetensors *st, const char *key);
+
 /* ---- writing ---- */
 typedef struct cvx_st_writer cvx_st_writer;
 
@@ -81,6 +114,8 @@ int cvx_stw_add(cvx_st_writer *w, const char *name, cvx_dtype dtype, int ndim, c
 int cvx_stw_add_f32(cvx_st_writer *w, const char *name, cvx_dtype store, int ndim, const int64_t *shape,
                     const float *data);
 int cvx_stw_metadata(cvx_st_writer *w, const char *key, const char *value);
+/* Sets metadata `key` to the content hash of everything added so far (the seal above; call last). */
+int cvx_stw_seal(cvx_st_writer *w, const char *key);
 /* Write to a new temp next to `path` (cvx_temp_create), fsync, rename over `path`, fsync dir. */
 int cvx_stw_write(cvx_st_writer *w, const char *path);
 /* Write and fsync the temp only; its name goes to tmp (commit with cvx_commit_file). */

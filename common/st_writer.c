@@ -81,6 +81,22 @@ int cvx_stw_add_f32(cvx_st_writer *w, const char *name, cvx_dtype store, int ndi
     return 0;
 }
 
+int cvx_stw_seal(cvx_st_writer *w, const char *key) {
+    const int nt = w->count, nm = json_object_object_length(w->meta);
+    cvx_seal_tensor *t = cvx_calloc((size_t)nt + 1, sizeof *t);
+    cvx_seal_meta *m = cvx_calloc((size_t)nm + 1, sizeof *m);
+    for (int i = 0; i < nt; i++) {
+        const stw_entry *e = &w->entries[i];
+        t[i] = (cvx_seal_tensor){e->name, e->dtype, e->ndim, e->shape, e->data, e->nbytes};
+    }
+    int k = 0;
+    json_object_object_foreach(w->meta, mk, mv) m[k++] = (cvx_seal_meta){mk, json_object_get_string(mv)};
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)cvx_seal_hash(t, nt, m, k, key));
+    free(t), free(m);
+    return cvx_stw_metadata(w, key, hex);
+}
+
 int cvx_stw_metadata(cvx_st_writer *w, const char *key, const char *value) {
     json_object_object_add(w->meta, key, json_object_new_string(value));
     return 0;

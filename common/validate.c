@@ -2,6 +2,7 @@
 #include "validate.h"
 #include "error.h"
 #include "fileio.h"
+#include "safetensors.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -207,7 +208,18 @@ int cvx_genconfig_check_pair(const cvx_config *gc, const char *data_path, const 
     }
     if (!json_object_is_type(v, json_type_string))
         return cvx_error("%s: key '%s' must be 16 hex digits (an xxh64 hash)", gc->path, key);
-    return cvx_check_file_hash(data_path, json_object_get_string(v), gc->path);
+    if (cvx_check_file_hash(data_path, json_object_get_string(v), gc->path) == 0) return 0;
+    /* a damaged file (empty, truncated) is that, not "from different runs" (issue 21): the
+     * safetensors reader's own message when it cannot read it */
+    const size_t len = strlen(data_path);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", cvx_last_error());
+    if (len > 12 && !strcmp(data_path + len - 12, ".safetensors")) {
+        cvx_safetensors *st = cvx_st_open(data_path);
+        if (!st) return -1;
+        cvx_st_close(st);
+    }
+    return cvx_error("%s", why);
 }
 
 /* ---- text ---- */

@@ -1,8 +1,11 @@
-/* A model's weights as one lookup table: a single safetensors file or a sharded checkpoint
- * described by *.safetensors.index.json ({"weight_map": {tensor: shard file}}). */
+/* A model's weights as one lookup table: a single safetensors file, a sharded checkpoint
+ * described by *.safetensors.index.json ({"weight_map": {tensor: shard file}}), or a GGUF file
+ * (ggml block-quantized tensors, read in place like any other). */
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
+#include "gguf.h"
+#include "quant.h"
 #include "safetensors.h"
 
 #include <dirent.h>
@@ -15,6 +18,8 @@ struct cvx_weights {
     char *path;
     cvx_safetensors **shards;
     int nshards;
+    cvx_gguf *gguf;     /* a .gguf file instead of safetensors */
+    cvx_tensor *gt;     /* its tensors (file order), shapes as the model sees them (see open_gguf) */
 };
 
 static int ends_with(const char *s, const char *suffix) {
@@ -110,6 +115,55 @@ static int pick_in_dir(const char *dir, char *out, size_t n, int *is_index) {
     return cvx_error("%s: no .safetensors weights (and no *.safetensors.index.json) in this directory", dir);
 }
 
+/* A GGUF file begins with the magic "GGUF" (whatever its name). */
+static int is_gguf_file(const char *path) {
+    unsigned char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+/* The tensors of a GGUF file as cvx_tensors. A `comfy.gguf.orig_shape.<name>` array (ComfyUI-GGUF's
+ * convert.py writes one for a tensor it flattened to rows of 256) gives the model's shape back: same
+ * number of elements and, for a block type, a last dimension made of whole blocks (so the rows a
+ * linear reads are whole blocks). */
+static int open_gguf(cvx_weights *w, const char *file) {
+    if (!(w->gguf = cvx_gguf_open(file))) return -1;
+    int n = cvx_gguf_tensor_count(w->gguf);
+    w->gt = cvx_calloc((size_t)(n ? n : 1), sizeof *w->gt);
+    for (int i = 0; i < n; i++) {
+        cvx_tensor *t = &w->gt[i];
+        *t = cvx_gguf_tensor_at(w->gguf, i)->t;
+        char key[600];
+        int64_t shape[CVX_MAX_DIMS];
+        size_t nd = 0;
+        snprintf(key, sizeof key, "comfy.gguf.orig_shape.%s", t->name);
+        if (cvx_gguf_find_key(w->gguf, key) < 0) continue;
+        if (cvx_gguf_get_arr_i64(w->gguf, key, shape, CVX_MAX_DIMS, &nd)) return -1;
+        int64_t numel = 1;
+        int ok = nd >= 1;
+        for (size_t d = 0; ok && d < nd; d++) {
+            ok = shape[d] >= 1 && shape[d] <= t->numel;
+            if (ok) numel *= shape[d];
+            ok = ok && numel <= t->numel;
+        }
+        ok = ok && numel == t->numel && shape[nd - 1] % cvx_dtype_block(t->dtype) == 0;
+        if (!ok) {
+            char want[160], got[160];
+            return cvx_error("%s: key '%s' = %s does not fit tensor '%s' (%s, %s): expected the same number of "
+                             "elements, the last dimension a multiple of %d", file, key,
+                             cvx_shape_str((int)(nd < CVX_MAX_DIMS ? nd : CVX_MAX_DIMS), shape, want, sizeof want),
+                             t->name, cvx_shape_str(t->ndim, t->shape, got, sizeof got), cvx_dtype_name(t->dtype),
+                             cvx_dtype_block(t->dtype));
+        }
+        t->ndim = (int)nd;
+        memcpy(t->shape, shape, nd * sizeof *shape);
+    }
+    return 0;
+}
+
 cvx_weights *cvx_weights_open(const char *path) {
     cvx_weights *w = cvx_calloc(1, sizeof *w);
     char file[4096];
@@ -118,7 +172,7 @@ cvx_weights *cvx_weights_open(const char *path) {
     else rc = snprintf(file, sizeof file, "%s", path) >= (int)sizeof file ? cvx_error("path too long") : 0;
     if (!rc) {
         w->path = strdup(file);
-        rc = is_index ? open_index(w, file) : add_shard(w, file);
+        rc = is_index ? open_index(w, file) : is_gguf_file(file) ? open_gguf(w, file) : add_shard(w, file);
     }
     if (rc) { cvx_weights_close(w); return NULL; }
     return w;
@@ -128,11 +182,17 @@ void cvx_weights_close(cvx_weights *w) {
     if (!w) return;
     for (int i = 0; i < w->nshards; i++) cvx_st_close(w->shards[i]);
     free(w->shards);
+    cvx_gguf_close(w->gguf);
+    free(w->gt);
     free(w->path);
     free(w);
 }
 
 const cvx_tensor *cvx_weights_find(const cvx_weights *w, const char *name) {
+    if (w->gguf) {
+        const cvx_gguf_tensor *gt = cvx_gguf_find(w->gguf, name);
+        return gt ? &w->gt[gt - cvx_gguf_tensor_at(w->gguf, 0)] : NULL;
+    }
     for (int i = 0; i < w->nshards; i++) {
         const cvx_tensor *t = cvx_st_find(w->shards[i], name);
         if (t) return t;
@@ -144,9 +204,9 @@ const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const 
     const cvx_tensor *t = cvx_weights_find(w, name);
     char want[160], got[160];
     if (!t) { cvx_error("%s: tensor '%s' is missing", w->path, name); return NULL; }
-    if (!cvx_dtype_is_float(t->dtype)) {
-        cvx_error("%s: tensor '%s' has dtype %s, expected a float type (F32, BF16, F16)", t->file, name,
-                  cvx_dtype_name(t->dtype));
+    if (!cvx_dtype_is_float(t->dtype) && !cvx_dtype_is_quant(t->dtype)) {
+        cvx_error("%s: tensor '%s' has dtype %s, expected a float type (F32, BF16, F16) or a GGUF block type",
+                  t->file, name, cvx_dtype_name(t->dtype));
         return NULL;
     }
     int ok = t->ndim == ndim;
@@ -160,8 +220,46 @@ const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const 
 }
 
 int cvx_weights_count(const cvx_weights *w) {
+    if (w->gguf) return cvx_gguf_tensor_count(w->gguf);
     int n = 0;
     for (int i = 0; i < w->nshards; i++) n += cvx_st_count(w->shards[i]);
     return n;
 }
 const char *cvx_weights_path(const cvx_weights *w) { return w->path; }
+
+const cvx_tensor *cvx_weights_at(const cvx_weights *w, int i) {
+    if (i < 0) return NULL;
+    if (w->gguf) return i < cvx_gguf_tensor_count(w->gguf) ? &w->gt[i] : NULL;
+    for (int s = 0; s < w->nshards; i -= cvx_st_count(w->shards[s]), s++)
+        if (i < cvx_st_count(w->shards[s])) return cvx_st_tensor(w->shards[s], i);
+    return NULL;
+}
+
+const cvx_gguf *cvx_weights_gguf(const cvx_weights *w) { return w->gguf; }
+
+const char *cvx_weights_describe(const cvx_weights *w, char *buf, size_t n) {
+    int count[CVX_DTYPE_COUNT] = {0}, total = cvx_weights_count(w);
+    for (int i = 0; i < total; i++) count[cvx_weights_at(w, i)->dtype]++;
+    size_t len = 0;
+    uint32_t ft;
+    const char *arch = NULL;
+    if (w->gguf) {
+        arch = cvx_gguf_find_key(w->gguf, "general.architecture") >= 0 ? cvx_gguf_get_str(w->gguf, "general.architecture")
+                                                                        : NULL;
+        int has_ft = cvx_gguf_find_key(w->gguf, "general.file_type") >= 0 && !cvx_gguf_get_u32(w->gguf, "general.file_type", &ft);
+        const char *ftn = has_ft ? cvx_ggml_ftype_name(ft) : NULL;
+        len += (size_t)snprintf(buf, n, "gguf");
+        if (arch && len < n) len += (size_t)snprintf(buf + len, n - len, " %s", arch);
+        if (has_ft && len < n) len += (size_t)snprintf(buf + len, n - len, " %s", ftn ? ftn : "file_type ?");
+        cvx_clear_error();
+    } else {
+        len += (size_t)snprintf(buf, n, "safetensors");
+    }
+    const char *sep = ": ";
+    for (int d = 0; d < CVX_DTYPE_COUNT && len < n; d++)
+        if (count[d]) {
+            len += (size_t)snprintf(buf + len, n - len, "%s%d %s", sep, count[d], cvx_dtype_name((cvx_dtype)d));
+            sep = ", ";
+        }
+    return buf;
+}

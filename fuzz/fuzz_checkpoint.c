@@ -2,7 +2,8 @@
  *
  * The reader itself (checkpoint_read in stage2/sampler.c) is static and reads from a path, so
  * this target runs the same sequence on the pieces it uses, from memory: cvx_st_open_memory,
- * the 'format' and run.* metadata, the 'latents' / 'step' / 'generator' /
+ * the 'format' metadata, the content hash (cvx_st_check_seal: sorting, hashing every tensor and
+ * metadata entry of an untrusted header), the run.* metadata, the 'latents' / 'step' / 'generator' /
  * 'old_pred_original_sample' tensor checks, cvx_generator_restore, then what the sampler does
  * with an accepted state: draws (a full mt19937 regeneration cycle and a randn of both paths,
  * so an index the validation let through reads out of bounds under ASan/UBSan) and the
@@ -17,12 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FORMAT "cogvideox.c stage2 checkpoint v1"
+#define FORMAT "cogvideox.c stage2 checkpoint v2"
 static volatile float g_sink;
 
 static int read_checkpoint(const cvx_safetensors *st, float *latents, float *old_x0, cvx_generator *g) {
     const char *fmt = cvx_st_metadata(st, "format");
     if (!fmt || strcmp(fmt, FORMAT) != 0) return cvx_error("not a checkpoint");
+    if (cvx_st_check_seal(st, "content_xxh64")) return -1;
     const char *seed = cvx_st_metadata(st, "run.seed");
     if (!seed || strcmp(seed, "42") != 0) return cvx_error("other run");
     const int64_t shape[5] = {1, 1, 2, 2, 2};
@@ -33,7 +35,8 @@ static int read_checkpoint(const cvx_safetensors *st, float *latents, float *old
     if (!ts || ts->dtype != CVX_I64 || ts->numel != 1) return cvx_error("step");
     int64_t step;
     memcpy(&step, ts->data, sizeof step);
-    if (step < 1 || step > 50) return cvx_error("step range");
+    const char *meta_step = cvx_st_metadata(st, "steps_done");
+    if (step < 1 || step >= 50 || !meta_step || strtoll(meta_step, NULL, 10) != step) return cvx_error("step range");
     if (!tg || tg->dtype != CVX_U8) return cvx_error("generator");
     if (cvx_generator_restore(g, tg->data, tg->nbytes)) return -1;
     if (to) {

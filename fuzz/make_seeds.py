@@ -159,14 +159,71 @@ def generator(seed=42, nxt=0, left=1, cached=None, magic=0x3130474E52585643, res
     return b
 
 
-def checkpoint(gen, step=3, meta=None, lat_shape=(1, 1, 2, 2, 2), old=True, lat_bytes=None):
-    meta = {"format": "cogvideox.c stage2 checkpoint v1", "steps_done": str(step), "run.seed": "42"} \
+M64 = (1 << 64) - 1
+P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,
+                      0x27D4EB2F165667C5)
+
+
+def xxh64(data, seed=0):
+    """XXH64 (common/fileio.c cvx_xxh64), for the checkpoint's content hash."""
+    rotl = lambda x, r: ((x << r) | (x >> (64 - r))) & M64
+    rnd = lambda acc, lane: (rotl((acc + lane * P2) & M64, 31) * P1) & M64
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & M64, (seed + P2) & M64, seed, (seed - P1) & M64]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = rnd(v[k], struct.unpack_from("<Q", data, i + 8 * k)[0])
+            i += 32
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & M64
+        for k in range(4):
+            h = (((h ^ rnd(0, v[k])) * P1) + P4) & M64
+    else:
+        h = (seed + P5) & M64
+    h = (h + n) & M64
+    while i + 8 <= n:
+        h = ((rotl(h ^ rnd(0, struct.unpack_from("<Q", data, i)[0]), 27) * P1) + P4) & M64
+        i += 8
+    if i + 4 <= n:
+        h = ((rotl(h ^ ((struct.unpack_from("<I", data, i)[0] * P1) & M64), 23) * P2) + P3) & M64
+        i += 4
+    while i < n:
+        h = (rotl(h ^ ((data[i] * P5) & M64), 11) * P1) & M64
+        i += 1
+    h ^= h >> 33
+    h = (h * P2) & M64
+    h ^= h >> 29
+    h = (h * P3) & M64
+    return h ^ (h >> 32)
+
+
+def seal(tensors, meta, skip="content_xxh64"):
+    """The content hash of common/safetensors.h cvx_seal_hash: tensors by name (name, dtype, rank and
+    shape as int64, data), then the metadata by key (key, value), each string with its NUL."""
+    h = 0
+    for name, dt, shape, raw in sorted(tensors, key=lambda t: t[0].encode()):
+        h = xxh64(name.encode() + b"\0", h)
+        h = xxh64(dt.encode() + b"\0", h)
+        h = xxh64(struct.pack("<%dq" % (len(shape) + 1), len(shape), *shape), h)
+        h = xxh64(raw, h)
+    for k in sorted((k for k in meta if k != skip), key=lambda k: k.encode()):
+        h = xxh64(k.encode() + b"\0", h)
+        h = xxh64(meta[k].encode() + b"\0", h)
+    return "%016x" % h
+
+
+def checkpoint(gen, step=3, meta=None, lat_shape=(1, 1, 2, 2, 2), old=True, lat_bytes=None, sealed=True, tamper=None):
+    meta = {"format": "cogvideox.c stage2 checkpoint v2", "steps_done": str(step), "run.seed": "42"} \
         if meta is None else meta
     tensors = [("latents", "F32", list(lat_shape), lat_bytes or struct.pack("<8f", *[0.5 * i for i in range(8)])),
                ("step", "I64", [1], struct.pack("<q", step))]
     if old:
         tensors.append(("old_pred_original_sample", "F32", list(lat_shape), struct.pack("<8f", *range(8))))
     tensors.append(("generator", "U8", [len(gen)], gen))
+    if sealed:
+        meta = dict(meta, content_xxh64=seal(tensors, meta))
+    if tamper:   # a change after sealing (a flipped bit)
+        tensors = tamper(tensors)
     header, off, blob = {"__metadata__": meta}, 0, b""
     for name, dt, shape, raw in tensors:
         header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(raw)]}
@@ -188,6 +245,10 @@ def checkpoint_seeds():
     write("checkpoint", "bad_nan_latents", checkpoint(generator(), lat_bytes=struct.pack("<8f", 0, 1, float("nan"), 0, 0, 0, 0, 0)))
     write("checkpoint", "bad_format", checkpoint(generator(), meta={"format": "x"}))
     write("checkpoint", "bad_step", checkpoint(generator(), step=0))
+    write("checkpoint", "bad_step_total", checkpoint(generator(), step=50))   # issue 21: the run's last step
+    write("checkpoint", "bad_unsealed", checkpoint(generator(), sealed=False))
+    flip = lambda ts: [(n, d, s, bytes([r[0] ^ 1]) + r[1:] if n == "latents" else r) for n, d, s, r in ts]
+    write("checkpoint", "bad_flipped_bit", checkpoint(generator(), tamper=flip))   # issue 21
 
 
 def genvalidate_seeds():

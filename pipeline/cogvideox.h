@@ -13,7 +13,7 @@
  * Every call returns 0, or -1 with the reason in cvx_last_error() (error.h; per thread). The
  * handle owns one compute context (context.h): two handles run independently in one process.
  * A handle runs one call at a time. The stage programs (stage{1,2,3}/main.c) are thin wrappers:
- * flags, the files between stages, printing. See docs/api.md. */
+ * flags, the files between stages (pipeline/stage_files.h), printing. See docs/api.md. */
 #ifndef CVX_PIPELINE_COGVIDEOX_H
 #define CVX_PIPELINE_COGVIDEOX_H
 
@@ -21,6 +21,9 @@
 #include <stdint.h>
 
 #include "context.h"
+#include "lora.h"
+
+#define CVX_MAX_LORAS 16
 
 typedef struct cvx_model cvx_model;
 
@@ -30,12 +33,22 @@ typedef void (*cvx_progress_fn)(void *user, const char *label, int done, int tot
 
 typedef struct {
     const char *model;          /* diffusers directory or ORG/NAME hub id */
-    /* single-file weights used instead of the directory's (Wan: diffusers or original/ComfyUI key
-     * names; the directory still gives the configs and the tokenizer), NULL = the directory's */
+    /* single-file weights used instead of the directory's (the directory still gives the configs
+     * and the tokenizer), NULL = the directory's: transformer (Wan: diffusers or original/ComfyUI
+     * key names; CogVideoX: diffusers names) and text encoder (HF or llama.cpp names) as
+     * .safetensors or GGUF (ggml block-quantized weights stay quantized); VAE (Wan only) */
     const char *transformer_file, *text_encoder_file, *vae_file;
+    /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
+     * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
+    const cvx_lora_spec *loras;
+    int n_loras;
+    int lora_fuse;              /* merge them into private copies of the touched layers (faster steps,
+                                 * more memory) instead of the low-rank path beside the weights */
     int threads;                /* 0 = all cores */
     cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
                                  * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
+    int int8;                   /* GGUF block-quantized weights: int8 dot products with the activations
+                                 * rounded to int8 per row (cvx_ctx_set_int8); 0: dequantized tiles */
 } cvx_model_params;
 
 /* What cvx_model_open read: the resolved paths and the model's defaults. */
@@ -57,6 +70,11 @@ typedef struct {
  * missing from the directory are reported by the first call that needs them. */
 cvx_model *cvx_model_open(const cvx_model_params *p);
 void cvx_model_close(cvx_model *m);
+/* Write the model's transformer (its directory's weights, or cvx_model_params.transformer_file, F32/
+ * BF16/F16) as a GGUF file with city96's rules (stage2/quantize.h): `type` a llama.cpp file type
+ * (Q8_0, Q4_K_M, ...) or a block type (q4_k: pure), pure = llama-quantize --pure. One info line
+ * says what was written. 0, or -1 + cvx_error. */
+int cvx_model_write_gguf(cvx_model *m, const char *type, int pure, const char *out_path);
 const cvx_model_info *cvx_model_get_info(const cvx_model *m);
 cvx_ctx *cvx_model_ctx(cvx_model *m);
 
@@ -90,10 +108,12 @@ typedef struct {
     int use_dynamic_cfg;
     uint64_t seed;
     const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */
+    double flow_shift;            /* > 0: the flow schedulers' shift (UniPC flow_shift, Euler shift) instead of the
+                                   * config's, as from_pretrained(..., flow_shift=S); 0 = the config's */
     /* checkpointing (NULL path = none); see stage2/sampler.h */
     const char *checkpoint_path;
     int checkpoint_every, resume, stop_after_steps;
-    const void *fingerprint;      /* const cvx_fingerprint *, NULL = none */
+    const struct cvx_fingerprint *fingerprint;   /* the run's settings (cvx_sample_fingerprint), NULL = none */
     /* image-to-video / video-to-video: the encoded image or video (cvx_encode_conditioning or
      * cvx_conditioning_read), NULL = text-to-video. Its size is the video size (height/width
      * 0 or equal); V2V: its frame count too. */
@@ -110,6 +130,7 @@ typedef struct {
     const char *cache;
     double cache_threshold;
     const double *teacache_coefficients;
+    int teacache_ret_steps;       /* Wan: TeaCache4Wan2.1's use_ret_steps variant (its e0 rule and coefficients) */
     /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
      * estimate to preview_path; preview "latent" (linear sketch, default) or "vae" (frame 0 decoded) */
     int preview_every;
@@ -126,6 +147,7 @@ typedef struct {
     int resumed_from;
     double seconds;               /* in the loop */
     const char *scheduler;        /* the one used ("ddim" / "dpm") */
+    const char *family;           /* the model family that made them ("CogVideoX", "Wan") */
     /* step caching over the whole run (resumed part included); 0 without */
     long long cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
     double teacache_coefficients[5];   /* the set used (TeaCache) */
@@ -163,6 +185,9 @@ typedef struct {
 } cvx_frames;
 void cvx_frames_free(cvx_frames *f);
 
+/* The checks of a decode of h×w latents that need no weights (the tile sizes give the frame
+ * size): -1 + cvx_error. cvx_decode makes them too; a program calls this before the long work. */
+int cvx_decode_check(cvx_model *m, const cvx_decode_params *p, int h, int w);
 /* z: [B, C, T, h, w] raw latents (as stage 2 writes them; × 1/scaling_factor here). A NaN/Inf in
  * z or in the decoded frames is an error naming the tensor and index. `label` names z in messages (a file name). */
 int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
@@ -198,92 +223,5 @@ void cvx_conditioning_free(cvx_conditioning *c);
  * before the VAE encoder is mapped. -1 + cvx_error. */
 int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                             cvx_conditioning *out);
-
-/* ---- the files between the stages (stage{1,2,3} programs; docs/file-formats.md) ---- */
-#include "dtype.h"
-#include "safetensors.h"
-#include "fileio.h"
-
-/* stage1_embeddings.safetensors: prompt_embeds / negative_prompt_embeds [1, L, D] F32 + metadata. */
-int cvx_embeddings_write(const char *path, const float *prompt, const float *negative, int L, int D,
-                         const char *prompt_text, const char *negative_text, const char *model_id);
-/* The embeddings in an opened stage-1 file, checked against the model's transformer (shape,
- * dtype; messages name `st`'s path) and widened to f32. */
-int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out);
-/* The non-blank lines of a prompts file (trailing \r dropped; each a valid prompt: UTF-8, no
- * control characters, else an error naming the line); *buf owns the strings. NULL +
- * cvx_error when unreadable or without a prompt. */
-typedef struct {
-    const char *text;
-    int line;                     /* line number in the file (0 for a --prompt) */
-} cvx_prompt_item;
-cvx_prompt_item *cvx_read_prompts_file(const char *path, char **buf, int *count);
-/* generation_config.json after stage 1 (prompt or prompts_file, negative_prompt, model_id). */
-int cvx_genconfig_record_encode(const char *path, const char *prompt, const char *prompts_file,
-                                const char *negative, const char *model_id);
-
-/* The run settings a stage-2 checkpoint belongs to (model, embeddings file hash, every resolved
- * setting); fp: a cvx_fingerprint (stage2/sampler.h). */
-int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *resolved, const char *embeddings_path, void *fp);
-/* The model to use: --model_dir / --model_id if given, else generation_config.json's model_id
- * at gc_path, else the file's model_id metadata (st may be NULL); *out NULL if none. -1 +
- * cvx_error when gc_path is not valid JSON. */
-int cvx_recorded_model(const char *model_dir, const char *model_id, const char *gc_path, const cvx_safetensors *st,
-                       char *buf, size_t n, const char **out);
-/* stage2_latents.safetensors: latents [1, C, T, h, w] in `dtype` + metadata of the run. */
-int cvx_latents_write(const char *path, const cvx_latents *l, const cvx_sample_params *resolved, cvx_dtype dtype,
-                      const char *model_id);
-/* generation_config.json after stage 2: the run's settings (stage 1's keys carried over from
- * in_path when out_path is new). */
-int cvx_genconfig_record_sample(const char *out_path, const char *in_path, const cvx_sample_params *resolved,
-                                int fps, const char *scheduler, const char *model_id);
-/* generation_config.json: `key` ("stage1_precision", ...) = m's compute precision ("f32"/"bf16"). */
-int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m);
-
-/* The writers above into an output set (fileio.h: every file of the set is renamed into place
- * only once all are written; add generation_config.json last). The genconfig forms record the
- * xxh64 of the data file of the set (cvx_file_xxh64 of its temp; NULL: none) under
- * "stage1_embeddings_xxh64" / "stage2_latents_xxh64", which the next stage checks; the stage-1
- * form also that of a stage1_conditioning.safetensors in the set ("stage1_conditioning_xxh64").
- * Keys an earlier run recorded that this run replaces become null (the other prompt form, a hash
- * of a file this run did not write; stage 1: stage2_latents_xxh64, so that stage 3 refuses the
- * latents of the earlier inputs until stage 2 runs again). */
-int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *prompt, const float *negative, int L,
-                             int D, const char *prompt_text, const char *negative_text, const char *model_id);
-int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const char *prompt, const char *prompts_file,
-                                    const char *negative, const char *model_id, const char *emb_xxh64);
-int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *l, const cvx_sample_params *resolved,
-                          cvx_dtype dtype, const char *model_id);
-int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_path, const char *in_path,
-                                    const cvx_sample_params *resolved, int fps, const char *scheduler,
-                                    const char *model_id, const char *lat_xxh64);
-/* stage1_conditioning.safetensors: latent_mean / latent_std [1, C, T, h, w] F32 + metadata (mode,
- * frames, height, width, source, model_id). */
-int cvx_conditioning_write(const char *path, const cvx_conditioning *c, const char *source, const char *model_id);
-/* The same into an output set (add it before generation_config.json: cvx_genconfig_record_encode_set
- * then records its xxh64 as "stage1_conditioning_xxh64", which stage 2 checks). */
-int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_conditioning *c, const char *source,
-                               const char *model_id);
-/* Read and check against the model (latent channels, the transformer fits the mode). */
-int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out);
-/* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"), image or video, conditioning_frames. */
-int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *c, const char *source);
-/* The same, and the precision and cache records below, into an output set: each renders over the
- * set's pending generation_config.json, so that all of a run's keys are committed with its data. */
-int cvx_genconfig_record_conditioning_set(cvx_outset *set, const char *path, const cvx_conditioning *c,
-                                          const char *source);
-int cvx_genconfig_record_precision_set(cvx_outset *set, const char *path, const char *key, const cvx_model *m);
-
-/* generation_config.json: the step-cache settings and counts of the run (cache, cache_threshold,
- * teacache_coefficients, cache_steps_computed / _skipped, cache_blocks_skipped). */
-int cvx_genconfig_record_cache(const char *out_path, const cvx_sample_params *resolved, const cvx_latents *l);
-int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_path, const cvx_sample_params *resolved,
-                                   const cvx_latents *l);
-
-/* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
- * *meta_frames = its num_frames metadata (0 if absent). */
-int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], long *meta_frames);
-/* The decoder output as tensor 'decoded' [B, 3, T, H, W] F32 (metadata: the latents' path). */
-int cvx_frames_write(const char *path, const cvx_frames *f, const char *latents_path);
 
 #endif

@@ -42,7 +42,20 @@ int cvx_check_model_mode(cvx_model *m, cvx_mode mode) { return m->family->check_
 int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                             cvx_conditioning *out) {
     memset(out, 0, sizeof *out);
-    return m->family->encode_conditioning(m, p, progress, user, out);
+    cvx_ctx_use(m->ctx);
+    const char *src = p->image ? p->image : p->video;
+    if (m->family->encode_conditioning(m, p, progress, user, out)) return -1;
+    /* a NaN/Inf (a damaged encoder weight) would only show in stage 2, as diverged latents, or be
+     * written as an all-NaN conditioning file: named here instead, before anything is written */
+    const size_t n = (size_t)out->C * out->T * out->h * out->w;
+    if (cvx_check_finite(out->mean, n, "latent_mean") || cvx_check_finite(out->std, n, "latent_std") ||
+        (out->image_embeds &&
+         cvx_check_finite(out->image_embeds, (size_t)out->image_L * out->image_D, "image_embeds"))) {
+        cvx_error_prefix("%s: encoded with %s", src ? src : "the conditioning", m->dir);
+        cvx_conditioning_free(out);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- stage 2 ---- */
@@ -60,7 +73,14 @@ int cvx_sample_conditioning_sizes(const cvx_conditioning *c, cvx_sample_params *
             return cvx_error("--frames %d: video-to-video makes as many frames as the input video has (%d)", r->frames,
                              c->frames);
         if (!(r->strength > 0)) r->strength = DEFAULT_STRENGTH;
+    } else if (c->frames > 1) {   /* Wan I2V: stage 1 encoded the image for a video of c->frames frames */
+        if (!r->frames) r->frames = c->frames;
+        if (r->frames != c->frames)
+            return cvx_error("--frames %d: stage 1 encoded the image for a %d-frame video (give stage 1 --frames %d)",
+                             r->frames, c->frames, r->frames);
     }
+    if (c->mode == CVX_MODE_I2V && r->strength)
+        return cvx_error("--strength %g is for video-to-video; image-to-video runs every step", r->strength);
     return 0;
 }
 
@@ -141,10 +161,6 @@ int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out)
     if (m->has_vae_config && out->C != m->info.latent_channels) {
         cvx_error("%s: tensor 'latent_mean' has %d channels, the VAE in %s/vae has latent_channels %d (encoded with "
                   "another model?)", path, out->C, m->dir, m->info.latent_channels);
-        goto done;
-    }
-    if (out->mode == CVX_MODE_I2V && out->T != 1) {
-        cvx_error("%s: image-to-video conditioning with %d latent frames, expected 1", path, out->T);
         goto done;
     }
     if (cvx_check_model_mode(m, out->mode)) goto done;

@@ -19,6 +19,7 @@ int cvx_encoder_dim(cvx_model *m) { return m->family->text_dim(m); }
 int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                      cvx_progress_fn progress, void *user, float *out) {
     if (L < 1 || L > 65536) return cvx_error("max_sequence_length %d: expected 1..65536", L);
+    cvx_ctx_use(m->ctx);
     return m->family->encode_texts(m, texts, labels, n, L, progress, user, out);
 }
 

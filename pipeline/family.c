@@ -38,10 +38,19 @@ const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n) {
                   list);
         return NULL;
     }
-    /* no model_index.json (a bare directory of components): the family whose configs it has */
-    for (int f = 0; cvx_families[f]; f++)
-        if (cvx_families[f]->claims(dir)) return cvx_families[f];
-    return cvx_families[0];   /* as before families: components are checked by the call that needs them */
+    /* no model_index.json (a bare directory of components): the family of its transformer's class */
+    snprintf(path, sizeof path, "%s/transformer/config.json", dir);
+    cvx_config c;
+    const char *tcls = NULL;
+    const cvx_family *found = cvx_families[0];   /* as before families: the call that needs a component checks it */
+    if (cvx_is_file(path) && !cvx_config_load(&c, path)) {
+        if (!cvx_cfg_str(&c, "_class_name", &tcls))
+            for (int f = 0; cvx_families[f]; f++)
+                if (!strcmp(tcls, cvx_families[f]->transformer_class)) found = cvx_families[f];
+        cvx_config_free(&c);
+    }
+    cvx_clear_error();
+    return found;
 }
 
 void cvx_sample_run_free(cvx_sample_run *r) {

@@ -31,8 +31,9 @@ void cvx_sample_run_free(cvx_sample_run *r);
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
     const char *const *classes;    /* the model_index.json `_class_name`s it serves, NULL-terminated */
-    /* a directory without model_index.json belongs to the family when this says so (its configs) */
-    int (*claims)(const char *dir);
+    /* a directory without model_index.json belongs to the family whose transformer/config.json
+     * has this _class_name */
+    const char *transformer_class;
 
     /* Read the model's configs (those present), fill m->info, set m->fam. -1 + cvx_error */
     int (*open)(cvx_model *m);
@@ -58,12 +59,21 @@ typedef struct cvx_family {
      * scheduler `s` is fresh, its timesteps set for resolved->num_inference_steps) */
     int (*sample_setup)(cvx_model *m, const cvx_sample_params *resolved, const cvx_embeddings *emb, cvx_scheduler *s,
                         cvx_sample_run *run);
+    /* the loaded transformer's linear layers for LoRA adapters (common/lora.h; *out allocated):
+     * the count, or -1 + cvx_error */
+    int (*lora_targets)(cvx_model *m, cvx_lora_target **out);
     /* the loop's latents -> the stage-2 file layout [1, C, T, h, w] (into out->data, allocated) */
     void (*latents_out)(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out);
 
     /* ---- stage 3 ---- */
     int (*decode)(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
+    /* optional (NULL: none): the decode's checks that need no weights, before the long work
+     * (cvx_decode_check; CogVideoX: tile sizes that cannot give the frame size) */
+    int (*check_decode)(cvx_model *m, const cvx_decode_params *p, int h, int w);
+
+    /* ---- making a GGUF of the transformer (stage2/quantize.h; NULL: not supported) ---- */
+    const struct cvx_gguf_rules *gguf_rules;
 } cvx_family;
 
 /* The table (pipeline/family.c), NULL-terminated. */

@@ -56,25 +56,11 @@ static void fill_info(cvx_model *m) {
 }
 
 
-static int cog_claims(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/transformer/config.json", dir);
-    cvx_config c;
-    const char *cls = NULL;
-    int yes = 0;
-    if (cvx_is_file(path) && !cvx_config_load(&c, path)) {
-        yes = !cvx_cfg_str(&c, "_class_name", &cls) && !strcmp(cls, "CogVideoXTransformer3DModel");
-        cvx_config_free(&c);
-    }
-    cvx_clear_error();
-    return yes;
-}
-
 static int cog_open(cvx_model *m) {
     char path[4300];
-    if (m->transformer_file[0] || m->text_encoder_file[0] || m->vae_file[0])
-        return cvx_error("%s: single weight files (--transformer / --text_encoder / --vae) are read for Wan models; "
-                         "CogVideoX runs from its diffusers directory", m->dir);
+    if (m->vae_file[0])
+        return cvx_error("%s: --vae %s: a single VAE file is read for Wan models; CogVideoX's VAE comes from its "
+                         "diffusers directory", m->dir, m->vae_file);
     m->fam = cvx_calloc(1, sizeof(cogvideox_state));
     snprintf(path, sizeof path, "%s/transformer/config.json", m->dir);
     if ((m->has_denoiser_config = cvx_is_file(path)) && cogvideox_config_load(path, &S(m)->tcfg)) return -1;
@@ -105,7 +91,10 @@ static int load_t5(cvx_model *m) {
         cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir))
         return -1;
     if (t5_tokenizer_load(&S(m)->tok, tok_dir)) return -1;
-    if (t5_build(&S(m)->t5, te_dir, m->ctx)) {
+    char cfg[4300];
+    snprintf(cfg, sizeof cfg, "%s/config.json", te_dir);
+    if (m->text_encoder_file[0] ? t5_build_file(&S(m)->t5, m->text_encoder_file, cfg, m->ctx)
+                                : t5_build(&S(m)->t5, te_dir, m->ctx)) {
         t5_tokenizer_free(&S(m)->tok);
         return -1;
     }
@@ -116,11 +105,18 @@ static int load_t5(cvx_model *m) {
     return 0;
 }
 
+/* The transformer of the model directory, or its config.json with --transformer's weights (a single
+ * .safetensors or a GGUF file with diffusers names). */
 static int load_transformer(cvx_model *m) {
     if (S(m)->transformer) return 0;
-    char dir[4200];
+    char dir[4200], cfg[4300];
     if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-    S(m)->transformer = cogvideox_load(dir, m->ctx);
+    if (m->transformer_file[0]) {
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        S(m)->transformer = cogvideox_load_file(cfg, m->transformer_file, m->ctx);
+    } else {
+        S(m)->transformer = cogvideox_load(dir, m->ctx);
+    }
     return S(m)->transformer ? 0 : -1;
 }
 
@@ -140,15 +136,11 @@ static int text_dim(cvx_model *m) { return load_t5(m) ? -1 : S(m)->t5.cfg.d_mode
 /* ids [L] of one text, padded/truncated as upstream; a warning names `label` when truncated. */
 static int tokenize(const t5_tokenizer *tok, const char *text, int L, int64_t *ids, const char *label) {
     int64_t *mask = cvx_malloc((size_t)L * sizeof *mask);
-    int n_raw;
-    int rc = t5_tokenize(tok, text, L, ids, mask, &n_raw);
+    int n_raw, at_least;
+    int rc = t5_tokenize_counted(tok, text, L, ids, mask, &n_raw, &at_least);
     free(mask);
     if (rc) return -1;
-    if (n_raw > L)
-        cvx_warn("%s is %d tokens long; truncated to max_sequence_length %d (the rest is ignored, as upstream)",
-                 label ? label : "a text", n_raw, L);
-    else
-        cvx_debug("%s: %d tokens", label ? label : "a text", n_raw);
+    t5_report_length(label, n_raw, at_least, L);
     return 0;
 }
 
@@ -233,6 +225,10 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     if (mode == CVX_MODE_I2V && p->max_frames)
         return cvx_error("--frames %d with --image: CogVideoX encodes the image alone; give the frame count to stage 2",
                          p->max_frames);
+    char tdir[4200];   /* the mode and size checks read the transformer's config (not its weights) */
+    if (!m->has_denoiser_config && cvx_model_component(m->dir, "transformer", "config.json", tdir, sizeof tdir))
+        return cvx_error_prefix("--%s: the model's transformer config is needed to check the mode and size",
+                                p->image ? "image" : "video");
     const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
     if (H < 1 || W < 1) return cvx_error("no --height/--width given and the model has no default size");
     if (check_mode(m, mode)) return -1;
@@ -359,6 +355,8 @@ static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor
 }
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
+    if (r->teacache_ret_steps)
+        return cvx_error("--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only");
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;   /* every rank finds these alike */
     return cogvideox_sp_check(&S(m)->tcfg, sp);
 }
@@ -386,7 +384,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
              c->num_layers, c->num_attention_heads, c->attention_head_dim,
              c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, sp->num_inference_steps,
              sp->guidance_scale, sp->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)sp->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp->frames, sp->height, sp->width, sh->frames,
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp->frames, sp->width, sp->height, sh->frames,
              sh->channels, sh->height, sh->width, sh->pad_frames ? " (with 1 padding frame)" : "");
     if (p->conditioning) {
         cvx_prepared prep;
@@ -406,6 +404,37 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 }
 
 /* ---- stage 3 ---- */
+/* The tiling of a decode of h×w latents: *tiled and the tile size in samples; `why` says why a
+ * decode stays untiled (for the log line). -1 + cvx_error for tile sizes that cannot give the
+ * frame size (upstream's stitching makes a larger or smaller video, issue 21). */
+static int plan_tiling(const vae_decoder *d, const cvx_decode_params *p, int h, int w, int *tiled, int *tsh,
+                       int *tsw, char *why, size_t n) {
+    *tsh = p->tile_height ? p->tile_height : d->sample_height / 2;
+    *tsw = p->tile_width ? p->tile_width : d->sample_width / 2;
+    const int applies = vae_tiling_applies(d, h, w, *tsh, *tsw);
+    const double peak = vae_estimate_peak_bytes(d, h, w) / 1e9;
+    *tiled = p->tiling != CVX_TILING_OFF && applies &&
+             (p->tiling == CVX_TILING_ON || vae_estimate_peak_bytes(d, h, w) > AUTO_TILING_BUDGET);
+    if (p->tiling == CVX_TILING_OFF)
+        snprintf(why, n, "untiled: --tiling off; ~%.1f GB estimated peak", peak);
+    else if (!applies)
+        snprintf(why, n, "untiled: the latents fit in one tile of %dx%d samples; ~%.1f GB estimated peak", *tsw, *tsh,
+                 peak);
+    else if (!*tiled)
+        snprintf(why, n, "untiled: ~%.1f GB estimated peak, under the %.0f GB above which --tiling auto tiles", peak,
+                 AUTO_TILING_BUDGET / 1e9);
+    else
+        why[0] = 0;
+    return *tiled && (vae_tiling_check(d, *tsh, *tsw) || vae_tiling_check_size(d, h, w, *tsh, *tsw)) ? -1 : 0;
+}
+
+static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) {
+    if (!m->has_vae_config) return 0;   /* reported by the decode, which needs the VAE */
+    int tiled, tsh, tsw;
+    char why[160];
+    return plan_tiling(&S(m)->vcfg, p, h, w, &tiled, &tsh, &tsw, why, sizeof why);
+}
+
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
     if (load_vae(m)) return -1;
@@ -417,19 +446,14 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     if (d->out_channels != 3) return cvx_error("%s/vae: out_channels = %d, a video needs 3", m->dir, d->out_channels);
 
     /* tiling */
-    int tsh = p->tile_height ? p->tile_height : d->sample_height / 2;
-    int tsw = p->tile_width ? p->tile_width : d->sample_width / 2;
-    int tiled = 0;
-    if (p->tiling == CVX_TILING_ON) tiled = vae_tiling_applies(d, h, w, tsh, tsw);
-    else if (p->tiling == CVX_TILING_AUTO)
-        tiled = vae_tiling_applies(d, h, w, tsh, tsw) && vae_estimate_peak_bytes(d, h, w) > AUTO_TILING_BUDGET;
-    if (tiled && vae_tiling_check(d, tsh, tsw)) return -1;
+    int tiled, tsh, tsw;
+    char why[160];
+    if (plan_tiling(d, p, h, w, &tiled, &tsh, &tsw, why, sizeof why)) return -1;
     if (tiled)
         cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae in tiles of %dx%d samples", B, C, T, h, w, m->dir,
-                 tsh, tsw);
+                 tsw, tsh);
     else
-        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (untiled, ~%.1f GB estimated peak)", B, C, T, h,
-                 w, m->dir, vae_estimate_peak_bytes(d, h, w) / 1e9);
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (%s)", B, C, T, h, w, m->dir, why);
 
     /* 1 / scaling_factor * latents, as upstream. A NaN/Inf (a diverged run, a damaged file) is an
      * error naming the index, not a video of NaNs (issue 14) */
@@ -472,12 +496,20 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     return 0;
 }
 
+/* The loaded transformer's linear layers, for LoRA adapters. */
+static int lora_targets(cvx_model *m, cvx_lora_target **out) {
+    if (load_transformer(m)) return -1;
+    return cogvideox_lora_targets(S(m)->transformer, out);
+}
+
 static const char *const cog_classes[] = {"CogVideoXPipeline", "CogVideoXImageToVideoPipeline",
                                           "CogVideoXVideoToVideoPipeline", NULL};
 
 const cvx_family cvx_family_cogvideox = {
-    .name = "CogVideoX", .classes = cog_classes, .claims = cog_claims, .open = cog_open, .close = cog_close,
+    .name = "CogVideoX", .classes = cog_classes, .transformer_class = "CogVideoXTransformer3DModel",
+    .open = cog_open, .close = cog_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
-    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,
+    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
+    .check_decode = check_decode, .gguf_rules = &cogvideox_gguf_rules,
 };

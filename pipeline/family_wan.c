@@ -6,10 +6,13 @@
 #include "pipeline/internal.h"
 #include "pipeline/conditioning.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "error.h"
@@ -33,7 +36,8 @@
 #define DEFAULT_GUIDANCE 5.0         /* WanPipeline.__call__'s guidance_scale */
 #define DEFAULT_STRENGTH 0.8         /* WanVideoToVideoPipeline.__call__'s strength */
 #define I2V_IMAGE_TOKENS 257         /* diffusers 0.33.1 splits the first 257 encoder rows off as the image's */
-#define MASK_CHANNELS 4              /* I2V: the temporal VAE factor's frames of the first-frame mask */
+#define MASK_CHANNELS 4
+#define WAN_AUTO_TILING_BUDGET (12.0 * 1024 * 1024 * 1024)   /* --tiling auto: the untiled peak above this tiles */              /* I2V: the temporal VAE factor's frames of the first-frame mask */
 
 typedef struct {
     wan_config tcfg;                 /* transformer/config.json (when m->has_denoiser_config) */
@@ -55,20 +59,6 @@ static void component_path(const cvx_model *m, const char *comp, const char *fil
 }
 
 /* ---- open / close ---- */
-static int wan_claims(const char *dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/transformer/config.json", dir);
-    cvx_config c;
-    const char *cls = NULL;
-    int yes = 0;
-    if (cvx_is_file(path) && !cvx_config_load(&c, path)) {
-        yes = !cvx_cfg_str(&c, "_class_name", &cls) && !strcmp(cls, "WanTransformer3DModel");
-        cvx_config_free(&c);
-    }
-    cvx_clear_error();
-    return yes;
-}
-
 /* The defaults of WanPipeline and the model cards: 81 frames of 480×832 at 16 fps, guidance 5. */
 static void fill_info(cvx_model *m) {
     cvx_model_info *i = &m->info;
@@ -137,6 +127,37 @@ static int load_text_encoder(cvx_model *m) {
     return 0;
 }
 
+/* Bytes of the .safetensors / .gguf files at `path` (a file, or a directory's files). */
+static double weight_file_bytes(const char *path) {
+    struct stat st;
+    if (stat(path, &st)) return 0;
+    if (!S_ISDIR(st.st_mode)) return (double)st.st_size;
+    double total = 0;
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *dot = strrchr(e->d_name, '.');
+        char f[4600];
+        if (!dot || (strcmp(dot, ".safetensors") && strcmp(dot, ".gguf"))) continue;
+        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+        if (!stat(f, &st)) total += (double)st.st_size;
+    }
+    if (d) closedir(d);
+    return total;
+}
+
+/* Wan-14B in bf16 is 28 GB: mmapped on a machine with less memory it would page from disk for
+ * hours. Refused with the way out (CVX_ALLOW_LARGE_WEIGHTS=1 runs it anyway). */
+static int check_fits(const char *what, double bytes) {
+    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    const char *allow = getenv("CVX_ALLOW_LARGE_WEIGHTS");
+    if (mem <= 0 || bytes < 0.85 * mem || (allow && allow[0] == '1')) return 0;
+    return cvx_error("%s: the weights are %.1f GB and this machine has %.1f GB of memory: they would be read from disk "
+                     "again and again for hours. Use a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about "
+                     "9 GB; Q8_0 about 15 GB), the 1.3B model, or more memory (CVX_ALLOW_LARGE_WEIGHTS=1 runs anyway)",
+                     what, bytes / 1e9, mem / 1e9);
+}
+
 static int load_transformer(cvx_model *m) {
     wan_state *s = S(m);
     if (s->transformer) return 0;
@@ -146,9 +167,11 @@ static int load_transformer(cvx_model *m) {
         if (!cvx_is_file(cfg))
             return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
                              m->transformer_file, m->dir);
+        if (check_fits(m->transformer_file, weight_file_bytes(m->transformer_file))) return -1;
         s->transformer = wan_load_file(cfg, m->transformer_file, m->ctx);
     } else {
         if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
+        if (check_fits(dir, weight_file_bytes(dir))) return -1;
         s->transformer = wan_load(dir, m->ctx);
     }
     return s->transformer ? 0 : -1;
@@ -200,14 +223,12 @@ static int encode_texts(cvx_model *m, const char *const *texts, const char *cons
         for (int b = 0; b < nb; b++) {
             const char *label = labels ? labels[s0 + b] : "a text";
             char *clean;
-            int n_raw;
+            int n_raw, at_least;
             if (wan_prompt_clean(texts[s0 + b], &clean)) goto done;
-            int trc = t5_tokenize(&s->tok, clean, L, ids + (size_t)b * L, mask, &n_raw);
+            int trc = t5_tokenize_counted(&s->tok, clean, L, ids + (size_t)b * L, mask, &n_raw, &at_least);
             free(clean);
             if (trc) goto done;
-            if (n_raw > L)
-                cvx_warn("%s is %d tokens long; truncated to max_sequence_length %d (the rest is ignored, as upstream)",
-                         label, n_raw, L);
+            if (n_raw > L) t5_report_length(label, n_raw, at_least, L);
             seq_lens[b] = 0;
             for (int k = 0; k < L; k++) seq_lens[b] += mask[k];
             cvx_debug("%s: %lld tokens", label, (long long)seq_lens[b]);
@@ -336,8 +357,9 @@ done:
 }
 
 /* ---- stage 2 ---- */
+/* WanPipeline's embeddings are max_sequence_length (512) rows, zero-padded past the prompt */
 static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor *tn, const char *file) {
-    return wan_check_embeddings(&S(m)->tcfg, tp, tn, tp ? (int)tp->shape[1 < tp->ndim ? 1 : 0] : 0, file);
+    return wan_check_embeddings(&S(m)->tcfg, tp, tn, m->info.text_len, file);
 }
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
@@ -419,7 +441,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         .vae_scale_temporal = m->info.vae_scale_temporal, .cfg_dist = p->cfg_dist, .sp_dist = p->sp_dist,
         .world_dist = p->world_dist, .cache_threshold = p->cache_threshold};
     if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
-    else wan_teacache_coefficients(c, p->height, p->width, lp->teacache_coefficients);
+    else wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
+    lp->teacache_ret_steps = p->teacache_ret_steps;
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
     if (emb->D != c->text_dim)
@@ -439,7 +462,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     } else if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, run)) {
         return -1;
     }
-    wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0);
+    wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0,
+                      p->teacache_ret_steps);
     run->preview_rgb = wan_latent_rgb;
     return 0;
 }
@@ -478,15 +502,22 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     wan_vae_tiling_default(&tl);
     if (p->tile_height) tl.min_h = p->tile_height, tl.stride_h = p->tile_height * 3 / 4;
     if (p->tile_width) tl.min_w = p->tile_width, tl.stride_w = p->tile_width * 3 / 4;
-    /* auto: tiles above the 720p frame (the decoder's activations grow with the frame, not the length) */
+    /* auto: tiles when the untiled decode's estimated peak (flat in the frame count: the causal
+     * caches and one frame's activations) is over the budget: 480x832 ~6.9 GB stays untiled as
+     * upstream, 720x1280 ~15 GB tiles (~3.3 GB) */
+    const double untiled_peak = wan_vae_estimate_peak_bytes(v, T, h, w, NULL);
     int tiled = p->tiling == CVX_TILING_ON ? wan_vae_tiling_applies(v, h, w, &tl)
-                : p->tiling == CVX_TILING_AUTO ? (long)h * w * v->spatial_ratio * v->spatial_ratio > 720L * 1280 &&
-                                                     wan_vae_tiling_applies(v, h, w, &tl)
+                : p->tiling == CVX_TILING_AUTO ? untiled_peak > WAN_AUTO_TILING_BUDGET && wan_vae_tiling_applies(v, h, w, &tl)
                                                : 0;
     if (tiled && wan_vae_tiling_check(v, &tl)) return -1;
     if (p->tiling == CVX_TILING_ON && !tiled)
         cvx_info("tiling on: latents %dx%d fit one tile of %dx%d samples: decoding untiled", w, h, tl.min_w, tl.min_h);
-    cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE%s", B, C, T, h, w, tiled ? " in tiles" : "");
+    if (tiled)
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE in tiles of %dx%d samples (~%.1f GB peak)", B,
+                 C, T, h, w, tl.min_w, tl.min_h, wan_vae_estimate_peak_bytes(v, T, h, w, &tl) / 1e9);
+    else
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE (untiled, ~%.1f GB estimated peak%s)", B, C, T,
+                 h, w, untiled_peak / 1e9, p->tiling == CVX_TILING_OFF ? ", --tiling off" : "");
     const size_t n = (size_t)B * C * T * h * w;
     if (cvx_check_finite(zin, n, "latents")) return cvx_error_prefix("%s", label);
     const int To = wan_vae_decoded_frames(v, T);
@@ -515,11 +546,18 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     return 0;
 }
 
+/* The loaded transformer's linear layers, for LoRA adapters. */
+static int lora_targets(cvx_model *m, cvx_lora_target **out) {
+    if (load_transformer(m)) return -1;
+    return wan_lora_targets(S(m)->transformer, out);
+}
+
 static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
 
 const cvx_family cvx_family_wan = {
-    .name = "Wan", .classes = wan_classes, .claims = wan_claims, .open = wan_open, .close = wan_close,
+    .name = "Wan", .classes = wan_classes, .transformer_class = "WanTransformer3DModel", .open = wan_open, .close = wan_close,
     .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
-    .sample_setup = sample_setup, .latents_out = latents_out, .decode = decode,
+    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
+    .decode = decode, .gguf_rules = &wan_gguf_rules,
 };

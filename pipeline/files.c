@@ -119,12 +119,68 @@ int cvx_genconfig_record_encode_set(cvx_outset *set, const char *path, const cha
     return rc;
 }
 
+int cvx_genconfig_record_lora_set(cvx_outset *set, const char *path, cvx_model *m) {
+    json_object *upd = json_object_new_object();
+    if (m->n_loras) {
+        json_object *arr = json_object_new_array();
+        json_object_object_add(upd, "loras", arr);
+        for (int i = 0; i < m->n_loras; i++) {
+            char real[PATH_MAX];
+            if (cvx_model_lora_hash(m, i)) {
+                json_object_put(upd);
+                return -1;
+            }
+            if (!realpath(m->loras[i].path, real)) snprintf(real, sizeof real, "%s", m->loras[i].path);
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "file", json_object_new_string(real));
+            json_object_object_add(o, "weight", json_object_new_double(m->loras[i].weight));
+            json_object_object_add(o, "xxh64", json_object_new_string(m->lora_xxh64[i]));
+            json_object_array_add(arr, o);
+        }
+        json_object_object_add(upd, "lora_fuse", json_object_new_boolean(m->lora_fuse));
+    }
+    const char *const stale[] = {"loras", "lora_fuse"};   /* of an earlier run with LoRAs */
+    int rc = null_stale_keys(path, upd, stale, 2) || cvx_genconfig_put(set, path, upd);
+    json_object_put(upd);
+    return rc;
+}
+
 int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m) {
     return cvx_genconfig_record_precision_set(NULL, path, key, m);
 }
 int cvx_genconfig_record_precision_set(cvx_outset *set, const char *path, const char *key, const cvx_model *m) {
     json_object *upd = json_object_new_object();
     json_object_object_add(upd, key, json_object_new_string(cvx_precision_name(m->ctx->precision)));
+    int rc = cvx_genconfig_put(set, path, upd);
+    json_object_put(upd);
+    return rc;
+}
+
+/* "gguf wan Q4_K_M: 40 F32, ..." for a weights path (its header only), "" when it cannot be opened. */
+static void describe_weights(const char *path, char *buf, size_t n) {
+    cvx_weights *w = cvx_weights_open(path);
+    buf[0] = 0;
+    if (w) cvx_weights_describe(w, buf, n);
+    else cvx_clear_error();
+    cvx_weights_close(w);
+}
+
+static const char *weight_file_of(const cvx_model *m, const char *which) {
+    return !strcmp(which, "transformer") ? m->transformer_file : !strcmp(which, "text_encoder") ? m->text_encoder_file
+                                                                                                : m->vae_file;
+}
+
+int cvx_genconfig_record_weights_set(cvx_outset *set, const char *path, const char *which, const cvx_model *m) {
+    json_object *upd = json_object_new_object();
+    const char *file = weight_file_of(m, which);
+    char key[64], real[PATH_MAX], desc[512];
+    snprintf(key, sizeof key, "%s_file", which);
+    if (file[0] && !realpath(file, real)) snprintf(real, sizeof real, "%s", file);
+    json_object_object_add(upd, key, file[0] ? json_object_new_string(real) : NULL);
+    snprintf(key, sizeof key, "%s_weights", which);
+    if (file[0]) describe_weights(file, desc, sizeof desc);
+    json_object_object_add(upd, key, file[0] ? json_object_new_string(desc) : NULL);
+    if (!strcmp(which, "transformer")) json_object_object_add(upd, "int8_dot", json_object_new_boolean(m->ctx->int8));
     int rc = cvx_genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
@@ -211,8 +267,7 @@ static int hash_file(const char *path, uint64_t *out) {
     return 0;
 }
 
-int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, void *fpv) {
-    cvx_fingerprint *fp = fpv;
+int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, cvx_fingerprint *fp) {
     char real_model[PATH_MAX], gbuf[64];
     uint64_t emb_hash;
     if (!realpath(m->dir, real_model)) snprintf(real_model, sizeof real_model, "%s", m->dir);
@@ -225,7 +280,12 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         if (!realpath(m->transformer_file, real_file)) snprintf(real_file, sizeof real_file, "%s", m->transformer_file);
         cvx_fingerprint_set(fp, "transformer_file", "%s (%lld bytes)", real_file,
                             stat(real_file, &fst) == 0 ? (long long)fst.st_size : -1LL);
+        char desc[512];   /* its format and tensor types: "gguf wan Q4_K_M: 40 F32, 9 F16, 14 Q4_K, 6 Q6_K" */
+        describe_weights(m->transformer_file, desc, sizeof desc);
+        cvx_fingerprint_set(fp, "transformer_weights", "%s", desc);
     }
+    if (cvx_lora_fingerprint(m, fp)) return -1;   /* LoRA files (xxh64) and weights, fused or not */
+    if (m->ctx->int8) cvx_fingerprint_set(fp, "int8_dot", "true");   /* quantized weights × int8 activations */
     cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);
@@ -236,6 +296,10 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    if (p->flow_shift > 0) {
+        format_double(p->flow_shift, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);
+    }
     if (p->conditioning) {   /* I2V / V2V: the encoded image or video, and V2V's strength */
         cvx_fingerprint_set(fp, "mode", "%s", cvx_mode_name(p->conditioning->mode));
         cvx_fingerprint_set(fp, "conditioning_xxh64", "%016llx",
@@ -253,6 +317,7 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         if (co) cvx_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
                                           co[2], co[3], co[4]);
         else cvx_fingerprint_set(fp, "teacache_coefficients", "published");
+        if (p->teacache_ret_steps) cvx_fingerprint_set(fp, "teacache_ret_steps", "true");
     }
     return 0;
 }
@@ -285,6 +350,7 @@ int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *
     rc |= cvx_stw_metadata(w, "use_dynamic_cfg", p->use_dynamic_cfg ? "true" : "false");
     rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
     rc |= cvx_stw_metadata(w, "model_id", model_id);
+    if (l->family) rc |= cvx_stw_metadata(w, "model_family", l->family);
     rc |= cvx_stw_metadata(w, "mode", cvx_mode_name(p->conditioning ? p->conditioning->mode : CVX_MODE_T2V));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V) {
         format_double(p->strength, buf, sizeof buf);
@@ -329,8 +395,10 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
         json_object_object_add(upd, "strength", json_object_new_double(p->strength));
     else json_object_object_del(upd, "strength");   /* carried from an input dir's earlier V2V run */
-    const char *const stale[] = {"strength"};   /* of an earlier V2V run, when this one is not */
-    if (null_stale_keys(out_gc, upd, stale, 1)) {
+    if (p->flow_shift > 0) json_object_object_add(upd, "flow_shift", json_object_new_double(p->flow_shift));
+    else json_object_object_del(upd, "flow_shift");
+    const char *const stale[] = {"strength", "flow_shift"};   /* of an earlier run that had them */
+    if (null_stale_keys(out_gc, upd, stale, 2)) {
         json_object_put(upd);
         return -1;
     }
@@ -360,14 +428,15 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_gc, const cv
                 json_object_array_add(a, json_object_new_double_s(l->teacache_coefficients[i], buf));
             }
             json_object_object_add(upd, "teacache_coefficients", a);
+            if (p->teacache_ret_steps) json_object_object_add(upd, "teacache_ret_steps", json_object_new_boolean(1));
         }
         json_object_object_add(upd, "cache_steps_computed", json_object_new_int64(l->cache_steps_computed));
         json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
         json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
     }
     /* the numbers of an earlier run's cache that this run did not set (all of them when off) */
-    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
-                                 "cache_steps_skipped", "cache_blocks_skipped"};
+    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "teacache_ret_steps",
+                                 "cache_steps_computed", "cache_steps_skipped", "cache_blocks_skipped"};
     int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
              cvx_genconfig_put(set, out_gc, upd);
     json_object_put(upd);
@@ -398,6 +467,12 @@ int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], lon
         goto done;
     }
     for (int i = 0; i < 5; i++) dims[i] = (int)lt->shape[i];
+    const char *fam = cvx_st_metadata(st, "model_family");   /* absent in other programs' files: not checked */
+    if (fam && strcmp(fam, m->family->name) != 0) {
+        cvx_error("%s: latents of a %s model (metadata 'model_family'), but %s is a %s model: its VAE cannot decode "
+                  "them (pass the model that made them with --model_dir)", path, fam, m->dir, m->family->name);
+        goto done;
+    }
     if (m->has_vae_config && dims[1] != m->info.latent_channels) {
         cvx_error("%s: tensor 'latents' has shape %s: %d channels (dim 1 of [B, C, T, H, W]), the VAE in %s/vae "
                   "expects latent_channels = %d", path, shp, dims[1], m->dir, m->info.latent_channels);

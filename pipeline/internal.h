@@ -3,6 +3,7 @@
 #define CVX_PIPELINE_INTERNAL_H
 
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "model.h"
 #include "progress.h"
 #include "pipeline/family.h"
@@ -17,7 +18,22 @@ struct cvx_model {
     int has_denoiser_config, has_vae_config;   /* the transformer's / the VAE's config was found */
     char transformer_file[4096], text_encoder_file[4096], vae_file[4096];   /* cvx_model_params' ("" = none) */
     char scheduler_name[32];         /* the scheduler config's type ("ddim"), "" if absent or unknown */
+    /* LoRA adapters (cvx_model_params'; pipeline/adapters.c) */
+    cvx_lora_spec loras[CVX_MAX_LORAS];
+    char *lora_paths[CVX_MAX_LORAS];
+    char lora_xxh64[CVX_MAX_LORAS][17];   /* "" until hashed */
+    int n_loras, lora_fuse;
+    cvx_lora_set *lora;              /* attached to ctx once the transformer is loaded */
 };
+
+/* pipeline/adapters.c: keep the LoRA specs (cvx_model_open), attach them to the loaded transformer
+ * (cvx_sample, after the family's sample_setup), drop them (cvx_model_close); the files' hashes
+ * for the checkpoint fingerprint and generation_config.json. */
+int cvx_model_set_loras(cvx_model *m, const cvx_model_params *p);
+int cvx_model_attach_loras(cvx_model *m);
+void cvx_model_drop_loras(cvx_model *m);
+int cvx_model_lora_hash(cvx_model *m, int i);   /* m->lora_xxh64[i] filled (once); -1 + cvx_error */
+int cvx_lora_fingerprint(cvx_model *m, void *fp);
 
 /* generation_config.json updates (a json_object of keys; null values clear) -> path, directly
  * (set NULL) or into the output set; a set's second update of the same file renders over its

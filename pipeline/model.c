@@ -45,6 +45,7 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
     snprintf(m->transformer_file, sizeof m->transformer_file, "%s", p->transformer_file ? p->transformer_file : "");
     snprintf(m->text_encoder_file, sizeof m->text_encoder_file, "%s", p->text_encoder_file ? p->text_encoder_file : "");
     snprintf(m->vae_file, sizeof m->vae_file, "%s", p->vae_file ? p->vae_file : "");
+    if (cvx_model_set_loras(m, p)) goto fail;
     if (!(m->family = cvx_family_for(m->dir, m->pipeline_class, sizeof m->pipeline_class))) goto fail;
     if (m->family->open(m)) goto fail;
     read_scheduler_name(m->dir, m->scheduler_name, sizeof m->scheduler_name);
@@ -58,8 +59,10 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
         cvx_ctx_free(m->ctx);
         goto fail;
     }
+    cvx_ctx_set_int8(m->ctx, p->int8);
     return m;
 fail:
+    cvx_model_drop_loras(m);
     if (m->family) m->family->close(m);
     free(m);
     return NULL;
@@ -67,6 +70,7 @@ fail:
 
 void cvx_model_close(cvx_model *m) {
     if (!m) return;
+    cvx_model_drop_loras(m);   /* detached before the transformer it targets is freed */
     m->family->close(m);
     cvx_ctx_free(m->ctx);
     free(m);

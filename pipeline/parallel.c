@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fileio.h"
 #include "model.h"
 #include "pipeline/internal.h"
 #include "stage2/sampler.h"
@@ -27,7 +28,19 @@ cvx_dist *cvx_par_start(int *argc, char ***argv) {
     if (!world) cvx_die_last_error();
     /* MPI users expect ranks > 0 to print nothing but errors; progress is rank 0's */
     if (!cvx_par_writer(world)) cvx_set_verbosity(0);
-    if (cvx_dist_world_size(world) > 1) cvx_set_die_handler(die_agreed, world);
+    if (cvx_dist_world_size(world) > 1) {
+        cvx_set_die_handler(die_agreed, world);
+        /* mpirun ends every rank with SIGTERM when one rank ends first (a SIGKILL, a crash): one
+         * line of ours besides Open MPI's banner; outputs are renamed into place whole, so what
+         * was written (stage 2: the last checkpoint) stays valid */
+        char note[512];
+        const int stage2 = !strcmp(cvx_program_name(), "stage2");
+        snprintf(note, sizeof note, "%s: error: rank %d: stopped by a signal from mpirun: another rank ended first "
+                 "(killed or failed), or mpirun was interrupted; files already written stay whole%s\n",
+                 cvx_program_name(), cvx_dist_world_rank(world),
+                 stage2 ? " (the last checkpoint: continue with --resume)" : "");
+        cvx_set_signal_note(note);
+    }
     return world;
 }
 
@@ -121,10 +134,20 @@ void cvx_par_check_sample_inputs(cvx_dist *world, cvx_model *m, const void *fing
     check(world, &in);
 }
 
-void cvx_par_check_decode_inputs(cvx_dist *world, cvx_model *m, const char *latents, const char *settings) {
+static void add_flag(void *in, const char *name, const char *value) { cvx_dist_inputs_add_setting(in, name, value); }
+
+void cvx_par_check_flags(cvx_dist *world, const cvx_flag *flags) {
     if (cvx_dist_world_size(world) == 1) return;
     cvx_dist_inputs in = {0};
-    cvx_dist_inputs_add_setting(&in, "decode settings", settings);
+    cvx_flags_each_agreed(flags, add_flag, &in);
+    const int rc = cvx_dist_check_inputs(world, &in);   /* its first agreement meets a rank's cvx_die */
+    cvx_dist_inputs_free(&in);
+    if (rc) cvx_par_fail(world);
+}
+
+void cvx_par_check_decode_inputs(cvx_dist *world, cvx_model *m, const char *latents) {
+    if (cvx_dist_world_size(world) == 1) return;
+    cvx_dist_inputs in = {0};
     cvx_dist_inputs_add_file(&in, "latents", latents, 1);
     add_component(&in, m, "vae", "config.json");
     check(world, &in);

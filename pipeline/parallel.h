@@ -3,6 +3,7 @@
 #ifndef CVX_PIPELINE_PARALLEL_H
 #define CVX_PIPELINE_PARALLEL_H
 
+#include "cli.h"
 #include "dist.h"
 #include "pipeline/cogvideox.h"
 
@@ -45,7 +46,14 @@ void cvx_par_agree_or_fail(cvx_dist *world, int rc);
  * with one line. No-op on one rank. */
 void cvx_par_check_sample_inputs(cvx_dist *world, cvx_model *m, const void *fingerprint, const char *embeddings,
                                  const char *checkpoint, const char *layout);
-/* Stage 3: the latents file (whole), the VAE config and weights, and the decode settings. */
-void cvx_par_check_decode_inputs(cvx_dist *world, cvx_model *m, const char *latents, const char *settings);
+/* Stage 3: the latents file (whole), the VAE config and weights (its settings: cvx_par_check_flags). */
+void cvx_par_check_decode_inputs(cvx_dist *world, cvx_model *m, const char *latents);
+
+/* Collective, right after cvx_flags_parse: every flag the ranks must agree on (all rows not
+ * marked CVX_PER_RANK, common/cli.h) has the same value on every rank, else every rank stops with
+ * one line naming the flag and both values ("rank 1 of 2: --checkpoint_every differs from rank 0:
+ * '2' here, '1' on rank 0"). A flag added to a table is agreed on unless marked otherwise, so no
+ * setting that changes what the ranks do together can be forgotten (issue 21). No-op on one rank. */
+void cvx_par_check_flags(cvx_dist *world, const cvx_flag *flags);
 
 #endif

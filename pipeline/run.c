@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -57,8 +58,20 @@ void cvx_run_unlock(cvx_run_locks *l) {
     l->in = l->out = NULL;
 }
 
+/* 1 when nothing is at path, 0 when a regular file is, else -1 + cvx_error (a directory named
+ * generation_config.json failed only when the outputs were written, after every step; issue 21). */
+static int absent_or_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT ? 1 : cvx_error("%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return cvx_error("%s: %s, not a JSON file (remove or rename it)", path,
+                         S_ISDIR(st.st_mode) ? "a directory" : "a special file");
+    return 0;
+}
+
 int cvx_genconfig_check_file(const char *path, const char *data_path, const char *key) {
-    if (!cvx_is_file(path)) return 0;
+    const int absent = absent_or_file(path);
+    if (absent) return absent > 0 ? 0 : -1;
     cvx_config gc;
     if (cvx_config_load(&gc, path)) return -1;
     int rc = cvx_genconfig_validate(&gc) || (data_path && cvx_genconfig_check_pair(&gc, data_path, key));
@@ -136,7 +149,8 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
         cvx_genconfig_record_encode_set(&set, gc_path, pf ? NULL : ps->prompt, pf, ps->negative, model,
                                         pf ? NULL : hex) ||
         cvx_genconfig_record_conditioning_set(&set, gc_path, source ? cond : NULL, source) ||
-        cvx_genconfig_record_precision_set(&set, gc_path, "stage1_precision", m) || cvx_outset_commit(&set))
+        cvx_genconfig_record_precision_set(&set, gc_path, "stage1_precision", m) ||
+        cvx_genconfig_record_weights_set(&set, gc_path, "text_encoder", m) || cvx_outset_commit(&set))
         return cvx_outset_abort(&set), -1;
     return 0;
 }
@@ -179,16 +193,35 @@ int cvx_sample_model(const char *model_dir, const char *model_id, const char *in
 int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond) {
     char mode[16] = "";
     memset(cond, 0, sizeof *cond);
-    if (cvx_is_file(in->genconfig) && cvx_genconfig_get_str(in->genconfig, "mode", mode, sizeof mode)) return -1;
-    if (cvx_is_file(in->conditioning)) {
-        if (cvx_conditioning_read(m, in->conditioning, cond)) return -1;
-        cvx_info("%s: %s, %d frame%s %dx%d", in->conditioning,
-                 cond->mode == CVX_MODE_I2V ? "image-to-video" : "video-to-video", cond->frames,
-                 cond->frames == 1 ? "" : "s", cond->width, cond->height);
-    } else if (mode[0] && strcmp(mode, "t2v")) {
+    /* generation_config.json decides the mode (stage 1 records it); a conditioning file it does not
+     * list is an error, not a silent switch to I2V / V2V (issue 21) */
+    const int has_gc = cvx_is_file(in->genconfig), has_file = cvx_is_file(in->conditioning);
+    if (has_gc && cvx_genconfig_get_str(in->genconfig, "mode", mode, sizeof mode)) return -1;
+    if (mode[0] && strcmp(mode, "t2v") && strcmp(mode, "i2v") && strcmp(mode, "v2v"))
+        return cvx_error("%s: \"mode\" is \"%s\", expected \"t2v\", \"i2v\" or \"v2v\" (stage 1 records it; run stage 1 "
+                         "again)", in->genconfig, mode);
+    if ((!mode[0] || !strcmp(mode, "t2v")) && has_file) {
+        if (!has_gc)
+            return cvx_error("%s: no generation_config.json beside it lists it (stage 1 records the mode there): "
+                             "run stage 1 again, or remove the file for a text-to-video run", in->conditioning);
+        return cvx_error("%s: not listed in %s, which records %s (a text-to-video run): run stage 1 again with "
+                         "--image / --video, or remove the file", in->conditioning, in->genconfig,
+                         mode[0] ? "mode \"t2v\"" : "no mode");
+    }
+    if (!mode[0] || !strcmp(mode, "t2v")) return 0;
+    if (!has_file)
         return cvx_error("%s records mode \"%s\" but %s is missing (run stage 1 again)", in->genconfig, mode,
                          in->conditioning);
+    if (cvx_conditioning_read(m, in->conditioning, cond)) return -1;
+    if (strcmp(cvx_mode_name(cond->mode), mode) != 0) {
+        cvx_error("%s holds a %s conditioning but %s records mode \"%s\" (the pair comes from different runs; run "
+                  "stage 1 again)", in->conditioning, cvx_mode_name(cond->mode), in->genconfig, mode);
+        cvx_conditioning_free(cond);
+        return -1;
     }
+    cvx_info("%s: %s, %d frame%s %dx%d", in->conditioning,
+             cond->mode == CVX_MODE_I2V ? "image-to-video" : "video-to-video", cond->frames,
+             cond->frames == 1 ? "" : "s", cond->width, cond->height);
     return 0;
 }
 
@@ -201,7 +234,7 @@ int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path) {
 
 int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,
                              const cvx_sample_params *r, cvx_dtype dtype, int fps, const char *model,
-                             const cvx_model *m) {
+                             cvx_model *m) {
     /* latents + generation_config.json (with the latents' xxh64) committed as one set */
     char hex[17];
     cvx_outset set;
@@ -209,6 +242,8 @@ int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig,
     if (cvx_latents_write_set(&set, out->latents, lat, r, dtype, model) || cvx_file_xxh64(set.tmp[0], hex) ||
         cvx_genconfig_record_sample_set(&set, out->genconfig, in_genconfig, r, fps, lat->scheduler, model, hex) ||
         cvx_genconfig_record_precision_set(&set, out->genconfig, "stage2_precision", m) ||
+        cvx_genconfig_record_lora_set(&set, out->genconfig, m) ||
+        cvx_genconfig_record_weights_set(&set, out->genconfig, "transformer", m) ||
         cvx_genconfig_record_cache_set(&set, out->genconfig, r, lat) || cvx_outset_commit(&set))
         return cvx_outset_abort(&set), -1;
     /* the checkpoint is stale now that the result is written */
@@ -250,10 +285,34 @@ int cvx_check_writable(const char *path, const char *what) {
     return 0;
 }
 
+int cvx_check_dir_writable(const char *path, const char *what) {
+    /* the directory itself, or its nearest existing ancestor (cvx_mkdirs makes the rest) */
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return cvx_error("path too long: %s", path);
+    struct stat st;
+    for (;;) {
+        if (stat(buf, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                return cvx_error("%s: cannot write %s there: %s is not a directory", path, what,
+                                 strcmp(buf, path) ? buf : "it");
+            if (access(buf, W_OK) != 0) return cvx_error("%s: cannot write %s: '%s' is not writable", path, what, buf);
+            return 0;
+        }
+        if (errno != ENOENT && errno != ENOTDIR)
+            return cvx_error("%s: cannot write %s: %s: %s", path, what, buf, strerror(errno));
+        char *slash = strrchr(buf, '/');
+        if (!slash) return 0;   /* a relative name under the working directory, checked by the write */
+        if (slash == buf) slash[1] = 0;
+        else *slash = 0;
+    }
+}
+
 int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const char *default_lat,
                               cvx_decode_genconfig *g) {
     memset(g, 0, sizeof *g);
-    if (!(g->present = cvx_is_file(gc_path))) return 0;
+    const int absent = absent_or_file(gc_path);
+    if (absent) return absent > 0 ? 0 : -1;
+    g->present = 1;
     cvx_config gen;
     int64_t fps = 0, frames = 0;
     const char *model = NULL;

@@ -7,6 +7,7 @@
 
 #include "lock.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 
 /* ---- the run directory ---- */
 
@@ -44,6 +45,10 @@ void cvx_run_unlock(cvx_run_locks *l);
 /* The directory of `path` exists and is writable and `path` is no directory, checked before the
  * long work: -1 + cvx_error "PATH: cannot write WHAT: ...". */
 int cvx_check_writable(const char *path, const char *what);
+/* A directory the run will create files in (made when missing, with its parents): it, or its
+ * nearest existing ancestor, is a writable directory. -1 + cvx_error "PATH: cannot write WHAT
+ * there: ... is not a directory". */
+int cvx_check_dir_writable(const char *path, const char *what);
 
 /* A generation_config.json that may be absent (0); present, it must load and validate (fps,
  * sizes, UTF-8, hashes), and with data_path its `key` hash must match that file (the file the
@@ -90,16 +95,17 @@ int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, c
 int cvx_sample_model(const char *model_dir, const char *model_id, const char *in_genconfig,
                      const cvx_safetensors *emb_file, char *buf, size_t n, const char **out);
 /* Image-to-video / video-to-video: stage 1's encoded image or video in the run directory `in`
- * into *cond (cond->mean NULL: none, text-to-video); a mode other than t2v recorded in its
- * generation_config.json must find its file. -1 + cvx_error. */
+ * into *cond (cond->mean NULL: none, text-to-video). Its generation_config.json decides: mode
+ * "i2v" / "v2v" needs its file (of that mode), "t2v" or none (or no config) takes none, and a
+ * conditioning file the config does not list is an error; any other mode too. -1 + cvx_error. */
 int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond);
 /* Every value of both embeddings finite: -1 + cvx_error naming the tensor, index and `path`. */
 int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path);
 /* Stage 2's outputs: the latents in `dtype` and out's generation_config.json (stage 1's keys
- * from in_genconfig) as one set, then the precision and cache records; the checkpoint removed. */
+ * from in_genconfig) as one set, then the precision, LoRA and cache records; the checkpoint removed. */
 int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,
                              const cvx_sample_params *resolved, cvx_dtype dtype, int fps, const char *model,
-                             const cvx_model *m);
+                             cvx_model *m);
 /* The closing lines of a finished stage-2 run (the file, steps, time, cache and previews). */
 void cvx_sample_report(const cvx_run_files *out, const cvx_latents *lat, const cvx_sample_params *resolved,
                        cvx_dtype dtype, double seconds);

@@ -2,6 +2,7 @@
 #include "pipeline/internal.h"
 #include "pipeline/conditioning.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,13 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->num_inference_steps) r->num_inference_steps = DEFAULT_STEPS;
     if (r->guidance_scale < 0) r->guidance_scale = i->guidance_scale;
     if (!r->scheduler) r->scheduler = i->scheduler;
+    if (!(r->flow_shift >= 0) || !isfinite(r->flow_shift))
+        return cvx_error("--flow_shift must be a positive number, got %g", r->flow_shift);
+    const cvx_scheduler_type *st = r->flow_shift > 0 && r->scheduler ? cvx_scheduler_find(r->scheduler) : NULL;
+    if (st && strcmp(st->family, "flow") != 0)
+        return cvx_error("--flow_shift %g: the %s scheduler has no flow shift (it is for the flow-matching schedulers "
+                         "of Wan: unipc, euler)", r->flow_shift, st->name);
+    cvx_clear_error();   /* an unknown name is reported where the scheduler is loaded */
     if (!r->conditioning && r->strength) return cvx_error("--strength is for video-to-video (give stage 1 a --video)");
     if (!r->noise_dtype) r->noise_dtype = m->ctx->precision == CVX_PRECISION_BF16 ? "bf16" : "f32";
     cvx_dtype nd;
@@ -91,24 +99,27 @@ static int resolve_for_sample(cvx_model *m, const cvx_sample_params *p, cvx_samp
     return cvx_check_model_mode(m, r->conditioning ? r->conditioning->mode : CVX_MODE_T2V);
 }
 
-/* The scheduler of the model's scheduler_config.json, its type overridden by `name`. */
-static int load_scheduler(cvx_model *m, const char *name, cvx_scheduler *s, char *path, size_t n) {
+/* The scheduler of the model's scheduler_config.json, its type overridden by `name`, its flow shift
+ * by flow_shift (> 0). */
+static int load_scheduler(cvx_model *m, const char *name, double flow_shift, cvx_scheduler *s, char *path, size_t n) {
     char dir[4200];
     const cvx_scheduler_type *override = NULL;
     if (name && !(override = cvx_scheduler_find(name))) return -1;
     if (cvx_model_component(m->dir, "scheduler", "scheduler_config.json", dir, sizeof dir)) return -1;
     snprintf(path, n, "%s/scheduler_config.json", dir);
-    return cvx_scheduler_load(s, path, override);
+    return cvx_scheduler_load_shift(s, path, override, flow_shift);
 }
 
 int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddings *emb, cvx_progress_fn progress,
                void *user, cvx_latents *out) {
     memset(out, 0, sizeof *out);
+    cvx_ctx_use(m->ctx);
     cvx_sample_params p;
     if (resolve_for_sample(m, params, &p)) return -1;
     char sched_cfg[4300];
     cvx_scheduler sched;
-    if (load_scheduler(m, params->scheduler, &sched, sched_cfg, sizeof sched_cfg)) return -1;
+    if (load_scheduler(m, params->scheduler, params->flow_shift, &sched, sched_cfg, sizeof sched_cfg)) return -1;
+    if (p.flow_shift > 0) cvx_info("flow shift %g (--flow_shift, instead of %s's)", p.flow_shift, sched_cfg);
     int rc = -1;
     cvx_sample_run run = {0};
     cvx_dtype nd;
@@ -118,7 +129,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     if (cvx_check_finite(emb->prompt, (size_t)emb->L * emb->D, "prompt_embeds") ||
         cvx_check_finite(emb->negative, (size_t)emb->L * emb->D, "negative_prompt_embeds"))
         goto done;
-    if (m->family->sample_setup(m, &p, emb, &sched, &run)) goto done;
+    if (m->family->sample_setup(m, &p, emb, &sched, &run) || cvx_model_attach_loras(m)) goto done;
     cvx_loop_params *sp = &run.loop;
     const cvx_latent_shape *sh = &run.shape;
     sp->progress = progress, sp->progress_user = user;
@@ -129,7 +140,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     sp->cache_threshold = p.cache_threshold;
 
     cvx_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
-                            (const cvx_fingerprint *)p.fingerprint};
+                            p.fingerprint};
     cvx_sample_result res;
     memcpy(out->teacache_coefficients, sp->teacache_coefficients, sizeof(double) * 5);
     if (kind != CVX_CACHE_NONE)
@@ -153,6 +164,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->resumed_from = res.resumed_from ? sp->t_start + res.resumed_from : 0;
     out->seconds = res.seconds;
     out->scheduler = sched.type->name;   /* a static table entry: outlives sched */
+    out->family = m->family->name;       /* likewise */
     out->cache_steps_computed = res.cache_steps_computed;
     out->cache_steps_skipped = res.cache_steps_skipped;
     out->cache_blocks_skipped = res.cache_blocks_skipped;

@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "runenv.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
 #include "progress.h"
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     int L = 0, threads = 0, verbosity = 1;
     cvx_conditioning_params cp = {0};   /* --image / --video: I2V / V2V conditioning */
     const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
+    int int8 = 0;
     const cvx_flag flags[] = {
         CVX_FLAG_STR_("prompt", &prompt), CVX_FLAG_STR_("negative_prompt", &negative),
         CVX_FLAG_STR_("model_id", &model_id), CVX_FLAG_STR_("model_dir", &model_dir),
@@ -50,7 +52,7 @@ int main(int argc, char **argv) {
         CVX_FLAG_STR_("video", &cp.video), CVX_FLAG_INT_("frames", &cp.max_frames, 1, 65536),
         CVX_FLAG_INT_("height", &cp.height, 1, 65536), CVX_FLAG_INT_("width", &cp.width, 1, 65536),
         CVX_FLAG_STR_("precision", &precision_arg), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
-        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
+        CVX_FLAG_STR_("vae", &wfile[2]), CVX_FLAG_BOOL_("int8", &int8, 1), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return usage(stdout), cvx_dist_free(world), 0;
     if (!prompt == !prompts_file) cvx_die("give exactly one of --prompt TEXT and --prompts_file FILE (see --help)");
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
@@ -75,7 +77,7 @@ int main(int argc, char **argv) {
     if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
-                                                      .vae_file = wfile[2]});
+                                                      .vae_file = wfile[2], .int8 = int8});
     if (!m) cvx_die_last_error();
     /* the image / video first: a bad input fails before the text encoder is mapped */
     cvx_conditioning cond = {0};

@@ -72,13 +72,58 @@ done:
     return rc;
 }
 
-static const cvx_tensor *get2(const cvx_weights *w, const char *name, int64_t r, int64_t c) {
-    return cvx_weights_get(w, name, CVX_SHAPE(r, c));
+/* HF name pieces -> llama.cpp's, applied in order (the reverse of ComfyUI-GGUF's T5_SD_MAP). */
+static const char *const LLAMA_T5_NAMES[][2] = {
+    {"encoder.", "enc."},
+    {".block.", ".blk."},
+    {"shared.", "token_embd."},
+    {"final_layer_norm", "output_norm"},
+    {"layer.0.SelfAttention.relative_attention_bias", "attn_rel_b"},
+    {"layer.0.SelfAttention.q", "attn_q"},
+    {"layer.0.SelfAttention.k", "attn_k"},
+    {"layer.0.SelfAttention.v", "attn_v"},
+    {"layer.0.SelfAttention.o", "attn_o"},
+    {"layer.0.layer_norm", "attn_norm"},
+    {"layer.1.DenseReluDense.wi_0", "ffn_gate"},
+    {"layer.1.DenseReluDense.wi_1", "ffn_up"},
+    {"layer.1.DenseReluDense.wo", "ffn_down"},
+    {"layer.1.layer_norm", "ffn_norm"},
+};
+
+void t5_llama_name(const char *hf, char *out, size_t n) {
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s", hf);
+    for (size_t i = 0; i < sizeof LLAMA_T5_NAMES / sizeof LLAMA_T5_NAMES[0]; i++) {
+        const char *from = LLAMA_T5_NAMES[i][0], *to = LLAMA_T5_NAMES[i][1], *p = strstr(a, from);
+        if (!p) continue;
+        snprintf(b, sizeof b, "%.*s%s%s", (int)(p - a), a, to, p + strlen(from));
+        snprintf(a, sizeof a, "%s", b);
+    }
+    snprintf(out, n, "%s", a);
+}
+
+/* The file's name of the HF tensor `name`. */
+static const char *key(const t5_model *m, const char *name, char *buf, size_t n) {
+    if (!m->llama_names) return name;
+    t5_llama_name(name, buf, n);
+    return buf;
+}
+
+static const cvx_tensor *find(const t5_model *m, const char *name) {
+    char k[512];
+    return cvx_weights_find(m->weights, key(m, name, k, sizeof k));
+}
+
+static const cvx_tensor *get2(const t5_model *m, const char *name, int64_t r, int64_t c) {
+    char k[512];
+    return cvx_weights_get(m->weights, key(m, name, k, sizeof k), CVX_SHAPE(r, c));
 }
 
 /* A small weight ([r] when c == 0, else [r, c]) widened to a fresh f32 buffer (norm weights, position bias). */
-static float *get_f32(const cvx_weights *w, const char *name, int64_t r, int64_t c) {
-    const cvx_tensor *t = c ? cvx_weights_get(w, name, CVX_SHAPE(r, c)) : cvx_weights_get(w, name, CVX_SHAPE(r));
+static float *get_f32(const t5_model *m, const char *name, int64_t r, int64_t c) {
+    char k[512];
+    const char *kk = key(m, name, k, sizeof k);
+    const cvx_tensor *t = c ? cvx_weights_get(m->weights, kk, CVX_SHAPE(r, c)) : cvx_weights_get(m->weights, kk, CVX_SHAPE(r));
     return t ? cvx_tensor_f32_dup(t) : NULL;
 }
 
@@ -100,40 +145,41 @@ int t5_build_file(t5_model *m, const char *weights_path, const char *config_path
     m->weights = cvx_weights_open(weights_path);
     if (!m->weights) return -1;
     const cvx_weights *w = m->weights;
+    m->llama_names = cvx_weights_find(w, "token_embd.weight") != NULL;   /* llama.cpp / city96 GGUF */
     char n[256];
     if (c->per_block_bias < 0) {   /* no model_type: UMT5 if block 1 has a bias of its own */
         snprintf(n, sizeof n, REL_BIAS_NAME, 1);
-        c->per_block_bias = c->num_layers > 1 && cvx_weights_find(w, n) != NULL;
+        c->per_block_bias = c->num_layers > 1 && find(m, n) != NULL;
     }
 
     /* T5 ties encoder.embed_tokens to shared; checkpoints store either name. */
-    const char *embed_name = cvx_weights_find(w, "shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
-    if (!cvx_weights_find(w, embed_name)) {
-        cvx_error("%s: no token embedding (looked for 'shared.weight' and 'encoder.embed_tokens.weight')",
-                  cvx_weights_path(w));
+    const char *embed_name = find(m, "shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
+    if (!find(m, embed_name)) {
+        cvx_error("%s: no token embedding (looked for 'shared.weight', 'encoder.embed_tokens.weight' and llama.cpp's "
+                  "'token_embd.weight')", cvx_weights_path(w));
         goto fail;
     }
-    if (!(m->embed = get2(w, embed_name, c->vocab_size, D))) goto fail;
-    if (!(m->rel_bias = get_f32(w, (snprintf(n, sizeof n, REL_BIAS_NAME, 0), n), c->num_buckets, c->num_heads)))
+    if (!(m->embed = get2(m, embed_name, c->vocab_size, D))) goto fail;
+    if (!(m->rel_bias = get_f32(m, (snprintf(n, sizeof n, REL_BIAS_NAME, 0), n), c->num_buckets, c->num_heads)))
         goto fail;
-    if (!(m->final_ln = get_f32(w, "encoder.final_layer_norm.weight", D, 0))) goto fail;
+    if (!(m->final_ln = get_f32(m, "encoder.final_layer_norm.weight", D, 0))) goto fail;
 
     m->blocks = cvx_calloc((size_t)c->num_layers, sizeof *m->blocks);
     for (int i = 0; i < c->num_layers; i++) {
         t5_block *b = &m->blocks[i];
 #define NAME(fmt) (snprintf(n, sizeof n, "encoder.block.%d.layer." fmt, i), n)
-        if (!(b->q = get2(w, NAME("0.SelfAttention.q.weight"), inner, D)) ||
-            !(b->k = get2(w, NAME("0.SelfAttention.k.weight"), inner, D)) ||
-            !(b->v = get2(w, NAME("0.SelfAttention.v.weight"), inner, D)) ||
-            !(b->o = get2(w, NAME("0.SelfAttention.o.weight"), D, inner)) ||
-            !(b->ln_attn = get_f32(w, NAME("0.layer_norm.weight"), D, 0)) ||
-            !(b->wi_0 = get2(w, NAME("1.DenseReluDense.wi_0.weight"), c->d_ff, D)) ||
-            !(b->wi_1 = get2(w, NAME("1.DenseReluDense.wi_1.weight"), c->d_ff, D)) ||
-            !(b->wo = get2(w, NAME("1.DenseReluDense.wo.weight"), D, c->d_ff)) ||
-            !(b->ln_ff = get_f32(w, NAME("1.layer_norm.weight"), D, 0)))
+        if (!(b->q = get2(m, NAME("0.SelfAttention.q.weight"), inner, D)) ||
+            !(b->k = get2(m, NAME("0.SelfAttention.k.weight"), inner, D)) ||
+            !(b->v = get2(m, NAME("0.SelfAttention.v.weight"), inner, D)) ||
+            !(b->o = get2(m, NAME("0.SelfAttention.o.weight"), D, inner)) ||
+            !(b->ln_attn = get_f32(m, NAME("0.layer_norm.weight"), D, 0)) ||
+            !(b->wi_0 = get2(m, NAME("1.DenseReluDense.wi_0.weight"), c->d_ff, D)) ||
+            !(b->wi_1 = get2(m, NAME("1.DenseReluDense.wi_1.weight"), c->d_ff, D)) ||
+            !(b->wo = get2(m, NAME("1.DenseReluDense.wo.weight"), D, c->d_ff)) ||
+            !(b->ln_ff = get_f32(m, NAME("1.layer_norm.weight"), D, 0)))
             goto fail;
         if (i > 0 && c->per_block_bias &&
-            !(b->rel_bias = get_f32(w, NAME("0.SelfAttention.relative_attention_bias.weight"), c->num_buckets,
+            !(b->rel_bias = get_f32(m, NAME("0.SelfAttention.relative_attention_bias.weight"), c->num_buckets,
                                     c->num_heads)))
             goto fail;
 #undef NAME
@@ -302,13 +348,16 @@ void t5_layer(const t5_model *m, const t5_block *blk, float *x, int B, int S, co
 
 int t5_embed(const t5_model *m, const int64_t *ids, int M, float *x) {
     const int D = m->cfg.d_model;
-    const size_t esz = cvx_dtype_size(m->embed->dtype);
+    uint64_t row_bytes;   /* a row of D values: D / block blocks for a GGUF block type */
+    if (cvx_dtype_nbytes(m->embed->dtype, (uint64_t)D, &row_bytes))
+        return cvx_error("%s: token embedding of type %s: a row of %d values is not whole blocks", m->embed->file,
+                         cvx_dtype_name(m->embed->dtype), D);
     for (int i = 0; i < M; i++)
         if (ids[i] < 0 || ids[i] >= m->embed->shape[0])
             return cvx_error("token id %lld at position %d is outside the embedding table (%lld rows, %s)",
                              (long long)ids[i], i, (long long)m->embed->shape[0], m->embed->file);
     for (int i = 0; i < M; i++)
-        cvx_to_f32_n(m->embed->dtype, (const char *)m->embed->data + (size_t)ids[i] * D * esz, x + (size_t)i * D,
+        cvx_to_f32_n(m->embed->dtype, (const char *)m->embed->data + (size_t)ids[i] * row_bytes, x + (size_t)i * D,
                      (size_t)D);
     return 0;
 }

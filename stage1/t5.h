@@ -38,6 +38,7 @@ typedef struct {
     t5_block *blocks;                          /* [num_layers] */
     cvx_ctx *ctx;                              /* compute context (borrowed unless owns_ctx) */
     int owns_ctx;
+    int llama_names;                           /* the file uses llama.cpp's names (GGUF: token_embd.weight, ...) */
 } t5_model;
 
 /* Read text_encoder/config.json (-1 + error naming the file and key). */
@@ -47,10 +48,15 @@ int t5_config_load(t5_config *cfg, const char *config_path);
  * ctx: the compute context to run on (borrowed), or NULL for a private one (freed by t5_free). */
 int t5_build(t5_model *m, const char *text_encoder_dir, cvx_ctx *ctx);
 /* The same from a weights path (a .safetensors file, e.g. ComfyUI's umt5_xxl_fp16.safetensors, an
- * index .json, or a directory) and a separate config.json. The tensor names are HF's either way
- * (encoder.block.N..., shared.weight or encoder.embed_tokens.weight). */
+ * index .json, a directory, or a GGUF file such as city96's t5-v1_1-xxl-encoder / umt5-xxl-encoder
+ * *.gguf) and a separate config.json. The tensor names are HF's (encoder.block.N..., shared.weight
+ * or encoder.embed_tokens.weight) or llama.cpp's (token_embd.weight, enc.blk.N.attn_q.weight, ...:
+ * t5_llama_name's table); block-quantized weights stay quantized (cvx_linear reads them). */
 int t5_build_file(t5_model *m, const char *weights_path, const char *config_path, cvx_ctx *ctx);
 void t5_free(t5_model *m);
+/* llama.cpp's name of an HF T5 encoder tensor ("encoder.block.3.layer.1.DenseReluDense.wi_0.weight" ->
+ * "enc.blk.3.ffn_gate.weight"; gguf-py's TensorNameMap for arch t5encoder, as ComfyUI-GGUF maps it back). */
+void t5_llama_name(const char *hf, char *out, size_t n);
 
 /* T5's bucketed relative position (bidirectional): rel = key_pos - query_pos. */
 int t5_relative_position_bucket(int rel, int num_buckets, int max_distance);

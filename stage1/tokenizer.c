@@ -317,11 +317,29 @@ static int tokenize_bounded(const t5_tokenizer *tok, const char *text, int max_l
 }
 
 int t5_tokenize(const t5_tokenizer *tok, const char *text, int max_len, int64_t *ids, int64_t *mask, int *n_raw) {
+    return t5_tokenize_counted(tok, text, max_len, ids, mask, n_raw, NULL);
+}
+
+void t5_report_length(const char *label, int n_raw, int at_least, int L) {
+    if (!label) label = "a text";
+    if (n_raw > L && at_least)
+        cvx_warn("%s is longer than max_sequence_length %d tokens (%d counted before counting stopped); truncated "
+                 "(the rest is ignored, as upstream)", label, L, n_raw);
+    else if (n_raw > L)
+        cvx_warn("%s is %d tokens long; truncated to max_sequence_length %d (the rest is ignored, as upstream)", label,
+                 n_raw, L);
+    else
+        cvx_debug("%s: %d tokens", label, n_raw);
+}
+
+int t5_tokenize_counted(const t5_tokenizer *tok, const char *text, int max_len, int64_t *ids, int64_t *mask,
+                        int *n_raw, int *at_least) {
     if (max_len < 1) return cvx_error("max_sequence_length must be at least 1, got %d", max_len);
     int64_t *body;
     int n, bounded;
     if (tokenize_bounded(tok, text, max_len, &body, &n, &bounded)) return -1;
     if (n_raw) *n_raw = bounded ? n + 1 : n + (ends_with_eos(tok, body, n) ? 0 : 1);
+    if (at_least) *at_least = bounded;
     if (n + 1 > max_len) n = max_len - 1;   /* room for the EOS (num_special_tokens_to_add = 1) */
     int len = 0;
     for (; len < n; len++) ids[len] = body[len];

@@ -40,5 +40,13 @@ int t5_tokenize_raw(const t5_tokenizer *tok, const char *text, int64_t **ids, in
  * about truncation; for a long text only a prefix is tokenized (bounded memory, the same ids)
  * and *n_raw is then a lower bound that is still > max_len. */
 int t5_tokenize(const t5_tokenizer *tok, const char *text, int max_len, int64_t *ids, int64_t *mask, int *n_raw);
+/* The same; *at_least (may be NULL) = 1 when *n_raw is that lower bound (only a prefix was
+ * tokenized), 0 when it is the exact count. */
+int t5_tokenize_counted(const t5_tokenizer *tok, const char *text, int max_len, int64_t *ids, int64_t *mask,
+                        int *n_raw, int *at_least);
+/* The truncation warning for a text of n_raw tokens (at_least: a lower bound) over max_len, naming
+ * `label` ("the prompt on line 3"); a debug line with the count otherwise. A lower bound is said
+ * as one ("longer than ... (K counted before counting stopped)"), not as the length (issue 21). */
+void t5_report_length(const char *label, int n_raw, int at_least, int max_len);
 
 #endif

@@ -47,6 +47,7 @@ int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const do
     c->n_steps = n_steps;
     c->num_layers = num_layers;
     c->last_compute = 1;
+    c->first_computed = 1, c->last_computed = 1;
     c->lay = (cvx_cache_layout){NULL, 1, 1, 1};
     c->lnb = 1;
     if (c->kind == CVX_CACHE_FBCACHE && num_layers < 2)
@@ -86,10 +87,14 @@ double cvx_rel_l1(const float *x, const float *prev, size_t n) {
     return num / den;
 }
 
+void cvx_cache_set_teacache_window(cvx_cache *c, int first, int last) {
+    c->first_computed = first, c->last_computed = last;
+}
+
 int cvx_teacache_decide(cvx_cache *c, int step, const float *e, int E) {
     int compute;
     c->last_rel = c->last_p = NAN;
-    if (step == 0 || step == c->n_steps - 1 || !c->prev_e || c->E != E) {
+    if (step < c->first_computed || step >= c->n_steps - c->last_computed || !c->prev_e || c->E != E) {
         compute = 1;
         c->acc = 0;
     } else {

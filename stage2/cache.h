@@ -47,6 +47,8 @@ typedef struct {
 typedef struct {
     cvx_cache_kind kind;      /* NONE also when the threshold is <= 0 */
     double threshold;
+    int first_computed, last_computed;   /* TeaCache: steps always computed at the start / the end (1, 1;
+                                          * TeaCache4Wan2.1's use_ret_steps: 5, 0) */
     double coeffs[5];               /* TeaCache p(x) = c0·x⁴ + c1·x³ + c2·x² + c3·x + c4 (np.poly1d order) */
     int n_steps, num_layers;
     cvx_cache_layout lay;     /* one process with B = 1 until cvx_cache_set_layout */
@@ -92,6 +94,8 @@ int cvx_teacache_parse_coefficients(const char *s, double out[5]);
  * NONE when threshold <= 0. -1 + cvx_error when FBCache gets a model with < 2 blocks. */
 int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const double coeffs[5],
                          int n_steps, int num_layers);
+/* TeaCache: the first `first` and the last `last` steps always compute (default 1 and 1). */
+void cvx_cache_set_teacache_window(cvx_cache *c, int first, int last);
 static inline int cvx_cache_active(const cvx_cache *c) { return c->kind != CVX_CACHE_NONE; }
 void cvx_cache_free(cvx_cache *c);
 /* Blocks not run so far: skipped steps × num_layers (TeaCache) or × (num_layers − 1) (FBCache). */

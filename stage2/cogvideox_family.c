@@ -8,6 +8,13 @@
 
 #include "error.h"
 #include "ops.h"
+#include "stage2/quantize.h"
+
+/* ---- GGUF (stage2/quantize.h) ----
+ * No upstream GGUF converter knows CogVideoX; city96's DiT habits: diffusers names unchanged, the
+ * embedders and the final layer unquantized (as the golden_gguf CogVideoX files were made). */
+static const char *const COG_GGUF_KEEP[] = {"patch_embed.", "time_embedding.", "norm_out.", "proj_out.", NULL};
+const cvx_gguf_rules cogvideox_gguf_rules = {"cogvideox", COG_GGUF_KEEP, NULL, NULL};
 
 /* ---- the denoiser ---- */
 typedef struct {

@@ -33,6 +33,10 @@ int cogvideox_check_embeddings(const cogvideox_config *c, const cvx_tensor *prom
 /* [1, F, C, h, w] (padding first) -> [1, C, F − pad, h, w], the stage-2 file layout. */
 void cogvideox_latents_to_output(const float *latents, const cvx_latent_shape *shape, float *out);
 
+/* The GGUF rules for CogVideoX (stage2/quantize.h): arch "cogvideox", diffusers names, patch_embed.,
+ * time_embedding., norm_out., proj_out. never quantized. */
+extern const struct cvx_gguf_rules cogvideox_gguf_rules;
+
 /* The published TeaCache coefficients for a transformer config (2b: sin-cos; 5b and 5b-I2V: rotary
  * without patch_size_t; 1.5 / 1.5-I2V: patch_size_t with in = out / in = 2·out or ofs). Returns the
  * set's name ("CogVideoX-2b", ...). */

@@ -112,7 +112,7 @@ int cogvideox_rope_tables(const cogvideox_config *c, int F, int H, int W, float 
         if (gh > bh || gw > bw) {
             free(pt_); free(ph); free(pw);
             return cvx_error("rotary tables: patch grid %dx%d exceeds the config's sample size grid %dx%d "
-                             "(sample_height/width / patch_size)", gh, gw, bh, bw);
+                             "(width x height: sample_width/height / patch_size)", gw, gh, bw, bh);
         }
         for (int i = 0; i < T; i++) pt_[i] = (float)i;
         for (int i = 0; i < gh; i++) ph[i] = (float)i;

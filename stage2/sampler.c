@@ -1,6 +1,8 @@
 /* The denoising loop (sampler.h): prepare_latents, the CFG loop with the scheduler step, and a
  * checkpoint of the loop state so a run of hours can be killed and resumed bit for bit. */
 #include "sampler.h"
+#include "checkpoint.h"
+#include "guidance.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -17,7 +19,6 @@
 #include "validate.h"
 #include "rng_lowp.h"
 
-#define CHECKPOINT_FORMAT "cogvideox.c stage2 checkpoint v1"
 
 double cvx_guidance_at(const cvx_loop_params *p, double t) {
     if (!p->use_dynamic_cfg) return p->guidance_scale;
@@ -28,124 +29,6 @@ double cvx_guidance_at(const cvx_loop_params *p, double t) {
 }
 
 int cvx_uses_cfg(const cvx_loop_params *p) { return p->guidance_scale > 1.0; }
-
-void cvx_fingerprint_set(cvx_fingerprint *fp, const char *key, const char *fmt, ...) {
-    int i = 0;
-    while (i < fp->n && strcmp(fp->key[i], key) != 0) i++;
-    CVX_CHECK(i < CVX_FP_MAX && strlen(key) < sizeof fp->key[0]);
-    if (i == fp->n) fp->n++;
-    snprintf(fp->key[i], sizeof fp->key[i], "%s", key);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(fp->value[i], sizeof fp->value[i], fmt, ap);
-    va_end(ap);
-}
-
-/* ---- checkpoint file: stage2_checkpoint.safetensors ----
- * tensors: latents F32 [1, F, C, h, w]; step I64 [1] (steps done); generator U8
- * [sizeof(cvx_generator)] (the POD state byte for byte); whatever the scheduler's save_state adds
- * (DPM: old_pred_original_sample F32 [1, F, C, h, w]).
- * metadata: format, steps_done, and run.<key> for every fingerprint entry. */
-static int checkpoint_write(const cvx_checkpointing *ck, const cvx_latent_shape *sh, const float *latents,
-                            int steps_done, const cvx_scheduler *s, const cvx_generator *g,
-                            cvx_cache *cache) {
-    cvx_st_writer *w = cvx_stw_new();
-    int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
-    int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
-    char buf[32], key[64];
-    int rc = cvx_stw_add(w, "latents", CVX_F32, 5, shape, latents);
-    rc |= cvx_stw_add(w, "step", CVX_I64, 1, &one, &step);
-    rc |= s->type->save_state(s, w, shape);
-    rc |= cvx_stw_add(w, "generator", CVX_U8, 1, &gbytes, g);
-    rc |= cvx_cache_save(cache, w);
-    rc |= cvx_stw_metadata(w, "format", CHECKPOINT_FORMAT);
-    snprintf(buf, sizeof buf, "%d", steps_done);
-    rc |= cvx_stw_metadata(w, "steps_done", buf);
-    for (int i = 0; ck->fingerprint && i < ck->fingerprint->n; i++) {
-        snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
-        rc |= cvx_stw_metadata(w, key, ck->fingerprint->value[i]);
-    }
-    if (rc == 0) rc = cvx_stw_write(w, ck->path);
-    cvx_stw_free(w);
-    return rc ? cvx_error_prefix("writing checkpoint %s", ck->path) : 0;
-}
-
-/* Load a checkpoint into the loop state after checking it belongs to this run. */
-static int checkpoint_read(const cvx_checkpointing *ck, const cvx_latent_shape *sh, int n_steps,
-                           cvx_scheduler *s, float *latents, int *steps_done, cvx_generator *g,
-                           cvx_cache *cache) {
-    const char *path = ck->path;
-    if (!cvx_is_file(path))
-        return cvx_error("--resume: no checkpoint at %s (run without --resume to start a new run)", path);
-    cvx_safetensors *st = cvx_st_open(path);
-    if (!st) return -1;
-    int rc = -1;
-    const char *fmt = cvx_st_metadata(st, "format");
-    if (!fmt || strcmp(fmt, CHECKPOINT_FORMAT) != 0) {
-        cvx_error("%s: not a stage2 checkpoint of this program (metadata 'format' is %s%s%s, expected \"%s\")", path,
-                  fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", CHECKPOINT_FORMAT);
-        goto done;
-    }
-    for (int i = 0; ck->fingerprint && i < ck->fingerprint->n; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
-        const char *v = cvx_st_metadata(st, key);
-        if (!v || strcmp(v, ck->fingerprint->value[i]) != 0) {
-            cvx_error("--resume: %s was written with %s=%s but this run has %s=%s (resume with the same settings, "
-                      "or run without --resume to start over)",
-                      path, ck->fingerprint->key[i], v ? v : "(missing)", ck->fingerprint->key[i],
-                      ck->fingerprint->value[i]);
-            goto done;
-        }
-    }
-    int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
-    char want[96], got[96];
-    cvx_shape_str(5, shape, want, sizeof want);
-    const cvx_tensor *tl = cvx_st_find(st, "latents"), *ts = cvx_st_find(st, "step");
-    const cvx_tensor *tg = cvx_st_find(st, "generator");
-    if (!tl || tl->dtype != CVX_F32 || tl->numel != (int64_t)sh->numel || tl->ndim != 5 ||
-        memcmp(tl->shape, shape, sizeof shape) != 0) {
-        cvx_error("%s: tensor 'latents' %s, expected F32 %s", path,
-                  tl ? cvx_shape_str(tl->ndim, tl->shape, got, sizeof got) : "is missing", want);
-        goto done;
-    }
-    if (!ts || ts->dtype != CVX_I64 || ts->numel != 1) {
-        cvx_error("%s: tensor 'step' missing or not I64 [1]", path);
-        goto done;
-    }
-    int64_t step;
-    memcpy(&step, ts->data, sizeof step);
-    if (step < 1 || step > n_steps) {
-        cvx_error("%s: step %lld out of range 1..%d", path, (long long)step, n_steps);
-        goto done;
-    }
-    if (!tg || tg->dtype != CVX_U8 || tg->numel != (int64_t)sizeof(*g)) {
-        cvx_error("%s: tensor 'generator' missing or not U8 [%zu] (checkpoint from another build?)", path, sizeof(*g));
-        goto done;
-    }
-    if (cvx_generator_restore(g, tg->data, (size_t)tg->nbytes)) {   /* size, copy, validate */
-        cvx_error_prefix("%s: tensor 'generator'", path);
-        goto done;
-    }
-    if (s->type->load_state(s, st, path, sh->numel)) goto done;
-    memcpy(latents, tl->data, sh->numel * sizeof(float));   /* the file's data may be unaligned */
-    if (cvx_check_finite(latents, sh->numel, "latents")) {
-        cvx_error_prefix("%s", path);
-        goto done;
-    }
-    if (cvx_cache_load(cache, st, path)) goto done;
-    *steps_done = (int)step;
-    rc = 0;
-done:
-    cvx_st_close(st);
-    return rc;
-}
-
-/* Classifier-free guidance: pred = u + g·(c − u), float32 as upstream (g rounded to float). */
-static void guide(float *pred, const float *uncond, const float *cond, size_t n, double g) {
-    float gf = (float)g;
-    for (size_t i = 0; i < n; i++) pred[i] = uncond[i] + gf * (cond[i] - uncond[i]);
-}
 
 int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
                      const cvx_latent_shape *sh, const float *prompt, const float *negative, int L,
@@ -204,6 +87,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     cvx_cache cache;
     if (cvx_cache_init(&cache, p->cache_kind, p->cache_threshold, p->teacache_coefficients, n_steps, m->num_layers))
         goto done;
+    if (p->teacache_ret_steps) cvx_cache_set_teacache_window(&cache, 5, 0);
     /* the whole CFG batch's decisions on every rank; each keeps the residuals of its share */
     cvx_cache_set_layout(&cache, &(cvx_cache_layout){p->world_dist && cvx_dist_size(p->world_dist) > 1
                                                                      ? p->world_dist : cd ? cd : sd,
@@ -213,7 +97,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     cvx_generator gen;
     int start = 0;
     if (ck && ck->path && ck->resume) {
-        int rrc = checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen, &cache);
+        int rrc = cvx_checkpoint_read(ck, sh, n_steps, s, latents, &start, &gen, &cache);
         if (all) rrc = cvx_dist_agree(all, rrc);   /* every rank reads it; any failure stops all */
         if (rrc) goto done;
         cvx_info("resuming from %s after step %d of %d", ck->path, start, n_steps);
@@ -253,7 +137,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
         if (cd && !frc) frc = cvx_dist_allgather(cd, branch, n * sizeof(float), out);
         comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
         if (frc) goto done;
-        if (cfg) guide(pred, out, out + n, n, cvx_guidance_at(&pg, t));
+        if (cfg) cvx_cfg_combine(out, out + n, cvx_guidance_at(&pg, t), n, pred);
         else memcpy(pred, out, n * sizeof(float));
 
         s->type->step(s, t0i + i, pred, latents, n, &gen, prev);
@@ -272,7 +156,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
         if (ck && ck->path && done_steps < n_steps &&
             (stop || (ck->every > 0 && done_steps % ck->every == 0))) {
             /* the cache's shares go to the writer first (collective); the others send only */
-            int wrc = writer ? checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache)
+            int wrc = writer ? cvx_checkpoint_write(ck, sh, latents, done_steps, s, &gen, &cache)
                              : cvx_cache_save(&cache, NULL);
             if (all) wrc = cvx_dist_agree(all, wrc);
             if (wrc) goto done;

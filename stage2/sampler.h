@@ -47,6 +47,8 @@ typedef struct {
     int cache_kind;
     double cache_threshold;
     double teacache_coefficients[5];
+    int teacache_ret_steps;             /* TeaCache4Wan2.1's use_ret_steps: the first 5 steps always compute, the
+                                         * last is not forced (the denoiser compares e0) */
 } cvx_loop_params;
 
 typedef struct {
@@ -67,9 +69,10 @@ int cvx_uses_cfg(const cvx_loop_params *p);
 
 /* ---- checkpoint / resume ---- */
 /* The run settings a checkpoint belongs to, as (key, value) strings; stored in the checkpoint
- * metadata as "run.<key>" and compared one by one on resume. */
-#define CVX_FP_MAX 32
-typedef struct {
+ * metadata as "run.<key>" and compared one by one on resume (a run.<key> of the checkpoint that
+ * the run lacks is refused too). */
+#define CVX_FP_MAX 48
+typedef struct cvx_fingerprint {
     int n;
     char key[CVX_FP_MAX][48];
     char value[CVX_FP_MAX][1024];

@@ -37,8 +37,9 @@ const cvx_scheduler_type *cvx_scheduler_find(const char *name) {
     return NULL;
 }
 
-int cvx_scheduler_init(cvx_scheduler *s, const cvx_config *cfg, const cvx_scheduler_type *override) {
+static int init_shift(cvx_scheduler *s, const cvx_config *cfg, const cvx_scheduler_type *override, double shift) {
     memset(s, 0, sizeof(*s));
+    s->flow_shift = shift;
     snprintf(s->config_path, sizeof s->config_path, "%s", cfg->path);
     const char *cls = NULL;
     const cvx_scheduler_type *own = NULL;
@@ -60,16 +61,30 @@ int cvx_scheduler_init(cvx_scheduler *s, const cvx_config *cfg, const cvx_schedu
     if (own && strcmp(own->family, s->type->family) != 0)
         return cvx_error("--scheduler %s: the model's scheduler is %s (%s); %s is not one of its kind", s->type->name,
                          own->name, cls, s->type->name);
-    return s->type->configure(s, cfg);
+    if (shift > 0 && strcmp(s->type->family, "flow") != 0)
+        return cvx_error("--flow_shift %g: the %s scheduler has no flow shift (it is for the flow-matching schedulers "
+                         "of Wan: unipc, euler)", shift, s->type->name);
+    if (s->type->configure(s, cfg) == 0) return 0;
+    if (s->sched) s->type->free_sched(s->sched);   /* a refused config leaves nothing allocated */
+    s->sched = NULL;
+    return -1;
 }
 
-int cvx_scheduler_load(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override) {
+int cvx_scheduler_init(cvx_scheduler *s, const cvx_config *cfg, const cvx_scheduler_type *override) {
+    return init_shift(s, cfg, override, 0);
+}
+
+int cvx_scheduler_load_shift(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override, double flow_shift) {
     cvx_config cfg;
     memset(s, 0, sizeof(*s));
     if (cvx_config_load(&cfg, path)) return -1;
-    int rc = cvx_scheduler_init(s, &cfg, override);
+    int rc = init_shift(s, &cfg, override, flow_shift);
     cvx_config_free(&cfg);
     return rc;
+}
+
+int cvx_scheduler_load(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override) {
+    return cvx_scheduler_load_shift(s, path, override, 0);
 }
 
 void cvx_scheduler_free(cvx_scheduler *s) {

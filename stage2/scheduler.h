@@ -57,6 +57,8 @@ struct cvx_scheduler {
     int begin;                      /* the first index the loop runs (V2V's t_start), 0 otherwise */
     int noise_dtype;                /* cvx_dtype of stochastic step noise (CVX_F32 = 0, CVX_BF16, CVX_F16):
                                      * upstream draws it in the latents' dtype */
+    double flow_shift;              /* > 0: the shift a flow scheduler uses instead of its config's (set before
+                                     * configure, cvx_scheduler_load_shift) */
     void *sched;                    /* the type's configuration and schedule (configure) */
     void *state;                    /* the type's per-run state (init) */
 };
@@ -78,6 +80,10 @@ void cvx_scheduler_names(char *buf, size_t cap, const char *sep);
 int cvx_scheduler_init(cvx_scheduler *s, const cvx_config *cfg, const cvx_scheduler_type *override);
 /* Load `path` (a scheduler_config.json) and init. */
 int cvx_scheduler_load(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override);
+/* The same with flow_shift > 0 replacing a flow scheduler's shift (UniPC flow_shift, Euler shift:
+ * what from_pretrained(..., flow_shift=S) does); 0 = the config's. A DDPM-kind scheduler refuses a
+ * shift (one error line). */
+int cvx_scheduler_load_shift(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override, double flow_shift);
 void cvx_scheduler_free(cvx_scheduler *s);
 /* type->set_timesteps, after freeing the previous ones; begin = 0. */
 int cvx_scheduler_set_timesteps(cvx_scheduler *s, int n);

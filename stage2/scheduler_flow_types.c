@@ -12,7 +12,7 @@ static flow_scheduler *fs_of(const cvx_scheduler *s) { return s->sched; }
 static int configure(cvx_scheduler *s, const cvx_config *cfg, flow_kind kind) {
     flow_scheduler *fs = cvx_calloc(1, sizeof *fs);
     s->sched = fs;
-    return flow_scheduler_init(fs, cfg, kind, 0);
+    return flow_scheduler_init(fs, cfg, kind, s->flow_shift);   /* --flow_shift, 0 = the config's */
 }
 static int unipc_configure(cvx_scheduler *s, const cvx_config *cfg) { return configure(s, cfg, FLOW_UNIPC); }
 static int euler_configure(cvx_scheduler *s, const cvx_config *cfg) { return configure(s, cfg, FLOW_EULER); }

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
+#include "lora.h"
 #include "ops.h"
 #include "validate.h"
 #include "safetensors.h"
@@ -186,12 +187,17 @@ out:
 #define GETF(dst, name, n) do { const cvx_tensor *t_; GET(t_, name, n); (dst) = cvx_tensor_f32_dup(t_); } while (0)
 
 cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx) {
-    char path[4096], name[256];
+    char path[4096];
     if (cvx_path_join(path, sizeof path, transformer_dir, "config.json")) { cvx_error("path too long"); return NULL; }
+    return cogvideox_load_file(path, transformer_dir, ctx);
+}
+
+cogvideox_transformer *cogvideox_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
+    char name[256];
     cogvideox_transformer *m = cvx_calloc(1, sizeof *m);
     cogvideox_config *c = &m->c;
-    if (cogvideox_config_load(path, c)) { free(m); return NULL; }
-    if (!(m->w = cvx_weights_open(transformer_dir))) { free(m); return NULL; }
+    if (cogvideox_config_load(config_json, c)) { free(m); return NULL; }
+    if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
     m->owns_ctx = ctx == NULL;
     m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim,
@@ -280,6 +286,39 @@ fail:
 }
 #undef GET
 #undef GETF
+
+/* The linear layers LoRA adapters may target (common/lora.h), by diffusers module name. */
+int cogvideox_lora_targets(const cogvideox_transformer *m, cvx_lora_target **out) {
+    const cogvideox_config *c = &m->c;
+    int n = 0, cap = 8 + 8 * c->num_layers;
+    cvx_lora_target *t = cvx_calloc((size_t)cap, sizeof *t);
+#define ADD(W, B, ...) do { snprintf(t[n].name, sizeof t[n].name, __VA_ARGS__); t[n].w = (W); t[n].b = (B); n++; } while (0)
+    if (c->patch_size_t > 0) ADD(&m->patch_proj_w, m->patch_proj_b, "patch_embed.proj");   /* 1.5: a Linear */
+    ADD(m->text_proj_w, m->text_proj_b, "patch_embed.text_proj");
+    ADD(m->time_lin1_w, m->time_lin1_b, "time_embedding.linear_1");
+    ADD(m->time_lin2_w, m->time_lin2_b, "time_embedding.linear_2");
+    if (c->ofs_embed_dim) {
+        ADD(m->ofs_lin1_w, m->ofs_lin1_b, "ofs_embedding.linear_1");
+        ADD(m->ofs_lin2_w, m->ofs_lin2_b, "ofs_embedding.linear_2");
+    }
+    for (int i = 0; i < c->num_layers; i++) {
+        const cogvideox_layer *ly = &m->layers[i];
+        ADD(ly->norm1_lin_w, ly->norm1_lin_b, "transformer_blocks.%d.norm1.linear", i);
+        ADD(ly->to_q_w, ly->to_q_b, "transformer_blocks.%d.attn1.to_q", i);
+        ADD(ly->to_k_w, ly->to_k_b, "transformer_blocks.%d.attn1.to_k", i);
+        ADD(ly->to_v_w, ly->to_v_b, "transformer_blocks.%d.attn1.to_v", i);
+        ADD(ly->to_out_w, ly->to_out_b, "transformer_blocks.%d.attn1.to_out.0", i);
+        ADD(ly->norm2_lin_w, ly->norm2_lin_b, "transformer_blocks.%d.norm2.linear", i);
+        ADD(ly->ff1_w, ly->ff1_b, "transformer_blocks.%d.ff.net.0.proj", i);
+        ADD(ly->ff2_w, ly->ff2_b, "transformer_blocks.%d.ff.net.2", i);
+    }
+    ADD(m->norm_out_lin_w, m->norm_out_lin_b, "norm_out.linear");
+    ADD(m->proj_out_w, m->proj_out_b, "proj_out");
+#undef ADD
+    CVX_CHECK(n <= cap);
+    *out = t;
+    return n;
+}
 
 void cogvideox_free(cogvideox_transformer *m) {
     if (!m) return;
@@ -626,7 +665,7 @@ int cogvideox_forward_embed(cogvideox_transformer *m, const float *x, int B, int
                              "got %d", c->max_text_seq_length, L);
     if (c->use_learned_positional_embeddings && (H != c->sample_height || W != c->sample_width))
         return cvx_error("transformer: this model has learned positional embeddings: the latent size must be the "
-                         "config's %dx%d, got %dx%d", c->sample_height, c->sample_width, H, W);
+                         "config's %dx%d (width x height), got %dx%d", c->sample_width, c->sample_height, W, H);
     if (c->use_rotary_positional_embeddings && (!rope_cos || !rope_sin))
         return cvx_error("transformer: this model uses rotary embeddings: rope tables are required");
     if (c->ofs_embed_dim && ofs && n_ofs != 1 && n_ofs != B)

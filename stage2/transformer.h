@@ -37,9 +37,19 @@ int cogvideox_config_load(const char *path, cogvideox_config *c);
  * checkpoint fails at load time with one clear message. NULL + cvx_error on failure.
  * ctx: the compute context to run on (borrowed), or NULL for a private one (freed with the model). */
 cogvideox_transformer *cogvideox_load(const char *transformer_dir, cvx_ctx *ctx);
+/* The same from a config.json and a weights path of any form cvx_weights_open takes: a diffusers
+ * directory, a single .safetensors file, or a GGUF file with diffusers tensor names (block-quantized
+ * weights stay quantized in memory; cvx_linear reads them). */
+cogvideox_transformer *cogvideox_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
 cvx_ctx *cogvideox_ctx(const cogvideox_transformer *m);
 void cogvideox_free(cogvideox_transformer *m);
 const cogvideox_config *cogvideox_get_config(const cogvideox_transformer *m);
+
+/* The model's linear layers for LoRA adapters (common/lora.h): diffusers module names
+ * ("transformer_blocks.0.attn1.to_q", ...) and the weight/bias tensors the forward passes to
+ * cvx_linear. *out is allocated (free()); returns the count. */
+struct cvx_lora_target;
+int cogvideox_lora_targets(const cogvideox_transformer *m, struct cvx_lora_target **out);
 
 /* Rotary tables [num_video_tokens, head_dim] for a latent grid of F frames × H × W (latent
  * pixels, before patching), built as CogVideoXPipeline builds them (1.0: crop-region grid from

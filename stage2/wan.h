@@ -46,6 +46,18 @@ const wan_config *wan_get_config(const wan_transformer *m);
 cvx_ctx *wan_ctx(const wan_transformer *m);
 /* 1 when the weights use the original Wan / ComfyUI key names. */
 int wan_original_names(const wan_transformer *m);
+/* The original Wan / ComfyUI name of the tensor diffusers calls `dname` (diffusers'
+ * convert_wan_transformer_to_diffusers read backwards; names without a mapping are unchanged). */
+void wan_original_name(const char *dname, char *out, size_t n);
+/* city96's GGUF rules for Wan (stage2/quantize.h): arch "wan", original names, what stays unquantized. */
+extern const struct cvx_gguf_rules wan_gguf_rules;
+
+/* The model's linear layers for LoRA adapters (common/lora.h): diffusers module names, the
+ * original Wan / ComfyUI names as aliases (the one name table of wan_load.c), the weight/bias
+ * tensors the forward passes to cvx_linear; in the order of diffusers' converter of original-name
+ * LoRAs. *out is allocated (free()); returns the count. */
+struct cvx_lora_target;
+int wan_lora_targets(const wan_transformer *m, struct cvx_lora_target **out);
 
 /* Tokens of one batch element for a latent grid: (F/p_t)·(H/p_h)·(W/p_w). */
 int wan_num_tokens(const wan_config *c, int F, int H, int W);

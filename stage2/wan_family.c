@@ -9,6 +9,7 @@
 #include "error.h"
 
 typedef struct {
+    int teacache_e0;               /* the step cache compares e0 = timestep_proj instead of e */
     int cond_channels;             /* I2V: 4 + z channels appended to the latents; 0 otherwise */
     float *x;                      /* [C + cond_channels, F, H, W] I2V input */
 } wan_priv;
@@ -55,8 +56,9 @@ static int wd_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
         return -1;
     }
     /* TeaCache compares the time embedding (TeaCache4Wan2.1: e, or e0 = timestep_proj with use_ret_steps) */
-    *f = (cvx_fwd){.S = wf->S, .L = 0, .N = wf->S, .D = wf->D, .E = wf->D, .h = wf->h, .emb = wf->temb,
-                   .row0 = wf->row0, .nrows = wf->nrows, .impl = wf};
+    const int e0 = ((wan_priv *)d->priv)->teacache_e0;
+    *f = (cvx_fwd){.S = wf->S, .L = 0, .N = wf->S, .D = wf->D, .E = e0 ? 6 * wf->D : wf->D,
+                   .h = wf->h, .emb = e0 ? wf->tproj : wf->temb, .row0 = wf->row0, .nrows = wf->nrows, .impl = wf};
     return 0;
 }
 
@@ -101,9 +103,10 @@ static const cvx_denoiser_type wan_denoiser = {
     .free = wd_free,
 };
 
-void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels) {
+void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, int teacache_e0) {
     wan_priv *p = cvx_calloc(1, sizeof *p);
     p->cond_channels = cond_channels;
+    p->teacache_e0 = teacache_e0;
     *d = (cvx_denoiser){.type = &wan_denoiser, .model = m, .priv = p, .num_layers = wan_get_config(m)->num_layers,
                         .text_dim = wan_get_config(m)->text_dim};
 }
@@ -160,20 +163,28 @@ int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cv
     return 0;
 }
 
-static const struct { const char *name; double c[5]; } teacache_sets[] = {
+static const struct { const char *name; double c[5]; } teacache_sets[] = {   /* use_ret_steps False */
     {"Wan2.1-T2V-1.3B", {2.39676752e+03, -1.31110545e+03, 2.01331979e+02, -8.29855975e+00, 1.37887774e-01}},
     {"Wan2.1-T2V-14B", {-5784.54975374, 5449.50911966, -1811.16591783, 256.27178429, -13.02252404}},
     {"Wan2.1-I2V-14B-480P", {-3.02331670e+02, 2.23948934e+02, -5.25463970e+01, 5.87348440e+00, -2.01973289e-01}},
     {"Wan2.1-I2V-14B-720P", {-114.36346466, 65.26524496, -18.82220707, 4.91518089, -0.23412683}},
 };
 
-const char *wan_teacache_coefficients(const wan_config *c, int height, int width, double out[5]) {
+static const struct { const char *name; double c[5]; } teacache_ret_sets[] = {   /* use_ret_steps True */
+    {"Wan2.1-T2V-1.3B (ret steps)", {-5.21862437e+04, 9.23041404e+03, -5.28275948e+02, 1.36987616e+01, -4.99875664e-02}},
+    {"Wan2.1-T2V-14B (ret steps)", {-3.03318725e+05, 4.90537029e+04, -2.65530556e+03, 5.87365115e+01, -3.15583525e-01}},
+    {"Wan2.1-I2V-14B-480P (ret steps)", {2.57151496e+05, -3.54229917e+04, 1.40286849e+03, -1.35890334e+01, 1.32517977e-01}},
+    {"Wan2.1-I2V-14B-720P (ret steps)", {8.10705460e+03, 2.13393892e+03, -3.72934672e+02, 1.66203073e+01, -4.17769401e-02}},
+};
+
+const char *wan_teacache_coefficients(const wan_config *c, int height, int width, int ret_steps, double out[5]) {
     const int dim = c->num_attention_heads * c->attention_head_dim;
     int k;
     if (c->image_dim > 0 || c->in_channels != c->out_channels) k = (long)height * width >= 720L * 1280 ? 3 : 2;
     else k = dim <= 2048 ? 0 : 1;   /* 1.3B: 1536 wide; 14B: 5120 */
-    memcpy(out, teacache_sets[k].c, sizeof teacache_sets[k].c);
-    return teacache_sets[k].name;
+    const double *src = ret_steps ? teacache_ret_sets[k].c : teacache_sets[k].c;
+    memcpy(out, src, sizeof teacache_sets[k].c);
+    return ret_steps ? teacache_ret_sets[k].name : teacache_sets[k].name;
 }
 
 const cvx_latent_rgb wan_latent_rgb = {

@@ -11,8 +11,9 @@
 
 /* The denoiser over a loaded transformer (borrowed). The input is x [C, F, H, W] followed on the
  * channel axis by in.cond when given (I2V: [mask 4 + z, F, H, W]); in.image: the CLIP image
- * embeddings [L_img, image_dim]. Free with cvx_denoiser_free. */
-void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels);
+ * embeddings [L_img, image_dim]. teacache_e0: the step cache compares timestep_proj (e0, [6, D]) instead of
+ * the time embedding (e, [D]) — TeaCache4Wan2.1's use_ret_steps. Free with cvx_denoiser_free. */
+void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, int teacache_e0);
 
 /* The latent shape [1, z, (frames − 1)/4 + 1, height/8, width/8] for a request, after checking
  * frames = 4k+1 and height/width multiples of vae_scale·patch (16). z: the VAE's z_dim.
@@ -29,10 +30,11 @@ int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cv
 extern const cvx_latent_rgb wan_latent_rgb;
 
 /* TeaCache4Wan2.1's published coefficients (ali-vilab/TeaCache, TeaCache4Wan2.1/teacache_generate.py
- * @ 8ae35034, use_ret_steps False: the rule compares the time embedding e; first and last steps
- * computed — the CogVideoX rule): T2V-1.3B (dim 1536), T2V-14B, I2V-14B 480P / 720P. The two I2V
+ * @ 8ae35034): T2V-1.3B (dim 1536), T2V-14B, I2V-14B 480P / 720P; use_ret_steps False (the rule
+ * compares the time embedding e; first and last steps computed — the CogVideoX rule) or True
+ * (it compares e0 = timestep_proj; the first 5 steps computed, the last not forced). The two I2V
  * checkpoints have the same config, so the run's size picks (720P from 720×1280 pixels up; the
  * script picks by the checkpoint's directory name). Returns the set's name. */
-const char *wan_teacache_coefficients(const wan_config *c, int height, int width, double out[5]);
+const char *wan_teacache_coefficients(const wan_config *c, int height, int width, int ret_steps, double out[5]);
 
 #endif

@@ -6,7 +6,9 @@
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
+#include "lora.h"
 #include "validate.h"
+#include "quantize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -121,20 +123,40 @@ static const struct {
     {1, "scale_shift_table", "modulation"},
 };
 
-/* The file's name of the tensor diffusers calls `dname`. */
-static void wan_key(const wan_transformer *m, const char *dname, char *out, size_t n) {
-    if (!m->original) { snprintf(out, n, "%s%s", m->prefix, dname); return; }
+void wan_original_name(const char *dname, char *out, size_t n) {
     int blk = -1, used = 0;
     if (sscanf(dname, "blocks.%d.%n", &blk, &used) < 1 || used == 0) blk = -1, used = 0;
     const char *rest = dname + used;
     for (size_t i = 0; i < sizeof WAN_KEYS / sizeof WAN_KEYS[0]; i++) {
         size_t k = strlen(WAN_KEYS[i].diffusers);
         if (WAN_KEYS[i].block != (blk >= 0) || strncmp(rest, WAN_KEYS[i].diffusers, k)) continue;
-        snprintf(out, n, "%s%.*s%s%s", m->prefix, used, dname, WAN_KEYS[i].original, rest + k);
+        snprintf(out, n, "%.*s%s%s", used, dname, WAN_KEYS[i].original, rest + k);
         return;
     }
-    snprintf(out, n, "%s%s", m->prefix, dname);
+    snprintf(out, n, "%s", dname);
 }
+
+/* The file's name of the tensor diffusers calls `dname`. */
+static void wan_key(const wan_transformer *m, const char *dname, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "%s", m->prefix);
+    if (k >= n) return;
+    if (m->original) wan_original_name(dname, out + k, n - k);
+    else snprintf(out + k, n - k, "%s", dname);
+}
+
+/* ------------------------------------------------------------------ GGUF (stage2/quantize.h) */
+
+/* Diffusers names -> the original ones city96's Wan GGUFs use; original names stay. */
+static void wan_gguf_name(const cvx_weights *src, const char *name, char *out, size_t n) {
+    if (cvx_weights_find(src, "scale_shift_table")) wan_original_name(name, out, n);
+    else snprintf(out, n, "%s", name);
+}
+
+/* ComfyUI-GGUF convert.py ModelWan and lcpp.patch LLM_ARCH_WAN. */
+static const char *const WAN_GGUF_KEEP[] = {"modulation.", "patch_embedding.", "text_embedding.", "time_projection.",
+                                            "time_embedding.", "img_emb.", "head.", NULL};
+static const char *const WAN_GGUF_HIPREC[] = {".modulation", NULL};
+const cvx_gguf_rules wan_gguf_rules = {"wan", WAN_GGUF_KEEP, WAN_GGUF_HIPREC, wan_gguf_name};
 
 /* Which names the file uses, from the output modulation every Wan checkpoint has. */
 static int wan_detect_names(wan_transformer *m) {
@@ -323,6 +345,66 @@ void wan_free(wan_transformer *m) {
     cvx_weights_close(m->w);
     if (m->owns_ctx) cvx_ctx_free(m->ctx);
     free(m);
+}
+
+/* ------------------------------------------------------------------ LoRA targets */
+
+/* One linear layer for the LoRA table: its diffusers module name and, from the name table, the
+ * original one. */
+static void lora_add(cvx_lora_target *t, int *n, const cvx_tensor *w, const cvx_tensor *b, const char *name) {
+    char tensor[CVX_LORA_NAME + 8], orig[CVX_LORA_NAME + 8];
+    snprintf(t[*n].name, sizeof t[*n].name, "%s", name);
+    snprintf(tensor, sizeof tensor, "%s.weight", name);
+    wan_original_name(tensor, orig, sizeof orig);
+    orig[strlen(orig) - 7] = 0;   /* drop ".weight" */
+    snprintf(t[*n].alias, sizeof t[*n].alias, "%s", orig);
+    t[*n].w = w, t[*n].b = b;
+    (*n)++;
+}
+
+/* In the order of diffusers' converter of original-name LoRAs (per block attn1, attn2, image
+ * keys, ffn; then the embedders and the head): its first layer's rank is peft's lora_alpha. */
+int wan_lora_targets(const wan_transformer *m, cvx_lora_target **out) {
+    const wan_config *c = &m->c;
+    int n = 0, cap = 8 + 12 * c->num_layers;
+    cvx_lora_target *t = cvx_calloc((size_t)cap, sizeof *t);
+    char name[CVX_LORA_NAME];
+    static const char *const proj[4] = {"to_q", "to_k", "to_v", "to_out.0"};
+    for (int i = 0; i < c->num_layers; i++) {
+        const wan_block_weights *b = &m->blocks[i];
+        const wan_attn_weights *at[2] = {&b->attn1, &b->attn2};
+        for (int a = 0; a < 2; a++) {
+            const cvx_tensor *w[4] = {at[a]->q_w, at[a]->k_w, at[a]->v_w, at[a]->o_w};
+            const cvx_tensor *bb[4] = {at[a]->q_b, at[a]->k_b, at[a]->v_b, at[a]->o_b};
+            for (int k = 0; k < 4; k++) {
+                snprintf(name, sizeof name, "blocks.%d.attn%d.%s", i, a + 1, proj[k]);
+                lora_add(t, &n, w[k], bb[k], name);
+            }
+        }
+        if (c->added_kv_proj_dim) {
+            snprintf(name, sizeof name, "blocks.%d.attn2.add_k_proj", i);
+            lora_add(t, &n, b->add_k_w, b->add_k_b, name);
+            snprintf(name, sizeof name, "blocks.%d.attn2.add_v_proj", i);
+            lora_add(t, &n, b->add_v_w, b->add_v_b, name);
+        }
+        snprintf(name, sizeof name, "blocks.%d.ffn.net.0.proj", i);
+        lora_add(t, &n, b->ffn1_w, b->ffn1_b, name);
+        snprintf(name, sizeof name, "blocks.%d.ffn.net.2", i);
+        lora_add(t, &n, b->ffn2_w, b->ffn2_b, name);
+    }
+    lora_add(t, &n, m->tproj_w, m->tproj_b, "condition_embedder.time_proj");
+    lora_add(t, &n, m->proj_out_w, m->proj_out_b, "proj_out");
+    lora_add(t, &n, m->text1_w, m->text1_b, "condition_embedder.text_embedder.linear_1");
+    lora_add(t, &n, m->text2_w, m->text2_b, "condition_embedder.text_embedder.linear_2");
+    lora_add(t, &n, m->time1_w, m->time1_b, "condition_embedder.time_embedder.linear_1");
+    lora_add(t, &n, m->time2_w, m->time2_b, "condition_embedder.time_embedder.linear_2");
+    if (c->image_dim) {
+        lora_add(t, &n, m->img_ff1_w, m->img_ff1_b, "condition_embedder.image_embedder.ff.net.0.proj");
+        lora_add(t, &n, m->img_ff2_w, m->img_ff2_b, "condition_embedder.image_embedder.ff.net.2");
+    }
+    CVX_CHECK(n <= cap);
+    *out = t;
+    return n;
 }
 
 const wan_config *wan_get_config(const wan_transformer *m) { return &m->c; }

@@ -17,7 +17,9 @@
 #include "cli.h"
 #include "error.h"
 #include "runenv.h"
+#include "pipeline/args.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
 
@@ -30,26 +32,16 @@ int main(int argc, char **argv) {
     cvx_install_signal_cleanup();    /* SIGINT/SIGTERM remove this run's temps */
     cvx_dist *world = cvx_par_start(&argc, &argv);   /* under mpirun: the ranks share the tiles */
     const int writer = cvx_par_writer(world);        /* rank 0 writes (and so checks and locks) */
-    const char *input_dir = DEFAULT_INPUT_DIR, *latents_arg = NULL, *output_arg = NULL, *model_id = NULL,
-               *model_dir = NULL, *png_dir = NULL, *sheet = NULL, *frames_out = NULL, *precision_arg = NULL;
-    int fps = 0, crf = 18, threads = 0, verbosity = 1;
-    cvx_decode_params dp = {.tiling = CVX_TILING_AUTO};
-    static const cvx_flag_choice tilings[] = {
-        {"auto", CVX_TILING_AUTO}, {"on", CVX_TILING_ON}, {"off", CVX_TILING_OFF}, {0}};
-    const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
-    const cvx_flag flags[] = {
-        CVX_FLAG_STR_("input_dir", &input_dir), CVX_FLAG_STR_("latents", &latents_arg),
-        CVX_FLAG_STR_("output_video", &output_arg), CVX_FLAG_INT_("fps", &fps, 1, 240),
-        CVX_FLAG_STR_("model_id", &model_id), CVX_FLAG_STR_("model_dir", &model_dir),
-        CVX_FLAG_CHOICE_("tiling", &dp.tiling, tilings, "auto, on or off"),
-        CVX_FLAG_INT_("tile_sample_min_height", &dp.tile_height, 8, 1 << 16),
-        CVX_FLAG_INT_("tile_sample_min_width", &dp.tile_width, 8, 1 << 16), CVX_FLAG_INT_("crf", &crf, 0, 51),
-        CVX_FLAG_STR_("png_dir", &png_dir), CVX_FLAG_STR_("contact_sheet", &sheet),
-        CVX_FLAG_STR_("output_frames", &frames_out), CVX_FLAG_INT_("threads", &threads, 0, 1024),
-        CVX_FLAG_BOOL_("quiet", &verbosity, 0), CVX_FLAG_BOOL_("verbose", &verbosity, 2), CVX_FLAG_HELP_(),
-        CVX_FLAG_STR_("precision", &precision_arg), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
-        CVX_FLAG_STR_("vae", &wfile[2]), {0}};
-    if (cvx_flags_parse(flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
+    cvx_stage3_args a;   /* every flag's destination and the one flag table (pipeline/args.c) */
+    cvx_stage3_args_init(&a, DEFAULT_INPUT_DIR);
+    if (cvx_flags_parse(a.flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
+    cvx_par_check_flags(world, a.flags);   /* MPI: the same decode settings on every rank (pipeline/args.c) */
+    const char *input_dir = a.input_dir, *latents_arg = a.latents_arg, *output_arg = a.output_arg,
+               *model_id = a.model_id, *model_dir = a.model_dir, *png_dir = a.png_dir, *sheet = a.sheet,
+               *frames_out = a.frames_out;
+    const char *const *wfile = a.wfile;
+    int fps = a.fps, verbosity = a.verbosity;
+    cvx_decode_params dp = a.dp;
     if (model_id && model_dir) cvx_die("give either --model_id or --model_dir, not both");
     cvx_set_verbosity(writer ? verbosity : 0);
     double t_start = cvx_time();
@@ -60,7 +52,8 @@ int main(int argc, char **argv) {
     const char *lat_path = latents_arg ? latents_arg : in.latents, *out_path = output_arg ? output_arg : in.video;
     if (writer && (cvx_check_writable(out_path, "the video") ||
                    (frames_out && cvx_check_writable(frames_out, "the frames")) ||
-                   (sheet && cvx_check_writable(sheet, "the contact sheet"))))
+                   (sheet && cvx_check_writable(sheet, "the contact sheet")) ||
+                   (png_dir && cvx_check_dir_writable(png_dir, "the PNG frames"))))
         cvx_die_last_error();
     /* one run per run directory: exclusive when the video goes into the input directory (the
      * default); a video written elsewhere (a shared folder, /tmp) takes no lock there, only a
@@ -78,18 +71,17 @@ int main(int argc, char **argv) {
         cvx_die("no model: give --model_id or --model_dir (%s has no 'model_id')",
                 gen.present ? in.genconfig : "no generation_config.json found, it");
     cvx_precision precision;
-    if (cvx_decode_precision(precision_arg, &precision)) cvx_die_last_error();
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
+    if (cvx_decode_precision(a.precision_arg, &precision)) cvx_die_last_error();
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = a.threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
                                                       .vae_file = wfile[2]});
     float *z;
     int s[5];   /* B, C, T, h, w */
     long meta_frames;
     cvx_frames fr;
-    cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames));
-    char settings[96];
-    snprintf(settings, sizeof settings, "tiling %d, tiles %dx%d", (int)dp.tiling, dp.tile_height, dp.tile_width);
-    cvx_par_check_decode_inputs(world, m, lat_path, settings);
+    cvx_par_agree_or_fail(world, !m || cvx_latents_read(m, lat_path, &z, s, &meta_frames) ||
+                                     cvx_decode_check(m, &dp, s[3], s[4]));
+    cvx_par_check_decode_inputs(world, m, lat_path);   /* the decode settings: cvx_par_check_flags */
     dp.dist = world;
     if (cvx_decode(m, &dp, z, s[0], s[1], s[2], s[3], s[4], lat_path, NULL, NULL, &fr)) cvx_par_fail(world);
     free(z);
@@ -100,7 +92,7 @@ int main(int argc, char **argv) {
         if (want_frames > 0 && want_frames != fr.T)
             cvx_warn("the latents decode to %d frames, but %s says %ld", fr.T,
                      gen.frames > 0 ? in.genconfig : "the latents metadata", want_frames);
-        if (cvx_frames_write_videos(&fr, out_path, fps, crf, verbosity > 1, png_dir, sheet, &codec) ||
+        if (cvx_frames_write_videos(&fr, out_path, fps, a.crf, verbosity > 1, png_dir, sheet, &codec) ||
             (frames_out && cvx_frames_write(frames_out, &fr, lat_path)))
             cvx_die_last_error();
         cvx_info("wrote %s (%d frames %dx%d, %d fps, %s%s) in %.1f s, peak RSS %.2f GB", out_path, fr.T, fr.W, fr.H,

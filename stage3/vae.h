@@ -112,6 +112,14 @@ float *vae_decode_tiled_dist(const vae_decoder *d, const float *z, int T, int h,
 int vae_tiling_applies(const vae_decoder *d, int h, int w, int tsh, int tsw);
 /* -1 + error when tiles of tsh×tsw samples would not advance (latent stride 0). */
 int vae_tiling_check(const vae_decoder *d, int tsh, int tsw);
+/* The frame size (*H × *W samples) a tiled decode of an h×w latent stitches to: upstream's rule,
+ * each tile keeping at most tile − blend samples, which is r·h × r·w only when that equals the tile
+ * stride (the default tile sizes do; golden vae_2b f3_tiled_inconsistent shows a larger frame
+ * otherwise). -1 + error when the tiles would not advance. */
+int vae_tiled_size(const vae_decoder *d, int h, int w, int tsh, int tsw, long *H, long *W);
+/* -1 + one error naming the flag (--tile_sample_min_height/_width), the frame size the tiles
+ * would give and the nearest tile sizes that fit, unless the tiles stitch to r·h × r·w. */
+int vae_tiling_check_size(const vae_decoder *d, int h, int w, int tsh, int tsw);
 /* Number of decoder calls (chunks × tiles) for progress bars. */
 int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int tsh, int tsw);
 /* Rough peak bytes of an untiled decode of an h×w latent (for --tiling auto). */

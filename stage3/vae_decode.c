@@ -1,6 +1,7 @@
 /* CogVideoX VAE decoding drivers: temporal chunks with carried caches, overlapping spatial
  * tiles (diffusers 0.32.2 AutoencoderKLCogVideoX._decode / tiled_decode; the blending and
  * stitching is vae_tiles.c, shared with the encoder). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,7 +101,66 @@ int vae_tiling_check(const vae_decoder *d, int tsh, int tsw) {
     tiling_params(d, tsh, tsw, &t);
     if (t.oh < 1 || t.ow < 1)
         return cvx_error("tile %dx%d samples is too small for this VAE (spatial ratio %d): tiles would not advance",
-                         tsh, tsw, d->spatial_ratio);
+                         tsw, tsh, d->spatial_ratio);
+    return 0;
+}
+
+/* Samples one axis of n latents stitches to with tiles of `tile` samples (tl latents, stride o,
+ * each tile keeping at most lim samples): upstream's rule. */
+static long stitched_extent(int n, int tl, int o, int r, int lim) {
+    long total = 0;
+    for (int i = 0; i < n; i += o) {
+        const int out = (n - i < tl ? n - i : tl) * r;
+        total += out < lim ? out : lim;
+    }
+    return total;
+}
+
+int vae_tiled_size(const vae_decoder *d, int h, int w, int tsh, int tsw, long *H, long *W) {
+    tiling t;
+    tiling_params(d, tsh, tsw, &t);
+    if (t.oh < 1 || t.ow < 1) return vae_tiling_check(d, tsh, tsw);
+    *H = stitched_extent(h, t.tlh, t.oh, d->spatial_ratio, t.lim_h);
+    *W = stitched_extent(w, t.tlw, t.ow, d->spatial_ratio, t.lim_w);
+    return 0;
+}
+
+/* The tile sizes nearest to `tile` (multiples of the spatial ratio, at most 4 apart, below and
+ * above) whose tiles stitch an axis of n latents to n·r samples; "" when none is near. */
+static void fitting_sizes(const vae_decoder *d, int n, int tile, int vertical, char *buf, size_t len) {
+    const int r = d->spatial_ratio;
+    int below = 0, above = 0;
+    for (int k = 1; k <= 64 && (!below || !above); k++) {
+        const int cand[2] = {(tile / r - k + 1) * r, (tile / r + k) * r};
+        for (int s = 0; s < 2; s++) {
+            if (cand[s] < r || cand[s] > (1 << 16) || cand[s] == tile || (s ? above : below)) continue;
+            tiling t;
+            tiling_params(d, cand[s], cand[s], &t);
+            const int tl = vertical ? t.tlh : t.tlw, o = vertical ? t.oh : t.ow, lim = vertical ? t.lim_h : t.lim_w;
+            if (o >= 1 && stitched_extent(n, tl, o, r, lim) == (long)n * r) *(s ? &above : &below) = cand[s];
+        }
+    }
+    if (below && above) snprintf(buf, len, "; sizes that fit: %d or %d", below, above);
+    else if (below || above) snprintf(buf, len, "; a size that fits: %d", below ? below : above);
+    else buf[0] = 0;
+}
+
+int vae_tiling_check_size(const vae_decoder *d, int h, int w, int tsh, int tsw) {
+    long H, W;
+    if (vae_tiled_size(d, h, w, tsh, tsw, &H, &W)) return -1;
+    const int r = d->spatial_ratio;
+    for (int v = 1; v >= 0; v--) {
+        const long got = v ? H : W, want = (long)(v ? h : w) * r;
+        if (got == want) continue;
+        tiling t;
+        tiling_params(d, tsh, tsw, &t);
+        char fit[96];
+        fitting_sizes(d, v ? h : w, v ? tsh : tsw, v, fit, sizeof fit);
+        return cvx_error("--tile_sample_min_%s %d would make the video %ld pixels %s, not %ld: upstream's tiled_decode "
+                         "keeps %d pixels of each tile but steps %d%s",
+                         v ? "height" : "width", v ? tsh : tsw, got, v ? "high" : "wide", want,
+                         v ? t.lim_h : t.lim_w, (v ? t.oh : t.ow) * r, fit);
+    }
     return 0;
 }
 

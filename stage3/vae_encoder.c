@@ -341,7 +341,7 @@ int vae_encode_tiling_check(const vae_encoder *e, int tsh, int tsw) {
     tiling t;
     tiling_params(e, tsh, tsw, &t);
     if (t.oh < 1 || t.ow < 1 || t.lim_h < 1 || t.lim_w < 1)
-        return cvx_error("encoder tile %dx%d samples is too small for this VAE (spatial ratio %d)", tsh, tsw,
+        return cvx_error("encoder tile %dx%d samples is too small for this VAE (spatial ratio %d)", tsw, tsh,
                          e->spatial_ratio);
     return 0;
 }

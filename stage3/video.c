@@ -53,6 +53,35 @@ static void frame_rgb_padded(const float *dec, int T, int H, int W, int t, uint8
     free(tmp);
 }
 
+/* x264's frame threads: a fixed count, so that the bytes do not depend on the CPUs this process
+ * may use (x264's "auto" is 1.5 × that count: a run under mpirun --bind-to core, taskset or a
+ * container's CPU set would encode differently); x264 is deterministic for a given count. */
+#define X264_THREADS 4
+
+/* x264's "asm" option: the instruction sets this CPU has (what x264 would detect), without
+ * AVX-512. libx264 0.164's AVX-512 code reads uninitialised memory in its macroblock-tree rate
+ * control: the MP4 bytes of one input differed from run to run (5 runs, 4 files; decoded pixels
+ * up to 31/255 apart) and with the heap's contents (MALLOC_PERTURB_), never without AVX-512
+ * (issue 21). Names as x264_cpu_names; a name x264 does not know only loses that set. */
+static void x264_asm_flags(char *buf, size_t n) {
+    static const struct { const char *gcc, *x264; } sets[] = {
+        {"sse", "SSE"}, {"sse2", "SSE2"}, {"ssse3", "SSE2Fast"}, {"sse3", "SSE3"}, {"ssse3", "SSSE3"},
+        {"sse4.1", "SSE4.1"}, {"sse4.2", "SSE4.2"}, {"avx", "AVX"}, {"fma", "FMA3"}, {"bmi", "BMI1"},
+        {"bmi2", "BMI2"}, {"avx2", "AVX2"}, {"lzcnt", "LZCNT"}};
+    __builtin_cpu_init();
+    size_t k = (size_t)snprintf(buf, n, "MMX2");   /* every x86-64 CPU */
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0] && k < n; i++) {
+        int has = 0;
+        /* __builtin_cpu_supports needs a literal: one comparison per name */
+#define CPU_HAS(name) (!strcmp(sets[i].gcc, name) && __builtin_cpu_supports(name))
+        has = CPU_HAS("sse") || CPU_HAS("sse2") || CPU_HAS("ssse3") || CPU_HAS("sse3") || CPU_HAS("sse4.1") ||
+              CPU_HAS("sse4.2") || CPU_HAS("avx") || CPU_HAS("fma") || CPU_HAS("bmi") || CPU_HAS("bmi2") ||
+              CPU_HAS("avx2") || CPU_HAS("lzcnt");
+#undef CPU_HAS
+        if (has) k += (size_t)snprintf(buf + k, n - k, ",%s", sets[i].x264);
+    }
+}
+
 typedef struct {
     AVFormatContext *oc;
     AVCodecContext *ctx;
@@ -116,6 +145,12 @@ int video_write_mp4(const char *path, const float *dec, int T, int H, int W, con
         snprintf(crf, sizeof crf, "%d", o->crf);
         av_opt_set(m.ctx->priv_data, "crf", crf, 0);
         av_opt_set(m.ctx->priv_data, "preset", "medium", 0);
+        if (!strcmp(codec->name, "libx264")) {   /* the same bytes from every run (see above) */
+            char params[256] = "asm=";
+            x264_asm_flags(params + 4, sizeof params - 4);
+            av_opt_set(m.ctx->priv_data, "x264-params", params, 0);
+            m.ctx->thread_count = X264_THREADS;
+        }
     } else {
         m.ctx->flags |= AV_CODEC_FLAG_QSCALE;
         m.ctx->global_quality = FF_QP2LAMBDA * 3;   /* high quality fixed quantiser */

@@ -146,6 +146,12 @@ int wan_vae_tiling_applies(const wan_vae *v, int h, int w, const wan_vae_tiling 
 /* Decoder calls of a decode (progress bars): F, times the tiles when tiled. */
 int wan_vae_decode_steps(const wan_vae *v, int F, int h, int w, const wan_vae_tiling *t);
 
+/* Rough peak bytes of a decode of F latent frames h×w (tiling NULL or not applying: untiled,
+ * flat in F; tiled: one tile's working set + the decoded video held until the last tile) — for
+ * choosing tiling. Calibrated on bench_wan_vae at the real Wan 2.1 dims (within ~20 % of the
+ * measured peak RSS: untiled 480×832 6.73 vs 6.88 GB, tiled 256/192 2.30 vs 2.31 GB). */
+double wan_vae_estimate_peak_bytes(const wan_vae *v, int F, int h, int w, const wan_vae_tiling *t);
+
 /* Receives video frames t0 .. t0+n−1 as frames[3, n, H, W] (valid during the call); nonzero stops
  * the decode, which then fails with the callback's cvx_error prefixed. */
 typedef int (*wan_vae_frames_fn)(void *user, const float *frames, int t0, int n, int H, int W);

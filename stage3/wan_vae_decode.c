@@ -136,10 +136,10 @@ int wan_vae_tiling_check(const wan_vae *v, const wan_vae_tiling *t) {
     for (int i = 0; i < 4; i++)
         if (s[i] < r || s[i] % r)
             return cvx_error("VAE tile %dx%d with stride %dx%d samples: every size must be a positive multiple of the "
-                             "spatial ratio %d", t->min_h, t->min_w, t->stride_h, t->stride_w, r);
+                             "spatial ratio %d", t->min_w, t->min_h, t->stride_w, t->stride_h, r);
     if (t->stride_h > t->min_h || t->stride_w > t->min_w)
         return cvx_error("VAE tile %dx%d with stride %dx%d samples: the stride must not exceed the tile (gaps)",
-                         t->min_h, t->min_w, t->stride_h, t->stride_w);
+                         t->min_w, t->min_h, t->stride_w, t->stride_h);
     return 0;
 }
 
@@ -215,6 +215,45 @@ static int decode_tiled(const wan_vae *v, const float *z, int F, int h, int w, c
     free(batch);
     free(out);
     return rc;
+}
+
+/* ------------------------------------------------------------------ memory estimate */
+
+/* Bytes alive while decoding latent frames of an h×w region: every causal conv's 2 carried input
+ * frames, plus the largest residual block's transient (input, padded conv input, output and the
+ * new cache: C·(3n + 4) frames at its size for n frames per call). */
+static double region_bytes(const wan_vae *v, int h, int w) {
+    double hw = (double)h * w, cached = 0, transient = 0;   /* in floats */
+    int frames = 1;                                          /* per call, after the first latent frame */
+    cached += (double)v->dec_conv_in.cin * hw;
+    for (int i = 0; i < 2; i++) cached += (double)(v->dec_mid.res[i].conv1.cin + v->dec_mid.res[i].conv2.cin) * hw;
+    for (int i = 0; i < v->cfg.n_mult; i++) {
+        const wan_level_w *b = &v->up[i];
+        for (int j = 0; j < b->num_resnets; j++) {
+            const wan_resblock_w *r = &b->resnets[j];
+            cached += (double)(r->conv1.cin + r->conv2.cin) * hw;
+            const double t = (double)r->cout * (3.0 * frames + 4) * hw;
+            transient = t > transient ? t : transient;
+        }
+        if (b->resample.mode == WAN_UPSAMPLE_3D) cached += (double)b->resample.time_conv.cin * hw, frames *= 2;
+        if (b->resample.mode != WAN_RESAMPLE_NONE) hw *= 4;
+    }
+    cached += (double)v->dec_conv_out.cin * hw;
+    return 4.0 * (2.0 * cached + transient);
+}
+
+double wan_vae_estimate_peak_bytes(const wan_vae *v, int F, int h, int w, const wan_vae_tiling *t) {
+    /* + ~0.5 GB: the decoder's mapped f32 weights and the convolutions' scratch (measured:
+     * 0.38 GB at a 4×4 latent, bench_wan_vae) */
+    const double fixed = 0.5e9;
+    if (!wan_vae_tiling_applies(v, h, w, t)) return fixed + region_bytes(v, h, w);
+    const int r = v->spatial_ratio, lh = h < t->min_h / r ? h : t->min_h / r, lw = w < t->min_w / r ? w : t->min_w / r;
+    /* tiles over the whole video: the output, two tiles and the blend strips, all frames; the
+     * tiles' working sets (of several shapes, one after the other) left the heap ~1.7× one tile's
+     * (measured at 256/192 and 128/96: the allocator keeps freed blocks of the earlier shapes) */
+    const double T = wan_vae_decoded_frames(v, F), H = (double)h * r, W = (double)w * r;
+    const double held = 3.0 * T * (H * W + 2.0 * lh * r * lw * r + (t->min_h - t->stride_h) * W) * 4.0;
+    return fixed + 1.7 * region_bytes(v, lh, lw) + held;
 }
 
 /* ------------------------------------------------------------------ entry points */

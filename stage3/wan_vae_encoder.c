@@ -107,7 +107,7 @@ int wan_vae_encoded_shape(const wan_vae *v, int T, int H, int W, int *F, int *h,
     const int H0 = H, W0 = W;
     for (int i = 0; i < v->cfg.n_mult - 1; i++) {
         if (H < 2 || W < 2)
-            return cvx_error("Wan VAE encode: %dx%d pixels are too small for %d stride-2 down-samplers", H0, W0,
+            return cvx_error("Wan VAE encode: %dx%d pixels are too small for %d stride-2 down-samplers", W0, H0,
                              v->cfg.n_mult - 1);
         H = (H - 2) / 2 + 1, W = (W - 2) / 2 + 1;
         if (v->down[i].resample.mode == WAN_DOWNSAMPLE_3D) later = (later + 1 - 3) / 2 + 1;

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "pipeline/cogvideox.h"
+#include "pipeline/stage_files.h"
 #include "testutil.h"
 
 #define TINY "models/cogvideox-tiny-random"
@@ -101,13 +102,16 @@ static void check_vs_cli(const char *model, const char *scheduler) {
 static void test_tiny_dpm_vs_cli(void **s) { (void)s; check_vs_cli(TINY, "dpm"); }
 static void test_e2e_ddim_vs_cli(void **s) { (void)s; check_vs_cli(E2E, "ddim"); }
 
-/* Two models in one process, their calls interleaved: each result equals a run alone, and the
- * compute contexts (scratch, counters) are separate. */
+/* Two models in one process with different thread counts and precisions (1 thread f32, 2 threads
+ * bf16), their calls interleaved: each result equals a run alone, and the compute contexts
+ * (threads, precision, scratch, counters) are separate. */
 static void test_two_models(void **s) {
     (void)s;
     run_out alone_a, alone_b, a, b;
-    cvx_model *ma = cvx_model_open(&(cvx_model_params){.model = TINY});
-    cvx_model *mb = cvx_model_open(&(cvx_model_params){.model = E2E});
+    const cvx_model_params pa = {.model = TINY, .threads = 1, .precision = CVX_PRECISION_F32};
+    const cvx_model_params pb = {.model = E2E, .threads = 2, .precision = CVX_PRECISION_BF16};
+    cvx_model *ma = cvx_model_open(&pa);
+    cvx_model *mb = cvx_model_open(&pb);
     ASSERT_NONNULL(ma);
     ASSERT_NONNULL(mb);
     assert_ptr_not_equal(cvx_model_ctx(ma), cvx_model_ctx(mb));
@@ -116,8 +120,10 @@ static void test_two_models(void **s) {
     cvx_model_close(ma);
     cvx_model_close(mb);
 
-    ma = cvx_model_open(&(cvx_model_params){.model = TINY});
-    mb = cvx_model_open(&(cvx_model_params){.model = E2E});
+    ma = cvx_model_open(&pa);
+    mb = cvx_model_open(&pb);
+    assert_int_equal(cvx_model_ctx(ma)->threads, 1);
+    assert_int_equal(cvx_model_ctx(mb)->threads, 2);
     cvx_encode_params ep = {.prompt = "a panda", .negative_prompt = ""};
     cvx_sample_params spa = {.num_inference_steps = 3, .guidance_scale = 6, .seed = 42, .scheduler = "dpm"};
     cvx_sample_params spb = spa;
@@ -126,7 +132,9 @@ static void test_two_models(void **s) {
     ASSERT_OK(cvx_encode(ma, &ep, NULL, NULL, &a.emb));
     ASSERT_OK(cvx_encode(mb, &ep, NULL, NULL, &b.emb));
     ASSERT_OK(cvx_sample(mb, &spb, &b.emb, NULL, NULL, &b.lat));
+    assert_int_equal(cvx_threads(), 2);   /* the pool the call ran on is its model's */
     ASSERT_OK(cvx_sample(ma, &spa, &a.emb, NULL, NULL, &a.lat));
+    assert_int_equal(cvx_threads(), 1);
     ASSERT_OK(cvx_decode(mb, &dp, b.lat.data, 1, b.lat.C, b.lat.T, b.lat.h, b.lat.w, NULL, NULL, NULL, &b.fr));
     double fa = cvx_model_ctx(ma)->flops, fb = cvx_model_ctx(mb)->flops;
     ASSERT_OK(cvx_decode(ma, &dp, a.lat.data, 1, a.lat.C, a.lat.T, a.lat.h, a.lat.w, NULL, NULL, NULL, &a.fr));

@@ -66,14 +66,22 @@ static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) 
  * across tiles p is rounded against the running max (≤ 3e-3); vs the f32 reference ≤ 2e-2 but
  * above 1e-5 (the bf16 rounding is really there). Also in place (out = q) and columns outside the heads
  * untouched. path 0: AVX512-BF16 where the CPU has it; 1: the portable path. */
+static void check_bf16_amp(cvx_kernels *kc, int path, int Sq, int Skv, int heads, int hd, int with_bias, float rise);
 static void check_bf16(cvx_kernels *kc, int path, int Sq, int Skv, int heads, int hd, int with_bias) {
+    check_bf16_amp(kc, path, Sq, Skv, heads, hd, with_bias, 1.0f);
+}
+
+/* rise: keys past the first 256 (the first key tile) scaled by it, so the rows' maxima climb after the
+ * first tile (the AVX-512 path keeps the first tile's max while the scores stay within 24 bits above
+ * it, and redoes a tile the two-pass way beyond). */
+static void check_bf16_amp(cvx_kernels *kc, int path, int Sq, int Skv, int heads, int hd, int with_bias, float rise) {
     int ld = heads * hd + 5, ldo = heads * hd + 3;
     float *q = malloc(sizeof(float) * (size_t)Sq * ld), *k = malloc(sizeof(float) * (size_t)Skv * ld),
           *v = malloc(sizeof(float) * (size_t)Skv * ld);
     float *o = calloc((size_t)Sq * ldo, 4), *oref = calloc((size_t)Sq * ldo, 4), *o32 = calloc((size_t)Sq * ldo, 4);
     float *bias = with_bias ? malloc(sizeof(float) * (size_t)heads * Sq * Skv) : NULL;
     for (size_t i = 0; i < (size_t)Sq * ld; i++) q[i] = 3 * urand();
-    for (size_t i = 0; i < (size_t)Skv * ld; i++) { k[i] = 3 * urand(); v[i] = urand(); }
+    for (size_t i = 0; i < (size_t)Skv * ld; i++) { k[i] = 3 * urand() * (i / ld >= 256 ? rise : 1.0f); v[i] = urand(); }
     for (size_t i = 0; bias && i < (size_t)heads * Sq * Skv; i++) bias[i] = urand();
     float scale = 1.0f / sqrtf((float)hd);
     cvx_kernels_force(kc, path ? CVX_KPATH_NO_BF16 : CVX_KPATH_AUTO);
@@ -82,8 +90,8 @@ static void check_bf16(cvx_kernels *kc, int path, int Sq, int Skv, int heads, in
     cvx_attention_ref(q, ld, k, v, ld, o32, ldo, Sq, Skv, heads, hd, scale, bias);
     double e = cvx_rel_l2(o, oref, (size_t)Sq * ldo), e32 = cvx_rel_l2(o, o32, (size_t)Sq * ldo);
     double tol = Skv <= 256 ? 1e-4 : 3e-3;
-    printf("  bf16 %-8s Sq %4d Skv %4d heads %2d hd %3d bias %d: vs bf16 ref %.2g (tol %.0e), vs f32 ref %.2g\n",
-           path ? "portable" : "auto", Sq, Skv, heads, hd, with_bias, e, tol, e32);
+    printf("  bf16 %-8s Sq %4d Skv %4d heads %2d hd %3d bias %d rise %2.0f: vs bf16 ref %.2g (tol %.0e), vs f32 ref %.2g\n",
+           path ? "portable" : "auto", Sq, Skv, heads, hd, with_bias, rise, e, tol, e32);
     assert_true(e <= tol);
     assert_true(e32 <= 2e-2);
     assert_true(e32 > 1e-5);
@@ -112,9 +120,14 @@ static void test_bf16_vs_reference(void **s) {
         {13, 1000, 5, 32, 0},   /* hd 32 (32-column blocks), rows below one 6-row group */
         {40, 90, 2, 40, 0},     /* hd 40: the portable path even with bf16 units */
     };
-    for (int path = 0; path < 2; path++)
+    for (int path = 0; path < 2; path++) {
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             check_bf16(kc, path, cases[c].Sq, cases[c].Skv, cases[c].heads, cases[c].hd, cases[c].bias);
+        /* maxima climbing after the first key tile: by a few bits (p > 1 in the fused tiles), by far more
+         * than 24 bits (those tiles redone with the new max) */
+        check_bf16_amp(kc, path, 50, 900, 3, 64, 0, 1.5f);
+        check_bf16_amp(kc, path, 50, 900, 3, 128, 0, 12.0f);
+    }
     cvx_kernels_free(kc);
 }
 

@@ -63,9 +63,13 @@ static void test_video_lossless_exact(void **s) {
     assert_int_equal(f.frames, 3);
     assert_int_equal(frame_diff(&f, 2, 2), 0);
     cvx_rgb_frames_free(&f);
-    ASSERT_OK(cvx_video_load(DATA "/clip_lossless.mkv", 99, &f));  /* more than there are: all */
+    ASSERT_OK(cvx_video_load(DATA "/clip_lossless.mkv", 5, &f));   /* exactly as many as there are */
     assert_int_equal(f.frames, 5);
     cvx_rgb_frames_free(&f);
+    /* more than there are: an error naming both counts, not silently fewer (issue 21) */
+    assert_int_equal(cvx_video_load(DATA "/clip_lossless.mkv", 99, &f), -1);
+    assert_non_null(strstr(cvx_last_error(), "--frames 99: " DATA "/clip_lossless.mkv has only 5 frames"));
+    assert_null(f.rgb);
 }
 
 static void test_video_mp4(void **s) {

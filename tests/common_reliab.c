@@ -259,6 +259,16 @@ static void test_xxh64(void **state) {
     ASSERT_OK(cvx_genconfig_check_pair(&gc, data, "stage1_embeddings_xxh64"));
     cvx_config_free(&gc);
     ASSERT_OK(cvx_config_parse(&gc, "{\"stage2_latents_xxh64\": \"0000000000000000\"}", 44, "out/generation_config.json"));
+    /* a damaged data file (here: not safetensors at all) gets the reader's message (issue 21) */
+    assert_int_equal(cvx_genconfig_check_pair(&gc, data, "stage2_latents_xxh64"), -1);
+    print_message("  %s\n", cvx_last_error());
+    assert_non_null(strstr(cvx_last_error(), "stage2_latents.safetensors: header length"));
+    /* a sound file of another run: "does not belong" */
+    cvx_st_writer *w = cvx_stw_new();
+    const float z[2] = {1, 2};
+    ASSERT_OK(cvx_stw_add_f32(w, "latents", CVX_F32, 1, (int64_t[]){2}, z));
+    ASSERT_OK(cvx_stw_write(w, data));
+    cvx_stw_free(w);
     assert_int_equal(cvx_genconfig_check_pair(&gc, data, "stage2_latents_xxh64"), -1);
     assert_non_null(strstr(cvx_last_error(), "does not belong to generation_config.json"));
     cvx_config_free(&gc);

@@ -228,6 +228,34 @@ static void make_checkpoint(const char *D, const char *extra) {
              D, g_good.model, extra);
     tu_run_ok(cmd);
 }
+/* D's checkpoint written again with metadata `key` = value (NULL: the same metadata), and sealed
+ * again unless `seal` is 0 (the crafted cases must reach the reader's own checks behind the
+ * content hash, issue 21) */
+static void rewrite_checkpoint(const char *D, const char *key, const char *value, int seal) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
+    size_t n;
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    cvx_st_writer *w = cvx_stw_new();
+    for (int i = 0; i < cvx_st_count(st); i++) {
+        const cvx_tensor *t = cvx_st_tensor(st, i);
+        ASSERT_OK(cvx_stw_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+    }
+    for (int i = 0; i < cvx_st_metadata_count(st); i++) {
+        const char *k, *v;
+        cvx_st_metadata_at(st, i, &k, &v);
+        if (!strcmp(k, "content_xxh64")) continue;
+        ASSERT_OK(cvx_stw_metadata(w, k, key && !strcmp(k, key) ? value : v));
+    }
+    if (seal) ASSERT_OK(cvx_stw_seal(w, "content_xxh64"));
+    ASSERT_OK(cvx_stw_write(w, p));
+    cvx_stw_free(w);
+    cvx_st_close(st);
+    free(buf);
+}
 static void p_checkpoint_bad_generator(const char *D, const char *X) {
     (void)X;
     make_checkpoint(D, "");
@@ -249,6 +277,49 @@ static void p_checkpoint_bad_generator(const char *D, const char *X) {
     cvx_st_close(st);
     tu_write(p, buf, n);
     free(buf);
+    rewrite_checkpoint(D, NULL, NULL, 1);
+}
+/* one bit of the latents flipped, or the step set to the total: resumed with exit 0 (issue 21) */
+static void p_checkpoint_flipped_bit(const char *D, const char *X) {
+    (void)X;
+    make_checkpoint(D, "");
+    char p[512];
+    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
+    size_t n;
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, "latents");
+    assert_non_null(t);
+    ((unsigned char *)t->data)[13] ^= 0x01;   /* the data lies inside buf: a low mantissa bit */
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+}
+static void p_checkpoint_step_total(const char *D, const char *X) {
+    (void)X;
+    make_checkpoint(D, "");
+    char p[512];
+    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
+    size_t n;
+    char *buf = cvx_read_file(p, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
+    ASSERT_NONNULL(st);
+    const cvx_tensor *t = cvx_st_find(st, "step");
+    assert_true(t && t->dtype == CVX_I64);
+    const int64_t total = 2;   /* TU_STAGE2_SMALL's steps */
+    memcpy((void *)t->data, &total, sizeof total);
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+    rewrite_checkpoint(D, "steps_done", "2", 1);
+}
+static void p_checkpoint_v1(const char *D, const char *X) {   /* an older build's: no content hash */
+    (void)X;
+    make_checkpoint(D, "");
+    rewrite_checkpoint(D, "format", "cogvideox.c stage2 checkpoint v1", 0);
 }
 static void p_checkpoint_other_seed(const char *D, const char *X) { (void)X; make_checkpoint(D, "--seed 7"); }
 static void p_checkpoint_garbage(const char *D, const char *X) { (void)X; put(D, "stage2_checkpoint.safetensors", "xx"); }
@@ -382,6 +453,7 @@ static void p_checkpoint_nan(const char *D, const char *X) {
     (void)X;
     make_checkpoint(D, "");
     poke(D, "stage2_checkpoint.safetensors", "latents", 9, NAN);
+    rewrite_checkpoint(D, NULL, NULL, 1);
 }
 static void p_out_genconfig_corrupt(const char *D, const char *X) {
     (void)D;
@@ -405,6 +477,102 @@ static void p_nan_vae_weight(const char *D, const char *X) {
     (void)D;
     model_copy(X);
     poke(X, "model/vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.conv.bias", 1, NAN);
+}
+/* an image-to-video model (the golden I2V 5b) whose VAE encoder makes NaN, and its image (issue 21:
+ * stage 1 wrote an all-NaN conditioning file and exited 0) */
+static void p_i2v_nan_encoder(const char *D, const char *X) {
+    (void)D;
+    char cmd[3 * PATH_MAX], real[PATH_MAX];
+    if (!realpath(GOLDEN "/e2e_i2v_5b", real)) fail_msg("no " GOLDEN "/e2e_i2v_5b");
+    snprintf(cmd, sizeof cmd, "cp -r '%s/model' '%s/image.png' '%s/'", real, real, X);
+    tu_run_ok(cmd);
+    poke(X, "model/vae/diffusion_pytorch_model.safetensors", "encoder.conv_in.conv.weight", 4, NAN);
+}
+/* a V2V conditioning of the golden video (stage 1 on the case's T2V model into X) copied into D,
+ * whose generation_config.json records a T2V run and no conditioning hash (issue 21: stage 2 ran
+ * V2V from the file alone) */
+static void p_v2v_file_in_t2v(const char *D, const char *X) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A lake' --model_dir %s --output_dir %s/v --video %s "
+             "--height 48 --width 64 && cp %s/v/stage1_conditioning.safetensors %s/", g_good.s1, g_good.model, X,
+             GOLDEN "/e2e_v2v_5b/video", X, D);
+    tu_run_ok(cmd);
+}
+static void p_mode_banana(const char *D, const char *X) { (void)X; edit(D, "generation_config.json", "\"t2v\"", "\"banana\""); }
+static void p_mode_i2v_v2v_file(const char *D, const char *X) {
+    p_v2v_file_in_t2v(D, X);
+    edit(D, "generation_config.json", "\"t2v\"", "\"i2v\"");
+}
+/* ---- issue 21: messages that named the wrong cause ---- */
+static void p_fifo(const char *D, const char *X) {
+    (void)D;
+    char p[512];
+    snprintf(p, sizeof p, "%s/fifo", X);
+    assert_int_equal(mkfifo(p, 0644), 0);
+}
+static void p_symlink_loop(const char *D, const char *X) {
+    (void)D;
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/loop_a", X);
+    snprintf(b, sizeof b, "%s/loop_b", X);
+    assert_int_equal(symlink(b, a), 0);
+    assert_int_equal(symlink(a, b), 0);
+}
+static void p_i2v_model(const char *D, const char *X) {
+    (void)D;
+    char cmd[3 * PATH_MAX], real[PATH_MAX];
+    if (!realpath(GOLDEN "/e2e_i2v_5b/model", real)) fail_msg("no " GOLDEN "/e2e_i2v_5b/model");
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/model' && mkdir '%s/images'", real, X, X);
+    tu_run_ok(cmd);
+}
+static void p_empty_embeddings(const char *D, const char *X) { (void)X; truncate_file(D, EMB, 0); }
+static void p_trunc_embeddings_hashed(const char *D, const char *X) { (void)X; truncate_file(D, EMB, 100); }
+static void p_genconfig_dir(const char *D, const char *X) {
+    (void)X;
+    char p[512];
+    snprintf(p, sizeof p, "%s/generation_config.json", D);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+static void p_model_no_transformer(const char *D, const char *X) {
+    (void)D;
+    model_copy(X);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -r '%s/model/transformer'", X);
+    tu_run_ok(cmd);
+}
+/* X/big.png: a PNG header of 16000x16000 pixels (and a token IDAT): refused from the header by
+ * the input pixel limit, before any pixel is decoded (issue 21: 1.5 GB, 18.7 s, accepted) */
+static uint32_t crc32_png(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+static void put_chunk(FILE *f, const char *type, const unsigned char *data, uint32_t n) {
+    unsigned char buf[64];
+    const unsigned char len[4] = {n >> 24, n >> 16 & 255, n >> 8 & 255, n & 255};
+    memcpy(buf, type, 4);
+    memcpy(buf + 4, data, n);
+    const uint32_t c = crc32_png(buf, n + 4);
+    const unsigned char crc[4] = {c >> 24, c >> 16 & 255, c >> 8 & 255, c & 255};
+    fwrite(len, 1, 4, f), fwrite(buf, 1, n + 4, f), fwrite(crc, 1, 4, f);
+}
+static void p_huge_png(const char *D, const char *X) {
+    p_i2v_model(D, X);
+    char p[512];
+    snprintf(p, sizeof p, "%s/big.png", X);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite("\x89PNG\r\n\x1a\n", 1, 8, f);
+    const unsigned char ihdr[13] = {0, 0, 0x3e, 0x80, 0, 0, 0x3e, 0x80, 8, 2, 0, 0, 0};   /* 16000 x 16000 RGB8 */
+    put_chunk(f, "IHDR", ihdr, 13);
+    const unsigned char idat[8] = {0x78, 0x9c, 0x63, 0x60, 0, 0, 0, 1};
+    put_chunk(f, "IDAT", idat, 8);
+    put_chunk(f, "IEND", idat, 0);
+    fclose(f);
 }
 static void p_lock(const char *D, const char *X) {
     (void)X;
@@ -490,6 +658,11 @@ static const bad_case CASES[] = {
     {"s2 resume without checkpoint", 2, "--resume", NULL, {"--resume", "checkpoint"}},
     {"s2 resume other settings", 2, "--resume", p_checkpoint_other_seed, {"--resume", "seed"}},
     {"s2 resume garbage checkpoint", 2, "--resume", p_checkpoint_garbage, {"stage2_checkpoint.safetensors"}},
+    {"s2 resume checkpoint with a flipped bit", 2, "--resume", p_checkpoint_flipped_bit,
+     {"stage2_checkpoint.safetensors", "changed or damaged", "content_xxh64"}},
+    {"s2 resume checkpoint at the last step", 2, "--resume", p_checkpoint_step_total,
+     {"stage2_checkpoint.safetensors", "step 2", "out of range 1..1"}},
+    {"s2 resume v1 checkpoint", 2, "--resume", p_checkpoint_v1, {"checkpoint v1", "older build"}},
     {"s2 resume crafted generator 624/624", 2, "--resume", p_checkpoint_bad_generator,
      {"stage2_checkpoint.safetensors", "generator", "next 624, left 624"}},
     /* ---- stage 3 ---- */
@@ -502,9 +675,18 @@ static const bad_case CASES[] = {
     {"s3 crf too high", 3, "--crf 99", NULL, {"--crf"}},
     {"s3 bad tiling", 3, "--tiling maybe", NULL, {"--tiling", "maybe"}},
     {"s3 tile height zero", 3, "--tile_sample_min_height 0", NULL, {"--tile_sample_min_height"}},
+    /* issue 21: tile sizes whose stitching gives another frame size (upstream's 56x68 for 48x64) */
+    {"s3 tiles that change the height", 3, "--tiling on --tile_sample_min_height 24 --tile_sample_min_width 32", NULL,
+     {"--tile_sample_min_height 24", "56 pixels high, not 48", "fit"}},
+    {"s3 tiles that change the width", 3, "--tiling on --tile_sample_min_width 24", NULL,
+     {"--tile_sample_min_width 24", "wide, not 64"}},
+    {"s3 tile height 17", 3, "--tiling on --tile_sample_min_height 17 --tile_sample_min_width 17", NULL,
+     {"--tile_sample_min_height 17", "not 48"}},
     {"s3 no vae", 3, "--model_dir {X}/model", p_model_no_vae, {"vae"}},
     {"s3 bad vae config", 3, "--model_dir {X}/model", p_model_bad_vae_config, {"vae/config.json", "block_out_channels"}},
     {"s3 truncated vae", 3, "--model_dir {X}/model", p_model_trunc_vae, {"diffusion_pytorch_model.safetensors"}},
+    {"s3 --png_dir is a file", 3, "--png_dir {X}/afile", p_output_is_file, {"afile", "not a directory", "PNG"}},
+    {"s3 --png_dir under a file", 3, "--png_dir {X}/afile/frames", p_output_is_file, {"afile", "not a directory"}},
     {"s3 output dir missing", 3, "--output_video {X}/no/such/dir/v.mp4", NULL, {"v.mp4"}},
     {"s3 unknown option", 3, "--bogus", NULL, {"--bogus"}},
 
@@ -522,7 +704,28 @@ static const bad_case CASES[] = {
     {"s1 genconfig fps -8", 1, "--prompt a", p_genconfig_fps, {"generation_config.json", "fps", "-8"}},
     {"s1 T5 num_layers 1e9", 1, "--prompt a --model_dir {X}/model", p_t5_layers, {"config.json", "num_layers", "1000000000"}},
     {"s1 directory locked", 1, "--prompt a", p_lock, {"in use by another run", "pid"}},
+    {"s1 NaN from the VAE encoder (I2V)", 1, "--prompt a --model_dir {X}/model --image {X}/image.png", p_i2v_nan_encoder,
+     {"image.png", "latent_mean", "nan"}},
+    {"s1 --video /dev/zero", 1, "--prompt a --video /dev/zero --height 48 --width 64", NULL,
+     {"/dev/zero", "not a regular file", "device"}},
+    {"s1 --video a FIFO", 1, "--prompt a --video {X}/fifo --height 48 --width 64", p_fifo, {"fifo", "FIFO"}},
+    {"s1 --video a symlink loop", 1, "--prompt a --video {X}/loop_a --height 48 --width 64", p_symlink_loop,
+     {"loop_a", "loop of symbolic links"}},
+    {"s1 --image a directory", 1, "--prompt a --model_dir {X}/model --image {X}/images", p_i2v_model,
+     {"images", "a directory", "--image one file"}},
+    {"s1 --image of 16000x16000 pixels", 1, "--prompt a --model_dir {X}/model --image {X}/big.png", p_huge_png,
+     {"big.png", "16000x16000", "input limit"}},
+    {"s1 --prompts_file a directory", 1, "--prompts_file {X}", NULL, {"a directory, not a file"}},
+    {"s1 --prompts_file a FIFO", 1, "--prompts_file {X}/fifo", p_fifo, {"fifo", "a FIFO, not a file"}},
+    {"s1 genconfig is a directory", 1, "--prompt a", p_genconfig_dir, {"generation_config.json", "a directory"}},
+    {"s1 --video, model without transformer", 1,
+     "--prompt a --model_dir {X}/model --video " GOLDEN "/e2e_v2v_5b/video", p_model_no_transformer,
+     {"--video", "transformer", "missing"}},
     /* ---- stage 2 ---- */
+    {"s2 embeddings empty (hash recorded)", 2, "", p_empty_embeddings, {"stage1_embeddings.safetensors", "0 bytes"}},
+    {"s2 embeddings truncated (hash recorded)", 2, "", p_trunc_embeddings_hashed,
+     {"stage1_embeddings.safetensors", "truncated"}},
+    {"s2 genconfig is a directory", 2, "", p_genconfig_dir, {"generation_config.json", "a directory"}},
     {"s2 NaN in prompt_embeds", 2, "", p_nan_embeddings, {"prompt_embeds", "nan", "index 5"}},
     {"s2 -Inf in negative_prompt_embeds", 2, "", p_inf_negative, {"negative_prompt_embeds", "inf", "index 77"}},
     {"s2 NaN in a weight (step named)", 2, "--model_dir {X}/model", p_nan_weight, {"step 1/2", "latents", "diverged"}},
@@ -537,6 +740,10 @@ static const bad_case CASES[] = {
     {"s2 transformer num_layers 1e9", 2, "--model_dir {X}/model", p_transformer_layers, {"transformer/config.json", "num_layers"}},
     {"s2 transformer heads 0", 2, "--model_dir {X}/model", p_transformer_heads_zero, {"num_attention_heads", "0"}},
     {"s2 directory locked", 2, "", p_lock, {"in use by another run", "pid"}},
+    {"s2 conditioning file a T2V config does not list", 2, "", p_v2v_file_in_t2v,
+     {"stage1_conditioning.safetensors", "not listed", "mode \"t2v\""}},
+    {"s2 genconfig mode banana", 2, "", p_mode_banana, {"generation_config.json", "\"banana\"", "t2v"}},
+    {"s2 config mode i2v, file v2v", 2, "", p_mode_i2v_v2v_file, {"holds a v2v conditioning", "mode \"i2v\""}},
     {"s2 input directory locked", 2, "--output_dir {X}/out", p_lock_input, {"in use by another run", "pid"}},
     {"s2 --seed --threads 1", 2, "--seed --threads 1", NULL, {"--seed needs a value", "--threads"}},
     /* ---- stage 3 ---- */
@@ -555,6 +762,7 @@ static const bad_case CASES[] = {
     {"s2 embeddings older than a prompts-file run", 2, "", p_s1_rerun_prompts_file,
      {"stage1_embeddings.safetensors", "does not belong", "run stage 1 again"}},
     {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
+    {"s3 genconfig is a directory", 3, "", p_genconfig_dir, {"generation_config.json", "a directory"}},
     {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
 };
 

@@ -24,16 +24,6 @@ typedef struct {
     int dynamic;
 } cond_case;
 
-static void quote(char *out, size_t n, const char *s) {
-    size_t k = 0;
-    out[k++] = '\'';
-    for (; *s && k + 5 < n; s++) {
-        if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
-        else out[k++] = *s;
-    }
-    out[k++] = '\'';
-    out[k] = 0;
-}
 
 static void load_case(cond_case *c, const char *name) {
     char path[512];
@@ -97,8 +87,8 @@ static void run_cli_case(const char *name, int is_video, int pad_frames) {
     tu_program(s1, sizeof s1, "stage1");
     tu_program(s2, sizeof s2, "stage2");
     tu_program(s3, sizeof s3, "stage3");
-    quote(qp, sizeof qp, c.prompt);
-    quote(qn, sizeof qn, c.negative);
+    tu_shell_quote(qp, sizeof qp, c.prompt);
+    tu_shell_quote(qn, sizeof qn, c.negative);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s %s %s "
              "--height %lld --width %lld", s1, qp, qn, model, dir, is_video ? "--video" : "--image", input,
              (long long)c.height, (long long)c.width);
@@ -352,6 +342,10 @@ static void test_bad_inputs(void **s) {
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --frames 7 --height 48 --width 64", s1, t2v, out);
     expect_fail(cmd, "4k+1", out);
+    /* --frames beyond the video's 9 (issue 21: 9 used silently) */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --video " GOLDEN
+             "/e2e_v2v_5b/video --frames 13 --height 48 --width 64", s1, t2v, out);
+    expect_fail(cmd, "--frames 13: " GOLDEN "/e2e_v2v_5b/video has only 9 frames", out);
     /* a T2V run on an I2V model: stage 2 refuses, writes nothing */
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s", s1, i2v, out);
     tu_run_ok(cmd);
@@ -361,6 +355,14 @@ static void test_bad_inputs(void **s) {
     char s2dir[300];
     snprintf(s2dir, sizeof s2dir, "%s/s2", dir);
     struct stat st;
+    assert_true(stat(s2dir, &st) != 0 || dir_is_empty(s2dir));
+    /* --strength with an image (issue 21: accepted and ignored) */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s/i2v --image " GOLDEN
+             "/e2e_i2v_5b/image.png --height 48 --width 64", s1, i2v, dir);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s/i2v --output_dir %s/s2 --model_dir %s --num_inference_steps 2 "
+             "--strength 0.5", s2, dir, dir, i2v);
+    expect_fail(cmd, "--strength 0.5 is for video-to-video; image-to-video", NULL);
     assert_true(stat(s2dir, &st) != 0 || dir_is_empty(s2dir));
     /* --strength without a video */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/s2 --model_dir %s --strength 0.5", s2, out,
@@ -528,7 +530,7 @@ static void test_v2v_resume(void **s) {
     tu_mkdtemp(dir, sizeof dir);
     tu_program(s1, sizeof s1, "stage1");
     tu_program(s2, sizeof s2, "stage2");
-    quote(qp, sizeof qp, c.prompt);
+    tu_shell_quote(qp, sizeof qp, c.prompt);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, qp, model, dir);
     tu_run_ok(cmd);

@@ -9,9 +9,13 @@
  * counts as one process, resumed across rank counts, the checkpoint the same bytes; one error line for a
  * wrong rank count, a rank with other inputs, a missing checkpoint; a rank that dies stops the
  * run without output; stage3 tiles on 2 and 3 ranks give the same bytes as one process; stage1
- * under mpirun works (rank 0) and the others are quiet. Every rank and the single-process run use
+ * under mpirun works (rank 0) and the others are quiet; LoRA adapters on --cfg_parallel, --sp 3 and
+ * with TeaCache as one process. Every rank and the single-process run use
  * --threads 1: results depend on the thread count (as without MPI), not on the rank count. */
 #include "testutil.h"
+
+#include <dirent.h>
+#include <signal.h>
 
 #define MODEL_2B GOLDEN "/e2e_2b/model"
 #define MODEL_5B GOLDEN "/e2e_5b/model"
@@ -318,6 +322,66 @@ static void test_cfg_parallel_5b_dpm_dynamic(void **state) {
     cfg_parallel_case(MODEL_5B, "--num_inference_steps 4 --guidance_scale 6 --seed 7 --use_dynamic_cfg");
 }
 
+/* LoRA adapters (issue 23) on every rank: --cfg_parallel gives one process's bytes (Wan: two
+ * adapters, unfused; CogVideoX: fused), --sp 3 on the 3-head Wan model within SP_TOL, and with
+ * TeaCache skipping steps on --cfg_parallel and --sp 3: the same bytes and counts. */
+#define LORA_WAN "tests/data/golden_adapters/e2e_lora_wan"
+#define LORA_COG "tests/data/golden_adapters/e2e_lora_cogvideox"
+#define WAN_LORAS "--lora " LORA_WAN "/lora_kijai_r8.safetensors:1 --lora " LORA_WAN "/lora_diffusers_r4.safetensors:0.5"
+static void test_lora_ranks(void **state) {
+    (void)state;
+    cfg_parallel_case(LORA_WAN "/model", "--num_inference_steps 3 --guidance_scale 5 --seed 52 " WAN_LORAS);
+    cfg_parallel_case(LORA_COG "/model", "--num_inference_steps 3 --guidance_scale 6 --seed 51 --lora " LORA_COG
+                                         "/lora_cog_r8.safetensors:0.8 --lora_fuse");
+    sp_case(LORA_WAN "/model", "--num_inference_steps 3 --guidance_scale 5 --seed 52 " WAN_LORAS, 3, "--sp 3");
+    /* TeaCache skipping steps (the coefficients that make it skip on tiny models, as test_cache_ranks) */
+    run_dirs r;
+    setup(&r, LORA_WAN "/model", "--num_inference_steps 4 --guidance_scale 5 --seed 52 " WAN_LORAS);
+    char one[256], two[256];
+    cache_run(&r, "one", 1, TEACACHE_ARGS, one, sizeof one);
+    cache_run(&r, "two", 2, TEACACHE_ARGS " --cfg_parallel", two, sizeof two);
+    assert_same_run(one, two, "LoRAs + teacache: -np 2 --cfg_parallel");
+    cache_run(&r, "three", 3, TEACACHE_ARGS " --sp 3", two, sizeof two);
+    assert_same_run(one, two, "LoRAs + teacache: -np 3 --sp 3");
+    tu_rmrf(r.dir);
+}
+
+/* Any rank count times any thread count (issue 22): one process on 3 threads, 2 ranks × 2 threads
+ * (CFG-parallel), 3 ranks × 1 thread (--sp 3), both precisions: the same latent bytes. Thread
+ * counts do not change results (tests/common_threads.c), rank counts do not either (above). */
+static void test_ranks_times_threads(void **state) {
+    (void)state;
+    static const char *prec[] = {"f32", "bf16"};
+    for (int p = 0; p < 2; p++) {
+        char extra[128];
+        snprintf(extra, sizeof extra, "--num_inference_steps 3 --guidance_scale 6 --seed 42 --precision %s", prec[p]);
+        run_dirs r;
+        setup(&r, MODEL_5B, extra);
+        char *t = strstr(r.args, "--threads 1");
+        assert_non_null(t);
+        memmove(t, t + strlen("--threads 1"), strlen(t + strlen("--threads 1")) + 1);   /* set per run below */
+        static const struct { int np, threads; const char *flags; } runs[] = {
+            {1, 3, ""}, {2, 2, "--cfg_parallel"}, {3, 1, "--sp 3"}};
+        char first[300] = "";
+        for (int i = 0; i < 3; i++) {
+            char name[16], out[256], cmd[4096], mr[512] = "", err[8192], lat[300];
+            snprintf(name, sizeof name, "run%d", i);
+            outdir(&r, name, out, sizeof out);
+            if (runs[i].np > 1) mpirun(mr, sizeof mr, runs[i].np);
+            snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --threads %d %s", mr, r.s2, out, r.args,
+                     runs[i].threads, runs[i].flags);
+            int rc = tu_run(cmd, err, sizeof err);
+            if (rc != 0 || err[0]) fail_msg("%s: exit %d, stderr:\n%s", cmd, rc, err);
+            snprintf(lat, sizeof lat, "%s/stage2_latents.safetensors", out);
+            if (i == 0) snprintf(first, sizeof first, "%s", lat);
+            else assert_same_bytes(first, lat);
+        }
+        print_message("  %s: 1 process x 3 threads == 2 ranks x 2 threads == 3 ranks x 1 thread, byte for byte\n",
+                      prec[p]);
+        tu_rmrf(r.dir);
+    }
+}
+
 /* A run stopped on one rank count resumes on another, to the same bytes as an uninterrupted run. */
 static void test_resume_other_rank_count(void **state) {
     (void)state;
@@ -383,7 +447,25 @@ static void test_stage2_errors(void **state) {
     /* rank 1 started with another seed (MPMD: one rank per program) */
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel : -np 1 %s --input_dir %s %s --cfg_parallel "
              "--seed 43", m1, r.s2, d, r.args, r.s2, d, r.args);
-    expect_one_error(cmd, "stage2: error: rank 1 of 2: seed differs from rank 0: '43' here, '42' on rank 0");
+    expect_one_error(cmd, "stage2: error: rank 1 of 2: --seed differs from rank 0: '43' here, '42' on rank 0");
+    /* every flag is agreed on unless marked per rank (issue 21: these hung, or said "17 inputs listed
+     * here but 18 on rank 0"); tests/common_flags.c walks the whole table */
+    const char *differ[][3] = {
+        {"--checkpoint_every 1", "--checkpoint_every 2", "--checkpoint_every differs from rank 0: '2' here, '1' on rank 0"},
+        {"", "--stop_after_steps 1", "--stop_after_steps differs from rank 0: '1' here, '0' on rank 0"},
+        {"--resume", "", "--resume differs from rank 0: '0' here, '1' on rank 0"},
+        {"", "--cache teacache", "--cache differs from rank 0: 'teacache' here, '(unset)' on rank 0"}};
+    for (size_t k = 0; k < sizeof differ / sizeof differ[0]; k++) {
+        snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel %s : -np 1 %s --input_dir %s %s --cfg_parallel "
+                 "%s", m1, r.s2, d, r.args, differ[k][0], r.s2, d, r.args, differ[k][1]);
+        char want[256];
+        snprintf(want, sizeof want, "stage2: error: rank 1 of 2: %s", differ[k][2]);
+        expect_one_error(cmd, want);
+    }
+    /* stage 3: the decode settings alike (files may differ: each rank's own paths) */
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s --model_dir %s --tiling on : -np 1 %s --input_dir %s --model_dir %s "
+             "--tiling off --output_video /tmp/other.mp4", m1, r.s3, d, r.model, r.s3, d, r.model);
+    expect_one_error(cmd, "stage3: error: rank 1 of 2: --tiling differs from rank 0: '2' here, '1' on rank 0");
     /* a rank that dies: the run stops, non-zero, no output */
     snprintf(cmd, sizeof cmd, "%s sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -9 $$; fi; exec %s "
              "--input_dir %s %s --cfg_parallel'", m2, r.s2, d, r.args);
@@ -403,9 +485,11 @@ static void test_stage3_tiles_and_stage1(void **state) {
     setup(&r, MODEL_2B, "--num_inference_steps 2 --guidance_scale 6");
     char d[256], cmd[4096], mr[512], a[300], b[300];
     outdir(&r, "d", d, sizeof d);
-    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, d, r.args);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s --width 128", r.s2, d, r.args);   /* 6x16 latents */
     tu_run_ok(cmd);
-    const char *tiles = "--tiling on --tile_sample_min_height 16 --tile_sample_min_width 16";
+    /* 4 tiles (1 row, 4 columns) of a size whose stitching gives the frame size (issue 21 refuses
+     * the others: 16x16 tiles made a 203x78 video of the 128x48 one) */
+    const char *tiles = "--tiling on --tile_sample_min_height 48 --tile_sample_min_width 40";
     snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --input_dir %s --model_dir %s %s --output_video %s/v1.mp4 "
              "--output_frames %s/f1.safetensors", r.s3, d, r.model, tiles, d, d);
     tu_run_ok(cmd);
@@ -438,6 +522,84 @@ static void test_stage3_tiles_and_stage1(void **state) {
     assert_true(tu_exists(a));
     tu_rmrf(r.dir);
 }
+
+/* The pid of the rank `rank` process whose command line holds `needle` (/proc: environ names
+ * OMPI_COMM_WORLD_RANK), 0 when none. */
+static pid_t find_rank(const char *needle, int rank) {
+    char want[64], path[64], buf[65536];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+    DIR *d = opendir("/proc");
+    pid_t found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        const pid_t pid = (pid_t)atol(e->d_name);
+        if (pid <= 0) continue;
+        for (int part = 0; part < 2; part++) {
+            snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, part ? "environ" : "cmdline");
+            FILE *f = fopen(path, "rb");
+            size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+            if (f) fclose(f);
+            int hit = 0;
+            for (size_t i = 0; i < k; i += strlen(buf + i) + 1) {
+                buf[k] = 0;
+                hit |= part ? !strcmp(buf + i, want) : strstr(buf + i, needle) != NULL;
+            }
+            if (!hit) break;
+            if (part) found = pid;
+        }
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* A rank killed with SIGKILL mid-run (issue 21): the run ends non-zero, the surviving rank says
+ * in one line of its own what happened (not only Open MPI's banner), and the checkpoint it left
+ * resumes. */
+static void test_rank_killed(void **state) {
+    (void)state;
+    run_dirs r;
+    setup(&r, MODEL_2B, "--num_inference_steps 1000 --guidance_scale 6");
+    char d[256], cmd[4096], mr[512], errf[512], ck[512], err[8192];
+    outdir(&r, "killed", d, sizeof d);
+    mpirun(mr, sizeof mr, 2);
+    snprintf(errf, sizeof errf, "%s/stderr.txt", r.dir);
+    snprintf(ck, sizeof ck, "%s/stage2_checkpoint.safetensors", d);
+    snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel 2>%s", mr, r.s2, d, r.args, errf);
+    pid_t job = fork();
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    pid_t victim = 0;
+    for (int i = 0; i < 1200 && !victim; i++) {   /* a checkpoint written, then rank 1 */
+        usleep(50000);
+        if (tu_exists(ck)) victim = find_rank(d, 1);
+    }
+    if (!victim) {
+        kill(job, SIGKILL);
+        fail_msg("no checkpoint / no rank 1 process within 60 s");
+    }
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    int st;
+    assert_int_equal(waitpid(job, &st, 0), job);
+    size_t n;
+    char *text = slurp(errf, &n);
+    text[n] = 0;
+    print_message("  mpirun exit %d, stderr:\n%s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, text);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 124);
+    assert_non_null(strstr(text, "stage2: error: rank 0: stopped by a signal from mpirun: another rank ended first"));
+    assert_non_null(strstr(text, "continue with --resume"));
+    free(text);
+    /* the checkpoint is whole: one process resumes it for a step */
+    cvx_safetensors *cst = cvx_st_open(ck);
+    ASSERT_NONNULL(cst);
+    const int k = atoi(cvx_st_metadata(cst, "steps_done"));
+    cvx_st_close(cst);
+    assert_true(k >= 1);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s %s --resume --stop_after_steps %d", r.s2, d, r.args, k + 1);
+    int rc = tu_run(cmd, err, sizeof err);
+    if (rc != 0) fail_msg("resume after the kill: exit %d: %s", rc, err);
+    tu_rmrf(r.dir);
+}
 #endif
 
 int main(void) {
@@ -452,8 +614,11 @@ int main(void) {
         cmocka_unit_test(test_cfg_parallel_2b_ddim),
         cmocka_unit_test(test_cfg_parallel_5b_dpm_dynamic),
         cmocka_unit_test(test_resume_other_rank_count),
+        cmocka_unit_test(test_lora_ranks),
+        cmocka_unit_test(test_ranks_times_threads),
         cmocka_unit_test(test_stage2_errors),
         cmocka_unit_test(test_stage3_tiles_and_stage1),
+        cmocka_unit_test(test_rank_killed),
 #endif
     };
 #ifndef CVX_USE_MPI

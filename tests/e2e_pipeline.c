@@ -16,17 +16,6 @@ typedef struct {
     int dynamic;
 } e2e_case;
 
-/* Shell-quote s into out as '...'. */
-static void quote(char *out, size_t n, const char *s) {
-    size_t k = 0;
-    out[k++] = '\'';
-    for (; *s && k + 5 < n; s++) {
-        if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
-        else out[k++] = *s;
-    }
-    out[k++] = '\'';
-    out[k] = 0;
-}
 
 static void load_case(e2e_case *c, const char *name) {
     char path[512];
@@ -63,8 +52,8 @@ static void run_case(const char *name) {
     tu_program(s1, sizeof s1, "stage1");
     tu_program(s2, sizeof s2, "stage2");
     tu_program(s3, sizeof s3, "stage3");
-    quote(qp, sizeof qp, c.prompt);
-    quote(qn, sizeof qn, c.negative);
+    tu_shell_quote(qp, sizeof qp, c.prompt);
+    tu_shell_quote(qn, sizeof qn, c.negative);
 
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s", s1, qp, qn,
              model, dir);

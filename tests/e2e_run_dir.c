@@ -48,6 +48,31 @@ static void test_lock_names_holder(void **state) {
     tu_rmrf(D);
 }
 
+/* The lock message names the process that holds the lock (issue 21): here a reader (this test,
+ * a shared lock, which records no pid) while the .lock file still names a writer that has exited. */
+static void test_lock_names_live_holder(void **state) {
+    (void)state;
+    char D[64], cmd[8192], err[4096], want[64], dead[64];
+    tu_mkdtemp(D, sizeof D);
+    pid_t child = fork();
+    if (child == 0) _exit(cvx_dir_lock_acquire(D, 1) ? 0 : 1);   /* records its pid, then dies */
+    int st;
+    assert_int_equal(waitpid(child, &st, 0), child);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cvx_dir_lock *l = cvx_dir_lock_acquire(D, 0);
+    ASSERT_NONNULL(l);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_good.s1, g_good.model, D);
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("  %s", err);
+    assert_int_equal(rc, 1);
+    snprintf(want, sizeof want, "pid %ld", (long)getpid());
+    snprintf(dead, sizeof dead, "pid %ld", (long)child);
+    assert_non_null(strstr(err, want));
+    assert_null(strstr(err, dead));
+    cvx_dir_lock_release(l);
+    tu_rmrf(D);
+}
+
 /* Re-running stage 1 over a full run directory invalidates the latents (the table's "older than a
  * stage-1 re-run" cases); running stage 2 again makes the chain whole, and stage 3 decodes. A
  * first run into a fresh directory records no null keys. */
@@ -196,7 +221,8 @@ static void test_sigterm_leaves_no_temp(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_lock_names_holder), cmocka_unit_test(test_stale_temp_removed),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_lock_names_holder),
+                                       cmocka_unit_test(test_lock_names_live_holder), cmocka_unit_test(test_stale_temp_removed),
                                        cmocka_unit_test(test_rerun_chain_recovers),
                                        cmocka_unit_test(test_genconfig_no_stale_keys),
                                        cmocka_unit_test(test_sigterm_leaves_no_temp)};

@@ -145,6 +145,26 @@ static void test_prompts_file(void **state) {
     tu_rmrf(tmp);
 }
 
+/* A 40,960-word prompt: the truncation warning does not claim a length counted only as far as
+ * the truncation needs ("is 1366 tokens long", issue 21) but says it is longer than the limit. */
+static void test_long_prompt_warning(void **state) {
+    (void)state;
+    char tmp[256], cmd[8192], err[4096], p[600];
+    tu_mkdtemp(tmp, sizeof tmp);
+    FMT(p, "%s/long.txt", tmp);
+    FILE *f = fopen(p, "w");
+    for (int i = 0; i < 40960; i++) fputs(i ? " panda" : "panda", f);
+    fputc('\n', f);
+    fclose(f);
+    FMT(cmd, "'%s' --prompts_file '%s' --model_dir %s/model --output_dir '%s/out' --threads 1", prog, p, E2E, tmp);
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("  %s", err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(err, "is longer than max_sequence_length 226 tokens"));
+    assert_null(strstr(err, "tokens long;"));
+    tu_rmrf(tmp);
+}
+
 /* --model_id resolved in a HuggingFace cache (HF_HUB_CACHE): refs/main names the snapshot. The
  * default model (no --model_id/--model_dir) missing from the cache is one clear error. */
 static void test_model_id_cache(void **state) {
@@ -251,6 +271,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_e2e_prompt),
         cmocka_unit_test(test_prompts_file),
+        cmocka_unit_test(test_long_prompt_warning),
         cmocka_unit_test(test_model_id_cache),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_error_table),

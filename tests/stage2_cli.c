@@ -132,6 +132,7 @@ static void test_ddim_output(void **state) {
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     print_message("%s", err);
     assert_non_null(strstr(err, "wrote "));          /* the one-line summary */
+    assert_non_null(strstr(err, "video 9 frames 64x48 ->"));   /* width x height, as stage 3 prints it */
     assert_int_equal(tu_count_entries(dir), 3);          /* embeddings, genconfig, latents: no checkpoint / temp */
 
     FMT(path, "%s/stage2_latents.safetensors", dir);
@@ -331,6 +332,42 @@ static void test_resume_settings_refused(void **state) {
     tu_rmrf(dir);
 }
 
+/* --cache_threshold <= 0 turns caching off, -1 included (it was the "use the default" sentinel
+ * and turned caching on at 0.2, issue 21): the latents are the uncached run's, byte for byte, and
+ * generation_config.json records cache "none". */
+static void test_cache_threshold_negative_off(void **state) {
+    (void)state;
+    char dir[256], cmd[8192], err[8192], path[4200];
+    const char *runs[] = {"--cache teacache --cache_threshold -1", "--cache fbcache --cache_threshold -1",
+                          "--cache teacache --cache_threshold -0.5", "--cache teacache --cache_threshold 0"};
+    tu_mkdtemp(dir, sizeof dir);
+    make_input(dir, "e2e_2b", 0, 1);
+    FMT(cmd, "%s --input_dir %s --num_inference_steps 4 --frames 9 --height 48 --width 64 --quiet", prog, dir);
+    tu_run_ok(cmd);
+    FMT(path, "%s/stage2_latents.safetensors", dir);
+    size_t n0, n1;
+    char *want = cvx_read_file(path, &n0);
+    ASSERT_NONNULL(want);
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        FMT(cmd, "%s --input_dir %s --num_inference_steps 4 --frames 9 --height 48 --width 64 %s", prog, dir, runs[k]);
+        int rc = tu_run(cmd, err, sizeof err);
+        if (rc != 0) fail_msg("[%s] exit %d: %s", runs[k], rc, err);
+        print_message("  [%s] %s", runs[k], strstr(err, "wrote ") ? strstr(err, "wrote ") : err);
+        if (strstr(err, "step cache") || strstr(err, "steps computed")) fail_msg("[%s] caching ran: %s", runs[k], err);
+        char *got = cvx_read_file(path, &n1);
+        ASSERT_NONNULL(got);
+        if (n0 != n1 || memcmp(want, got, n0) != 0) fail_msg("[%s] latents differ from the uncached run", runs[k]);
+        free(got);
+        cvx_config c;
+        json_object *r = genconfig(dir, &c), *v;
+        assert_true(json_object_object_get_ex(r, "cache", &v));
+        assert_string_equal(json_object_get_string(v), "none");
+        cvx_config_free(&c);
+    }
+    free(want);
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ddim_output),
@@ -338,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_resume_settings_refused),
+        cmocka_unit_test(test_cache_threshold_negative_off),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -260,6 +260,91 @@ static void test_errors(void **s) {
     }
 }
 
+/* Tiles whose stitching gives the frame size (48x40 on the 6x8 latents, golden f3_tiled's) decode
+ * to 9 frames of 48x64 with --tiling on; 24x32 (golden f3_tiled_inconsistent: upstream makes 56x68)
+ * is refused before anything is decoded or written (issue 21). */
+static void test_tiled_frame_size(void **s) {
+    (void)s;
+    char prog[512], dir[256], path[512], cmd[4096], err[4096];
+    tu_program(prog, sizeof prog, "stage3");
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    write_latents(path, CVX_F32, 0, 0);
+    write_genconfig(dir);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s --tiling on --tile_sample_min_height 48 --tile_sample_min_width 40 "
+             "--output_frames %s/frames.safetensors", prog, dir, dir);
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("%s", err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(err, "in tiles of 40x48 samples"));
+    assert_non_null(strstr(err, "9 frames 64x48"));
+    snprintf(path, sizeof path, "%s/frames.safetensors", dir);
+    cvx_safetensors *st = tu_open(path);
+    const cvx_tensor *t = cvx_st_find(st, "decoded");
+    ASSERT_NONNULL(t);
+    assert_true(t->shape[2] == 9 && t->shape[3] == 48 && t->shape[4] == 64);
+    cvx_st_close(st);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/output_video.mp4", dir);
+    unlink(path);
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s --tiling on --tile_sample_min_height 24 --tile_sample_min_width 32",
+             prog, dir);
+    rc = tu_run(cmd, err, sizeof err);
+    print_message("  %s", err);
+    assert_int_equal(rc, 1);
+    assert_int_equal(tu_count_substr(err, "\n"), 1);
+    assert_non_null(strstr(err, "56 pixels high, not 48"));
+    assert_false(cvx_is_file(path));
+    /* a decode that stays untiled says why */
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s --tiling on", prog, dir);
+    tu_run_ok(cmd);
+    rc = tu_run(cmd, err, sizeof err);
+    assert_non_null(strstr(err, "untiled: the latents fit in one tile of 360x240 samples"));
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s --tiling off", prog, dir);
+    rc = tu_run(cmd, err, sizeof err);
+    assert_non_null(strstr(err, "untiled: --tiling off"));
+    snprintf(cmd, sizeof cmd, "%s --input_dir %s --tile_sample_min_height 48 --tile_sample_min_width 40", prog, dir);
+    rc = tu_run(cmd, err, sizeof err);
+    assert_non_null(strstr(err, "under the 6 GB above which --tiling auto tiles"));
+    tu_rmrf(dir);
+}
+
+/* Same latents, same MP4 bytes: 10 runs of stage 3 with --threads 1, 2 and 4 and a different heap
+ * content each (MALLOC_PERTURB_: libx264's AVX-512 code read uninitialised memory, and 5 identical
+ * runs gave 4 different files, issue 21). */
+static void test_mp4_same_bytes(void **s) {
+    (void)s;
+    char prog[512], dir[256], path[512], cmd[4096], first[512];
+    tu_program(prog, sizeof prog, "stage3");
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    write_latents(path, CVX_F32, 0, 0);
+    write_genconfig(dir);
+    const int threads[3] = {1, 2, 4};
+    size_t n0 = 0, n;
+    char *want = NULL;
+    for (int i = 0; i < 10; i++) {
+        snprintf(path, sizeof path, "%s/v%d.mp4", dir, i);
+        snprintf(cmd, sizeof cmd, "MALLOC_PERTURB_=%d %s --quiet --input_dir %s --threads %d --output_video %s",
+                 i ? 23 * i + 7 : 0, prog, dir, threads[i % 3], path);
+        tu_run_ok(cmd);
+        char *got = cvx_read_file(path, &n);
+        ASSERT_NONNULL(got);
+        if (!want) {
+            want = got, n0 = n;
+            snprintf(first, sizeof first, "%s", path);
+            continue;
+        }
+        if (n != n0 || memcmp(got, want, n) != 0)
+            fail_msg("run %d (--threads %d): %s (%zu bytes) differs from %s (%zu bytes)", i, threads[i % 3], path, n,
+                     first, n0);
+        free(got);
+    }
+    print_message("  10 runs, --threads 1/2/4: %zu bytes each, identical\n", n0);
+    free(want);
+    tu_rmrf(dir);
+}
+
 /* Odd frame sizes: padded to even (last row/column repeated) for yuv420p; PNGs keep the size. */
 static void test_odd_size_video(void **s) {
     (void)s;
@@ -328,6 +413,8 @@ int main(void) {
         cmocka_unit_test(test_nonfinite_latents_rejected),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_odd_size_video),
+        cmocka_unit_test(test_tiled_frame_size),
+        cmocka_unit_test(test_mp4_same_bytes),
         cmocka_unit_test(test_u8_rounding),
         cmocka_unit_test(test_help),
     };

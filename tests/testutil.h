@@ -80,6 +80,18 @@ static inline void tu_program(char *buf, size_t n, const char *name) {
  * $CVX_PRECISION (a test that passes --precision explicitly still wins). bf16 has its own tests. */
 __attribute__((constructor)) static void tu_pin_precision_f32(void) { setenv("CVX_PRECISION", "f32", 0); }
 
+/* Shell-quote s into out as '...'. */
+static inline void tu_shell_quote(char *out, size_t n, const char *s) {
+    size_t k = 0;
+    out[k++] = '\'';
+    for (; *s && k + 5 < n; s++) {
+        if (*s == '\'') { memcpy(out + k, "'\\''", 4); k += 4; }
+        else out[k++] = *s;
+    }
+    out[k++] = '\'';
+    out[k] = 0;
+}
+
 /* Run a shell command, capturing stderr into `err` (may be NULL); returns the exit status. */
 static inline int tu_run(const char *cmd, char *err, size_t errn) {
     char full[8192], tmp[] = "/tmp/cvx_test_err_XXXXXX";

@@ -1,0 +1,94 @@
+/* The flag tables of stage 2 and stage 3 (args.h). CVX_PER_RANK marks what may differ between
+ * MPI ranks; every other row is agreed on by the ranks before any work (pipeline/parallel.c). */
+#include "pipeline/args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "stage2/cache.h"
+#include "stage2/preview.h"
+
+static int parse_cache(const char *v, void *kind) { return cvx_cache_parse_kind(v, kind); }
+static int parse_coeffs(const char *v, void *c) { return cvx_teacache_parse_coefficients(v, c); }
+static int parse_preview(const char *v, void *mode) { return cvx_preview_parse_mode(v, mode); }
+
+static void copy_table(cvx_flag *dst, const cvx_flag *src, size_t n) {
+    CVX_CHECK(n <= CVX_ARGS_MAX_FLAGS);
+    memcpy(dst, src, n * sizeof *src);
+}
+
+static int parse_lora(const char *v, void *dest) {
+    cvx_lora_list *l = dest;
+    if (l->n == CVX_MAX_LORAS) return cvx_error("--lora: at most %d adapters", CVX_MAX_LORAS);
+    if (cvx_lora_spec_parse(v, l->path[l->n], sizeof l->path[l->n], &l->spec[l->n].weight)) return -1;
+    l->spec[l->n].path = l->path[l->n];
+    size_t k = strlen(l->joined);
+    snprintf(l->joined + k, sizeof l->joined - k, "%s%s", k ? " " : "", v);
+    l->given = l->joined;
+    l->n++;
+    return 0;
+}
+
+void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
+    memset(a, 0, sizeof *a);
+    a->input_dir = default_dir;
+    a->verbosity = 1, a->checkpoint_every = 1, a->sp_degree = 1;
+    a->sp = (cvx_sample_params){.num_inference_steps = 50, .guidance_scale = -1, .seed = 42};   /* -1: the model's */
+    a->out_dtype = CVX_F32;
+    a->cache_kind = CVX_CACHE_NONE;
+    static const cvx_flag_choice dtypes[] = {
+        {"f32", CVX_F32}, {"float32", CVX_F32}, {"bf16", CVX_BF16}, {"bfloat16", CVX_BF16}, {0}};
+    cvx_sample_params *sp = &a->sp;
+    const cvx_flag flags[] = {   /* --help's order (stage2/usage.h) */
+        CVX_FLAG_STR_("input_dir", &a->input_dir, CVX_PER_RANK), CVX_FLAG_STR_("output_dir", &a->output_dir, CVX_PER_RANK),
+        CVX_FLAG_INT_("num_inference_steps", &sp->num_inference_steps, 1, 1000000),
+        CVX_FLAG_NUM_("guidance_scale", &sp->guidance_scale, 0, 1e6),
+        CVX_FLAG_BOOL_("use_dynamic_cfg", &sp->use_dynamic_cfg, 1), CVX_FLAG_U64_("seed", &sp->seed),
+        CVX_FLAG_INT_("height", &sp->height, 1, 65536), CVX_FLAG_INT_("width", &sp->width, 1, 65536),
+        CVX_FLAG_INT_("frames", &sp->frames, 1, 65536), CVX_FLAG_INT_("fps", &a->fps, 1, 1000),
+        CVX_FLAG_STR_("model_id", &a->model_id, CVX_PER_RANK), CVX_FLAG_STR_("model_dir", &a->model_dir, CVX_PER_RANK),
+        CVX_FLAG_STR_("scheduler", &sp->scheduler), CVX_FLAG_INT_("threads", &a->threads, 0, 4096, CVX_PER_RANK),
+        CVX_FLAG_BOOL_("resume", &a->resume, 1), CVX_FLAG_INT_("checkpoint_every", &a->checkpoint_every, 0, 1000000),
+        CVX_FLAG_CHOICE_("output_dtype", &a->out_dtype, dtypes, "f32 or bf16"),
+        CVX_FLAG_BOOL_("quiet", &a->verbosity, 0, CVX_PER_RANK), CVX_FLAG_BOOL_("verbose", &a->verbosity, 2, CVX_PER_RANK),
+        CVX_FLAG_INT_("stop_after_steps", &a->stop_after, 0, 1000000), CVX_FLAG_HELP_(),
+        CVX_FLAG_NUM_("strength", &sp->strength, 1e-9, 1), CVX_FLAG_BOOL_("cfg_parallel", &a->cfg_parallel, 1),
+        CVX_FLAG_INT_("sp", &a->sp_degree, 1, 4096), CVX_FLAG_STR_("precision", &a->precision_arg),
+        CVX_FLAG_STR_("noise_dtype", &sp->noise_dtype), CVX_FLAG_PARSE_("cache", parse_cache, &a->cache_kind, &sp->cache),
+        CVX_FLAG_NUM_("cache_threshold", &a->cache_threshold, -1e6, 1e6, .given = &a->threshold_arg),
+        CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, a->teacache_coeffs, &a->coeffs_arg),
+        CVX_FLAG_BOOL_("teacache_ret_steps", &sp->teacache_ret_steps, 1),
+        CVX_FLAG_INT_("preview_every", &sp->preview_every, 0, 1000000),
+        CVX_FLAG_PARSE_("preview", parse_preview, &a->preview_mode, &sp->preview),
+        CVX_FLAG_STR_("transformer", &a->wfile[0]), CVX_FLAG_STR_("text_encoder", &a->wfile[1]),
+        CVX_FLAG_STR_("vae", &a->wfile[2]), CVX_FLAG_PARSE_("lora", parse_lora, &a->loras, &a->loras.given),
+        CVX_FLAG_BOOL_("lora_fuse", &a->lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp->flow_shift, 1e-6, 1e6),
+        CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
+        CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1), {0}};
+    copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
+}
+
+void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {
+    memset(a, 0, sizeof *a);
+    a->input_dir = default_dir;
+    a->crf = 18, a->verbosity = 1;
+    a->dp = (cvx_decode_params){.tiling = CVX_TILING_AUTO};
+    static const cvx_flag_choice tilings[] = {
+        {"auto", CVX_TILING_AUTO}, {"on", CVX_TILING_ON}, {"off", CVX_TILING_OFF}, {0}};
+    /* the files are per rank (rank 0 writes; the latents and the VAE are compared by content) */
+    const cvx_flag flags[] = {
+        CVX_FLAG_STR_("input_dir", &a->input_dir, CVX_PER_RANK), CVX_FLAG_STR_("latents", &a->latents_arg, CVX_PER_RANK),
+        CVX_FLAG_STR_("output_video", &a->output_arg, CVX_PER_RANK), CVX_FLAG_INT_("fps", &a->fps, 1, 240),
+        CVX_FLAG_STR_("model_id", &a->model_id, CVX_PER_RANK), CVX_FLAG_STR_("model_dir", &a->model_dir, CVX_PER_RANK),
+        CVX_FLAG_CHOICE_("tiling", &a->dp.tiling, tilings, "auto, on or off"),
+        CVX_FLAG_INT_("tile_sample_min_height", &a->dp.tile_height, 8, 1 << 16),
+        CVX_FLAG_INT_("tile_sample_min_width", &a->dp.tile_width, 8, 1 << 16), CVX_FLAG_INT_("crf", &a->crf, 0, 51),
+        CVX_FLAG_STR_("png_dir", &a->png_dir, CVX_PER_RANK), CVX_FLAG_STR_("contact_sheet", &a->sheet, CVX_PER_RANK),
+        CVX_FLAG_STR_("output_frames", &a->frames_out, CVX_PER_RANK),
+        CVX_FLAG_INT_("threads", &a->threads, 0, 1024, CVX_PER_RANK),
+        CVX_FLAG_BOOL_("quiet", &a->verbosity, 0, CVX_PER_RANK), CVX_FLAG_BOOL_("verbose", &a->verbosity, 2, CVX_PER_RANK),
+        CVX_FLAG_HELP_(), CVX_FLAG_STR_("precision", &a->precision_arg), CVX_FLAG_STR_("transformer", &a->wfile[0]),
+        CVX_FLAG_STR_("text_encoder", &a->wfile[1]), CVX_FLAG_STR_("vae", &a->wfile[2]), {0}};
+    copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
+}

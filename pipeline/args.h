@@ -1,0 +1,55 @@
+/* The command lines of stage 2 and stage 3: every flag's destination and the one flag table
+ * (common/cli.h) each program parses, in --help's order. In a library, not in main.c, so that a
+ * test can walk the tables (tests/common_flags.c: every row the MPI ranks must agree on is in
+ * the agreement, cvx_flags_each_agreed; the rows that may differ per rank are the listed ones). */
+#ifndef CVX_PIPELINE_ARGS_H
+#define CVX_PIPELINE_ARGS_H
+
+#include "cli.h"
+#include "lora.h"
+#include "dtype.h"
+#include "pipeline/cogvideox.h"
+#include "stage2/cache.h"
+#include "stage2/preview.h"
+
+#define CVX_ARGS_MAX_FLAGS 48
+
+/* --lora FILE[:WEIGHT], repeatable: the adapters in the order given; `given` joins every value
+ * given (what the MPI ranks agree on). */
+typedef struct {
+    cvx_lora_spec spec[CVX_MAX_LORAS];
+    char path[CVX_MAX_LORAS][4096];
+    int n;
+    char joined[CVX_MAX_LORAS * 512];
+    const char *given;
+} cvx_lora_list;
+
+typedef struct {
+    const char *input_dir, *output_dir, *model_id, *model_dir, *precision_arg, *coeffs_arg, *threshold_arg;
+    cvx_lora_list loras;
+    int lora_fuse;
+    const char *quantize, *transformer_out;   /* --quantize TYPE --transformer_out FILE.gguf */
+    int int8, pure;
+    const char *wfile[3];   /* --transformer, --text_encoder, --vae single weight files */
+    int fps, threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
+    cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance) */
+    cvx_dtype out_dtype;
+    double teacache_coeffs[5], cache_threshold;
+    cvx_cache_kind cache_kind;
+    cvx_preview_mode preview_mode;
+    cvx_flag flags[CVX_ARGS_MAX_FLAGS];   /* {0}-terminated; rows point into this struct */
+} cvx_stage2_args;
+/* The defaults and the table (a points into itself: do not copy it after this). */
+void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir);
+
+typedef struct {
+    const char *input_dir, *latents_arg, *output_arg, *model_id, *model_dir, *png_dir, *sheet, *frames_out,
+        *precision_arg;
+    const char *wfile[3];
+    int fps, crf, threads, verbosity;
+    cvx_decode_params dp;
+    cvx_flag flags[CVX_ARGS_MAX_FLAGS];
+} cvx_stage3_args;
+void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir);
+
+#endif
