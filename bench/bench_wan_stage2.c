@@ -3,7 +3,7 @@
  * Wan2.1-T2V-1.3B (12 heads × 128, ffn 8960) or -14B (40 heads × 128, ffn 13824) widths with
  * 2 layers and random bf16 weights (a diffusers dir written to a temp dir by a child process and
  * mmapped, as the real checkpoints are), text 512 × 4096, at a video size given in frames and
- * pixels (latent (F − 1)/4 + 1 × H/8 × W/8, patches 1 × 2 × 2: 81 frames 480×832 = 32,760
+ * pixels (bench/bench_models.h's writer; latent (F − 1)/4 + 1 × H/8 × W/8, patches 1 × 2 × 2: 81 frames 480×832 = 32,760
  * tokens, 33 frames = 14,040). Prints per step the wall time (median of --runs after
  * --warmup steps), GFLOP/s of the linear layers and of the attention products, the GEMM rate
  * at the feed-forward's shape measured right before and after, peak RSS, and one line for
@@ -14,6 +14,7 @@
  *
  *   bench_wan_stage2 [--model 1.3b|14b] [--frames 81] [--height 480] [--width 832] [--layers 2]
  *                    [--runs 1] [--warmup 0] [--threads N] [--precision f32|bf16] [--f32-weights] */
+#include "bench_models.h"
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
@@ -30,86 +31,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float urand(void) {   /* xorshift64*, uniform in [-1, 1) */
-    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
-    return (float)((rng_state * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 23) - 1.0f;
-}
-
 typedef struct {
     const char *tag, *label;
     int heads, ffn;
 } wan_dims;
 static const wan_dims MODELS[] = {{"wan13", "Wan2.1-T2V-1.3B dims", 12, 8960}, {"wan14", "Wan2.1-T2V-14B dims", 40, 13824}};
-
-/* One tensor: uniform ±scale (+ offset), PyTorch's nn.Linear init range for weights and biases. */
-static void add(cvx_st_writer *w, cvx_dtype store, const char *name, float scale, float offset, int ndim,
-                const int64_t *shape) {
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
-    float *d = cvx_alloc_f32(n);
-    for (size_t i = 0; i < n; i++) d[i] = offset + scale * urand();
-    if (cvx_stw_add_f32(w, name, store, ndim, shape, d)) cvx_die_last_error();
-    free(d);
-}
-#define ADD(name, scale, offset, ...) \
-    add(w, store, name, scale, offset, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__})
-
-/* nn.Linear [out, in] + bias, both ±1/√in. */
-static void add_linear(cvx_st_writer *w, cvx_dtype store, const char *prefix, int64_t out, int64_t in) {
-    char name[256];
-    float s = 1.0f / sqrtf((float)in);
-    snprintf(name, sizeof name, "%s.weight", prefix), ADD(name, s, 0, out, in);
-    snprintf(name, sizeof name, "%s.bias", prefix), ADD(name, s, 0, out);
-}
-
-/* A diffusers transformer/ dir (text-to-video, the real configs' keys) with `layers` layers. */
-static void write_model(const char *dir, const wan_dims *md, int layers, cvx_dtype store) {
-    const int64_t D = (int64_t)md->heads * 128, Fd = md->ffn, T = 4096, Fq = 256, C = 16;
-    char path[1024], name[256];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) cvx_die("cannot write %s", path);
-    fprintf(f,
-            "{\"_class_name\": \"WanTransformer3DModel\", \"patch_size\": [1, 2, 2], \"num_attention_heads\": %d,"
-            " \"attention_head_dim\": 128, \"in_channels\": 16, \"out_channels\": 16, \"text_dim\": 4096,"
-            " \"freq_dim\": 256, \"ffn_dim\": %d, \"num_layers\": %d, \"cross_attn_norm\": true,"
-            " \"qk_norm\": \"rms_norm_across_heads\", \"eps\": 1e-06, \"image_dim\": null,"
-            " \"added_kv_proj_dim\": null, \"rope_max_seq_len\": 1024}\n",
-            md->heads, md->ffn, layers);
-    fclose(f);
-    cvx_st_writer *w = cvx_stw_new();
-    ADD("patch_embedding.weight", 1.0f / sqrtf((float)(C * 4)), 0, D, C, 1, 2, 2);
-    ADD("patch_embedding.bias", 1.0f / sqrtf((float)(C * 4)), 0, D);
-    add_linear(w, store, "condition_embedder.time_embedder.linear_1", D, Fq);
-    add_linear(w, store, "condition_embedder.time_embedder.linear_2", D, D);
-    add_linear(w, store, "condition_embedder.time_proj", 6 * D, D);
-    add_linear(w, store, "condition_embedder.text_embedder.linear_1", D, T);
-    add_linear(w, store, "condition_embedder.text_embedder.linear_2", D, D);
-    for (int i = 0; i < layers; i++) {
-        const char *lin[] = {"attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0",
-                             "attn2.to_q", "attn2.to_k", "attn2.to_v", "attn2.to_out.0"};
-        for (int k = 0; k < 8; k++) {
-            snprintf(name, sizeof name, "blocks.%d.%s", i, lin[k]);
-            add_linear(w, store, name, D, D);
-        }
-        const char *norms[] = {"attn1.norm_q", "attn1.norm_k", "attn2.norm_q", "attn2.norm_k"};
-        for (int k = 0; k < 4; k++) {
-            snprintf(name, sizeof name, "blocks.%d.%s.weight", i, norms[k]);
-            ADD(name, 0.1f, 1, D);
-        }
-        snprintf(name, sizeof name, "blocks.%d.norm2.weight", i), ADD(name, 0.1f, 1, D);
-        snprintf(name, sizeof name, "blocks.%d.norm2.bias", i), ADD(name, 0.1f, 0, D);
-        snprintf(name, sizeof name, "blocks.%d.ffn.net.0.proj", i), add_linear(w, store, name, Fd, D);
-        snprintf(name, sizeof name, "blocks.%d.ffn.net.2", i), add_linear(w, store, name, D, Fd);
-        snprintf(name, sizeof name, "blocks.%d.scale_shift_table", i), ADD(name, 1.7f / sqrtf((float)D), 0, 1, 6, D);
-    }
-    ADD("scale_shift_table", 1.7f / sqrtf((float)D), 0, 1, 2, D);
-    add_linear(w, store, "proj_out", C * 4, D);
-    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
-    if (cvx_stw_write(w, path)) cvx_die_last_error();
-    cvx_stw_free(w);
-}
 
 static double cpu_seconds(void) {   /* this process's CPU time: less disturbed by other load than wall time */
     struct timespec ts;
@@ -125,8 +51,8 @@ static int cmp_double(const void *a, const void *b) {
 /* The context's GEMM rate (x·Wᵀ, f32 operands, best of 3) at M × N × K, GFLOP/s. */
 static double gemm_rate(cvx_ctx *ctx, int M, int N, int K) {
     float *a = cvx_alloc_f32((size_t)M * K), *b = cvx_alloc_f32((size_t)N * K), *y = cvx_alloc_f32((size_t)M * N);
-    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = urand();
-    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = urand();
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = bm_urand();
+    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = bm_urand();
     cvx_gemm(ctx, 0, 1, M, N, K, 1, a, K, b, K, 0, y, N);
     double best = 1e30;
     for (int r = 0; r < 3; r++) {
@@ -185,7 +111,7 @@ int main(int argc, char **argv) {
     double t0 = cvx_time();
     pid_t pid = fork();   /* the writer's memory does not count in this process's peak RSS */
     if (pid == 0) {
-        write_model(dir, md, layers, store);
+        bm_write_wan(dir, md->heads, layers, md->ffn, store);
         _exit(0);
     }
     int st;
@@ -200,8 +126,8 @@ int main(int argc, char **argv) {
     const int S = wan_num_tokens(c, F, H, W);
     const size_t nx = (size_t)c->in_channels * F * H * W, nt = (size_t)L * c->text_dim;
     float *x = cvx_alloc_f32(nx), *out = cvx_alloc_f32(nx), *text = cvx_alloc_f32(2 * nt);
-    for (size_t i = 0; i < nx; i++) x[i] = urand();
-    for (size_t i = 0; i < 2 * nt; i++) text[i] = 0.2f * urand();   /* [2, L, 4096]: prompt, negative prompt */
+    for (size_t i = 0; i < nx; i++) x[i] = bm_urand();
+    for (size_t i = 0; i < 2 * nt; i++) text[i] = 0.2f * bm_urand();   /* [2, L, 4096]: prompt, negative prompt */
     const float t999 = 999.0f;
     printf("%s: D=%d (%d heads x 128), ffn %d, %d layers, %s weights, %s compute (%s), %d threads; %d frames %dx%d ->"
            " latent [1,16,%d,%d,%d] = %d tokens, text %d; one CFG step = 2 forwards of batch 1 (written in %.1f s)\n",
@@ -256,8 +182,6 @@ int main(int argc, char **argv) {
            rate, best_cpu, cvx_peak_rss_bytes() / 1e9);
     free(times), free(x), free(out), free(text);
     wan_free(m);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) {}
+    bm_rm_dir(dir);
     return 0;
 }
