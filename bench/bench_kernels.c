@@ -14,6 +14,7 @@
 
 #include "bench_peaks.h"
 
+#include <cblas.h>
 #include <dnnl.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -174,8 +175,11 @@ static void int8_family(int reps, double pk_int8, family *fam, int *nfam) {
     dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
 }
 
-enum { V_BLAS, V_F32, V_BF16, V_BF16_REO, V_BF16_BLK, V_FALLBACK, V_COUNT };
-static const char *vname[V_COUNT] = {"openblas sgemm f32", "cvx_matmul f32 (oneDNN)", "cvx_linear_p bf16 W in place",
+enum { V_BLAS, V_DNNL, V_F32, V_BF16, V_BF16_REO, V_BF16_BLK, V_FALLBACK, V_COUNT };
+/* cvx_matmul f32: oneDNN's matmul where it is brgemm (AVX-512), else cvx_sgemm_fixed (same bits at
+ * any thread count); the two library sgemms beside it, threaded their own way */
+static const char *vname[V_COUNT] = {"openblas sgemm f32", "oneDNN sgemm f32", "cvx_matmul f32",
+                                     "cvx_linear_p bf16 W in place",
                                      "cvx_linear_p bf16 reorder/call", "oneDNN bf16 W reordered once",
                                      "bf16 fallback (widen+f32)"};
 
@@ -229,7 +233,8 @@ int main(int argc, char **argv) {
             for (int r = 0; r <= reps; r++) {
                 double t = cvx_time(), c = bench_cpu_s();
                 switch (v) {
-                case V_BLAS: cvx_sgemm(0, 1, M, N, K, 1, x, K, w, K, 0, y, N); break;
+                case V_BLAS: cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, x, K, w, K, 0, y, N); break;
+                case V_DNNL: dnnl_sgemm('N', 'T', M, N, K, 1, x, K, w, K, 0, y, N); break;
                 case V_F32: cvx_gemm_p(kc, CVX_PRECISION_F32, 0, 1, M, N, K, x, K, w, K, 0, y, N); break;
                 case V_BF16:
                     cvx_kernels_set_reorder(kc, 0);
@@ -263,7 +268,7 @@ int main(int argc, char **argv) {
         }
         if (reorder_s > 0) printf("  (one reorder of W to the blocked layout: %.1f ms)\n", reorder_s * 1e3);
         if (si == 0) {
-            fam[nfam++] = (family){"linear f32 (oneDNN, 2432x1920x1920)", rate[V_F32], crate[V_F32], pk_f32, "f32"};
+            fam[nfam++] = (family){"linear f32 (cvx_matmul, 2432x1920x1920)", rate[V_F32], crate[V_F32], pk_f32, "f32"};
             fam[nfam++] = (family){"linear bf16 (W in place, 2432x1920x1920)", rate[V_BF16], crate[V_BF16], pk_bf16,
                                    "bf16"};
         }

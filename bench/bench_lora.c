@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
     cvx_runtime_setup(argc, argv);   /* the programs' OpenMP wait policy: idle threads sleep, CPU time = work */
     const char *which = "all";
     int rows = 2048, att_tokens = 4096, runs = 3, threads = 0, ranks[8] = {32, 128}, n_ranks = 2;
-    cvx_precision prec = cvx_precision_auto();
+    cvx_precision prec = cvx_precision_auto(CVX_WORK_MATMUL);
     static const struct option opts[] = {{"model", 1, 0, 'm'}, {"rows", 1, 0, 'r'}, {"att_tokens", 1, 0, 'a'},
                                          {"ranks", 1, 0, 'k'}, {"runs", 1, 0, 'n'}, {"threads", 1, 0, 't'},
                                          {"precision", 1, 0, 'P'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
@@ -291,7 +291,7 @@ int main(int argc, char **argv) {
             break;
         }
         case 'P':
-            if (cvx_precision_parse(optarg, &prec)) cvx_die_last_error();
+            if (cvx_precision_parse(optarg, CVX_WORK_MATMUL, &prec)) cvx_die_last_error();
             break;
         default:
             printf("usage: %s [--model 5b|1.3b|all] [--rows M] [--att_tokens S] [--ranks 32,128] [--runs N] "

@@ -1,6 +1,7 @@
 /* The machine's measured peaks for the benchmarks (header-only: each bench program is its own
  * program): tight loops of independent vfmadd231ps (f32), vdpbf16ps (bf16 pairs) and vpdpbusd
- * (int8: u8 × s8 quadruples into s32) on every thread, 16 accumulator chains per thread to hide
+ * (int8: u8 × s8 quadruples into s32) on every thread, 16 accumulator chains per thread (12 on ymm:
+ * 16 registers) to hide
  * the latency (vdpbf16ps needs more than 12 on AMD Zen 5: 12 chains measure 8 % below what 16, 24
  * or the attention kernel's 24 accumulators reach). Each loop returns Σ over threads of ops / (that thread's CPU seconds): the rate of
  * the cores while they run this process, insensitive to how often neighbours preempt it. FLOP
@@ -46,19 +47,20 @@ __attribute__((target("avx512f"))) static double bench_peak_fma512(long iters) {
     return flop;
 }
 
+/* ymm: 16 registers only, so 12 chains (+ the two operands): 16 would spill to memory */
 static double bench_peak_fma256(long iters) {
     double flop = 0;
 #pragma omp parallel reduction(+ : flop)
     {
         double t0 = bench_thread_cpu_s();
-        __m256 c[16], a = _mm256_set1_ps(1.0000001f), b = _mm256_set1_ps(0.9999999f);
-        for (int i = 0; i < 16; i++) c[i] = _mm256_set1_ps((float)i);
+        __m256 c[12], a = _mm256_set1_ps(1.0000001f), b = _mm256_set1_ps(0.9999999f);
+        for (int i = 0; i < 12; i++) c[i] = _mm256_set1_ps((float)i);
         for (long it = 0; it < iters; it++)
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) c[i] = _mm256_fmadd_ps(a, c[i], b);
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) c[i] = _mm256_fmadd_ps(a, c[i], b);
         float t[8], sink = 0;
-        for (int i = 0; i < 16; i++) { _mm256_storeu_ps(t, c[i]); sink += t[0]; }
-        flop = (16.0 * 16 * iters + (sink == 12345.f)) / (bench_thread_cpu_s() - t0);
+        for (int i = 0; i < 12; i++) { _mm256_storeu_ps(t, c[i]); sink += t[0]; }
+        flop = (12.0 * 16 * iters + (sink == 12345.f)) / (bench_thread_cpu_s() - t0);
     }
     return flop;
 }
@@ -106,14 +108,14 @@ __attribute__((target("avx2,avxvnni"))) static double bench_peak_dpbusd256(long 
 #pragma omp parallel reduction(+ : ops)
     {
         double t0 = bench_thread_cpu_s();
-        __m256i c[16], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
-        for (int i = 0; i < 16; i++) c[i] = _mm256_set1_epi32(i);
+        __m256i c[12], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+        for (int i = 0; i < 12; i++) c[i] = _mm256_set1_epi32(i);
         for (long it = 0; it < iters; it++)
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) c[i] = _mm256_dpbusd_avx_epi32(c[i], a, b);
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) c[i] = _mm256_dpbusd_avx_epi32(c[i], a, b);
         int t[8], sink = 0;
-        for (int i = 0; i < 16; i++) { _mm256_storeu_si256((__m256i *)t, c[i]); sink += t[0]; }
-        ops = (16.0 * 64 * iters + (sink == 12345)) / (bench_thread_cpu_s() - t0);
+        for (int i = 0; i < 12; i++) { _mm256_storeu_si256((__m256i *)t, c[i]); sink += t[0]; }
+        ops = (12.0 * 64 * iters + (sink == 12345)) / (bench_thread_cpu_s() - t0);
     }
     return ops;
 }

@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
         case 'u': umt5 = 1; break;
         case 'n': seq_len = atoi(optarg); break;
         case 'P':
-            if (cvx_precision_parse(optarg, &prec)) cvx_die_last_error();
+            if (cvx_precision_parse(optarg, CVX_WORK_MATMUL, &prec)) cvx_die_last_error();
             break;
         default:
             printf("usage: bench_stage1 [--layers N] [--tokens S] [--batch B] [--threads N] [--reps N] [--f32|--f16]"

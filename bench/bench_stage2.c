@@ -69,7 +69,7 @@ static void bench(const char *label, const char *tag, int heads, int rope, int F
     printf("%s: D=%d (%d heads x %d), 2 layers, %s weights, %s compute (%s), latent [%d,%d,%d,%d,%d] -> %d + %d tokens per batch element"
            " (weights written in %.1fs)\n",
            label, heads * hd, heads, hd, cvx_dtype_name(store), cvx_precision_name(prec),
-           ctx->kernels ? cvx_kernels_path(ctx->kernels, prec) : "openblas-f32", B, F, Cin, H, W, L, N, t_write);
+           ctx->kernels ? cvx_kernels_path(ctx->kernels, prec) : "fixed-f32", B, F, Cin, H, W, L, N, t_write);
     if (cogvideox_forward(m, x, B, F, H, W, text, L, t, cs, sn, out)) cvx_die_last_error();   /* warm-up */
     /* the best GEMM rate at this precision at the FF shape, measured right before and after the runs, so the
      * ratios below stay meaningful when other processes share the cores */
@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
         case 't': threads = atoi(optarg); break;
         case 'x': store = CVX_F32; break;
         case 'P':
-            if (cvx_precision_parse(optarg, &prec)) cvx_die_last_error();
+            if (cvx_precision_parse(optarg, CVX_WORK_MATMUL, &prec)) cvx_die_last_error();
             break;
         default:
             printf("usage: %s [--model 2b|5b|all] [--frames F] [--height H] [--width W] [--runs N] [--threads N] [--f32]"

@@ -20,7 +20,7 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "safetensors.h"
-#include "stage3/vae.h"
+#include "stage3/cogvideox_vae.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static double urand(void) {   /* xorshift64*, [0, 1) */
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tiled")) tiled = 1;
         else if (!strcmp(argv[i], "--openblas")) openblas = 1;   /* compare: f32 GEMMs on OpenBLAS */
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
-            if (cvx_precision_parse(argv[++i], &prec)) cvx_die_last_error();
+            if (cvx_precision_parse(argv[++i], CVX_WORK_CONV, &prec)) cvx_die_last_error();
         }  /* upstream's default tiles: 240x360 samples */
         else if (pos < 3) dims[pos++] = atoi(argv[i]);
     }
@@ -129,8 +129,8 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/cvx_bench_vae_XXXXXX";
     if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
     make_model(dir);
-    vae_decoder d;
-    if (vae_load(&d, dir, NULL)) cvx_die_last_error();
+    cogvideox_vae_decoder d;
+    if (cogvideox_vae_load(&d, dir, NULL)) cvx_die_last_error();
     d.ctx->conv_algo = algo;
     if (cvx_ctx_set_precision(d.ctx, prec)) cvx_die_last_error();
     if (openblas && d.ctx->kernels) cvx_kernels_force(d.ctx->kernels, CVX_KPATH_NO_ONEDNN);
@@ -141,15 +141,15 @@ int main(int argc, char **argv) {
         z[i] = (float)(r * cos(2 * M_PI * u2));
         if (i + 1 < n) z[i + 1] = (float)(r * sin(2 * M_PI * u2));
     }
-    int To = vae_output_frames(&d, T), Ho = h * d.spatial_ratio, Wo = w * d.spatial_ratio;
+    int To = cogvideox_vae_output_frames(&d, T), Ho = h * d.spatial_ratio, Wo = w * d.spatial_ratio;
     size_t rss0 = cvx_peak_rss_bytes();
     double t0 = cvx_time(), c0 = cpu_seconds();
     float *out;
     if (tiled) {
-        out = vae_decode_tiled(&d, z, T, h, w, 240, 360, &To, &Ho, &Wo, NULL);
+        out = cogvideox_vae_decode_tiled(&d, z, T, h, w, 240, 360, &To, &Ho, &Wo, NULL);
     } else {
         out = cvx_alloc_f32((size_t)d.out_channels * To * Ho * Wo);
-        vae_decode_chunked(&d, z, T, h, w, out, NULL);
+        cogvideox_vae_decode_chunked(&d, z, T, h, w, out, NULL);
     }
     double dt = cvx_time() - t0, cpu = cpu_seconds() - c0, fl = d.ctx->conv_flops;
     double s = 0;
@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
            d.ctx->conv_seconds, cpu,
            cvx_peak_rss_bytes() / 1e9, rss0 / 1e9, s);
     printf("RESULT case=vae precision=%s seconds=%.4f gflops=%.1f\n", cvx_precision_name(prec), dt, fl / dt / 1e9);
-    vae_free(&d);
+    cogvideox_vae_free(&d);
     free(z), free(out);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -20,8 +20,8 @@
 #include "fileio.h"
 #include "gemm.h"
 #include "safetensors.h"
-#include "stage3/vae.h"
-#include "stage3/vae_encoder.h"
+#include "stage3/cogvideox_vae.h"
+#include "stage3/cogvideox_vae_encoder.h"
 
 typedef struct {
     uint64_t rng;
@@ -118,8 +118,8 @@ int main(int argc, char **argv) {
     }
     int st = 0;
     if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) cvx_die("writing the weights failed");
-    vae_encoder e;
-    if (vae_encoder_load(&e, dir, NULL)) cvx_die_last_error();
+    cogvideox_vae_encoder e;
+    if (cogvideox_vae_encoder_load(&e, dir, NULL)) cvx_die_last_error();
     const size_t n = (size_t)3 * F * H * W;
     float *x = cvx_alloc_f32(n);   // [3, F, H, W] in [-1, 1]
     uint64_t s = 12345;
@@ -128,12 +128,12 @@ int main(int argc, char **argv) {
     double t0 = cvx_time(), f0 = e.ctx->conv_flops;
     int T, h, w;
     float *m;
-    if (tiled && vae_encode_tiling_applies(&e, H, W, 240, 360)) {
-        m = vae_encode_tiled(&e, x, F, H, W, 240, 360, &T, &h, &w, NULL);
+    if (tiled && cogvideox_vae_encode_tiling_applies(&e, H, W, 240, 360)) {
+        m = cogvideox_vae_encode_tiled(&e, x, F, H, W, 240, 360, &T, &h, &w, NULL);
     } else {
-        T = vae_encoded_frames(&e, F), h = vae_encoded_size(&e, H), w = vae_encoded_size(&e, W);
+        T = cogvideox_vae_encoded_frames(&e, F), h = cogvideox_vae_encoded_size(&e, H), w = cogvideox_vae_encoded_size(&e, W);
         m = cvx_alloc_f32((size_t)2 * e.latent_channels * T * h * w);
-        vae_encode_batched(&e, x, F, H, W, m, NULL);
+        cogvideox_vae_encode_batched(&e, x, F, H, W, m, NULL);
     }
     const double dt = cvx_time() - t0, fl = e.ctx->conv_flops - f0;
     double sum = 0;
@@ -144,8 +144,8 @@ int main(int argc, char **argv) {
            F, H, W, 2 * e.latent_channels, T, h, w, store == CVX_BF16 ? "bf16" : "f32", cvx_threads(),
            tiled ? ", tiles 240x360" : "", dt, fl / 1e9, fl / dt / 1e9, cvx_peak_rss_bytes() / 1e9, rss0 / 1e9, sum);
     printf("bench_vae_encode: estimated peak (activations + caches + input, untiled) %.3f GB; for 49x480x720: %.2f GB\n",
-           vae_encode_estimate_peak_bytes(&e, F, H, W) / 1e9, vae_encode_estimate_peak_bytes(&e, 49, 480, 720) / 1e9);
-    vae_encoder_free(&e);
+           cogvideox_vae_encode_estimate_peak_bytes(&e, F, H, W) / 1e9, cogvideox_vae_encode_estimate_peak_bytes(&e, 49, 480, 720) / 1e9);
+    cogvideox_vae_encoder_free(&e);
     free(x), free(m);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
         case 't': threads = atoi(optarg); break;
         case 'x': store = CVX_F32; break;
         case 'P':
-            if (cvx_precision_parse(optarg, &prec)) cvx_die_last_error();
+            if (cvx_precision_parse(optarg, CVX_WORK_MATMUL, &prec)) cvx_die_last_error();
             break;
         default: usage(argv[0]); return o == 'h' ? 0 : 1;
         }
@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
     printf("%s: D=%d (%d heads x 128), ffn %d, %d layers, %s weights, %s compute (%s), %d threads; %d frames %dx%d ->"
            " latent [1,16,%d,%d,%d] = %d tokens, text %d; one CFG step = 2 forwards of batch 1 (written in %.1f s)\n",
            md->label, D, md->heads, md->ffn, layers, cvx_dtype_name(store), cvx_precision_name(prec),
-           ctx->kernels ? cvx_kernels_path(ctx->kernels, prec) : "openblas-f32", cvx_threads(), frames, height, width,
+           ctx->kernels ? cvx_kernels_path(ctx->kernels, prec) : "fixed-f32", cvx_threads(), frames, height, width,
            F, H, W, S, L, t_write);
     fflush(stdout);
     const size_t rss_loaded = cvx_peak_rss_bytes();

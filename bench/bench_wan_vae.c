@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
                 i++;
             }
         } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
-            if (cvx_precision_parse(argv[++i], &prec)) cvx_die_last_error();
+            if (cvx_precision_parse(argv[++i], CVX_WORK_CONV, &prec)) cvx_die_last_error();
         } else if (pos < 3) dims[pos++] = atoi(argv[i]);
         else cvx_die("usage: bench_wan_vae [F h w] [--tiled [MIN,STRIDE]] [--threads N] [--precision f32|bf16] "
                      "[--bf16-weights] [--model DIR] [--encode]");

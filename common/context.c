@@ -64,24 +64,25 @@ void cvx_ctx_free(cvx_ctx *ctx) {
 
 const char *cvx_precision_name(cvx_precision p) { return p == CVX_PRECISION_BF16 ? "bf16" : "f32"; }
 
-cvx_precision cvx_precision_auto(void) {
+cvx_precision cvx_precision_auto(cvx_work work) {
+    if (work == CVX_WORK_CONV) return CVX_PRECISION_F32;
     cvx_cpu_features f;
     cvx_cpu_detect(&f);
     return f.avx512_bf16 || f.amx_bf16 ? CVX_PRECISION_BF16 : CVX_PRECISION_F32;
 }
 
-int cvx_precision_parse(const char *name, cvx_precision *out) {
+int cvx_precision_parse(const char *name, cvx_work work, cvx_precision *out) {
     if (!strcmp(name, "f32") || !strcmp(name, "float32")) *out = CVX_PRECISION_F32;
     else if (!strcmp(name, "bf16") || !strcmp(name, "bfloat16")) *out = CVX_PRECISION_BF16;
-    else if (!strcmp(name, "auto")) *out = cvx_precision_auto();
+    else if (!strcmp(name, "auto")) *out = cvx_precision_auto(work);
     else return cvx_error("precision '%s' is not one of f32, bf16, auto", name);
     return 0;
 }
 
-int cvx_precision_from_cli(const char *arg, cvx_precision *out) {
+int cvx_precision_from_cli(const char *arg, cvx_work work, cvx_precision *out) {
     const char *env = getenv("CVX_PRECISION");
     const char *name = arg ? arg : env && env[0] ? env : "auto";
-    if (cvx_precision_parse(name, out)) return cvx_error_prefix(arg ? "--precision" : "CVX_PRECISION");
+    if (cvx_precision_parse(name, work, out)) return cvx_error_prefix(arg ? "--precision" : "CVX_PRECISION");
     return 0;
 }
 

@@ -82,15 +82,20 @@ void cvx_ctx_free(cvx_ctx *ctx);
  * context (one info line). 0, or -1 + cvx_error. */
 int cvx_ctx_set_precision(cvx_ctx *ctx, cvx_precision p);
 const char *cvx_precision_name(cvx_precision p);
-/* The precision a user gets by default ("auto"): bf16 when this CPU has bf16 units
- * (AVX512_BF16 or AMX-BF16), else f32 (see docs/performance.md "Precision"). */
-cvx_precision cvx_precision_auto(void);
-/* Command-line names: "f32" / "float32", "bf16" / "bfloat16", "auto" (resolved here with
- * cvx_precision_auto). 0, or -1 + cvx_error naming the accepted values. */
-int cvx_precision_parse(const char *name, cvx_precision *out);
+/* What "auto" means depends on the work, and is decided here only:
+ *   CVX_WORK_MATMUL (text encoders, transformers: linears and attention) — bf16 when this CPU
+ *     has bf16 units (AVX512_BF16 or AMX-BF16), else f32;
+ *   CVX_WORK_CONV (VAEs) — f32: measured faster than bf16 there (Winograd F(4×4) in f32, F(2×2)
+ *     in bf16 for accuracy: 71 s vs 90 s on the 3×30×45 decode bench, docs/performance.md).
+ * See docs/performance.md "Precision". */
+typedef enum { CVX_WORK_MATMUL = 0, CVX_WORK_CONV } cvx_work;
+cvx_precision cvx_precision_auto(cvx_work work);
+/* Command-line names: "f32" / "float32", "bf16" / "bfloat16", "auto" (resolved with
+ * cvx_precision_auto for `work`). 0, or -1 + cvx_error naming the accepted values. */
+int cvx_precision_parse(const char *name, cvx_work work, cvx_precision *out);
 /* The programs' --precision: `arg` (the flag's value) or, when NULL, $CVX_PRECISION, else "auto".
  * 0, or -1 + cvx_error naming the flag / variable. */
-int cvx_precision_from_cli(const char *arg, cvx_precision *out);
+int cvx_precision_from_cli(const char *arg, cvx_work work, cvx_precision *out);
 /* Linears over GGUF block-quantized weights (common/gemm_quant.h): on = 1 quantizes the activations
  * to int8 per row as ggml does and multiplies with integer dot products (VNNI where present): an
  * opt-in precision like bf16, faster, off by the int8 rounding of the activations; 0 (default)

@@ -7,7 +7,6 @@
 #include "gemm.h"
 #include "gemm_quant.h"
 
-#include <cblas.h>
 #include <dnnl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +33,7 @@ typedef struct {
     dnnl_primitive_t reorder;   /* blocked: plain B → mb_blk */
     dnnl_memory_t mb_blk;
     size_t blk_bytes;
+    int sgemm_tiles;            /* f32 on oneDNN's gemm-based matmul: run as fixed_matmul instead */
 } prim_slot;
 
 typedef struct {
@@ -133,7 +133,7 @@ int cvx_kernels_bf16_native(const cvx_kernels *kc) {
 
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p) {
     if (p == CVX_PRECISION_BF16 && !cvx_kernels_bf16_native(kc)) return "fallback-bf16";
-    if (kc->force == CVX_KPATH_NO_ONEDNN) return "openblas-f32";
+    if (kc->force == CVX_KPATH_NO_ONEDNN) return "fixed-f32";
     return p == CVX_PRECISION_BF16 ? "onednn-bf16" : "onednn-f32";
 }
 
@@ -223,20 +223,14 @@ int cvx_matmul_ref(cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, c
     return 0;
 }
 
-/* ---- OpenBLAS (f32 operands only) ---- */
-
-static void blas_matmul(int M, int N, int K, const cvx_mat *A, const cvx_mat *B, const float *bias, float beta,
-                        float *C, int ldc) {
-    if (bias) {
-        /* C = beta·C + bias, then accumulate the product on top. */
-        for (int i = 0; i < M; i++) {
-            float *c = C + (size_t)i * ldc;
-            for (int j = 0; j < N; j++) c[j] = (beta != 0 ? beta * c[j] : 0.0f) + bias[j];
-        }
-        beta = 1.0f;
-    }
-    cblas_sgemm(CblasRowMajor, A->trans ? CblasTrans : CblasNoTrans, B->trans ? CblasTrans : CblasNoTrans, M, N, K,
-                1.0f, A->data, A->ld, B->data, B->ld, beta, C, ldc);
+/* ---- f32 on CPUs without brgemm ----
+ * oneDNN's gemm-based matmul (its jit sgemm: the f32 matmul on CPUs without brgemm, e.g.
+ * AVX2-only) and OpenBLAS split the K sum by thread count and pick their k order by block shape:
+ * their bits change with the threads and with the rows per call (MPI ranks). There the product
+ * is cvx_sgemm_fixed (gemm_fixed.c), one FMA chain per element. */
+static void fixed_matmul(int M, int N, int K, const cvx_mat *A, const cvx_mat *B, const float *bias, float beta,
+                         float *C, int ldc) {
+    cvx_sgemm_fixed(A->trans, B->trans, M, N, K, 1.0f, A->data, A->ld, B->data, B->ld, bias, beta, C, ldc);
 }
 
 /* ---- oneDNN ---- */
@@ -295,6 +289,10 @@ static prim_slot *get_prim(cvx_kernels *kc, const prim_key *key) {
         if (ok) s->blk_bytes = dnnl_memory_desc_get_size(blk);
         if (rpd) dnnl_primitive_desc_destroy(rpd);
     }
+    const char *impl = NULL;
+    if (ok && key->ta == dnnl_f32 && key->tb == dnnl_f32 &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        s->sgemm_tiles = strncmp(impl, "gemm", 4) == 0;   /* "gemm:jit": the jit sgemm, K split by thread count */
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -327,6 +325,10 @@ static int run_dnnl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, const
     strides_of(B, key.sb);
     prim_slot *s = get_prim(kc, &key);
     if (!s) return -1;
+    if (s->sgemm_tiles) {
+        fixed_matmul(M, N, K, A, B, bias, beta, C, ldc);
+        return 0;
+    }
     dnnl_memory_set_data_handle(s->ma, (void *)A->data);
     dnnl_memory_set_data_handle(s->mb, (void *)B->data);
     dnnl_memory_set_data_handle(s->mc, C);
@@ -371,7 +373,7 @@ int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A,
     if (A.dtype != CVX_F32 || round) A = convert_mat(&A, M, K, CVX_F32, round, &kc->sa);
     if (B.dtype != CVX_F32 || round) B = convert_mat(&B, K, N, CVX_F32, round, &kc->sb);
     if (kc->force == CVX_KPATH_NO_ONEDNN || run_dnnl(kc, CVX_PRECISION_F32, M, N, K, &A, &B, bias, beta, C, ldc))
-        blas_matmul(M, N, K, &A, &B, bias, beta, C, ldc);
+        fixed_matmul(M, N, K, &A, &B, bias, beta, C, ldc);
     return 0;
 }
 

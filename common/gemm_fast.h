@@ -29,7 +29,7 @@
 typedef enum {
     CVX_KPATH_AUTO = 0,      /* best available */
     CVX_KPATH_NO_BF16 = 1,   /* act as a CPU without AVX512_BF16/AMX: bf16 work widened to f32 */
-    CVX_KPATH_NO_ONEDNN = 2, /* no oneDNN at all: OpenBLAS sgemm for everything (bf16 widened) */
+    CVX_KPATH_NO_ONEDNN = 2, /* no oneDNN at all: cvx_sgemm_fixed for everything (bf16 widened) */
 } cvx_kpath;
 
 typedef struct cvx_kernels cvx_kernels;
@@ -39,7 +39,7 @@ void cvx_kernels_free(cvx_kernels *kc);
 const cvx_cpu_features *cvx_kernels_cpu(const cvx_kernels *kc);
 void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path);
 /* Name of the path cvx_matmul takes at precision p: "onednn-f32", "onednn-bf16", "fallback-bf16",
- * "openblas-f32". */
+ * "fixed-f32". */
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p);
 /* 1 when bf16 runs on bf16 units (AVX512_BF16 or AMX); 0: bf16 is correct but widened to f32. */
 int cvx_kernels_bf16_native(const cvx_kernels *kc);

@@ -46,7 +46,7 @@ typedef struct {
                                  * more memory) instead of the low-rank path beside the weights */
     int threads;                /* 0 = all cores */
     cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
-                                 * operands, f32 accumulation; cvx_precision_parse resolves "auto") */
+                                 * operands, f32 accumulation; cvx_precision_parse resolves "auto" per kind of work) */
     int int8;                   /* GGUF block-quantized weights: int8 dot products with the activations
                                  * rounded to int8 per row (cvx_ctx_set_int8); 0: dequantized tiles */
 } cvx_model_params;
@@ -101,7 +101,7 @@ int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *
                      cvx_progress_fn progress, void *user, float *out);
 
 /* ---- sample: embeddings -> latents (the denoising loop) ---- */
-typedef struct {
+typedef struct cvx_sample_params {
     int frames, height, width;    /* 0 = the model's default */
     int num_inference_steps;      /* 0 = 50 */
     double guidance_scale;        /* <= 1 disables CFG; < 0 = the model's default (cvx_model_info) */

@@ -55,8 +55,10 @@ typedef struct cvx_family {
     int (*check_embeddings)(cvx_model *m, const cvx_tensor *prompt, const cvx_tensor *negative, const char *file);
     /* the checks cvx_sample_resolve runs before any work (sequence-parallel split, ...) */
     int (*check_sample)(cvx_model *m, const cvx_sample_params *resolved);
-    /* set up one run: latent shape, loop parameters, denoiser, I2V/V2V initial latents (the
-     * scheduler `s` is fresh, its timesteps set for resolved->num_inference_steps) */
+    /* set up one run: latent shape, the family's loop parameters (run->loop comes with the request,
+     * the noise dtype, cache kind and progress filled in: the family adds conditioning, initial
+     * latents, t_start and TeaCache coefficients), denoiser (the scheduler `s` is fresh, its
+     * timesteps set for resolved->num_inference_steps) */
     int (*sample_setup)(cvx_model *m, const cvx_sample_params *resolved, const cvx_embeddings *emb, cvx_scheduler *s,
                         cvx_sample_run *run);
     /* the loaded transformer's linear layers for LoRA adapters (common/lora.h; *out allocated):

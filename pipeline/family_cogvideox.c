@@ -65,7 +65,7 @@ static int cog_open(cvx_model *m) {
     snprintf(path, sizeof path, "%s/transformer/config.json", m->dir);
     if ((m->has_denoiser_config = cvx_is_file(path)) && cogvideox_config_load(path, &S(m)->tcfg)) return -1;
     snprintf(path, sizeof path, "%s/vae/config.json", m->dir);
-    if ((m->has_vae_config = cvx_is_file(path)) && vae_config_load(&S(m)->vcfg, path)) return -1;
+    if ((m->has_vae_config = cvx_is_file(path)) && cogvideox_vae_config_load(&S(m)->vcfg, path)) return -1;
     fill_info(m);
     return 0;
 }
@@ -78,8 +78,8 @@ static void cog_close(cvx_model *m) {
         t5_tokenizer_free(&s->tok);
     }
     cogvideox_free(s->transformer);
-    if (s->vae_loaded) vae_free(&s->vae);
-    if (s->enc_loaded) vae_encoder_free(&s->enc);
+    if (s->vae_loaded) cogvideox_vae_free(&s->vae);
+    if (s->enc_loaded) cogvideox_vae_encoder_free(&s->enc);
     free(s);
     m->fam = NULL;
 }
@@ -124,7 +124,7 @@ static int load_vae(cvx_model *m) {
     if (S(m)->vae_loaded) return 0;
     char dir[4200];
     if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;
-    if (vae_load(&S(m)->vae, dir, m->ctx)) return -1;
+    if (cogvideox_vae_load(&S(m)->vae, dir, m->ctx)) return -1;
     S(m)->vae_loaded = 1;
     return 0;
 }
@@ -177,7 +177,7 @@ static int load_vae_encoder(cvx_model *m) {
     if (S(m)->enc_loaded) return 0;
     char dir[4200];
     if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;
-    if (vae_encoder_load(&S(m)->enc, dir, m->ctx)) return -1;
+    if (cogvideox_vae_encoder_load(&S(m)->enc, dir, m->ctx)) return -1;
     S(m)->enc_loaded = 1;
     return 0;
 }
@@ -204,9 +204,9 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
  * count) against the model as stage 2 will: the errors come before anything is encoded. */
 static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
     if (!m->has_denoiser_config) return 0;
-    cvx_loop_params sp = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1,
-                                  .vae_scale_spatial = m->info.vae_scale_spatial,
-                                  .vae_scale_temporal = m->info.vae_scale_temporal};
+    cvx_sample_params req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
+    cvx_loop_params sp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
+                          .vae_scale_temporal = m->info.vae_scale_temporal};
     cvx_latent_shape sh;
     if (cogvideox_latent_shape_for(&S(m)->tcfg, &sp, mode == CVX_MODE_I2V, &sh)) return -1;
     if (mode == CVX_MODE_V2V && sh.pad_frames)   /* upstream raises instead of padding */
@@ -257,22 +257,22 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
 
     /* encode: frame batches, tiles when an untiled encode would be large */
     if (load_vae_encoder(m)) goto done;
-    const vae_encoder *e = &S(m)->enc;
+    const cogvideox_vae_encoder *e = &S(m)->enc;
     const int lc = e->latent_channels, tsh = e->sample_height / 2, tsw = e->sample_width / 2;
-    const double peak = vae_encode_estimate_peak_bytes(e, F, H, W);
-    const int tiled = vae_encode_tiling_applies(e, H, W, tsh, tsw) && peak > ENCODE_TILING_BUDGET;
-    if (tiled && vae_encode_tiling_check(e, tsh, tsw)) goto done;
+    const double peak = cogvideox_vae_encode_estimate_peak_bytes(e, F, H, W);
+    const int tiled = cogvideox_vae_encode_tiling_applies(e, H, W, tsh, tsw) && peak > ENCODE_TILING_BUDGET;
+    if (tiled && cogvideox_vae_encode_tiling_check(e, tsh, tsw)) goto done;
     cvx_info("encoding %s: %d frame%s %dx%d with %s/vae%s", src, F, F == 1 ? "" : "s", W, H, m->dir,
              tiled ? " in tiles" : "");
     int T, h, w;
     cvx_progress bar;
-    cvx_progress_begin(&bar, "vae encode", vae_encode_steps(e, F, H, W, tiled, tsh, tsw), progress, user);
+    cvx_progress_begin(&bar, "vae encode", cogvideox_vae_encode_steps(e, F, H, W, tiled, tsh, tsw), progress, user);
     if (tiled) {
-        moments = vae_encode_tiled(e, px, F, H, W, tsh, tsw, &T, &h, &w, &bar);   // [2·lc, T, h, w]
+        moments = cogvideox_vae_encode_tiled(e, px, F, H, W, tsh, tsw, &T, &h, &w, &bar);   // [2·lc, T, h, w]
     } else {
-        T = vae_encoded_frames(e, F), h = vae_encoded_size(e, H), w = vae_encoded_size(e, W);
+        T = cogvideox_vae_encoded_frames(e, F), h = cogvideox_vae_encoded_size(e, H), w = cogvideox_vae_encoded_size(e, W);
         moments = cvx_alloc_f32((size_t)2 * lc * T * h * w);                    // [2·lc, T, h, w]
-        vae_encode_batched(e, px, F, H, W, moments, &bar);
+        cogvideox_vae_encode_batched(e, px, F, H, W, moments, &bar);
     }
     cvx_progress_finish(&bar);
     const size_t S = (size_t)T * h * w;
@@ -305,8 +305,8 @@ int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_s
         return cvx_error("video-to-video conditioning has %d latent frames, the loop %d", c->T, sh->frames);
     int t_start = 0;
     if (c->mode == CVX_MODE_V2V) {
-        if (cvx_strength_t_start(sp->num_inference_steps, strength, &t_start) ||
-            cvx_scheduler_set_timesteps(sched, sp->num_inference_steps))
+        if (cvx_strength_t_start(sp->req->num_inference_steps, strength, &t_start) ||
+            cvx_scheduler_set_timesteps(sched, sp->req->num_inference_steps))
             return -1;
     }
     /* latent_dist.sample(generator) in the encoder's [C, T, h, w] order: the generator's first
@@ -315,7 +315,7 @@ int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_s
     const cvx_dtype nd = (cvx_dtype)sp->noise_dtype;
     const size_t nc = (size_t)c->C * c->T * hw;
     float *sample = cvx_alloc_f32(nc);
-    cvx_generator_seed(&out->gen, sp->seed);
+    cvx_generator_seed(&out->gen, sp->req->seed);
     if (vae_latent_sample_as(c->mean, c->std, nc, &out->gen, nd, sample)) {
         free(sample);
         return -1;
@@ -338,7 +338,7 @@ int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_s
         cvx_randn_as(&out->gen, nd, noise, sh->numel);   /* nd was accepted by the sample draw above */
         sched->type->add_noise(sched, t_start, x0, noise, sh->numel, out->init);
         cvx_info("video-to-video: strength %g runs %d of %d steps from t=%g", strength,
-                 sp->num_inference_steps - t_start, sp->num_inference_steps, sched->timesteps[t_start]);
+                 sp->req->num_inference_steps - t_start, sp->req->num_inference_steps, sched->timesteps[t_start]);
         free(x0);
         free(noise);
     }
@@ -365,13 +365,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
                         cvx_sample_run *run) {
     if (load_transformer(m)) return -1;
     const cogvideox_config *c = &S(m)->tcfg;
-    cvx_loop_params *sp = &run->loop;
-    *sp = (cvx_loop_params){
-        .frames = p->frames, .height = p->height, .width = p->width, .num_inference_steps = p->num_inference_steps,
-        .guidance_scale = p->guidance_scale, .use_dynamic_cfg = p->use_dynamic_cfg, .seed = p->seed,
-        .vae_scale_spatial = m->info.vae_scale_spatial, .vae_scale_temporal = m->info.vae_scale_temporal,
-        .cfg_dist = p->cfg_dist, .sp_dist = p->sp_dist, .world_dist = p->world_dist,
-        .cache_threshold = p->cache_threshold};
+    cvx_loop_params *sp = &run->loop;   /* the request and the pipeline's part filled in */
     const int i2v = p->conditioning && p->conditioning->mode == CVX_MODE_I2V;
     if (p->teacache_coefficients) memcpy(sp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
     else cogvideox_teacache_coefficients(c, sp->teacache_coefficients);
@@ -382,9 +376,9 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
                          "text_embed_dim)", emb->L, emb->D, c->max_text_seq_length, c->text_embed_dim);
     cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %g%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim,
-             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, sp->num_inference_steps,
-             sp->guidance_scale, sp->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)sp->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", sp->frames, sp->width, sp->height, sh->frames,
+             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, p->num_inference_steps,
+             p->guidance_scale, p->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)p->seed);
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->frames,
              sh->channels, sh->height, sh->width, sh->pad_frames ? " (with 1 padding frame)" : "");
     if (p->conditioning) {
         cvx_prepared prep;
@@ -407,14 +401,14 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 /* The tiling of a decode of h×w latents: *tiled and the tile size in samples; `why` says why a
  * decode stays untiled (for the log line). -1 + cvx_error for tile sizes that cannot give the
  * frame size (upstream's stitching makes a larger or smaller video, issue 21). */
-static int plan_tiling(const vae_decoder *d, const cvx_decode_params *p, int h, int w, int *tiled, int *tsh,
+static int plan_tiling(const cogvideox_vae_decoder *d, const cvx_decode_params *p, int h, int w, int *tiled, int *tsh,
                        int *tsw, char *why, size_t n) {
     *tsh = p->tile_height ? p->tile_height : d->sample_height / 2;
     *tsw = p->tile_width ? p->tile_width : d->sample_width / 2;
-    const int applies = vae_tiling_applies(d, h, w, *tsh, *tsw);
-    const double peak = vae_estimate_peak_bytes(d, h, w) / 1e9;
+    const int applies = cogvideox_vae_tiling_applies(d, h, w, *tsh, *tsw);
+    const double peak = cogvideox_vae_estimate_peak_bytes(d, h, w) / 1e9;
     *tiled = p->tiling != CVX_TILING_OFF && applies &&
-             (p->tiling == CVX_TILING_ON || vae_estimate_peak_bytes(d, h, w) > AUTO_TILING_BUDGET);
+             (p->tiling == CVX_TILING_ON || cogvideox_vae_estimate_peak_bytes(d, h, w) > AUTO_TILING_BUDGET);
     if (p->tiling == CVX_TILING_OFF)
         snprintf(why, n, "untiled: --tiling off; ~%.1f GB estimated peak", peak);
     else if (!applies)
@@ -425,7 +419,7 @@ static int plan_tiling(const vae_decoder *d, const cvx_decode_params *p, int h, 
                  AUTO_TILING_BUDGET / 1e9);
     else
         why[0] = 0;
-    return *tiled && (vae_tiling_check(d, *tsh, *tsw) || vae_tiling_check_size(d, h, w, *tsh, *tsw)) ? -1 : 0;
+    return *tiled && (cogvideox_vae_tiling_check(d, *tsh, *tsw) || cogvideox_vae_tiling_check_size(d, h, w, *tsh, *tsw)) ? -1 : 0;
 }
 
 static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) {
@@ -438,7 +432,7 @@ static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) 
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
     if (load_vae(m)) return -1;
-    const vae_decoder *d = &S(m)->vae;
+    const cogvideox_vae_decoder *d = &S(m)->vae;
     if (C != d->latent_channels)
         return cvx_error("%s: tensor 'latents' has %d channels (dim 1 of [B, C, T, H, W]), the VAE in %s expects "
                          "latent_channels = %d", label, C, m->dir, d->latent_channels);
@@ -463,9 +457,9 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     const float scale = (float)(1.0 / d->scaling_factor);
     for (size_t i = 0; i < n; i++) z[i] = zin[i] * scale;
 
-    const int To = vae_output_frames(d, T);
+    const int To = cogvideox_vae_output_frames(d, T);
     cvx_progress bar;
-    cvx_progress_begin(&bar, "vae decode", B * vae_decode_steps(d, T, h, w, tiled, tsh, tsw), progress, user);
+    cvx_progress_begin(&bar, "vae decode", B * cogvideox_vae_decode_steps(d, T, h, w, tiled, tsh, tsw), progress, user);
     out->B = B, out->T = To, out->H = h * d->spatial_ratio, out->W = w * d->spatial_ratio, out->tiled = tiled;
     out->data = cvx_calloc((size_t)B, sizeof *out->data);
     /* several ranks: tiles spread over them; an untiled decode is rank 0's alone */
@@ -475,13 +469,13 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
         const float *zb = z + (size_t)b * C * T * h * w;   // [C, T, h, w]
         if (tiled) {
             int To2, H2, W2;
-            out->data[b] = vae_decode_tiled_dist(d, zb, T, h, w, tsh, tsw, p->dist, &To2, &H2, &W2, &bar);
+            out->data[b] = cogvideox_vae_decode_tiled_dist(d, zb, T, h, w, tsh, tsw, p->dist, &To2, &H2, &W2, &bar);
             if (root) out->T = To2, out->H = H2, out->W = W2;
         } else if (!root) {
             out->data[b] = NULL;
         } else {
             out->data[b] = cvx_alloc_f32((size_t)d->out_channels * To * out->H * out->W);   // [3, To, Ho, Wo]
-            vae_decode_chunked(d, zb, T, h, w, out->data[b], &bar);
+            cogvideox_vae_decode_chunked(d, zb, T, h, w, out->data[b], &bar);
         }
     }
     cvx_progress_finish(&bar);

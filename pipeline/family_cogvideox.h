@@ -8,18 +8,18 @@
 #include "stage1/t5.h"
 #include "stage1/tokenizer.h"
 #include "stage2/transformer.h"
-#include "stage3/vae.h"
-#include "stage3/vae_encoder.h"
+#include "stage3/cogvideox_vae.h"
+#include "stage3/cogvideox_vae_encoder.h"
 
 typedef struct {
     cogvideox_config tcfg;           /* transformer/config.json (when m->has_denoiser_config) */
-    vae_decoder vcfg;                /* vae/config.json, config fields only (when m->has_vae_config) */
+    cogvideox_vae_decoder vcfg;                /* vae/config.json, config fields only (when m->has_vae_config) */
     int t5_loaded, vae_loaded, enc_loaded;
     t5_tokenizer tok;
     t5_model t5;
     cogvideox_transformer *transformer;
-    vae_decoder vae;
-    vae_encoder enc;                 /* I2V / V2V conditioning */
+    cogvideox_vae_decoder vae;
+    cogvideox_vae_encoder enc;                 /* I2V / V2V conditioning */
 } cogvideox_state;
 
 /* m's CogVideoX state, NULL when m is of another family. */

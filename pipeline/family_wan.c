@@ -268,8 +268,8 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
 /* The size checks stage 2 will make, before anything is encoded. */
 static int check_size(cvx_model *m, int frames, int height, int width) {
     if (!m->has_denoiser_config) return 0;
-    cvx_loop_params lp = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1,
-                          .vae_scale_spatial = m->info.vae_scale_spatial,
+    cvx_sample_params req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
+    cvx_loop_params lp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
                           .vae_scale_temporal = m->info.vae_scale_temporal};
     cvx_latent_shape sh;
     return wan_latent_shape_for(&S(m)->tcfg, &lp, S(m)->vcfg.z_dim, &sh);
@@ -386,7 +386,7 @@ static int prepare_v2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *s
                          c->C, c->T, c->h, c->w, sh->channels, sh->frames, sh->height, sh->width);
     const cvx_dtype nd = (cvx_dtype)lp->noise_dtype;
     float *sample = cvx_alloc_f32(sh->numel), *noise = cvx_alloc_f32(sh->numel);
-    cvx_generator_seed(&run->gen, lp->seed);
+    cvx_generator_seed(&run->gen, lp->req->seed);
     int rc = vae_latent_sample_as(c->mean, c->std, sh->numel, &run->gen, nd, sample);
     if (!rc) {
         wan_vae v = vae_cfg_only(m);
@@ -396,8 +396,8 @@ static int prepare_v2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *s
     if (!rc) {
         run->init = cvx_alloc_f32(sh->numel);
         sched->type->add_noise(sched, lp->t_start, sample, noise, sh->numel, run->init);
-        cvx_info("video-to-video: runs %d of %d steps from t=%g", lp->num_inference_steps - lp->t_start,
-                 lp->num_inference_steps, sched->timesteps[lp->t_start]);
+        cvx_info("video-to-video: runs %d of %d steps from t=%g", lp->req->num_inference_steps - lp->t_start,
+                 lp->req->num_inference_steps, sched->timesteps[lp->t_start]);
         lp->init_latents = run->init, lp->init_generator = &run->gen;
     }
     free(sample);
@@ -434,15 +434,9 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
                         cvx_sample_run *run) {
     if (load_transformer(m)) return -1;
     const wan_config *c = &S(m)->tcfg;
-    cvx_loop_params *lp = &run->loop;
-    *lp = (cvx_loop_params){
-        .frames = p->frames, .height = p->height, .width = p->width, .num_inference_steps = p->num_inference_steps,
-        .guidance_scale = p->guidance_scale, .seed = p->seed, .vae_scale_spatial = m->info.vae_scale_spatial,
-        .vae_scale_temporal = m->info.vae_scale_temporal, .cfg_dist = p->cfg_dist, .sp_dist = p->sp_dist,
-        .world_dist = p->world_dist, .cache_threshold = p->cache_threshold};
+    cvx_loop_params *lp = &run->loop;   /* the request and the pipeline's part filled in */
     if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
     else wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
-    lp->teacache_ret_steps = p->teacache_ret_steps;
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
     if (emb->D != c->text_dim)
@@ -451,13 +445,13 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
     cvx_info("Wan transformer: %d layers, %d heads x %d%s; %s scheduler, %d steps, guidance %g%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim, c->image_dim ? ", image-to-video" : "",
-             sched->type->name, lp->num_inference_steps, lp->guidance_scale,
-             lp->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)lp->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", lp->frames, lp->width, lp->height, sh->channels,
+             sched->type->name, p->num_inference_steps, p->guidance_scale,
+             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", p->frames, p->width, p->height, sh->channels,
              sh->frames, sh->height, sh->width);
     if (mode == CVX_MODE_V2V) {
-        if (cvx_strength_t_start(lp->num_inference_steps, p->strength, &lp->t_start) ||
-            cvx_scheduler_set_timesteps(sched, lp->num_inference_steps) || prepare_v2v(m, p->conditioning, sched, run))
+        if (cvx_strength_t_start(p->num_inference_steps, p->strength, &lp->t_start) ||
+            cvx_scheduler_set_timesteps(sched, p->num_inference_steps) || prepare_v2v(m, p->conditioning, sched, run))
             return -1;
     } else if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, run)) {
         return -1;

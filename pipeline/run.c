@@ -330,12 +330,6 @@ int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const c
     return rc ? -1 : 0;
 }
 
-int cvx_decode_precision(const char *precision_arg, cvx_precision *out) {
-    const char *env = getenv("CVX_PRECISION");
-    const char *asked = precision_arg ? precision_arg : env && env[0] ? env : "auto";
-    return cvx_precision_from_cli(!strcmp(asked, "auto") ? "f32" : precision_arg, out);
-}
-
 int cvx_frames_write_videos(const cvx_frames *fr, const char *out_path, int fps, int crf, int verbose,
                             const char *png_dir, const char *sheet, const char **codec) {
     for (int b = 0; b < fr->B; b++) {

@@ -123,10 +123,6 @@ typedef struct {
  * latents file (default_lat), its hash must be the one recorded. -1 + cvx_error. */
 int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const char *default_lat,
                               cvx_decode_genconfig *g);
-/* The precision stage 3 decodes in: --precision, else $CVX_PRECISION, where "auto" means f32
- * (measured faster than bf16 for the VAE today: Winograd F(4×4) in f32, F(2×2) in bf16 for
- * accuracy, 71 s vs 90 s on the 3×30×45 bench, docs/performance.md). -1 + cvx_error. */
-int cvx_decode_precision(const char *precision_arg, cvx_precision *out);
 
 /* The decoded frames as videos: sample 0 to out_path, sample b > 0 to <stem>_<b><ext>; with
  * png_dir every frame as PNG (sample_<b>/ subdirectories when B > 1), with sheet a contact

@@ -129,15 +129,15 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     if (cvx_check_finite(emb->prompt, (size_t)emb->L * emb->D, "prompt_embeds") ||
         cvx_check_finite(emb->negative, (size_t)emb->L * emb->D, "negative_prompt_embeds"))
         goto done;
-    if (m->family->sample_setup(m, &p, emb, &sched, &run) || cvx_model_attach_loras(m)) goto done;
-    cvx_loop_params *sp = &run.loop;
-    const cvx_latent_shape *sh = &run.shape;
-    sp->progress = progress, sp->progress_user = user;
-    sp->noise_dtype = (int)nd;
     cvx_cache_kind kind;
     if (cvx_cache_parse_kind(p.cache, &kind)) goto done;
-    sp->cache_kind = kind;
-    sp->cache_threshold = p.cache_threshold;
+    /* the loop reads the request where it is; the family adds its part (shape, conditioning, coefficients) */
+    cvx_loop_params *sp = &run.loop;
+    *sp = (cvx_loop_params){.req = &p, .vae_scale_spatial = m->info.vae_scale_spatial,
+                            .vae_scale_temporal = m->info.vae_scale_temporal, .progress = progress,
+                            .progress_user = user, .noise_dtype = (int)nd, .cache_kind = kind};
+    if (m->family->sample_setup(m, &p, emb, &sched, &run) || cvx_model_attach_loras(m)) goto done;
+    const cvx_latent_shape *sh = &run.shape;
 
     cvx_checkpointing ck = {p.checkpoint_path, p.checkpoint_every, p.resume, p.stop_after_steps,
                             p.fingerprint};
@@ -146,7 +146,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     if (kind != CVX_CACHE_NONE)
         cvx_info("step cache %s, threshold %g%s", p.cache, p.cache_threshold, kind == CVX_CACHE_TEACACHE ?
                  (p.teacache_coefficients ? ", given coefficients" : ", the model's published coefficients") : "");
-    cvx_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = sp->num_inference_steps,
+    cvx_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = p.num_inference_steps,
                       .rgb = &run.preview_rgb, .sched = &sched, .decode = preview_decode,
                       .decode_user = m};
     if (p.preview_every > 0 && cvx_preview_parse_mode(p.preview, &pv.mode)) goto done;

@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     const char *model = model_dir ? model_dir : model_id ? model_id : DEFAULT_MODEL_ID;
     model = cvx_model_abs(model, model_abs, sizeof model_abs);   /* recorded: later stages run elsewhere */
     cvx_precision precision;
-    if (cvx_precision_from_cli(precision_arg, &precision)) cvx_die_last_error();
+    if (cvx_precision_from_cli(precision_arg, CVX_WORK_MATMUL, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
                                                       .vae_file = wfile[2], .int8 = int8});

@@ -146,6 +146,7 @@ int cogvideox_sample_loop(cogvideox_transformer *m, int i2v, cvx_scheduler *s, c
 
 /* ---- shapes and embeddings ---- */
 int cogvideox_latent_shape_for(const cogvideox_config *c, const cvx_loop_params *p, int i2v, cvx_latent_shape *out) {
+    const cvx_sample_params *r = p->req;
     int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mult = sp * c->patch_size;
     memset(out, 0, sizeof(*out));
     /* the model type must fit the mode: I2V models take [noise, image] latents (2 × channels) */
@@ -159,27 +160,27 @@ int cogvideox_latent_shape_for(const cogvideox_config *c, const cvx_loop_params 
         return cvx_error("this is a text-to-video model (transformer in_channels %d = out_channels): it cannot take "
                          "an --image; use an image-to-video checkpoint (CogVideoX-5b-I2V, CogVideoX1.5-5B-I2V)",
                          c->in_channels);
-    if (p->frames < 1 || (p->frames - 1) % ts != 0) {
-        int lower = p->frames > 1 ? (p->frames - 1) / ts * ts + 1 : 1;
+    if (r->frames < 1 || (r->frames - 1) % ts != 0) {
+        int lower = r->frames > 1 ? (r->frames - 1) / ts * ts + 1 : 1;
         return cvx_error("--frames %d: the frame count must be %dk+1 (VAE temporal factor %d), e.g. %d or %d",
-                         p->frames, ts, ts, lower, lower + ts);
+                         r->frames, ts, ts, lower, lower + ts);
     }
-    if (p->height < mult || p->height % mult != 0)
-        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->height,
+    if (r->height < mult || r->height % mult != 0)
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->height,
                          mult, sp, c->patch_size);
-    if (p->width < mult || p->width % mult != 0)
-        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->width, mult,
+    if (r->width < mult || r->width % mult != 0)
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->width, mult,
                          sp, c->patch_size);
     if (c->use_learned_positional_embeddings &&
-        (p->height != c->sample_height * sp || p->width != c->sample_width * sp))
+        (r->height != c->sample_height * sp || r->width != c->sample_width * sp))
         return cvx_error("--height %d --width %d: this model has learned positional embeddings (CogVideoX-5b-I2V "
-                         "style) and runs only at its sample size: --height %d --width %d", p->height, p->width,
+                         "style) and runs only at its sample size: --height %d --width %d", r->height, r->width,
                          c->sample_height * sp, c->sample_width * sp);
-    if (p->num_inference_steps < 1)
-        return cvx_error("--num_inference_steps %d: must be at least 1", p->num_inference_steps);
-    if (!(p->guidance_scale >= 0) || !isfinite(p->guidance_scale))
-        return cvx_error("--guidance_scale %g: must be a finite number >= 0", p->guidance_scale);
-    out->frames = (p->frames - 1) / ts + 1;
+    if (r->num_inference_steps < 1)
+        return cvx_error("--num_inference_steps %d: must be at least 1", r->num_inference_steps);
+    if (!(r->guidance_scale >= 0) || !isfinite(r->guidance_scale))
+        return cvx_error("--guidance_scale %g: must be a finite number >= 0", r->guidance_scale);
+    out->frames = (r->frames - 1) / ts + 1;
     /* CogVideoX1.5: the latent frame count must divide by patch_size_t; upstream adds frames
      * at the front of the noise (num_frames += pad · temporal factor) and drops them at the end */
     if (c->patch_size_t > 0 && out->frames % c->patch_size_t != 0) {
@@ -187,8 +188,8 @@ int cogvideox_latent_shape_for(const cogvideox_config *c, const cvx_loop_params 
         out->frames += out->pad_frames;
     }
     out->channels = c->out_channels;
-    out->height = p->height / sp;
-    out->width = p->width / sp;
+    out->height = r->height / sp;
+    out->width = r->width / sp;
     out->numel = (size_t)out->frames * out->channels * out->height * out->width;
     return 0;
 }

@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
         cvx_die_last_error();
     sp.preview_path = out.preview;
     cvx_precision precision;
-    if (cvx_precision_from_cli(a.precision_arg, &precision)) cvx_die_last_error();
+    if (cvx_precision_from_cli(a.precision_arg, CVX_WORK_MATMUL, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = a.threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
                                                       .vae_file = wfile[2], .loras = a.loras.spec,

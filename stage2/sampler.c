@@ -20,38 +20,36 @@
 #include "rng_lowp.h"
 
 
-double cvx_guidance_at(const cvx_loop_params *p, double t) {
-    if (!p->use_dynamic_cfg) return p->guidance_scale;
-    double n = p->num_inference_steps;
+double cvx_guidance_at(double g, int dynamic, int n, double t) {
+    if (!dynamic) return g;
     /* upstream uses the timestep value, not the step index: (n − t)/n is negative */
-    double x = pow(((double)p->num_inference_steps - (double)t) / n, 5.0);
-    return 1.0 + p->guidance_scale * ((1.0 - cos(M_PI * x)) / 2.0);
+    double x = pow(((double)n - t) / (double)n, 5.0);
+    return 1.0 + g * ((1.0 - cos(M_PI * x)) / 2.0);
 }
 
-int cvx_uses_cfg(const cvx_loop_params *p) { return p->guidance_scale > 1.0; }
+int cvx_uses_cfg(double guidance_scale) { return guidance_scale > 1.0; }
 
 int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
                      const cvx_latent_shape *sh, const float *prompt, const float *negative, int L,
                      const cvx_checkpointing *ck, cvx_step_hook hook, void *hook_ctx, float *latents,
                      cvx_sample_result *result) {
+    const cvx_sample_params *r = p->req;
     const size_t n = sh->numel, D = (size_t)m->text_dim;
-    const int cfg = cvx_uses_cfg(p);
+    const int cfg = cvx_uses_cfg(r->guidance_scale);
     /* CFG-parallel: this rank's forward computes one branch (its rank: 0 uncond, 1 cond);
      * sequence parallelism: the ranks of sd share each forward; all: every rank of the run */
-    cvx_dist *cd = p->cfg_dist && cvx_dist_size(p->cfg_dist) > 1 ? p->cfg_dist : NULL;
-    cvx_dist *sd = p->sp_dist && cvx_dist_size(p->sp_dist) > 1 ? p->sp_dist : NULL;
-    cvx_dist *all = p->world_dist && cvx_dist_size(p->world_dist) > 1 ? p->world_dist : cd;
+    cvx_dist *cd = r->cfg_dist && cvx_dist_size(r->cfg_dist) > 1 ? r->cfg_dist : NULL;
+    cvx_dist *sd = r->sp_dist && cvx_dist_size(r->sp_dist) > 1 ? r->sp_dist : NULL;
+    cvx_dist *all = r->world_dist && cvx_dist_size(r->world_dist) > 1 ? r->world_dist : cd;
     const int B = cfg && !cd ? 2 : 1, writer = !all || cvx_dist_world_rank(all) == 0;
     memset(result, 0, sizeof(*result));
-    if (cvx_scheduler_set_timesteps(s, p->num_inference_steps)) return -1;
+    if (cvx_scheduler_set_timesteps(s, r->num_inference_steps)) return -1;
     CVX_CHECK(s->state == NULL);   /* a scheduler serves one run */
-    CVX_CHECK(p->t_start >= 0 && p->t_start < p->num_inference_steps);
+    CVX_CHECK(p->t_start >= 0 && p->t_start < r->num_inference_steps);
     /* V2V: the loop runs timesteps[t_start:] (the scheduler keeps num_inference_steps for its step
      * size); i counts the steps of the loop, t_start + i is the schedule's index */
-    const int n_steps = p->num_inference_steps - p->t_start, t0i = p->t_start;
+    const int n_steps = r->num_inference_steps - p->t_start, t0i = p->t_start;
     s->begin = t0i;
-    cvx_loop_params pg = *p;   /* dynamic CFG counts the steps that run, as upstream */
-    pg.num_inference_steps = n_steps;
     if (m->type->prepare(m, sh->frames, sh->height, sh->width)) return -1;
     CVX_CHECK(m->n_latent == n && m->n_out == n);
     if (s->type->init(s, n)) return -1;
@@ -60,7 +58,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     /* alike on every rank: agreed, so that rank 0 alone reports it */
     int bad = cd && (!cfg || cvx_dist_size(cd) != 2)
                   ? cvx_error("--cfg_parallel: needs classifier-free guidance (guidance_scale > 1) and 2 ranks per "
-                              "group, got guidance_scale %g and %d", p->guidance_scale, cvx_dist_size(cd))
+                              "group, got guidance_scale %g and %d", r->guidance_scale, cvx_dist_size(cd))
                   : 0;
     if (!bad && sd) bad = m->type->set_sp(m, sd);   /* the head count must divide */
     if (all ? cvx_dist_agree(all, bad) : bad) {
@@ -85,12 +83,12 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     float *pred = cvx_alloc_f32(n), *prev = cvx_alloc_f32(n);
     int rc = -1;
     cvx_cache cache;
-    if (cvx_cache_init(&cache, p->cache_kind, p->cache_threshold, p->teacache_coefficients, n_steps, m->num_layers))
+    if (cvx_cache_init(&cache, p->cache_kind, r->cache_threshold, p->teacache_coefficients, n_steps, m->num_layers))
         goto done;
-    if (p->teacache_ret_steps) cvx_cache_set_teacache_window(&cache, 5, 0);
+    if (r->teacache_ret_steps) cvx_cache_set_teacache_window(&cache, 5, 0);
     /* the whole CFG batch's decisions on every rank; each keeps the residuals of its share */
-    cvx_cache_set_layout(&cache, &(cvx_cache_layout){p->world_dist && cvx_dist_size(p->world_dist) > 1
-                                                                     ? p->world_dist : cd ? cd : sd,
+    cvx_cache_set_layout(&cache, &(cvx_cache_layout){r->world_dist && cvx_dist_size(r->world_dist) > 1
+                                                                     ? r->world_dist : cd ? cd : sd,
                                                                  cfg ? 2 : 1, cd ? 2 : 1, sd ? cvx_dist_size(sd) : 1});
     CVX_CHECK(cache.lnb == B);
 
@@ -108,7 +106,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
             memcpy(latents, p->init_latents, n * sizeof(float));
             gen = *p->init_generator;
         } else {
-            cvx_generator_seed(&gen, p->seed);
+            cvx_generator_seed(&gen, r->seed);
             if (cvx_randn_as(&gen, (cvx_dtype)p->noise_dtype, latents, n)) goto done;   /* torch.randn(dtype=) */
         }
         if (writer && ck && ck->path && cvx_is_file(ck->path))
@@ -126,6 +124,8 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {
         const double t = s->timesteps[t0i + i];
+        /* dynamic CFG counts the steps that run, as upstream */
+        const double g = cvx_guidance_at(r->guidance_scale, r->use_dynamic_cfg, n_steps, t);
         /* this rank's CFG branches, one forward each (with step caching: one decision for the batch) */
         cvx_denoise_input in = {.x = latents, .cond = p->cond, .text = text, .L = L, .image = p->image_tokens,
                                 .L_img = p->image_L, .t = t};
@@ -137,7 +137,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
         if (cd && !frc) frc = cvx_dist_allgather(cd, branch, n * sizeof(float), out);
         comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
         if (frc) goto done;
-        if (cfg) cvx_cfg_combine(out, out + n, cvx_guidance_at(&pg, t), n, pred);
+        if (cfg) cvx_cfg_combine(out, out + n, g, n, pred);
         else memcpy(pred, out, n * sizeof(float));
 
         s->type->step(s, t0i + i, pred, latents, n, &gen, prev);
@@ -149,7 +149,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
             cvx_error_prefix("step %d/%d (t=%g): the denoising diverged", done_steps, n_steps, t);
             goto done;
         }
-        cvx_debug("step %d/%d t=%g guidance %.6g", done_steps, n_steps, t, cvx_guidance_at(&pg, t));
+        cvx_debug("step %d/%d t=%g guidance %.6g", done_steps, n_steps, t, g);
         if (hook) hook(hook_ctx, i, latents, sh);
 
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;

@@ -14,13 +14,17 @@
 #include "safetensors.h"
 #include "stage2/scheduler.h"
 #include "stage2/denoiser.h"
+#include "pipeline/cogvideox.h"   /* cvx_sample_params (the API's types only) */
 
+/* The loop's parameters: the request as the API took it (defaults resolved by cvx_sample_resolve),
+ * read where it is, never copied field by field, and what the family and the pipeline derive from it. */
 typedef struct {
-    int frames, height, width;          /* video size in pixels */
-    int num_inference_steps;
-    double guidance_scale;
-    int use_dynamic_cfg;
-    uint64_t seed;
+    /* video size, steps, guidance_scale, use_dynamic_cfg, seed, the MPI groups (cfg_dist: a group of
+     * 2 ranks, rank 0 computing the unconditional branch, rank 1 the conditional one, the predictions
+     * exchanged once per step, every rank then running the same scheduler step, only world rank 0
+     * writing checkpoints; sp_dist: Ulysses sequence parallelism, the ranks sharing each forward;
+     * world_dist: every rank of the run, which agree on failures), cache_threshold, teacache_ret_steps */
+    const cvx_sample_params *req;
     int vae_scale_spatial;              /* 2^(len(vae block_out_channels) − 1), 8 for CogVideoX */
     int vae_scale_temporal;             /* vae temporal_compression_ratio, 4 */
     /* progress of the loop (NULL: the default bar on stderr) */
@@ -33,22 +37,11 @@ typedef struct {
     const float *init_latents;           /* initial latents [1, F, C, h, w] instead of randn from the seed */
     const cvx_generator *init_generator; /* with init_latents: the generator after the draws that made them */
     int t_start;                         /* V2V: the loop runs timesteps[t_start:] (upstream get_timesteps) */
-    /* CFG-parallel (docs/distributed.md): a group of 2 ranks, rank 0 computing the unconditional
-     * branch, rank 1 the conditional one, the predictions exchanged once per step; NULL = both
-     * branches batched here. Every rank then runs the same scheduler step; only world rank 0
-     * writes checkpoints. */
-    struct cvx_dist *cfg_dist;
-    /* Ulysses sequence parallelism (cogvideox_set_sp): the ranks that share each forward; NULL =
-     * none. world_dist: every rank of the run, which agree on failures (NULL: the CFG group). */
-    struct cvx_dist *sp_dist, *world_dist;
     int noise_dtype;                    /* cvx_dtype of the initial noise (CVX_F32 = 0, CVX_BF16, CVX_F16) */
-    /* step caching (stage2/cache.h): CVX_CACHE_* (0 = none), threshold (<= 0 = off),
-     * TeaCache coefficients (NULL = the published set for the model) */
+    /* step caching (stage2/cache.h): CVX_CACHE_* (0 = none; the threshold is the request's), the
+     * TeaCache coefficients in use */
     int cache_kind;
-    double cache_threshold;
     double teacache_coefficients[5];
-    int teacache_ret_steps;             /* TeaCache4Wan2.1's use_ret_steps: the first 5 steps always compute, the
-                                         * last is not forced (the denoiser compares e0) */
 } cvx_loop_params;
 
 typedef struct {
@@ -61,11 +54,11 @@ typedef struct {
 
 
 
-/* Guidance scale at timestep t: the static scale, or with use_dynamic_cfg upstream's
- * 1 + g·(1 − cos(π·((n − t)/n)^5))/2 (t the timestep value, n the step count), in double. */
-double cvx_guidance_at(const cvx_loop_params *p, double t);
+/* Guidance scale at timestep t: the static scale g, or with dynamic upstream's
+ * 1 + g·(1 − cos(π·((n − t)/n)^5))/2 (t the timestep value, n the steps that run), in double. */
+double cvx_guidance_at(double g, int dynamic, int n, double t);
 /* CFG is used when guidance_scale > 1 (as upstream: then the batch is [negative; positive]). */
-int cvx_uses_cfg(const cvx_loop_params *p);
+int cvx_uses_cfg(double guidance_scale);
 
 /* ---- checkpoint / resume ---- */
 /* The run settings a checkpoint belongs to, as (key, value) strings; stored in the checkpoint

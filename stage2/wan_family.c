@@ -112,30 +112,31 @@ void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, i
 }
 
 int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out) {
+    const cvx_sample_params *r = p->req;
     const int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mh = sp * c->patch_h, mw = sp * c->patch_w;
     memset(out, 0, sizeof *out);
-    if (p->frames < 1 || (p->frames - 1) % ts != 0) {
-        int lower = p->frames > 1 ? (p->frames - 1) / ts * ts + 1 : 1;
+    if (r->frames < 1 || (r->frames - 1) % ts != 0) {
+        int lower = r->frames > 1 ? (r->frames - 1) / ts * ts + 1 : 1;
         return cvx_error("--frames %d: the frame count must be %dk+1 (VAE temporal factor %d), e.g. %d or %d",
-                         p->frames, ts, ts, lower, lower + ts);
+                         r->frames, ts, ts, lower, lower + ts);
     }
-    if (p->height < mh || p->height % mh != 0)
-        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->height,
+    if (r->height < mh || r->height % mh != 0)
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->height,
                          mh, sp, c->patch_h);
-    if (p->width < mw || p->width % mw != 0)
-        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", p->width, mw,
+    if (r->width < mw || r->width % mw != 0)
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->width, mw,
                          sp, c->patch_w);
-    if (p->num_inference_steps < 1)
-        return cvx_error("--num_inference_steps %d: must be at least 1", p->num_inference_steps);
-    if (!(p->guidance_scale >= 0) || !isfinite(p->guidance_scale))
-        return cvx_error("--guidance_scale %g: must be a finite number >= 0", p->guidance_scale);
+    if (r->num_inference_steps < 1)
+        return cvx_error("--num_inference_steps %d: must be at least 1", r->num_inference_steps);
+    if (!(r->guidance_scale >= 0) || !isfinite(r->guidance_scale))
+        return cvx_error("--guidance_scale %g: must be a finite number >= 0", r->guidance_scale);
     if (z_dim != c->out_channels)
         return cvx_error("the VAE's z_dim %d differs from the transformer's out_channels %d (components of different "
                          "models?)", z_dim, c->out_channels);
-    out->frames = (p->frames - 1) / ts + 1;
+    out->frames = (r->frames - 1) / ts + 1;
     out->channels = c->out_channels;
-    out->height = p->height / sp;
-    out->width = p->width / sp;
+    out->height = r->height / sp;
+    out->width = r->width / sp;
     out->numel = (size_t)out->frames * out->channels * out->height * out->width;
     out->channels_major = 1;
     return 0;

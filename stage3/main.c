@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
         cvx_die("no model: give --model_id or --model_dir (%s has no 'model_id')",
                 gen.present ? in.genconfig : "no generation_config.json found, it");
     cvx_precision precision;
-    if (cvx_decode_precision(a.precision_arg, &precision)) cvx_die_last_error();
+    if (cvx_precision_from_cli(a.precision_arg, CVX_WORK_CONV, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = a.threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
                                                       .vae_file = wfile[2]});

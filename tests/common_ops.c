@@ -1,6 +1,7 @@
 /* Every common op against a plain reference: GEMM vs triple loop, tiled attention vs full
  * softmax, norms and activations vs double-precision formulas, dtype conversions vs known bits. */
 #include "testutil.h"
+#include "cpu.h"
 #include "dtype.h"
 #include "gemm.h"
 #include "vecmath.h"
@@ -32,6 +33,63 @@ static void test_sgemm_vs_reference(void **state) {
             ASSERT_REL_L2(C, R, (size_t)M * N, 1e-6);
             free(A); free(B); free(C); free(R);
         }
+}
+
+/* cvx_sgemm_fixed: bit-equal to its scalar chain (fmaf), at 1, 2 and 3 threads, and row by row
+ * whatever rows a call holds (a split into two calls: what MPI ranks do); close to the double
+ * reference. Shapes cross every edge: rows not a multiple of 6, columns of 16 or 64, K of 256. */
+static void test_sgemm_fixed(void **state) {
+    (void)state;
+    const int shapes[][3] = {{1, 1, 1}, {5, 17, 3}, {13, 70, 257}, {37, 129, 600}, {400, 65, 31}, {7, 3, 0}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int v = 0; v < 8; v++) {
+            const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], ta = v & 1, tb = (v >> 1) & 1;
+            const int lda = ta ? M : K, ldb = tb ? K : N;
+            const float beta = (v & 4) ? 0.25f : 0.0f, alpha = (v & 4) ? 0.5f : 1.0f;
+            float *A = rand_buf((size_t)M * K + 1, 1), *B = rand_buf((size_t)K * N + 1, 1), *bias = rand_buf(N, 1);
+            float *C0 = rand_buf((size_t)M * N, 1), *C = cvx_alloc_f32((size_t)M * N), *R = cvx_alloc_f32((size_t)M * N);
+            memcpy(R, C0, sizeof(float) * M * N);
+            cvx_sgemm_fixed_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, R, N);
+            for (int th = 1; th <= 3; th++) {
+                cvx_set_threads(th);
+                memcpy(C, C0, sizeof(float) * M * N);
+                cvx_sgemm_fixed(ta, tb, M, N, K, alpha, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, C, N);
+                assert_memory_equal(C, R, sizeof(float) * M * N);
+            }
+            const int m1 = M / 3;   /* rows [0, m1) and [m1, M) in two calls */
+            memcpy(C, C0, sizeof(float) * M * N);
+            cvx_sgemm_fixed(ta, tb, m1, N, K, alpha, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, C, N);
+            cvx_sgemm_fixed(ta, tb, M - m1, N, K, alpha, ta ? A + m1 : A + (size_t)m1 * lda, lda, B, ldb,
+                            (v & 2) ? bias : NULL, beta, C + (size_t)m1 * N, N);
+            assert_memory_equal(C, R, sizeof(float) * M * N);
+            if (!(v & 2)) {   /* against the double-accumulated reference */
+                memcpy(C, C0, sizeof(float) * M * N);
+                cvx_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+                ASSERT_REL_L2(R, C, (size_t)M * N, 1e-6);
+            }
+            free(A); free(B); free(bias); free(C0); free(C); free(R);
+        }
+    cvx_set_threads(0);
+}
+
+/* "auto" is decided in one place, per kind of work: the VAEs (convolutions) in f32, the matmul
+ * work in bf16 exactly when the CPU has bf16 units; the names and a bad one. */
+static void test_precision_auto(void **state) {
+    (void)state;
+    cvx_cpu_features f;
+    cvx_cpu_detect(&f);
+    const cvx_precision mm = f.avx512_bf16 || f.amx_bf16 ? CVX_PRECISION_BF16 : CVX_PRECISION_F32;
+    cvx_precision p;
+    assert_int_equal(cvx_precision_auto(CVX_WORK_MATMUL), mm);
+    assert_int_equal(cvx_precision_auto(CVX_WORK_CONV), CVX_PRECISION_F32);
+    assert_int_equal(cvx_precision_parse("auto", CVX_WORK_MATMUL, &p), 0);
+    assert_int_equal(p, mm);
+    assert_int_equal(cvx_precision_parse("auto", CVX_WORK_CONV, &p), 0);
+    assert_int_equal(p, CVX_PRECISION_F32);
+    assert_int_equal(cvx_precision_parse("bfloat16", CVX_WORK_CONV, &p), 0);
+    assert_int_equal(p, CVX_PRECISION_BF16);
+    assert_int_equal(cvx_precision_parse("f16", CVX_WORK_MATMUL, &p), -1);
+    assert_non_null(strstr(cvx_last_error(), "f32, bf16, auto"));
 }
 
 /* nn.Linear with BF16 weights = the same product on the widened weights. */
@@ -280,6 +338,8 @@ int main(void) {
     cvx_set_threads(0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm_vs_reference),
+        cmocka_unit_test(test_sgemm_fixed),
+        cmocka_unit_test(test_precision_auto),
         cmocka_unit_test(test_linear_bf16),
         cmocka_unit_test(test_attention_vs_reference),
         cmocka_unit_test(test_norms),

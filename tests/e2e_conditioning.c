@@ -171,9 +171,8 @@ static void api_i2v_prepare(const char *name) {
     cvx_scheduler sched;
     snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
     ASSERT_OK(cvx_scheduler_load(&sched, path, NULL));
-    cvx_loop_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
-                                  .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
-                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cvx_sample_params sp_req = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width, .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed};
+    cvx_loop_params sp = {.req = &sp_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, 1, &sh));
     cvx_prepared prep;
@@ -217,10 +216,8 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
     cvx_scheduler sched;
     snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
     ASSERT_OK(cvx_scheduler_load(&sched, path, NULL));
-    cvx_loop_params sp = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width,
-                                  .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed,
-                                  .vae_scale_spatial = 8, .vae_scale_temporal = 4,
-                                  .noise_dtype = (int)nd};
+    cvx_sample_params sp_req = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width, .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed};
+    cvx_loop_params sp = {.req = &sp_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4, .noise_dtype = (int)nd};
     cvx_latent_shape sh;
     ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, !v2v, &sh));
     const size_t hw = (size_t)sh.height * sh.width;
@@ -271,6 +268,45 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
 static void test_api_i2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype("e2e_i2v_5b", 0, CVX_BF16); }
 static void test_api_i2v_15_noise_fp16(void **s) { (void)s; api_prepare_noise_dtype("e2e_i2v_1.5", 0, CVX_F16); }
 static void test_api_v2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype("e2e_v2v_5b", 1, CVX_BF16); }
+
+/* The same through cvx_sample (the pipeline's path, not the family's function alone): the noise
+ * dtype must reach prepare_latents. With DDIM (no step noise) a video-to-video run differs between
+ * --noise_dtype f32 and bf16 only through those draws, so equal latents mean the setting was
+ * dropped on the way (a regression of the family refactor: f32 draws for every I2V/V2V run). */
+static void test_api_sample_noise_dtype_reaches_prepare(void **s) {
+    (void)s;
+    cond_case c;
+    load_case(&c, "e2e_v2v_5b");
+    char dir[256];
+    snprintf(dir, sizeof dir, GOLDEN "/e2e_v2v_5b/model");
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});   /* f32 */
+    ASSERT_NONNULL(m);
+    const cogvideox_config *tc = &cogvideox_state_of(m)->tcfg;
+    const int hs = (int)c.height / 8, ws = (int)c.width / 8, T = ((int)c.frames - 1) / 4 + 1, C = tc->out_channels;
+    const size_t nc = (size_t)C * T * hs * ws;
+    cvx_conditioning cond = {.mode = CVX_MODE_V2V, .C = C, .T = T, .h = hs, .w = ws, .frames = (int)c.frames,
+                             .height = (int)c.height, .width = (int)c.width};
+    cond.mean = cvx_alloc_f32(nc), cond.std = cvx_alloc_f32(nc);
+    for (size_t i = 0; i < nc; i++) cond.mean[i] = 0.5f * sinf((float)i), cond.std[i] = 0.1f + 0.05f * (float)(i % 7);
+    const int L = tc->max_text_seq_length, D = tc->text_embed_dim;
+    cvx_embeddings emb = {.prompt = cvx_calloc((size_t)L * D, sizeof(float)),
+                          .negative = cvx_calloc((size_t)L * D, sizeof(float)), .L = L, .D = D};
+    cvx_latents out[2];
+    const char *nd[2] = {"f32", "bf16"};
+    for (int k = 0; k < 2; k++) {
+        cvx_sample_params p = {0};
+        p.frames = (int)c.frames, p.height = (int)c.height, p.width = (int)c.width, p.num_inference_steps = 4;
+        p.guidance_scale = 1, p.seed = (uint64_t)c.seed, p.scheduler = "ddim", p.conditioning = &cond;
+        p.strength = 0.6, p.noise_dtype = nd[k];
+        ASSERT_OK(cvx_sample(m, &p, &emb, NULL, NULL, &out[k]));
+    }
+    const size_t n = (size_t)out[0].C * out[0].T * out[0].h * out[0].w;
+    assert_true(memcmp(out[0].data, out[1].data, n * sizeof(float)) != 0);
+    for (int k = 0; k < 2; k++) cvx_latents_free(&out[k]);
+    cvx_embeddings_free(&emb);
+    cvx_conditioning_free(&cond);
+    cvx_model_close(m);
+}
 
 /* upstream get_timesteps */
 static void test_strength_t_start(void **s) {
@@ -658,6 +694,7 @@ int main(void) {
         cmocka_unit_test(test_api_i2v_noise_bf16),
         cmocka_unit_test(test_api_i2v_15_noise_fp16),
         cmocka_unit_test(test_api_v2v_noise_bf16),
+        cmocka_unit_test(test_api_sample_noise_dtype_reaches_prepare),
         cmocka_unit_test(test_cli_i2v_5b),
         cmocka_unit_test(test_cli_i2v_5b_resize),
         cmocka_unit_test(test_cli_i2v_15),

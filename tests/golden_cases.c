@@ -20,8 +20,8 @@
 #include "stage2/cogvideox_family.h"
 #include "stage2/scheduler_ddpm.h"
 #include "stage2/transformer.h"
-#include "stage3/vae.h"
-#include "stage3/vae_encoder.h"
+#include "stage3/cogvideox_vae.h"
+#include "stage3/cogvideox_vae_encoder.h"
 #include "stage3/video.h"
 
 #define EXACT 0.0   /* tolerance column of the bit-exact rows */
@@ -338,10 +338,8 @@ static void run_e2e_latents(gh_case *c, const gh_row *r) {
     cogvideox_transformer *m = cogvideox_load(gh_path(c, "model/transformer"), NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     gh_call k = gh_call_of(c);
-    cvx_loop_params p = {.frames = k.frames, .height = k.height, .width = k.width,
-                                 .num_inference_steps = k.num_inference_steps, .guidance_scale = k.guidance_scale,
-                                 .use_dynamic_cfg = k.use_dynamic_cfg, .seed = k.seed,
-                                 .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cvx_sample_params p_req = {.frames = k.frames, .height = k.height, .width = k.width, .num_inference_steps = k.num_inference_steps, .guidance_scale = k.guidance_scale, .use_dynamic_cfg = k.use_dynamic_cfg, .seed = k.seed};
+    cvx_loop_params p = {.req = &p_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     const cogvideox_config *cfg = cogvideox_get_config(m);
     cvx_latent_shape sh;
     if (cogvideox_latent_shape_for(cfg, &p, 0, &sh)) fail_msg("%s", cvx_last_error());
@@ -355,18 +353,18 @@ static void run_e2e_latents(gh_case *c, const gh_row *r) {
     /* initial noise: randn([1, F, C, h, w]) from the seed, exact */
     float *noise = malloc(sh.numel * sizeof(float));
     cvx_generator g;
-    cvx_generator_seed(&g, p.seed);
+    cvx_generator_seed(&g, p_req.seed);
     cvx_randn(&g, noise, sh.numel);
     gh_expect_exact(c, "initial_latents", noise, sh.numel);
     free(noise);
 
     json_object *gps = gh_json(c, "guidance_scale_per_step"), *tss = gh_json(c, "timesteps");
-    assert_int_equal(cvx_scheduler_set_timesteps(&s, p.num_inference_steps), 0);
-    for (int i = 0; i < p.num_inference_steps; i++) {
+    assert_int_equal(cvx_scheduler_set_timesteps(&s, p_req.num_inference_steps), 0);
+    for (int i = 0; i < p_req.num_inference_steps; i++) {
         char what[48];
         snprintf(what, sizeof what, "timestep %d", i);
         gh_check_true(c, what, s.timesteps[i] == gh_int(gh_at(tss, (size_t)i)));
-        double want = gh_num(gh_at(gps, (size_t)i)), got = cvx_guidance_at(&p, s.timesteps[i]);
+        double want = gh_num(gh_at(gps, (size_t)i)), got = cvx_guidance_at(p_req.guidance_scale, p_req.use_dynamic_cfg, p_req.num_inference_steps, s.timesteps[i]);
         snprintf(what, sizeof what, "guidance at step %d", i);
         gh_check_true(c, what, fabs(got - want) <= 1e-12 * fabs(want));
     }
@@ -375,8 +373,8 @@ static void run_e2e_latents(gh_case *c, const gh_row *r) {
     float *lat = malloc(sh.numel * sizeof(float));
     if (cogvideox_sample_loop(m, 0, &s, &p, NULL, &sh, prompt, negative, (int)tp->shape[1], NULL, check_step, &sc, lat, &res))
         fail_msg("%s", cvx_last_error());
-    assert_int_equal(res.steps_done, p.num_inference_steps);
-    assert_int_equal(sc.steps_seen, p.num_inference_steps);
+    assert_int_equal(res.steps_done, p_req.num_inference_steps);
+    assert_int_equal(sc.steps_seen, p_req.num_inference_steps);
     size_t nf;
     float *fin = gh_f32(c, &nf, "final_latents");
     assert_int_equal(nf, sh.numel);
@@ -519,8 +517,8 @@ static void run_initial_latents(gh_case *c, const gh_row *r) {
  * shape and values ≤ tol; for f3 also the post-processed frames (≤ 1e-5 rel L2 and abs). */
 static void vae_decode_case(gh_case *c, const gh_row *r, cvx_conv_algo algo) {
     const char *name = r->arg;
-    vae_decoder d;
-    ASSERT_OK(vae_load(&d, gh_path(c, "model/vae"), NULL));
+    cogvideox_vae_decoder d;
+    ASSERT_OK(cogvideox_vae_load(&d, gh_path(c, "model/vae"), NULL));
     d.ctx->conv_algo = algo;
     const cvx_tensor *lt = gh_tensor(c, "%s.latents", name), *want = gh_tensor(c, "%s.decoded", name);
     assert_int_equal(lt->ndim, 5);
@@ -533,12 +531,12 @@ static void vae_decode_case(gh_case *c, const gh_row *r, cvx_conv_algo algo) {
     int To, Ho, Wo;
     float *out;
     if (r->i1) {
-        assert_true(vae_tiling_applies(&d, H, W, r->i2, r->i3));
-        out = vae_decode_tiled(&d, z, F, H, W, r->i2, r->i3, &To, &Ho, &Wo, NULL);
+        assert_true(cogvideox_vae_tiling_applies(&d, H, W, r->i2, r->i3));
+        out = cogvideox_vae_decode_tiled(&d, z, F, H, W, r->i2, r->i3, &To, &Ho, &Wo, NULL);
     } else {
-        To = vae_output_frames(&d, F), Ho = H * d.spatial_ratio, Wo = W * d.spatial_ratio;
+        To = cogvideox_vae_output_frames(&d, F), Ho = H * d.spatial_ratio, Wo = W * d.spatial_ratio;
         out = cvx_alloc_f32((size_t)d.out_channels * To * Ho * Wo);
-        vae_decode_chunked(&d, z, F, H, W, out, NULL);
+        cogvideox_vae_decode_chunked(&d, z, F, H, W, out, NULL);
     }
     print_message("  %s: latent [%d,%d,%d,%d] -> [%d,%d,%d,%d]\n", name, C, F, H, W, d.out_channels, To, Ho, Wo);
     gh_check_true(c, "decoded shape", want->shape[1] == d.out_channels && want->shape[2] == To &&
@@ -558,7 +556,7 @@ static void vae_decode_case(gh_case *c, const gh_row *r, cvx_conv_algo algo) {
         free(fw), free(fg);
     }
     free(out), free(ref), free(z), free(src);
-    vae_free(&d);
+    cogvideox_vae_free(&d);
 }
 /* The default convolutions (Winograd F(4×4, 3×3)); rows with i1 ≥ 10 pick another algorithm. */
 static void run_vae_decode(gh_case *c, const gh_row *r) { vae_decode_case(c, r, CVX_CONV_WINOGRAD4); }
@@ -571,21 +569,21 @@ static void run_vae_decode_wino2(gh_case *c, const gh_row *r) { vae_decode_case(
  * distribution and its seeded sample (torch.Generator seed 7) ≤ tol. */
 static void run_vae_encode(gh_case *c, const gh_row *r) {
     const char *name = r->arg;
-    vae_encoder e;
-    ASSERT_OK(vae_encoder_load(&e, gh_path(c, "model/vae"), NULL));
+    cogvideox_vae_encoder e;
+    ASSERT_OK(cogvideox_vae_encoder_load(&e, gh_path(c, "model/vae"), NULL));
     const cvx_tensor *px = gh_tensor(c, "%s.pixels", name);
     const int F = (int)px->shape[2], H = (int)px->shape[3], W = (int)px->shape[4];
     float *x = cvx_tensor_f32_dup(px);   // [1, 3, F, H, W] = [3, F, H, W]
     int T, h, w;
     float *m;
     if (r->i1) {
-        assert_true(vae_encode_tiling_applies(&e, H, W, r->i2, r->i3));
-        ASSERT_OK(vae_encode_tiling_check(&e, r->i2, r->i3));
-        m = vae_encode_tiled(&e, x, F, H, W, r->i2, r->i3, &T, &h, &w, NULL);
+        assert_true(cogvideox_vae_encode_tiling_applies(&e, H, W, r->i2, r->i3));
+        ASSERT_OK(cogvideox_vae_encode_tiling_check(&e, r->i2, r->i3));
+        m = cogvideox_vae_encode_tiled(&e, x, F, H, W, r->i2, r->i3, &T, &h, &w, NULL);
     } else {
-        T = vae_encoded_frames(&e, F), h = vae_encoded_size(&e, H), w = vae_encoded_size(&e, W);
+        T = cogvideox_vae_encoded_frames(&e, F), h = cogvideox_vae_encoded_size(&e, H), w = cogvideox_vae_encoded_size(&e, W);
         m = cvx_alloc_f32((size_t)2 * e.latent_channels * T * h * w);
-        vae_encode_batched(&e, x, F, H, W, m, NULL);
+        cogvideox_vae_encode_batched(&e, x, F, H, W, m, NULL);
     }
     const int lc = e.latent_channels;
     const size_t S = (size_t)T * h * w, n = (size_t)lc * S;
@@ -611,7 +609,7 @@ static void run_vae_encode(gh_case *c, const gh_row *r) {
     float *ref = gh_f32(c, NULL, "%s", key);
     gh_check_rel_l2(c, key, sample, ref, n, r->tol);
     free(ref), free(sample), free(mean), free(logvar), free(std), free(m), free(x);
-    vae_encoder_free(&e);
+    cogvideox_vae_encoder_free(&e);
 }
 
 /* The image path of I2V end to end (e2e_i2v_5b, and e2e_i2v_5b_resize whose 101×77 image is
@@ -619,8 +617,8 @@ static void run_vae_encode(gh_case *c, const gh_row *r) {
  * generator (it draws first) -> × scaling_factor = image_latents frame 0 (≤ tol), zero frames
  * after; the initial noise is the generator's next draw, bit for bit. */
 static void run_i2v_image_latents(gh_case *c, const gh_row *r) {
-    vae_encoder e;
-    ASSERT_OK(vae_encoder_load(&e, gh_path(c, "model/vae"), NULL));
+    cogvideox_vae_encoder e;
+    ASSERT_OK(cogvideox_vae_encoder_load(&e, gh_path(c, "model/vae"), NULL));
     const cvx_tensor *want = gh_tensor(c, "image_latents");       // [1, F, C, h, w]
     const cvx_tensor *pre = gh_tensor(c, "image_preprocessed");   // [1, 3, H, W]
     const int H = (int)pre->shape[2], W = (int)pre->shape[3], lc = e.latent_channels;
@@ -628,12 +626,12 @@ static void run_i2v_image_latents(gh_case *c, const gh_row *r) {
     ASSERT_OK(cvx_image_load(gh_path(c, "image.png"), &im));
     float *x = cvx_alloc_f32((size_t)3 * H * W);   // [3, 1, H, W]
     cvx_preprocess_image(im.rgb, im.width, im.height, W, H, x);
-    const int h = vae_encoded_size(&e, H), w = vae_encoded_size(&e, W);
-    assert_int_equal(vae_encoded_frames(&e, 1), 1);
+    const int h = cogvideox_vae_encoded_size(&e, H), w = cogvideox_vae_encoded_size(&e, W);
+    assert_int_equal(cogvideox_vae_encoded_frames(&e, 1), 1);
     gh_check_true(c, "image_latents shape", want->shape[2] == lc && want->shape[3] == h && want->shape[4] == w);
     const size_t n = (size_t)lc * h * w;
     float *m = cvx_alloc_f32(2 * n), *mean = cvx_alloc_f32(n), *std = cvx_alloc_f32(n);
-    vae_encode_batched(&e, x, 1, H, W, m, NULL);
+    cogvideox_vae_encode_batched(&e, x, 1, H, W, m, NULL);
     vae_latent_dist(m, lc, (size_t)h * w, mean, NULL, std);
     cvx_generator g;
     cvx_generator_seed(&g, (uint64_t)gh_int(gh_json(c, "seed")));
@@ -654,7 +652,7 @@ static void run_i2v_image_latents(gh_case *c, const gh_row *r) {
     gh_check_exact_f32(c, "initial_latents (next draw)", noise, init, nn);
     free(init), free(noise), free(ref), free(m), free(mean), free(std), free(x);
     cvx_rgb_frames_free(&im);
-    vae_encoder_free(&e);
+    cogvideox_vae_encoder_free(&e);
 }
 
 /* ============================================================== the table */

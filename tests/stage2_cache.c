@@ -46,6 +46,7 @@ typedef struct {
     cvx_config cj;
     cvx_safetensors *st;
     cogvideox_transformer *m;
+    cvx_sample_params r;
     cvx_loop_params p;
     cvx_latent_shape sh;
     float *prompt, *negative;
@@ -69,13 +70,14 @@ static void case_open(tcase *c, const char *dir, int steps) {
     snprintf(p, sizeof p, GOLDEN "/%s/model/transformer", dir);
     if (!(c->m = cogvideox_load(p, NULL))) fail_msg("%s", cvx_last_error());
     json_object *call = jget(c->cj.root, "call");
-    c->p.frames = json_object_get_int(jget(call, "num_frames"));
-    c->p.height = json_object_get_int(jget(call, "height"));
-    c->p.width = json_object_get_int(jget(call, "width"));
-    c->p.num_inference_steps = steps;
-    c->p.guidance_scale = json_object_get_double(jget(call, "guidance_scale"));
-    c->p.use_dynamic_cfg = json_object_get_boolean(jget(call, "use_dynamic_cfg"));
-    c->p.seed = (uint64_t)json_object_get_int64(jget(call, "seed"));
+    c->p.req = &c->r;
+    c->r.frames = json_object_get_int(jget(call, "num_frames"));
+    c->r.height = json_object_get_int(jget(call, "height"));
+    c->r.width = json_object_get_int(jget(call, "width"));
+    c->r.num_inference_steps = steps;
+    c->r.guidance_scale = json_object_get_double(jget(call, "guidance_scale"));
+    c->r.use_dynamic_cfg = json_object_get_boolean(jget(call, "use_dynamic_cfg"));
+    c->r.seed = (uint64_t)json_object_get_int64(jget(call, "seed"));
     c->p.vae_scale_spatial = 8;
     c->p.vae_scale_temporal = 4;
     if (cogvideox_latent_shape_for(cogvideox_get_config(c->m), &c->p, 0, &c->sh)) fail_msg("%s", cvx_last_error());
@@ -106,8 +108,10 @@ static int run(tcase *c, int kind, double thr, const double *coeffs, const cvx_c
                cvx_sample_result *res) {
     cvx_scheduler s;
     scheduler_of(c, &s);
+    cvx_sample_params r = c->r;
+    r.cache_threshold = thr;
     cvx_loop_params p = c->p;
-    p.cache_kind = kind, p.cache_threshold = thr;
+    p.req = &r, p.cache_kind = kind;
     int rc = cogvideox_sample_loop(c->m, 0, &s, &p, coeffs, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
     cvx_scheduler_free(&s);
     return rc;
@@ -121,7 +125,7 @@ static int run(tcase *c, int kind, double thr, const double *coeffs, const cvx_c
  * branch (once for the decision, once to go on): the same bytes, no second stream to keep. */
 static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr, float *lat) {
     const cogvideox_config *cf = cogvideox_get_config(c->m);
-    const int n_steps = c->p.num_inference_steps, B = 2, L = c->L;
+    const int n_steps = c->r.num_inference_steps, B = 2, L = c->L;
     const size_t n = c->sh.numel, Dt = (size_t)cf->text_embed_dim;
     cvx_scheduler s;
     scheduler_of(c, &s);
@@ -132,7 +136,7 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
     memcpy(text, c->negative, L * Dt * sizeof(float));
     memcpy(text + L * Dt, c->prompt, L * Dt * sizeof(float));
     cvx_generator g;
-    cvx_generator_seed(&g, c->p.seed);
+    cvx_generator_seed(&g, c->r.seed);
     cvx_randn(&g, lat, n);
     float *rc = NULL, *rs = NULL;
     if (cf->use_rotary_positional_embeddings) {
@@ -200,7 +204,7 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
             }
             cogvideox_forward_finalize(c->m, &f, out + b * n);
         }
-        float gf = (float)cvx_guidance_at(&c->p, t);
+        float gf = (float)cvx_guidance_at(c->r.guidance_scale, c->r.use_dynamic_cfg, c->r.num_inference_steps, t);
         for (size_t k = 0; k < n; k++) pred[k] = out[k] + gf * (out[n + k] - out[k]);
         s.type->step(&s, i, pred, lat, n, &g, prev);
         memcpy(lat, prev, n * sizeof(float));

@@ -75,8 +75,8 @@ static void test_hook_on_loop(void **state) {
     assert_non_null(st);
     cogvideox_transformer *m = cogvideox_load(GOLDEN "/e2e_2b/model/transformer", NULL);
     assert_non_null(m);
-    cvx_loop_params sp = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5,
-                                  .guidance_scale = 6, .seed = 42, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cvx_sample_params sp_req = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5, .guidance_scale = 6, .seed = 42};
+    cvx_loop_params sp = {.req = &sp_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     assert_int_equal(cogvideox_latent_shape_for(cogvideox_get_config(m), &sp, 0, &sh), 0);
     float *pr = cvx_tensor_f32_dup(cvx_st_find(st, "prompt_embeds")), *ng = cvx_tensor_f32_dup(cvx_st_find(st, "negative_prompt_embeds"));

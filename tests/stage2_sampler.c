@@ -21,6 +21,7 @@ typedef struct {
     const char *dir;
     gh_case g;                   /* the golden case (one loader: tests/golden_harness.h) */
     cogvideox_transformer *m;
+    cvx_sample_params r;
     cvx_loop_params p;
     cvx_latent_shape sh;
     float *prompt, *negative;
@@ -33,13 +34,14 @@ static void case_open(e2e_case *c, const char *dir) {
     gh_open(&c->g, dir);
     if (!(c->m = cogvideox_load(gh_path(&c->g, "model/transformer"), NULL))) fail_msg("%s", cvx_last_error());
     gh_call k = gh_call_of(&c->g);
-    c->p.frames = k.frames;
-    c->p.height = k.height;
-    c->p.width = k.width;
-    c->p.num_inference_steps = k.num_inference_steps;
-    c->p.guidance_scale = k.guidance_scale;
-    c->p.use_dynamic_cfg = k.use_dynamic_cfg;
-    c->p.seed = k.seed;
+    c->p.req = &c->r;
+    c->r.frames = k.frames;
+    c->r.height = k.height;
+    c->r.width = k.width;
+    c->r.num_inference_steps = k.num_inference_steps;
+    c->r.guidance_scale = k.guidance_scale;
+    c->r.use_dynamic_cfg = k.use_dynamic_cfg;
+    c->r.seed = k.seed;
     c->p.vae_scale_spatial = 8;
     c->p.vae_scale_temporal = 4;
     const cogvideox_config *cfg = cogvideox_get_config(c->m);
@@ -67,8 +69,8 @@ static void scheduler_of(e2e_case *c, cvx_scheduler *s) {
 static void fingerprint_of(const e2e_case *c, cvx_fingerprint *fp) {
     memset(fp, 0, sizeof(*fp));
     cvx_fingerprint_set(fp, "model", "%s", c->dir);
-    cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)c->p.seed);
-    cvx_fingerprint_set(fp, "num_inference_steps", "%d", c->p.num_inference_steps);
+    cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)c->r.seed);
+    cvx_fingerprint_set(fp, "num_inference_steps", "%d", c->r.num_inference_steps);
 }
 
 static int run(e2e_case *c, const cvx_checkpointing *ck, float *lat, cvx_sample_result *res) {
@@ -93,7 +95,7 @@ static void check_resume(const char *dir, int every, int stop_at) {
 
     /* uninterrupted, no checkpoints */
     assert_int_equal(run(&c, NULL, full, &res), 0);
-    assert_int_equal(res.steps_done, c.p.num_inference_steps);
+    assert_int_equal(res.steps_done, c.r.num_inference_steps);
 
     /* stopped after `stop_at` steps, then resumed */
     cvx_checkpointing ck = {path, every, 0, stop_at, &fp};
@@ -104,7 +106,7 @@ static void check_resume(const char *dir, int every, int stop_at) {
     ck.stop_after_steps = 0;
     assert_int_equal(run(&c, &ck, resumed, &res), 0);
     assert_int_equal(res.resumed_from, stop_at);
-    assert_int_equal(res.steps_done, c.p.num_inference_steps);
+    assert_int_equal(res.steps_done, c.r.num_inference_steps);
     assert_memory_equal(resumed, full, n * sizeof(float));
     printf("  %s: stop after %d (checkpoint every %d) + resume == uninterrupted, bit for bit\n", dir, stop_at, every);
 
@@ -112,7 +114,7 @@ static void check_resume(const char *dir, int every, int stop_at) {
     ck.stop_after_steps = stop_at;
     ck.resume = 0;
     assert_int_equal(run(&c, &ck, part, &res), 0);
-    cvx_fingerprint_set(&fp, "seed", "%llu", (unsigned long long)c.p.seed + 1);
+    cvx_fingerprint_set(&fp, "seed", "%llu", (unsigned long long)c.r.seed + 1);
     ck.resume = 1;
     ck.stop_after_steps = 0;
     assert_int_equal(run(&c, &ck, resumed, &res), -1);
@@ -150,8 +152,8 @@ static void test_15_padding_loop(void **state) {
     cvx_scheduler s;
     if (cvx_scheduler_load(&s, GOLDEN "/scheduler_1.5/model/scheduler/scheduler_config.json", &cvx_scheduler_ddim))
         fail_msg("%s", cvx_last_error());
-    cvx_loop_params p = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 1,
-                                 .guidance_scale = 1.0, .seed = 5, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cvx_sample_params p_req = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 1, .guidance_scale = 1.0, .seed = 5};
+    cvx_loop_params p = {.req = &p_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     assert_int_equal(cogvideox_latent_shape_for(cfg, &p, 0, &sh), 0);
     assert_int_equal(sh.frames, 4);
@@ -168,7 +170,7 @@ static void test_15_padding_loop(void **state) {
 
     float *noise = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
     cvx_generator g;
-    cvx_generator_seed(&g, p.seed);
+    cvx_generator_seed(&g, p_req.seed);
     cvx_randn(&g, noise, n);
     size_t nt = (size_t)cogvideox_num_video_tokens(cfg, sh.frames, sh.height, sh.width);
     float *rc = malloc(nt * cfg->attention_head_dim * sizeof(float)), *rs = malloc(nt * cfg->attention_head_dim * sizeof(float));
@@ -208,41 +210,41 @@ static cogvideox_config cfg_15(void) {
 static void test_latent_shapes(void **state) {
     (void)state;
     cogvideox_config c = cfg_15();
-    cvx_loop_params p = {.frames = 81, .height = 768, .width = 1360, .num_inference_steps = 50,
-                                 .guidance_scale = 6, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
+    cvx_sample_params p_req = {.frames = 81, .height = 768, .width = 1360, .num_inference_steps = 50, .guidance_scale = 6};
+    cvx_loop_params p = {.req = &p_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), 0);   /* 21 latent frames: odd -> 22 */
     assert_int_equal(sh.frames, 22);
     assert_int_equal(sh.pad_frames, 1);
     assert_int_equal(sh.height, 96);
     assert_int_equal(sh.width, 170);
-    p.frames = 85;                                                  /* 22: no padding */
+    p_req.frames = 85;                                                  /* 22: no padding */
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), 0);
     assert_int_equal(sh.frames, 22);
     assert_int_equal(sh.pad_frames, 0);
     c.patch_size_t = 0;                                             /* 1.0 model: never padded */
-    p.frames = 49;
-    p.height = 480;
-    p.width = 720;
+    p_req.frames = 49;
+    p_req.height = 480;
+    p_req.width = 720;
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), 0);
     assert_int_equal(sh.frames, 13);
     assert_int_equal(sh.pad_frames, 0);
     assert_int_equal(sh.numel, (size_t)13 * 16 * 60 * 90);
 
-    p.frames = 50;
+    p_req.frames = 50;
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     printf("  %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "--frames 50"));
-    p.frames = 49;
-    p.height = 488;                                                 /* multiple of 8, not of 16 */
+    p_req.frames = 49;
+    p_req.height = 488;                                                 /* multiple of 8, not of 16 */
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     printf("  %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "--height 488"));
-    p.height = 480;
-    p.width = 0;
+    p_req.height = 480;
+    p_req.width = 0;
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     assert_non_null(strstr(cvx_last_error(), "--width 0"));
-    p.width = 720;
+    p_req.width = 720;
     c.in_channels = 32;
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), -1);
     assert_non_null(strstr(cvx_last_error(), "image-to-video"));
@@ -289,17 +291,14 @@ static void test_embedding_checks(void **state) {
 
 static void test_guidance(void **state) {
     (void)state;
-    cvx_loop_params p = {.num_inference_steps = 4, .guidance_scale = 6, .use_dynamic_cfg = 1};
     /* README §7 values for n = 4 */
-    assert_true(fabs(cvx_guidance_at(&p, 999) - 4.7559) < 1e-4);
-    assert_true(fabs(cvx_guidance_at(&p, 749) - 1.9380) < 1e-4);
-    assert_true(fabs(cvx_guidance_at(&p, 499) - 1.0922) < 1e-4);
-    assert_true(fabs(cvx_guidance_at(&p, 249) - 1.0103) < 1e-4);
-    p.use_dynamic_cfg = 0;
-    assert_true(cvx_guidance_at(&p, 999) == 6.0);
-    assert_true(cvx_uses_cfg(&p));
-    p.guidance_scale = 1.0;
-    assert_false(cvx_uses_cfg(&p));
+    assert_true(fabs(cvx_guidance_at(6, 1, 4, 999) - 4.7559) < 1e-4);
+    assert_true(fabs(cvx_guidance_at(6, 1, 4, 749) - 1.9380) < 1e-4);
+    assert_true(fabs(cvx_guidance_at(6, 1, 4, 499) - 1.0922) < 1e-4);
+    assert_true(fabs(cvx_guidance_at(6, 1, 4, 249) - 1.0103) < 1e-4);
+    assert_true(cvx_guidance_at(6, 0, 4, 999) == 6.0);
+    assert_true(cvx_uses_cfg(6));
+    assert_false(cvx_uses_cfg(1.0));
 }
 
 int main(void) {

@@ -6,7 +6,7 @@
 #include "testutil.h"
 #include "dtype.h"
 #include "fileio.h"
-#include "stage3/vae.h"
+#include "stage3/cogvideox_vae.h"
 #include "stage3/video.h"
 
 #include <dirent.h>
@@ -94,8 +94,8 @@ static double frames_error(const char *frames_path) {
 /* Our own decode of the golden final latents rounded to bf16 (what the program must reproduce
  * from a bf16 file): [3, 9, 48, 64]. */
 static float *decode_bf16_rounded(void) {
-    vae_decoder d;
-    ASSERT_OK(vae_load(&d, E2E "/model/vae", NULL));
+    cogvideox_vae_decoder d;
+    ASSERT_OK(cogvideox_vae_load(&d, E2E "/model/vae", NULL));
     cvx_safetensors *st = tu_open(E2E "/expected.safetensors");
     const cvx_tensor *t = cvx_st_find(st, "final_latents");
     int F = (int)t->shape[1], C = (int)t->shape[2], H = (int)t->shape[3], W = (int)t->shape[4];
@@ -106,12 +106,12 @@ static float *decode_bf16_rounded(void) {
             for (int i = 0; i < H * W; i++)
                 z[((size_t)c * F + f) * H * W + i] =
                     cvx_bf16_to_f32(cvx_f32_to_bf16(src[((size_t)f * C + c) * H * W + i])) * sc;
-    int To = vae_output_frames(&d, F);
+    int To = cogvideox_vae_output_frames(&d, F);
     float *out = cvx_alloc_f32((size_t)3 * To * H * 8 * W * 8);
-    vae_decode_chunked(&d, z, F, H, W, out, NULL);
+    cogvideox_vae_decode_chunked(&d, z, F, H, W, out, NULL);
     free(src), free(z);
     cvx_st_close(st);
-    vae_free(&d);
+    cogvideox_vae_free(&d);
     return out;
 }
 

@@ -3,31 +3,31 @@
  * inconsistent-tile size, each convolution algorithm, f3's post-processed frames) are rows of
  * tests/golden_cases.c. */
 #include "testutil.h"
-#include "stage3/vae.h"
+#include "stage3/cogvideox_vae.h"
 
 #define VAE_DIR GOLDEN "/vae_2b/model/vae"
 
 /* Frame counts of the temporal up-sampling with the first-frame rule (README §6). */
 static void test_frame_counts(void **s) {
     (void)s;
-    vae_decoder d;
-    ASSERT_OK(vae_load(&d, VAE_DIR, NULL));
-    assert_int_equal(vae_output_frames(&d, 1), 1);
-    assert_int_equal(vae_output_frames(&d, 2), 8);
-    assert_int_equal(vae_output_frames(&d, 3), 9);
-    assert_int_equal(vae_output_frames(&d, 5), 17);
-    assert_int_equal(vae_output_frames(&d, 13), 49);
-    assert_int_equal(vae_output_frames(&d, 4), 16);
-    vae_free(&d);
+    cogvideox_vae_decoder d;
+    ASSERT_OK(cogvideox_vae_load(&d, VAE_DIR, NULL));
+    assert_int_equal(cogvideox_vae_output_frames(&d, 1), 1);
+    assert_int_equal(cogvideox_vae_output_frames(&d, 2), 8);
+    assert_int_equal(cogvideox_vae_output_frames(&d, 3), 9);
+    assert_int_equal(cogvideox_vae_output_frames(&d, 5), 17);
+    assert_int_equal(cogvideox_vae_output_frames(&d, 13), 49);
+    assert_int_equal(cogvideox_vae_output_frames(&d, 4), 16);
+    cogvideox_vae_free(&d);
 }
 
 /* Weight problems are reported at load with the tensor named. */
 static void test_load_errors(void **s) {
     (void)s;
-    vae_decoder d;
-    assert_int_equal(vae_load(&d, "tests/data/golden/no_such_vae", NULL), -1);
+    cogvideox_vae_decoder d;
+    assert_int_equal(cogvideox_vae_load(&d, "tests/data/golden/no_such_vae", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "no_such_vae"));
-    vae_free(&d);
+    cogvideox_vae_free(&d);
     /* A config whose block_out_channels disagree with the weights: shape mismatch named. */
     char dir[256], path[512];
     tu_mkdtemp(dir, sizeof dir);
@@ -37,10 +37,10 @@ static void test_load_errors(void **s) {
     tu_write(path, cfg, strlen(cfg));
     snprintf(path, sizeof path, "ln -s \"$PWD/%s/diffusion_pytorch_model.safetensors\" %s/", VAE_DIR, dir);
     assert_int_equal(system(path), 0);
-    assert_int_equal(vae_load(&d, dir, NULL), -1);
+    assert_int_equal(cogvideox_vae_load(&d, dir, NULL), -1);
     print_message("  error: %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "decoder.conv_in.conv.weight"));
-    vae_free(&d);
+    cogvideox_vae_free(&d);
     tu_rmrf(dir);
 }
 

@@ -6,7 +6,7 @@
 #include <math.h>
 #include "gemm.h"
 #include "rng.h"
-#include "stage3/vae_encoder.h"
+#include "stage3/cogvideox_vae_encoder.h"
 
 #define ENC_DIR GOLDEN "/vae_encode/model/vae"
 
@@ -14,21 +14,21 @@
  * the odd first frame kept alone. */
 static void test_frame_counts(void **s) {
     (void)s;
-    vae_encoder e;
-    ASSERT_OK(vae_encoder_load(&e, ENC_DIR, NULL));
-    assert_int_equal(vae_encoded_frames(&e, 1), 1);
-    assert_int_equal(vae_encoded_frames(&e, 9), 3);
-    assert_int_equal(vae_encoded_frames(&e, 17), 5);
-    assert_int_equal(vae_encoded_frames(&e, 49), 13);
-    assert_int_equal(vae_encoded_frames(&e, 8), 2);
-    assert_int_equal(vae_encoded_size(&e, 480), 60);
-    assert_int_equal(vae_encoded_size(&e, 720), 90);
-    assert_int_equal(vae_encode_steps(&e, 49, 0, 0, 0, 0, 0), 6);
+    cogvideox_vae_encoder e;
+    ASSERT_OK(cogvideox_vae_encoder_load(&e, ENC_DIR, NULL));
+    assert_int_equal(cogvideox_vae_encoded_frames(&e, 1), 1);
+    assert_int_equal(cogvideox_vae_encoded_frames(&e, 9), 3);
+    assert_int_equal(cogvideox_vae_encoded_frames(&e, 17), 5);
+    assert_int_equal(cogvideox_vae_encoded_frames(&e, 49), 13);
+    assert_int_equal(cogvideox_vae_encoded_frames(&e, 8), 2);
+    assert_int_equal(cogvideox_vae_encoded_size(&e, 480), 60);
+    assert_int_equal(cogvideox_vae_encoded_size(&e, 720), 90);
+    assert_int_equal(cogvideox_vae_encode_steps(&e, 49, 0, 0, 0, 0, 0), 6);
     /* Memory is flat in the frame count: past the first batches only the input grows. */
-    double d = vae_encode_estimate_peak_bytes(&e, 49, 480, 720) - vae_encode_estimate_peak_bytes(&e, 17, 480, 720);
+    double d = cogvideox_vae_encode_estimate_peak_bytes(&e, 49, 480, 720) - cogvideox_vae_encode_estimate_peak_bytes(&e, 17, 480, 720);
     assert_true(fabs(d - 4.0 * 3 * 32 * 480 * 720) < 1.0);
-    assert_true(vae_encode_estimate_peak_bytes(&e, 9, 480, 720) > vae_encode_estimate_peak_bytes(&e, 1, 480, 720));
-    vae_encoder_free(&e);
+    assert_true(cogvideox_vae_encode_estimate_peak_bytes(&e, 9, 480, 720) > cogvideox_vae_encode_estimate_peak_bytes(&e, 1, 480, 720));
+    cogvideox_vae_encoder_free(&e);
 }
 
 /* The strided down-sampling convolution (9 tap GEMMs) against direct loops, odd and even sizes. */
@@ -75,8 +75,8 @@ static void test_latent_dist_clamp(void **s) {
 /* Weight problems are reported at load with the tensor named. */
 static void test_load_errors(void **s) {
     (void)s;
-    vae_encoder e;
-    assert_int_equal(vae_encoder_load(&e, "tests/data/golden/no_such_vae", NULL), -1);
+    cogvideox_vae_encoder e;
+    assert_int_equal(cogvideox_vae_encoder_load(&e, "tests/data/golden/no_such_vae", NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "no_such_vae"));
     char dir[256], path[512];
     tu_mkdtemp(dir, sizeof dir);
@@ -86,7 +86,7 @@ static void test_load_errors(void **s) {
     tu_write(path, cfg, strlen(cfg));
     snprintf(path, sizeof path, "ln -s \"$PWD/%s/diffusion_pytorch_model.safetensors\" %s/", ENC_DIR, dir);
     assert_int_equal(system(path), 0);
-    assert_int_equal(vae_encoder_load(&e, dir, NULL), -1);
+    assert_int_equal(cogvideox_vae_encoder_load(&e, dir, NULL), -1);
     print_message("  error: %s\n", cvx_last_error());
     assert_non_null(strstr(cvx_last_error(), "encoder.down_blocks.3.resnets.0.conv1.conv.weight"));
     tu_rmrf(dir);

@@ -1,7 +1,7 @@
 /* CogVideoX VAE encoder: loading, the blocks (one function per upstream module), frame-batched
  * and tiled encoding (the latent distribution is latent_dist.c). The causal convolution and its caches are
  * shared ones (vae_conv.c), the tile blending and stitching is shared (vae_tiles.c). */
-#include "vae_encoder.h"
+#include "cogvideox_vae_encoder.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ static int norm_get(loader *L, const cvx_tensor **w, const cvx_tensor **b, const
     return (*b = cvx_weights_get(L->w, buf, CVX_SHAPE(C))) ? 0 : -1;
 }
 
-static int resnet_get(loader *L, vae_enc_resnet_w *r, const char *name, int cin, int cout) {
+static int resnet_get(loader *L, cogvideox_vae_enc_resnet_w *r, const char *name, int cin, int cout) {
     char buf[256];
     r->cin = cin, r->cout = cout;
     snprintf(buf, sizeof buf, "%s.norm1", name);
@@ -57,9 +57,9 @@ static int resnet_get(loader *L, vae_enc_resnet_w *r, const char *name, int cin,
 
 /* The shared keys through the decoder's reader (one way to read vae/config.json), then the
  * encoder's own: in_channels, use_quant_conv, down_block_types. */
-static int load_config(vae_encoder *e, const char *path) {
-    vae_decoder d;
-    if (vae_config_load(&d, path)) return -1;
+static int load_config(cogvideox_vae_encoder *e, const char *path) {
+    cogvideox_vae_decoder d;
+    if (cogvideox_vae_config_load(&d, path)) return -1;
     e->num_blocks = d.num_blocks;
     memcpy(e->block_out, d.block_out, sizeof e->block_out);
     e->latent_channels = d.latent_channels, e->layers_per_block = d.layers_per_block, e->groups = d.groups;
@@ -71,12 +71,12 @@ static int load_config(vae_encoder *e, const char *path) {
     if (cvx_config_load(&c, path)) return -1;
     int64_t v;
     int nt = 0, rc = -1;
-    const char *types[VAE_MAX_BLOCKS];
+    const char *types[COGVIDEOX_VAE_MAX_BLOCKS];
     if (cvx_cfg_int_or(&c, "in_channels", 3, &v)) goto out;
     e->in_channels = (int)v;
     if (cvx_cfg_bool_or(&c, "use_quant_conv", 0, &e->use_quant_conv)) goto out;
     if (cvx_cfg_has(&c, "down_block_types")) {
-        if (cvx_cfg_str_array(&c, "down_block_types", types, VAE_MAX_BLOCKS, &nt)) goto out;
+        if (cvx_cfg_str_array(&c, "down_block_types", types, COGVIDEOX_VAE_MAX_BLOCKS, &nt)) goto out;
         if (nt != e->num_blocks) {
             cvx_error("%s: 'down_block_types' has %d entries, block_out_channels %d", path, nt, e->num_blocks);
             goto out;
@@ -97,7 +97,7 @@ out:
     return rc;
 }
 
-int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
+int cogvideox_vae_encoder_load(cogvideox_vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
     memset(e, 0, sizeof *e);
     e->owns_ctx = ctx == NULL;
     e->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
@@ -114,7 +114,7 @@ int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
     if (vae_conv_get(&L, &e->conv_in, "encoder.conv_in.conv", e->in_channels, e->block_out[0], 3, 3, 3, 0, 1)) goto fail;
     int out_ch = e->block_out[0];
     for (int i = 0; i < n; i++) {
-        vae_down_block_w *b = &e->down[i];
+        cogvideox_vae_down_block_w *b = &e->down[i];
         int in_ch = out_ch;
         out_ch = e->block_out[i];
         b->num_resnets = e->layers_per_block;
@@ -142,11 +142,11 @@ int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx) {
     e->num_caches = L.next_cache;
     return 0;
 fail:
-    vae_encoder_free(e);
+    cogvideox_vae_encoder_free(e);
     return -1;
 }
 
-void vae_encoder_free(vae_encoder *e) {
+void cogvideox_vae_encoder_free(cogvideox_vae_encoder *e) {
     for (int i = 0; i < e->num_blocks; i++) free(e->down[i].resnets);
     if (e->weights) cvx_weights_close(e->weights);
     if (e->owns_ctx) cvx_ctx_free(e->ctx);
@@ -164,7 +164,7 @@ static void groupnorm_silu(const cvx_tensor *w, const cvx_tensor *b, int groups,
     free(gw), free(gb);
 }
 
-float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
+float *cogvideox_vae_enc_resnet_block(const cogvideox_vae_encoder *e, const cogvideox_vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
                             int H, int W) {
     const size_t S = (size_t)T * H * W;
     const float eps = (float)e->norm_eps;
@@ -184,7 +184,7 @@ float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae
     return h2;
 }
 
-float *vae_downsampler(const vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W) {
+float *cogvideox_vae_downsampler(const cogvideox_vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W) {
     const int Ti = *T, HW = *H * *W;
     const float *src = x;
     float *pooled = NULL;
@@ -216,30 +216,30 @@ float *vae_downsampler(const vae_down_block_w *b, const float *x, int C, int *T,
     return y;
 }
 
-static float *down_block(const vae_encoder *e, const vae_down_block_w *b, vae_cache *cache, float *x, int *C, int *T,
+static float *down_block(const cogvideox_vae_encoder *e, const cogvideox_vae_down_block_w *b, vae_cache *cache, float *x, int *C, int *T,
                          int *H, int *W) {
     for (int i = 0; i < b->num_resnets; i++) {
-        float *y = vae_enc_resnet_block(e, &b->resnets[i], cache, x, *T, *H, *W);
+        float *y = cogvideox_vae_enc_resnet_block(e, &b->resnets[i], cache, x, *T, *H, *W);
         free(x);
         x = y;
         *C = b->resnets[i].cout;
     }
     if (b->has_downsampler) {
-        float *y = vae_downsampler(b, x, *C, T, H, W);
+        float *y = cogvideox_vae_downsampler(b, x, *C, T, H, W);
         free(x);
         x = y;
     }
     return x;
 }
 
-float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
+float *cogvideox_vae_encoder_forward(const cogvideox_vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
                            int *h_out, int *w_out) {
     int C = e->conv_in.cout;
     float *h = cvx_alloc_f32((size_t)C * T * H * W);                 // [C0, T, H, W]
     vae_causal_conv3d(&e->conv_in, cache, x, T, H, W, h);
     for (int i = 0; i < e->num_blocks; i++) h = down_block(e, &e->down[i], cache, h, &C, &T, &H, &W);
     for (int i = 0; i < 2; i++) {                                    // mid block
-        float *y = vae_enc_resnet_block(e, &e->mid[i], cache, h, T, H, W);
+        float *y = cogvideox_vae_enc_resnet_block(e, &e->mid[i], cache, h, T, H, W);
         free(h);
         h = y;
     }
@@ -260,21 +260,21 @@ float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *
 
 /* Frame batch i of F frames: [start, end). num_batches = max(F // 8, 1); the first batch
  * takes the F % 8 leftover frames (upstream _encode). */
-static int num_batches(int F) { return F / VAE_SAMPLE_FRAMES_PER_BATCH > 1 ? F / VAE_SAMPLE_FRAMES_PER_BATCH : 1; }
+static int num_batches(int F) { return F / COGVIDEOX_VAE_SAMPLE_FRAMES_PER_BATCH > 1 ? F / COGVIDEOX_VAE_SAMPLE_FRAMES_PER_BATCH : 1; }
 static void batch_range(int F, int i, int *s, int *e) {
-    const int B = VAE_SAMPLE_FRAMES_PER_BATCH, rem = F % B;
+    const int B = COGVIDEOX_VAE_SAMPLE_FRAMES_PER_BATCH, rem = F % B;
     *s = B * i + (i == 0 ? 0 : rem);
     *e = B * (i + 1) + rem;
     if (*e > F) *e = F;
 }
 
-static int batch_latent_frames(const vae_encoder *e, int n) {
+static int batch_latent_frames(const cogvideox_vae_encoder *e, int n) {
     for (int l = 0; l < e->temporal_levels && l < e->num_blocks - 1; l++)
         if (n > 1) n = n % 2 + n / 2;
     return n;
 }
 
-int vae_encoded_frames(const vae_encoder *e, int F) {
+int cogvideox_vae_encoded_frames(const cogvideox_vae_encoder *e, int F) {
     int total = 0;
     for (int i = 0; i < num_batches(F); i++) {
         int s, en;
@@ -284,14 +284,14 @@ int vae_encoded_frames(const vae_encoder *e, int F) {
     return total;
 }
 
-int vae_encoded_size(const vae_encoder *e, int n) {
+int cogvideox_vae_encoded_size(const cogvideox_vae_encoder *e, int n) {
     for (int i = 0; i < e->num_blocks - 1; i++) n = (n - 2) / 2 + 1;
     return n;
 }
 
-void vae_encode_batched(const vae_encoder *e, const float *x, int F, int H, int W, float *moments, cvx_progress *p) {
+void cogvideox_vae_encode_batched(const cogvideox_vae_encoder *e, const float *x, int F, int H, int W, float *moments, cvx_progress *p) {
     const int ci = e->in_channels, mc = 2 * e->latent_channels;
-    const int Tl = vae_encoded_frames(e, F), h = vae_encoded_size(e, H), w = vae_encoded_size(e, W);
+    const int Tl = cogvideox_vae_encoded_frames(e, F), h = cogvideox_vae_encoded_size(e, H), w = cogvideox_vae_encoded_size(e, W);
     const size_t HW = (size_t)H * W, hw = (size_t)h * w;
     vae_cache cache;
     vae_cache_init(&cache, e->num_caches);
@@ -303,7 +303,7 @@ void vae_encode_batched(const vae_encoder *e, const float *x, int F, int H, int 
         float *xb = cvx_alloc_f32((size_t)ci * n * HW);   // [ci, n, H, W]
         for (int c = 0; c < ci; c++) memcpy(xb + (size_t)c * n * HW, x + ((size_t)c * F + s) * HW, sizeof(float) * n * HW);
         int to, ho, wo;
-        float *m = vae_encoder_forward(e, &cache, xb, n, H, W, &to, &ho, &wo);   // [mc, to, h, w]
+        float *m = cogvideox_vae_encoder_forward(e, &cache, xb, n, H, W, &to, &ho, &wo);   // [mc, to, h, w]
         CVX_CHECK(ho == h && wo == w && t_done + to <= Tl);
         for (int c = 0; c < mc; c++)
             memcpy(moments + ((size_t)c * Tl + t_done) * hw, m + (size_t)c * to * hw, sizeof(float) * to * hw);
@@ -323,7 +323,7 @@ typedef struct {
     int lim_h, lim_w;       /* row_limit_height/width */
 } tiling;
 
-static void tiling_params(const vae_encoder *e, int tsh, int tsw, tiling *t) {
+static void tiling_params(const cogvideox_vae_encoder *e, int tsh, int tsw, tiling *t) {
     t->tsh = tsh, t->tsw = tsw;
     t->oh = (int)(tsh * (1.0 - TILE_OVERLAP_H));
     t->ow = (int)(tsw * (1.0 - TILE_OVERLAP_W));
@@ -335,9 +335,9 @@ static void tiling_params(const vae_encoder *e, int tsh, int tsw, tiling *t) {
     t->lim_w = t->tlw - t->bw;
 }
 
-int vae_encode_tiling_applies(const vae_encoder *e, int H, int W, int tsh, int tsw) { return W > tsw || H > tsh; }
+int cogvideox_vae_encode_tiling_applies(const cogvideox_vae_encoder *e, int H, int W, int tsh, int tsw) { return W > tsw || H > tsh; }
 
-int vae_encode_tiling_check(const vae_encoder *e, int tsh, int tsw) {
+int cogvideox_vae_encode_tiling_check(const cogvideox_vae_encoder *e, int tsh, int tsw) {
     tiling t;
     tiling_params(e, tsh, tsw, &t);
     if (t.oh < 1 || t.ow < 1 || t.lim_h < 1 || t.lim_w < 1)
@@ -346,7 +346,7 @@ int vae_encode_tiling_check(const vae_encoder *e, int tsh, int tsw) {
     return 0;
 }
 
-int vae_encode_steps(const vae_encoder *e, int F, int H, int W, int tiled, int tsh, int tsw) {
+int cogvideox_vae_encode_steps(const cogvideox_vae_encoder *e, int F, int H, int W, int tiled, int tsh, int tsw) {
     if (!tiled) return num_batches(F);
     tiling t;
     tiling_params(e, tsh, tsw, &t);
@@ -356,7 +356,7 @@ int vae_encode_steps(const vae_encoder *e, int F, int H, int W, int tiled, int t
 
 /* The tiles' producer for vae_tiles_stitch: sample tile (i, j) of x, encoded. */
 typedef struct {
-    const vae_encoder *e;
+    const cogvideox_vae_encoder *e;
     const tiling *t;
     const float *x;
     int F, H, W;
@@ -365,7 +365,7 @@ typedef struct {
 
 static float *encode_tile(void *user, int i, int j) {
     const tile_src *s = user;
-    const vae_encoder *e = s->e;
+    const cogvideox_vae_encoder *e = s->e;
     const int ci = e->in_channels, mc = 2 * e->latent_channels, F = s->F, H = s->H, W = s->W;
     const int tsh = s->t->tsh, tsw = s->t->tsw, si = i * s->t->oh, sj = j * s->t->ow;
     const int th = H - si < tsh ? H - si : tsh, tw = W - sj < tsw ? W - sj : tsw;
@@ -375,23 +375,23 @@ static float *encode_tile(void *user, int i, int j) {
             for (int y = 0; y < th; y++)
                 memcpy(xt + (((size_t)c * F + f) * th + y) * tw, s->x + (((size_t)c * F + f) * H + si + y) * W + sj,
                        sizeof(float) * tw);
-    float *o = cvx_alloc_f32((size_t)mc * vae_encoded_frames(e, F) * vae_encoded_size(e, th) * vae_encoded_size(e, tw));
-    vae_encode_batched(e, xt, F, th, tw, o, s->p);   /* own batches and caches per tile */
+    float *o = cvx_alloc_f32((size_t)mc * cogvideox_vae_encoded_frames(e, F) * cogvideox_vae_encoded_size(e, th) * cogvideox_vae_encoded_size(e, tw));
+    cogvideox_vae_encode_batched(e, xt, F, th, tw, o, s->p);   /* own batches and caches per tile */
     free(xt);
     return o;   // [mc, Tl, h(th), w(tw)]
 }
 
-float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
+float *cogvideox_vae_encode_tiled(const cogvideox_vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
                         int *h_out, int *w_out, cvx_progress *p) {
-    const int mc = 2 * e->latent_channels, Tl = vae_encoded_frames(e, F);
+    const int mc = 2 * e->latent_channels, Tl = cogvideox_vae_encoded_frames(e, F);
     tiling t;
     tiling_params(e, tsh, tsw, &t);
     CVX_CHECK(t.oh >= 1 && t.ow >= 1);
     const int rows = vae_tile_count(H, t.oh), cols = vae_tile_count(W, t.ow);
     /* Every tile's output size in latents (the last row / column may be smaller). */
     int *tile_h = cvx_malloc(sizeof(int) * rows), *tile_w = cvx_malloc(sizeof(int) * cols);
-    for (int i = 0; i < rows; i++) tile_h[i] = vae_encoded_size(e, H - i * t.oh < tsh ? H - i * t.oh : tsh);
-    for (int j = 0; j < cols; j++) tile_w[j] = vae_encoded_size(e, W - j * t.ow < tsw ? W - j * t.ow : tsw);
+    for (int i = 0; i < rows; i++) tile_h[i] = cogvideox_vae_encoded_size(e, H - i * t.oh < tsh ? H - i * t.oh : tsh);
+    for (int j = 0; j < cols; j++) tile_w[j] = cogvideox_vae_encoded_size(e, W - j * t.ow < tsw ? W - j * t.ow : tsw);
     tile_src src = {e, &t, x, F, H, W, p};
     vae_tile_grid g = {rows, cols, tile_h, tile_w, mc, Tl, t.bh, t.bw, t.lim_h, t.lim_w};
     float *out = vae_tiles_stitch(&g, encode_tile, &src, h_out, w_out);   // [mc, Tl, hout, wout]
@@ -400,11 +400,11 @@ float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int 
     return out;
 }
 
-double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W) {
+double cogvideox_vae_encode_estimate_peak_bytes(const cogvideox_vae_encoder *e, int F, int H, int W) {
     /* Caches: the last 2 input frames of every causal conv, at its block's resolution. */
     double caches = 0, block0_caches = 0, h = H, w = W;
     for (int i = 0; i < e->num_blocks; i++) {
-        const vae_down_block_w *b = &e->down[i];
+        const cogvideox_vae_down_block_w *b = &e->down[i];
         for (int j = 0; j < b->num_resnets; j++) caches += 2.0 * (b->resnets[j].cin + b->resnets[j].cout) * h * w;
         if (i == 0) block0_caches = caches;
         if (b->has_downsampler) h = floor((h - 2) / 2) + 1, w = floor((w - 2) / 2) + 1;
@@ -415,6 +415,6 @@ double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W)
     int s, en;
     batch_range(F, 0, &s, &en);
     const double first = C0 * HW * (3.0 * (en - s) + 2) + block0_caches;
-    const double later = num_batches(F) > 1 ? C0 * HW * (3.0 * VAE_SAMPLE_FRAMES_PER_BATCH + 2) + caches : 0;
+    const double later = num_batches(F) > 1 ? C0 * HW * (3.0 * COGVIDEOX_VAE_SAMPLE_FRAMES_PER_BATCH + 2) + caches : 0;
     return 4.0 * ((first > later ? first : later) + (double)e->in_channels * F * HW);
 }

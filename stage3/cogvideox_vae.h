@@ -19,32 +19,32 @@
 #include "safetensors.h"
 #include "vae_conv.h"   /* vae_conv, vae_cache, the causal convolution */
 
-#define VAE_MAX_BLOCKS 8
+#define COGVIDEOX_VAE_MAX_BLOCKS 8
 
 typedef struct {               /* CogVideoXSpatialNorm3D */
     const cvx_tensor *norm_w, *norm_b;   /* GroupNorm affine [C] */
     vae_conv conv_y, conv_b;             /* 1×1×1 convs zq_channels -> C */
     int channels;
-} vae_spatial_norm_w;
+} cogvideox_vae_spatial_norm_w;
 
 typedef struct {               /* CogVideoXResnetBlock3D (decoder flavour: spatial norms, no temb) */
-    vae_spatial_norm_w norm1, norm2;
+    cogvideox_vae_spatial_norm_w norm1, norm2;
     vae_conv conv1, conv2;
     vae_conv shortcut;         /* 1×1×1 when cin != cout, else w == NULL */
     int cin, cout;
-} vae_resnet_w;
+} cogvideox_vae_resnet_w;
 
 typedef struct {               /* CogVideoXUpBlock3D */
-    vae_resnet_w *resnets;
+    cogvideox_vae_resnet_w *resnets;
     int num_resnets;
     int has_upsampler, compress_time;
     vae_conv upsampler;        /* Conv2d 3×3, padding 1 */
-} vae_up_block_w;
+} cogvideox_vae_up_block_w;
 
 typedef struct {
     /* config */
     int latent_channels, out_channels, num_blocks, layers_per_block, groups;
-    int block_out[VAE_MAX_BLOCKS];
+    int block_out[COGVIDEOX_VAE_MAX_BLOCKS];
     double norm_eps, scaling_factor;
     int temporal_compression_ratio, temporal_levels, spatial_ratio;
     int sample_height, sample_width;
@@ -52,53 +52,53 @@ typedef struct {
     /* weights (mmapped) */
     void *weights;             /* cvx_weights * */
     vae_conv post_quant_conv, conv_in, conv_out;
-    vae_resnet_w mid[2];
-    vae_up_block_w up[VAE_MAX_BLOCKS];
-    vae_spatial_norm_w norm_out;
+    cogvideox_vae_resnet_w mid[2];
+    cogvideox_vae_up_block_w up[COGVIDEOX_VAE_MAX_BLOCKS];
+    cogvideox_vae_spatial_norm_w norm_out;
     int num_caches;
     cvx_ctx *ctx;              /* compute context (scratch, counters, conv algorithm) */
     int owns_ctx;
-} vae_decoder;
+} cogvideox_vae_decoder;
 
 /* Load vae/config.json and the weights from `vae_dir`; every tensor looked up and
  * shape-checked. -1 + cvx_error naming the file/key/tensor on failure. ctx: the compute
- * context to run on (borrowed), or NULL for a private one (default settings, freed by vae_free). */
-int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx);
-void vae_free(vae_decoder *d);
-/* Only the config part of vae_load (the sizes and factors of d; no weights, nothing to free). */
-int vae_config_load(vae_decoder *d, const char *config_path);
+ * context to run on (borrowed), or NULL for a private one (default settings, freed by cogvideox_vae_free). */
+int cogvideox_vae_load(cogvideox_vae_decoder *d, const char *vae_dir, cvx_ctx *ctx);
+void cogvideox_vae_free(cogvideox_vae_decoder *d);
+/* Only the config part of cogvideox_vae_load (the sizes and factors of d; no weights, nothing to free). */
+int cogvideox_vae_config_load(cogvideox_vae_decoder *d, const char *config_path);
 
 /* ---- blocks (exposed for tests); inputs are [C, T, H, W], outputs newly allocated ---- */
 /* The conditioning latent of the current chunk: [zc, Tz, h, w]. */
-typedef struct { const float *z; int C, T, H, W; } vae_zq;
+typedef struct { const float *z; int C, T, H, W; } cogvideox_vae_zq;
 /* SpatialNorm3D: out = GroupNorm(f) · conv_y(zq↑) + conv_b(zq↑) (then SiLU when `silu`).
  * zq↑ = nearest resize to f's size, first frame apart when f has an odd count > 1.
  * out may equal f. */
-void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const vae_zq *zq, const float *f,
+void cogvideox_vae_spatial_norm(const cogvideox_vae_decoder *d, const cogvideox_vae_spatial_norm_w *n, const cogvideox_vae_zq *zq, const float *f,
                       float *out, int T, int H, int W, int silu);
-float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *cache, const vae_zq *zq,
+float *cogvideox_vae_resnet_block(const cogvideox_vae_decoder *d, const cogvideox_vae_resnet_w *r, vae_cache *cache, const cogvideox_vae_zq *zq,
                         const float *x, int T, int H, int W);
 /* Up-sampler: nearest ×2 in space (and in time when compress_time, with the first-frame rule),
  * then Conv2d 3×3 per frame. *T is updated. */
-float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int *H, int *W);
-float *vae_up_block(const vae_decoder *d, const vae_up_block_w *b, vae_cache *cache, const vae_zq *zq, float *x,
+float *cogvideox_vae_upsampler(const cogvideox_vae_up_block_w *b, const float *x, int C, int *T, int *H, int *W);
+float *cogvideox_vae_up_block(const cogvideox_vae_decoder *d, const cogvideox_vae_up_block_w *b, vae_cache *cache, const cogvideox_vae_zq *zq, float *x,
                     int *C, int *T, int *H, int *W);
-float *vae_mid_block(const vae_decoder *d, vae_cache *cache, const vae_zq *zq, float *x, int T, int H, int W);
+float *cogvideox_vae_mid_block(const cogvideox_vae_decoder *d, vae_cache *cache, const cogvideox_vae_zq *zq, float *x, int T, int H, int W);
 /* The decoder on one chunk z[latent_channels, T, h, w] -> [out_channels, T', h·r, w·r]. */
-float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *z, int T, int h, int w, int *T_out);
+float *cogvideox_vae_decoder_forward(const cogvideox_vae_decoder *d, vae_cache *cache, const float *z, int T, int h, int w, int *T_out);
 
 /* Output frames for a chunk of n latent frames, and for a whole latent of T frames. */
-int vae_chunk_frames(const vae_decoder *d, int n);
-int vae_output_frames(const vae_decoder *d, int T);
+int cogvideox_vae_chunk_frames(const cogvideox_vae_decoder *d, int n);
+int cogvideox_vae_output_frames(const cogvideox_vae_decoder *d, int T);
 
 /* Chunked decode of one sample z[lc, T, h, w] (already × 1/scaling_factor) into
- * out[out_channels, vae_output_frames(T), h·r, w·r]. Progress ticks once per chunk. */
-void vae_decode_chunked(const vae_decoder *d, const float *z, int T, int h, int w, float *out, cvx_progress *p);
+ * out[out_channels, cogvideox_vae_output_frames(T), h·r, w·r]. Progress ticks once per chunk. */
+void cogvideox_vae_decode_chunked(const cogvideox_vae_decoder *d, const float *z, int T, int h, int w, float *out, cvx_progress *p);
 
 /* Tiled decode (upstream tiled_decode with tile_sample_min_height/width = tsh/tsw, overlap
  * factors 1/6 and 1/5). Returns a new [out_channels, T', H', W'] buffer; H', W' can exceed
  * 8h, 8w when the tile sizes are inconsistent, as upstream. */
-float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
+float *cogvideox_vae_decode_tiled(const cogvideox_vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
                         int *H_out, int *W_out, cvx_progress *p);
 /* The same with the tiles spread over the ranks of `dist` (common/dist.h; NULL or one rank: as
  * above): tile k (row-major) is decoded by rank k mod size, all tiles are gathered on rank 0,
@@ -106,24 +106,24 @@ float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int 
  * the video; the other ranks return NULL with *T_out = *H_out = *W_out = 0. Rank 0 holds all
  * decoded tiles at once (~1.4× the video's floats). A failed exchange stops every rank. */
 struct cvx_dist;
-float *vae_decode_tiled_dist(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw,
+float *cogvideox_vae_decode_tiled_dist(const cogvideox_vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw,
                              struct cvx_dist *dist, int *T_out, int *H_out, int *W_out, cvx_progress *p);
 /* Does upstream tile this latent (h > tile_latent_min_height or w > ..._width)? */
-int vae_tiling_applies(const vae_decoder *d, int h, int w, int tsh, int tsw);
+int cogvideox_vae_tiling_applies(const cogvideox_vae_decoder *d, int h, int w, int tsh, int tsw);
 /* -1 + error when tiles of tsh×tsw samples would not advance (latent stride 0). */
-int vae_tiling_check(const vae_decoder *d, int tsh, int tsw);
+int cogvideox_vae_tiling_check(const cogvideox_vae_decoder *d, int tsh, int tsw);
 /* The frame size (*H × *W samples) a tiled decode of an h×w latent stitches to: upstream's rule,
  * each tile keeping at most tile − blend samples, which is r·h × r·w only when that equals the tile
  * stride (the default tile sizes do; golden vae_2b f3_tiled_inconsistent shows a larger frame
  * otherwise). -1 + error when the tiles would not advance. */
-int vae_tiled_size(const vae_decoder *d, int h, int w, int tsh, int tsw, long *H, long *W);
+int cogvideox_vae_tiled_size(const cogvideox_vae_decoder *d, int h, int w, int tsh, int tsw, long *H, long *W);
 /* -1 + one error naming the flag (--tile_sample_min_height/_width), the frame size the tiles
  * would give and the nearest tile sizes that fit, unless the tiles stitch to r·h × r·w. */
-int vae_tiling_check_size(const vae_decoder *d, int h, int w, int tsh, int tsw);
+int cogvideox_vae_tiling_check_size(const cogvideox_vae_decoder *d, int h, int w, int tsh, int tsw);
 /* Number of decoder calls (chunks × tiles) for progress bars. */
-int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int tsh, int tsw);
+int cogvideox_vae_decode_steps(const cogvideox_vae_decoder *d, int T, int h, int w, int tiled, int tsh, int tsw);
 /* Rough peak bytes of an untiled decode of an h×w latent (for --tiling auto). */
-double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w);
+double cogvideox_vae_estimate_peak_bytes(const cogvideox_vae_decoder *d, int h, int w);
 
 /* How the 3×3 spatial part of the convolutions is computed: d->ctx->conv_algo, CVX_CONV_WINOGRAD4
  * (default, 4× fewer multiplies), CVX_CONV_WINOGRAD2 (2.25×) or CVX_CONV_DIRECT (shifted GEMMs).

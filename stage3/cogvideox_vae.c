@@ -1,6 +1,6 @@
 /* CogVideoX VAE decoder: loading and the blocks, one function per upstream module.
  * Chunked and tiled decoding live in vae_decode.c. */
-#include "vae.h"
+#include "cogvideox_vae.h"
 #include "vae_conv.h"
 
 #include <math.h>
@@ -24,7 +24,7 @@
 
 typedef vae_loader loader;
 
-static int spatial_norm_get(loader *L, vae_spatial_norm_w *n, const char *name, int C, int zc) {
+static int spatial_norm_get(loader *L, cogvideox_vae_spatial_norm_w *n, const char *name, int C, int zc) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s.norm_layer.weight", name);
     if (!(n->norm_w = cvx_weights_get(L->w, buf, CVX_SHAPE(C)))) return -1;
@@ -37,7 +37,7 @@ static int spatial_norm_get(loader *L, vae_spatial_norm_w *n, const char *name, 
     return vae_conv_get(L, &n->conv_b, buf, zc, C, 1, 1, 1, 0, 1);
 }
 
-static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int cout, int zc) {
+static int resnet_get(loader *L, cogvideox_vae_resnet_w *r, const char *name, int cin, int cout, int zc) {
     char buf[256];
     r->cin = cin, r->cout = cout;
     snprintf(buf, sizeof buf, "%s.norm1", name);
@@ -58,18 +58,18 @@ static int resnet_get(loader *L, vae_resnet_w *r, const char *name, int cin, int
     return 0;
 }
 
-int vae_config_load(vae_decoder *d, const char *path) {
+int cogvideox_vae_config_load(cogvideox_vae_decoder *d, const char *path) {
     cvx_config c;
     if (cvx_config_load(&c, path)) return -1;
     if (cvx_check_model_config(&c)) {   /* ranges before anything is sized from them (issue 14) */
         cvx_config_free(&c);
         return -1;
     }
-    int64_t v, bo[VAE_MAX_BLOCKS];
+    int64_t v, bo[COGVIDEOX_VAE_MAX_BLOCKS];
     int n = 0, rc = -1;
-    const char *act, *types[VAE_MAX_BLOCKS];
+    const char *act, *types[COGVIDEOX_VAE_MAX_BLOCKS];
     int nt = 0;
-    if (cvx_cfg_int_array(&c, "block_out_channels", bo, VAE_MAX_BLOCKS, &n)) goto out;
+    if (cvx_cfg_int_array(&c, "block_out_channels", bo, COGVIDEOX_VAE_MAX_BLOCKS, &n)) goto out;
     if (n < 1) { cvx_error("%s: key 'block_out_channels' must not be empty", path); goto out; }
     d->num_blocks = n;
     for (int i = 0; i < n; i++) d->block_out[i] = (int)bo[i];
@@ -99,7 +99,7 @@ int vae_config_load(vae_decoder *d, const char *path) {
         goto out;
     }
     if (cvx_cfg_has(&c, "up_block_types")) {
-        if (cvx_cfg_str_array(&c, "up_block_types", types, VAE_MAX_BLOCKS, &nt)) goto out;
+        if (cvx_cfg_str_array(&c, "up_block_types", types, COGVIDEOX_VAE_MAX_BLOCKS, &nt)) goto out;
         if (nt != n) { cvx_error("%s: 'up_block_types' has %d entries, block_out_channels %d", path, nt, n); goto out; }
         for (int i = 0; i < nt; i++)
             if (strcmp(types[i], "CogVideoXUpBlock3D")) {
@@ -124,28 +124,28 @@ out:
     return rc;
 }
 
-static int load_weights(vae_decoder *d, const char *vae_dir, const char *path);
+static int load_weights(cogvideox_vae_decoder *d, const char *vae_dir, const char *path);
 
-int vae_load(vae_decoder *d, const char *vae_dir, cvx_ctx *ctx) {
+int cogvideox_vae_load(cogvideox_vae_decoder *d, const char *vae_dir, cvx_ctx *ctx) {
     memset(d, 0, sizeof *d);
     char path[4096];
     if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) return cvx_error("%s: path too long", vae_dir);
-    if (vae_config_load(d, path)) return -1;
+    if (cogvideox_vae_config_load(d, path)) return -1;
     d->owns_ctx = ctx == NULL;
     d->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     if (load_weights(d, vae_dir, path)) {
-        vae_free(d);
+        cogvideox_vae_free(d);
         return -1;
     }
     return 0;
 }
 
-static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
+static int load_weights(cogvideox_vae_decoder *d, const char *vae_dir, const char *path) {
     loader L = {.w = cvx_weights_open(vae_dir), .ctx = d->ctx, .time_pad = VAE_TIME_PAD_REPLICATE};
     if (!L.w) return -1;
     d->weights = L.w;
     const int n = d->num_blocks, zc = d->latent_channels;
-    int rev[VAE_MAX_BLOCKS];
+    int rev[COGVIDEOX_VAE_MAX_BLOCKS];
     for (int i = 0; i < n; i++) rev[i] = d->block_out[n - 1 - i];
     char name[256];
     d->post_quant_conv.cache_id = -1;
@@ -164,7 +164,7 @@ static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
     }
     int out_ch = rev[0];
     for (int i = 0; i < n; i++) {
-        vae_up_block_w *b = &d->up[i];
+        cogvideox_vae_up_block_w *b = &d->up[i];
         int in_ch = out_ch;
         out_ch = rev[i];
         b->num_resnets = d->layers_per_block + 1;
@@ -188,7 +188,7 @@ static int load_weights(vae_decoder *d, const char *vae_dir, const char *path) {
     return 0;
 }
 
-void vae_free(vae_decoder *d) {
+void cogvideox_vae_free(cogvideox_vae_decoder *d) {
     for (int i = 0; i < d->num_blocks; i++) free(d->up[i].resnets);
     if (d->weights) cvx_weights_close(d->weights);
     if (d->owns_ctx) cvx_ctx_free(d->ctx);
@@ -203,7 +203,7 @@ static int zq_frame(int t, int Tf, int Tz) {
     return cvx_nearest_index(t, Tz, Tf);
 }
 
-void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const vae_zq *zq, const float *f,
+void cogvideox_vae_spatial_norm(const cogvideox_vae_decoder *d, const cogvideox_vae_spatial_norm_w *n, const cogvideox_vae_zq *zq, const float *f,
                       float *out, int T, int H, int W, int silu) {
     const int C = n->channels;
     const size_t S = (size_t)T * H * W, Sz = (size_t)zq->T * zq->H * zq->W;
@@ -249,13 +249,13 @@ void vae_spatial_norm(const vae_decoder *d, const vae_spatial_norm_w *n, const v
     free(mean), free(tm), free(ym), free(xm), free(gw), free(gb), free(zy), free(zb);
 }
 
-float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *cache, const vae_zq *zq,
+float *cogvideox_vae_resnet_block(const cogvideox_vae_decoder *d, const cogvideox_vae_resnet_w *r, vae_cache *cache, const cogvideox_vae_zq *zq,
                         const float *x, int T, int H, int W) {
     const size_t S = (size_t)T * H * W;
     float *h = vae_alloc((size_t)r->cin * S);                    // [Cin, T, H, W]
-    vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
+    cogvideox_vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
     float *h1 = vae_causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);   // [Cout, T, H, W]; frees h
-    vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
+    cogvideox_vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
     float *h2 = vae_causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
         float *s = vae_alloc((size_t)r->cout * S);                 // [Cout, T, H, W]
@@ -268,7 +268,7 @@ float *vae_resnet_block(const vae_decoder *d, const vae_resnet_w *r, vae_cache *
     return h2;
 }
 
-float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int *H, int *W) {
+float *cogvideox_vae_upsampler(const cogvideox_vae_up_block_w *b, const float *x, int C, int *T, int *H, int *W) {
     const int Ti = *T, Ho = 2 * *H, Wo = 2 * *W;
     /* Time: n odd > 1 -> the first frame alone (space only), the rest ×2: 2n−1 frames;
      * n even -> ×2; n = 1 -> space only. Without compress_time: space only. */
@@ -290,32 +290,32 @@ float *vae_upsampler(const vae_up_block_w *b, const float *x, int C, int *T, int
     return y;
 }
 
-float *vae_up_block(const vae_decoder *d, const vae_up_block_w *b, vae_cache *cache, const vae_zq *zq, float *x,
+float *cogvideox_vae_up_block(const cogvideox_vae_decoder *d, const cogvideox_vae_up_block_w *b, vae_cache *cache, const cogvideox_vae_zq *zq, float *x,
                     int *C, int *T, int *H, int *W) {
     for (int i = 0; i < b->num_resnets; i++) {
-        float *y = vae_resnet_block(d, &b->resnets[i], cache, zq, x, *T, *H, *W);
+        float *y = cogvideox_vae_resnet_block(d, &b->resnets[i], cache, zq, x, *T, *H, *W);
         free(x);
         x = y;
         *C = b->resnets[i].cout;
     }
     if (b->has_upsampler) {
-        float *y = vae_upsampler(b, x, *C, T, H, W);
+        float *y = cogvideox_vae_upsampler(b, x, *C, T, H, W);
         free(x);
         x = y;
     }
     return x;
 }
 
-float *vae_mid_block(const vae_decoder *d, vae_cache *cache, const vae_zq *zq, float *x, int T, int H, int W) {
+float *cogvideox_vae_mid_block(const cogvideox_vae_decoder *d, vae_cache *cache, const cogvideox_vae_zq *zq, float *x, int T, int H, int W) {
     for (int i = 0; i < 2; i++) {
-        float *y = vae_resnet_block(d, &d->mid[i], cache, zq, x, T, H, W);
+        float *y = cogvideox_vae_resnet_block(d, &d->mid[i], cache, zq, x, T, H, W);
         free(x);
         x = y;
     }
     return x;
 }
 
-float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *z, int T, int h, int w, int *T_out) {
+float *cogvideox_vae_decoder_forward(const cogvideox_vae_decoder *d, vae_cache *cache, const float *z, int T, int h, int w, int *T_out) {
     const size_t Sz = (size_t)T * h * w;
     float *zpq = NULL;
     if (d->use_post_quant_conv) {
@@ -323,13 +323,13 @@ float *vae_decoder_forward(const vae_decoder *d, vae_cache *cache, const float *
         vae_conv1x1(&d->post_quant_conv, z, Sz, zpq);
         z = zpq;
     }
-    vae_zq zq = {z, d->latent_channels, T, h, w};
+    cogvideox_vae_zq zq = {z, d->latent_channels, T, h, w};
     int C = d->conv_in.cout, H = h, W = w;
     float *x = vae_alloc((size_t)C * Sz);                        // [C0, T, h, w]
     vae_causal_conv3d(&d->conv_in, cache, z, T, h, w, x);
-    x = vae_mid_block(d, cache, &zq, x, T, H, W);
-    for (int i = 0; i < d->num_blocks; i++) x = vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);
-    vae_spatial_norm(d, &d->norm_out, &zq, x, x, T, H, W, 1);        // norm_out + SiLU
+    x = cogvideox_vae_mid_block(d, cache, &zq, x, T, H, W);
+    for (int i = 0; i < d->num_blocks; i++) x = cogvideox_vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);
+    cogvideox_vae_spatial_norm(d, &d->norm_out, &zq, x, x, T, H, W, 1);        // norm_out + SiLU
     float *y = vae_causal_conv3d_consume(&d->conv_out, cache, x, T, H, W, NULL);   // [3, T, H, W]; frees x
     free(zpq);
     *T_out = T;

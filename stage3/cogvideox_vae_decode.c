@@ -7,7 +7,7 @@
 
 #include "dist.h"
 #include "error.h"
-#include "vae.h"
+#include "cogvideox_vae.h"
 #include "vae_conv.h"
 #include "vae_tiles.h"
 
@@ -17,7 +17,7 @@
 #define TILE_OVERLAP_H (1.0 / 6.0)
 #define TILE_OVERLAP_W (1.0 / 5.0)
 
-int vae_chunk_frames(const vae_decoder *d, int n) {
+int cogvideox_vae_chunk_frames(const cogvideox_vae_decoder *d, int n) {
     for (int l = 0; l < d->temporal_levels && l < d->num_blocks - 1; l++)
         n = n == 1 ? 1 : (n % 2 ? 2 * n - 1 : 2 * n);
     return n;
@@ -33,19 +33,19 @@ static void chunk_range(int T, int i, int *s, int *e) {
     if (*e > T) *e = T;
 }
 
-int vae_output_frames(const vae_decoder *d, int T) {
+int cogvideox_vae_output_frames(const cogvideox_vae_decoder *d, int T) {
     int total = 0;
     for (int i = 0; i < num_chunks(T); i++) {
         int s, e;
         chunk_range(T, i, &s, &e);
-        total += vae_chunk_frames(d, e - s);
+        total += cogvideox_vae_chunk_frames(d, e - s);
     }
     return total;
 }
 
-void vae_decode_chunked(const vae_decoder *d, const float *z, int T, int h, int w, float *out, cvx_progress *p) {
+void cogvideox_vae_decode_chunked(const cogvideox_vae_decoder *d, const float *z, int T, int h, int w, float *out, cvx_progress *p) {
     const int lc = d->latent_channels, oc = d->out_channels, r = d->spatial_ratio;
-    const int Tout = vae_output_frames(d, T);
+    const int Tout = cogvideox_vae_output_frames(d, T);
     const size_t HWo = (size_t)h * r * w * r;
     vae_cache cache;
     vae_cache_init(&cache, d->num_caches);
@@ -58,7 +58,7 @@ void vae_decode_chunked(const vae_decoder *d, const float *z, int T, int h, int 
         for (int c = 0; c < lc; c++)
             memcpy(zc + (size_t)c * n * h * w, z + ((size_t)c * T + s) * h * w, sizeof(float) * (size_t)n * h * w);
         int to;
-        float *y = vae_decoder_forward(d, &cache, zc, n, h, w, &to);   // [oc, to, H, W]
+        float *y = cogvideox_vae_decoder_forward(d, &cache, zc, n, h, w, &to);   // [oc, to, H, W]
         for (int c = 0; c < oc; c++)
             memcpy(out + ((size_t)c * Tout + t_done) * HWo, y + (size_t)c * to * HWo, sizeof(float) * to * HWo);
         t_done += to;
@@ -79,7 +79,7 @@ typedef struct {
     int lim_h, lim_w;       /* row_limit_height/width */
 } tiling;
 
-static void tiling_params(const vae_decoder *d, int tsh, int tsw, tiling *t) {
+static void tiling_params(const cogvideox_vae_decoder *d, int tsh, int tsw, tiling *t) {
     t->tlh = (int)(tsh / (double)d->spatial_ratio);
     t->tlw = (int)(tsw / (double)d->spatial_ratio);
     t->oh = (int)(t->tlh * (1.0 - TILE_OVERLAP_H));
@@ -90,13 +90,13 @@ static void tiling_params(const vae_decoder *d, int tsh, int tsw, tiling *t) {
     t->lim_w = tsw - t->bw;
 }
 
-int vae_tiling_applies(const vae_decoder *d, int h, int w, int tsh, int tsw) {
+int cogvideox_vae_tiling_applies(const cogvideox_vae_decoder *d, int h, int w, int tsh, int tsw) {
     tiling t;
     tiling_params(d, tsh, tsw, &t);
     return w > t.tlw || h > t.tlh;
 }
 
-int vae_tiling_check(const vae_decoder *d, int tsh, int tsw) {
+int cogvideox_vae_tiling_check(const cogvideox_vae_decoder *d, int tsh, int tsw) {
     tiling t;
     tiling_params(d, tsh, tsw, &t);
     if (t.oh < 1 || t.ow < 1)
@@ -116,10 +116,10 @@ static long stitched_extent(int n, int tl, int o, int r, int lim) {
     return total;
 }
 
-int vae_tiled_size(const vae_decoder *d, int h, int w, int tsh, int tsw, long *H, long *W) {
+int cogvideox_vae_tiled_size(const cogvideox_vae_decoder *d, int h, int w, int tsh, int tsw, long *H, long *W) {
     tiling t;
     tiling_params(d, tsh, tsw, &t);
-    if (t.oh < 1 || t.ow < 1) return vae_tiling_check(d, tsh, tsw);
+    if (t.oh < 1 || t.ow < 1) return cogvideox_vae_tiling_check(d, tsh, tsw);
     *H = stitched_extent(h, t.tlh, t.oh, d->spatial_ratio, t.lim_h);
     *W = stitched_extent(w, t.tlw, t.ow, d->spatial_ratio, t.lim_w);
     return 0;
@@ -127,7 +127,7 @@ int vae_tiled_size(const vae_decoder *d, int h, int w, int tsh, int tsw, long *H
 
 /* The tile sizes nearest to `tile` (multiples of the spatial ratio, at most 4 apart, below and
  * above) whose tiles stitch an axis of n latents to n·r samples; "" when none is near. */
-static void fitting_sizes(const vae_decoder *d, int n, int tile, int vertical, char *buf, size_t len) {
+static void fitting_sizes(const cogvideox_vae_decoder *d, int n, int tile, int vertical, char *buf, size_t len) {
     const int r = d->spatial_ratio;
     int below = 0, above = 0;
     for (int k = 1; k <= 64 && (!below || !above); k++) {
@@ -145,9 +145,9 @@ static void fitting_sizes(const vae_decoder *d, int n, int tile, int vertical, c
     else buf[0] = 0;
 }
 
-int vae_tiling_check_size(const vae_decoder *d, int h, int w, int tsh, int tsw) {
+int cogvideox_vae_tiling_check_size(const cogvideox_vae_decoder *d, int h, int w, int tsh, int tsw) {
     long H, W;
-    if (vae_tiled_size(d, h, w, tsh, tsw, &H, &W)) return -1;
+    if (cogvideox_vae_tiled_size(d, h, w, tsh, tsw, &H, &W)) return -1;
     const int r = d->spatial_ratio;
     for (int v = 1; v >= 0; v--) {
         const long got = v ? H : W, want = (long)(v ? h : w) * r;
@@ -164,7 +164,7 @@ int vae_tiling_check_size(const vae_decoder *d, int h, int w, int tsh, int tsw) 
     return 0;
 }
 
-int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int tsh, int tsw) {
+int cogvideox_vae_decode_steps(const cogvideox_vae_decoder *d, int T, int h, int w, int tiled, int tsh, int tsw) {
     if (!tiled) return num_chunks(T);
     tiling t;
     tiling_params(d, tsh, tsw, &t);
@@ -173,26 +173,26 @@ int vae_decode_steps(const vae_decoder *d, int T, int h, int w, int tiled, int t
     return rows * cols * num_chunks(T);
 }
 
-double vae_estimate_peak_bytes(const vae_decoder *d, int h, int w) {
+double cogvideox_vae_estimate_peak_bytes(const cogvideox_vae_decoder *d, int h, int w) {
     /* The largest live set is in the last up block's first ResNet at full resolution: its
      * input, normalised copy, padded conv input and output (first chunk: 3 latent frames),
      * plus the carried conv caches in later chunks (~15%). Calibrated on the real config:
      * 3×30×45 latent 3.85 GB, 7×30×45 4.57 GB measured (incl. 0.5 GB of f32 weights). */
     int n = d->num_blocks;
     double cin = n >= 2 ? d->block_out[1] : d->block_out[0], cout = d->block_out[0];
-    double S = (double)vae_chunk_frames(d, 3) * h * d->spatial_ratio * w * d->spatial_ratio;
+    double S = (double)cogvideox_vae_chunk_frames(d, 3) * h * d->spatial_ratio * w * d->spatial_ratio;
     return 1.15 * 4.0 * S * (4.0 * cin + 2.0 * cout);
 }
 
-float *vae_decode_tiled(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
+float *cogvideox_vae_decode_tiled(const cogvideox_vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw, int *T_out,
                         int *H_out, int *W_out, cvx_progress *p) {
-    return vae_decode_tiled_dist(d, z, T, h, w, tsh, tsw, NULL, T_out, H_out, W_out, p);
+    return cogvideox_vae_decode_tiled_dist(d, z, T, h, w, tsh, tsw, NULL, T_out, H_out, W_out, p);
 }
 
 /* The latent tile (i, j) of z → its decoded samples [oc, To, lh·r, lw·r] (a new buffer). */
-static float *decode_tile(const vae_decoder *d, const tiling *t, const float *z, int T, int h, int w, int i, int j,
+static float *decode_tile(const cogvideox_vae_decoder *d, const tiling *t, const float *z, int T, int h, int w, int i, int j,
                           cvx_progress *p) {
-    const int lc = d->latent_channels, oc = d->out_channels, r = d->spatial_ratio, To = vae_output_frames(d, T);
+    const int lc = d->latent_channels, oc = d->out_channels, r = d->spatial_ratio, To = cogvideox_vae_output_frames(d, T);
     int zi = i * t->oh, zj = j * t->ow;
     int lh = h - zi < t->tlh ? h - zi : t->tlh, lw = w - zj < t->tlw ? w - zj : t->tlw;
     float *zt = cvx_alloc_f32((size_t)lc * T * lh * lw);   // [lc, T, lh, lw]
@@ -202,7 +202,7 @@ static float *decode_tile(const vae_decoder *d, const tiling *t, const float *z,
                 memcpy(zt + (((size_t)c * T + f) * lh + y) * lw, z + (((size_t)c * T + f) * h + zi + y) * w + zj,
                        sizeof(float) * lw);
     float *o = cvx_alloc_f32((size_t)oc * To * lh * r * lw * r);
-    vae_decode_chunked(d, zt, T, lh, lw, o, p);   /* own chunks and caches per tile */
+    cogvideox_vae_decode_chunked(d, zt, T, lh, lw, o, p);   /* own chunks and caches per tile */
     free(zt);
     return o;
 }
@@ -210,7 +210,7 @@ static float *decode_tile(const vae_decoder *d, const tiling *t, const float *z,
 /* The tiles' producer for vae_tiles_stitch: decoded here, or (several ranks) taken from the
  * gathered ones. */
 typedef struct {
-    const vae_decoder *d;
+    const cogvideox_vae_decoder *d;
     const tiling *t;
     const float *z;
     int T, h, w;
@@ -226,10 +226,10 @@ static float *produce_tile(void *user, int i, int j) {
 
 /* Tiles over ranks: decode this rank's tiles (k mod size == rank), gather them on rank 0.
  * Returns on rank 0 every tile's decoded samples (tiles[k], row-major), elsewhere NULL. */
-static float **decode_tiles_dist(const vae_decoder *d, const tiling *t, const float *z, int T, int h, int w,
+static float **decode_tiles_dist(const cogvideox_vae_decoder *d, const tiling *t, const float *z, int T, int h, int w,
                                  int rows, int cols, cvx_dist *dist, cvx_progress *p) {
     const int np = cvx_dist_size(dist), me = cvx_dist_rank(dist), n = rows * cols;
-    const size_t per_sample = (size_t)d->out_channels * vae_output_frames(d, T) * d->spatial_ratio * d->spatial_ratio;
+    const size_t per_sample = (size_t)d->out_channels * cogvideox_vae_output_frames(d, T) * d->spatial_ratio * d->spatial_ratio;
     size_t *tile_bytes = cvx_calloc((size_t)n, sizeof(size_t)), *rank_bytes = cvx_calloc((size_t)np, sizeof(size_t));
     for (int k = 0; k < n; k++) {
         int i = k / cols, j = k % cols, zi = i * t->oh, zj = j * t->ow;
@@ -266,13 +266,13 @@ static float **decode_tiles_dist(const vae_decoder *d, const tiling *t, const fl
     return tiles;
 }
 
-float *vae_decode_tiled_dist(const vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw,
+float *cogvideox_vae_decode_tiled_dist(const cogvideox_vae_decoder *d, const float *z, int T, int h, int w, int tsh, int tsw,
                              cvx_dist *dist, int *T_out, int *H_out, int *W_out, cvx_progress *p) {
     const int oc = d->out_channels, r = d->spatial_ratio;
     tiling t;
     tiling_params(d, tsh, tsw, &t);
     CVX_CHECK(t.oh >= 1 && t.ow >= 1);
-    const int rows = vae_tile_count(h, t.oh), cols = vae_tile_count(w, t.ow), To = vae_output_frames(d, T);
+    const int rows = vae_tile_count(h, t.oh), cols = vae_tile_count(w, t.ow), To = cogvideox_vae_output_frames(d, T);
     /* Every tile's output size in samples (the last row / column may be smaller). */
     int *tile_h = cvx_malloc(sizeof(int) * rows), *tile_w = cvx_malloc(sizeof(int) * cols);
     for (int i = 0; i < rows; i++) tile_h[i] = (h - i * t.oh < t.tlh ? h - i * t.oh : t.tlh) * r;

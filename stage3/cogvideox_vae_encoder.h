@@ -19,30 +19,30 @@
 #include "progress.h"
 #include "dtype.h"
 #include "rng.h"
-#include "vae.h"
+#include "cogvideox_vae.h"
 #include "latent_dist.h"   /* vae_latent_dist / vae_latent_sample */
 
 /* Upstream's num_sample_frames_batch_size: a constant of the model code, not config. */
-#define VAE_SAMPLE_FRAMES_PER_BATCH 8
+#define COGVIDEOX_VAE_SAMPLE_FRAMES_PER_BATCH 8
 
 typedef struct {               /* CogVideoXResnetBlock3D, encoder flavour: GroupNorm, no temb */
     const cvx_tensor *norm1_w, *norm1_b, *norm2_w, *norm2_b;   /* [cin], [cout] */
     vae_conv conv1, conv2;
     vae_conv shortcut;         /* 1×1×1 when cin != cout, else w == NULL */
     int cin, cout;
-} vae_enc_resnet_w;
+} cogvideox_vae_enc_resnet_w;
 
 typedef struct {               /* CogVideoXDownBlock3D */
-    vae_enc_resnet_w *resnets;
+    cogvideox_vae_enc_resnet_w *resnets;
     int num_resnets;
     int has_downsampler, compress_time;
     vae_conv downsampler;      /* CogVideoXDownsample3D's Conv2d 3×3, stride 2, padding 0 */
-} vae_down_block_w;
+} cogvideox_vae_down_block_w;
 
 typedef struct {
     /* config */
     int in_channels, latent_channels, num_blocks, layers_per_block, groups;
-    int block_out[VAE_MAX_BLOCKS];
+    int block_out[COGVIDEOX_VAE_MAX_BLOCKS];
     double norm_eps, scaling_factor;
     int temporal_levels, spatial_ratio;
     int sample_height, sample_width;
@@ -50,50 +50,50 @@ typedef struct {
     /* weights (mmapped) */
     void *weights;             /* cvx_weights * */
     vae_conv conv_in, conv_out, quant_conv;
-    vae_down_block_w down[VAE_MAX_BLOCKS];
-    vae_enc_resnet_w mid[2];
+    cogvideox_vae_down_block_w down[COGVIDEOX_VAE_MAX_BLOCKS];
+    cogvideox_vae_enc_resnet_w mid[2];
     const cvx_tensor *norm_out_w, *norm_out_b;
     int num_caches;
     cvx_ctx *ctx;              /* compute context (scratch, counters, conv algorithm) */
     int owns_ctx;
-} vae_encoder;
+} cogvideox_vae_encoder;
 
 /* Load vae/config.json and the encoder weights (encoder.*, quant_conv.*) from `vae_dir`;
  * every tensor looked up and shape-checked against the config. -1 + cvx_error on failure. */
-int vae_encoder_load(vae_encoder *e, const char *vae_dir, cvx_ctx *ctx);   /* ctx NULL: a private one */
-void vae_encoder_free(vae_encoder *e);
+int cogvideox_vae_encoder_load(cogvideox_vae_encoder *e, const char *vae_dir, cvx_ctx *ctx);   /* ctx NULL: a private one */
+void cogvideox_vae_encoder_free(cogvideox_vae_encoder *e);
 
 /* ---- blocks (exposed for tests); inputs [C, T, H, W], outputs newly allocated ---- */
-float *vae_enc_resnet_block(const vae_encoder *e, const vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
+float *cogvideox_vae_enc_resnet_block(const cogvideox_vae_encoder *e, const cogvideox_vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
                             int H, int W);
 /* Down-sampler: frame-pair average when compress_time (an odd count keeps its first frame
  * alone), then pad right/bottom by one zero and Conv2d 3×3 stride 2 per frame. *T, *H, *W updated. */
-float *vae_downsampler(const vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W);
+float *cogvideox_vae_downsampler(const cogvideox_vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W);
 /* (The down-sampler's Conv2d is vae_conv2d_s2, vae_conv.h.) */
 /* The encoder on one frame batch x[in_channels, T, H, W] -> moments [2·lc, T', h, w]. */
-float *vae_encoder_forward(const vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
+float *cogvideox_vae_encoder_forward(const cogvideox_vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
                            int *h_out, int *w_out);
 
 /* Latent frames / size for F frames of H×W pixels. */
-int vae_encoded_frames(const vae_encoder *e, int F);
-int vae_encoded_size(const vae_encoder *e, int n);
+int cogvideox_vae_encoded_frames(const cogvideox_vae_encoder *e, int F);
+int cogvideox_vae_encoded_size(const cogvideox_vae_encoder *e, int n);
 /* Number of encoder calls (frame batches × tiles) for progress bars. */
-int vae_encode_steps(const vae_encoder *e, int F, int H, int W, int tiled, int tsh, int tsw);
+int cogvideox_vae_encode_steps(const cogvideox_vae_encoder *e, int F, int H, int W, int tiled, int tsh, int tsw);
 
 /* Batched encode of x[in_channels, F, H, W] -> moments[2·lc, T, h, w] (T, h, w from the two
  * functions above). Progress ticks once per frame batch. */
-void vae_encode_batched(const vae_encoder *e, const float *x, int F, int H, int W, float *moments, cvx_progress *p);
+void cogvideox_vae_encode_batched(const cogvideox_vae_encoder *e, const float *x, int F, int H, int W, float *moments, cvx_progress *p);
 
 /* Upstream tiled_encode with tile_sample_min_height/width = tsh/tsw (overlap factors 1/6 and
  * 1/5, latent tiles blended and cropped as upstream). Returns new moments [2·lc, T, h', w']. */
-int vae_encode_tiling_applies(const vae_encoder *e, int H, int W, int tsh, int tsw);
-int vae_encode_tiling_check(const vae_encoder *e, int tsh, int tsw);
-float *vae_encode_tiled(const vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
+int cogvideox_vae_encode_tiling_applies(const cogvideox_vae_encoder *e, int H, int W, int tsh, int tsw);
+int cogvideox_vae_encode_tiling_check(const cogvideox_vae_encoder *e, int tsh, int tsw);
+float *cogvideox_vae_encode_tiled(const cogvideox_vae_encoder *e, const float *x, int F, int H, int W, int tsh, int tsw, int *T_out,
                         int *h_out, int *w_out, cvx_progress *p);
 
 /* Rough peak bytes of an untiled encode of F frames of H×W (input pixels, the largest ResNet's
  * live tensors at full resolution and the carried causal-conv caches; weights and the
  * convolution scratch, ~0.4 GB for the real VAE, not included) — for choosing tiling. */
-double vae_encode_estimate_peak_bytes(const vae_encoder *e, int F, int H, int W);
+double cogvideox_vae_encode_estimate_peak_bytes(const cogvideox_vae_encoder *e, int F, int H, int W);
 
 #endif
