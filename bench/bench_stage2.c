@@ -9,7 +9,9 @@
  *   RESULT case=<tr2b|tr5b> precision=<f32|bf16> seconds=<median wall s> gflops=<rate>
  *
  *   bench_stage2 [--model 2b|5b|all] [--frames F] [--height H] [--width W] [--runs N]
- *                [--threads N] [--f32] [--precision f32|bf16]  */
+ *                [--threads N] [--f32] [--precision f32|bf16] [--library_f32]
+ * --library_f32: where the f32 GEMM is cvx_sgemm_fixed (AVX2-only CPUs), run oneDNN's own threaded
+ * sgemm instead, to measure what the same bits at any thread count cost. */
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
@@ -42,7 +44,7 @@ static int cmp_double(const void *a, const void *b) {
 static double gemm_rate(cvx_ctx *ctx, int M, int N, int K);
 
 static void bench(const char *label, const char *tag, int heads, int rope, int F, int H, int W, int runs,
-                  cvx_dtype store, cvx_precision prec) {
+                  cvx_dtype store, cvx_precision prec, int library_f32) {
     char dir[] = "/tmp/cvx_bench_s2_XXXXXX";
     if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
     double t0 = cvx_time();
@@ -52,6 +54,7 @@ static void bench(const char *label, const char *tag, int heads, int rope, int F
     if (!m) cvx_die_last_error();
     cvx_ctx *ctx = cogvideox_ctx(m);
     if (cvx_ctx_set_precision(ctx, prec)) cvx_die_last_error();
+    if (library_f32 && ctx->kernels) cvx_kernels_force(ctx->kernels, CVX_KPATH_LIBRARY_F32);
     const cogvideox_config *c = cogvideox_get_config(m);
     int B = 2, L = 226, Cin = c->in_channels, N = cogvideox_num_video_tokens(c, F, H, W), hd = c->attention_head_dim;
     size_t nx = (size_t)B * F * Cin * H * W;
@@ -138,13 +141,13 @@ static double gemm_rate(cvx_ctx *ctx, int M, int N, int K) {
 
 int main(int argc, char **argv) {
     const char *model = "all";
-    int F = 3, H = 30, W = 44, runs = 3, threads = 0;
+    int F = 3, H = 30, W = 44, runs = 3, threads = 0, library_f32 = 0;
     cvx_dtype store = CVX_BF16;
     cvx_precision prec = CVX_PRECISION_F32;
     static const struct option opts[] = {{"model", 1, 0, 'm'}, {"frames", 1, 0, 'f'}, {"height", 1, 0, 'H'},
                                          {"width", 1, 0, 'W'}, {"runs", 1, 0, 'r'}, {"threads", 1, 0, 't'},
                                          {"f32", 0, 0, 'x'}, {"help", 0, 0, 'h'}, {"precision", 1, 0, 'P'},
-                                         {0, 0, 0, 0}};
+                                         {"library_f32", 0, 0, 'L'}, {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -155,12 +158,13 @@ int main(int argc, char **argv) {
         case 'r': runs = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 't': threads = atoi(optarg); break;
         case 'x': store = CVX_F32; break;
+        case 'L': library_f32 = 1; break;
         case 'P':
             if (cvx_precision_parse(optarg, CVX_WORK_MATMUL, &prec)) cvx_die_last_error();
             break;
         default:
             printf("usage: %s [--model 2b|5b|all] [--frames F] [--height H] [--width W] [--runs N] [--threads N] [--f32]"
-                   " [--precision f32|bf16]\n",
+                   " [--precision f32|bf16] [--library_f32]\n",
                    argv[0]);
             return o == 'h' ? 0 : 1;
         }
@@ -171,10 +175,10 @@ int main(int argc, char **argv) {
            cvx_threads());
     int all = !strcmp(model, "all");
     if (all || !strcmp(model, "2b")) {
-        bench("CogVideoX-2b dims", "tr2b", 30, 0, F, H, W, runs, store, prec);
+        bench("CogVideoX-2b dims", "tr2b", 30, 0, F, H, W, runs, store, prec, library_f32);
     }
     if (all || !strcmp(model, "5b")) {
-        bench("CogVideoX-5b dims", "tr5b", 48, 1, F, H, W, runs, store, prec);
+        bench("CogVideoX-5b dims", "tr5b", 48, 1, F, H, W, runs, store, prec, library_f32);
     }
     return 0;
 }

@@ -18,14 +18,14 @@ void cvx_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const
  * alpha != 1 runs cvx_sgemm (f32 only). Use this from model and op code. */
 void cvx_gemm(cvx_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
-/* C = alpha·op(A)·op(B) (+ bias[N], NULL = none) + beta·C with every element one FMA chain over
- * k = 0..K−1 from zero (common/gemm_fixed.c): the same bits at any thread count, tiling or row
- * count. The f32 GEMM where oneDNN's matmul is not brgemm (AVX2-only CPUs). _ref: the scalar
- * chain (fmaf), equal bits, for tests. */
-void cvx_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                     const float *B, int ldb, const float *bias, float beta, float *C, int ldc);
-void cvx_sgemm_fixed_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                         const float *B, int ldb, const float *bias, float beta, float *C, int ldc);
+/* C = beta·C + bias[N] (NULL = none) + op(A)·op(B), every element one FMA chain started at
+ * beta·C + bias and run over k = 0..K−1 (common/gemm_fixed.c): the same bits at any thread count,
+ * partition or row count. The f32 GEMM where oneDNN's matmul is not brgemm (AVX2-only CPUs).
+ * _ref: the scalar chain (fmaf), equal bits, for tests. */
+void cvx_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                     const float *bias, float beta, float *C, int ldc);
+void cvx_sgemm_fixed_ref(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
+                         int ldb, const float *bias, float beta, float *C, int ldc);
 /* Reference triple loop (double accumulation) for tests of the fast path. */
 void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);

@@ -134,6 +134,7 @@ int cvx_kernels_bf16_native(const cvx_kernels *kc) {
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p) {
     if (p == CVX_PRECISION_BF16 && !cvx_kernels_bf16_native(kc)) return "fallback-bf16";
     if (kc->force == CVX_KPATH_NO_ONEDNN) return "fixed-f32";
+    if (kc->force == CVX_KPATH_LIBRARY_F32 && p == CVX_PRECISION_F32) return "onednn-f32 (own threading)";
     return p == CVX_PRECISION_BF16 ? "onednn-bf16" : "onednn-f32";
 }
 
@@ -230,7 +231,7 @@ int cvx_matmul_ref(cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, c
  * is cvx_sgemm_fixed (gemm_fixed.c), one FMA chain per element. */
 static void fixed_matmul(int M, int N, int K, const cvx_mat *A, const cvx_mat *B, const float *bias, float beta,
                          float *C, int ldc) {
-    cvx_sgemm_fixed(A->trans, B->trans, M, N, K, 1.0f, A->data, A->ld, B->data, B->ld, bias, beta, C, ldc);
+    cvx_sgemm_fixed(A->trans, B->trans, M, N, K, A->data, A->ld, B->data, B->ld, bias, beta, C, ldc);
 }
 
 /* ---- oneDNN ---- */
@@ -325,7 +326,7 @@ static int run_dnnl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, const
     strides_of(B, key.sb);
     prim_slot *s = get_prim(kc, &key);
     if (!s) return -1;
-    if (s->sgemm_tiles) {
+    if (s->sgemm_tiles && kc->force != CVX_KPATH_LIBRARY_F32) {
         fixed_matmul(M, N, K, A, B, bias, beta, C, ldc);
         return 0;
     }

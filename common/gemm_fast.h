@@ -30,6 +30,8 @@ typedef enum {
     CVX_KPATH_AUTO = 0,      /* best available */
     CVX_KPATH_NO_BF16 = 1,   /* act as a CPU without AVX512_BF16/AMX: bf16 work widened to f32 */
     CVX_KPATH_NO_ONEDNN = 2, /* no oneDNN at all: cvx_sgemm_fixed for everything (bf16 widened) */
+    CVX_KPATH_LIBRARY_F32 = 3, /* benchmarks only: oneDNN's jit sgemm with its own threading even where
+                                * its bits depend on the thread count (what cvx_sgemm_fixed costs) */
 } cvx_kpath;
 
 typedef struct cvx_kernels cvx_kernels;

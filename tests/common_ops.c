@@ -40,31 +40,32 @@ static void test_sgemm_vs_reference(void **state) {
  * reference. Shapes cross every edge: rows not a multiple of 6, columns of 16 or 64, K of 256. */
 static void test_sgemm_fixed(void **state) {
     (void)state;
-    const int shapes[][3] = {{1, 1, 1}, {5, 17, 3}, {13, 70, 257}, {37, 129, 600}, {400, 65, 31}, {7, 3, 0}};
+    const int shapes[][3] = {{1, 1, 1}, {5, 17, 3}, {13, 70, 257}, {37, 129, 600}, {400, 65, 31}, {7, 3, 0},
+                              {100, 3100, 20}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int v = 0; v < 8; v++) {
             const int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], ta = v & 1, tb = (v >> 1) & 1;
             const int lda = ta ? M : K, ldb = tb ? K : N;
-            const float beta = (v & 4) ? 0.25f : 0.0f, alpha = (v & 4) ? 0.5f : 1.0f;
+            const float beta = (v & 4) ? 0.25f : 0.0f;
             float *A = rand_buf((size_t)M * K + 1, 1), *B = rand_buf((size_t)K * N + 1, 1), *bias = rand_buf(N, 1);
             float *C0 = rand_buf((size_t)M * N, 1), *C = cvx_alloc_f32((size_t)M * N), *R = cvx_alloc_f32((size_t)M * N);
             memcpy(R, C0, sizeof(float) * M * N);
-            cvx_sgemm_fixed_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, R, N);
+            cvx_sgemm_fixed_ref(ta, tb, M, N, K, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, R, N);
             for (int th = 1; th <= 3; th++) {
                 cvx_set_threads(th);
                 memcpy(C, C0, sizeof(float) * M * N);
-                cvx_sgemm_fixed(ta, tb, M, N, K, alpha, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, C, N);
+                cvx_sgemm_fixed(ta, tb, M, N, K, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, C, N);
                 assert_memory_equal(C, R, sizeof(float) * M * N);
             }
             const int m1 = M / 3;   /* rows [0, m1) and [m1, M) in two calls */
             memcpy(C, C0, sizeof(float) * M * N);
-            cvx_sgemm_fixed(ta, tb, m1, N, K, alpha, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, C, N);
-            cvx_sgemm_fixed(ta, tb, M - m1, N, K, alpha, ta ? A + m1 : A + (size_t)m1 * lda, lda, B, ldb,
+            cvx_sgemm_fixed(ta, tb, m1, N, K, A, lda, B, ldb, (v & 2) ? bias : NULL, beta, C, N);
+            cvx_sgemm_fixed(ta, tb, M - m1, N, K, ta ? A + m1 : A + (size_t)m1 * lda, lda, B, ldb,
                             (v & 2) ? bias : NULL, beta, C + (size_t)m1 * N, N);
             assert_memory_equal(C, R, sizeof(float) * M * N);
             if (!(v & 2)) {   /* against the double-accumulated reference */
                 memcpy(C, C0, sizeof(float) * M * N);
-                cvx_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, N);
+                cvx_sgemm_ref(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, N);
                 ASSERT_REL_L2(R, C, (size_t)M * N, 1e-6);
             }
             free(A); free(B); free(bias); free(C0); free(C); free(R);
