@@ -98,15 +98,59 @@ static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, 
     }
 }
 
-static void pv_portable(int ns, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc) {
-    int np = nkp / 2;
-    for (int r = 0; r < ns; r++) {
-        float *a = acc + (size_t)r * hd;
-        for (int jp = 0; jp < np; jp++) {
-            uint32_t pr = pp[(size_t)r * np + jp];
-            pair_axpy(a, vp + (size_t)jp * hd, hd, lo_f(pr), hi_f(pr));
+/* acc[r][c0..c0+8·NC) over R ≤ 4 rows in registers: for each key pair jp in order,
+ * acc = acc + p₁·hi(v) + p₀·lo(v) (the order of pair_axpy, so the same bits); p: the rows' bf16 p as f32
+ * (p[r][2jp] = p₀, p[r][2jp+1] = p₁). */
+static inline __attribute__((always_inline)) void pv_rows(int R, int NC, const float *p, int ldp, int np,
+                                                          const uint32_t *vp, int hd, float *acc) {
+    __m256 c[4][2], h[2], l[2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int n = 0; n < NC; n++) c[r][n] = _mm256_loadu_ps(acc + (size_t)r * hd + 8 * n);
+    for (int jp = 0; jp < np; jp++) {
+#pragma GCC unroll 2
+        for (int n = 0; n < NC; n++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(vp + (size_t)jp * hd + 8 * n));
+            h[n] = hi8(w), l[n] = lo8(w);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256 a0 = _mm256_broadcast_ss(p + (size_t)r * ldp + 2 * jp), a1 = _mm256_broadcast_ss(p + (size_t)r * ldp + 2 * jp + 1);
+#pragma GCC unroll 2
+            for (int n = 0; n < NC; n++) c[r][n] = _mm256_add_ps(_mm256_add_ps(c[r][n], _mm256_mul_ps(a1, h[n])), _mm256_mul_ps(a0, l[n]));
         }
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int n = 0; n < NC; n++) _mm256_storeu_ps(acc + (size_t)r * hd + 8 * n, c[r][n]);
+}
+
+#define PV_ROWS(NC, ...) \
+    switch (R) { \
+    case 4: pv_rows(4, NC, __VA_ARGS__); break; case 3: pv_rows(3, NC, __VA_ARGS__); break; \
+    case 2: pv_rows(2, NC, __VA_ARGS__); break; default: pv_rows(1, NC, __VA_ARGS__); break; }
+
+/* acc[r] += Σ_jp p-pair(r, jp) · vp[jp] for ns rows: blocks of 4 rows × 16 (then 8) columns in registers,
+ * the columns past a multiple of 8 one at a time; p [ns][nkp] the rows' bf16-rounded p as f32. */
+static void pv_portable(int ns, const float *p, int nkp, const uint32_t *vp, int hd, float *acc) {
+    int np = nkp / 2, c8 = hd & ~7;
+    for (int r0 = 0; r0 < ns; r0 += 4) {
+        int R = ns - r0 < 4 ? ns - r0 : 4;
+        const float *pr = p + (size_t)r0 * nkp;
+        float *ar = acc + (size_t)r0 * hd;
+        int c = 0;
+        for (; c + 16 <= c8; c += 16) PV_ROWS(2, pr, nkp, np, vp + c, hd, ar + c)
+        if (c < c8) PV_ROWS(1, pr, nkp, np, vp + c, hd, ar + c)
+    }
+    for (int r = 0; c8 < hd && r < ns; r++)
+        for (int jp = 0; jp < np; jp++) {
+            float a0 = p[(size_t)r * nkp + 2 * jp], a1 = p[(size_t)r * nkp + 2 * jp + 1];
+            for (int c = c8; c < hd; c++)
+                acc[(size_t)r * hd + c] = acc[(size_t)r * hd + c] + a1 * hi_f(vp[(size_t)jp * hd + c]) +
+                                          a0 * lo_f(vp[(size_t)jp * hd + c]);
+        }
 }
 
 /* ---- the two products: AVX512_BF16 ---- */
@@ -340,6 +384,17 @@ static void to_bf16_row(const float *x, int n, uint16_t *d, int n_pad) {
     for (; i < n_pad; i++) d[i] = 0;
 }
 
+/* x[i] = (float)d[i] for i < n (a bf16 widened: its bits in the upper half). */
+static void bf16_to_f32_row(const uint16_t *d, float *x, int n) {
+    int i = 0;
+#ifdef __AVX2__
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(x + i),
+                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(d + i))), 16));
+#endif
+    for (; i < n; i++) x[i] = cvx_bf16_to_f32(d[i]);
+}
+
 static float row_max(const float *s, int n, float mx) {
     int j = 0;
 #ifdef __AVX2__
@@ -499,6 +554,7 @@ void cvx_attn_softmax_pv(int fast, int ns, float *s, int nk, int nkp, int first,
         else {
             l[r] = l[r] * corr[r] + exp2_sub_sum(sr, nk, mx[r]);
             to_bf16_row(sr, nk, prow, nkp);
+            bf16_to_f32_row(prow, sr, nkp);   /* p as PV reads it */
             float *a = acc + (size_t)r * hd;
             for (int d = 0; !first && d < hd; d++) a[d] *= corr[r];
         }
@@ -507,7 +563,7 @@ void cvx_attn_softmax_pv(int fast, int ns, float *s, int nk, int nkp, int first,
     if (fast) {
         for (int r = 0; last && r < ns; r++) inv[r] = 1.0f / l[r];
         pv_avx512(ns, pp, nkp, vp, hd, acc, corr, first, last ? inv : NULL, out, ld_o);
-    } else pv_portable(ns, pp, nkp, vp, hd, acc);
+    } else pv_portable(ns, s, nkp, vp, hd, acc);
 }
 
 void cvx_attn_finish(int fast, int nq, const float *l, const float *acc, int hd, float *out, int ld_o) {
