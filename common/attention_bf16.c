@@ -99,8 +99,9 @@ static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, 
 }
 
 /* acc[r][c0..c0+8·NC) over R ≤ 4 rows in registers: for each key pair jp in order,
- * acc = acc + p₁·hi(v) + p₀·lo(v) (the order of pair_axpy, so the same bits); p: the rows' bf16 p as f32
- * (p[r][2jp] = p₀, p[r][2jp+1] = p₁). */
+ * acc = acc + p₁·hi(v) + p₀·lo(v) (the order of pair_axpy, so the same bits: a product of two bf16 values
+ * is exact in f32, so fma(a, b, c) = c + a·b rounded once, as the separate multiply and add give; p:
+ * the rows' bf16 p as f32 (p[r][2jp] = p₀, p[r][2jp+1] = p₁). */
 static inline __attribute__((always_inline)) void pv_rows(int R, int NC, const float *p, int ldp, int np,
                                                           const uint32_t *vp, int hd, float *acc) {
     __m256 c[4][2], h[2], l[2];
@@ -118,7 +119,7 @@ static inline __attribute__((always_inline)) void pv_rows(int R, int NC, const f
         for (int r = 0; r < R; r++) {
             __m256 a0 = _mm256_broadcast_ss(p + (size_t)r * ldp + 2 * jp), a1 = _mm256_broadcast_ss(p + (size_t)r * ldp + 2 * jp + 1);
 #pragma GCC unroll 2
-            for (int n = 0; n < NC; n++) c[r][n] = _mm256_add_ps(_mm256_add_ps(c[r][n], _mm256_mul_ps(a1, h[n])), _mm256_mul_ps(a0, l[n]));
+            for (int n = 0; n < NC; n++) c[r][n] = _mm256_fmadd_ps(a0, l[n], _mm256_fmadd_ps(a1, h[n], c[r][n]));
         }
     }
 #pragma GCC unroll 4
