@@ -100,7 +100,8 @@ static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, 
 
 /* acc[r][c0..c0+8·NC) over R ≤ 4 rows in registers: for each key pair jp in order,
  * acc = acc + p₁·hi(v) + p₀·lo(v) (the order of pair_axpy, so the same bits: a product of two bf16 values
- * is exact in f32, so fma(a, b, c) = c + a·b rounded once, as the separate multiply and add give; p:
+ * is exact in f32 unless it falls below 2^-126, so fma(a, b, c) = c + a·b rounded once, as the separate
+ * multiply and add give (a subnormal product may differ in its last bits: vdpbf16ps flushes those); p:
  * the rows' bf16 p as f32 (p[r][2jp] = p₀, p[r][2jp+1] = p₁). */
 static inline __attribute__((always_inline)) void pv_rows(int R, int NC, const float *p, int ldp, int np,
                                                           const uint32_t *vp, int hd, float *acc) {
