@@ -142,7 +142,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 # PyTorch peer (../shared/peer) side by side in one run, f32 and bf16 (bench/side_by_side.sh:
 # BENCH_CASES=t5,tr2b,tr5b,vae, PRECISIONS="f32 bf16"); over 10 minutes in all.
 # make bench PART=...: only some parts, a comma list of kernels (bench_kernels), attention
-# (bench_attention at the 2b length of 13 frames, f32 and bf16), t5, tr2b, tr5b, vae (side by side);
+# (bench_attention at the 2b length of 13 frames, f32, bf16 and int8), t5, tr2b, tr5b, vae (side by side);
 # wan (= wan13,wan14,wanvae,umt5): Wan 2.1 beside PyTorch and stable-diffusion.cpp
 # (bench/side_by_side_wan.sh). Ctrl-C or SIGTERM stop it at once. make bench-all: every bench program.
 BENCH_THREADS ?= 2
@@ -171,7 +171,7 @@ endif
 bench: $(BENCH_NEEDED)
 	$(if $(filter kernels,$(BENCH_LIST)),$(BUILD)/bench/bench_kernels $(BENCH_THREADS) 3 quick)
 	$(if $(filter attention,$(BENCH_LIST)),$(BUILD)/bench/bench_attention 2476 30 f32 3 && \
-	  $(BUILD)/bench/bench_attention 2476 30 bf16 3)
+	  $(BUILD)/bench/bench_attention 2476 30 bf16 3 && $(BUILD)/bench/bench_attention 2476 30 int8 3)
 	$(if $(BENCH_SBS),BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side.sh $(BENCH_SBS))
 bench-all: $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done

@@ -35,6 +35,7 @@
 #include "gemm_fast.h"
 #include "ops.h"
 #include "vecmath.h"
+#include "attention_impl.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -43,7 +44,7 @@
 
 /* QB query rows per job, QS per portable group, KT keys per tile; packed K/V of a group of heads: up to
  * PACK_BYTES per buffer (at least one head) — few barriers at short sequences, little memory at long. */
-enum { QB = 256, QS = 48, KT = 256, PACK_BYTES = 8 << 20 };
+enum { QB = 256, QS = CVX_ATTN_GROUP, KT = 256, PACK_BYTES = 8 << 20 };
 #define LOG2E 1.44269504088896341f
 /* The fused softmax keeps a row's max from earlier key tiles while its new scores stay within X_MAX bits
  * above it (p ≤ 2^X_MAX: far from f32 / bf16 overflow); beyond, the tile is redone with the new max. */
@@ -97,15 +98,61 @@ static void qk_portable(int ns, const uint32_t *qp, int hd, const uint32_t *kp, 
     }
 }
 
-static void pv_portable(int ns, const uint32_t *pp, int nkp, const uint32_t *vp, int hd, float *acc) {
-    int np = nkp / 2;
-    for (int r = 0; r < ns; r++) {
-        float *a = acc + (size_t)r * hd;
-        for (int jp = 0; jp < np; jp++) {
-            uint32_t pr = pp[(size_t)r * np + jp];
-            pair_axpy(a, vp + (size_t)jp * hd, hd, lo_f(pr), hi_f(pr));
+/* acc[r][c0..c0+8·NC) over R ≤ 4 rows in registers: for each key pair jp in order,
+ * acc = acc + p₁·hi(v) + p₀·lo(v) (the order of pair_axpy, so the same bits: a product of two bf16 values
+ * is exact in f32 unless it falls below 2^-126, so fma(a, b, c) = c + a·b rounded once, as the separate
+ * multiply and add give (a subnormal product may differ in its last bits: vdpbf16ps flushes those); p:
+ * the rows' bf16 p as f32 (p[r][2jp] = p₀, p[r][2jp+1] = p₁). */
+static inline __attribute__((always_inline)) void pv_rows(int R, int NC, const float *p, int ldp, int np,
+                                                          const uint32_t *vp, int hd, float *acc) {
+    __m256 c[4][2], h[2], l[2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int n = 0; n < NC; n++) c[r][n] = _mm256_loadu_ps(acc + (size_t)r * hd + 8 * n);
+    for (int jp = 0; jp < np; jp++) {
+#pragma GCC unroll 2
+        for (int n = 0; n < NC; n++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(vp + (size_t)jp * hd + 8 * n));
+            h[n] = hi8(w), l[n] = lo8(w);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256 a0 = _mm256_broadcast_ss(p + (size_t)r * ldp + 2 * jp), a1 = _mm256_broadcast_ss(p + (size_t)r * ldp + 2 * jp + 1);
+#pragma GCC unroll 2
+            for (int n = 0; n < NC; n++) c[r][n] = _mm256_fmadd_ps(a0, l[n], _mm256_fmadd_ps(a1, h[n], c[r][n]));
         }
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int n = 0; n < NC; n++) _mm256_storeu_ps(acc + (size_t)r * hd + 8 * n, c[r][n]);
+}
+
+#define PV_ROWS(NC, ...) \
+    switch (R) { \
+    case 4: pv_rows(4, NC, __VA_ARGS__); break; case 3: pv_rows(3, NC, __VA_ARGS__); break; \
+    case 2: pv_rows(2, NC, __VA_ARGS__); break; default: pv_rows(1, NC, __VA_ARGS__); break; }
+
+/* acc[r] += Σ_jp p-pair(r, jp) · vp[jp] for ns rows: blocks of 4 rows × 16 (then 8) columns in registers,
+ * the columns past a multiple of 8 one at a time; p [ns][nkp] the rows' bf16-rounded p as f32. */
+static void pv_portable(int ns, const float *p, int nkp, const uint32_t *vp, int hd, float *acc) {
+    int np = nkp / 2, c8 = hd & ~7;
+    for (int r0 = 0; r0 < ns; r0 += 4) {
+        int R = ns - r0 < 4 ? ns - r0 : 4;
+        const float *pr = p + (size_t)r0 * nkp;
+        float *ar = acc + (size_t)r0 * hd;
+        int c = 0;
+        for (; c + 16 <= c8; c += 16) PV_ROWS(2, pr, nkp, np, vp + c, hd, ar + c)
+        if (c < c8) PV_ROWS(1, pr, nkp, np, vp + c, hd, ar + c)
+    }
+    for (int r = 0; c8 < hd && r < ns; r++)
+        for (int jp = 0; jp < np; jp++) {
+            float a0 = p[(size_t)r * nkp + 2 * jp], a1 = p[(size_t)r * nkp + 2 * jp + 1];
+            for (int c = c8; c < hd; c++)
+                acc[(size_t)r * hd + c] = acc[(size_t)r * hd + c] + a1 * hi_f(vp[(size_t)jp * hd + c]) +
+                                          a0 * lo_f(vp[(size_t)jp * hd + c]);
+        }
 }
 
 /* ---- the two products: AVX512_BF16 ---- */
@@ -339,6 +386,17 @@ static void to_bf16_row(const float *x, int n, uint16_t *d, int n_pad) {
     for (; i < n_pad; i++) d[i] = 0;
 }
 
+/* x[i] = (float)d[i] for i < n (a bf16 widened: its bits in the upper half). */
+static void bf16_to_f32_row(const uint16_t *d, float *x, int n) {
+    int i = 0;
+#ifdef __AVX2__
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(x + i),
+                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(d + i))), 16));
+#endif
+    for (; i < n; i++) x[i] = cvx_bf16_to_f32(d[i]);
+}
+
 static float row_max(const float *s, int n, float mx) {
     int j = 0;
 #ifdef __AVX2__
@@ -438,10 +496,8 @@ TGT static float exp2_sum_pack16(const float *s, int n, float mx, uint16_t *d, i
 
 /* Pack keys k0..k0+nk of one head (nkp = nk rounded up to 32, zero past nk):
  *   kp[d/2][j] = (k[j,d], k[j,d+1]) in blocks of 64 keys (the last of the tile 32 when nkp % 64 = 32):
- *   block jb at jb·hd/2, kp[jb + (d/2)·bw + j − jb] (bw its width);  vp[j/2][c] = (v[j,c], v[j+1,c]);
- *   row: 2·hd bf16 of staging. */
-static void pack_kv_tile(const float *k, const float *v, int ld_kv, int nk, int nkp, int hd, uint32_t *kp, uint32_t *vp,
-                         uint16_t *row) {
+ *   block jb at jb·hd/2, kp[jb + (d/2)·bw + j − jb] (bw its width); row: hd bf16 of staging. */
+static void pack_k_tile(const float *k, int ld_kv, int nk, int nkp, int hd, uint32_t *kp, uint16_t *row) {
     int hp = hd / 2;
     for (int j = 0; j < nkp; j++) {   /* keys past nk: zero (their scores are never read) */
         const uint32_t *kr = (const uint32_t *)row;
@@ -451,6 +507,10 @@ static void pack_kv_tile(const float *k, const float *v, int ld_kv, int nk, int 
         uint32_t *kb = kp + (size_t)jb * hp + (j - jb);
         for (int p = 0; p < hp; p++) kb[(size_t)p * bw] = j < nk ? kr[p] : 0;
     }
+}
+
+/* vp[j/2][c] = (v[j,c], v[j+1,c]) for the nkp keys of a tile (zero past nk); row: 2·hd bf16 of staging. */
+void cvx_attn_pack_v_tile(const float *v, int ld_kv, int nk, int nkp, int hd, uint32_t *vp, uint16_t *row) {
     for (int jp = 0; jp < nkp / 2; jp++) {   /* interleave two bf16 rows of v into pairs */
         int j = 2 * jp;
         uint16_t *r0 = row, *r1 = row + hd;
@@ -464,6 +524,57 @@ static void pack_kv_tile(const float *k, const float *v, int ld_kv, int nk, int 
     }
 }
 
+static void pack_kv_tile(const float *k, const float *v, int ld_kv, int nk, int nkp, int hd, uint32_t *kp, uint32_t *vp,
+                         uint16_t *row) {
+    pack_k_tile(k, ld_kv, nk, nkp, hd, kp, row);
+    cvx_attn_pack_v_tile(v, ld_kv, nk, nkp, hd, vp, row);
+}
+
+/* The two-pass online softmax and PV of a group of ns rows (≤ 6 when fast, ≤ QS) against one key tile
+ * (attention_impl.h). */
+void cvx_attn_softmax_pv(int fast, int ns, float *s, int nk, int nkp, int first, int last, const float *bias,
+                         size_t ld_bias, float *m, float *l, uint32_t *pp, const uint32_t *vp, int hd, float *acc,
+                         float *out, int ld_o) {
+    CVX_CHECK(ns <= (fast ? CVX_ATTN_GROUP_FAST : QS));
+    int np = nkp / 2;
+    float mx[QS], dm[QS], corr[QS], inv[QS];   /* the rows' new maxima; m_old − m_new for the rescale factors */
+    for (int r = 0; r < ns; r++) {
+        float *sr = s + (size_t)r * nkp;
+        if (bias) {   /* in base 2 like the scores */
+            const float *br = bias + (size_t)r * ld_bias;
+            for (int j = 0; j < nk; j++) sr[j] += br[j] * LOG2E;
+        }
+        mx[r] = fast ? row_max16(sr, nk, m[r]) : row_max(sr, nk, m[r]);
+        dm[r] = m[r] - mx[r];
+    }
+    exp2_rows(corr, dm, ns);   /* corr = 2^(m_old − m_new), one vector for the group */
+    for (int r = 0; r < ns; r++) {
+        float *sr = s + (size_t)r * nkp;
+        if (first) corr[r] = 0.0f;
+        uint16_t *prow = (uint16_t *)(pp + (size_t)r * np);   /* p row = its pairs */
+        if (fast) l[r] = l[r] * corr[r] + exp2_sum_pack16(sr, nk, mx[r], prow, nkp);
+        else {
+            l[r] = l[r] * corr[r] + exp2_sub_sum(sr, nk, mx[r]);
+            to_bf16_row(sr, nk, prow, nkp);
+            bf16_to_f32_row(prow, sr, nkp);   /* p as PV reads it */
+            float *a = acc + (size_t)r * hd;
+            for (int d = 0; !first && d < hd; d++) a[d] *= corr[r];
+        }
+        m[r] = mx[r];
+    }
+    if (fast) {
+        for (int r = 0; last && r < ns; r++) inv[r] = 1.0f / l[r];
+        pv_avx512(ns, pp, nkp, vp, hd, acc, corr, first, last ? inv : NULL, out, ld_o);
+    } else pv_portable(ns, s, nkp, vp, hd, acc);
+}
+
+void cvx_attn_finish(int fast, int nq, const float *l, const float *acc, int hd, float *out, int ld_o) {
+    for (int i = 0; !fast && i < nq; i++) {   /* the AVX-512 PV wrote out at the last key tile */
+        float inv = 1.0f / l[i];
+        for (int d = 0; d < hd; d++) out[(size_t)i * ld_o + d] = acc[(size_t)i * hd + d] * inv;
+    }
+}
+
 /* nq ≤ QB query rows of one head against its packed keys: tile t of kp is nkp·hd/2 pairs at t·hd/2·KT, of vp
  * [nkp/2][hd] at t·KT/2·hd. Per key tile, groups of G query rows (6 on AVX-512: the group's scores
  * stay in L1 from QK through the softmax to PV; 48 portable) run QK, the online softmax, PV. */
@@ -471,7 +582,7 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
                           int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
                           scratch_bf16 *w) {
     int hp = hd / 2, G = fast ? 6 : QS;
-    float *m = w->m, *l = w->l, *acc = w->acc, corr[QS], inv[QS];
+    float *m = w->m, *l = w->l, *acc = w->acc, inv[QS];
     for (int i = 0; i < nq; i++) {   /* a bf16 row of q is its hd/2 pairs */
         m[i] = -INFINITY;
         l[i] = 0;
@@ -480,7 +591,7 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
     }
     if (!fast) memset(acc, 0, sizeof(float) * (size_t)nq * hd);   /* the AVX-512 PV starts from zero itself */
     for (int k0 = 0; k0 < Skv; k0 += KT) {
-        int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 31) & ~31, np = nkp / 2;
+        int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 31) & ~31;
         const uint32_t *kp = kp_h + (size_t)(k0 / KT) * hp * KT, *vp = vp_h + (size_t)(k0 / KT) * (KT / 2) * hd;
         for (int i0 = 0; i0 < nq; i0 += G) {
             int ns = nq - i0 < G ? nq - i0 : G, last = k0 + KT >= Skv;
@@ -494,43 +605,12 @@ static void attention_job(int fast, const float *q, int ld_q, const uint32_t *kp
             float *s = w->s;   /* the two-pass way: scores, max, then p */
             if (fast) qk_avx512(ns, w->qp + (size_t)i0 * hp, hd, kp, nkp, scale, s);
             else qk_portable(ns, w->qp + (size_t)i0 * hp, hd, kp, nkp, scale, s);
-            float mx[QS], dm[QS];   /* the rows' new maxima; m_old − m_new for the rescale factors */
-            for (int r = 0; r < ns; r++) {
-                int i = i0 + r;
-                float *sr = s + (size_t)r * nkp;
-                if (bias) {   /* in base 2 like the scores */
-                    const float *br = bias + (size_t)i * ld_bias + k0;
-                    for (int j = 0; j < nk; j++) sr[j] += br[j] * LOG2E;
-                }
-                mx[r] = fast ? row_max16(sr, nk, m[i]) : row_max(sr, nk, m[i]);
-                dm[r] = m[i] - mx[r];
-            }
-            exp2_rows(corr, dm, ns);   /* corr = 2^(m_old − m_new), one vector for the group */
-            for (int r = 0; r < ns; r++) {
-                int i = i0 + r;
-                float *sr = s + (size_t)r * nkp;
-                if (k0 == 0) corr[r] = 0.0f;
-                uint16_t *prow = (uint16_t *)(w->pp + (size_t)r * np);   /* p row = its pairs */
-                if (fast) l[i] = l[i] * corr[r] + exp2_sum_pack16(sr, nk, mx[r], prow, nkp);
-                else {
-                    l[i] = l[i] * corr[r] + exp2_sub_sum(sr, nk, mx[r]);
-                    to_bf16_row(sr, nk, prow, nkp);
-                    float *a = acc + (size_t)i * hd;
-                    for (int d = 0; k0 && d < hd; d++) a[d] *= corr[r];
-                }
-                m[i] = mx[r];
-            }
-            if (fast) {
-                for (int r = 0; last && r < ns; r++) inv[r] = 1.0f / l[i0 + r];
-                pv_avx512(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd, corr, k0 == 0, last ? inv : NULL,
-                          out + (size_t)i0 * ld_o, ld_o);
-            } else pv_portable(ns, w->pp, nkp, vp, hd, acc + (size_t)i0 * hd);
+            cvx_attn_softmax_pv(fast, ns, s, nk, nkp, k0 == 0, last, bias ? bias + (size_t)i0 * ld_bias + k0 : NULL,
+                                ld_bias, m + i0, l + i0, w->pp, vp, hd, acc + (size_t)i0 * hd, out + (size_t)i0 * ld_o,
+                                ld_o);
         }
     }
-    for (int i = 0; !fast && i < nq; i++) {   /* the AVX-512 PV wrote out at the last key tile */
-        float inv = 1.0f / l[i];
-        for (int d = 0; d < hd; d++) out[(size_t)i * ld_o + d] = acc[(size_t)i * hd + d] * inv;
-    }
+    cvx_attn_finish(fast, nq, l, acc, hd, out, ld_o);
 }
 
 /* Jobs: per group of HG heads, their K/V packed once (tiles shared out between the threads), then their

@@ -108,6 +108,32 @@ void cvx_ctx_set_int8(cvx_ctx *ctx, int on) {
     ctx->int8 = on ? 1 : 0;
 }
 
+static const char *const ATTENTION_NAMES[] = {"auto", "f32", "bf16", "int8"};
+
+const char *cvx_attention_name(cvx_attention_mode m) {
+    return m >= CVX_ATTENTION_AUTO && m <= CVX_ATTENTION_INT8 ? ATTENTION_NAMES[m] : "?";
+}
+
+int cvx_attention_parse(const char *name, cvx_attention_mode *out) {
+    for (int m = CVX_ATTENTION_AUTO; m <= CVX_ATTENTION_INT8; m++)
+        if (!strcmp(name, ATTENTION_NAMES[m])) return *out = (cvx_attention_mode)m, 0;
+    return cvx_error("attention '%s' is not one of auto, f32, bf16, int8", name);
+}
+
+int cvx_ctx_set_attention(cvx_ctx *ctx, cvx_attention_mode mode) {
+    if (mode < CVX_ATTENTION_AUTO || mode > CVX_ATTENTION_INT8)
+        return cvx_error("attention mode %d is not one of auto, f32, bf16, int8", (int)mode);
+    if ((mode == CVX_ATTENTION_BF16 || mode == CVX_ATTENTION_INT8) && !ctx->kernels)
+        return cvx_error("attention %s needs the oneDNN kernels, which could not start", cvx_attention_name(mode));
+    ctx->attention = mode;
+    return 0;
+}
+
+cvx_attention_mode cvx_ctx_attention(const cvx_ctx *ctx) {
+    if (ctx->attention != CVX_ATTENTION_AUTO) return ctx->attention;
+    return ctx->precision == CVX_PRECISION_BF16 && ctx->kernels ? CVX_ATTENTION_BF16 : CVX_ATTENTION_F32;
+}
+
 float *cvx_scratch_get(cvx_scratch *s, size_t n) {
     if (s->cap < n) {
         free(s->data);

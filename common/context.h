@@ -23,6 +23,16 @@ typedef enum {
                               * products, convs); norms, softmax, scheduler, RNG stay f32 */
 } cvx_precision;
 
+/* The transformers' attention (stage 2: cvx_attention_transformer, common/gemm.h): AUTO = the
+ * precision's kernel (f32 or bf16); INT8 = SageAttention-style int8 QKᵀ with bf16 PV
+ * (cvx_attention_int8: opt-in, off by its measured error, docs/performance.md). */
+typedef enum {
+    CVX_ATTENTION_AUTO = 0,
+    CVX_ATTENTION_F32,
+    CVX_ATTENTION_BF16,
+    CVX_ATTENTION_INT8,
+} cvx_attention_mode;
+
 typedef struct cvx_kernels cvx_kernels;   /* common/gemm_fast.h */
 
 /* CPU features bit set (cvx_cpu_detect, common/cpu.h; 0 = portable code only). */
@@ -65,6 +75,7 @@ typedef struct cvx_ctx {
     cvx_kernels *kernels;
     int fallback_noted;          /* the "bf16 without bf16 units" note was printed */
     int int8;                    /* GGUF block-quantized weights: int8 dot products (cvx_ctx_set_int8) */
+    cvx_attention_mode attention;   /* the transformers' attention kernel (cvx_ctx_set_attention) */
 } cvx_ctx;
 
 /* threads <= 0: all cores. Applies the thread count (cvx_ctx_use). */
@@ -102,6 +113,15 @@ int cvx_precision_from_cli(const char *arg, cvx_work work, cvx_precision *out);
  * dequantizes tiles of weight rows into the f32/bf16 GEMM (exact to ggml's dequantized weights).
  * Other weights are not affected. Without oneDNN kernels the int8 path is not available (no-op). */
 void cvx_ctx_set_int8(cvx_ctx *ctx, int on);
+/* The transformers' attention kernel (default AUTO: the precision's). 0, or -1 + cvx_error (a mode
+ * out of range; bf16 or int8 without the oneDNN kernels). */
+int cvx_ctx_set_attention(cvx_ctx *ctx, cvx_attention_mode mode);
+/* The kernel the transformers' attention runs: AUTO resolved to F32 or BF16 by the precision. */
+cvx_attention_mode cvx_ctx_attention(const cvx_ctx *ctx);
+/* "auto", "f32", "bf16", "int8" */
+const char *cvx_attention_name(cvx_attention_mode m);
+/* The names above; 0, or -1 + cvx_error naming the accepted values. */
+int cvx_attention_parse(const char *name, cvx_attention_mode *out);
 /* Free the scratch buffers (they grow again on the next use). */
 void cvx_ctx_release_scratch(cvx_ctx *ctx);
 /* The buffer of s, at least n floats (contents undefined). */

@@ -114,3 +114,17 @@ void cvx_attention_ctx(cvx_ctx *ctx, const float *q, int ld_q, const float *k, c
     else
         cvx_attention(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
 }
+
+void cvx_attention_transformer(cvx_ctx *ctx, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                               float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale,
+                               const float *bias) {
+    switch (cvx_ctx_attention(ctx)) {
+    case CVX_ATTENTION_INT8:
+        cvx_attention_int8(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+        break;
+    case CVX_ATTENTION_BF16:
+        cvx_attention_bf16(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+        break;
+    default: cvx_attention(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias); break;
+    }
+}

@@ -47,6 +47,12 @@ const float *cvx_weight_f32(cvx_ctx *ctx, const cvx_tensor *t);
  * cvx_attention_bf16 (q, k, v and the probabilities rounded to bf16, f32 softmax/accumulation). */
 void cvx_attention_ctx(cvx_ctx *ctx, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
                        int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+/* The transformers' attention (stage 2, both families): cvx_attention_ctx's kernels chosen by
+ * cvx_ctx_attention (the precision's by default; --attention f32|bf16|int8), int8 =
+ * cvx_attention_int8. The other models' attention (T5, CLIP, the VAE's) stays cvx_attention_ctx. */
+void cvx_attention_transformer(cvx_ctx *ctx, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                               float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale,
+                               const float *bias);
 
 /* Count f FLOPs on ctx (thread-safe against the ops' own OpenMP loops). */
 void cvx_flops_add(cvx_ctx *ctx, double f);

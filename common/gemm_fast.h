@@ -111,4 +111,22 @@ void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const f
 void cvx_attention_bf16_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
                             int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 
+/* ---- attention with int8 QKᵀ (common/attention_int8.c; SageAttention) ----
+ * Same call shape as cvx_attention_bf16. K smoothed (its mean over the keys subtracted per head and
+ * channel: exact under softmax), q and k quantised to int8 per block (128 query rows, 64 keys; per
+ * head; scale absmax/127), QKᵀ by integer dot products (AVX512-VNNI vpdpbusd, AVX2 vpmaddubsw, or
+ * scalar: the same integer sums, the same output bits), then the softmax and the bf16 PV of
+ * cvx_attention_bf16. The QK path follows the CPU, or the q8_kernel forced with cvx_kernels_set_qdot
+ * (CVX_Q8K_AVX2: no VNNI; CVX_Q8K_SCALAR); the PV path as cvx_attention_bf16. kc may be NULL (this
+ * CPU's best paths). An opt-in approximation: see docs/performance.md for its measured error. */
+void cvx_attention_int8(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                        float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+/* The QK path cvx_attention_int8 takes with kc: "avx512-vnni", "avx2" or "scalar". */
+const char *cvx_attention_int8_path(const cvx_kernels *kc);
+/* Reference: the same smoothing and quantisation, the same f32 scores, then the full softmax and PV in
+ * double with p and v rounded to bf16 (as cvx_attention_bf16_ref). smooth_k = 0: without the K
+ * smoothing (only to show what it buys: tests/common_attention_int8.c). */
+void cvx_attention_int8_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
+                            int Sq, int Skv, int heads, int hd, float scale, const float *bias, int smooth_k);
+
 #endif

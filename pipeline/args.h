@@ -37,6 +37,7 @@ typedef struct {
     double teacache_coeffs[5], cache_threshold;
     cvx_cache_kind cache_kind;
     cvx_preview_mode preview_mode;
+    cvx_attention_mode attention;   /* --attention auto|f32|bf16|int8 */
     cvx_flag flags[CVX_ARGS_MAX_FLAGS];   /* {0}-terminated; rows point into this struct */
 } cvx_stage2_args;
 /* The defaults and the table (a points into itself: do not copy it after this). */

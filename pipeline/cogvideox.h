@@ -49,6 +49,10 @@ typedef struct {
                                  * operands, f32 accumulation; cvx_precision_parse resolves "auto" per kind of work) */
     int int8;                   /* GGUF block-quantized weights: int8 dot products with the activations
                                  * rounded to int8 per row (cvx_ctx_set_int8); 0: dequantized tiles */
+    cvx_attention_mode attention; /* the transformer's attention: CVX_ATTENTION_AUTO (0, the precision's
+                                 * kernel), F32, BF16 or INT8 (opt-in SageAttention-style int8 QKᵀ;
+                                 * cvx_ctx_set_attention); in the sampling fingerprint when not the
+                                 * precision's kernel */
 } cvx_model_params;
 
 /* What cvx_model_open read: the resolved paths and the model's defaults. */

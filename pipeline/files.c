@@ -151,6 +151,8 @@ int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_
 int cvx_genconfig_record_precision_set(cvx_outset *set, const char *path, const char *key, const cvx_model *m) {
     json_object *upd = json_object_new_object();
     json_object_object_add(upd, key, json_object_new_string(cvx_precision_name(m->ctx->precision)));
+    if (!strcmp(key, "stage2_precision"))   /* the transformer's attention kernel beside it */
+        json_object_object_add(upd, "stage2_attention", json_object_new_string(cvx_attention_name(cvx_ctx_attention(m->ctx))));
     int rc = cvx_genconfig_put(set, path, upd);
     json_object_put(upd);
     return rc;
@@ -308,6 +310,9 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         if (p->conditioning->mode == CVX_MODE_V2V) cvx_fingerprint_set(fp, "strength", "%s", gbuf);
     }
     cvx_fingerprint_set(fp, "precision", "%s", cvx_precision_name(m->ctx->precision));
+    cvx_attention_mode att = cvx_ctx_attention(m->ctx);   /* only when not the precision's own kernel */
+    if (att != (m->ctx->precision == CVX_PRECISION_BF16 ? CVX_ATTENTION_BF16 : CVX_ATTENTION_F32))
+        cvx_fingerprint_set(fp, "attention", "%s", cvx_attention_name(att));
     cvx_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
     cvx_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
     if (p->cache && strcmp(p->cache, "none") != 0) {

@@ -60,6 +60,10 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
         goto fail;
     }
     cvx_ctx_set_int8(m->ctx, p->int8);
+    if (cvx_ctx_set_attention(m->ctx, p->attention)) {
+        cvx_ctx_free(m->ctx);
+        goto fail;
+    }
     return m;
 fail:
     cvx_model_drop_loras(m);

@@ -47,7 +47,8 @@ int cvx_genconfig_record_sample(const char *out_path, const char *in_path, const
                                 int fps, const char *scheduler, const char *model_id);
 /* generation_config.json: "loras" ([{file, weight, xxh64}] in order, null without) and "lora_fuse". */
 int cvx_genconfig_record_lora_set(cvx_outset *set, const char *path, cvx_model *m);
-/* generation_config.json: `key` ("stage1_precision", ...) = m's compute precision ("f32"/"bf16"). */
+/* generation_config.json: `key` ("stage1_precision", ...) = m's compute precision ("f32"/"bf16");
+ * with "stage2_precision" also "stage2_attention" = the transformer's attention kernel ("f32"/"bf16"/"int8"). */
 int cvx_genconfig_record_precision(const char *path, const char *key, const cvx_model *m);
 
 /* The writers above into an output set (fileio.h: every file of the set is renamed into place

@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
                                                       .vae_file = wfile[2], .loras = a.loras.spec,
                                                       .n_loras = a.loras.n, .lora_fuse = a.lora_fuse,
-                                                      .int8 = a.int8});
+                                                      .int8 = a.int8, .attention = a.attention});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;

@@ -490,7 +490,7 @@ static void attention_core(cogvideox_transformer *m, float *q, float *k, const f
         apply_rope(k + (size_t)L * ld, S - L, heads, hd, ld, rope_cos, rope_sin);
     }
     double t0 = cvx_time(), flop = 4.0 * S * (double)S * heads * hd;
-    cvx_attention_ctx(m->ctx, q, ld, k, v, ld, q, ld, S, S, heads, hd, (float)(1.0 / sqrt((double)hd)), NULL);
+    cvx_attention_transformer(m->ctx, q, ld, k, v, ld, q, ld, S, S, heads, hd, (float)(1.0 / sqrt((double)hd)), NULL);
     m->stats.t_attention += cvx_time() - t0;
     m->stats.flop_attention += flop;
     cvx_flops_add(m->ctx, flop);

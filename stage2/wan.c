@@ -176,7 +176,7 @@ static void attention(wan_transformer *m, const float *q, const float *k, const 
                       int ld, float *out) {
     int hd = m->c.attention_head_dim;
     double t0 = cvx_time(), flop = 4.0 * Sq * (double)Skv * heads * hd;
-    cvx_attention_ctx(m->ctx, q, ld, k, v, ld, out, ld, Sq, Skv, heads, hd, (float)(1.0 / sqrt((double)hd)), NULL);
+    cvx_attention_transformer(m->ctx, q, ld, k, v, ld, out, ld, Sq, Skv, heads, hd, (float)(1.0 / sqrt((double)hd)), NULL);
     m->stats.t_attention += cvx_time() - t0;
     m->stats.flop_attention += flop;
     cvx_flops_add(m->ctx, flop);

@@ -148,9 +148,17 @@ static void op_attention(cvx_ctx *ctx, const void *a, float *out) {
                       1.0f / sqrtf((float)t->hd), t->bias);
 }
 
+/* The transformers' int8 attention (cvx_attention_int8, --attention int8). */
+static void op_attention_int8(cvx_ctx *ctx, const void *a, float *out) {
+    const attn_arg *t = a;
+    ASSERT_OK(cvx_ctx_set_attention(ctx, CVX_ATTENTION_INT8));
+    cvx_attention_transformer(ctx, t->q, t->ld, t->k, t->v, t->ld, out, t->heads * t->hd, t->Sq, t->Skv, t->heads,
+                              t->hd, 1.0f / sqrtf((float)t->hd), t->bias);
+}
+
 /* Head dims of the models (64: CogVideoX, 128: Wan, 16: the tiny models, 40: the tiled f32 and
  * portable bf16 paths), several query blocks and key tiles per head, self and cross attention,
- * T5's additive bias. */
+ * T5's additive bias; the same in int8 (its K means and q / k quantisation blocks per head). */
 static void test_attention(void **state) {
     (void)state;
     static const int cases[][5] = {/* Sq, Skv, heads, hd, bias */
@@ -165,6 +173,9 @@ static void test_attention(void **state) {
         snprintf(what, sizeof what, "attention Sq %d Skv %d heads %d hd %d%s", t.Sq, t.Skv, t.heads, t.hd,
                  t.bias ? " bias" : "");
         same_bits_both(what, op_attention, &t, (size_t)t.Sq * t.heads * t.hd);
+        snprintf(what, sizeof what, "int8 attention Sq %d Skv %d heads %d hd %d%s", t.Sq, t.Skv, t.heads, t.hd,
+                 t.bias ? " bias" : "");
+        same_bits(what, op_attention_int8, &t, (size_t)t.Sq * t.heads * t.hd, CVX_PRECISION_F32);
         free((void *)t.q), free((void *)t.k), free((void *)t.v), free((void *)t.bias);
     }
 }
