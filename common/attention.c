@@ -2,7 +2,7 @@
  * head sizes and CPUs without AVX2/FMA go to the portable cvx_attention_tiled.
  *
  * Job = (head h, block of QB query rows); for each key tile of up to KT keys:
- *   kt = k_tileᵀ packed [hd, KT] once per job and tile (so q·kᵀ needs no other packing),
+ *   kt = k_tileᵀ packed [KT/16][hd][16] once per job and tile (so q·kᵀ needs no other packing),
  *   for each sub-tile of QS query rows:
  *     s = scale · q kᵀ                     (6×16 register-blocked kernel over hd)
  *     m' = max(m, rowmax s), p = e^(s−m'), l = l·e^(m−m') + Σp, acc ·= e^(m−m')
@@ -141,11 +141,15 @@ static float exp_sub_sum(float *s, int n, float mx) {
     return sum;
 }
 
-/* kt[d, j] = k[j, d] for j < nk (rows of stride ld), zero-padded to nkp columns; 8×8 blocks
- * transposed in registers. */
+/* The k tile transposed in panels of 16 keys: kt[j / 16][d][j % 16] = k[j, d] for j < nk (rows
+ * of stride ld), zero-padded to nkp keys; 8×8 blocks transposed in registers. A panel is read
+ * front to back by qk_block (hd × 16 floats): a plain [hd, nkp] layout put its rows 2 KB apart
+ * (nkp = 512), all in two L1 sets, and every load came from L2. */
 static void pack_kt(float *kt, int nkp, const float *k, int ld, int nk, int hd) {
+    (void)nkp;
     int j = 0;
-    for (; j + 8 <= nk; j += 8)
+    for (; j + 8 <= nk; j += 8) {
+        float *panel = kt + (size_t)(j / 16) * hd * 16 + j % 16;
         for (int d = 0; d < hd; d += 8) {
             __m256 r[8], t[8], u[8];
             for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(k + (size_t)(j + i) * ld + d);
@@ -160,14 +164,15 @@ static void pack_kt(float *kt, int nkp, const float *k, int ld, int nk, int hd) 
                 u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
             }
             for (int i = 0; i < 4; i++) {
-                _mm256_storeu_ps(kt + (size_t)(d + i) * nkp + j, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-                _mm256_storeu_ps(kt + (size_t)(d + i + 4) * nkp + j, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+                _mm256_storeu_ps(panel + (size_t)(d + i) * 16, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+                _mm256_storeu_ps(panel + (size_t)(d + i + 4) * 16, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
             }
         }
+    }
     for (; j < nk; j++)
-        for (int d = 0; d < hd; d++) kt[(size_t)d * nkp + j] = k[(size_t)j * ld + d];
-    for (int d = 0; d < hd; d++)
-        for (int jj = nk; jj < nkp; jj++) kt[(size_t)d * nkp + jj] = 0.0f;
+        for (int d = 0; d < hd; d++) kt[(size_t)(j / 16) * hd * 16 + (size_t)d * 16 + j % 16] = k[(size_t)j * ld + d];
+    for (; j < nkp; j++)
+        for (int d = 0; d < hd; d++) kt[(size_t)(j / 16) * hd * 16 + (size_t)d * 16 + j % 16] = 0.0f;
 }
 
 typedef struct {
@@ -182,7 +187,7 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
     for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
     for (int k0 = 0; k0 < Skv; k0 += KT) {
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 15) & ~15, first = k0 == 0;
-        pack_kt(w->kt, nkp, k + (size_t)k0 * ld_kv, ld_kv, nk, hd);   /* kᵀ of the tile, [hd, nkp] */
+        pack_kt(w->kt, nkp, k + (size_t)k0 * ld_kv, ld_kv, nk, hd);   /* kᵀ of the tile, [nkp/16][hd][16] */
         /* v tile copied to contiguous rows [nk, hd]: with a row stride like 3072 floats every row
          * would fall in the same L1 sets */
         for (int j = 0; j < nk; j++) memcpy(w->vt + (size_t)j * hd, v + (size_t)(k0 + j) * ld_kv, sizeof(float) * hd);
@@ -191,8 +196,8 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
             float *s = w->s;                                                    /* [ns, nkp] */
             for (int r = 0; r < ns; r += 6)
                 for (int j = 0; j < nkp; j += 16)
-                    qk_rows(ns - r < 6 ? ns - r : 6, q + (size_t)(i0 + r) * ld_q, ld_q, w->kt + j, nkp, hd, scale,
-                            s + (size_t)r * nkp + j, nkp);
+                    qk_rows(ns - r < 6 ? ns - r : 6, q + (size_t)(i0 + r) * ld_q, ld_q, w->kt + (size_t)j * hd, 16,
+                            hd, scale, s + (size_t)r * nkp + j, nkp);
             for (int r = 0; r < ns; r++) {
                 int i = i0 + r;
                 float *sr = s + (size_t)r * nkp;
