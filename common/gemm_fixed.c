@@ -8,12 +8,14 @@
  * threads, and between a 256-row and a 32-row call of the same rows). The CPUs whose oneDNN
  * matmul is brgemm (AVX-512) keep it; this is the f32 GEMM elsewhere (common/gemm_fast.c).
  *
- * The loops are the classic ones (Goto/BLIS): columns in NC blocks; K in KC blocks, the B panel
- * packed [NC/NR][KC][NR] once per block and shared by the threads; rows in MC blocks, each
- * thread packing its A block [MC/MR][KC][MR]; a 6×16 register tile per (MR rows, NR columns)
- * reading C, running its chains over the KC block and writing C (a chain spilled to memory and
- * reloaded is exact). The partition among threads changes nothing but the speed. The scalar
- * reference (cvx_sgemm_fixed_ref) makes the same chains with fmaf: equal bits. */
+ * The loops are the classic ones (Goto/BLIS) inside each job: columns in NC blocks; K in KC
+ * blocks, the B panel packed [n/NR][KC][NR]; rows in MC blocks, the A block packed [MC/MR][KC][MR];
+ * a 6×16 register tile per (MR rows, NR columns) reading C, running its chains over the KC block
+ * and writing C (a chain spilled to memory and reloaded is exact). The threads take jobs — a grid
+ * of row groups × column groups — dynamically, each packing its own panels: no barrier but the
+ * last, so a thread slowed by other work on the machine holds nobody up. The partition changes
+ * nothing but the speed. The scalar reference (cvx_sgemm_fixed_ref) makes the same chains with
+ * fmaf: equal bits. */
 #include "gemm.h"
 #include "error.h"
 
@@ -55,6 +57,102 @@ void cvx_sgemm_fixed_ref(int ta, int tb, int M, int N, int K, const float *A, in
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* One call's operands: C[M, N] = beta·C + bias + op(A)[M, K] · op(B)[K, N]. */
+typedef struct {
+    int ta, tb, M, N, K;
+    const float *A, *B, *bias;
+    int lda, ldb, ldc;
+    float beta;
+    float *C;
+} problem;
+
+/* r[0..7] (8 rows of 8) := their transpose */
+ALWAYS_INLINE void transpose8(__m256 r[8]) {
+    __m256 t[8], s[8];
+    for (int q = 0; q < 8; q += 2) {
+        t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
+        t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
+    }
+    for (int q = 0; q < 8; q += 4) {
+        s[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+        s[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xEE);
+        s[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+        s[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
+    }
+    for (int q = 0; q < 4; q++) {
+        r[q] = _mm256_permute2f128_ps(s[q], s[q + 4], 0x20);
+        r[q + 4] = _mm256_permute2f128_ps(s[q], s[q + 4], 0x31);
+    }
+}
+
+/* op(B)[k0 .. + kc, j0 .. + n) as NR-column micro-panels [n/NR][kc][NR], zeros past n. A weight
+ * [N, K] (tb) is transposed 8×8 at a time; rows of B are copied. */
+static void pack_b(const problem *p, int k0, int kc, int j0, int n, float *bp) {
+    const int ldb = p->ldb;
+    for (int jt = 0; jt < n; jt += NR) {
+        float *d = bp + (size_t)jt * kc;
+        const int w = imin(NR, n - jt);
+        if (p->tb && w == NR) {
+            for (int h = 0; h < NR; h += 8) {
+                const float *s = p->B + (size_t)(j0 + jt + h) * ldb + k0;
+                int k = 0;
+                for (; k + 8 <= kc; k += 8) {
+                    __m256 r[8];
+                    for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(s + (size_t)q * ldb + k);
+                    transpose8(r);
+                    for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + (size_t)(k + q) * NR + h, r[q]);
+                }
+                for (; k < kc; k++)
+                    for (int q = 0; q < 8; q++) d[(size_t)k * NR + h + q] = s[(size_t)q * ldb + k];
+            }
+        } else if (!p->tb && w == NR) {
+            for (int k = 0; k < kc; k++) {
+                const float *s = p->B + (size_t)(k0 + k) * ldb + j0 + jt;
+                _mm256_storeu_ps(d + (size_t)k * NR, _mm256_loadu_ps(s));
+                _mm256_storeu_ps(d + (size_t)k * NR + 8, _mm256_loadu_ps(s + 8));
+            }
+        } else {
+            const float *B = p->B;
+            const int tb = p->tb;
+            for (int l = 0; l < NR; l++)
+                for (int k = 0; k < kc; k++) d[(size_t)k * NR + l] = l < w ? B_AT(k0 + k, j0 + jt + l) : 0.0f;
+        }
+    }
+}
+
+/* op(A)[i0 .. + m, k0 .. + kc] as MR-row micro-panels [m/MR][kc][MR], zeros past m. */
+static void pack_a(const problem *p, int i0, int m, int k0, int kc, float *ap) {
+    const int lda = p->lda;
+    for (int it = 0; it < m; it += MR) {
+        float *d = ap + (size_t)it * kc;
+        const int R = imin(MR, m - it);
+        if (!p->ta && R == MR) {
+            const float *s = p->A + (size_t)(i0 + it) * lda + k0;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) {
+                __m256 r[8];
+                for (int q = 0; q < MR; q++) r[q] = _mm256_loadu_ps(s + (size_t)q * lda + k);
+                r[6] = r[7] = _mm256_setzero_ps();
+                transpose8(r);
+                for (int q = 0; q < 8; q++) {   /* rows 0..5 of column k + q */
+                    float *o = d + (size_t)(k + q) * MR;
+                    _mm_storeu_ps(o, _mm256_castps256_ps128(r[q]));
+                    _mm_storel_pi((__m64 *)(o + 4), _mm256_extractf128_ps(r[q], 1));
+                }
+            }
+            for (; k < kc; k++)
+                for (int q = 0; q < MR; q++) d[(size_t)k * MR + q] = s[(size_t)q * lda + k];
+        } else {
+            const float *A = p->A;
+            const int ta = p->ta;
+            for (int k = 0; k < kc; k++)
+                for (int q = 0; q < MR; q++) d[(size_t)k * MR + q] = q < R ? A_AT(i0 + it + q, k0 + k) : 0.0f;
+        }
+    }
+}
+
 /* c[r, 0..15] += Σ_k ap[k, r] · bp[k, 0..15] for R ≤ 6 rows, k in order. */
 ALWAYS_INLINE void tile(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
     __m256 c0[MR], c1[MR];
@@ -64,7 +162,7 @@ ALWAYS_INLINE void tile(int R, const float *ap, const float *bp, int kc, float *
         c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
     }
     for (int k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(bp + (size_t)k * NR), b1 = _mm256_load_ps(bp + (size_t)k * NR + 8);
+        __m256 b0 = _mm256_loadu_ps(bp + (size_t)k * NR), b1 = _mm256_loadu_ps(bp + (size_t)k * NR + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             __m256 av = _mm256_broadcast_ss(ap + (size_t)k * MR + r);
@@ -90,39 +188,33 @@ static void tile_r(int R, const float *ap, const float *bp, int kc, float *c, si
     }
 }
 
-/* One (row block, column range) of one K block: A packed here, B already packed. Tiles reaching
- * past column N run on a 6×16 copy. first: the chains start here (C := beta·C + bias). */
-static void block(int ta, int m, int i0, int nt0, int nt1, int n, int j0, int k0, int kc, const float *A, int lda,
-                  const float *bpack, const float *bias, float beta, float *C, int ldc, int first, float *apack) {
-    for (int i = 0; i < m; i += MR)   /* pack op(A)[i0 + i .. + MR, k0 .. + kc] as [kc][MR] */
-        for (int r = 0; r < MR; r++) {
-            float *d = apack + (size_t)i * KC + r;
-            if (i + r < m)
-                for (int k = 0; k < kc; k++) d[(size_t)k * MR] = A_AT(i0 + i + r, k0 + k);
-            else
-                for (int k = 0; k < kc; k++) d[(size_t)k * MR] = 0.0f;
-        }
+/* C[i0 .. + m, j0 .. + n) over one K block from the packed panels: B micro-panel by micro-panel
+ * (it stays in L1), the A block's micro-panels under it. Tiles reaching past column N run on a
+ * 6×16 copy. first: the chains start here (C := beta·C + bias). */
+static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int first, const float *apack,
+                  const float *bpack) {
     float edge[MR * NR];
-    for (int t = nt0; t < nt1; t++) {
-        const int jj = t * NR, w = n - jj < NR ? n - jj : NR;
-        for (int i = 0; i < m; i += MR) {
-            const int R = m - i < MR ? m - i : MR;
-            float *c = C + (size_t)(i0 + i) * ldc + j0 + jj;
+    const int ldc = p->ldc;
+    for (int jt = 0; jt < n; jt += NR) {
+        const int w = imin(NR, n - jt);
+        for (int it = 0; it < m; it += MR) {
+            const int R = imin(MR, m - it);
+            float *c = p->C + (size_t)(i0 + it) * ldc + j0 + jt;
             if (first)
                 for (int r = 0; r < R; r++)
                     for (int q = 0; q < w; q++)
-                        c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], beta, bias, j0 + jj + q);
-            const float *ap = apack + (size_t)i * KC, *bp = bpack + (size_t)t * KC * NR;
+                        c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], p->beta, p->bias, j0 + jt + q);
             /* the next tile's C rows (below, or the top of the next columns): its loads would
              * otherwise wait on memory (a prefetch never faults) */
-            const int ni = i + MR < m ? i + MR : 0, nt_ = i + MR < m ? t : t + 1;
-            if (nt_ < nt1) {
-                const float *cn = C + (size_t)(i0 + ni) * ldc + j0 + nt_ * NR;
+            const int ni = it + MR < m ? it + MR : 0, nj = it + MR < m ? jt : jt + NR;
+            if (nj < n) {
+                const float *cn = p->C + (size_t)(i0 + ni) * ldc + j0 + nj;
                 for (int r = 0; r < MR && ni + r < m; r++) {
                     _mm_prefetch((const char *)(cn + (size_t)r * ldc), _MM_HINT_T0);
                     _mm_prefetch((const char *)(cn + (size_t)r * ldc + 15), _MM_HINT_T0);
                 }
             }
+            const float *ap = apack + (size_t)it * kc, *bp = bpack + (size_t)jt * kc;
             if (w == NR) {
                 tile_r(R, ap, bp, kc, c, (size_t)ldc);
             } else {
@@ -134,6 +226,42 @@ static void block(int ta, int m, int i0, int nt0, int nt1, int n, int j0, int k0
     }
 }
 
+/* One job: the elements C[r0 .. r1, c0 .. c1), all of K — the Goto/BLIS loops (columns in NC
+ * blocks, K in KC blocks packing B, rows in MC blocks packing A) on this thread's own buffers. */
+static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, float *apack) {
+    for (int j0 = c0; j0 < c1; j0 += NC) {
+        const int n = imin(NC, c1 - j0);
+        for (int k0 = 0; k0 < p->K; k0 += KC) {
+            const int kc = imin(KC, p->K - k0);
+            pack_b(p, k0, kc, j0, n, bpack);
+            for (int i0 = r0; i0 < r1; i0 += MC) {
+                const int m = imin(MC, r1 - i0);
+                pack_a(p, i0, m, k0, kc, apack);
+                macro(p, i0, m, j0, n, kc, k0 == 0, apack, bpack);
+            }
+        }
+    }
+}
+
+/* The jobs: a grid of row groups × column groups, at least 4 per thread where the shape has them
+ * (taken dynamically: a thread slowed by other work takes fewer). Each job packs its own panels,
+ * so B is packed once per row group and A once per column group: the grid minimises that,
+ * rg·N + cg·M. The partition never changes a chain, only the speed. */
+static void split(int M, int N, int nth, int *rg, int *cg) {
+    const int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR, want = nth > 1 ? 4 * nth : 1;
+    double best = 0;
+    int best_jobs = 0;
+    *rg = *cg = 1;
+    for (int c = 1; c <= imin(nt, want); c++) {
+        const int r = imin(mt, (want + c - 1) / c), jobs = r * c;
+        const double cost = (double)r * N + (double)c * M;
+        if (best_jobs == 0 || (jobs >= want && best_jobs < want) ||
+            ((jobs >= want) == (best_jobs >= want) && (cost < best || (cost == best && jobs > best_jobs)))) {
+            best = cost, best_jobs = jobs, *rg = r, *cg = c;
+        }
+    }
+}
+
 void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                      const float *bias, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
@@ -141,44 +269,29 @@ void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int ld
         cvx_sgemm_fixed_ref(ta, tb, M, N, 0, A, lda, B, ldb, bias, beta, C, ldc);
         return;
     }
-    float *bpack = cvx_alloc_f32((size_t)KC * (NC < N ? NC : (N + NR - 1) / NR * NR));
-    const int mb = (M + MC - 1) / MC;
-#pragma omp parallel if ((double)M * N * K > 1e6)
-    {
-        float *apack = cvx_alloc_f32((size_t)MC * KC);
+    const problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C};
+    const int par = (double)M * N * K > 1e6;
 #ifdef _OPENMP
-        const int nth = omp_get_num_threads();
+    const int nth = par ? omp_get_max_threads() : 1;
 #else
-        const int nth = 1;
+    const int nth = 1;
 #endif
-        for (int j0 = 0; j0 < N; j0 += NC) {
-            const int n = N - j0 < NC ? N - j0 : NC, nt = (n + NR - 1) / NR;
-            /* jobs: row blocks × column groups, enough of them for the threads (the split is free:
-             * it never changes a chain) */
-            const int groups = mb >= 2 * nth ? 1 : (2 * nth + mb - 1) / mb < nt ? (2 * nth + mb - 1) / mb : nt;
-            for (int k0 = 0; k0 < K; k0 += KC) {
-                const int kc = K - k0 < KC ? K - k0 : KC;
-#pragma omp for schedule(static)
-                for (int t = 0; t < nt; t++)   /* pack op(B)[k0 .. + kc, j0 + t·NR .. + NR], zero past N */
-                    for (int l = 0; l < NR; l++) {
-                        float *d = bpack + (size_t)t * KC * NR + l;
-                        const int j = t * NR + l;
-                        if (j < n)
-                            for (int k = 0; k < kc; k++) d[(size_t)k * NR] = B_AT(k0 + k, j0 + j);
-                        else
-                            for (int k = 0; k < kc; k++) d[(size_t)k * NR] = 0.0f;
-                    }
+    int rg, cg;
+    split(M, N, nth, &rg, &cg);
+    /* group g of n items in units of u: [start(g), start(g + 1)) */
+    const int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR, rows = (mt + rg - 1) / rg * MR,
+              cols = (nt + cg - 1) / cg * NR, jobs = rg * cg;
+#pragma omp parallel if (par && jobs > 1)
+    {
+        float *bpack = cvx_alloc_f32((size_t)KC * imin(NC, cols)), *apack = cvx_alloc_f32((size_t)MC * KC);
 #pragma omp for schedule(dynamic, 1)
-                for (int job = 0; job < mb * groups; job++) {
-                    const int ib = job / groups, g = job % groups, i0 = ib * MC;
-                    block(ta, M - i0 < MC ? M - i0 : MC, i0, nt * g / groups, nt * (g + 1) / groups, n, j0, k0, kc,
-                          A, lda, bpack, bias, beta, C, ldc, k0 == 0, apack);
-                }
-            }
+        for (int jb = 0; jb < jobs; jb++) {
+            const int r0 = jb / cg * rows, c0 = jb % cg * cols;
+            if (r0 < M && c0 < N) job(&p, r0, imin(M, r0 + rows), c0, imin(N, c0 + cols), bpack, apack);
         }
         free(apack);
+        free(bpack);
     }
-    free(bpack);
 }
 
 #else   /* no AVX2/FMA at build time: the reference, rows in parallel */
