@@ -144,14 +144,15 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 # make bench PART=...: only some parts, a comma list of kernels (bench_kernels), attention
 # (bench_attention at the 2b length of 13 frames, f32, bf16 and int8), t5, tr2b, tr5b, vae (side by side);
 # wan (= wan13,wan14,wanvae,umt5): Wan 2.1 beside PyTorch and stable-diffusion.cpp
-# (bench/side_by_side_wan.sh). Ctrl-C or SIGTERM stop it at once. make bench-all: every bench program.
+# (bench/side_by_side_wan.sh); wangguf: our Q8_0 / Q4_K_M GGUFs, ours and sd.cpp on the same files.
+# Ctrl-C or SIGTERM stop it at once. make bench-all: every bench program.
 BENCH_THREADS ?= 2
 BENCH_CASES   ?= t5,tr2b,tr5b,vae
-BENCH_PARTS   := kernels attention t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5
+BENCH_PARTS   := kernels attention t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5 wangguf
 comma         := ,
 PART          ?= kernels,$(BENCH_CASES)
 BENCH_LIST    = $(subst $(comma), ,$(PART))
-BENCH_SBS     = $(subst $(eval) ,$(comma),$(strip $(filter t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5,$(BENCH_LIST))))
+BENCH_SBS     = $(subst $(eval) ,$(comma),$(strip $(filter t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5 wangguf,$(BENCH_LIST))))
 BENCH_NEEDED  = $(if $(filter kernels,$(BENCH_LIST)),$(BUILD)/bench/bench_kernels) \
                 $(if $(filter attention,$(BENCH_LIST)),$(BUILD)/bench/bench_attention) \
                 $(if $(filter t5,$(BENCH_LIST)),$(BUILD)/bench/bench_stage1) \
@@ -159,7 +160,8 @@ BENCH_NEEDED  = $(if $(filter kernels,$(BENCH_LIST)),$(BUILD)/bench/bench_kernel
                 $(if $(filter vae,$(BENCH_LIST)),$(BUILD)/bench/bench_stage3) \
                 $(if $(filter wan wan13 wan14,$(BENCH_LIST)),$(BUILD)/bench/bench_wan_stage2) \
                 $(if $(filter wan wanvae,$(BENCH_LIST)),$(BUILD)/bench/bench_wan_vae) \
-                $(if $(filter wan umt5,$(BENCH_LIST)),$(BUILD)/bench/bench_stage1 $(BUILD)/bench/bench_kernels)
+                $(if $(filter wan umt5,$(BENCH_LIST)),$(BUILD)/bench/bench_stage1 $(BUILD)/bench/bench_kernels) \
+                $(if $(filter wangguf,$(BENCH_LIST)),$(BUILD)/bench/bench_quant $(BUILD)/bench/bench_kernels)
 ifneq ($(filter bench,$(MAKECMDGOALS)),)
   ifneq ($(strip $(filter-out $(BENCH_PARTS),$(BENCH_LIST))),)
     $(error make bench: unknown PART '$(strip $(filter-out $(BENCH_PARTS),$(BENCH_LIST)))': give a comma list of $(BENCH_PARTS))

@@ -11,9 +11,12 @@
  * Rates per CPU-second (flop / (process CPU s / threads)) are what the kernels do on idle cores;
  * the machine is shared, so wall times are printed too. Run with OMP_WAIT_POLICY=PASSIVE.
  *   bench_quant [--threads N] [--reps R] [--part peaks|linears|models|all] [--models cog5b,wan1.3b,wan14b]
- *               [--frames F] [--height H] [--width W] [--rounds R]
+ *               [--frames F] [--height H] [--width W] [--rounds R] [--precision bf16|f32|auto (models; bf16)]
  *   bench_quant --write_model cog5b|wan1.3b|wan14b DIR: only write that random 2-layer bf16 checkpoint
- *               (config.json + safetensors) into DIR (for stage2 --quantize and peak-RSS runs). */
+ *               (config.json + safetensors) into DIR (for stage2 --quantize and peak-RSS runs).
+ *   --dir DIR (with one model): make the checkpoint and its q8_0.gguf / q4_k_m.gguf in DIR and keep
+ *               them, or reuse them when DIR has them (stable-diffusion.cpp runs the same files in
+ *               bench/side_by_side_wan.sh, case wangguf). */
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
@@ -26,6 +29,8 @@
 #include "stage2/wan.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <getopt.h>
 #include <immintrin.h>
 #include <math.h>
@@ -322,32 +327,38 @@ typedef struct {
     double out_rel;   /* rel L2 of the output vs the bf16-weights variant */
 } variant;
 
-static void bench_model(const char *key, int threads, int rounds, int frames, int height, int width, double pk_int8) {
-    char dir[] = "/tmp/cvx_bench_quant_XXXXXX";
-    if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
+static void bench_model(const char *key, int threads, int rounds, int frames, int height, int width, double pk_int8,
+                        const char *keep_dir, cvx_precision prec) {
+    char dir[1024] = "/tmp/cvx_bench_quant_XXXXXX", probe[1100];
+    if (keep_dir) snprintf(dir, sizeof dir, "%s", keep_dir);
+    else if (!mkdtemp(dir)) cvx_die("mkdtemp failed");
+    snprintf(probe, sizeof probe, "%s/q4_k_m.gguf", dir);
+    const int reuse = keep_dir && access(probe, R_OK) == 0;   /* made by an earlier run with --dir */
+    if (keep_dir && !reuse && mkdir(dir, 0755) && errno != EEXIST) cvx_die("--dir %s: %s", dir, strerror(errno));
     const int is_cog = !strcmp(key, "cog5b"), heads = !strcmp(key, "wan14b") ? 40 : 12,
               ffn = !strcmp(key, "wan14b") ? 13824 : 8960;
     if (is_cog) width = 720;   /* CogVideoX-5b's 480×720 */
     double t0 = cvx_time();
-    if (is_cog) write_cog5b(dir);
-    else write_wan(dir, heads, ffn);
-    cvx_weights *src = cvx_weights_open(dir);
-    if (!src) cvx_die_last_error();
-    const cvx_gguf_rules *rules = is_cog ? &cogvideox_gguf_rules : &wan_gguf_rules;
     char q8[1100], q4[1100], cfg[1100];
     snprintf(q8, sizeof q8, "%s/q8_0.gguf", dir), snprintf(q4, sizeof q4, "%s/q4_k_m.gguf", dir);
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    if (cvx_quantize_to_gguf(src, rules, 7, 0, q8, NULL) || cvx_quantize_to_gguf(src, rules, 15, 0, q4, NULL))
-        cvx_die_last_error();
-    cvx_weights_close(src);
-    printf("\n%s: 2 layers, %d frames %dx%d; bf16 checkpoint + Q8_0 / Q4_K_M GGUFs made in %.0f s\n", key, frames,
-           height, width, cvx_time() - t0);
+    if (!reuse) {
+        if (is_cog) write_cog5b(dir);
+        else write_wan(dir, heads, ffn);
+        cvx_weights *src = cvx_weights_open(dir);
+        if (!src) cvx_die_last_error();
+        const cvx_gguf_rules *rules = is_cog ? &cogvideox_gguf_rules : &wan_gguf_rules;
+        if (cvx_quantize_to_gguf(src, rules, 7, 0, q8, NULL) || cvx_quantize_to_gguf(src, rules, 15, 0, q4, NULL))
+            cvx_die_last_error();
+        cvx_weights_close(src);
+    }
+    printf("\n%s: 2 layers, %d frames %dx%d, %s compute; bf16 checkpoint + Q8_0 / Q4_K_M GGUFs %s in %.0f s\n", key,
+           frames, height, width, cvx_precision_name(prec), reuse ? "reused" : "made", cvx_time() - t0);
 
     cvx_ctx *ctx = cvx_ctx_new(threads);
-    if (cvx_ctx_set_precision(ctx, CVX_PRECISION_BF16)) cvx_die_last_error();
+    if (cvx_ctx_set_precision(ctx, prec)) cvx_die_last_error();
     const char *paths[3] = {dir, q8, q4};
-    const char *labels[5] = {"bf16 weights, bf16", "Q8_0 dequant tiles, bf16", "Q8_0 int8", "Q4_K_M dequant tiles, bf16",
-                             "Q4_K_M int8"};
+    const char *labels[5] = {"bf16 weights", "Q8_0 dequant tiles", "Q8_0 int8", "Q4_K_M dequant tiles", "Q4_K_M int8"};
     const int src_of[5] = {0, 1, 1, 2, 2};
     variant v[5];
     memset(v, 0, sizeof v);
@@ -406,26 +417,32 @@ static void bench_model(const char *key, int threads, int rounds, int frames, in
         printf("  %-27s %8.2fs %8.2fs %11.1f %8.2fx  %.2e\n", v[k].label, v[k].wall[rounds / 2], cw,
                v[k].flop / cw / 1e9, base / cw, v[k].out_rel);
     }
+    static const char *const tags[5] = {"bf16", "q8_0_dequant", "q8_0_int8", "q4_k_m_dequant", "q4_k_m_int8"};
+    for (int k = 0; k < 5; k++)   /* for bench/side_by_side_wan.sh (case wangguf); cpu_s: of the whole process */
+        printf("RESULT who=ours case=gguf_%s precision=%s compute=%s seconds=%.4f cpu_s=%.2f tokens=%d\n", key, tags[k],
+               cvx_precision_name(prec), v[k].wall[rounds / 2], v[k].cpu[rounds / 2] * threads,
+               B * ((frames - 1) / 4 + 1) * (height / 16) * (width / 16));
     (void)pk_int8;
     for (int k = 0; k < 3; k++) is_cog ? cogvideox_free(models[k]) : wan_free(models[k]);
     cvx_ctx_free(ctx);
     free(x), free(text), free(ref), free(out), free(cs), free(sn);
-    rm_dir(dir);
+    if (!keep_dir) rm_dir(dir);
 }
 
 static void bench_models(int threads, int rounds, const char *models, int frames, int height, int width,
-                         double pk_int8) {
+                         double pk_int8, const char *keep_dir, cvx_precision prec) {
     static const char *const keys[] = {"cog5b", "wan1.3b", "wan14b"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (strstr(models, keys[i])) bench_model(keys[i], threads, rounds > 16 ? 16 : rounds, frames, height, width, pk_int8);
+        if (strstr(models, keys[i])) bench_model(keys[i], threads, rounds > 16 ? 16 : rounds, frames, height, width, pk_int8, keep_dir, prec);
 }
 
 int main(int argc, char **argv) {
     int threads = 2, reps = 3, rounds = 2, frames = 9, height = 480, width = 832;
-    const char *part = "all", *models = "cog5b,wan1.3b,wan14b", *write_model = NULL;
+    const char *part = "all", *models = "cog5b,wan1.3b,wan14b", *write_model = NULL, *keep_dir = NULL, *prec_name = "bf16";
     static const struct option opts[] = {{"threads", 1, 0, 't'}, {"reps", 1, 0, 'r'},   {"part", 1, 0, 'p'},
                                          {"models", 1, 0, 'm'},  {"frames", 1, 0, 'f'}, {"height", 1, 0, 'h'},
                                          {"width", 1, 0, 'w'},   {"rounds", 1, 0, 'R'}, {"write_model", 1, 0, 'W'},
+                                         {"dir", 1, 0, 'd'},     {"precision", 1, 0, 'P'},
                                          {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         if (c == 't') threads = atoi(optarg);
@@ -437,6 +454,8 @@ int main(int argc, char **argv) {
         else if (c == 'w') width = atoi(optarg);
         else if (c == 'R') rounds = atoi(optarg);
         else if (c == 'W') write_model = optarg;
+        else if (c == 'd') keep_dir = optarg;
+        else if (c == 'P') prec_name = optarg;
         else return fprintf(stderr, "see the comment at the top of bench/bench_quant.c\n"), 2;
     }
     cvx_set_threads(threads);
@@ -448,6 +467,8 @@ int main(int argc, char **argv) {
         else cvx_die("--write_model %s: one of cog5b, wan1.3b, wan14b", write_model);
         return 0;
     }
+    cvx_precision prec;
+    if (cvx_precision_parse(prec_name, CVX_WORK_MATMUL, &prec)) cvx_die_last_error();
     cvx_cpu_features cpu;
     cvx_cpu_detect(&cpu);
     char buf[160];
@@ -463,7 +484,7 @@ int main(int argc, char **argv) {
         bench_linears(threads, reps, pk_int8 > 0 ? pk_int8 : 1, pk_bf16 > 0 ? pk_bf16 : 1, models, tok,
                       2 * (226 + lf * (height / 16) * (720 / 16)));
     if (!strcmp(part, "models") || !strcmp(part, "all"))
-        bench_models(threads, rounds, models, frames, height, width, pk_int8 > 0 ? pk_int8 : 1);
+        bench_models(threads, rounds, models, frames, height, width, pk_int8 > 0 ? pk_int8 : 1, keep_dir, prec);
     printf("peak RSS %.2f GB\n", cvx_peak_rss_bytes() / 1e9);
     return 0;
 }

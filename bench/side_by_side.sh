@@ -6,7 +6,7 @@
 #
 #   sh bench/side_by_side.sh [CASES]      CASES: comma list of t5,tr2b,tr5b,vae (default all)
 #   (make bench PART=t5,vae runs the same; Ctrl-C or SIGTERM stop it and its benchmark at once)
-#   Wan 2.1 cases (wan13, wan14, wanvae, umt5; "wan" = all four) go to bench/side_by_side_wan.sh,
+#   Wan 2.1 cases (wan13, wan14, wanvae, umt5; "wan" = all four; wangguf) go to bench/side_by_side_wan.sh,
 #   which also runs stable-diffusion.cpp beside them.
 #   env: BUILD (build dir, default build), PEER_DIR (default ../shared/peer), THREADS (2),
 #        PRECISIONS ("f32 bf16")
@@ -19,15 +19,15 @@ PEER_DIR=${PEER_DIR:-../shared/peer}
 THREADS=${THREADS:-2}
 PRECISIONS=${PRECISIONS:-"f32 bf16"}
 CASES=${1:-t5,tr2b,tr5b,vae}
-wan=$(echo "$CASES" | tr ',' '\n' | grep -xE 'wan|wan13|wan14|wanvae|umt5' | paste -sd, -)
+wan=$(echo "$CASES" | tr ',' '\n' | grep -xE 'wan|wan13|wan14|wanvae|umt5|wangguf' | paste -sd, -)
 if [ -n "$wan" ]; then
     case ",$wan," in *,wan,*) wan=wan;; esac
     BUILD=$BUILD THREADS=$THREADS PRECISIONS=$PRECISIONS PEER_DIR=$PEER_DIR sh "$(dirname "$0")/side_by_side_wan.sh" "$wan" || exit $?
-    CASES=$(echo "$CASES" | tr ',' '\n' | grep -vxE 'wan|wan13|wan14|wanvae|umt5' | paste -sd, -)
+    CASES=$(echo "$CASES" | tr ',' '\n' | grep -vxE 'wan|wan13|wan14|wanvae|umt5|wangguf' | paste -sd, -)
     [ -n "$CASES" ] || exit 0
 fi
 for c in $(echo "$CASES" | tr ',' ' '); do
-    case $c in t5|tr2b|tr5b|vae) ;; *) echo "side_by_side.sh: unknown case '$c' (t5, tr2b, tr5b, vae, wan, wan13, wan14, wanvae, umt5)" >&2; exit 2;; esac
+    case $c in t5|tr2b|tr5b|vae) ;; *) echo "side_by_side.sh: unknown case '$c' (t5, tr2b, tr5b, vae, wan, wan13, wan14, wanvae, umt5, wangguf)" >&2; exit 2;; esac
 done
 out=$(mktemp -d)
 # Ctrl-C / SIGTERM stop the run at once (the trap used to swallow the first SIGTERM, and the

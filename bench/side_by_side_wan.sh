@@ -14,6 +14,14 @@
 #                  240x416; sd.cpp's untiled decode needs ~17 GB at 480x832)
 #   umt5           UMT5-XXL dims, LAYERS layers: the prompt and the negative prompt, 512 tokens
 #                  (ours also at UMT5_SEQ_LEN real tokens: it runs only the prompt's length)
+#   wangguf        quantized weights (issue 24): a random 2-layer checkpoint at the GGUF_MODEL widths
+#                  (wan1.3b or wan14b) made into Q8_0 and Q4_K_M GGUFs by our city96 rules
+#                  (bench_quant --dir), then one CFG step at GGUF_FRAMES frames of 480x832 (default 9 =
+#                  4,680 tokens), ours (bench_quant: bf16 weights, both GGUFs on the dequantized-tile
+#                  and the int8 path; compute GGUF_PRECISION, default auto: bf16 where the CPU has
+#                  bf16 units, else f32) and stable-diffusion.cpp on the SAME two files, GGUF_ROUNDS
+#                  rounds alternated. (sd.cpp takes the widths from the block count; its build must
+#                  accept 2 blocks: ../shared/peer/sdcpp/README.md; SD_WAN2_AS_14B=1 is set for 14b.)
 # env: BUILD (build), THREADS (2), PRECISIONS ("f32 bf16"), LAYERS (2), FRAMES ("33 81"),
 #      VAE_LATENT (3,30,52), UMT5_SEQ_LEN (100), RUNS (1: steps timed per measurement; the
 #      transformer cases take minutes each), PEER_DIR (../shared/peer), REFSRC (the peer's
@@ -36,11 +44,17 @@ PEER_DIR=${PEER_DIR:-../shared/peer}
 PEER_SKIP=${PEER_SKIP:-}
 SDCPP=${SDCPP:-}
 SDCPP_MODELS=${SDCPP_MODELS:-}
+GGUF_MODEL=${GGUF_MODEL:-wan1.3b}
+GGUF_FRAMES=${GGUF_FRAMES:-9}
+GGUF_ROUNDS=${GGUF_ROUNDS:-2}
+GGUF_PRECISION=${GGUF_PRECISION:-auto}
 CASES=${1:-wan13,wan14,wanvae,umt5}
 [ "$CASES" = wan ] && CASES=wan13,wan14,wanvae,umt5
 for c in $(echo "$CASES" | tr ',' ' '); do
-    case $c in wan13|wan14|wanvae|umt5) ;; *) echo "side_by_side_wan.sh: unknown case '$c' (wan13, wan14, wanvae, umt5)" >&2; exit 2;; esac
+    case $c in wan13|wan14|wanvae|umt5|wangguf) ;;
+    *) echo "side_by_side_wan.sh: unknown case '$c' (wan13, wan14, wanvae, umt5, wangguf)" >&2; exit 2;; esac
 done
+case $GGUF_MODEL in wan1.3b|wan14b) ;; *) echo "side_by_side_wan.sh: GGUF_MODEL '$GGUF_MODEL': wan1.3b or wan14b" >&2; exit 2;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -59,8 +73,12 @@ else
     echo "note: the PyTorch peer with Wan (diffusers >= 0.33; ../shared/peer/README.md) is not set up: left out"
 fi
 sd_ok=0
-if [ -n "$SDCPP" ] && [ -x "$SDCPP" ] && [ -f "$SDCPP_MODELS/wan2.1_t2v_1.3B_fp16.safetensors" ]; then
+if [ -n "$SDCPP" ] && [ -x "$SDCPP" ] && [ -f "$SDCPP_MODELS/umt5_xxl_fp16.safetensors" ] && \
+   [ -f "$SDCPP_MODELS/wan_2.1_vae.safetensors" ]; then
     sd_ok=1
+    if has wan13 && [ ! -f "$SDCPP_MODELS/wan2.1_t2v_1.3B_fp16.safetensors" ]; then
+        echo "note: no $SDCPP_MODELS/wan2.1_t2v_1.3B_fp16.safetensors (make_wan_random.py --only dit): sd.cpp left out of wan13"
+    fi
 else
     echo "note: stable-diffusion.cpp is not set up (SDCPP, SDCPP_MODELS; ../shared/peer/sdcpp/README.md): left out"
 fi
@@ -85,13 +103,14 @@ print("RESULT who=pytorch case=%s precision=%s seconds=%.4f attention_s=%.3f cpu
 PY
 }
 
-# sd.cpp: one sd-cli run (f16 weights as made, flash attention, 1 step, CFG 5, Euler, flow shift 3),
-# stopped after sampling when $4 = dit; its stage times as RESULT lines
-sdcpp() {   # frames width height dit|all
+# sd.cpp: one sd-cli run (f16 weights as made, or the GGUF $5 with its label $6 and case $7;
+# flash attention, 1 step, CFG 5, Euler, flow shift 3), stopped after sampling when $4 = dit; its
+# stage times as RESULT lines
+sdcpp() {   # frames width height dit|all [diffusion model file, precision label, case]
     [ $sd_ok = 1 ] || return 0
-    note "sd.cpp $1 frames ${2}x$3 ($4)"
+    note "sd.cpp $1 frames ${2}x$3 ($4${5:+, $(basename "$5")})"
     log="$out/sdcpp.log"
-    /usr/bin/time -v "$SDCPP" -M vid_gen --diffusion-model "$SDCPP_MODELS/wan2.1_t2v_1.3B_fp16.safetensors" \
+    /usr/bin/time -v "$SDCPP" -M vid_gen --diffusion-model "${5:-$SDCPP_MODELS/wan2.1_t2v_1.3B_fp16.safetensors}" \
         --vae "$SDCPP_MODELS/wan_2.1_vae.safetensors" --t5xxl "$SDCPP_MODELS/umt5_xxl_fp16.safetensors" \
         -p "a lovely cat" -n "static, blurry, low quality" --cfg-scale 5.0 --sampling-method euler --flow-shift 3.0 \
         -W "$2" -H "$3" --video-frames "$1" --steps 1 -t "$THREADS" -s 42 -v --diffusion-fa -o "$out/sdcpp.avi" \
@@ -111,10 +130,11 @@ sdcpp() {   # frames width height dit|all
     wait $tpid
     echo "sampling CPU ticks: ${c0:-?} -> ${c1:-?} ($(getconf CLK_TCK) per s)" >> "$log"
     tr '\r' '\n' < "$log" | grep -aE "sampling completed|sampling CPU|get_learned_condition completed|decode_first_stage completed|Maximum resident|Elapsed \(wall|User time|System time|error|failed" | tail -12
-    /usr/bin/python3 - "$log" "$1" "$2" "$3" "$4" "$(getconf CLK_TCK)" >> "$R" <<'PY'
+    /usr/bin/python3 - "$log" "$1" "$2" "$3" "$4" "$(getconf CLK_TCK)" "${6:-f16}" "${7:-wan13}" >> "$R" <<'PY'
 import re, sys
 t = open(sys.argv[1], errors="replace").read().replace("\r", "\n")
 f, w, h, kind = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+prec, case = sys.argv[7], sys.argv[8]
 def num(p):
     m = re.search(p, t)
     return float(m.group(1)) if m else None
@@ -125,9 +145,9 @@ cpu = (int(m.group(3)) + int(m.group(4)) - int(m.group(1)) - int(m.group(2))) / 
 tokens = ((f - 1) // 4 + 1) * (h // 16) * (w // 16)
 s = num(r"sampling completed, taking ([\d.]+)s")
 if kind == "dit" and s is not None:
-    print("RESULT who=sdcpp case=wan13 precision=f16 seconds=%.4f tokens=%d peak_rss_gb=%.3f cpu_s=%.1f" % (s, tokens, rss, cpu))
+    print("RESULT who=sdcpp case=%s precision=%s seconds=%.4f tokens=%d peak_rss_gb=%.3f cpu_s=%.1f" % (case, prec, s, tokens, rss, cpu))
 c = num(r"get_learned_condition completed, taking ([\d.]+)s")
-if c is not None:
+if c is not None and case == "wan13":
     print("RESULT who=sdcpp case=umt5 precision=f16 seconds=%.4f tokens=512" % c)
 d = num(r"decode_first_stage completed, taking ([\d.]+)s")
 if kind == "all" and d is not None:
@@ -151,7 +171,7 @@ for c in wan13 wan14; do
             grep '^RESULT ' "$out/ours.txt" | sed 's/^RESULT /RESULT who=ours /' >> "$R"
             peer $c "$p" "$f" "$RUNS" 0
         done
-        [ $c = wan13 ] && sdcpp "$f" 832 480 dit
+        [ $c = wan13 ] && [ -f "$SDCPP_MODELS/wan2.1_t2v_1.3B_fp16.safetensors" ] && sdcpp "$f" 832 480 dit
     done
 done
 if has wanvae; then
@@ -178,6 +198,20 @@ fi
 if has wanvae || has umt5; then
     F=$(echo "$VAE_LATENT" | cut -d, -f1) h=$(echo "$VAE_LATENT" | cut -d, -f2) w=$(echo "$VAE_LATENT" | cut -d, -f3)
     sdcpp $(( (F - 1) * 4 + 1 )) $((w * 8)) $((h * 8)) all
+fi
+if has wangguf; then   # the same GGUF files for ours and sd.cpp, rounds alternated
+    gdir="$out/gguf_$GGUF_MODEL"
+    [ $GGUF_MODEL = wan14b ] && export SD_WAN2_AS_14B=1
+    r=0
+    while [ $r -lt "$GGUF_ROUNDS" ]; do
+        r=$((r + 1))
+        note "ours wangguf $GGUF_MODEL $GGUF_FRAMES frames, round $r"
+        OMP_WAIT_POLICY=PASSIVE "$BUILD/bench/bench_quant" --part models --models "$GGUF_MODEL" --frames "$GGUF_FRAMES" \
+            --rounds 1 --threads "$THREADS" --dir "$gdir" --precision "$GGUF_PRECISION" | tee "$out/ours.txt"
+        grep '^RESULT ' "$out/ours.txt" | sed "s/\$/ round=$r/" >> "$R"
+        sdcpp "$GGUF_FRAMES" 832 480 dit "$gdir/q8_0.gguf" q8_0 "gguf_$GGUF_MODEL"
+        sdcpp "$GGUF_FRAMES" 832 480 dit "$gdir/q4_k_m.gguf" q4_k_m "gguf_$GGUF_MODEL"
+    done
 fi
 
 # ---- the table ---------------------------------------------------------------------------------
@@ -232,6 +266,23 @@ if any(r["case"] == "umt5" for r in rows):
         o = {p: get("ours", "umt5", p, seq=seq) for p in ("f32", "bf16")}
         print("| UMT5-XXL dims, %s layers, prompt + negative, 512 tokens (ours: %d real) | %s | %s | %s | %s | %s | %s | %s |" % (
             layers, seq, s(pt["f32"]), s(pt["bf16"]), s(sd), s(o["f32"]), s(o["bf16"]), ratio(o["bf16"], pt["bf16"]), ratio(o["bf16"], sd)))
+gg = sorted({r["case"] for r in rows if r["case"].startswith("gguf_")})
+for c in gg:
+    def med(who, prec):   # the median round (wall, CPU) of who's step on this file
+        rs = sorted((r for r in rows if r["who"] == who and r["case"] == c and r["precision"] == prec),
+                    key=lambda r: float(r["seconds"]))
+        return rs[len(rs) // 2] if rs else None
+    print()
+    print("| %s, %s layers, one CFG step, %s tokens | ours (dequantized tiles, %s) | ours (int8) | sd.cpp | ours best / sd.cpp |" % (
+        c[5:], layers, next((r["tokens"] for r in rows if r["case"] == c and "tokens" in r), "?"),
+        next((r["compute"] for r in rows if r["case"] == c and "compute" in r), "?")))
+    print("| --- | --- | --- | --- | --- |")
+    b = med("ours", "bf16")
+    print("| bf16 weights (ours) | %s | | | |" % s(b))
+    for q in ("q8_0", "q4_k_m"):
+        d, i, sd = med("ours", q + "_dequant"), med("ours", q + "_int8"), med("sdcpp", q)
+        best = min((x for x in (d, i) if x), key=lambda x: float(x["seconds"]), default=None)
+        print("| %s (the same file) | %s | %s | %s | %s |" % (q.upper(), s(d), s(i), s(sd), ratio(best, sd)))
 print("(wall seconds, in brackets the process's CPU seconds (sd.cpp: of its sampling); ratios of wall times, in brackets of"
       " CPU seconds, > 1: ours is faster; all numbers from this one run; sd.cpp's UMT5 time is its whole text conditioning)")
 print()
