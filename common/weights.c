@@ -59,7 +59,9 @@ static int qweight_kind(const char *name, size_t *stem) {
     return -1;
 }
 
-static int cmp_qview(const void *a, const void *b) { return strcmp(((const qview *)a)->t.name, ((const qview *)b)->t.name); }
+static int cmp_qview(const void *a, const void *b) {
+    return strcmp(((const qview *)a)->t.name, ((const qview *)b)->t.name);
+}
 
 static qview *find_qview(const cvx_weights *w, const char *name) {
     if (!w->nqv) return NULL;

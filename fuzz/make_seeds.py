@@ -42,7 +42,8 @@ def safetensors_seeds():
     write("safetensors", "valid_every_dtype", st_file(every, {"format": "pt", "note": "seed"}))
     # MinusZone's CogVideoX Q4_0 layout: ggml blocks as U8 `<module>.Q4_0_qweight`, the rest fp8
     write("safetensors", "valid_qweights", st_file([("ff.Q4_0_qweight", "U8", [2, 36]), ("ff.bias", "F16", [2]),
-                                                    ("proj.Q8_0_qweight", "U8", [1, 34]), ("norm.weight", "F8_E4M3", [64])]))
+                                                    ("proj.Q8_0_qweight", "U8", [1, 34]),
+                                                    ("norm.weight", "F8_E4M3", [64])]))
     write("safetensors", "valid_scalar_and_empty",
           st_file([("scalar", "F32", []), ("empty", "BF16", [0, 4]), ("x", "F16", [1, 1, 1, 1, 1, 1, 1, 2])]))
     write("safetensors", "valid_no_tensors", st_file([], {}))

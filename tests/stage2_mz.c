@@ -110,7 +110,8 @@ static void test_fp8_layout_forward(void **state) {
         if (k == 0) {
             float *gg = gh_f32(&c, NULL, "output.Q4_0");
             const double dq = cvx_rel_l2(got, gg, n);
-            print_message("  the fp8 rounding of the non-Q4_0 weights moves the output %.2e from the GGUF model's\n", dq);
+            print_message("  the fp8 rounding of the non-Q4_0 weights moves the output %.2e from the GGUF "
+                          "model's\n", dq);
             assert_true(dq > 1e-4 && dq < 0.2);   /* the file is the GGUF model, rounded: near, not equal */
             free(gg);
         }
@@ -185,7 +186,8 @@ static void test_bad_files(void **state) {
     expect_edit_error(tmp, NULL, QW_FF2, QW_FF2, CVX_U8, 128, 280,
                       "tensor '" QW_FF2 "' is U8 [128, 280], expected U8 [out_features, in_features / 32 * 18]");
     /* a qweight that is not bytes */
-    expect_edit_error(tmp, NULL, QW_FF2, QW_FF2, CVX_F16, 128, 144, "tensor '" QW_FF2 "' is F16 [128, 144], expected U8");
+    expect_edit_error(tmp, NULL, QW_FF2, QW_FF2, CVX_F16, 128, 144,
+                      "tensor '" QW_FF2 "' is F16 [128, 144], expected U8");
     /* the weight stored twice */
     expect_edit_error(tmp, NULL, NULL, "transformer_blocks.1.ff.net.2.weight", CVX_F32, 128, 512,
                       "holds both 'transformer_blocks.1.ff.net.2.weight' and '" QW_FF2 "'");

@@ -156,8 +156,8 @@ static inline int tu_count_substr(const char *s, const char *w) {
 
 /* Copy the safetensors file src to dst with tensor `drop` left out (NULL: none) and, when `name` is
  * non-NULL, a tensor (name, dtype, shape, data) added: for building bad weight files. */
-static inline void tu_st_copy_edit(const char *src, const char *dst, const char *drop, const char *name, cvx_dtype dtype,
-                                   int ndim, const int64_t *shape, const void *data) {
+static inline void tu_st_copy_edit(const char *src, const char *dst, const char *drop, const char *name,
+                                   cvx_dtype dtype, int ndim, const int64_t *shape, const void *data) {
     cvx_safetensors *st = tu_open(src);
     cvx_st_writer *w = cvx_stw_new();
     for (int i = 0; i < cvx_st_count(st); i++) {
