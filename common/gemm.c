@@ -55,7 +55,7 @@ void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, c
  * (A GGUF block type is widened here only on the path without oneDNN, cvx_linear's last resort.) */
 const float *cvx_weight_f32(cvx_ctx *ctx, const cvx_tensor *t) {
     if (t->dtype == CVX_F32 && ((uintptr_t)t->data & 3) == 0) return t->data;
-    CVX_CHECK(cvx_dtype_is_float(t->dtype) || cvx_dtype_is_quant(t->dtype));
+    CVX_CHECK(cvx_dtype_to_f32_ok(t->dtype));   /* float, F8_E4M3, GGUF block types */
     size_t n = (size_t)t->numel;
     float *dst = cvx_scratch_get(&ctx->weights, n);
     /* Widen in parallel chunks: for bf16 this is memory-bound, two threads nearly double it. */

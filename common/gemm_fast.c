@@ -160,13 +160,14 @@ static float elem_f32(const cvx_mat *m, size_t r, size_t c) {
     switch (m->dtype) {
     case CVX_F32: return ((const float *)m->data)[i];
     case CVX_BF16: return cvx_bf16_to_f32(h[i]);
+    case CVX_F8_E4M3: return cvx_f8e4m3_to_f32(((const uint8_t *)m->data)[i]);
     default: return cvx_f16_to_f32(h[i]);
     }
 }
 
 static int check_mat(const cvx_mat *m, int rows, int cols, const char *name) {
-    if (m->dtype != CVX_F32 && m->dtype != CVX_BF16 && m->dtype != CVX_F16)
-        return cvx_error("matmul: operand %s has dtype %s, expected F32, BF16 or F16", name,
+    if (m->dtype != CVX_F32 && m->dtype != CVX_BF16 && m->dtype != CVX_F16 && m->dtype != CVX_F8_E4M3)
+        return cvx_error("matmul: operand %s has dtype %s, expected F32, BF16, F16 or F8_E4M3", name,
                          cvx_dtype_name(m->dtype));
     int need = m->trans ? rows : cols;
     if (m->ld < need || !m->data) return cvx_error("matmul: operand %s has ld %d < %d or no data", name, m->ld, need);
@@ -189,6 +190,8 @@ static cvx_mat convert_mat(const cvx_mat *m, int rows, int cols, cvx_dtype to, i
             uint16_t *d = (uint16_t *)dst + (size_t)o * inner;
             if (m->dtype == CVX_BF16) memcpy(d, src, (size_t)inner * 2);
             else if (m->dtype == CVX_F32) cvx_f32_to_bf16_n((const float *)src, d, (size_t)inner);
+            else if (m->dtype == CVX_F8_E4M3)   /* every e4m3 value is a bf16 value: exact */
+                for (int i = 0; i < inner; i++) d[i] = cvx_f32_to_bf16(cvx_f8e4m3_to_f32(src[i]));
             else
                 for (int i = 0; i < inner; i++) d[i] = cvx_f32_to_bf16(cvx_f16_to_f32(((const uint16_t *)src)[i]));
         } else {

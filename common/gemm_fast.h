@@ -64,7 +64,8 @@ int cvx_kernels_qdot(const cvx_kernels *kc);
 int cvx_kernels_q8_kernel(const cvx_kernels *kc);
 
 /* A matrix operand: logical [rows, cols]; element (r, c) is at data[r*ld + c] when trans = 0,
- * data[c*ld + r] when trans = 1. dtype: CVX_F32, CVX_BF16 or CVX_F16; data need not be aligned. */
+ * data[c*ld + r] when trans = 1. dtype: CVX_F32, CVX_BF16, CVX_F16 or CVX_F8_E4M3 (widened
+ * exactly); data need not be aligned. */
 typedef struct {
     const void *data;
     cvx_dtype dtype;

@@ -45,16 +45,22 @@ void cvx_st_metadata_at(const cvx_safetensors *st, int i, const char **key, cons
  * `path` may be a .safetensors file, a *.safetensors.index.json (weight_map), a GGUF file (by its
  * magic "GGUF", common/gguf.h: tensors of ggml block types are exposed in place, dtype CVX_Q*,
  * for cvx_linear; a `comfy.gguf.orig_shape.<name>` key restores a reshaped tensor's shape), or a
- * directory holding exactly one of: an index.json, or one .safetensors file. */
+ * directory holding exactly one of: an index.json, or one .safetensors file.
+ * In safetensors files, a U8 `<module>.Q4_0_qweight` [out, in/32·18] (or `.Q8_0_qweight`, 34
+ * bytes per 32), the layout of MinusZone's / Kijai's CogVideoX *_GGUF_Q4_0.safetensors, is shown
+ * as `<module>.weight` [out, in] of dtype CVX_Q4_0 (CVX_Q8_0), its bytes in place; the qweight's
+ * own name is not found. Files with per-weight fp8 scales (`*.scale_weight`) are refused. */
 typedef struct cvx_weights cvx_weights;
 typedef struct cvx_gguf cvx_gguf;
 
 cvx_weights *cvx_weights_open(const char *path);
 void cvx_weights_close(cvx_weights *w);
 const cvx_tensor *cvx_weights_find(const cvx_weights *w, const char *name); /* NULL if absent */
-/* Find `name` and check its shape (a -1 entry matches any size); float dtypes and the GGUF block
- * types (which only cvx_linear, cvx_tensor_to_f32 and friends read), nothing else (F8, ints).
- * Missing or mismatching: NULL + "FILE: tensor 'name' has shape [..], expected [..]".
+/* Find `name` and check its shape (a -1 entry matches any size); float dtypes, F8_E4M3 and the
+ * GGUF block types (which only cvx_linear, cvx_weight_f32, cvx_tensor_to_f32 and friends read,
+ * widened one matrix at a time), nothing else (ints, bools).
+ * Missing or mismatching: NULL + "FILE: tensor 'name' has shape [..], expected [..]" (a qweight
+ * view: the file's tensor name, its bytes and the bytes the expected shape needs).
  * Usage: cvx_weights_get(w, "proj.weight", CVX_SHAPE(D, K)). */
 const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const int64_t *shape, int ndim);
 #define CVX_SHAPE(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))

@@ -1,6 +1,8 @@
 /* A model's weights as one lookup table: a single safetensors file, a sharded checkpoint
  * described by *.safetensors.index.json ({"weight_map": {tensor: shard file}}), or a GGUF file
- * (ggml block-quantized tensors, read in place like any other). */
+ * (ggml block-quantized tensors, read in place like any other). ggml blocks stored in a
+ * safetensors file as MinusZone's / Kijai's CogVideoX "*_GGUF_Q4_0.safetensors" do
+ * (`<module>.Q4_0_qweight`, docs/models.md) are shown as `<module>.weight` of the block type. */
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
@@ -20,11 +22,97 @@ struct cvx_weights {
     int nshards;
     cvx_gguf *gguf;     /* a .gguf file instead of safetensors */
     cvx_tensor *gt;     /* its tensors (file order), shapes as the model sees them (see open_gguf) */
+    struct qview *qv;   /* safetensors qweights as `<module>.weight` views (see open_qweights), by name */
+    int nqv;
 };
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* ---- ggml blocks in safetensors files ----
+ * The loader both ComfyUI nodes use (MinusZoneAI/ComfyUI-CogVideoX-MZ mz_gguf_loader.py, copied in
+ * kijai/ComfyUI-CogVideoXWrapper) replaces the Linear `<module>` by a module whose buffer
+ * `<module>.<T>_qweight` is uint8 [out, in / block · block bytes]: rows of ggml blocks, exactly a
+ * GGUF tensor's rows. The one name table: the suffix of such a buffer and its block type. */
+static const struct { const char *suffix; cvx_dtype type; } QWEIGHTS[] = {
+    {".Q4_0_qweight", CVX_Q4_0},
+    {".Q8_0_qweight", CVX_Q8_0},   /* Kijai's copy of the loader reads these too */
+};
+
+typedef struct qview {
+    cvx_tensor t;            /* "<module>.weight", the block type, [out, in], the file's bytes */
+    const cvx_tensor *src;   /* the file's "<module>.<T>_qweight" */
+} qview;
+
+/* The row of QWEIGHTS whose suffix ends `name` (*stem = the length before it), or -1. */
+static int qweight_kind(const char *name, size_t *stem) {
+    size_t n = strlen(name);
+    for (size_t k = 0; k < sizeof QWEIGHTS / sizeof QWEIGHTS[0]; k++) {
+        size_t s = strlen(QWEIGHTS[k].suffix);
+        if (n > s && !strcmp(name + n - s, QWEIGHTS[k].suffix)) {
+            *stem = n - s;
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
+static int cmp_qview(const void *a, const void *b) {
+    return strcmp(((const qview *)a)->t.name, ((const qview *)b)->t.name);
+}
+
+static qview *find_qview(const cvx_weights *w, const char *name) {
+    if (!w->nqv) return NULL;
+    qview key = {.t.name = name};
+    return bsearch(&key, w->qv, (size_t)w->nqv, sizeof *w->qv, cmp_qview);
+}
+
+/* One view per qweight of the shards: U8, 2-D, rows of whole blocks, no `<module>.weight` beside
+ * it. Files of ComfyUI's "scaled fp8" kind (a scale per weight) are refused: read as plain fp8
+ * they would give wrong numbers without a word. */
+static int open_qweights(cvx_weights *w) {
+    int n = 0;
+    for (int s = 0; s < w->nshards; s++) n += cvx_st_count(w->shards[s]);
+    for (int s = 0; s < w->nshards; s++)
+        for (int i = 0; i < cvx_st_count(w->shards[s]); i++) {
+            const cvx_tensor *t = cvx_st_tensor(w->shards[s], i);
+            size_t stem;
+            if (!strcmp(t->name, "scaled_fp8") || ends_with(t->name, ".scale_weight"))
+                return cvx_error("%s: tensor '%s': scaled fp8 weights (a scale per weight, ComfyUI's *_fp8_scaled "
+                                 "files) are not supported; use a plain fp8, bf16 or GGUF file", t->file, t->name);
+            const int k = qweight_kind(t->name, &stem);
+            if (k < 0) continue;
+            const cvx_dtype q = QWEIGHTS[k].type;
+            const int64_t bb = (int64_t)cvx_dtype_block_bytes(q);
+            char got[160];
+            cvx_shape_str(t->ndim, t->shape, got, sizeof got);
+            if (t->dtype != CVX_U8 || t->ndim != 2 || t->shape[1] == 0 || t->shape[1] % bb)
+                return cvx_error("%s: tensor '%s' is %s %s, expected U8 [out_features, in_features / %d * %d]: rows of "
+                                 "%d-byte %s blocks", t->file, t->name, cvx_dtype_name(t->dtype), got,
+                                 cvx_dtype_block(q), (int)bb, (int)bb, cvx_dtype_name(q));
+            if (!w->qv) w->qv = cvx_calloc((size_t)n, sizeof *w->qv);
+            qview *v = &w->qv[w->nqv++];
+            char *name = cvx_malloc(stem + sizeof ".weight");
+            memcpy(name, t->name, stem);
+            memcpy(name + stem, ".weight", sizeof ".weight");
+            v->src = t;
+            v->t = *t;
+            v->t.name = name;
+            v->t.dtype = q;
+            v->t.shape[1] = t->shape[1] / bb * cvx_dtype_block(q);
+            v->t.numel = t->shape[0] * v->t.shape[1];
+            for (int s2 = 0; s2 < w->nshards; s2++)
+                if (cvx_st_find(w->shards[s2], name))
+                    return cvx_error("%s: holds both '%s' and '%s': one weight stored twice", t->file, name, t->name);
+        }
+    if (w->nqv) qsort(w->qv, (size_t)w->nqv, sizeof *w->qv, cmp_qview);
+    for (int i = 1; i < w->nqv; i++)
+        if (!strcmp(w->qv[i - 1].t.name, w->qv[i].t.name))
+            return cvx_error("%s: holds both '%s' and '%s': one weight stored twice", w->qv[i].src->file,
+                             w->qv[i - 1].src->name, w->qv[i].src->name);
+    return 0;
 }
 
 static int add_shard(cvx_weights *w, const char *file) {
@@ -174,6 +262,7 @@ cvx_weights *cvx_weights_open(const char *path) {
         w->path = strdup(file);
         rc = is_index ? open_index(w, file) : is_gguf_file(file) ? open_gguf(w, file) : add_shard(w, file);
     }
+    if (!rc) rc = open_qweights(w);
     if (rc) { cvx_weights_close(w); return NULL; }
     return w;
 }
@@ -184,6 +273,8 @@ void cvx_weights_close(cvx_weights *w) {
     free(w->shards);
     cvx_gguf_close(w->gguf);
     free(w->gt);
+    for (int i = 0; i < w->nqv; i++) free((char *)w->qv[i].t.name);
+    free(w->qv);
     free(w->path);
     free(w);
 }
@@ -193,24 +284,55 @@ const cvx_tensor *cvx_weights_find(const cvx_weights *w, const char *name) {
         const cvx_gguf_tensor *gt = cvx_gguf_find(w->gguf, name);
         return gt ? &w->gt[gt - cvx_gguf_tensor_at(w->gguf, 0)] : NULL;
     }
+    const qview *v = find_qview(w, name);
+    if (v) return &v->t;
+    size_t stem;
     for (int i = 0; i < w->nshards; i++) {
         const cvx_tensor *t = cvx_st_find(w->shards[i], name);
-        if (t) return t;
+        if (t) return qweight_kind(t->name, &stem) < 0 ? t : NULL;   /* a qweight is known by its view's name */
     }
     return NULL;
+}
+
+/* The shape error of a qweight view: the file's tensor, its bytes, and what the config's shape needs. */
+static void qview_shape_error(const qview *v, const int64_t *shape, int ndim) {
+    const cvx_tensor *s = v->src;
+    const cvx_dtype q = v->t.dtype;
+    const int64_t blk = cvx_dtype_block(q), bb = (int64_t)cvx_dtype_block_bytes(q);
+    char got[160], want[160];
+    cvx_shape_str(s->ndim, s->shape, got, sizeof got);
+    cvx_shape_str(ndim, shape, want, sizeof want);
+    if (ndim != 2 || shape[0] < 0 || shape[1] < 0)
+        cvx_error("%s: tensor '%s' (U8 %s) holds %s blocks of a [%lld, %lld] linear weight, expected %s (from the "
+                  "config)", s->file, s->name, got, cvx_dtype_name(q), (long long)v->t.shape[0],
+                  (long long)v->t.shape[1], want);
+    else if (shape[1] % blk)
+        cvx_error("%s: tensor '%s' (U8 %s) holds %s blocks, but the config's shape %s has %lld columns, not a "
+                  "multiple of the %lld-value %s block", s->file, s->name, got, cvx_dtype_name(q), want,
+                  (long long)shape[1], (long long)blk, cvx_dtype_name(q));
+    else
+        cvx_error("%s: tensor '%s' has shape %s U8 (%zu bytes), expected [%lld, %lld] U8 (%lld bytes): the %s blocks "
+                  "of the config's %s", s->file, s->name, got, s->nbytes, (long long)shape[0],
+                  (long long)(shape[1] / blk * bb), (long long)(shape[0] * (shape[1] / blk * bb)), cvx_dtype_name(q),
+                  want);
 }
 
 const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const int64_t *shape, int ndim) {
     const cvx_tensor *t = cvx_weights_find(w, name);
     char want[160], got[160];
     if (!t) { cvx_error("%s: tensor '%s' is missing", w->path, name); return NULL; }
-    if (!cvx_dtype_is_float(t->dtype) && !cvx_dtype_is_quant(t->dtype)) {
-        cvx_error("%s: tensor '%s' has dtype %s, expected a float type (F32, BF16, F16) or a GGUF block type",
-                  t->file, name, cvx_dtype_name(t->dtype));
+    if (!cvx_dtype_to_f32_ok(t->dtype)) {
+        cvx_error("%s: tensor '%s' has dtype %s, expected a float type (F32, BF16, F16, F8_E4M3) or a GGUF block "
+                  "type", t->file, name, cvx_dtype_name(t->dtype));
         return NULL;
     }
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++) ok = shape[i] < 0 || shape[i] == t->shape[i];
+    const qview *v = ok ? NULL : find_qview(w, name);
+    if (v) {
+        qview_shape_error(v, shape, ndim);
+        return NULL;
+    }
     if (!ok) {
         cvx_error("%s: tensor '%s' has shape %s, expected %s (from the config)", t->file, name,
                   cvx_shape_str(t->ndim, t->shape, got, sizeof got), cvx_shape_str(ndim, shape, want, sizeof want));
@@ -231,7 +353,12 @@ const cvx_tensor *cvx_weights_at(const cvx_weights *w, int i) {
     if (i < 0) return NULL;
     if (w->gguf) return i < cvx_gguf_tensor_count(w->gguf) ? &w->gt[i] : NULL;
     for (int s = 0; s < w->nshards; i -= cvx_st_count(w->shards[s]), s++)
-        if (i < cvx_st_count(w->shards[s])) return cvx_st_tensor(w->shards[s], i);
+        if (i < cvx_st_count(w->shards[s])) {
+            const cvx_tensor *t = cvx_st_tensor(w->shards[s], i);
+            for (int k = 0; k < w->nqv; k++)   /* a qweight: its view */
+                if (w->qv[k].src == t) return &w->qv[k].t;
+            return t;
+        }
     return NULL;
 }
 

@@ -16,6 +16,7 @@ static volatile size_t g_sink;
 
 static const char *const k_names[] = {
     "patch_embed.proj.weight", "patch_embed.proj.bias", "norm_final.weight", "steps", "mask", "", "missing",
+    "ff.weight", "ff.Q4_0_qweight",   /* a MinusZone qweight (shard 1) and its view's name */
 };
 
 static void cleanup(void) {
@@ -28,10 +29,11 @@ static void cleanup(void) {
 static void make_shards(void) {
     float w[2 * 3 * 4] = {0}, b[3] = {1, 2, 3}, nf[4] = {0.5f, -1, 2, 0};
     int64_t steps[2] = {999, 0};
-    unsigned char mask[5] = {1, 0, 1, 1, 0};
+    unsigned char mask[5] = {1, 0, 1, 1, 0}, blocks[2 * 36] = {0x00, 0x3c};   /* Q4_0 rows of 64 values, d = 1 */
     cvx_st_writer *s1 = cvx_stw_new();
     if (cvx_stw_add_f32(s1, "patch_embed.proj.weight", CVX_F32, 3, (int64_t[]){2, 3, 4}, w) ||
         cvx_stw_add_f32(s1, "patch_embed.proj.bias", CVX_BF16, 1, (int64_t[]){3}, b) ||
+        cvx_stw_add(s1, "ff.Q4_0_qweight", CVX_U8, 2, (int64_t[]){2, 36}, blocks) ||
         cvx_stw_metadata(s1, "format", "pt") || cvx_stw_write(s1, g_shard1))
         cvx_die_last_error();
     cvx_stw_free(s1);
@@ -72,6 +74,10 @@ static void try_open(const char *path) {
         t = cvx_weights_get(w, k_names[i], CVX_SHAPE(-1, 3, 4));
         if (t) g_sink += (size_t)t->numel;
         t = cvx_weights_get(w, k_names[i], CVX_SHAPE(-1));
+        if (t) g_sink += (size_t)t->numel;
+        t = cvx_weights_get(w, k_names[i], CVX_SHAPE(2, 64));   /* the qweight view's shape */
+        if (t) g_sink += (size_t)t->numel;
+        t = cvx_weights_get(w, k_names[i], CVX_SHAPE(2, 48));   /* not whole blocks: the view's error */
         if (t) g_sink += (size_t)t->numel;
     }
     cvx_weights_close(w);

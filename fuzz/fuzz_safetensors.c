@@ -35,7 +35,8 @@ static void walk(const cvx_safetensors *st, const unsigned char *buf, size_t siz
             g_sink ^= p[0];
             g_sink ^= p[t->nbytes - 1];
         }
-        if (cvx_dtype_is_float(t->dtype) && t->numel <= 4096) {  /* widening, unaligned data */
+        /* widening, unaligned data */
+        if ((cvx_dtype_is_float(t->dtype) || t->dtype == CVX_F8_E4M3) && t->numel <= 4096) {
             float *f = cvx_tensor_f32_dup(t);
             for (int64_t k = 0; k < t->numel; k++) g_fsink += f[k];
             free(f);

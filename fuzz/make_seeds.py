@@ -7,7 +7,7 @@ import glob, json, os, shutil, struct, sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 CORPUS = os.path.join(ROOT, "fuzz", "corpus")
-SIZES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1}
+SIZES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1, "F8_E4M3": 1}
 
 
 def st_file(tensors, meta=None, pad=True, raw_header=None):
@@ -38,8 +38,12 @@ def write(target, name, blob):
 def safetensors_seeds():
     every = [("w.f32", "F32", [2, 3]), ("b.bf16", "BF16", [3]), ("h.f16", "F16", [2, 2]),
              ("d.f64", "F64", [1]), ("steps.i64", "I64", [2]), ("ids.i32", "I32", [2]),
-             ("bytes.u8", "U8", [3]), ("mask.bool", "BOOL", [2])]
+             ("bytes.u8", "U8", [3]), ("mask.bool", "BOOL", [2]), ("w.f8", "F8_E4M3", [2, 2])]
     write("safetensors", "valid_every_dtype", st_file(every, {"format": "pt", "note": "seed"}))
+    # MinusZone's CogVideoX Q4_0 layout: ggml blocks as U8 `<module>.Q4_0_qweight`, the rest fp8
+    write("safetensors", "valid_qweights", st_file([("ff.Q4_0_qweight", "U8", [2, 36]), ("ff.bias", "F16", [2]),
+                                                    ("proj.Q8_0_qweight", "U8", [1, 34]),
+                                                    ("norm.weight", "F8_E4M3", [64])]))
     write("safetensors", "valid_scalar_and_empty",
           st_file([("scalar", "F32", []), ("empty", "BF16", [0, 4]), ("x", "F16", [1, 1, 1, 1, 1, 1, 1, 2])]))
     write("safetensors", "valid_no_tensors", st_file([], {}))

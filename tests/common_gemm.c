@@ -5,8 +5,8 @@
  *          and vs the f32 reference (what bf16 costs: ~2^-9 per operand)   rel L2 ≤ 1e-2
  *   attention bf16 vs cvx_attention_bf16_ref: one key tile (same rounding points) ≤ 1e-5;
  *          several tiles (p rounded against the running max) ≤ 3e-3; vs f32 cvx_attention_ref ≤ 2e-2.
- * Shapes are a table: odd sizes, M = 1, K not a multiple of 32, transposed operands, bf16/f16
- * storage, bias, beta (accumulate into C). */
+ * Shapes are a table: odd sizes, M = 1, K not a multiple of 32, transposed operands, bf16/f16/fp8
+ * (F8_E4M3) storage, bias, beta (accumulate into C). */
 #include "testutil.h"
 #include "gemm_fast.h"
 #include "dtype.h"
@@ -35,6 +35,8 @@ static const mm_case cases[] = {
     {19, 23, 65, 1, 0, CVX_F32, CVX_F32, 0, 1.0f},    /* A transposed */
     {19, 23, 65, 1, 1, CVX_BF16, CVX_F16, 1, 0},      /* both transposed, bf16 A, f16 B */
     {130, 17, 200, 0, 1, CVX_F32, CVX_F16, 0, 0},
+    {37, 45, 33, 0, 1, CVX_F32, CVX_F8_E4M3, 1, 0},   /* an fp8 weight (widened exactly) */
+    {19, 23, 65, 1, 1, CVX_BF16, CVX_F8_E4M3, 0, 0.5f},
     {257, 129, 96, 0, 1, CVX_F32, CVX_F32, 1, 0},
     {96, 160, 320, 0, 0, CVX_BF16, CVX_BF16, 0, 0},
     {8200, 48, 70, 0, 1, CVX_F32, CVX_BF16, 1, 0},    /* M >= 8192: B reordered to oneDNN's blocked layout */
@@ -51,6 +53,8 @@ static void *make_mat(int rows, int cols, int trans, cvx_dtype dt, cvx_mat *m) {
         float x = urand();
         if (dt == CVX_F32) ((float *)p)[i] = x;
         else if (dt == CVX_BF16) ((uint16_t *)p)[i] = cvx_f32_to_bf16(x);
+        else if (dt == CVX_F8_E4M3)   /* a finite code of magnitude 2^-3 .. 2^3 (exponent field 4..9) */
+            ((uint8_t *)p)[i] = (uint8_t)((x < 0) << 7 | (4 + (int)(fabsf(x) * 6) % 6) << 3 | (st >> 20 & 7));
         else ((uint16_t *)p)[i] = _cvtss_sh(x, 0);
     }
     *m = (cvx_mat){p, dt, ld, trans};

@@ -226,12 +226,14 @@ static void test_f8_e4m3(void **state) {
     assert_int_equal(bits(cvx_f8e4m3_to_f32(0x80)), 0x80000000u);  /* -0 */
 
     /* through safetensors: an F8_E4M3 tensor is written, read back and widened; the compute layers'
-     * loader (cvx_weights_get) refuses it with a clear error; a block type cannot be stored */
+     * loader (cvx_weights_get) takes it as a weight (widened exactly where it is used) and refuses
+     * an integer tensor with a clear error; a block type cannot be stored */
     char dir[64], path[128];
     tu_mkdtemp(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/f8.safetensors", dir);
     cvx_st_writer *w = cvx_stw_new();
     ASSERT_OK(cvx_stw_add(w, "codes", CVX_F8_E4M3, 2, (const int64_t[]){16, 16}, codes + 1));
+    ASSERT_OK(cvx_stw_add(w, "ints", CVX_I32, 1, (const int64_t[]){4}, codes + 1));
     cvx_clear_error();
     assert_int_equal(cvx_stw_add(w, "q", CVX_Q4_K, 1, (const int64_t[]){256}, codes), -1);
     assert_string_equal(cvx_last_error(), "tensor 'q': dtype Q4_K cannot be stored in safetensors");
@@ -248,9 +250,12 @@ static void test_f8_e4m3(void **state) {
     cvx_st_close(st);
     cvx_weights *ws = cvx_weights_open(path);
     ASSERT_NONNULL(ws);
+    const cvx_tensor *wt = cvx_weights_get(ws, "codes", CVX_SHAPE(16, 16));
+    ASSERT_NONNULL(wt);
+    assert_int_equal(wt->dtype, CVX_F8_E4M3);
     cvx_clear_error();
-    assert_null(cvx_weights_get(ws, "codes", CVX_SHAPE(16, 16)));
-    assert_non_null(strstr(cvx_last_error(), "has dtype F8_E4M3, expected a float type"));
+    assert_null(cvx_weights_get(ws, "ints", CVX_SHAPE(4)));
+    assert_non_null(strstr(cvx_last_error(), "has dtype I32, expected a float type (F32, BF16, F16, F8_E4M3)"));
     cvx_weights_close(ws);
     tu_rmrf(dir);
 }

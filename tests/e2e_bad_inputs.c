@@ -219,6 +219,20 @@ static void p_model_trunc_vae(const char *D, const char *X) {
     truncate_file(X, "model/vae/diffusion_pytorch_model.safetensors", 3000);
 }
 static void p_output_is_file(const char *D, const char *X) { (void)D; put(X, "afile", "x"); }
+/* {X}/mz.safetensors: the model's transformer with `<blk0>.<module>.weight` replaced by a zero
+ * U8 `.Q4_0_qweight` [rows, cols] (the MinusZone layout, docs/models.md) */
+static void mz_file(const char *X, const char *module, int64_t rows, int64_t cols) {
+    char src[1200], dst[256], drop[128], name[128];
+    snprintf(src, sizeof src, "%s/transformer/diffusion_pytorch_model.safetensors", g_good.model);
+    snprintf(dst, sizeof dst, "%s/mz.safetensors", X);
+    snprintf(drop, sizeof drop, "transformer_blocks.0.%s.weight", module);
+    snprintf(name, sizeof name, "transformer_blocks.0.%s.Q4_0_qweight", module);
+    void *zero = calloc((size_t)(rows * cols), 1);
+    tu_st_copy_edit(src, dst, drop, name, CVX_U8, 2, (const int64_t[]){rows, cols}, zero);
+    free(zero);
+}
+static void p_mz_bytes(const char *D, const char *X) { (void)D; mz_file(X, "ff.net.2", 48, 90); }   /* K 192: 108 */
+static void p_mz_k48(const char *D, const char *X) { (void)D; mz_file(X, "attn1.to_q", 48, 36); }  /* K 48 */
 
 /* a real checkpoint of this run (stopped after 1 step), optionally with its generator state
  * replaced by next = 624, left = 624 (issue 14: read past the state array) */
@@ -739,6 +753,10 @@ static const bad_case CASES[] = {
     {"s2 embeddings hash mismatch", 2, "", p_embeddings_other, {"stage1_embeddings.safetensors", "does not belong"}},
     {"s2 transformer num_layers 1e9", 2, "--model_dir {X}/model", p_transformer_layers, {"transformer/config.json", "num_layers"}},
     {"s2 transformer heads 0", 2, "--model_dir {X}/model", p_transformer_heads_zero, {"num_attention_heads", "0"}},
+    {"s2 --transformer qweight bytes", 2, "--transformer {X}/mz.safetensors", p_mz_bytes,
+     {"mz.safetensors", "ff.net.2.Q4_0_qweight' has shape [48, 90] U8 (4320 bytes)", "expected [48, 108] U8 (5184"}},
+    {"s2 --transformer qweight K 48", 2, "--transformer {X}/mz.safetensors", p_mz_k48,
+     {"to_q.Q4_0_qweight", "[48, 48] has 48 columns", "not a multiple of the 32-value Q4_0 block"}},
     {"s2 directory locked", 2, "", p_lock, {"in use by another run", "pid"}},
     {"s2 conditioning file a T2V config does not list", 2, "", p_v2v_file_in_t2v,
      {"stage1_conditioning.safetensors", "not listed", "mode \"t2v\""}},

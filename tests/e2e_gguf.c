@@ -8,7 +8,10 @@
  *     --resume with other quantized-weight settings (--int8);
  *   - stage 2 again with --int8 and with --precision bf16: the distances to the reference printed,
  *     int8's smaller than bf16's (both opt-in precisions; int8 measured 1.2e-3..3.6e-3 rel L2,
- *     bf16 9e-3 on these cases). */
+ *     bf16 9e-3 on these cases);
+ *   - a file whose blocks the MinusZone safetensors layout can hold (Q4_0, Q8_0: the CogVideoX case)
+ *     rewritten in it (`<module>.Q8_0_qweight` U8 rows, the other tensors as they are): stage 2 with
+ *     --transformer FILE.safetensors writes the same latents bit for bit, and records what it read. */
 #include "golden_harness.h"
 
 #include <dirent.h>
@@ -95,6 +98,7 @@ static void run_case(const char *name) {
     /* stage 2: [1, C, F, h, w] (CogVideoX's pipeline returns [1, F, C, h, w]: the golden's BCFHW copy) */
     const int cog = gh_tensor_opt(&c, "final_latents_BCFHW") != NULL;
     float *lat = latents_of(out, &n), *want = gh_f32(&c, NULL, cog ? "final_latents_BCFHW" : "final_latents");
+    const size_t n_lat = n;
     float *f32w = gh_f32(&c, NULL, "f32weights.final_latents");
     if (cog) {   /* f32weights.final_latents is frame-major too */
         const cvx_tensor *t = gh_tensor(&c, "f32weights.final_latents");
@@ -132,6 +136,34 @@ static void run_case(const char *name) {
     ASSERT_OK(cvx_cfg_bool(&gc, "int8_dot", &i8));
     assert_int_equal(i8, 0);
     cvx_config_free(&gc);
+
+    /* the MinusZone layout of the same bytes through --transformer (the last --transformer wins) */
+    char mzdir[200], mz[300];
+    snprintf(mzdir, sizeof mzdir, "%s/mz", out);
+    snprintf(mz, sizeof mz, "%s/transformer.safetensors", mzdir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/stage1_embeddings.safetensors %s/generation_config.json %s/", mzdir,
+             out, out, mzdir);
+    tu_run_ok(cmd);
+    if (tu_write_qweights(gh_path(&c, gh_str(gh_json(&c, "gguf.file"))), mz) == 0) {
+        char extra[400];
+        snprintf(extra, sizeof extra, "--transformer %s", mz);
+        build_cmd(&c, "stage2", prog[1], mzdir, extra, cmd, sizeof cmd);
+        tu_run_ok(cmd);
+        size_t nm;
+        float *latm = latents_of(mzdir, &nm);
+        assert_int_equal(nm, n_lat);
+        assert_memory_equal(latm, lat, n_lat * sizeof *lat);
+        free(latm);
+        snprintf(path, sizeof path, "%s/generation_config.json", mzdir);
+        ASSERT_OK(cvx_config_load(&gc, path));
+        ASSERT_OK(cvx_cfg_str(&gc, "transformer_weights", &w));
+        print_message("  the same blocks as *_qweight safetensors: the same latents bit for bit (\"%s\")\n", w);
+        assert_non_null(strstr(w, "safetensors"));
+        assert_non_null(strstr(w, gh_str(gh_json(&c, "gguf.ftype"))));
+        cvx_config_free(&gc);
+    } else {
+        print_message("  (block types the *_qweight safetensors layout cannot hold: not rewritten)\n");
+    }
 
     /* int8 dot products: stage 2 again (same embeddings) */
     snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/stage1_embeddings.safetensors %s/generation_config.json %s/", out8, out,

@@ -154,6 +154,55 @@ static inline int tu_count_substr(const char *s, const char *w) {
     return k;
 }
 
+/* Copy the safetensors file src to dst with tensor `drop` left out (NULL: none) and, when `name` is
+ * non-NULL, a tensor (name, dtype, shape, data) added: for building bad weight files. */
+static inline void tu_st_copy_edit(const char *src, const char *dst, const char *drop, const char *name,
+                                   cvx_dtype dtype, int ndim, const int64_t *shape, const void *data) {
+    cvx_safetensors *st = tu_open(src);
+    cvx_st_writer *w = cvx_stw_new();
+    for (int i = 0; i < cvx_st_count(st); i++) {
+        const cvx_tensor *t = cvx_st_tensor(st, i);
+        if (!drop || strcmp(t->name, drop)) ASSERT_OK(cvx_stw_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+    }
+    if (name) ASSERT_OK(cvx_stw_add(w, name, dtype, ndim, shape, data));
+    ASSERT_OK(cvx_stw_write(w, dst));
+    cvx_stw_free(w);
+    cvx_st_close(st);
+}
+
+/* The weights at src (any file cvx_weights_open reads, e.g. a GGUF) rewritten as one safetensors
+ * file in the layout of MinusZone's CogVideoX *_GGUF_Q4_0.safetensors, every tensor's bytes kept:
+ * a Q4_0 (Q8_0) `<m>.weight` [N, K] becomes the U8 `<m>.Q4_0_qweight` (`.Q8_0_qweight`)
+ * [N, K / 32 * bytes per block], the other tensors keep their dtype. 0, or 1 (nothing written) when
+ * src holds another block type, which that layout cannot store. */
+static inline int tu_write_qweights(const char *src, const char *dst) {
+    cvx_weights *ws = cvx_weights_open(src);
+    ASSERT_NONNULL(ws);
+    cvx_st_writer *w = cvx_stw_new();
+    int rc = 0;
+    for (int i = 0; i < cvx_weights_count(ws) && !rc; i++) {
+        const cvx_tensor *t = cvx_weights_at(ws, i);
+        if (!cvx_dtype_is_quant(t->dtype)) {
+            ASSERT_OK(cvx_stw_add(w, t->name, t->dtype, t->ndim, t->shape, t->data));
+            continue;
+        }
+        size_t len = strlen(t->name);
+        if ((t->dtype != CVX_Q4_0 && t->dtype != CVX_Q8_0) || t->ndim != 2 || len < 7 ||
+            strcmp(t->name + len - 7, ".weight")) {
+            rc = 1;
+            break;
+        }
+        char name[600];
+        snprintf(name, sizeof name, "%.*s.%s_qweight", (int)(len - 7), t->name, cvx_dtype_name(t->dtype));
+        const int64_t shape[2] = {t->shape[0], t->shape[1] / 32 * (int64_t)cvx_dtype_block_bytes(t->dtype)};
+        ASSERT_OK(cvx_stw_add(w, name, CVX_U8, 2, shape, t->data));
+    }
+    if (!rc) ASSERT_OK(cvx_stw_write(w, dst));
+    cvx_stw_free(w);
+    cvx_weights_close(ws);
+    return rc;
+}
+
 /* One good run of the three programs on the golden tiny 2b model into a fresh directory: the
  * "previous outputs" the run-directory tests start from (embeddings, generation_config.json,
  * latents, video). Paths of the programs and the absolute model directory are returned too. */
