@@ -220,7 +220,7 @@ echo
 import re, sys
 rows = [dict(x.split("=", 1) for x in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith("RESULT ")]
 k = open(sys.argv[2]).read()
-m = re.search(r"f32 FMA \(\w+\) ([\d.]+) GFLOP/s, bf16 \([^)]*\) ([\d.]+) GFLOP/s", k)
+m = re.search(r"f32 ([\d.]+) GFLOP/s \([^)]*\), bf16 ([\d.]+) GFLOP/s", k)
 peak = {"f32": float(m.group(1)), "bf16": float(m.group(2))} if m else {}
 layers, lat, day, load, threads = sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], float(sys.argv[7])
 def get(who, case, prec, tokens=None, seq=None):
@@ -241,9 +241,10 @@ def ratio(a, b):   # wall ratio (CPU-seconds ratio)
 print("Wan 2.1 side by side, %s, %s layers, load average at the end %s; peaks (bench_kernels, per CPU-s): f32 %s, bf16 %s GFLOP/s"
       % (day, layers, load, peak.get("f32", "?"), peak.get("bf16", "?")))
 print()
-print("| case | PyTorch f32 | PyTorch bf16 | sd.cpp f16+fa | ours f32 | ours bf16 | ours bf16 / PyTorch bf16 | ours bf16 / sd.cpp |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 names = {"wan13": "Wan-1.3B dims", "wan14": "Wan-14B dims"}
+if any(r["case"] in names or r["case"] in ("wanvae", "umt5") for r in rows):
+    print("| case | PyTorch f32 | PyTorch bf16 | sd.cpp f16+fa | ours f32 | ours bf16 | ours bf16 / PyTorch bf16 | ours bf16 / sd.cpp |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 toks = sorted({(r["case"], int(r["tokens"])) for r in rows if r["case"] in names and "tokens" in r})
 for c, t in toks:
     o = {p: get("ours", c, p, t) for p in ("f32", "bf16")}
@@ -268,13 +269,14 @@ if any(r["case"] == "umt5" for r in rows):
             layers, seq, s(pt["f32"]), s(pt["bf16"]), s(sd), s(o["f32"]), s(o["bf16"]), ratio(o["bf16"], pt["bf16"]), ratio(o["bf16"], sd)))
 gg = sorted({r["case"] for r in rows if r["case"].startswith("gguf_")})
 for c in gg:
-    def med(who, prec):   # the median round (wall, CPU) of who's step on this file
+    def med(who, prec):   # the best round (wall) of who's step on this file: both sides alike
         rs = sorted((r for r in rows if r["who"] == who and r["case"] == c and r["precision"] == prec),
                     key=lambda r: float(r["seconds"]))
-        return rs[len(rs) // 2] if rs else None
+        return rs[0] if rs else None
     print()
-    print("| %s, %s layers, one CFG step, %s tokens | ours (dequantized tiles, %s) | ours (int8) | sd.cpp | ours best / sd.cpp |" % (
+    print("| %s, %s layers, one CFG step, %s tokens, best of %d rounds | ours (dequantized tiles, %s) | ours (int8) | sd.cpp | ours best / sd.cpp |" % (
         c[5:], layers, next((r["tokens"] for r in rows if r["case"] == c and "tokens" in r), "?"),
+        sum(1 for r in rows if r["who"] == "ours" and r["case"] == c and r["precision"] == "bf16"),
         next((r["compute"] for r in rows if r["case"] == c and "compute" in r), "?")))
     print("| --- | --- | --- | --- | --- |")
     b = med("ours", "bf16")
@@ -286,9 +288,10 @@ for c in gg:
 print("(wall seconds, in brackets the process's CPU seconds (sd.cpp: of its sampling); ratios of wall times, in brackets of"
       " CPU seconds, > 1: ours is faster; all numbers from this one run; sd.cpp's UMT5 time is its whole text conditioning)")
 print()
-print("Ours against the peaks (wall rates; per CPU-s: the step's FLOPs / (CPU seconds / threads), what it does while it has the cores):")
-print("| case | precision | tokens | linears GFLOP/s | attention GFLOP/s | whole step | whole step per CPU-s (% of peak) | peak RSS |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+if any(r["who"] == "ours" and r["case"] in names for r in rows):
+    print("Ours against the peaks (wall rates; per CPU-s: the step's FLOPs / (CPU seconds / threads), what it does while it has the cores):")
+    print("| case | precision | tokens | linears GFLOP/s | attention GFLOP/s | whole step | whole step per CPU-s (% of peak) | peak RSS |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     if r["who"] == "ours" and r["case"] in names:
         pk = peak.get(r["precision"])
