@@ -20,8 +20,11 @@
 #                  4,680 tokens), ours (bench_quant: bf16 weights, both GGUFs on the dequantized-tile
 #                  and the int8 path; compute GGUF_PRECISION, default auto: bf16 where the CPU has
 #                  bf16 units, else f32) and stable-diffusion.cpp on the SAME two files, GGUF_ROUNDS
-#                  rounds alternated. (sd.cpp takes the widths from the block count; its build must
-#                  accept 2 blocks: ../shared/peer/sdcpp/README.md; SD_WAN2_AS_14B=1 is set for 14b.)
+#                  rounds alternated. (sd.cpp takes the widths from the block count, 30 or 40, and
+#                  aborts on any other: for these 2-block files its src/model/diffusion/wan.hpp
+#                  WanRunner test reads `num_layers == 30 || (num_layers == 2 && !getenv("SD_WAN2_AS_14B"))`
+#                  and `num_layers == 40 || (num_layers == 2 && getenv("SD_WAN2_AS_14B"))`, nothing
+#                  else changed; the script sets SD_WAN2_AS_14B=1 for wan14b.)
 # env: BUILD (build), THREADS (2), PRECISIONS ("f32 bf16"), LAYERS (2), FRAMES ("33 81"),
 #      VAE_LATENT (3,30,52), UMT5_SEQ_LEN (100), RUNS (1: steps timed per measurement; the
 #      transformer cases take minutes each), PEER_DIR (../shared/peer), REFSRC (the peer's
