@@ -73,16 +73,32 @@ static void test_qweights_in_place(void **state) {
     cvx_weights_close(gg);
 }
 
+/* The golden case with its forward inputs, and a fresh directory for a rewritten weights file. */
+typedef struct {
+    gh_case c;
+    gh_forward g;
+    char tmp[64], path[128];
+} mz_run;
+
+static void mz_run_open(mz_run *r, const char *file) {
+    gh_open(&r->c, GG);
+    gh_forward_load(&r->c, &r->g);
+    tu_mkdtemp(r->tmp, sizeof r->tmp);
+    snprintf(r->path, sizeof r->path, "%s/%s", r->tmp, file);
+}
+
+static void mz_run_close(mz_run *r) {
+    gh_forward_free(&r->g);
+    gh_close(&r->c);
+    tu_rmrf(r->tmp);
+}
+
 /* The fixture against the same values stored as F32 (qweights copied), and against the GGUF. */
 static void test_fp8_layout_forward(void **state) {
     (void)state;
-    gh_case c;
-    gh_open(&c, GG);
-    gh_forward g;
-    gh_forward_load(&c, &g);
-    char tmp[64], ref[128];
-    tu_mkdtemp(tmp, sizeof tmp);
-    snprintf(ref, sizeof ref, "%s/f32.safetensors", tmp);
+    mz_run r;
+    mz_run_open(&r, "f32.safetensors");
+    const char *ref = r.path;
     cvx_safetensors *st = tu_open(MZ);
     cvx_st_writer *w = cvx_stw_new();
     for (int i = 0; i < cvx_st_count(st); i++) {
@@ -102,13 +118,13 @@ static void test_fp8_layout_forward(void **state) {
     size_t n;
     const run_mode modes[2] = {RUN_F32, RUN_BF16};
     for (int k = 0; k < 2; k++) {
-        float *got = forward(MZ, &g, modes[k], &n), *want = forward(ref, &g, modes[k], &n);
+        float *got = forward(MZ, &r.g, modes[k], &n), *want = forward(ref, &r.g, modes[k], &n);
         const double d = cvx_rel_l2(got, want, n);
         print_message("  %s: fp8/f16 file vs its values as F32: rel L2 %.2e (%s)\n", k ? "bf16" : "f32 ", d,
                       memcmp(got, want, n * sizeof *got) ? "not bit-identical" : "bit-identical");
         assert_true(d <= 1e-6);
         if (k == 0) {
-            float *gg = gh_f32(&c, NULL, "output.Q4_0");
+            float *gg = gh_f32(&r.c, NULL, "output.Q4_0");
             const double dq = cvx_rel_l2(got, gg, n);
             print_message("  the fp8 rounding of the non-Q4_0 weights moves the output %.2e from the GGUF "
                           "model's\n", dq);
@@ -117,38 +133,30 @@ static void test_fp8_layout_forward(void **state) {
         }
         free(got), free(want);
     }
-    gh_forward_free(&g);
-    gh_close(&c);
-    tu_rmrf(tmp);
+    mz_run_close(&r);
 }
 
 /* The GGUF as qweights + its F32/F16 tensors unchanged: the GGUF's output bits in every mode. */
 static void test_same_bits_as_gguf(void **state) {
     (void)state;
-    gh_case c;
-    gh_open(&c, GG);
-    gh_forward g;
-    gh_forward_load(&c, &g);
-    char tmp[64], asis[128];
-    tu_mkdtemp(tmp, sizeof tmp);
-    snprintf(asis, sizeof asis, "%s/cogvideox-Q4_0.safetensors", tmp);
+    mz_run r;
+    mz_run_open(&r, "cogvideox-Q4_0.safetensors");
+    const char *asis = r.path;
     assert_int_equal(tu_write_qweights(GGUF, asis), 0);
     const char *names[3] = {"f32", "bf16", "int8"};
     for (int k = 0; k < 3; k++) {
         size_t n;
-        float *got = forward(asis, &g, (run_mode)k, &n), *want = forward(GGUF, &g, (run_mode)k, &n);
+        float *got = forward(asis, &r.g, (run_mode)k, &n), *want = forward(GGUF, &r.g, (run_mode)k, &n);
         assert_memory_equal(got, want, n * sizeof *got);
         print_message("  %-4s: the same %zu output values as the GGUF file, bit for bit\n", names[k], n);
         if (k == 0) {
-            float *gguf = gh_f32(&c, NULL, "output.Q4_0");
+            float *gguf = gh_f32(&r.c, NULL, "output.Q4_0");
             ASSERT_REL_L2(got, gguf, n, 1e-5);
             free(gguf);
         }
         free(got), free(want);
     }
-    gh_forward_free(&g);
-    gh_close(&c);
-    tu_rmrf(tmp);
+    mz_run_close(&r);
 }
 
 /* ------------------------------------------------------------------ bad files */
