@@ -169,6 +169,8 @@ for k, alt in enumerate(br_av[1]):
         assert str(r_op) == "MAX_REPEAT" and lo == hi == k + 1
         assert class_set(sub[0][1])[1] == cont
 assert chardata.UTF8_CLUES["utf8_continuation_strict"] and utf8_strict != cont
+# ftfy.c's utf8_detector_at rejects an ASCII start before reading the sets
+assert all(not sets[f][1] and sets[f][0][0][0] >= 0x80 for f in firsts)
 
 # Shapes hard-coded in C.
 assert fixes.A_GRAVE_WORD_RE.pattern == b"\xc3 (?! |quele|quela|quilo|s )"
@@ -258,8 +260,13 @@ typedef struct {{ uint8_t kind, optional; uint16_t set; }} ftfy_item;
 #define FTFY_MAX_ITEMS {max_items}
 /* An alternative: its items in order; `anchored` = preceded by ^ (start of the text only). */
 typedef struct {{ uint8_t anchored, n; ftfy_item item[FTFY_MAX_ITEMS]; }} ftfy_alt;
-/* An alternation, tried in order at each position (Python re: the first alternative that matches wins). */
-typedef struct {{ const ftfy_alt *alt; int n; }} ftfy_branch;
+/* Which alternatives may start at a character: sorted disjoint ranges, each with the mask of the
+ * alternatives (bit i = alternative i) whose first character can lie in it. */
+typedef struct {{ uint32_t lo, hi; uint64_t alts; }} ftfy_first;
+/* An alternation, tried in order at each position (Python re: the first alternative that matches
+ * wins), of at most 64 alternatives; `first`: the ranges above; `always`: the alternatives whose
+ * first item is \\s, \\w, \\d or '.', tried at every position. */
+typedef struct {{ const ftfy_alt *alt; int n; const ftfy_first *first; int n_first; uint64_t always; }} ftfy_branch;
 
 extern const ftfy_branch ftfy_badness_re;      /* badness.BADNESS_RE */
 extern const ftfy_branch ftfy_altered_utf8_re; /* chardata.ALTERED_UTF8_RE (bytes) */
@@ -274,7 +281,11 @@ extern const ftfy_branch ftfy_lossy_utf8_re;   /* chardata.LOSSY_UTF8_RE (bytes)
 /* chardata.CHARMAP_ENCODINGS in ftfy's order: byte -> code point (the sloppy-* codecs as ftfy
  * builds them: holes filled with the Latin-1 character, 0x1A -> U+FFFD). */
 #define FTFY_N_CODECS {len(codecs_out)}
-typedef struct {{ const char *name; uint32_t decode[256]; }} ftfy_codec;
+#define FTFY_N_ENCODE 129
+typedef struct {{ uint32_t cp, byte; }} ftfy_encode;
+/* decode: byte -> code point; encode: the inverse for bytes 0x80..0xFF and 0x1A, sorted by code
+ * point (every other byte is ASCII and encodes to itself). */
+typedef struct {{ const char *name; uint32_t decode[256]; ftfy_encode encode[FTFY_N_ENCODE]; }} ftfy_codec;
 extern const ftfy_codec ftfy_codecs[FTFY_N_CODECS];
 
 /* A code point mapped to a string (UTF-8). */
@@ -318,13 +329,64 @@ for i, (ranges, neg) in enumerate(sets):
 c.append("};\n")
 
 
+def first_index(alts):
+    """Which alternatives can start at which character: the first items of each alternative (an
+    optional item and the one after it) -> sorted disjoint ranges with the mask of alternatives
+    that may start there, and the mask of those whose first item is a category or '.' (tried
+    everywhere). Exact: an alternative outside both masks cannot match at that character."""
+    assert len(alts) <= 64
+    always = 0
+    edges = {0, 0x110000}
+    starts = []   # (ranges, bit)
+    for i, (_, items) in enumerate(alts):
+        assert any(not o for _, _, o in items), "an alternative with only optional items"
+        for k, sid, o in items:
+            if k != "SET":
+                always |= 1 << i
+            else:
+                ranges, neg = sets[sid]
+                if neg:   # the complement in [0, 0x10ffff]
+                    comp, lo = [], 0
+                    for a, b in ranges:
+                        if a > lo:
+                            comp.append((lo, a - 1))
+                        lo = b + 1
+                    if lo <= 0x10FFFF:
+                        comp.append((lo, 0x10FFFF))
+                    ranges = comp
+                starts.append((ranges, 1 << i))
+                for a, b in ranges:
+                    edges.update((a, b + 1))
+            if not o:
+                break
+    edges = sorted(edges)
+    out = []
+    for a, b in zip(edges, edges[1:]):
+        m = 0
+        for ranges, bit in starts:
+            if any(lo <= a and b - 1 <= hi for lo, hi in ranges):
+                m |= bit
+        if not m:
+            continue
+        if out and out[-1][1] == a - 1 and out[-1][2] == m:
+            out[-1][1] = b - 1
+        else:
+            out.append([a, b - 1, m])
+    return out, always
+
+
 def emit_branch(cname, name, alts, source):
     c.append(f"static const ftfy_alt {cname}_alts[] = {{")
     for anchored, items in alts:
         its = ", ".join("{%s, %d, %d}" % (KIND[k], o, s) for k, s, o in items)
         c.append("    {%d, %d, {%s}}," % (anchored, len(items), its))
     c.append("};")
-    c.append(f"const ftfy_branch {name} = {{{cname}_alts, {len(alts)}}}; /* {source} */\n")
+    first, always = first_index(alts)
+    c.append(f"static const ftfy_first {cname}_first[] = {{")
+    for k in range(0, len(first), 4):
+        c.append("    " + " ".join("{0x%x, 0x%x, 0x%xull}," % tuple(r) for r in first[k:k + 4]))
+    c.append("};")
+    c.append(f"const ftfy_branch {name} = {{{cname}_alts, {len(alts)}, {cname}_first, {len(first)}, 0x%xull}}; /* {source} */\n" % always)
 
 
 emit_branch("badness", "ftfy_badness_re", badness_alts, "badness.BADNESS_RE")
@@ -336,6 +398,11 @@ for enc, table in codecs_out:
     c.append('    {"%s", {' % enc)
     for r in range(0, 256, 16):
         c.append("        " + " ".join("0x%x," % v for v in table[r:r + 16]))
+    c.append("    }, {")
+    # the inverse for the bytes that are not plain ASCII (0x80..0xFF and 0x1A), sorted by code point
+    enc_pairs = sorted((table[b], b) for b in list(range(0x80, 0x100)) + [0x1A])
+    for r in range(0, len(enc_pairs), 8):
+        c.append("        " + " ".join("{0x%x, 0x%x}," % e for e in enc_pairs[r:r + 8]))
     c.append("    }},")
 c.append("};\n")
 

@@ -22,6 +22,9 @@
  * Every regex of ftfy is run from tables generated from ftfy's own patterns (ftfy_tables.c) by
  * a small matcher with Python re's semantics (leftmost match, first alternative that matches,
  * greedy '?', '$' before a final '\n' in the utf-8-variants patterns), and the codecs are ftfy's.
+ * At each position the matcher tries only the alternatives that can start with that character
+ * (a generated first-character index), in their order: the same matches, ~5x faster than trying
+ * all 37 of BADNESS_RE (checked on 20,000 mutated inputs against the exhaustive matcher).
  * Covered: all of the above (tests/stage1_prompt_clean.c: the golden prompts and 353 cases run
  * through the real ftfy). Not implemented: explanations and other configs (unused by Wan);
  * fix_surrogates never sees a surrogate (text decoded from UTF-8 holds none). Divergence from
@@ -44,6 +47,7 @@ static int set_has(int id, uint32_t c) {
     const ftfy_range *r = ftfy_set_ranges + s->first;
     size_t lo = 0, hi = s->count;
     int in = 0;
+    if (hi == 0 || c < r[0].lo || c > r[hi - 1].hi) return s->negate;   /* outside every range */
     while (lo < hi) {
         const size_t mid = (lo + hi) / 2;
         if (c < r[mid].lo) hi = mid;
@@ -81,9 +85,25 @@ static long alt_end(const ftfy_alt *a, int k, const uint32_t *t, size_t n, size_
     return (long)p;
 }
 
-/* The match of alternation b at t[p]: the first alternative that matches; its end or -1. */
+/* The alternatives of b that may start at character c (the generated first-character index). */
+static uint64_t branch_starts(const ftfy_branch *b, uint32_t c) {
+    const ftfy_first *f = b->first;
+    size_t lo = 0, hi = (size_t)b->n_first;
+    if (hi == 0 || c < f[0].lo || c > f[hi - 1].hi) return b->always;
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (c < f[mid].lo) hi = mid;
+        else if (c > f[mid].hi) lo = mid + 1;
+        else return f[mid].alts | b->always;
+    }
+    return b->always;
+}
+
+/* The match of alternation b at t[p] (p < n): the first alternative that matches, trying only
+ * those that can start at t[p], in order; its end or -1. */
 static long branch_at(const ftfy_branch *b, const uint32_t *t, size_t n, size_t p) {
-    for (int i = 0; i < b->n; i++) {
+    for (uint64_t m = branch_starts(b, t[p]); m; m &= m - 1) {
+        const int i = __builtin_ctzll(m);
         if (b->alt[i].anchored && p != 0) continue;
         const long e = alt_end(&b->alt[i], 0, t, n, p);
         if (e >= 0) return e;
@@ -111,6 +131,7 @@ int ftfy_is_bad(const uint32_t *t, size_t n) {
 /* UTF8_DETECTOR_RE at t[p]: (?<![STRICT])([FIRST2][CONT]|[FIRST3][CONT]{2}|[FIRST4][CONT]{3})+,
  * the repetition greedy with the first matching alternative each round; end or -1. */
 static long utf8_detector_at(const uint32_t *t, size_t n, size_t p) {
+    if (t[p] < 0x80) return -1;   /* no FIRST set holds ASCII (asserted by the generator) */
     if (p > 0 && set_has(FTFY_SET_UTF8_STRICT, t[p - 1])) return -1;
     static const int first[3] = {FTFY_SET_UTF8_FIRST2, FTFY_SET_UTF8_FIRST3, FTFY_SET_UTF8_FIRST4};
     size_t q = p;
@@ -143,15 +164,17 @@ static int codec_byte(const ftfy_codec *cd, uint32_t c, uint32_t *byte) {
         *byte = c;
         return 1;
     }
-    if (cd->decode[0x1a] == c) {
-        *byte = 0x1a;
-        return 1;
-    }
-    for (uint32_t b = 0x80; b < 0x100; b++)
-        if (cd->decode[b] == c) {
-            *byte = b;
+    const ftfy_encode *e = cd->encode;
+    size_t lo = 0, hi = FTFY_N_ENCODE;
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (c < e[mid].cp) hi = mid;
+        else if (c > e[mid].cp) lo = mid + 1;
+        else {
+            *byte = e[mid].byte;
             return 1;
         }
+    }
     return 0;
 }
 
@@ -459,6 +482,7 @@ void ftfy_unescape_html(const uint32_t *t, size_t n, pystr *out) {
 
 static const char *cp_map_find(const ftfy_cp_map *m, size_t count, uint32_t c) {
     size_t lo = 0, hi = count;
+    if (c < m[0].cp || c > m[count - 1].cp) return NULL;
     while (lo < hi) {
         const size_t mid = (lo + hi) / 2;
         if (c < m[mid].cp) hi = mid;

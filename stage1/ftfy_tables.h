@@ -19,8 +19,13 @@ typedef struct { uint8_t kind, optional; uint16_t set; } ftfy_item;
 #define FTFY_MAX_ITEMS 7
 /* An alternative: its items in order; `anchored` = preceded by ^ (start of the text only). */
 typedef struct { uint8_t anchored, n; ftfy_item item[FTFY_MAX_ITEMS]; } ftfy_alt;
-/* An alternation, tried in order at each position (Python re: the first alternative that matches wins). */
-typedef struct { const ftfy_alt *alt; int n; } ftfy_branch;
+/* Which alternatives may start at a character: sorted disjoint ranges, each with the mask of the
+ * alternatives (bit i = alternative i) whose first character can lie in it. */
+typedef struct { uint32_t lo, hi; uint64_t alts; } ftfy_first;
+/* An alternation, tried in order at each position (Python re: the first alternative that matches
+ * wins), of at most 64 alternatives; `first`: the ranges above; `always`: the alternatives whose
+ * first item is \s, \w, \d or '.', tried at every position. */
+typedef struct { const ftfy_alt *alt; int n; const ftfy_first *first; int n_first; uint64_t always; } ftfy_branch;
 
 extern const ftfy_branch ftfy_badness_re;      /* badness.BADNESS_RE */
 extern const ftfy_branch ftfy_altered_utf8_re; /* chardata.ALTERED_UTF8_RE (bytes) */
@@ -35,7 +40,11 @@ extern const ftfy_branch ftfy_lossy_utf8_re;   /* chardata.LOSSY_UTF8_RE (bytes)
 /* chardata.CHARMAP_ENCODINGS in ftfy's order: byte -> code point (the sloppy-* codecs as ftfy
  * builds them: holes filled with the Latin-1 character, 0x1A -> U+FFFD). */
 #define FTFY_N_CODECS 10
-typedef struct { const char *name; uint32_t decode[256]; } ftfy_codec;
+#define FTFY_N_ENCODE 129
+typedef struct { uint32_t cp, byte; } ftfy_encode;
+/* decode: byte -> code point; encode: the inverse for bytes 0x80..0xFF and 0x1A, sorted by code
+ * point (every other byte is ASCII and encodes to itself). */
+typedef struct { const char *name; uint32_t decode[256]; ftfy_encode encode[FTFY_N_ENCODE]; } ftfy_codec;
 extern const ftfy_codec ftfy_codecs[FTFY_N_CODECS];
 
 /* A code point mapped to a string (UTF-8). */

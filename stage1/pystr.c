@@ -20,11 +20,6 @@ void pystr_reserve(pystr *s, size_t n) {
     s->cap = cap;
 }
 
-void pystr_push(pystr *s, uint32_t c) {
-    pystr_reserve(s, s->n + 1);
-    s->c[s->n++] = c;
-}
-
 void pystr_append(pystr *s, const uint32_t *c, size_t n) {
     pystr_reserve(s, s->n + n);
     if (n == 0) return;

@@ -18,7 +18,11 @@ typedef struct {
 /* Room for n code points. Allocates even for n = 0: a string once reserved, cleared or appended
  * to never has c == NULL (so offsets from it are defined). */
 void pystr_reserve(pystr *s, size_t n);
-void pystr_push(pystr *s, uint32_t c);
+/* Append one code point (inline: the per-character path of every fixer). */
+static inline void pystr_push(pystr *s, uint32_t c) {
+    if (s->n >= s->cap) pystr_reserve(s, s->n + 1);
+    s->c[s->n++] = c;
+}
 void pystr_append(pystr *s, const uint32_t *c, size_t n);
 /* Append the code points of trusted, valid UTF-8 (the generated tables). */
 void pystr_append_utf8(pystr *s, const char *utf8);

@@ -357,7 +357,7 @@ static void lora_add(cvx_lora_target *t, int *n, const cvx_tensor *w, const cvx_
     snprintf(tensor, sizeof tensor, "%s.weight", name);
     wan_original_name(tensor, orig, sizeof orig);
     orig[strlen(orig) - 7] = 0;   /* drop ".weight" */
-    snprintf(t[*n].alias, sizeof t[*n].alias, "%s", orig);
+    snprintf(t[*n].alias, sizeof t[*n].alias, "%.*s", (int)sizeof t[*n].alias - 1, orig);
     t[*n].w = w, t[*n].b = b;
     (*n)++;
 }
