@@ -9,6 +9,7 @@
 #   FUZZ_PARALLEL=1 sh scripts/fuzz.sh             # the targets at the same time, one core each
 #   FUZZ_SECONDS=0 sh scripts/fuzz.sh              # build and replay the corpus only
 #   FUZZ_RUNS=10000000 sh scripts/fuzz.sh          # each target until 10 M executions (the long run)
+#   FUZZ_MAX_LEN=1024 ...                          # largest input libFuzzer makes (default 16384)
 #   FUZZ_TIMEOUT=600 ...                           # per-input timeout (default 10 s); a niced run
 #                                                  # on a loaded machine can stall > 10 s
 # shellcheck disable=SC2086  # word splitting of flag lists is intended
@@ -19,6 +20,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_RUNS=${FUZZ_RUNS:-}           # stop each target after this many executions instead (long runs)
 FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate prompt_clean gguf"}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-0}
+FUZZ_MAX_LEN=${FUZZ_MAX_LEN:-16384}
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}   # seconds per input; raise it for long niced runs on a busy machine
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 CLANG=${CLANG:-clang}
@@ -124,7 +126,7 @@ run_target() {
     limit="-max_total_time=$FUZZ_SECONDS"
     [ -n "$FUZZ_RUNS" ] && limit="-runs=$FUZZ_RUNS"
     "$FUZZ_BUILD/fuzz_$t" $dict $limit -timeout="$FUZZ_TIMEOUT" -rss_limit_mb=2048 \
-        -max_len=16384 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/artifacts/$t-" \
+        -max_len="$FUZZ_MAX_LEN" -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/artifacts/$t-" \
         "$FUZZ_BUILD/corpus/$t" "fuzz/corpus/$t" >"$FUZZ_BUILD/fuzz_$t.log" 2>&1
 }
 summary() {
