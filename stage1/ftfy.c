@@ -111,6 +111,25 @@ static long branch_at(const ftfy_branch *b, const uint32_t *t, size_t n, size_t 
     return -1;
 }
 
+/* The reference: every alternative in order, no index (tests/stage1_prompt_clean.c checks that
+ * the two agree). */
+static long branch_at_ref(const ftfy_branch *b, const uint32_t *t, size_t n, size_t p) {
+    for (int i = 0; i < b->n; i++) {
+        if (b->alt[i].anchored && p != 0) continue;
+        const long e = alt_end(&b->alt[i], 0, t, n, p);
+        if (e >= 0) return e;
+    }
+    return -1;
+}
+
+long ftfy_match_at(int which, const uint32_t *t, size_t n, size_t p, int reference) {
+    const ftfy_branch *b = which == FTFY_RE_BADNESS        ? &ftfy_badness_re
+                           : which == FTFY_RE_ALTERED_UTF8 ? &ftfy_altered_utf8_re
+                                                           : &ftfy_lossy_utf8_re;
+    if (p >= n) return -1;
+    return reference ? branch_at_ref(b, t, n, p) : branch_at(b, t, n, p);
+}
+
 /* re.search from `from`: the leftmost match's start in *start and its end, or -1. */
 static long branch_search(const ftfy_branch *b, const uint32_t *t, size_t n, size_t from, size_t *start) {
     for (size_t p = from; p < n; p++) {

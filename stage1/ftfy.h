@@ -15,5 +15,10 @@ int ftfy_is_bad(const uint32_t *text, size_t n);
 void ftfy_fix_encoding(const uint32_t *text, size_t n, pystr *out);
 /* ftfy.fixes.unescape_html(text), appended to out. */
 void ftfy_unescape_html(const uint32_t *text, size_t n, pystr *out);
+/* The end of regex `which`'s match at text[p] (Python's re.match at p), or -1: through the
+ * generated first-character index, or with reference = 1 by trying every alternative in order
+ * (the two must agree). */
+enum { FTFY_RE_BADNESS, FTFY_RE_ALTERED_UTF8, FTFY_RE_LOSSY_UTF8 };
+long ftfy_match_at(int which, const uint32_t *text, size_t n, size_t p, int reference);
 
 #endif

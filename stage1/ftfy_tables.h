@@ -9,8 +9,9 @@
 /* A set of code points (or bytes): sorted inclusive ranges, maybe negated. */
 typedef struct { uint32_t lo, hi; } ftfy_range;
 typedef struct { uint16_t first, count; uint8_t negate; } ftfy_set;
+#define FTFY_N_SETS 90
 extern const ftfy_range ftfy_set_ranges[];
-extern const ftfy_set ftfy_sets[];
+extern const ftfy_set ftfy_sets[FTFY_N_SETS];
 
 /* One item of a regex alternative: a set, or Python re's \s (str.isspace), \w (isalnum or '_'),
  * \d (isdecimal), '.' (anything but '\n'); `optional` = the item followed by '?' (greedy). */

@@ -3,10 +3,12 @@
  *  - tests/data/ftfy/cases.json (scripts/gen_ftfy_cases.py, the real ftfy 6.3.1): per case
  *    fix_text, fix_encoding, fixes.unescape_html, html.unescape, is_bad and prompt_clean, exactly,
  *    including raw inputs that are not UTF-8;
- *  - the Python str predicates and UTF-8 conversions at their edges. */
+ *  - the Python str predicates and UTF-8 conversions at their edges;
+ *  - the regex matcher's first-character index against its reference (every alternative tried). */
 #include "golden_harness.h"
 
 #include "stage1/ftfy.h"
+#include "stage1/ftfy_tables.h"
 #include "stage1/html_unescape.h"
 #include "stage1/prompt_clean.h"
 #include "stage1/pystr.h"
@@ -185,10 +187,86 @@ static void test_predicates(void **state) {
     pystr_free(&s);
 }
 
+/* The regex matcher's first-character index against the reference that tries every alternative,
+ * at every position of texts built from the alternatives themselves: each alternative of each
+ * pattern spelled out from its items (a random character of each set, with or without its
+ * optional item), between random neighbours, sometimes with one character replaced. */
+static uint64_t lcg(uint64_t *r) { return (*r = *r * 6364136223846793005ull + 1442695040888963407ull) >> 33; }
+
+static int in_set(const ftfy_set *s, uint32_t c) {
+    for (int r = 0; r < s->count; r++) {
+        const ftfy_range *g = &ftfy_set_ranges[s->first + r];
+        if (c >= g->lo && c <= g->hi) return !s->negate;
+    }
+    return s->negate;
+}
+
+/* A character the item matches. */
+static uint32_t item_char(const ftfy_item *it, const uint32_t *pool, size_t np, uint64_t *r) {
+    static const uint32_t space[] = {' ', '\t', '\n', 0x3000, 0x85}, word[] = {'a', 'Z', '_', '7', 0xe9, 0x4e00};
+    switch (it->kind) {
+    case FTFY_ITEM_SPACE: return space[lcg(r) % 5];
+    case FTFY_ITEM_WORD: return word[lcg(r) % 6];
+    case FTFY_ITEM_DIGIT: return '0' + (uint32_t)(lcg(r) % 10);
+    case FTFY_ITEM_ANY: return pool[lcg(r) % np] == '\n' ? 'x' : pool[lcg(r) % np];
+    default: break;
+    }
+    const ftfy_set *s = &ftfy_sets[it->set];
+    if (!s->negate) {
+        const ftfy_range *g = &ftfy_set_ranges[s->first + (int)(lcg(r) % (uint64_t)s->count)];
+        return g->lo + (uint32_t)(lcg(r) % ((uint64_t)g->hi - g->lo + 1));
+    }
+    for (;;) {
+        const uint32_t c = pool[lcg(r) % np];
+        if (in_set(s, c)) return c;
+    }
+}
+
+static void test_match_index(void **state) {
+    (void)state;
+    const ftfy_branch *br[3] = {&ftfy_badness_re, &ftfy_altered_utf8_re, &ftfy_lossy_utf8_re};
+    const int which[3] = {FTFY_RE_BADNESS, FTFY_RE_ALTERED_UTF8, FTFY_RE_LOSSY_UTF8};
+    uint32_t pool[4096];   /* the neighbours: ASCII, every set's range ends and their neighbours */
+    size_t np = 0;
+    for (uint32_t c = 0; c < 0x80; c++) pool[np++] = c;
+    for (int s = 0; s < FTFY_N_SETS; s++)
+        for (int r = 0; r < ftfy_sets[s].count && np + 4 <= sizeof pool / sizeof *pool; r++) {
+            const ftfy_range *g = &ftfy_set_ranges[ftfy_sets[s].first + r];
+            pool[np++] = g->lo, pool[np++] = g->hi, pool[np++] = g->lo - 1, pool[np++] = g->hi + 1;
+        }
+    uint64_t rng = 12345;
+    for (int b = 0; b < 3; b++)
+        for (int a = 0; a < br[b]->n; a++) {
+            const ftfy_alt *alt = &br[b]->alt[a];
+            int matched = 0;
+            for (int round = 0; round < 200; round++) {
+                uint32_t t[32];
+                size_t n = 0;
+                const size_t pre = alt->anchored ? 0 : lcg(&rng) % 3, post = lcg(&rng) % 3;
+                for (size_t i = 0; i < pre; i++) t[n++] = pool[lcg(&rng) % np];
+                const size_t at = n;
+                for (int k = 0; k < alt->n; k++)
+                    if (!alt->item[k].optional || lcg(&rng) % 2) t[n++] = item_char(&alt->item[k], pool, np, &rng);
+                if (lcg(&rng) % 3 == 0) t[at + lcg(&rng) % (n - at)] = pool[lcg(&rng) % np];   /* a near miss */
+                for (size_t i = 0; i < post; i++) t[n++] = pool[lcg(&rng) % np];
+                if (b > 0)
+                    for (size_t i = 0; i < n; i++) t[i] &= 0xff;   /* byte patterns see bytes */
+                for (size_t p = 0; p < n; p++) {
+                    const long want = ftfy_match_at(which[b], t, n, p, 1), got = ftfy_match_at(which[b], t, n, p, 0);
+                    if (got != want)
+                        fail_msg("pattern %d, alternative %d: at %zu of %zu characters the index gives %ld, the reference %ld",
+                                 b, a, p, n, got, want);
+                    matched += p == at && want >= 0;
+                }
+            }
+            if (!matched) fail_msg("pattern %d alternative %d: no text built for it matched", b, a);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_prompts), cmocka_unit_test(test_ftfy_cases), cmocka_unit_test(test_whitespace),
-        cmocka_unit_test(test_bytes), cmocka_unit_test(test_predicates),
+        cmocka_unit_test(test_bytes), cmocka_unit_test(test_predicates), cmocka_unit_test(test_match_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
