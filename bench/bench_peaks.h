@@ -120,6 +120,25 @@ __attribute__((target("avx2,avxvnni"))) static double bench_peak_dpbusd256(long 
     return ops;
 }
 
+/* AVX2 without VNNI: vpmaddubsw ymm, 32 u8·s8 products added in pairs into int16: 64 ops. An upper
+ * bound for int8 dot products there (the int16 sums still have to be widened). */
+__attribute__((target("avx2"))) static double bench_peak_maddubs256(long iters) {
+    double ops = 0;
+#pragma omp parallel reduction(+ : ops)
+    {
+        double t0 = bench_thread_cpu_s();
+        __m256i c[12], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+        for (int i = 0; i < 12; i++) c[i] = _mm256_set1_epi16((short)i);
+        for (long it = 0; it < iters; it++)
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) c[i] = _mm256_add_epi16(c[i], _mm256_maddubs_epi16(a, b));
+        int t[8], sink = 0;
+        for (int i = 0; i < 12; i++) { _mm256_storeu_si256((__m256i *)t, c[i]); sink += t[0]; }
+        ops = (12.0 * 64 * iters + (sink == 12345)) / (bench_thread_cpu_s() - t0);
+    }
+    return ops;
+}
+
 /* The best of `reps` runs of a peak loop, in G(FL)OP/s. */
 static inline double bench_best_rate(double (*f)(long), long iters, int reps) {
     double best = 0;
@@ -131,7 +150,7 @@ static inline double bench_best_rate(double (*f)(long), long iters, int reps) {
 }
 
 typedef struct {
-    double f32, bf16, int8;          /* GFLOP/s (int8: GOP/s); bf16 = f32 without bf16 units, int8 0 without VNNI */
+    double f32, bf16, int8;          /* GFLOP/s (int8: GOP/s); bf16 = f32 without bf16 units, int8 0 without VNNI or AVX2 */
     const char *f32_how, *bf16_how, *int8_how;
 } bench_peaks;
 
@@ -147,6 +166,9 @@ static inline void bench_measure_peaks(bench_peaks *p, const cvx_cpu_features *c
     } else if (cpu->avx_vnni) {
         p->int8 = bench_best_rate(bench_peak_dpbusd256, 2000000, reps);
         p->int8_how = "vpdpbusd ymm (AVX-VNNI)";
+    } else if (cpu->avx2) {
+        p->int8 = bench_best_rate(bench_peak_maddubs256, 2000000, reps);
+        p->int8_how = "vpmaddubsw ymm (into int16: an upper bound)";
     } else {
         p->int8 = 0;
         p->int8_how = "none";

@@ -1,6 +1,6 @@
 /* Quantized weights (GGUF block types) against bf16 at the real widths:
- *  1. peaks per CPU-second: int8 vpdpbusd (zmm), bf16 vdpbf16ps, f32 FMA (tight register loops,
- *     every thread);
+ *  1. peaks per CPU-second (bench_peaks.h): f32 FMA, bf16 vdpbf16ps, int8 vpdpbusd (or AVX2's
+ *     vpmaddubsw), tight register loops on every thread;
  *  2. the linears of CogVideoX-5b, Wan-1.3B and Wan-14B (M = the tokens of one transformer call):
  *     bf16 weights in bf16 mode (oneDNN, read in place: the baseline), Q8_0 and Q4_K weights through
  *     the dequantized-tile path (bf16 GEMM) and through the int8 path; GFLOP/s per CPU-second and
@@ -11,12 +11,13 @@
  * Rates per CPU-second (flop / (process CPU s / threads)) are what the kernels do on idle cores;
  * the machine is shared, so wall times are printed too. Run with OMP_WAIT_POLICY=PASSIVE.
  *   bench_quant [--threads N] [--reps R] [--part peaks|linears|models|all] [--models cog5b,wan1.3b,wan14b]
- *               [--frames F] [--height H] [--width W] [--rounds R] [--precision bf16|f32|auto (models; bf16)]
+ *               [--frames F] [--height H] [--width W] [--rounds R] [--precision bf16|f32|auto (default bf16)]
  *   bench_quant --write_model cog5b|wan1.3b|wan14b DIR: only write that random 2-layer bf16 checkpoint
  *               (config.json + safetensors) into DIR (for stage2 --quantize and peak-RSS runs).
  *   --dir DIR (with one model): make the checkpoint and its q8_0.gguf / q4_k_m.gguf in DIR and keep
  *               them, or reuse them when DIR has them (stable-diffusion.cpp runs the same files in
  *               bench/side_by_side_wan.sh, case wangguf). */
+#include "bench_peaks.h"
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"
@@ -41,67 +42,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-static double thread_cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float urand(void) {
     rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
     return (float)((rng * 0x2545F4914F6CDD1Dull) >> 40) / (float)(1 << 23) - 1.0f;
-}
-
-/* ------------------------------------------------------------------ 1. peaks */
-
-__attribute__((target("avx512f,avx512vnni"))) static double peak_vnni(long iters) {
-    double ops = 0;
-#pragma omp parallel reduction(+ : ops)
-    {
-        double t0 = thread_cpu_s();
-        __m512i c[12], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-        for (int i = 0; i < 12; i++) c[i] = _mm512_set1_epi32(i);
-        for (long it = 0; it < iters; it++)
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) c[i] = _mm512_dpbusd_epi32(c[i], a, b);
-        int sink = 0;
-        for (int i = 0; i < 12; i++) sink += _mm512_reduce_add_epi32(c[i]);
-        ops = (12.0 * 64 * 2 * iters + (sink == 12345)) / (thread_cpu_s() - t0);   /* 64 MACs = 128 ops */
-    }
-    return ops;
-}
-
-__attribute__((target("avx512f,avx512bf16"))) static double peak_dpbf16(long iters) {
-    double flop = 0;
-#pragma omp parallel reduction(+ : flop)
-    {
-        double t0 = thread_cpu_s();
-        __m512 c[12];
-        __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3f7f);
-        for (int i = 0; i < 12; i++) c[i] = _mm512_set1_ps((float)i);
-        for (long it = 0; it < iters; it++)
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) c[i] = _mm512_dpbf16_ps(c[i], a, b);
-        float sink = 0;
-        for (int i = 0; i < 12; i++) sink += _mm512_reduce_add_ps(c[i]);
-        flop = (12.0 * 32 * 2 * iters + (sink == 12345.f)) / (thread_cpu_s() - t0);
-    }
-    return flop;
-}
-
-static double best_of(double (*fn)(long), long iters, int reps) {
-    double best = 0;
-    for (int r = 0; r < reps; r++) {
-        double v = fn(iters);
-        best = v > best ? v : best;
-    }
-    return best / 1e9;
 }
 
 /* ------------------------------------------------------------------ 2. linears */
@@ -129,17 +73,17 @@ static void time_linear(cvx_ctx *ctx, const float *x, int M, int K, const cvx_te
     cvx_linear(ctx, x, M, K, W, NULL, y);   /* warm-up: primitives, scratch */
     double best_c = 1e30, best_w = 1e30;
     for (int r = 0; r < reps; r++) {
-        double c0 = cpu_s(), w0 = cvx_time();
+        double c0 = bench_cpu_s(), w0 = cvx_time();
         cvx_linear(ctx, x, M, K, W, NULL, y);
-        double c = (cpu_s() - c0) / ctx->threads, w = cvx_time() - w0;
+        double c = (bench_cpu_s() - c0) / ctx->threads, w = cvx_time() - w0;
         best_c = c < best_c ? c : best_c, best_w = w < best_w ? w : best_w;
     }
     const double flop = 2.0 * M * (double)W->shape[0] * K;
     *per_cpu = flop / best_c / 1e9, *per_wall = flop / best_w / 1e9;
 }
 
-static void bench_linears(int threads, int reps, double pk_int8, double pk_bf16, const char *models, int tokens_wan,
-                          int tokens_cog) {
+static void bench_linears(int threads, int reps, const bench_peaks *pk, const char *models, int tokens_wan,
+                          int tokens_cog, cvx_precision prec, const char *int8_kernel) {
     const shape shapes[] = {
         {"cog5b", "attn q/k/v/o", tokens_cog, 3072, 3072}, {"cog5b", "ff.net.0", tokens_cog, 12288, 3072},
         {"cog5b", "ff.net.2", tokens_cog, 3072, 12288},   {"wan1.3b", "attn q/k/v/o", tokens_wan, 1536, 1536},
@@ -148,7 +92,7 @@ static void bench_linears(int threads, int reps, double pk_int8, double pk_bf16,
         {"wan14b", "ffn.2", tokens_wan, 5120, 13824},
     };
     cvx_ctx *ctx = cvx_ctx_new(threads);
-    printf("\nlinears: GFLOP/s per CPU-s (per wall s), %% of the int8 peak; M = tokens of one call\n");
+    printf("\nlinears: GFLOP/s per CPU-s (per wall s), %% of the peak of the units each runs on; M = tokens of one call\n");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         if (!strstr(models, sh->model)) continue;
@@ -162,19 +106,26 @@ static void bench_linears(int threads, int reps, double pk_int8, double pk_bf16,
                          .numel = (int64_t)sh->N * sh->K, .data = wb, .nbytes = 2ull * sh->N * sh->K};
         cvx_tensor q8 = make_quant(CVX_Q8_0, sh->N, sh->K, w), q4 = make_quant(CVX_Q4_K, sh->N, sh->K, w);
         printf("%-8s %-13s M %5d N %5d K %5d\n", sh->model, sh->name, sh->M, sh->N, sh->K);
+        char lab[5][64];
+        const char *pn = cvx_precision_name(prec);
+        snprintf(lab[0], sizeof lab[0], "bf16 weights, %s", pn);
+        snprintf(lab[1], sizeof lab[1], "Q8_0 dequant tiles, %s", pn);
+        snprintf(lab[2], sizeof lab[2], "Q8_0 int8 (%s)", int8_kernel);
+        snprintf(lab[3], sizeof lab[3], "Q4_K dequant tiles, %s", pn);
+        snprintf(lab[4], sizeof lab[4], "Q4_K int8 (%s)", int8_kernel);
         struct { const char *label; const cvx_tensor *t; int int8; } v[] = {
-            {"bf16 weights (oneDNN bf16)", &tb, 0}, {"Q8_0 dequant tiles, bf16", &q8, 0},
-            {"Q8_0 int8 (VNNI)", &q8, 1},          {"Q4_K dequant tiles, bf16", &q4, 0},
-            {"Q4_K int8 (VNNI)", &q4, 1}};
+            {lab[0], &tb, 0}, {lab[1], &q8, 0}, {lab[2], &q8, 1}, {lab[3], &q4, 0}, {lab[4], &q4, 1}};
         double base = 0;
-        if (cvx_ctx_set_precision(ctx, CVX_PRECISION_BF16)) cvx_die_last_error();
+        if (cvx_ctx_set_precision(ctx, prec)) cvx_die_last_error();
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             cvx_ctx_set_int8(ctx, v[k].int8);
             double pc, pw;
             time_linear(ctx, x, sh->M, sh->K, v[k].t, y, reps, &pc, &pw);
             if (!k) base = pc;
-            printf("  %-28s %7.1f (%6.1f) GFLOP/s  %5.1f%% of int8 peak  %5.1f%% of bf16 peak  %.2fx bf16\n",
-                   v[k].label, pc, pw, 100 * pc / pk_int8, 100 * pc / pk_bf16, pc / base);
+            const double peak = v[k].int8 ? pk->int8 : prec == CVX_PRECISION_BF16 ? pk->bf16 : pk->f32;
+            printf("  %-28s %7.1f (%6.1f) GFLOP/s  %5.1f%% of the %s peak  %.2fx bf16 weights\n", v[k].label, pc, pw,
+                   peak > 0 ? 100 * pc / peak : 0.0, v[k].int8 ? "int8" : prec == CVX_PRECISION_BF16 ? "bf16" : "f32",
+                   pc / base);
         }
         cvx_ctx_set_int8(ctx, 0);
         free(w), free(x), free(y), free(wb), free((void *)q8.data), free((void *)q4.data);
@@ -327,7 +278,7 @@ typedef struct {
     double out_rel;   /* rel L2 of the output vs the bf16-weights variant */
 } variant;
 
-static void bench_model(const char *key, int threads, int rounds, int frames, int height, int width, double pk_int8,
+static void bench_model(const char *key, int threads, int rounds, int frames, int height, int width,
                         const char *keep_dir, cvx_precision prec) {
     char dir[1024] = "/tmp/cvx_bench_quant_XXXXXX", probe[1100];
     if (keep_dir) snprintf(dir, sizeof dir, "%s", keep_dir);
@@ -391,7 +342,7 @@ static void bench_model(const char *key, int threads, int rounds, int frames, in
     for (int r = -1; r < rounds; r++)   /* round -1: warm-up (primitives, scratch, page cache) */
         for (int k = 0; k < 5; k++) {
             cvx_ctx_set_int8(ctx, v[k].int8);
-            const double f0 = ctx->flops, c0 = cpu_s(), w0 = cvx_time();
+            const double f0 = ctx->flops, c0 = bench_cpu_s(), w0 = cvx_time();
             int rc = 0;
             if (is_cog) rc = cogvideox_forward(v[k].cog, x, B, lf, h, w, text, L, ti, cs, sn, out);
             else
@@ -403,7 +354,7 @@ static void bench_model(const char *key, int threads, int rounds, int frames, in
                 v[k].out_rel = cvx_rel_l2(out, ref, nx);
                 continue;
             }
-            v[k].wall[r] = cvx_time() - w0, v[k].cpu[r] = (cpu_s() - c0) / threads, v[k].flop = ctx->flops - f0;
+            v[k].wall[r] = cvx_time() - w0, v[k].cpu[r] = (bench_cpu_s() - c0) / threads, v[k].flop = ctx->flops - f0;
         }
     cvx_ctx_set_int8(ctx, 0);
     printf("  %-27s %9s %9s %11s %9s  %s\n", "variant", "step wall", "step CPU", "GFLOP/CPU-s", "vs bf16",
@@ -422,7 +373,6 @@ static void bench_model(const char *key, int threads, int rounds, int frames, in
         printf("RESULT who=ours case=gguf_%s precision=%s compute=%s seconds=%.4f cpu_s=%.2f tokens=%d\n", key, tags[k],
                cvx_precision_name(prec), v[k].wall[rounds / 2], v[k].cpu[rounds / 2] * threads,
                B * ((frames - 1) / 4 + 1) * (height / 16) * (width / 16));
-    (void)pk_int8;
     for (int k = 0; k < 3; k++) is_cog ? cogvideox_free(models[k]) : wan_free(models[k]);
     cvx_ctx_free(ctx);
     free(x), free(text), free(ref), free(out), free(cs), free(sn);
@@ -430,10 +380,10 @@ static void bench_model(const char *key, int threads, int rounds, int frames, in
 }
 
 static void bench_models(int threads, int rounds, const char *models, int frames, int height, int width,
-                         double pk_int8, const char *keep_dir, cvx_precision prec) {
+                         const char *keep_dir, cvx_precision prec) {
     static const char *const keys[] = {"cog5b", "wan1.3b", "wan14b"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (strstr(models, keys[i])) bench_model(keys[i], threads, rounds > 16 ? 16 : rounds, frames, height, width, pk_int8, keep_dir, prec);
+        if (strstr(models, keys[i])) bench_model(keys[i], threads, rounds > 16 ? 16 : rounds, frames, height, width, keep_dir, prec);
 }
 
 int main(int argc, char **argv) {
@@ -474,17 +424,17 @@ int main(int argc, char **argv) {
     char buf[160];
     printf("cpu: %s; %d threads; int8 kernel %s\n", cvx_cpu_describe(&cpu, buf, sizeof buf), threads,
            cvx_q8_kernel_name(&cpu, CVX_Q8K_AUTO));
-    double pk_int8 = cpu.avx512_vnni ? best_of(peak_vnni, 2000000, 4) : 0,
-           pk_bf16 = cpu.avx512_bf16 ? best_of(peak_dpbf16, 2000000, 4) : 0;
-    printf("peaks per CPU-s: int8 vpdpbusd %.0f GOP/s, bf16 vdpbf16ps %.0f GFLOP/s (%.2fx)\n", pk_int8, pk_bf16,
-           pk_int8 / (pk_bf16 > 0 ? pk_bf16 : 1));
+    bench_peaks pk;
+    bench_measure_peaks(&pk, &cpu, 4);
+    printf("peaks per CPU-s: f32 %.0f GFLOP/s (%s), bf16 %.0f GFLOP/s (%s), int8 %.0f GOP/s (%s)\n", pk.f32,
+           pk.f32_how, pk.bf16, pk.bf16_how, pk.int8, pk.int8_how);
     /* tokens of one transformer call: Wan batch 1 (F' × h/16 × w/16), CogVideoX batch 2 × (226 + tokens) */
     const int lf = (frames - 1) / 4 + 1, tok = lf * (height / 16) * (width / 16);
     if (!strcmp(part, "linears") || !strcmp(part, "all"))
-        bench_linears(threads, reps, pk_int8 > 0 ? pk_int8 : 1, pk_bf16 > 0 ? pk_bf16 : 1, models, tok,
-                      2 * (226 + lf * (height / 16) * (720 / 16)));
+        bench_linears(threads, reps, &pk, models, tok,
+                      2 * (226 + lf * (height / 16) * (720 / 16)), prec, cvx_q8_kernel_name(&cpu, CVX_Q8K_AUTO));
     if (!strcmp(part, "models") || !strcmp(part, "all"))
-        bench_models(threads, rounds, models, frames, height, width, pk_int8 > 0 ? pk_int8 : 1, keep_dir, prec);
+        bench_models(threads, rounds, models, frames, height, width, keep_dir, prec);
     printf("peak RSS %.2f GB\n", cvx_peak_rss_bytes() / 1e9);
     return 0;
 }

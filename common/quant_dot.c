@@ -282,6 +282,7 @@ typedef struct {
     size_t panel_bytes;   /* K·16 code bytes + NG·32 floats, rounded up to 64 */
     int offset;           /* symmetric types (m = -offset·s: Q8_0, Q4_0, Q5_0, Q3_K, Q6_K): the code offset; 0: W has mins */
     int per256;           /* the activations have one scale per 256 (q8_K: the K types) */
+    int max_code;         /* the largest unsigned code u of the type */
 } q8_geom;
 
 /* The code offset of a symmetric type (its W = s·(u - offset)), 0 for types with mins. */
@@ -296,8 +297,20 @@ static int sym_offset(cvx_dtype t) {
     }
 }
 
+/* The largest code cvx_q8_unpack_row gives the type. */
+static int max_code(cvx_dtype t) {
+    switch (t) {
+    case CVX_Q2_K: return 3;
+    case CVX_Q3_K: return 7;
+    case CVX_Q4_0: case CVX_Q4_1: case CVX_Q4_K: return 15;
+    case CVX_Q5_0: case CVX_Q5_1: case CVX_Q5_K: return 31;
+    case CVX_Q6_K: return 63;
+    default: return 255;
+    }
+}
+
 static q8_geom geom_of(cvx_dtype t, int K) {
-    q8_geom g = {K, cvx_q8_group(t), K / cvx_q8_group(t), 0, sym_offset(t), is_k_type(t)};
+    q8_geom g = {K, cvx_q8_group(t), K / cvx_q8_group(t), 0, sym_offset(t), is_k_type(t), max_code(t)};
     g.panel_bytes = ((size_t)K * PANEL + (size_t)g.NG * 2 * PANEL * sizeof(float) + 63) & ~(size_t)63;
     return g;
 }
@@ -320,12 +333,10 @@ static void pack_tile(const cvx_tensor *W, const q8_geom *g, int n0, int np, uin
     }
 }
 
-/* The quantized activations of all rows. xe (AVX2 kernel only): per row and 4 k, the codes as
- * 16-bit pairs (q0, q2) and (q1, q3) for vpmaddwd. */
+/* The quantized activations of all rows. */
 typedef struct {
     int8_t *q;      /* [M][K] */
     float *d, *ds;  /* [M][NG] */
-    int32_t *xe;    /* [M][K/4][2] or NULL */
     int32_t *nsum;  /* [M][NG] -offset·Σ codes of the sub-block (symmetric types: the int32 accumulators' start) */
     float *qsum;    /* [M][NG] Σ codes of the sub-block */
 } q8_act;
@@ -362,56 +373,99 @@ static void kernel_scalar(int rm, int rn, const q8_act *a, int r0, const q8_geom
 #define AVX2_FN __attribute__((target("avx2,fma")))
 #define VNNI_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
 
-/* AVX2: vpmaddwd on the codes split into 16-bit even/odd bytes (no saturation), 2 rows × 1 panel. */
-static inline __attribute__((always_inline)) AVX2_FN void avx2_body(const int RM, const q8_act *a, int r0,
+/* AVX2 (no VNNI): per 4 k a 32-byte vector holds 8 rows' 4 codes; vpmaddubsw multiplies the
+ * unsigned codes by 4 activation bytes (broadcast) and adds pairs into int16, vpmaddwd by ones adds
+ * those into the int32 sums. An int16 pair sum cannot saturate for codes < 128 (2·127·127 < 32768),
+ * and S16 of them fit one int16 lane before it is widened (by the type's largest code: 4-bit codes
+ * 8, 5-bit 4, Q6_K's 6-bit 2; at most a sub-block). Q8_0's codes reach 255: it multiplies |w|
+ * (w = u - 128) by sign(x, w) (ggml's trick: |w| ≤ 128, |x| ≤ 127) and adds 128·Σx back. Every
+ * kernel's int32 sums are Σ u·x over the sub-block, exactly; the float epilogue is the old AVX2
+ * kernel's, so the results are bit for bit its. 2 rows × 1 panel; C is updated per sub-block (the
+ * float sums stay out of the registers the integer loop needs). */
+static inline __attribute__((always_inline)) AVX2_FN void avx2_body(const int RM, const int G, const int S16,
+                                                                     const int SIGNED, const q8_act *a, int r0,
                                                                      const q8_geom *g, const uint8_t *codes, int g0,
                                                                      int g1, float *C, int ldc) {
     const float *sc = (const float *)(codes + (size_t)g->K * PANEL);
-    __m256 f[2][2];
-    for (int r = 0; r < RM; r++) f[r][0] = _mm256_loadu_ps(C + (size_t)r * ldc), f[r][1] = _mm256_loadu_ps(C + (size_t)r * ldc + 8);
-    const __m256i lo_mask = _mm256_set1_epi32(0x00ff00ff);
+    const size_t K = (size_t)g->K;
+    const int8_t *xr = a->q + (size_t)r0 * K;
+    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8((char)0x80);
     for (int gg = g0; gg < g1; gg++) {
+        const uint8_t *w0 = codes + (size_t)gg * G * PANEL;
+        const int8_t *x0 = xr + (size_t)gg * G;
         __m256i acc[2][2];
-        for (int r = 0; r < RM; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-        for (int k4 = gg * g->G / 4; k4 < (gg + 1) * g->G / 4; k4++) {
-            const __m256i w0 = _mm256_loadu_si256((const __m256i *)(codes + (size_t)k4 * 64));
-            const __m256i w1 = _mm256_loadu_si256((const __m256i *)(codes + (size_t)k4 * 64 + 32));
-            const __m256i w0l = _mm256_and_si256(w0, lo_mask), w0h = _mm256_srli_epi16(w0, 8);
-            const __m256i w1l = _mm256_and_si256(w1, lo_mask), w1h = _mm256_srli_epi16(w1, 8);
-#pragma GCC unroll 2
-            for (int r = 0; r < RM; r++) {
-                const int32_t *xe = a->xe + ((size_t)(r0 + r) * (g->K / 4) + k4) * 2;
-                const __m256i xev = _mm256_set1_epi32(xe[0]), xov = _mm256_set1_epi32(xe[1]);
-                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_add_epi32(_mm256_madd_epi16(w0l, xev),
-                                                                         _mm256_madd_epi16(w0h, xov)));
-                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_add_epi32(_mm256_madd_epi16(w1l, xev),
-                                                                         _mm256_madd_epi16(w1h, xov)));
+#pragma GCC unroll 8
+        for (int s = 0; s < G / 4; s += S16) {
+            __m256i p[2][2];
+#pragma GCC unroll 8
+            for (int t = 0; t < S16; t++) {
+                __m256i w[2] = {_mm256_loadu_si256((const __m256i *)(w0 + (size_t)(s + t) * 64)),
+                                _mm256_loadu_si256((const __m256i *)(w0 + (size_t)(s + t) * 64 + 32))}, u[2];
+                for (int c = 0; c < 2; c++) {
+                    if (SIGNED) w[c] = _mm256_xor_si256(w[c], flip);   /* u - 128 as int8 */
+                    u[c] = SIGNED ? _mm256_abs_epi8(w[c]) : w[c];
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < RM; r++) {
+                    int32_t x4;
+                    memcpy(&x4, x0 + (size_t)r * K + 4 * (s + t), 4);
+                    const __m256i xb = _mm256_set1_epi32(x4);
+                    for (int c = 0; c < 2; c++) {
+                        const __m256i m = _mm256_maddubs_epi16(u[c], SIGNED ? _mm256_sign_epi8(xb, w[c]) : xb);
+                        p[r][c] = t ? _mm256_add_epi16(p[r][c], m) : m;
+                    }
+                }
             }
+            for (int r = 0; r < RM; r++)
+                for (int c = 0; c < 2; c++) {
+                    const __m256i m = _mm256_madd_epi16(p[r][c], ones);
+                    acc[r][c] = s ? _mm256_add_epi32(acc[r][c], m) : m;
+                }
         }
         const __m256 s0 = _mm256_loadu_ps(sc + gg * 2 * PANEL), s1 = _mm256_loadu_ps(sc + gg * 2 * PANEL + 8);
         const __m256 m0 = _mm256_loadu_ps(sc + gg * 2 * PANEL + 16), m1 = _mm256_loadu_ps(sc + gg * 2 * PANEL + 24);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int r = 0; r < RM; r++) {
-            const __m256 d = _mm256_set1_ps(a->d[(size_t)(r0 + r) * g->NG + gg]);
-            const __m256 ds = _mm256_set1_ps(a->ds[(size_t)(r0 + r) * g->NG + gg]);
-            f[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(s0, d), f[r][0]);
-            f[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(s1, d), f[r][1]);
-            f[r][0] = _mm256_fmadd_ps(m0, ds, f[r][0]);
-            f[r][1] = _mm256_fmadd_ps(m1, ds, f[r][1]);
+            const size_t i = (size_t)(r0 + r) * g->NG + gg;
+            if (SIGNED) {   /* Σ u·x = Σ w·x + 128·Σx (qsum: Σx, an exact integer) */
+                const __m256i n = _mm256_set1_epi32(128 * (int32_t)a->qsum[i]);
+                acc[r][0] = _mm256_add_epi32(acc[r][0], n), acc[r][1] = _mm256_add_epi32(acc[r][1], n);
+            }
+            const __m256 d = _mm256_set1_ps(a->d[i]), ds = _mm256_set1_ps(a->ds[i]);
+            float *Cr = C + (size_t)r * ldc;
+            __m256 f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(s0, d), _mm256_loadu_ps(Cr));
+            __m256 f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(s1, d), _mm256_loadu_ps(Cr + 8));
+            _mm256_storeu_ps(Cr, _mm256_fmadd_ps(m0, ds, f0));
+            _mm256_storeu_ps(Cr + 8, _mm256_fmadd_ps(m1, ds, f1));
         }
     }
-    for (int r = 0; r < RM; r++) _mm256_storeu_ps(C + (size_t)r * ldc, f[r][0]), _mm256_storeu_ps(C + (size_t)r * ldc + 8, f[r][1]);
 }
+
+/* The variants: sub-block G, and {S16, SIGNED} by the largest code of the type. */
+#define AVX2_VARIANT(NAME, G, S16, SIGNED)                                                                        \
+    static AVX2_FN void avx2_##NAME(int rm, const q8_act *a, int r0, const q8_geom *g, const uint8_t *codes,     \
+                                    int g0, int g1, float *C, int ldc) {                                         \
+        if (rm == 2) avx2_body(2, G, S16, SIGNED, a, r0, g, codes, g0, g1, C, ldc);                             \
+        else avx2_body(1, G, S16, SIGNED, a, r0, g, codes, g0, g1, C, ldc);                                     \
+    }
+AVX2_VARIANT(g32_signed, 32, 1, 1)
+AVX2_VARIANT(g32_s4, 32, 4, 0)
+AVX2_VARIANT(g32_s8, 32, 8, 0)
+AVX2_VARIANT(g16_signed, 16, 1, 1)
+AVX2_VARIANT(g16_s2, 16, 2, 0)
+AVX2_VARIANT(g16_s4, 16, 4, 0)
 
 static AVX2_FN void kernel_avx2(int rm, int rn, const q8_act *a, int r0, const q8_geom *g, const uint8_t *panel,
                                 int g0, int g1, float *C, int ldc) {
+    typedef void (*fn)(int, const q8_act *, int, const q8_geom *, const uint8_t *, int, int, float *, int);
+    /* an int16 lane holds 32767 / (2·127·largest code) pair sums: 4-bit codes 8, 5-bit 4, 6-bit 2 */
+    const int top = g->max_code, fit = top < 128 ? 32767 / (2 * 127 * (top > 0 ? top : 1)) : 0;
+    const fn body = g->G == 32 ? (fit >= 8 ? avx2_g32_s8 : fit >= 4 ? avx2_g32_s4 : avx2_g32_signed)
+                               : (fit >= 4 ? avx2_g16_s4 : fit >= 2 ? avx2_g16_s2 : avx2_g16_signed);
     for (int c = 0; c < rn; c++)
-        for (int r = 0; r < rm; r += 2) {
-            const uint8_t *codes = panel + (size_t)c * g->panel_bytes;
-            float *Cr = C + (size_t)r * ldc + c * PANEL;
-            if (r + 1 < rm) avx2_body(2, a, r0 + r, g, codes, g0, g1, Cr, ldc);
-            else avx2_body(1, a, r0 + r, g, codes, g0, g1, Cr, ldc);
-        }
+        for (int r = 0; r < rm; r += 2)
+            body(r + 1 < rm ? 2 : 1, a, r0 + r, g, panel + (size_t)c * g->panel_bytes, g0, g1,
+                 C + (size_t)r * ldc + c * PANEL, ldc);
 }
 
 /* AVX512-VNNI: RM rows × RN panels, int32 accumulators per sub-block of G (a constant: the loop
@@ -549,8 +603,8 @@ static size_t per_thread_bytes(const q8_geom *g) {
 
 size_t cvx_q8_scratch_bytes(cvx_dtype t, int M, int K, int threads) {
     const q8_geom g = geom_of(t, K);
-    const size_t act = (size_t)M * K + 4 * sizeof(float) * (size_t)M * g.NG + 2 * sizeof(int32_t) * (size_t)M * (K / 4);
-    return act + 64 * 7 + (size_t)threads * per_thread_bytes(&g);
+    const size_t act = (size_t)M * K + 4 * sizeof(float) * (size_t)M * g.NG;
+    return act + 64 * 6 + (size_t)threads * per_thread_bytes(&g);
 }
 
 static uint8_t *align64(uint8_t *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
@@ -564,17 +618,11 @@ int cvx_q8_run(const cvx_cpu_features *cpu, cvx_q8_kernel force, const float *x,
     if (M <= 0 || N <= 0) return 0;
     const q8_geom g = geom_of(W->dtype, K);
     const q8_kernel_fn kern = pick_kernel(cpu, force);
-#if defined(__x86_64__)
-    const int need_xe = kern == kernel_avx2;
-#else
-    const int need_xe = 0;
-#endif
     uint8_t *p = align64(buf);
     q8_act a;
     a.q = (int8_t *)p, p = align64(p + (size_t)M * K);
     a.d = (float *)p, p = align64(p + sizeof(float) * (size_t)M * g.NG);
     a.ds = (float *)p, p = align64(p + sizeof(float) * (size_t)M * g.NG);
-    a.xe = need_xe ? (int32_t *)p : NULL, p = align64(p + 2 * sizeof(int32_t) * (size_t)M * (K / 4));
     a.nsum = (int32_t *)p, p = align64(p + sizeof(int32_t) * (size_t)M * g.NG);
     a.qsum = (float *)p, p = align64(p + sizeof(float) * (size_t)M * g.NG);
     uint8_t *thread_bufs = p;
@@ -590,12 +638,6 @@ int cvx_q8_run(const cvx_cpu_features *cpu, cvx_q8_kernel force, const float *x,
             a.nsum[(size_t)r * g.NG + gg] = -g.offset * sum;
             a.qsum[(size_t)r * g.NG + gg] = (float)sum;
         }
-        if (need_xe)
-            for (int k4 = 0; k4 < K / 4; k4++) {
-                const int8_t *v = q + 4 * k4;
-                a.xe[((size_t)r * (K / 4) + k4) * 2] = (int32_t)((uint32_t)(uint16_t)v[0] | (uint32_t)(uint16_t)v[2] << 16);
-                a.xe[((size_t)r * (K / 4) + k4) * 2 + 1] = (int32_t)((uint32_t)(uint16_t)v[1] | (uint32_t)(uint16_t)v[3] << 16);
-            }
     }
 
     const int tile_n = TILE_PANELS * PANEL, n_tiles = (N + tile_n - 1) / tile_n, m_blocks = (M + MBLOCK - 1) / MBLOCK;

@@ -212,6 +212,53 @@ static void test_int8_kernels(void **state) {
                   cvx_q8_kernel_name(&cpu, CVX_Q8K_AUTO));
 }
 
+/* The int16 sums of the AVX2 kernel at their worst case: weights at the type's largest code and
+ * activations all ±127 of one sign, so every pair sum is as large as it gets (a saturating sum
+ * would be far off the reference). The rows reach each type's largest code (checked). */
+static void test_int8_extremes(void **state) {
+    (void)state;
+    cvx_cpu_features cpu;
+    cvx_cpu_detect(&cpu);
+    const int M = 2, N = 16, K = 512;
+    float *x = cvx_alloc_f32((size_t)M * K), *src = cvx_alloc_f32((size_t)N * K);
+    for (int k = 0; k < K; k++) x[k] = 1.0f, x[K + k] = -1.0f;   /* codes +127, -127 */
+    for (int n = 0; n < N; n++)   /* the block's extreme first (it sets the scale), then its opposite sign */
+        for (int k = 0; k < K; k++) {
+            const float sgn = n % 2 ? -1.0f : 1.0f, big = k % 32 == 0 ? -1.0f : 0.875f + 0.0078125f * (float)(n / 2);
+            src[(size_t)n * K + k] = n % 4 < 2 ? sgn * big : sgn;
+        }
+    float *y = cvx_alloc_f32((size_t)M * N), *ref = cvx_alloc_f32((size_t)M * N);
+    for (int t = 0; t < NTYPES; t++) {
+        const cvx_quant_traits *tr = cvx_quant_of(TYPES[t]);
+        const size_t rb = (size_t)K / tr->block * tr->type_size;
+        unsigned char *data = cvx_malloc(rb * N);
+        for (int n = 0; n < N; n++) tr->from_f32_ref(src + (size_t)n * K, data + rb * n, K);
+        if (TYPES[t] == CVX_Q6_K)   /* ggml's quantizer stops at 61 here: odd rows as raw blocks of code 63 */
+            for (int n = 1; n < N; n += 2)
+                for (size_t b = 0; b < rb; b += tr->type_size) {
+                    unsigned char *blk = data + rb * n + b;   /* ql[128], qh[64], int8 scales[16], f16 d */
+                    memset(blk, 0xff, 192), memset(blk + 192, 1, 16), blk[208] = 0x00, blk[209] = 0x3c;
+                }
+        uint8_t u[512], top = 0;
+        float sc[32], mn[32];
+        for (int n = 0; n < N; n++) {
+            cvx_q8_unpack_row(TYPES[t], data + rb * n, K, u, sc, mn);
+            for (int k = 0; k < K; k++) top = u[k] > top ? u[k] : top;
+        }
+        const int want_top = TYPES[t] == CVX_Q8_0 ? 255 : TYPES[t] == CVX_Q6_K ? 63 : TYPES[t] == CVX_Q2_K ? 3
+                           : TYPES[t] == CVX_Q3_K ? 7 : TYPES[t] == CVX_Q5_0 || TYPES[t] == CVX_Q5_1 || TYPES[t] == CVX_Q5_K ? 31 : 15;
+        if (top != want_top) fail_msg("%s: largest code %d, expected %d", cvx_dtype_name(TYPES[t]), top, want_top);
+        cvx_tensor w = {.name = "w", .file = "test", .dtype = TYPES[t], .ndim = 2, .shape = {N, K},
+                        .numel = (int64_t)N * K, .data = data, .nbytes = rb * N};
+        ASSERT_OK(cvx_linear_quant_ref(CVX_QDOT_INT8, x, M, K, &w, NULL, ref));
+        ASSERT_OK(cvx_q8_linear(&cpu, CVX_Q8K_AVX2, x, M, K, &w, NULL, y));
+        const double e = cvx_rel_l2(y, ref, (size_t)M * N);
+        if (!(e <= 1e-6)) fail_msg("%s at the largest codes: rel L2 %.3g vs the reference", cvx_dtype_name(TYPES[t]), e);
+        free(data);
+    }
+    free(x), free(src), free(y), free(ref);
+}
+
 static void test_bad_weight(void **state) {
     (void)state;
     qweight w;
@@ -230,7 +277,8 @@ static void test_bad_weight(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_activation_quantization), cmocka_unit_test(test_unpack),
-        cmocka_unit_test(test_linear_paths), cmocka_unit_test(test_int8_kernels), cmocka_unit_test(test_bad_weight),
+        cmocka_unit_test(test_linear_paths), cmocka_unit_test(test_int8_kernels), cmocka_unit_test(test_int8_extremes),
+        cmocka_unit_test(test_bad_weight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
