@@ -321,18 +321,8 @@ static void rehash(const char *D, const char *data_rel, const char *key) {
 /* element `index` of F32 tensor `name` in the safetensors file dir/rel set to v, in place */
 static void poke(const char *dir, const char *rel, const char *name, size_t index, float v) {
     char p[1024];
-    size_t n;
     snprintf(p, sizeof p, "%s/%s", dir, rel);
-    char *buf = cvx_read_file(p, &n);
-    assert_non_null(buf);
-    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
-    ASSERT_NONNULL(st);
-    const cvx_tensor *t = cvx_st_find(st, name);
-    if (!t || t->dtype != CVX_F32 || (int64_t)index >= t->numel) fail_msg("%s: no F32 tensor %s[%zu]", p, name, index);
-    memcpy((char *)t->data + index * sizeof(float), &v, sizeof v);   /* the data lies inside buf */
-    cvx_st_close(st);
-    tu_write(p, buf, n);
-    free(buf);
+    tu_poke_f32(p, name, index, v);
 }
 static void p_s1_nul_line(const char *D, const char *X) {   /* "A panda\0 on fire": was read as "A panda" */
     (void)D;

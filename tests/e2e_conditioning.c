@@ -466,21 +466,6 @@ static void test_v2v_then_t2v_keys(void **s) {
     tu_rmrf(dir);
 }
 
-/* element `index` of F32 tensor `name` in the safetensors file at path set to v, in place */
-static void poke(const char *path, const char *name, size_t index, float v) {
-    size_t n;
-    char *buf = cvx_read_file(path, &n);
-    assert_non_null(buf);
-    cvx_safetensors *st = cvx_st_open_memory(buf, n, path);
-    ASSERT_NONNULL(st);
-    const cvx_tensor *t = cvx_st_find(st, name);
-    if (!t || t->dtype != CVX_F32 || (int64_t)index >= t->numel) fail_msg("%s: no F32 tensor %s[%zu]", path, name, index);
-    memcpy((char *)t->data + index * sizeof(float), &v, sizeof v);   /* the data lies inside buf */
-    cvx_st_close(st);
-    tu_write(path, buf, n);
-    free(buf);
-}
-
 /* record the xxh64 of dir's (damaged) conditioning file in its generation_config.json, so that
  * stage 2 gets past the pair check to the reader's own */
 static void rehash_conditioning(const char *dir) {
@@ -507,13 +492,13 @@ static void test_nonfinite_conditioning(void **s) {
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage1_conditioning.safetensors", dir);
-    poke(path, "latent_mean", 7, NAN);
+    tu_poke_f32(path, "latent_mean", 7, NAN);
     rehash_conditioning(dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
     expect_fail(cmd, "latent_mean", NULL);
     expect_fail(cmd, "index 7", NULL);
-    poke(path, "latent_mean", 7, 0.0f);
-    poke(path, "latent_std", 11, INFINITY);
+    tu_poke_f32(path, "latent_mean", 7, 0.0f);
+    tu_poke_f32(path, "latent_std", 11, INFINITY);
     rehash_conditioning(dir);
     expect_fail(cmd, "latent_std", NULL);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
@@ -538,7 +523,7 @@ static void test_conditioning_pair(void **s) {
     snprintf(keep, sizeof keep, "%s/kept.safetensors", dir);
     snprintf(cmd, sizeof cmd, "cp %s %s", path, keep);
     tu_run_ok(cmd);
-    poke(path, "latent_mean", 3, 0.125f);   /* finite, but not what stage 1 wrote */
+    tu_poke_f32(path, "latent_mean", 3, 0.125f);   /* finite, but not what stage 1 wrote */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s --num_inference_steps 2", s2, dir, model);
     expect_fail(cmd, "stage1_conditioning.safetensors does not belong", NULL);
     /* a T2V stage-1 run, then the earlier run's conditioning put back */

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "fileio.h"
 #include "ops.h"
 #include "safetensors.h"
 
@@ -67,6 +68,22 @@ static inline void tu_write(const char *path, const void *buf, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(buf, 1, n, f) != n) fail_msg("cannot write %s", path);
     fclose(f);
+}
+
+/* Element `index` of F32 tensor `name` in the safetensors file at path set to v, in place (a NaN, an
+ * infinity or a changed value planted for a bad-input test). */
+static inline void tu_poke_f32(const char *path, const char *name, size_t index, float v) {
+    size_t n;
+    char *buf = cvx_read_file(path, &n);
+    assert_non_null(buf);
+    cvx_safetensors *st = cvx_st_open_memory(buf, n, path);
+    assert_non_null(st);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    if (!t || t->dtype != CVX_F32 || (int64_t)index >= t->numel) fail_msg("%s: no F32 tensor %s[%zu]", path, name, index);
+    memcpy((char *)t->data + index * sizeof(float), &v, sizeof v);   /* the data lies inside buf */
+    cvx_st_close(st);
+    tu_write(path, buf, n);
+    free(buf);
 }
 
 /* Path of a built program: $BUILD/bin/NAME (BUILD set by tests/run.sh, default "build"). */
