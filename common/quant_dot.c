@@ -282,7 +282,7 @@ typedef struct {
     size_t panel_bytes;   /* K·16 code bytes + NG·32 floats, rounded up to 64 */
     int offset;           /* symmetric types (m = -offset·s: Q8_0, Q4_0, Q5_0, Q3_K, Q6_K): the code offset; 0: W has mins */
     int per256;           /* the activations have one scale per 256 (q8_K: the K types) */
-    int max_code;         /* the largest unsigned code u of the type */
+    int s16;              /* AVX2: int16 pair sums one lane holds before widening, 0: Q8_0's signed path */
 } q8_geom;
 
 /* The code offset of a symmetric type (its W = s·(u - offset)), 0 for types with mins. */
@@ -310,7 +310,12 @@ static int max_code(cvx_dtype t) {
 }
 
 static q8_geom geom_of(cvx_dtype t, int K) {
-    q8_geom g = {K, cvx_q8_group(t), K / cvx_q8_group(t), 0, sym_offset(t), is_k_type(t), max_code(t)};
+    q8_geom g = {K, cvx_q8_group(t), K / cvx_q8_group(t), 0, sym_offset(t), is_k_type(t), 0};
+    /* an int16 lane holds 32767 / (2·127·largest code) pair sums (4-bit codes 8, 5-bit 4, 6-bit 2),
+     * at most a sub-block's G/4 steps, a power of two; codes ≥ 128 take the signed path */
+    const int top = max_code(t), fit = top < 128 ? 32767 / (2 * 127 * top) : 0;
+    for (int s = 8; s >= 2 && !g.s16; s /= 2)
+        if (fit >= s && g.G / 4 >= s) g.s16 = s;
     g.panel_bytes = ((size_t)K * PANEL + (size_t)g.NG * 2 * PANEL * sizeof(float) + 63) & ~(size_t)63;
     return g;
 }
@@ -458,10 +463,8 @@ AVX2_VARIANT(g16_s4, 16, 4, 0)
 static AVX2_FN void kernel_avx2(int rm, int rn, const q8_act *a, int r0, const q8_geom *g, const uint8_t *panel,
                                 int g0, int g1, float *C, int ldc) {
     typedef void (*fn)(int, const q8_act *, int, const q8_geom *, const uint8_t *, int, int, float *, int);
-    /* an int16 lane holds 32767 / (2·127·largest code) pair sums: 4-bit codes 8, 5-bit 4, 6-bit 2 */
-    const int top = g->max_code, fit = top < 128 ? 32767 / (2 * 127 * (top > 0 ? top : 1)) : 0;
-    const fn body = g->G == 32 ? (fit >= 8 ? avx2_g32_s8 : fit >= 4 ? avx2_g32_s4 : avx2_g32_signed)
-                               : (fit >= 4 ? avx2_g16_s4 : fit >= 2 ? avx2_g16_s2 : avx2_g16_signed);
+    const fn body = g->G == 32 ? (g->s16 == 8 ? avx2_g32_s8 : g->s16 == 4 ? avx2_g32_s4 : avx2_g32_signed)
+                               : (g->s16 == 4 ? avx2_g16_s4 : g->s16 == 2 ? avx2_g16_s2 : avx2_g16_signed);
     for (int c = 0; c < rn; c++)
         for (int r = 0; r < rm; r += 2)
             body(r + 1 < rm ? 2 : 1, a, r0 + r, g, panel + (size_t)c * g->panel_bytes, g0, g1,
