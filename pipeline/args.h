@@ -32,6 +32,7 @@ typedef struct {
     int int8, pure;
     const char *wfile[3];   /* --transformer, --text_encoder, --vae single weight files */
     int fps, threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
+    int prompt_index;   /* --prompt_index N: stage1_embeddings_NNNN in, files numbered alike out (0: none) */
     cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance) */
     cvx_dtype out_dtype;
     double teacache_coeffs[5], cache_threshold;
@@ -48,6 +49,7 @@ typedef struct {
         *precision_arg;
     const char *wfile[3];
     int fps, crf, threads, verbosity;
+    int prompt_index;   /* --prompt_index N: the files of stage 2's run with that number (0: none) */
     cvx_decode_params dp;
     cvx_flag flags[CVX_ARGS_MAX_FLAGS];
 } cvx_stage3_args;

@@ -378,8 +378,10 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
              c->num_layers, c->num_attention_heads, c->attention_head_dim,
              c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, p->num_inference_steps,
              p->guidance_scale, p->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)p->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->frames,
-             sh->channels, sh->height, sh->width, sh->pad_frames ? " (with 1 padding frame)" : "");
+    /* the layout stage2_latents.safetensors has: [1, C, T, h, w] (the loop runs [T, C, h, w]) */
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->channels,
+             sh->frames - sh->pad_frames, sh->height, sh->width,
+             sh->pad_frames ? " (the loop runs 1 padding frame more)" : "");
     if (p->conditioning) {
         cvx_prepared prep;
         if (cogvideox_prepare_conditioned(m, p->conditioning, sched, p->strength, sp, sh, &prep)) return -1;

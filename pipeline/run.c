@@ -32,6 +32,27 @@ int cvx_run_files_init(cvx_run_files *f, const char *dir) {
                : 0;
 }
 
+/* path with "_%04d" inserted before the extension of its last component */
+static int number_path(char *path, size_t size, int n) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    const size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - path) : strlen(path);
+    char buf[4200];
+    int k = snprintf(buf, sizeof buf, "%.*s_%04d%s", (int)stem, path, n, path + stem);
+    if (k < 0 || (size_t)k >= size || (size_t)k >= sizeof buf) return cvx_error("path too long: %s", path);
+    memcpy(path, buf, (size_t)k + 1);
+    return 0;
+}
+
+int cvx_run_files_number(cvx_run_files *f, int n) {
+    if (n <= 0) return 0;
+    return number_path(f->embeddings, sizeof f->embeddings, n) || number_path(f->genconfig, sizeof f->genconfig, n) ||
+                   number_path(f->latents, sizeof f->latents, n) ||
+                   number_path(f->checkpoint, sizeof f->checkpoint, n) ||
+                   number_path(f->preview, sizeof f->preview, n) || number_path(f->video, sizeof f->video, n)
+               ? -1
+               : 0;
+}
+
 int cvx_output_dir_ready(const char *dir) {
     if (cvx_mkdirs(dir)) return -1;
     if (access(dir, W_OK) != 0) return cvx_error("%s: output directory is not writable", dir);
@@ -159,9 +180,21 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
 
 int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, cvx_run_files *in, cvx_run_files *out,
                           cvx_run_locks *locks) {
+    return cvx_sample_check_dirs_n(in_dir, out_dir, 0, writer, in, out, locks);
+}
+
+int cvx_sample_check_dirs_n(const char *in_dir, const char *out_dir, int n, int writer, cvx_run_files *in,
+                            cvx_run_files *out, cvx_run_locks *locks) {
     locks->in = locks->out = NULL;
     if (cvx_run_files_init(in, in_dir) || cvx_run_files_init(out, out_dir))
         return cvx_error("path too long under %s or %s", in_dir, out_dir);
+    char stage1_genconfig[sizeof in->genconfig];   /* one per batch: stage 1's, not numbered */
+    memcpy(stage1_genconfig, in->genconfig, sizeof stage1_genconfig);
+    if (cvx_run_files_number(in, n) || cvx_run_files_number(out, n)) return -1;
+    memcpy(in->genconfig, stage1_genconfig, sizeof stage1_genconfig);
+    if (!cvx_is_file(in->embeddings) && n > 0)
+        return cvx_error("%s: input file not found (--prompt_index %d: stage1 --prompts_file writes one file per "
+                         "non-blank line, numbered by its line)", in->embeddings, n);
     if (!cvx_is_file(in->embeddings))
         return cvx_error("%s: input file not found (run stage1 first, or pass --input_dir)", in->embeddings);
     if (writer && (cvx_output_dir_ready(out_dir) || cvx_run_lock(locks, in_dir, out_dir, 1)))

@@ -27,6 +27,11 @@ typedef struct {
 } cvx_run_files;
 /* -1 + cvx_error ("path too long: ...") when a path does not fit. */
 int cvx_run_files_init(cvx_run_files *f, const char *dir);
+/* The files of prompt n of a batch (stage 1 --prompts_file numbers its embeddings by line; stage 2
+ * and 3 --prompt_index n): embeddings, generation_config, latents, checkpoint, preview and video
+ * get "_%04d" before their extension (stage2_latents_0003.safetensors); the conditioning, one per
+ * batch, keeps its name. n <= 0: unchanged. -1 + cvx_error when a path does not fit. */
+int cvx_run_files_number(cvx_run_files *f, int n);
 
 /* dir created when missing, and writable: -1 + cvx_error ("DIR: output directory is not writable"). */
 int cvx_output_dir_ready(const char *dir);
@@ -89,6 +94,10 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
  * one. -1 + cvx_error (locks released). */
 int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, cvx_run_files *in, cvx_run_files *out,
                           cvx_run_locks *locks);
+/* The same for prompt n of a batch (cvx_run_files_number; n <= 0: the one-prompt files): the
+ * embeddings and the outputs numbered, stage 1's generation_config.json read as it is. */
+int cvx_sample_check_dirs_n(const char *in_dir, const char *out_dir, int n, int writer, cvx_run_files *in,
+                            cvx_run_files *out, cvx_run_locks *locks);
 /* The model of a stage-2 run: model_dir or model_id when given, else the one stage 1 recorded
  * (in_genconfig, then the embeddings file's metadata); a relative local directory made absolute
  * (recorded for stage 3, which may run elsewhere). buf holds the name. -1 + cvx_error. */

@@ -166,11 +166,13 @@ int cogvideox_latent_shape_for(const cogvideox_config *c, const cvx_loop_params 
                          r->frames, ts, ts, lower, lower + ts);
     }
     if (r->height < mult || r->height % mult != 0)
-        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->height,
-                         mult, sp, c->patch_size);
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->height, mult, sp, c->patch_size, cvx_multiple_below(r->height, mult),
+                         cvx_multiple_below(r->height, mult) + mult);
     if (r->width < mult || r->width % mult != 0)
-        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->width, mult,
-                         sp, c->patch_size);
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->width, mult, sp, c->patch_size, cvx_multiple_below(r->width, mult),
+                         cvx_multiple_below(r->width, mult) + mult);
     if (c->use_learned_positional_embeddings &&
         (r->height != c->sample_height * sp || r->width != c->sample_width * sp))
         return cvx_error("--height %d --width %d: this model has learned positional embeddings (CogVideoX-5b-I2V "

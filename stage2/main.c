@@ -2,6 +2,8 @@
  * Reads <input_dir>/stage1_embeddings.safetensors (+ generation_config.json, + stage 1's
  * conditioning for I2V / V2V), writes <output_dir>/stage2_latents.safetensors and extends
  * <output_dir>/generation_config.json, checkpointing the loop (flags: stage2/usage.h, --help).
+ * --prompt_index N: stage1_embeddings_NNNN.safetensors of a --prompts_file batch in, and every
+ * output numbered alike (stage2_latents_NNNN.safetensors, generation_config_NNNN.json).
  * The work is cvx_sample (pipeline/cogvideox.h); this file is flags, files and messages. */
 #include <stdio.h>
 
@@ -65,7 +67,7 @@ int main(int argc, char **argv) {
     /* ---- inputs: everything is checked before anything is written ---- */
     cvx_run_files in, out;
     cvx_run_locks locks;
-    if (cvx_sample_check_dirs(input_dir, output_dir, writer, &in, &out, &locks)) cvx_die_last_error();
+    if (cvx_sample_check_dirs_n(input_dir, output_dir, a.prompt_index, writer, &in, &out, &locks)) cvx_die_last_error();
     cvx_safetensors *emb_file = cvx_st_open(in.embeddings);
     char model_buf[4096];
     const char *model;   /* --model_dir / --model_id, else what stage1 recorded */

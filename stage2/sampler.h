@@ -44,6 +44,9 @@ typedef struct {
     double teacache_coefficients[5];
 } cvx_loop_params;
 
+/* For the size errors' suggestions: the multiple of m at or below v (at least m). */
+static inline int cvx_multiple_below(int v, int m) { return v > m ? v / m * m : m; }
+
 typedef struct {
     int frames;          /* latent frames the loop runs on, padding included */
     int pad_frames;      /* leading frames dropped at the end (CogVideoX1.5: 0 or 1) */

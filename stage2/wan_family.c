@@ -121,11 +121,13 @@ int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_di
                          r->frames, ts, ts, lower, lower + ts);
     }
     if (r->height < mh || r->height % mh != 0)
-        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->height,
-                         mh, sp, c->patch_h);
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->height, mh, sp, c->patch_h, cvx_multiple_below(r->height, mh),
+                         cvx_multiple_below(r->height, mh) + mh);
     if (r->width < mw || r->width % mw != 0)
-        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->width, mw,
-                         sp, c->patch_w);
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->width, mw, sp, c->patch_w, cvx_multiple_below(r->width, mw),
+                         cvx_multiple_below(r->width, mw) + mw);
     if (r->num_inference_steps < 1)
         return cvx_error("--num_inference_steps %d: must be at least 1", r->num_inference_steps);
     if (!(r->guidance_scale >= 0) || !isfinite(r->guidance_scale))

@@ -8,8 +8,9 @@
  *
  * Reads <input_dir>/stage2_latents.safetensors (`latents` [B, C, T, H, W], F32/BF16/F16) and
  * <input_dir>/generation_config.json, decodes as diffusers' CogVideoXPipeline.decode_latents
- * and writes <input_dir>/output_video.mp4. The work is cvx_decode (pipeline/cogvideox.h); this
- * file is flags, files and messages. */
+ * and writes <input_dir>/output_video.mp4 (--prompt_index N: stage2_latents_NNNN.safetensors,
+ * generation_config_NNNN.json -> output_video_NNNN.mp4). The work is cvx_decode
+ * (pipeline/cogvideox.h); this file is flags, files and messages. */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
 
     /* the files: the latents, the video and the config of the run directory, unless given */
     cvx_run_files in;
-    if (cvx_run_files_init(&in, input_dir)) cvx_die_last_error();
+    if (cvx_run_files_init(&in, input_dir) || cvx_run_files_number(&in, a.prompt_index)) cvx_die_last_error();
     const char *lat_path = latents_arg ? latents_arg : in.latents, *out_path = output_arg ? output_arg : in.video;
     if (writer && (cvx_check_writable(out_path, "the video") ||
                    (frames_out && cvx_check_writable(frames_out, "the frames")) ||
