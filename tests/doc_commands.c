@@ -86,6 +86,17 @@ static void test_tiny_defaults_any_spelling(void **state) {
     expect_stage2("./models/wan2.1-tiny-random/", "STEPS=3 FRAMES=13", "--frames 13 --height 48 --width 64", NULL);
     /* a model without the file: the configs' defaults (make passes no size, 50 steps) */
     expect_stage2("tests/data/golden_wan/e2e_t2v_1.3b/model", "", "--num_inference_steps 50 ", "--frames");
+    /* the tiny-model note: printed when the model has the file (the recipe's test, shown by -n) */
+    static char out[1 << 16];
+    char dir[64], args[1024];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=./models/cogvideox-tiny-random/", dir, build_dir());
+    assert_int_equal(make_n(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "[ -n \"./models/cogvideox-tiny-random//cvx_run_defaults\" ]"));
+    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=/nonexistent/CogVideoX-2b", dir, build_dir());
+    assert_int_equal(make_n(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "[ -n \"\" ]"));
+    tu_rmrf(dir);
 }
 
 static void test_make_batch(void **state) {
