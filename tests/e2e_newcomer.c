@@ -1,7 +1,8 @@
 /* The programs' side of issue 36 ("what a newcomer trips over"), on the embedded tiny models:
  *   - a batch: stage1 --prompts_file numbers its embeddings by line; stage2 / stage3
  *     --prompt_index N read those and number every output alike (latents, generation_config,
- *     video), leaving the other prompts' files alone; a missing number is one error line;
+ *     video, checkpoint: a stopped prompt resumes to the same bytes); a missing number is one
+ *     error line;
  *   - V2V without --frames: stage 1 takes the largest 4k+1 count the clip has and says so;
  *   - stage 2's "video ... -> latents [...]" line shows the shape the latents file has
  *     ([1, C, T, h, w]), for CogVideoX (whose loop runs [T, C, h, w]) and Wan;
@@ -77,6 +78,17 @@ static void test_prompt_index_batch(void **state) {
     free(la), free(lb), cvx_st_close(fa), cvx_st_close(fb);
     snprintf(a, sizeof a, "%s/generation_config_0004.json", dir);
     assert_true(tu_genconfig_has(a, "stage2_latents_xxh64") && tu_genconfig_has(a, "prompts_file"));
+    /* prompt 4 stopped after a step and resumed: its numbered checkpoint, the same bytes */
+    snprintf(a, sizeof a, "%s/stage2_latents_0004.safetensors", dir);
+    snprintf(b, sizeof b, "%s/uninterrupted.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s && %s --quiet --input_dir %s --num_inference_steps 2 --prompt_index 4 "
+             "--stop_after_steps 1", a, b, s2, dir);
+    tu_run_ok(cmd);
+    assert_true(exists(dir, "stage2_checkpoint_0004.safetensors"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --num_inference_steps 2 --prompt_index 4 --resume && cmp %s %s",
+             s2, dir, a, b);
+    tu_run_ok(cmd);
+    assert_false(exists(dir, "stage2_checkpoint_0004.safetensors"));
     /* stage 3 checks the numbered latents against their own config: swapping them is refused */
     snprintf(cmd, sizeof cmd, "cp %s/stage2_latents_0001.safetensors %s/stage2_latents_0004.safetensors", dir, dir);
     tu_run_ok(cmd);
