@@ -85,8 +85,8 @@ static void test_prompt_index_batch(void **state) {
              "--stop_after_steps 1", a, b, s2, dir);
     tu_run_ok(cmd);
     assert_true(exists(dir, "stage2_checkpoint_0004.safetensors"));
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --num_inference_steps 2 --prompt_index 4 --resume && cmp %s %s",
-             s2, dir, a, b);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --num_inference_steps 2 --prompt_index 4 --resume && "
+             "cmp %s %s", s2, dir, a, b);
     tu_run_ok(cmd);
     assert_false(exists(dir, "stage2_checkpoint_0004.safetensors"));
     /* stage 3 checks the numbered latents against their own config: swapping them is refused */
@@ -153,8 +153,9 @@ static void check_latents_line(const char *model, const char *size) {
     assert_non_null(t);
     assert_int_equal(t->ndim, 5);
     print_message("  %s: said [1, %lld, %lld, %lld, %lld], file [%lld, %lld, %lld, %lld, %lld]\n", model,
-                  (long long)said[1], (long long)said[2], (long long)said[3], (long long)said[4], (long long)t->shape[0],
-                  (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3], (long long)t->shape[4]);
+                  (long long)said[1], (long long)said[2], (long long)said[3], (long long)said[4],
+                  (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3],
+                  (long long)t->shape[4]);
     for (int i = 0; i < 5; i++) assert_int_equal(said[i], t->shape[i]), assert_int_equal(wrote[i], t->shape[i]);
     assert_true(t->shape[1] != t->shape[2]);   /* channels and frames told apart */
     cvx_st_close(st);
