@@ -1,0 +1,129 @@
+/* Qwen2_5_VLTextModel as HunyuanVideo-1.5 calls it (golden_hv15 README section 1, case qwen_te/):
+ *  - every hidden state (embedding, each of the 4 layers, the final norm) of prompts 0 and 1
+ *    (rel L2 <= 1e-5; the embedding exactly);
+ *  - prompt_embeds [12, 1000, 32] = hidden_states[-3][:, 108:] and prompt_embeds_mask through the
+ *    whole text path: prompt -> chat template -> tokens -> model (rel L2 <= 1e-5 per prompt),
+ *    with only the L - 2 layers the pipeline needs loaded;
+ *  - the mask: causal & key padding, a fully masked row attends to every key;
+ *  - bad inputs: an id outside the table, a config whose mrope_section does not fit. */
+#include "golden_harness.h"
+
+#include "stage1/bpe.h"
+#include "stage1/qwen2_5_vl.h"
+
+#define TE_CASE "tests/data/golden_hv15/qwen_te"
+#define TOK_DIR "tests/data/golden_hv15/tokenizer/model/tokenizer"
+#define S (HV15_MLLM_CROP_START + HV15_MLLM_MAX_LENGTH)
+
+static void test_hidden_states(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, TE_CASE);
+    qwen_model m;
+    ASSERT_OK(qwen_load(&m, gh_path(&c, "model/text_encoder"), -1, NULL));
+    const qwen_config *cf = &m.cfg;
+    assert_int_equal(cf->num_layers, 4);
+    assert_int_equal(cf->num_kv_heads, 2);
+    assert_int_equal(cf->mrope_section[2], 2);
+    const int D = cf->hidden_size;
+    const cvx_tensor *ids = gh_tensor(&c, "input_ids"), *mask = gh_tensor(&c, "attention_mask");
+    const size_t per = (size_t)S * D;
+    float *out = malloc(per * sizeof(float));
+    for (int b = 0; b < 2; b++) {
+        int64_t id[S], mk[S];
+        for (int i = 0; i < S; i++) id[i] = gh_i64_at(ids, (size_t)b * S + i), mk[i] = gh_i64_at(mask, (size_t)b * S + i);
+        for (int k = 0; k <= cf->num_layers; k++) {
+            ASSERT_OK(qwen_hidden_state(&m, id, mk, S, k, out));
+            float *want = gh_f32(&c, NULL, "prompts01.hidden_states.%d", k);
+            char what[64];
+            snprintf(what, sizeof what, "prompt %d hidden_states[%d]", b, k);
+            gh_check_rel_l2(&c, what, out, want + b * per, per, k ? 1e-5 : 0);
+            free(want);
+        }
+    }
+    /* bad ids: one clear error */
+    int64_t bad[4] = {1, 2, 5000, 3};
+    assert_int_not_equal(qwen_hidden_state(&m, bad, NULL, 4, 1, out), 0);
+    assert_non_null(strstr(cvx_last_error(), "token id 5000 at position 2 is outside the embedding table"));
+    assert_int_not_equal(qwen_hidden_state(&m, bad, NULL, 4, 6, out), 0);
+    free(out);
+    qwen_free(&m);
+    gh_close(&c);
+}
+
+static void test_prompt_embeds(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, TE_CASE);
+    qwen_model m;
+    /* the pipeline's load: only the layers before hidden_states[-3] */
+    ASSERT_OK(qwen_load(&m, gh_path(&c, "model/text_encoder"), 4 - HV15_MLLM_SKIP_LAYERS, NULL));
+    assert_int_equal(m.n_loaded, 2);
+    assert_null(m.norm);
+    bpe_tokenizer *t = bpe_load(TOK_DIR);
+    ASSERT_NONNULL(t);
+    const int D = m.cfg.hidden_size, N = HV15_MLLM_MAX_LENGTH;
+    json_object *prompts = gh_json(&c, "prompts");
+    float *want = gh_f32(&c, NULL, "prompt_embeds"), *got = malloc((size_t)N * D * sizeof(float));
+    const cvx_tensor *want_mask = gh_tensor(&c, "prompt_embeds_mask");
+    assert_int_equal(gh_len(prompts), 12);
+    for (size_t p = 0; p < gh_len(prompts); p++) {
+        int64_t mask[HV15_MLLM_MAX_LENGTH], wm[HV15_MLLM_MAX_LENGTH];
+        ASSERT_OK(hv15_mllm_prompt_embeds(&m, t, gh_str(gh_at(prompts, p)), got, mask));
+        for (int i = 0; i < N; i++) wm[i] = gh_i64_at(want_mask, p * N + (size_t)i);
+        char what[48];
+        snprintf(what, sizeof what, "prompt %zu prompt_embeds_mask", p);
+        gh_check_exact_i64(&c, what, mask, wm, (size_t)N);
+        snprintf(what, sizeof what, "prompt %zu prompt_embeds", p);
+        gh_check_rel_l2(&c, what, got, want + p * (size_t)N * D, (size_t)N * D, 1e-5);
+    }
+    free(want), free(got);
+    bpe_free(t);
+    qwen_free(&m);
+    gh_close(&c);
+}
+
+static void test_mask(void **state) {
+    (void)state;
+    enum { n = 5 };
+    float b[n * n];
+    const int64_t right[n] = {1, 1, 1, 0, 0}, left[n] = {0, 0, 1, 1, 1};
+    qwen_build_mask(right, n, b);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)   /* padded queries see every valid key before them */
+            assert_true((b[i * n + j] == 0) == (j <= i && j < 3));
+    qwen_build_mask(left, n, b);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)   /* rows 0, 1 have no allowed key: all keys */
+            assert_true((b[i * n + j] == 0) == (i < 2 || (j <= i && j >= 2)));
+}
+
+static void test_bad_config(void **state) {
+    (void)state;
+    char dir[64], path[256];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const char *cfg = "{\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
+                      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 64, "
+                      "\"rope_scaling\": {\"mrope_section\": [1, 1, 1]}}";
+    tu_write(path, cfg, strlen(cfg));
+    qwen_config c;
+    assert_int_not_equal(qwen_config_load(&c, path), 0);
+    assert_non_null(strstr(cvx_last_error(), "mrope_section"));
+    cfg = "{\"hidden_size\": 32, \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
+          "\"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"vocab_size\": 64}";
+    tu_write(path, cfg, strlen(cfg));
+    assert_int_not_equal(qwen_config_load(&c, path), 0);
+    assert_non_null(strstr(cvx_last_error(), "num_key_value_heads"));
+    tu_rmrf(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hidden_states),
+        cmocka_unit_test(test_prompt_embeds),
+        cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_bad_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
