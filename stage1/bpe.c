@@ -529,12 +529,44 @@ static void put_utf8(char *buf, size_t *n, uint32_t c) {
     }
 }
 
-/* bpe() of one pre-token (its UTF-8 bytes) and the vocabulary lookup of each resulting token. */
-static int bpe_word(const bpe_tokenizer *t, const char *bytes, size_t nb, tok_out *o) {
-    char *w = cvx_malloc(2 * nb + 1);   /* the byte-encoded word */
-    size_t *off = cvx_malloc(nb * sizeof *off), *len = cvx_malloc(nb * sizeof *len), wn = 0;
-    int *rank = cvx_malloc(nb * sizeof *rank), *merged = cvx_malloc(nb * sizeof *merged);
-    char *key = cvx_malloc(4 * nb + 2);
+/* Work buffers of bpe_word for words of up to `cap` bytes, allocated once per text. */
+typedef struct {
+    char *bytes, *w, *key;
+    size_t *off, *len;
+    int *rank, *merged;
+} bpe_work;
+
+static void work_alloc(bpe_work *b, size_t cap) {
+    b->bytes = cvx_malloc(cap + 1);
+    b->w = cvx_malloc(2 * cap + 1);
+    b->key = cvx_malloc(4 * cap + 2);
+    b->off = cvx_malloc((cap + 1) * sizeof *b->off);
+    b->len = cvx_malloc((cap + 1) * sizeof *b->len);
+    b->rank = cvx_malloc((cap + 1) * sizeof *b->rank);
+    b->merged = cvx_malloc((cap + 1) * sizeof *b->merged);
+}
+
+static void work_free(bpe_work *b) {
+    free(b->bytes), free(b->w), free(b->key), free(b->off), free(b->len), free(b->rank), free(b->merged);
+}
+
+/* Append code point c (< 0x110000) as UTF-8. */
+static void put_utf8_full(char *buf, size_t *n, uint32_t c) {
+    if (c < 0x80) buf[(*n)++] = (char)c;
+    else if (c < 0x800) buf[(*n)++] = (char)(0xc0 | (c >> 6)), buf[(*n)++] = (char)(0x80 | (c & 0x3f));
+    else if (c < 0x10000)
+        buf[(*n)++] = (char)(0xe0 | (c >> 12)), buf[(*n)++] = (char)(0x80 | ((c >> 6) & 0x3f)),
+        buf[(*n)++] = (char)(0x80 | (c & 0x3f));
+    else
+        buf[(*n)++] = (char)(0xf0 | (c >> 18)), buf[(*n)++] = (char)(0x80 | ((c >> 12) & 0x3f)),
+        buf[(*n)++] = (char)(0x80 | ((c >> 6) & 0x3f)), buf[(*n)++] = (char)(0x80 | (c & 0x3f));
+}
+
+/* bpe() of one pre-token (its nb UTF-8 bytes) and the vocabulary lookup of each resulting token. */
+static int bpe_word(const bpe_tokenizer *t, const char *bytes, size_t nb, bpe_work *b, tok_out *o) {
+    char *w = b->w, *key = b->key;   /* the byte-encoded word; a pair's "first second" */
+    size_t *off = b->off, *len = b->len, wn = 0;
+    int *rank = b->rank, *merged = b->merged;
     size_t m = nb;
     for (size_t i = 0; i < nb; i++) {
         off[i] = wn;
@@ -580,7 +612,6 @@ static int bpe_word(const bpe_tokenizer *t, const char *bytes, size_t nb, tok_ou
         else
             out_push(o, id, w + off[i], len[i]);
     }
-    free(w), free(off), free(len), free(rank), free(merged), free(key);
     return rc;
 }
 
@@ -594,6 +625,8 @@ static int run(const bpe_tokenizer *t, const char *text, tok_out *o) {
     tok_chunk *ch;
     int nch, rc = 0;
     tok_added_split(&t->added, &s, &ch, &nch);
+    bpe_work b;
+    work_alloc(&b, 4 * s.n + 1);   /* a pre-token has at most 4 bytes per code point */
     for (int i = 0; i < nch && !rc; i++) {
         if (ch[i].added >= 0) {
             const tok_added_token *a = &t->added.tok[ch[i].added];
@@ -603,13 +636,13 @@ static int run(const bpe_tokenizer *t, const char *text, tok_out *o) {
         const uint32_t *c = s.c + ch[i].start;
         for (size_t p = 0, n = ch[i].len; p < n && !rc;) {
             const size_t e = bpe_qwen2_pretoken_end(c, n, p);
-            size_t nb;
-            char *bytes = pystr_to_utf8(c + p, e - p, &nb);
-            rc = bpe_word(t, bytes, nb, o);
-            free(bytes);
+            size_t nb = 0;
+            for (size_t q = p; q < e; q++) put_utf8_full(b.bytes, &nb, c[q]);
+            rc = bpe_word(t, b.bytes, nb, &b, o);
             p = e;
         }
     }
+    work_free(&b);
     free(ch);
     pystr_free(&s);
     return rc;
