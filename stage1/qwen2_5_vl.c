@@ -77,9 +77,32 @@ int qwen_config_load(qwen_config *c, const char *path) {
 
 /* ---- weights ---- */
 
+void qwen_llama_name(const char *hf, char *out, size_t n) {
+    static const char *const map[][2] = {
+        {"self_attn.q_proj.", "attn_q."}, {"self_attn.k_proj.", "attn_k."}, {"self_attn.v_proj.", "attn_v."},
+        {"self_attn.o_proj.", "attn_output."}, {"mlp.gate_proj.", "ffn_gate."}, {"mlp.up_proj.", "ffn_up."},
+        {"mlp.down_proj.", "ffn_down."}, {"input_layernorm.", "attn_norm."}, {"post_attention_layernorm.", "ffn_norm."}};
+    int layer, used = 0;
+    if (!strcmp(hf, "embed_tokens.weight")) snprintf(out, n, "token_embd.weight");
+    else if (!strcmp(hf, "norm.weight")) snprintf(out, n, "output_norm.weight");
+    else if (sscanf(hf, "layers.%d.%n", &layer, &used) == 1 && used > 0) {
+        const char *rest = hf + used;
+        for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+            const size_t l = strlen(map[i][0]);
+            if (!strncmp(rest, map[i][0], l)) {
+                snprintf(out, n, "blk.%d.%s%s", layer, map[i][1], rest + l);
+                return;
+            }
+        }
+        snprintf(out, n, "%s", hf);
+    } else
+        snprintf(out, n, "%s", hf);
+}
+
 static const cvx_tensor *get(const qwen_model *m, const char *name, const int64_t *shape, int ndim) {
     char n[320];
-    snprintf(n, sizeof n, "%s%s", m->prefix, name);
+    if (m->llama_names) qwen_llama_name(name, n, sizeof n);
+    else snprintf(n, sizeof n, "%s%s", m->prefix, name);
     return cvx_weights_get(m->weights, n, shape, ndim);
 }
 
@@ -121,7 +144,8 @@ static int build(qwen_model *m, int max_layers, cvx_ctx *ctx) {
         if (cvx_weights_find(m->weights, n)) break;
         m->prefix[0] = 0;
     }
-    m->prefix_len = (int)strlen(m->prefix);
+    m->llama_names = !m->prefix[0] && !cvx_weights_find(m->weights, "embed_tokens.weight") &&
+                     cvx_weights_find(m->weights, "token_embd.weight");
     if (!(m->embed = get(m, "embed_tokens.weight", CVX_SHAPE(-1, c->hidden_size)))) return -1;
     m->n_loaded = max_layers < 0 || max_layers > c->num_layers ? c->num_layers : max_layers;
     m->layers = cvx_calloc((size_t)m->n_loaded + 1, sizeof *m->layers);

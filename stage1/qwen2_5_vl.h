@@ -42,8 +42,8 @@ typedef struct {
     float *norm;              /* norm.weight [D], NULL when not loaded */
     qwen_layer *layers;       /* [n_loaded] */
     int n_loaded;             /* layers looked up (num_layers, or fewer: qwen_load's max_layers) */
-    int prefix_len;           /* 0, or the length of the name prefix the file uses ("model.", ...) */
     char prefix[64];
+    int llama_names;          /* llama.cpp's names (a GGUF: token_embd.weight, blk.N.attn_q.weight, ...) */
     cvx_ctx *ctx;             /* borrowed unless owns_ctx */
     int owns_ctx;
 } qwen_model;
@@ -53,13 +53,17 @@ typedef struct {
 int qwen_config_load(qwen_config *c, const char *config_path);
 /* Open text_encoder_dir (config.json + safetensors, single or sharded, or a GGUF with HF names).
  * Tensor names: "layers.N....", "embed_tokens.weight", "norm.weight" (Qwen2_5_VLTextModel as saved),
- * or the same under "model." / "language_model." / "model.language_model." (full checkpoints).
+ * or the same under "model." / "language_model." / "model.language_model." (full checkpoints, ComfyUI's
+ * qwen_2.5_vl_7b*.safetensors), or llama.cpp's (qwen_llama_name: a GGUF of the language model).
  * Only the first max_layers layers are looked up (-1: all; the pipeline needs L - 2), and norm
  * only when all are. ctx: compute context (borrowed) or NULL for a private one. */
 int qwen_load(qwen_model *m, const char *text_encoder_dir, int max_layers, cvx_ctx *ctx);
 /* The same from a weights path (file, index .json, directory or GGUF) and a separate config.json. */
 int qwen_load_file(qwen_model *m, const char *weights_path, const char *config_path, int max_layers, cvx_ctx *ctx);
 void qwen_free(qwen_model *m);
+/* llama.cpp's name of a tensor of the text model ("layers.3.self_attn.q_proj.bias" ->
+ * "blk.3.attn_q.bias", "embed_tokens.weight" -> "token_embd.weight"; gguf-py's qwen2vl map). */
+void qwen_llama_name(const char *hf, char *out, size_t n);
 
 /* cos / sin tables [S, head_dim] for positions 0..S-1 (float32 as transformers computes them). */
 void qwen_rope_tables(const qwen_config *c, int S, float *cos, float *sin);

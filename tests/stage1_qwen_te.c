@@ -5,9 +5,13 @@
  *    whole text path: prompt -> chat template -> tokens -> model (rel L2 <= 1e-5 per prompt),
  *    with only the L - 2 layers the pipeline needs loaded;
  *  - the mask: causal & key padding, a fully masked row attends to every key;
+ *  - a GGUF with llama.cpp's names (converted here from the golden weights): F32 gives the
+ *    safetensors' bits; Q8_0 (every linear whose rows are whole blocks) stays near the golden;
  *  - bad inputs: an id outside the table, a config whose mrope_section does not fit. */
 #include "golden_harness.h"
 
+#include "gguf.h"
+#include "quant.h"
 #include "stage1/bpe.h"
 #include "stage1/qwen2_5_vl.h"
 
@@ -83,6 +87,85 @@ static void test_prompt_embeds(void **state) {
     gh_close(&c);
 }
 
+/* The golden weights as a GGUF with llama.cpp names; q8: Q8_0 where rows are whole blocks. */
+static void write_llama_gguf(const char *te_dir, const char *out, int q8) {
+    cvx_weights *w = cvx_weights_open(te_dir);
+    ASSERT_NONNULL(w);
+    cvx_gguf_writer *g = cvx_ggufw_new();
+    ASSERT_OK(cvx_ggufw_kv_str(g, "general.architecture", "qwen2vl"));
+    const int n = cvx_weights_count(w);
+    void **data = calloc((size_t)n, sizeof *data);
+    for (int i = 0; i < n; i++) {
+        const cvx_tensor *t = cvx_weights_at(w, i);
+        char name[128];
+        qwen_llama_name(t->name, name, sizeof name);
+        const cvx_dtype type = q8 && t->ndim == 2 && t->shape[1] % 32 == 0 ? CVX_Q8_0 : CVX_F32;
+        const cvx_quant_traits *tr = cvx_quant_of(type);
+        float *v = cvx_tensor_f32_dup(t);
+        const int64_t row = t->shape[t->ndim - 1], rows = t->numel / row;
+        const size_t rb = (size_t)row / tr->block * tr->type_size;
+        data[i] = cvx_malloc(rb * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) tr->from_f32_ref(v + r * row, (char *)data[i] + rb * (size_t)r, row);
+        free(v);
+        assert_true(cvx_ggufw_tensor(g, name, t->ndim, t->shape, type, data[i]) >= 0);
+    }
+    ASSERT_OK(cvx_ggufw_write(g, out, NULL, NULL));
+    cvx_ggufw_free(g);
+    for (int i = 0; i < n; i++) free(data[i]);
+    free(data);
+    cvx_weights_close(w);
+}
+
+static void test_gguf(void **state) {
+    (void)state;
+    static const char *const pairs[][2] = {
+        {"embed_tokens.weight", "token_embd.weight"},
+        {"norm.weight", "output_norm.weight"},
+        {"layers.0.self_attn.q_proj.bias", "blk.0.attn_q.bias"},
+        {"layers.27.self_attn.o_proj.weight", "blk.27.attn_output.weight"},
+        {"layers.3.mlp.gate_proj.weight", "blk.3.ffn_gate.weight"},
+        {"layers.3.mlp.down_proj.weight", "blk.3.ffn_down.weight"},
+        {"layers.1.input_layernorm.weight", "blk.1.attn_norm.weight"},
+        {"layers.1.post_attention_layernorm.weight", "blk.1.ffn_norm.weight"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        char out[128];
+        qwen_llama_name(pairs[i][0], out, sizeof out);
+        assert_string_equal(out, pairs[i][1]);
+    }
+    gh_case c;
+    gh_open(&c, TE_CASE);
+    char dir[64], f32[128], q8[128], cfg[1024];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(f32, sizeof f32, "%s/te_f32.gguf", dir);
+    snprintf(q8, sizeof q8, "%s/te_q8_0.gguf", dir);
+    snprintf(cfg, sizeof cfg, "%s", gh_path(&c, "model/text_encoder/config.json"));
+    write_llama_gguf(gh_path(&c, "model/text_encoder"), f32, 0);
+    write_llama_gguf(gh_path(&c, "model/text_encoder"), q8, 1);
+    bpe_tokenizer *t = bpe_load(TOK_DIR);
+    ASSERT_NONNULL(t);
+    const int N = HV15_MLLM_MAX_LENGTH;
+    float *want = gh_f32(&c, NULL, "prompt_embeds");
+    const char *prompt = gh_str(gh_at(gh_json(&c, "prompts"), 1));
+    for (int k = 0; k < 2; k++) {
+        qwen_model m;
+        ASSERT_OK(qwen_load_file(&m, k ? q8 : f32, cfg, 2, NULL));
+        assert_true(m.llama_names);
+        const int D = m.cfg.hidden_size;
+        float *got = malloc((size_t)N * D * sizeof(float));
+        int64_t mask[HV15_MLLM_MAX_LENGTH];
+        ASSERT_OK(hv15_mllm_prompt_embeds(&m, t, prompt, got, mask));
+        gh_check_rel_l2(&c, k ? "prompt 1 prompt_embeds, Q8_0 GGUF" : "prompt 1 prompt_embeds, F32 GGUF", got,
+                        want + (size_t)N * D, (size_t)N * D, k ? 3e-2 : 1e-5);
+        free(got);
+        qwen_free(&m);
+    }
+    free(want);
+    bpe_free(t);
+    tu_rmrf(dir);
+    gh_close(&c);
+}
+
 static void test_mask(void **state) {
     (void)state;
     enum { n = 5 };
@@ -122,6 +205,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hidden_states),
         cmocka_unit_test(test_prompt_embeds),
+        cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_bad_config),
     };
