@@ -302,7 +302,8 @@ static void mlp(const qwen_model *m, const qwen_layer *l, float *x, qwen_scratch
     cvx_linear(m->ctx, s->h, S, D, l->gate, NULL, s->g);                      // [S, I]
     cvx_linear(m->ctx, s->h, S, D, l->up, NULL, s->u);                        // [S, I]
     cvx_silu(s->g, (size_t)S * I);
-    for (size_t i = 0; i < (size_t)S * I; i++) s->g[i] *= s->u[i];
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < (size_t)S * I; i++) s->g[i] *= s->u[i];          // silu(gate) · up
     cvx_linear(m->ctx, s->g, S, I, l->down, NULL, s->y);                      // [S, D]
     cvx_add(x, s->y, (size_t)S * D);
 }

@@ -70,7 +70,7 @@ void qwen_rope_tables(const qwen_config *c, int S, float *cos, float *sin);
 
 /* Per-sequence scratch, allocated once per forward. */
 typedef struct {
-    float *h, *q, *k, *v, *kr, *vr, *a, *y, *g, *u;
+    float *h, *q, *k, *v, *a, *y, *g, *u;  /* [S, D], [S, H·hd], [S, KV·hd] x2, [S, H·hd], [S, D], [S, I] x2 */
     float *bias;              /* [S, S] additive mask (0 / -inf) */
     float *cos, *sin;         /* [S, head_dim] */
     int S;
