@@ -5,6 +5,7 @@
  *    whole text path: prompt -> chat template -> tokens -> model (rel L2 <= 1e-5 per prompt),
  *    with only the L - 2 layers the pipeline needs loaded;
  *  - the mask: causal & key padding, a fully masked row attends to every key;
+ *  - a single file with a full checkpoint's "model." names gives the same bits;
  *  - a GGUF with llama.cpp's names (converted here from the golden weights): F32 gives the
  *    safetensors' bits; Q8_0 (every linear whose rows are whole blocks) stays near the golden;
  *  - bad inputs: an id outside the table, a config whose mrope_section does not fit. */
@@ -166,6 +167,49 @@ static void test_gguf(void **state) {
     gh_close(&c);
 }
 
+/* A full checkpoint's names ("model." + the text model's, as in Qwen2_5_VLForConditionalGeneration
+ * files and ComfyUI's qwen_2.5_vl_7b*.safetensors) load through qwen_load_file: the same bits. */
+static void test_prefixed_names(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, TE_CASE);
+    char dir[64], file[128], cfg[1024];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(file, sizeof file, "%s/qwen_2.5_vl_tiny.safetensors", dir);
+    snprintf(cfg, sizeof cfg, "%s", gh_path(&c, "model/text_encoder/config.json"));
+    cvx_weights *w = cvx_weights_open(gh_path(&c, "model/text_encoder"));
+    ASSERT_NONNULL(w);
+    cvx_st_writer *sw = cvx_stw_new();
+    for (int i = 0; i < cvx_weights_count(w); i++) {
+        const cvx_tensor *t = cvx_weights_at(w, i);
+        char name[160];
+        snprintf(name, sizeof name, "model.%s", t->name);
+        ASSERT_OK(cvx_stw_add(sw, name, t->dtype, t->ndim, t->shape, t->data));
+    }
+    const int64_t vis[1] = {4};
+    const float junk[4] = {1, 2, 3, 4};
+    ASSERT_OK(cvx_stw_add(sw, "visual.blocks.0.norm1.weight", CVX_F32, 1, vis, junk));   /* ignored */
+    ASSERT_OK(cvx_stw_write(sw, file));
+    cvx_stw_free(sw);
+    cvx_weights_close(w);
+    qwen_model a, b;
+    ASSERT_OK(qwen_load(&a, gh_path(&c, "model/text_encoder"), -1, NULL));
+    ASSERT_OK(qwen_load_file(&b, file, cfg, -1, NULL));
+    assert_string_equal(b.prefix, "model.");
+    const int D = a.cfg.hidden_size;
+    int64_t ids[S], mask[S];
+    const cvx_tensor *ti = gh_tensor(&c, "input_ids"), *tm = gh_tensor(&c, "attention_mask");
+    for (int i = 0; i < S; i++) ids[i] = gh_i64_at(ti, (size_t)i), mask[i] = gh_i64_at(tm, (size_t)i);
+    float *x = malloc((size_t)S * D * sizeof(float)), *y = malloc((size_t)S * D * sizeof(float));
+    ASSERT_OK(qwen_hidden_state(&a, ids, mask, S, 4, x));
+    ASSERT_OK(qwen_hidden_state(&b, ids, mask, S, 4, y));
+    gh_check_exact_f32(&c, "hidden_states[4], model.-prefixed file", y, x, (size_t)S * D);
+    free(x), free(y);
+    qwen_free(&a), qwen_free(&b);
+    tu_rmrf(dir);
+    gh_close(&c);
+}
+
 static void test_mask(void **state) {
     (void)state;
     enum { n = 5 };
@@ -206,6 +250,7 @@ int main(void) {
         cmocka_unit_test(test_hidden_states),
         cmocka_unit_test(test_prompt_embeds),
         cmocka_unit_test(test_gguf),
+        cmocka_unit_test(test_prefixed_names),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_bad_config),
     };
