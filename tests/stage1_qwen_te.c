@@ -8,12 +8,16 @@
  *  - a single file with a full checkpoint's "model." names gives the same bits;
  *  - a GGUF with llama.cpp's names (converted here from the golden weights): F32 gives the
  *    safetensors' bits; Q8_0 (every linear whose rows are whole blocks) stays near the golden;
+ *  - the whole text side of an end-to-end case (e2e_t2v_glyph, trimmed): prompt and negative None
+ *    through both encoders as the pipeline's encode_prompt -> the stored prompt_embeds(_2), masks,
+ *    input ids (rel L2 <= 1e-5; ids and masks exact);
  *  - bad inputs: an id outside the table, a config whose mrope_section does not fit. */
 #include "golden_harness.h"
 
 #include "gguf.h"
 #include "quant.h"
 #include "stage1/bpe.h"
+#include "stage1/glyph.h"
 #include "stage1/qwen2_5_vl.h"
 
 #define TE_CASE "tests/data/golden_hv15/qwen_te"
@@ -210,6 +214,63 @@ static void test_prefixed_names(void **state) {
     gh_close(&c);
 }
 
+/* Tensor `name` of the case (I64, or F32 holding integers: the pipeline's F32 masks) equals v[n]. */
+static void check_ids(gh_case *c, const char *name, const int64_t *v, size_t n) {
+    const cvx_tensor *t = gh_tensor(c, "%s", name);
+    assert_int_equal(t->numel, (int64_t)n);
+    float *f = t->dtype == CVX_I64 ? NULL : cvx_tensor_f32_dup(t);
+    for (size_t i = 0; i < n; i++)
+        if ((f ? (int64_t)f[i] : gh_i64_at(t, i)) != v[i]) fail_msg("%s[%zu] differs", name, i);
+    free(f);
+}
+
+static void test_e2e_text_side(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, "tests/data/golden_hv15/e2e_t2v_glyph_te");
+    qwen_config qc;
+    ASSERT_OK(qwen_config_load(&qc, gh_path(&c, "model/text_encoder/config.json")));
+    qwen_model m;
+    ASSERT_OK(qwen_load(&m, gh_path(&c, "model/text_encoder"), qc.num_layers - HV15_MLLM_SKIP_LAYERS, NULL));
+    bpe_tokenizer *t = bpe_load(gh_path(&c, "model/tokenizer"));
+    ASSERT_NONNULL(t);
+    byt5_tokenizer bt;
+    ASSERT_OK(byt5_tokenizer_load(&bt, gh_path(&c, "model/tokenizer_2")));
+    t5_model t5;
+    ASSERT_OK(t5_build(&t5, gh_path(&c, "model/text_encoder_2"), NULL));
+    const int N = HV15_MLLM_MAX_LENGTH, D = qc.hidden_size, D2 = t5.cfg.d_model;
+    json_object *neg = gh_json(&c, "call.negative_prompt");
+    const char *texts[2] = {gh_str(gh_json(&c, "call.prompt")), neg ? gh_str(neg) : ""};   /* None -> "" */
+    static const char *const pre[2] = {"prompt", "negative"};
+    float *e = malloc((size_t)N * D * sizeof(float)), *e2 = malloc((size_t)HV15_BYT5_MAX_LENGTH * D2 * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        int64_t ids[S], mask[S], m2[HV15_BYT5_MAX_LENGTH];
+        char name[64];
+        ASSERT_OK(hv15_mllm_tokens(t, texts[k], ids, mask, NULL));
+        snprintf(name, sizeof name, "%s_input_ids", pre[k]);
+        check_ids(&c, name, ids, S);
+        snprintf(name, sizeof name, "%s_attention_mask", pre[k]);
+        check_ids(&c, name, mask, S);
+        ASSERT_OK(hv15_mllm_prompt_embeds(&m, t, texts[k], e, mask));
+        check_ids(&c, k ? "negative_prompt_embeds_mask" : "prompt_embeds_mask", mask, (size_t)N);   /* F32 there */
+        float *want = gh_f32(&c, NULL, k ? "negative_prompt_embeds" : "prompt_embeds");
+        gh_check_rel_l2(&c, k ? "negative_prompt_embeds" : "prompt_embeds", e, want, (size_t)N * D, 1e-5);
+        free(want);
+        ASSERT_OK(hv15_byt5_prompt_embeds(&t5, &bt, texts[k], e2, m2));
+        check_ids(&c, k ? "negative_prompt_embeds_mask_2" : "prompt_embeds_mask_2", m2, HV15_BYT5_MAX_LENGTH);
+        want = gh_f32(&c, NULL, k ? "negative_prompt_embeds_2" : "prompt_embeds_2");
+        if (k) gh_check_exact_f32(&c, "negative_prompt_embeds_2 (no glyph text: zeros)", e2, want, (size_t)HV15_BYT5_MAX_LENGTH * D2);
+        else gh_check_rel_l2(&c, "prompt_embeds_2", e2, want, (size_t)HV15_BYT5_MAX_LENGTH * D2, 1e-5);
+        free(want);
+    }
+    free(e), free(e2);
+    t5_free(&t5);
+    byt5_tokenizer_free(&bt);
+    bpe_free(t);
+    qwen_free(&m);
+    gh_close(&c);
+}
+
 static void test_mask(void **state) {
     (void)state;
     enum { n = 5 };
@@ -251,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_embeds),
         cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_prefixed_names),
+        cmocka_unit_test(test_e2e_text_side),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_bad_config),
     };
