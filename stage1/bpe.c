@@ -562,9 +562,18 @@ static void put_utf8_full(char *buf, size_t *n, uint32_t c) {
         buf[(*n)++] = (char)(0x80 | ((c >> 6) & 0x3f)), buf[(*n)++] = (char)(0x80 | (c & 0x3f));
 }
 
+/* The merge rank of symbols (i, i + 1) of the word in b ("first second" in merges.txt), -1: none. */
+static int pair_rank(const bpe_tokenizer *t, bpe_work *b, size_t i) {
+    const size_t l1 = b->len[i], l2 = b->len[i + 1];
+    memcpy(b->key, b->w + b->off[i], l1);
+    b->key[l1] = ' ';
+    memcpy(b->key + l1 + 1, b->w + b->off[i + 1], l2);
+    return strmap_get(&t->ranks, b->key, l1 + 1 + l2);
+}
+
 /* bpe() of one pre-token (its nb UTF-8 bytes) and the vocabulary lookup of each resulting token. */
 static int bpe_word(const bpe_tokenizer *t, const char *bytes, size_t nb, bpe_work *b, tok_out *o) {
-    char *w = b->w, *key = b->key;   /* the byte-encoded word; a pair's "first second" */
+    char *w = b->w;   /* the byte-encoded word */
     size_t *off = b->off, *len = b->len, wn = 0;
     int *rank = b->rank, *merged = b->merged;
     size_t m = nb;
@@ -574,11 +583,7 @@ static int bpe_word(const bpe_tokenizer *t, const char *bytes, size_t nb, bpe_wo
         len[i] = wn - off[i];
         merged[i] = 1;
     }
-#define PAIR_RANK(i)                                                                   \
-    (memcpy(key, w + off[i], len[i]), key[len[i]] = ' ',                               \
-     memcpy(key + len[i] + 1, w + off[(i) + 1], len[(i) + 1]),                         \
-     strmap_get(&t->ranks, key, len[i] + 1 + len[(i) + 1]))
-    for (size_t i = 0; i + 1 < m; i++) rank[i] = PAIR_RANK(i);
+    for (size_t i = 0; i + 1 < m; i++) rank[i] = pair_rank(t, b, i);
     for (;;) {
         int best = -1;
         for (size_t i = 0; i + 1 < m; i++)
@@ -599,9 +604,8 @@ static int bpe_word(const bpe_tokenizer *t, const char *bytes, size_t nb, bpe_wo
         }
         m = k;
         for (size_t i = 0; i + 1 < m; i++)
-            if (merged[i] || merged[i + 1]) rank[i] = PAIR_RANK(i);
+            if (merged[i] || merged[i + 1]) rank[i] = pair_rank(t, b, i);
     }
-#undef PAIR_RANK
     int rc = 0;
     for (size_t i = 0; i < m && !rc; i++) {
         int id = strmap_get(&t->vocab, w + off[i], len[i]);
