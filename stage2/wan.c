@@ -422,7 +422,8 @@ static int forward_embed(wan_transformer *m, const float *x, int B, int F, int H
         return cvx_error("transformer: this is an image-to-video model (image_dim %d): image embeddings are required",
                          c->image_dim);
     if (!c->image_dim && image)
-        return cvx_error("transformer: this is a text-to-video model (image_dim null): it takes no image embeddings");
+        return cvx_error("transformer: this model has no image branch (image_dim null; Wan 2.2 takes the image as latent channels): it "
+                         "takes no image embeddings");
     if (m->sp && B != 1)
         return cvx_error("transformer: under sequence parallelism a forward takes one batch element, got %d", B);
     if (!c->image_dim) L_img = 0;
@@ -551,6 +552,17 @@ int wan_forward_per_token(wan_transformer *m, const float *x, int B, int F, int 
     if (wan_forward_embed_per_token(m, x, B, F, H, W, text, L, image, L_img, timestep, &f)) return -1;
     wan_forward_blocks(m, &f, 0, m->c.num_layers);
     wan_forward_finalize(m, &f, out);
+    return 0;
+}
+
+int wan_expert_is_high_noise(int64_t t, double boundary_ratio, int num_train_timesteps) {
+    return (float)t >= (float)(boundary_ratio * num_train_timesteps);   /* int64 tensor >= float: in float32 */
+}
+
+int wan_boundary_check(double boundary_ratio, const char *what) {
+    if (!(boundary_ratio > 0.0 && boundary_ratio < 1.0))
+        return cvx_error("%s: boundary_ratio = %g, expected a number in (0, 1) (the fraction of the training timesteps "
+                         "above which the high-noise expert runs)", what, boundary_ratio);
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #define CVX_STAGE2_WAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "context.h"
 
@@ -121,6 +122,14 @@ void wan_forward_blocks(wan_transformer *m, wan_fwd *f, int first, int count);
 void wan_forward_finalize(wan_transformer *m, wan_fwd *f, float *out);
 /* Frees f's buffers without finishing (error paths). */
 void wan_forward_abort(wan_fwd *f);
+
+/* Wan 2.2 A14B's expert per step (WanPipeline / WanImageToVideoPipeline, diffusers 0.35.2):
+ * `transformer` (the high-noise expert) while t >= boundary_ratio · num_train_timesteps, else
+ * `transformer_2`. Upstream compares the int64 timestep tensor with that Python float, which
+ * torch does in float32: (float)t >= (float)(ratio · N). 1 = high noise. */
+int wan_expert_is_high_noise(int64_t t, double boundary_ratio, int num_train_timesteps);
+/* boundary_ratio must be in (0, 1): -1 + cvx_error naming `what` (e.g. a config path) otherwise. */
+int wan_boundary_check(double boundary_ratio, const char *what);
 
 /* Ulysses sequence parallelism (docs/distributed.md), as cogvideox_set_sp: the forwards that
  * follow run on the ranks of `sp` (borrowed; NULL or one rank: off), one batch element per

@@ -8,10 +8,15 @@
  *   - e2e_a14b_i2v_dit (e2e_a14b_i2v's experts, in_channels 36, no CLIP branch, with the tensors
  *     of its steps 0 (high noise) and 2 (low noise)): cond / uncond predictions of
  *     cat([latents, condition]);
- *   - bad per-token timesteps: one error line. */
+ *   - bad per-token timesteps: one error line;
+ *   - scheduler_unipc22: UniPC tables at shift 5 / 3 / 12 (exact), the shift-5 chain step by step,
+ *     every expert-switch list from wan_expert_is_high_noise, the boundary check;
+ *   - noise22: the Wan 2.2 latent shapes' randn_tensor (exact, large ones by head / mid / tail). */
 #include "golden_harness.h"
 
+#include "rng.h"
 #include "stage2/positional.h"
+#include "stage2/scheduler_flow.h"
 #include "stage2/wan.h"
 
 #define DATA "tests/data/golden_wan22/"
@@ -238,11 +243,151 @@ static void test_a14b_i2v(void **s) {
     }
 }
 
+/* ------------------------------------------------------------------ scheduler, experts, noise */
+
+#define SCHED DATA "scheduler_unipc22"
+
+static void load_sched(flow_scheduler *s, double shift) {
+    ASSERT_OK(flow_scheduler_load(s, SCHED "/model/scheduler/scheduler_config.json", FLOW_FROM_CONFIG, shift));
+    assert_int_equal((int)s->kind, FLOW_UNIPC);
+}
+
+static void test_unipc_tables(void **st) {
+    (void)st;
+    gh_case c;
+    gh_open(&c, SCHED);
+    int count = 0;
+    json_object_object_foreach(gh_json(&c, "tables"), key, val) {
+        (void)val;
+        int shift, n;
+        assert_int_equal(sscanf(key, "shift%d_n%d", &shift, &n), 2);
+        flow_scheduler s;
+        load_sched(&s, shift);
+        ASSERT_OK(flow_scheduler_set_timesteps(&s, n));
+        char name[64];
+        snprintf(name, sizeof name, "%s.sigmas", key);
+        gh_expect_exact(&c, name, s.sigmas, (size_t)n + 1);
+        snprintf(name, sizeof name, "%s.timesteps", key);
+        const cvx_tensor *t = gh_tensor(&c, "%s", name);
+        assert_int_equal(t->numel, n);
+        int64_t *want = malloc(sizeof(int64_t) * (size_t)n);
+        for (int i = 0; i < n; i++) want[i] = gh_i64_at(t, (size_t)i);
+        gh_check_exact_i64(&c, name, s.timesteps_int, want, (size_t)n);
+        /* the expert of every step, for both A14B boundaries */
+        json_object *sw = gh_json(&c, "boundary_ratio");
+        json_object_object_foreach(sw, kind, ratio) {
+            char lk[96];
+            snprintf(lk, sizeof lk, "%s.%s", key, kind);
+            json_object *list = gh_get(gh_json(&c, "expert_switch"), lk);
+            assert_int_equal(gh_len(list), n);
+            for (int i = 0; i < n; i++) {
+                const int high = !strcmp(gh_str(gh_at(list, (size_t)i)), "transformer");
+                assert_int_equal(wan_expert_is_high_noise(want[i], gh_num(ratio), 1000), high);
+            }
+            c.checks++;
+        }
+        free(want);
+        flow_scheduler_free(&s);
+        count++;
+    }
+    assert_int_equal(count, 8);
+    /* the rule's edges: t = 875 is high noise at 0.875, 874 is not; 900 at 0.9 */
+    assert_true(wan_expert_is_high_noise(875, 0.875, 1000) && !wan_expert_is_high_noise(874, 0.875, 1000));
+    assert_true(wan_expert_is_high_noise(900, 0.9, 1000) && !wan_expert_is_high_noise(899, 0.9, 1000));
+    ASSERT_OK(wan_boundary_check(0.875, "model_index.json"));
+    const double bad[] = {0.0, 1.0, -0.5, 1.5, NAN};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(wan_boundary_check(bad[k], "model_index.json"), -1);
+        assert_non_null(strstr(cvx_last_error(), "model_index.json: boundary_ratio"));
+    }
+    print_message("  error: %s\n", cvx_last_error());
+    gh_close(&c);
+}
+
+/* The shift-5 chain: the first sample and the model outputs from the file, our own samples fed back. */
+static void test_unipc_chain(void **st) {
+    (void)st;
+    gh_case c;
+    gh_open(&c, SCHED);
+    json_object *ch = gh_at(gh_json(&c, "chains"), 0), *steps = gh_get(ch, "steps");
+    const char *prefix = gh_str(gh_get(ch, "chain"));
+    const int N = (int)gh_int(gh_get(ch, "num_inference_steps"));
+    flow_scheduler s;
+    load_sched(&s, gh_num(gh_get(ch, "flow_shift")));
+    ASSERT_OK(flow_scheduler_set_timesteps(&s, N));
+    size_t n;
+    float *x = gh_f32(&c, &n, "%s_i0.sample", prefix), *prev = cvx_alloc_f32(n);
+    flow_state *fs = flow_state_new(&s, n);
+    for (int i = 0; i < N; i++) {
+        json_object *g = gh_at(steps, (size_t)i);
+        assert_int_equal(s.timesteps_int[i], gh_int(gh_get(g, "timestep")));
+        float *v = gh_f32(&c, NULL, "%s_i%d.model_output", prefix, i);
+        flow_step(&s, fs, i, v, x, n, prev);
+        assert_int_equal(flow_last_order(&s, fs), gh_int(gh_get(g, "predictor_order")));
+        static const char *const keys[] = {"x0_pred", "corrected_sample", "prev_sample"};
+        for (int k = 0; k < 3; k++) {
+            const float *got = k == 0 ? flow_x0(fs) : k == 1 ? flow_corrected_sample(&s, fs) : prev;
+            char what[96];
+            snprintf(what, sizeof what, "%s_i%d.%s", prefix, i, keys[k]);
+            float *want = gh_f32(&c, NULL, "%s", what);
+            gh_check_rel_l2(&c, what, got, want, n, 1e-6);
+            free(want);
+        }
+        memcpy(x, prev, sizeof(float) * n);
+        free(v);
+    }
+    flow_state_free(fs);
+    flow_scheduler_free(&s);
+    free(x), free(prev);
+    gh_close(&c);
+}
+
+static void test_noise(void **st) {
+    (void)st;
+    gh_case c;
+    gh_open(&c, DATA "noise22");
+    json_object *entries = gh_json(&c, "entries");
+    for (size_t e = 0; e < gh_len(entries); e++) {
+        json_object *en = gh_at(entries, e);
+        const char *key = gh_str(gh_get(en, "key"));
+        const size_t n = (size_t)gh_int(gh_get(en, "numel"));
+        assert_int_equal(gh_numel(gh_get(en, "shape")), n);
+        float *x = cvx_alloc_f32(n);
+        cvx_generator g;
+        cvx_generator_seed(&g, (uint64_t)gh_int(gh_get(en, "seed")));
+        cvx_randn(&g, x, n);
+        char what[64];
+        if (gh_tensor_opt(&c, "%s", key)) {
+            snprintf(what, sizeof what, "%s", key);
+            float *want = gh_f32(&c, NULL, "%s", key);
+            gh_check_exact_f32(&c, what, x, want, n);
+            free(want);
+        } else {
+            const size_t mid = (size_t)gh_int(gh_get(en, "mid_offset"));
+            static const char *const parts[] = {"head", "mid", "tail"};
+            for (int k = 0; k < 3; k++) {
+                size_t m;
+                float *want = gh_f32(&c, &m, "%s.%s", key, parts[k]);
+                const size_t at = k == 0 ? 0 : k == 1 ? mid : n - m;
+                snprintf(what, sizeof what, "%s.%s", key, parts[k]);
+                gh_check_exact_f32(&c, what, x + at, want, m);
+                free(want);
+            }
+            double sum = 0, sq = 0;
+            for (size_t i = 0; i < n; i++) sum += x[i], sq += (double)x[i] * x[i];
+            const double ws = gh_num(gh_get(en, "sum_float64")), wq = gh_num(gh_get(en, "sumsq_float64"));
+            print_message("  %s: sum %.10g (want %.10g), sum of squares %.10g (want %.10g)\n", key, sum, ws, sq, wq);
+            assert_true(fabs(sum - ws) <= 1e-6 * wq && fabs(sq - wq) <= 1e-9 * wq);
+        }
+        free(x);
+    }
+    gh_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ti2v),
-        cmocka_unit_test(test_a14b_experts),
-        cmocka_unit_test(test_a14b_i2v),
+        cmocka_unit_test(test_ti2v),         cmocka_unit_test(test_a14b_experts), cmocka_unit_test(test_a14b_i2v),
+        cmocka_unit_test(test_unipc_tables), cmocka_unit_test(test_unipc_chain),  cmocka_unit_test(test_noise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
