@@ -566,6 +566,28 @@ int wan_boundary_check(double boundary_ratio, const char *what) {
     return 0;
 }
 
+void wan_ti2v_first_frame_mask(int F, int h, int w, float *m) {
+    const size_t hw = (size_t)h * w;
+    for (size_t i = 0; i < (size_t)F * hw; i++) m[i] = i < hw ? 0.0f : 1.0f;   /* ones, then [:, :, 0] = 0 */
+}
+
+void wan_ti2v_apply_condition(const float *latents, const float *condition, int C, int F, int h, int w, float *out) {
+    const size_t hw = (size_t)h * w;
+    for (int c = 0; c < C; c++)
+        for (int f = 0; f < F; f++) {
+            const float m = f ? 1.0f : 0.0f, *cond = condition + (size_t)c * hw;   /* condition [C, 1, h, w] */
+            const float *lat = latents + ((size_t)c * F + f) * hw;
+            float *o = out + ((size_t)c * F + f) * hw;
+            for (size_t i = 0; i < hw; i++) o[i] = (1.0f - m) * cond[i] + m * lat[i];   /* literally, NaNs and -0 too */
+        }
+}
+
+void wan_ti2v_timesteps(int64_t t, int F, int h, int w, float *ts) {
+    const int hh = (h + 1) / 2, ww = (w + 1) / 2;   /* [:, ::2, ::2] */
+    const float tf = (float)t;                      /* mask (f32) · int64 scalar -> f32 */
+    for (size_t i = 0; i < (size_t)F * hh * ww; i++) ts[i] = (i < (size_t)hh * ww ? 0.0f : 1.0f) * tf;
+}
+
 int wan_sp_check(const wan_config *c, int sp) {
     if (sp > 1 && c->num_attention_heads % sp)
         return cvx_error("--sp %d: must divide the %d attention heads of this model (sequence parallelism splits "

@@ -131,6 +131,19 @@ int wan_expert_is_high_noise(int64_t t, double boundary_ratio, int num_train_tim
 /* boundary_ratio must be in (0, 1): -1 + cvx_error naming `what` (e.g. a config path) otherwise. */
 int wan_boundary_check(double boundary_ratio, const char *what);
 
+/* Wan 2.2 TI2V image-to-video (WanImageToVideoPipeline with expand_timesteps, diffusers 0.35.2):
+ * the image alone is VAE-encoded (mode, normalised) into condition [C, 1, h, w], and
+ * first_frame_mask m [F, h, w] is 0 on latent frame 0 and 1 elsewhere.
+ * wan_ti2v_first_frame_mask: m. */
+void wan_ti2v_first_frame_mask(int F, int h, int w, float *m);
+/* (1 − m)·condition + m·latents with condition broadcast over the frames, as upstream computes it
+ * (f32): the transformer input of every step, and the final latents after the loop. latents,
+ * out [C, F, h, w] (out may equal latents). */
+void wan_ti2v_apply_condition(const float *latents, const float *condition, int C, int F, int h, int w, float *out);
+/* The step's per-token timesteps (m[0,0][:, ::2, ::2]·t).flatten() -> ts [F·⌈h/2⌉·⌈w/2⌉] (tokens
+ * (f, h, w); frame 0's at 0, the rest (float)t, the f32 product of the mask and the int64 t). */
+void wan_ti2v_timesteps(int64_t t, int F, int h, int w, float *ts);
+
 /* Ulysses sequence parallelism (docs/distributed.md), as cogvideox_set_sp: the forwards that
  * follow run on the ranks of `sp` (borrowed; NULL or one rank: off), one batch element per
  * forward. Each rank keeps its token range (cvx_dist_split_range(S, sp, rank)) through the

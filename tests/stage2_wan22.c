@@ -11,12 +11,17 @@
  *   - bad per-token timesteps: one error line;
  *   - scheduler_unipc22: UniPC tables at shift 5 / 3 / 12 (exact), the shift-5 chain step by step,
  *     every expert-switch list from wan_expert_is_high_noise, the boundary check;
- *   - noise22: the Wan 2.2 latent shapes' randn_tensor (exact, large ones by head / mid / tail). */
+ *   - noise22: the Wan 2.2 latent shapes' randn_tensor (exact, large ones by head / mid / tail);
+ *   - e2e_ti2v_i2v_steps (e2e_ti2v_i2v's tensors; its VAE and transformer are byte-identical to
+ *     vae22_decode's and transformer_ti2v's, cmp'd when copied): the image's latent condition
+ *     (encode + normalise), first_frame_mask, every step's transformer input and per-token
+ *     timesteps (exact), steps 0 and 3's predictions, the final frame-0 replacement (exact). */
 #include "golden_harness.h"
 
 #include "rng.h"
 #include "stage2/positional.h"
 #include "stage2/scheduler_flow.h"
+#include "stage3/wan_vae.h"
 #include "stage2/wan.h"
 
 #define DATA "tests/data/golden_wan22/"
@@ -384,10 +389,98 @@ static void test_noise(void **st) {
     gh_close(&c);
 }
 
+/* ------------------------------------------------------------------ TI2V image-to-video */
+
+static void test_ti2v_i2v_steps(void **st) {
+    (void)st;
+    gh_case c;
+    gh_open(&c, DATA "e2e_ti2v_i2v_steps");
+    /* the condition: the image alone encoded (mode), normalised */
+    wan_vae *v = wan_vae_load(DATA "vae22_decode/model/vae", NULL);
+    ASSERT_NONNULL(v);
+    v->ctx->precision = CVX_PRECISION_F32;
+    const cvx_tensor *it = gh_tensor(&c, "image_preprocessed"), *ct = gh_tensor(&c, "condition");
+    const int Hp = (int)it->shape[2], Wp = (int)it->shape[3], C = (int)ct->shape[1], h = (int)ct->shape[3], w = (int)ct->shape[4];
+    int F1, h1, w1;
+    ASSERT_OK(wan_vae_encoded_shape(v, 1, Hp, Wp, &F1, &h1, &w1));
+    assert_true(F1 == 1 && h1 == h && w1 == w && C == v->cfg.z_dim);
+    const size_t nc = (size_t)C * h * w;
+    float *img = gh_f32(&c, NULL, "image_preprocessed"), *mean = cvx_alloc_f32(nc), *logvar = cvx_alloc_f32(nc);
+    ASSERT_OK(wan_vae_encode(v, img, 1, Hp, Wp, mean, logvar, NULL));   /* [3, H, W] = [3, 1, H, W] */
+    float *want = gh_f32(&c, NULL, "image_latent_mode");
+    gh_check_rel_l2(&c, "image_latent_mode", mean, want, nc, TOL);
+    free(want);
+    float *cond_got = cvx_alloc_f32(nc);
+    wan_vae_normalize(v, mean, 1, h, w, cond_got);
+    float *cond = gh_f32(&c, NULL, "condition");
+    gh_check_rel_l2(&c, "condition", cond_got, cond, nc, TOL);
+    free(cond_got), free(mean), free(logvar), free(img);
+    wan_vae_free(v);
+
+    /* the mask, then each step's transformer input and timesteps from the previous step's latents */
+    const cvx_tensor *lt = gh_tensor(&c, "initial_latents");
+    const int F = (int)lt->shape[2];
+    const size_t n = (size_t)C * F * h * w, S = (size_t)F * (h / 2) * (w / 2);
+    float *m = cvx_alloc_f32((size_t)F * h * w), *x = cvx_alloc_f32(n), *ts = cvx_alloc_f32(S);
+    wan_ti2v_first_frame_mask(F, h, w, m);
+    want = gh_f32(&c, NULL, "first_frame_mask");
+    gh_check_exact_f32(&c, "first_frame_mask", m, want, (size_t)F * h * w);
+    free(want);
+    float *lat = gh_f32(&c, NULL, "initial_latents");
+    wan_ti2v_apply_condition(lat, cond, C, F, h, w, x);
+    want = gh_f32(&c, NULL, "initial_transformer_input");
+    gh_check_exact_f32(&c, "initial_transformer_input", x, want, n);
+    free(want), free(lat);
+
+    w22_case tw;
+    case_open(&tw, DATA "transformer_ti2v", "model/transformer");
+    const cvx_tensor *pe = gh_tensor(&c, "prompt_embeds");
+    const int L = (int)pe->shape[1];
+    float *text[2] = {cvx_tensor_f32_dup(pe), cvx_tensor_f32_dup(gh_tensor(&c, "negative_prompt_embeds"))};
+    float *out = cvx_alloc_f32(n);
+    flow_scheduler sched;   /* e2e_ti2v_i2v's schedule: UniPC shift 5 (TI2V-5B's), 4 steps */
+    load_sched(&sched, 5.0);
+    ASSERT_OK(flow_scheduler_set_timesteps(&sched, 4));
+    const int64_t *T = sched.timesteps_int;
+    char key[64];
+    for (int i = 0; i < 4; i++) {
+        lat = i ? gh_f32(&c, NULL, "step%d.latents_after", i - 1) : gh_f32(&c, NULL, "initial_latents");
+        wan_ti2v_apply_condition(lat, cond, C, F, h, w, x);
+        snprintf(key, sizeof key, "step%d.transformer_input", i);
+        want = gh_f32(&c, NULL, "%s", key);
+        gh_check_exact_f32(&c, key, x, want, n);
+        free(want);
+        wan_ti2v_timesteps(T[i], F, h, w, ts);
+        snprintf(key, sizeof key, "step%d.timestep", i);
+        want = gh_f32(&c, NULL, "%s", key);
+        gh_check_exact_f32(&c, key, ts, want, S);
+        free(want);
+        if (i == 0 || i == 3)
+            for (int k = 0; k < 2; k++) {
+                ASSERT_OK(wan_forward_per_token(tw.m, x, 1, F, h, w, text[k], L, NULL, 0, ts, out));
+                snprintf(key, sizeof key, "step%d.noise_pred_%s", i, k ? "uncond" : "cond");
+                want = gh_f32(&c, NULL, "%s", key);
+                gh_check_rel_l2(&c, key, out, want, n, TOL);
+                free(want);
+            }
+        free(lat);
+    }
+    /* after the loop: frame 0 replaced once more */
+    lat = gh_f32(&c, NULL, "step3.latents_after");
+    wan_ti2v_apply_condition(lat, cond, C, F, h, w, lat);
+    want = gh_f32(&c, NULL, "final_latents");
+    gh_check_exact_f32(&c, "final_latents", lat, want, n);
+    free(want), free(lat), free(out), free(text[0]), free(text[1]), free(m), free(x), free(ts), free(cond);
+    flow_scheduler_free(&sched);
+    case_close(&tw);
+    gh_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ti2v),         cmocka_unit_test(test_a14b_experts), cmocka_unit_test(test_a14b_i2v),
         cmocka_unit_test(test_unipc_tables), cmocka_unit_test(test_unipc_chain),  cmocka_unit_test(test_noise),
+        cmocka_unit_test(test_ti2v_i2v_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
