@@ -246,7 +246,8 @@ static int decode_tiled(const wan_vae *v, const float *z, int F, int h, int w, c
 
 /* Bytes alive while decoding latent frames of an h×w region: every causal conv's 2 carried input
  * frames, plus the largest residual block's transient (input, padded conv input, output and the
- * new cache: C·(3n + 4) frames at its size for n frames per call). */
+ * new cache: C·(3n + 4) frames at its size for n frames per call; Wan 2.2: plus the level's input,
+ * held for its DupUp3D shortcut). Sizes in the decoder's own (patchified) samples. */
 static double region_bytes(const wan_vae *v, int h, int w) {
     double hw = (double)h * w, cached = 0, transient = 0;   /* in floats */
     int frames = 1;                                          /* per call, after the first latent frame */
@@ -254,10 +255,11 @@ static double region_bytes(const wan_vae *v, int h, int w) {
     for (int i = 0; i < 2; i++) cached += (double)(v->dec_mid.res[i].conv1.cin + v->dec_mid.res[i].conv2.cin) * hw;
     for (int i = 0; i < v->cfg.n_mult; i++) {
         const wan_level_w *b = &v->up[i];
+        const double held = b->sc_ft ? (double)b->sc_in * frames * hw : 0;
         for (int j = 0; j < b->num_resnets; j++) {
             const wan_resblock_w *r = &b->resnets[j];
             cached += (double)(r->conv1.cin + r->conv2.cin) * hw;
-            const double t = (double)r->cout * (3.0 * frames + 4) * hw;
+            const double t = (double)r->cout * (3.0 * frames + 4) * hw + held;
             transient = t > transient ? t : transient;
         }
         if (b->resample.mode == WAN_UPSAMPLE_3D) cached += (double)b->resample.time_conv.cin * hw, frames *= 2;

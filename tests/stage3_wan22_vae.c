@@ -3,7 +3,9 @@
  * 5 latent frames: patchified decoder output, unpatchified raw output, clamped output, frames) and
  * vae22_encode (1, 5, 9 frames: patchify, quant_conv output, mean, logvar, normalised mode, sample
  * with Generator(7)); tiled decode against untiled; patchify / AvgDown3D / DupUp3D against
- * straight re-statements of upstream's view/permute code; sizes and bad inputs.
+ * straight re-statements of upstream's view/permute code; sizes and bad inputs; a random model
+ * of the hidden set's kind (base 6 / decoder 10, dim_mult [1,2,4,2], 2 res blocks: other group
+ * and repeat sizes) is causal frame by frame, decoding and encoding.
  * vae22_encode's model is byte-identical to vae22_decode's (cmp'd when copied), so only one is stored. */
 #include "golden_harness.h"
 
@@ -412,10 +414,160 @@ static void test_sizes_errors(void **s) {
     tu_rmrf(dir);
 }
 
+/* ------------------------------------------------------------------ another configuration */
+
+static cvx_generator g_w;
+
+static void add_t(cvx_st_writer *w, const char *name, int ndim, const int64_t *shape, float scale) {
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    float *v = cvx_alloc_f32(n);
+    cvx_randn(&g_w, v, n);
+    for (size_t i = 0; i < n; i++) v[i] = scale > 0 ? v[i] * scale : 1.0f + 0.1f * v[i];   /* scale 0: a gamma */
+    ASSERT_OK(cvx_stw_add_f32(w, name, CVX_F32, ndim, shape, v));
+    free(v);
+}
+
+static void add_conv(cvx_st_writer *w, const char *name, int cout, int cin, int k, int is2d) {
+    char b[256];
+    snprintf(b, sizeof b, "%s.weight", name);
+    const float sc = 1.0f / sqrtf((float)cin * k * k * (is2d ? 1 : k));
+    if (is2d) add_t(w, b, 4, (int64_t[]){cout, cin, k, k}, sc);
+    else add_t(w, b, 5, (int64_t[]){cout, cin, k, k, k}, sc);
+    snprintf(b, sizeof b, "%s.bias", name);
+    add_t(w, b, 1, (int64_t[]){cout}, 0.05f);
+}
+
+static void add_time_conv(cvx_st_writer *w, const char *name, int cout, int cin) {
+    char b[256];
+    snprintf(b, sizeof b, "%s.weight", name);
+    add_t(w, b, 5, (int64_t[]){cout, cin, 3, 1, 1}, 1.0f / sqrtf(3.0f * cin));
+    snprintf(b, sizeof b, "%s.bias", name);
+    add_t(w, b, 1, (int64_t[]){cout}, 0.05f);
+}
+
+static void add_gamma(cvx_st_writer *w, const char *name, int C, int images) {
+    char b[288];
+    snprintf(b, sizeof b, "%s.gamma", name);
+    if (images) add_t(w, b, 3, (int64_t[]){C, 1, 1}, 0);
+    else add_t(w, b, 4, (int64_t[]){C, 1, 1, 1}, 0);
+}
+
+static void add_res(cvx_st_writer *w, const char *name, int cin, int cout) {
+    char b[256];
+    snprintf(b, sizeof b, "%s.norm1", name), add_gamma(w, b, cin, 0);
+    snprintf(b, sizeof b, "%s.conv1", name), add_conv(w, b, cout, cin, 3, 0);
+    snprintf(b, sizeof b, "%s.norm2", name), add_gamma(w, b, cout, 0);
+    snprintf(b, sizeof b, "%s.conv2", name), add_conv(w, b, cout, cout, 3, 0);
+    if (cin != cout) snprintf(b, sizeof b, "%s.conv_shortcut", name), add_conv(w, b, cout, cin, 1, 0);
+}
+
+static void add_mid(cvx_st_writer *w, const char *name, int C) {
+    char b[256];
+    for (int i = 0; i < 2; i++) snprintf(b, sizeof b, "%s.resnets.%d", name, i), add_res(w, b, C, C);
+    snprintf(b, sizeof b, "%s.attentions.0.norm", name), add_gamma(w, b, C, 1);
+    snprintf(b, sizeof b, "%s.attentions.0.to_qkv", name), add_conv(w, b, 3 * C, C, 1, 1);
+    snprintf(b, sizeof b, "%s.attentions.0.proj", name), add_conv(w, b, C, C, 1, 1);
+}
+
+/* A random Wan 2.2 VAE (diffusers names) of base 6, decoder 10, z 8, dim_mult [1,2,4,2], 2 res blocks. */
+static void write_vae(const char *dir) {
+    const int base = 6, dbase = 10, z = 8, nrb = 2, mult[4] = {1, 2, 4, 2}, temporal[3] = {0, 1, 1};
+    char path[512], b[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const char *cfg = "{\"_class_name\": \"AutoencoderKLWan\", \"base_dim\": 6, \"decoder_base_dim\": 10, \"z_dim\": 8, "
+                      "\"dim_mult\": [1, 2, 4, 2], \"num_res_blocks\": 2, \"attn_scales\": [], \"temperal_downsample\": "
+                      "[false, true, true], \"is_residual\": true, \"patch_size\": 2, \"in_channels\": 12, \"out_channels\": 12, "
+                      "\"latents_mean\": [0, 0, 0, 0, 0, 0, 0, 0], \"latents_std\": [1, 1, 1, 1, 1, 1, 1, 1]}";
+    tu_write(path, cfg, strlen(cfg));
+    cvx_generator_seed(&g_w, 5);
+    cvx_st_writer *w = cvx_stw_new();
+    int dd[5] = {dbase * mult[3], dbase * mult[3], dbase * mult[2], dbase * mult[1], dbase * mult[0]};
+    add_conv(w, "post_quant_conv", z, z, 1, 0);
+    add_conv(w, "decoder.conv_in", dd[0], z, 3, 0);
+    add_mid(w, "decoder.mid_block", dd[0]);
+    for (int i = 0; i < 4; i++) {
+        int in = dd[i], out = dd[i + 1];
+        for (int j = 0; j <= nrb; j++, in = out) snprintf(b, sizeof b, "decoder.up_blocks.%d.resnets.%d", i, j), add_res(w, b, in, out);
+        if (i == 3) continue;
+        snprintf(b, sizeof b, "decoder.up_blocks.%d.upsampler.resample.1", i), add_conv(w, b, out, out, 3, 1);
+        if (temporal[2 - i]) snprintf(b, sizeof b, "decoder.up_blocks.%d.upsampler.time_conv", i), add_time_conv(w, b, 2 * out, out);
+    }
+    add_gamma(w, "decoder.norm_out", dd[4], 0);
+    add_conv(w, "decoder.conv_out", 12, dd[4], 3, 0);
+    int ed[5] = {base, base * mult[0], base * mult[1], base * mult[2], base * mult[3]};
+    add_conv(w, "encoder.conv_in", ed[0], 12, 3, 0);
+    for (int i = 0; i < 4; i++) {
+        int in = ed[i], out = ed[i + 1];
+        for (int j = 0; j < nrb; j++, in = out) snprintf(b, sizeof b, "encoder.down_blocks.%d.resnets.%d", i, j), add_res(w, b, in, out);
+        if (i == 3) continue;
+        snprintf(b, sizeof b, "encoder.down_blocks.%d.downsampler.resample.1", i), add_conv(w, b, out, out, 3, 1);
+        if (temporal[i]) snprintf(b, sizeof b, "encoder.down_blocks.%d.downsampler.time_conv", i), add_time_conv(w, b, out, out);
+    }
+    add_mid(w, "encoder.mid_block", ed[4]);
+    add_gamma(w, "encoder.norm_out", ed[4], 0);
+    add_conv(w, "encoder.conv_out", 2 * z, ed[4], 3, 0);
+    add_conv(w, "quant_conv", 2 * z, 2 * z, 1, 0);
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    ASSERT_OK(cvx_stw_write(w, path));
+    cvx_stw_free(w);
+}
+
+/* Causality: the video of the first k latent frames is the first frames of the longer video's
+ * (the caches carry everything), and the first latents of a longer video are the shorter one's. */
+static void test_other_config(void **s) {
+    (void)s;
+    char dir[256];
+    tu_mkdtemp(dir, sizeof dir);
+    write_vae(dir);
+    wan_vae *v = wan_vae_load(dir, NULL);
+    ASSERT_NONNULL(v);
+    v->ctx->precision = CVX_PRECISION_F32;
+    assert_int_equal(v->spatial_ratio, 16);
+    assert_int_equal(v->up[1].sc_ft, 2), assert_int_equal(v->up[2].sc_ft, 1), assert_int_equal(v->up[3].sc_ft, 0);
+    assert_int_equal(v->down[3].sc_in, 24), assert_int_equal(v->down[3].sc_out, 12);   /* AvgDown3D groups of 2 */
+    const int F = 3, h = 2, w = 3, zc = v->cfg.z_dim;
+    float *z = cvx_alloc_f32((size_t)zc * F * h * w), *z2 = cvx_alloc_f32((size_t)zc * 2 * h * w);
+    cvx_generator g;
+    cvx_generator_seed(&g, 9);
+    cvx_randn(&g, z, (size_t)zc * F * h * w);
+    for (int c = 0; c < zc; c++) memcpy(z2 + (size_t)c * 2 * h * w, z + (size_t)c * F * h * w, sizeof(float) * 2 * h * w);
+    float *long_v = decode_z(v, z, F, h, w, NULL, 0), *short_v = decode_z(v, z2, 2, h, w, NULL, 0);
+    const int T = wan_vae_decoded_frames(v, F), T2 = wan_vae_decoded_frames(v, 2), H = h * 16, W = w * 16;
+    assert_int_equal(T, 9);
+    double sum = 0;
+    for (int c = 0; c < 3; c++) {
+        assert_memory_equal(short_v + (size_t)c * T2 * H * W, long_v + (size_t)c * T * H * W, sizeof(float) * T2 * H * W);
+        for (size_t i = 0; i < (size_t)T * H * W; i++) sum += fabs(long_v[(size_t)c * T * H * W + i]);
+    }
+    print_message("  decode [8,3,2,3] -> [3,9,32,48]: mean |x| %.3g, the first 5 frames = decoding 2 latent frames\n",
+                  sum / (3.0 * T * H * W));
+    assert_true(isfinite(sum) && sum > 0);
+    /* encode 9 frames and 5 frames of the decoded video */
+    int Fe, he, we;
+    ASSERT_OK(wan_vae_encoded_shape(v, T, H, W, &Fe, &he, &we));
+    assert_true(Fe == 3 && he == h && we == w);
+    const size_t n9 = (size_t)zc * 3 * h * w, n5 = (size_t)zc * 2 * h * w;
+    float *m9 = cvx_alloc_f32(n9), *l9 = cvx_alloc_f32(n9), *m5 = cvx_alloc_f32(n5), *l5 = cvx_alloc_f32(n5);
+    for (size_t i = 0; i < (size_t)3 * T * H * W; i++) long_v[i] = long_v[i] < -1 ? -1 : long_v[i] > 1 ? 1 : long_v[i];
+    ASSERT_OK(wan_vae_encode(v, long_v, T, H, W, m9, l9, NULL));
+    float *v5 = cvx_alloc_f32((size_t)3 * T2 * H * W);
+    for (int c = 0; c < 3; c++) memcpy(v5 + (size_t)c * T2 * H * W, long_v + (size_t)c * T * H * W, sizeof(float) * T2 * H * W);
+    ASSERT_OK(wan_vae_encode(v, v5, T2, H, W, m5, l5, NULL));
+    for (int c = 0; c < zc; c++) {
+        assert_memory_equal(m5 + (size_t)c * 2 * h * w, m9 + (size_t)c * 3 * h * w, sizeof(float) * 2 * h * w);
+        assert_memory_equal(l5 + (size_t)c * 2 * h * w, l9 + (size_t)c * 3 * h * w, sizeof(float) * 2 * h * w);
+    }
+    for (size_t i = 0; i < n9; i++) assert_true(isfinite(m9[i]) && isfinite(l9[i]));
+    free(z), free(z2), free(long_v), free(short_v), free(m9), free(l9), free(m5), free(l5), free(v5);
+    wan_vae_free(v);
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_golden), cmocka_unit_test(test_encode_golden), cmocka_unit_test(test_shortcuts),
-        cmocka_unit_test(test_tiled),         cmocka_unit_test(test_sizes_errors),
+        cmocka_unit_test(test_tiled),         cmocka_unit_test(test_sizes_errors),  cmocka_unit_test(test_other_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
