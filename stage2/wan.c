@@ -422,8 +422,8 @@ static int forward_embed(wan_transformer *m, const float *x, int B, int F, int H
         return cvx_error("transformer: this is an image-to-video model (image_dim %d): image embeddings are required",
                          c->image_dim);
     if (!c->image_dim && image)
-        return cvx_error("transformer: this model has no image branch (image_dim null; Wan 2.2 takes the image as latent channels): it "
-                         "takes no image embeddings");
+        return cvx_error("transformer: this is a text-to-video model (image_dim null; Wan 2.2 image-to-video models take "
+                         "the image as latent channels): it takes no image embeddings");
     if (m->sp && B != 1)
         return cvx_error("transformer: under sequence parallelism a forward takes one batch element, got %d", B);
     if (!c->image_dim) L_img = 0;
