@@ -269,10 +269,27 @@ static double region_bytes(const wan_vae *v, int h, int w) {
     return 4.0 * (2.0 * cached + transient);
 }
 
+static double conv_bytes(const vae_conv *c) { return c->w ? (double)c->w->nbytes + (c->b ? c->b->nbytes : 0) : 0; }
+
+/* The decoder's weights as stored (mapped, touched once per latent frame). */
+static double decoder_weight_bytes(const wan_vae *v) {
+    double b = conv_bytes(&v->post_quant_conv) + conv_bytes(&v->dec_conv_in) + conv_bytes(&v->dec_conv_out);
+    for (int i = 0; i < 2; i++) b += conv_bytes(&v->dec_mid.res[i].conv1) + conv_bytes(&v->dec_mid.res[i].conv2);
+    for (int i = 0; i < v->cfg.n_mult; i++) {
+        const wan_level_w *l = &v->up[i];
+        for (int j = 0; j < l->num_resnets; j++)
+            b += conv_bytes(&l->resnets[j].conv1) + conv_bytes(&l->resnets[j].conv2) + conv_bytes(&l->resnets[j].shortcut);
+        b += conv_bytes(&l->resample.resample) + conv_bytes(&l->resample.time_conv);
+    }
+    return b;
+}
+
 double wan_vae_estimate_peak_bytes(const wan_vae *v, int F, int h, int w, const wan_vae_tiling *t) {
     /* + ~0.5 GB: the decoder's mapped f32 weights and the convolutions' scratch (measured:
-     * 0.38 GB at a 4×4 latent, bench_wan_vae) */
-    const double fixed = 0.5e9;
+     * 0.38 GB at a 4×4 latent, bench_wan_vae); the Wan 2.2 decoder's weights (1.1 GB in bf16,
+     * 4× the 2.1 decoder's) on top (measured 2.44 GB at an 8×12 latent in bf16, bench_wan_vae
+     * --wan22: this gives 1.9) */
+    const double fixed = 0.5e9 + (v->cfg.is_residual ? decoder_weight_bytes(v) : 0);
     if (!wan_vae_tiling_applies(v, h, w, t)) return fixed + region_bytes(v, h, w);
     const int r = v->spatial_ratio, lh = h < t->min_h / r ? h : t->min_h / r, lw = w < t->min_w / r ? w : t->min_w / r;
     /* tiles over the whole video: the output, two tiles and the blend strips, all frames; the
