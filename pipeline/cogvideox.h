@@ -90,10 +90,27 @@ typedef struct {
     /* (image / video conditioning: cvx_encode_conditioning below) */
 } cvx_encode_params;
 
+/* The conditioning stage 1 makes, per CFG branch (the prompt's and the negative prompt's), is the
+ * family's named tensors (its row's cond_slots, pipeline/family.h): prompt_embeds [L, D] in every
+ * family (cvx_embeddings), and in a family with several text encoders or attention masks more
+ * (cvx_cond_set, cvx_sample_params.cond_more). */
 typedef struct {
-    float *prompt, *negative;     /* [L, D] each */
+    float *prompt, *negative;     /* [L, D] each: prompt_embeds / negative_prompt_embeds */
     int L, D;
 } cvx_embeddings;
+
+#define CVX_MAX_COND_TENSORS 8
+typedef struct {
+    const char *name;             /* the family's slot name (static): "prompt_embeds_2" */
+    float *prompt, *negative;     /* [L, D] each; a mask [L] of 0/1 values with D = 1 */
+    int L, D;
+    int is_mask;                  /* an attention mask (I64 in the file) */
+} cvx_cond_tensor;
+typedef struct cvx_cond_set {
+    int n;                        /* in the family's slot order after prompt_embeds */
+    cvx_cond_tensor t[CVX_MAX_COND_TENSORS];
+} cvx_cond_set;
+void cvx_cond_set_free(cvx_cond_set *c);
 void cvx_embeddings_free(cvx_embeddings *e);
 /* d_model of the text encoder (the D of its embeddings); maps it. -1 + cvx_error. */
 int cvx_encoder_dim(cvx_model *m);
@@ -122,6 +139,9 @@ typedef struct cvx_sample_params {
      * cvx_conditioning_read), NULL = text-to-video. Its size is the video size (height/width
      * 0 or equal); V2V: its frame count too. */
     const struct cvx_conditioning *conditioning;
+    /* the family's conditioning tensors after prompt_embeds (its cond_slots: a second text encoder,
+     * attention masks), NULL = none (CogVideoX, Wan 2.1 have none) */
+    const struct cvx_cond_set *cond_more;
     double strength;              /* V2V: 0 = 0.8 (upstream's default); in (0, 1] */
     struct cvx_dist *cfg_dist;    /* CFG-parallel group of 2 MPI ranks (common/dist.h), NULL = none */
     struct cvx_dist *sp_dist;     /* Ulysses sequence-parallel group (--sp N; its size divides the heads), NULL = none */

@@ -14,6 +14,14 @@ void cvx_embeddings_free(cvx_embeddings *e) {
     memset(e, 0, sizeof *e);
 }
 
+void cvx_cond_set_free(cvx_cond_set *c) {
+    for (int i = 0; i < c->n; i++) {
+        free(c->t[i].prompt);
+        free(c->t[i].negative);
+    }
+    memset(c, 0, sizeof *c);
+}
+
 int cvx_encoder_dim(cvx_model *m) { return m->family->text_dim(m); }
 
 int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,

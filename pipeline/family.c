@@ -53,7 +53,24 @@ const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n) {
     return found;
 }
 
+void cvx_sample_run_defaults(cvx_sample_run *r, const cvx_embeddings *emb) {
+    const cvx_loop_params *lp = &r->loop;
+    if (!r->branch[0]) {
+        for (int b = 0; b < 2; b++)
+            r->text_cond[b] = (cvx_text_cond){.text = b ? emb->prompt : emb->negative, .L = emb->L,
+                                              .image = lp->image_tokens, .L_img = lp->image_L, .channels = lp->cond};
+        r->branch[0] = &r->text_cond[0], r->branch[1] = &r->text_cond[1];
+    }
+    if (!r->plan.steps) {
+        if (!r->experts.n) cvx_single_expert(&r->experts, &r->den);
+        const cvx_guider g = {.scale = lp->req->guidance_scale, .dynamic = lp->req->use_dynamic_cfg};
+        cvx_plan_init(&r->plan, lp->req->num_inference_steps - lp->t_start, &g, &r->experts);
+    }
+}
+
 void cvx_sample_run_free(cvx_sample_run *r) {
+    cvx_plan_free(&r->plan);
+    if (r->fam_run_free) r->fam_run_free(r->fam_run);
     cvx_denoiser_free(&r->den);
     free(r->init);
     free(r->cond);

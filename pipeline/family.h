@@ -14,12 +14,37 @@
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
+/* One tensor of the conditioning a family's stage 1 writes per branch (stage1_embeddings.safetensors:
+ * "<name>" for the prompt, "negative_<name>" for the negative prompt), in the row's cond_slots.
+ * The files are written, read and checked from this list (pipeline/files.c); the first slot is
+ * prompt_embeds, F32 [1, L, D], in every family. */
+typedef struct {
+    const char *name;      /* "prompt_embeds", "prompt_embeds_mask", "prompt_embeds_2", ... */
+    int is_mask;           /* an attention mask [1, L] (I64 in the file, 1 = a real token; 0/1 floats in
+                            * cvx_embeddings, D = 1), else float embeddings [1, L, D] (F32 in the file,
+                            * any float dtype read and widened) */
+    /* the shape rule: cond_dims gives L and D; these say, in messages, what fixes them */
+    const char *L_rule;    /* "the transformer's max_text_seq_length" */
+    const char *D_rule;    /* "text_embed_dim of the transformer" */
+} cvx_cond_slot;
+
 /* What cvx_sample needs from the family for one run (filled by sample_setup, freed by
  * cvx_sample_run_free). */
 typedef struct {
     cvx_latent_shape shape;      /* the loop's latent shape (the family's layout) */
     cvx_loop_params loop;        /* the loop's parameters */
-    cvx_denoiser den;            /* the transformer behind the denoiser interface */
+    /* the per-step plan (stage2/plan.h: expert, guidance, cache reset, timesteps of each step)
+     * over `experts`; cvx_sample_run_defaults makes the one-expert plan over `den` */
+    cvx_sample_plan plan;
+    cvx_expert_provider experts;
+    cvx_denoiser den;            /* the transformer behind the denoiser interface (one-expert families) */
+    /* the branches' conditioning the denoiser gets (in.cond): [0] unconditional (negative), [1]
+     * conditional; cvx_sample_run_defaults points them at text_cond (slot 0 of the embeddings, the
+     * I2V channels and image tokens); a family with its own conditioning type keeps it in fam_run */
+    const void *branch[2];
+    cvx_text_cond text_cond[2];
+    void *fam_run;               /* the family's own per-run state (several experts, its conditioning) */
+    void (*fam_run_free)(void *fam_run);
     float *init;                 /* I2V / V2V: initial latents (NULL: randn from the seed in the loop) */
     float *cond;                 /* I2V: the extra input channels (loop.cond points here) */
     float *image_tokens;         /* I2V (Wan): the image embeddings the transformer attends to */
@@ -27,6 +52,11 @@ typedef struct {
     cvx_latent_rgb preview_rgb;  /* the family's latent → RGB preview table */
 } cvx_sample_run;
 void cvx_sample_run_free(cvx_sample_run *r);
+/* The defaults of what a sample_setup leaves unset (a family calls it at its end, then adjusts):
+ * the plan (one expert, `den`; the request's guidance, use_dynamic_cfg included, on every step
+ * from loop.t_start) and the branches (text_cond from the embeddings' first slot, loop.cond as
+ * the channels, loop.image_tokens). */
+void cvx_sample_run_defaults(cvx_sample_run *r, const cvx_embeddings *emb);
 
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
@@ -40,6 +70,10 @@ typedef struct cvx_family {
     void (*close)(cvx_model *m);   /* frees m->fam and whatever it loaded */
 
     /* ---- stage 1 ---- */
+    /* the conditioning tensors per branch, NULL-name-terminated (the first: prompt_embeds) */
+    const cvx_cond_slot *cond_slots;
+    /* slot i's expected L and D (D = 1 for a mask) from the model's configs; -1 + cvx_error */
+    int (*cond_dims)(cvx_model *m, int slot, int *L, int *D);
     int (*text_dim)(cvx_model *m);   /* the embeddings' width (maps the text encoder); -1 + cvx_error */
     /* n texts -> out [n, L, D]: prompt preparation, tokenizer, text encoder (progress: `bar`) */
     int (*encode_texts)(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
@@ -51,14 +85,13 @@ typedef struct cvx_family {
     int (*check_mode)(cvx_model *m, cvx_mode mode);
 
     /* ---- stage 2 ---- */
-    /* the embeddings of a stage-1 file fit the transformer (shape, dtype) */
-    int (*check_embeddings)(cvx_model *m, const cvx_tensor *prompt, const cvx_tensor *negative, const char *file);
     /* the checks cvx_sample_resolve runs before any work (sequence-parallel split, ...) */
     int (*check_sample)(cvx_model *m, const cvx_sample_params *resolved);
     /* set up one run: latent shape, the family's loop parameters (run->loop comes with the request,
      * the noise dtype, cache kind and progress filled in: the family adds conditioning, initial
-     * latents, t_start and TeaCache coefficients), denoiser (the scheduler `s` is fresh, its
-     * timesteps set for resolved->num_inference_steps) */
+     * latents, t_start and TeaCache coefficients), the denoiser(s), the branches' conditioning and
+     * the step plan (cvx_sample_run_defaults, then the family's changes: TeaCache window, experts)
+     * (the scheduler `s` is fresh, its timesteps set for resolved->num_inference_steps) */
     int (*sample_setup)(cvx_model *m, const cvx_sample_params *resolved, const cvx_embeddings *emb, cvx_scheduler *s,
                         cvx_sample_run *run);
     /* the loaded transformer's linear layers for LoRA adapters (common/lora.h; *out allocated):

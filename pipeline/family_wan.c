@@ -357,9 +357,15 @@ done:
 }
 
 /* ---- stage 2 ---- */
-/* WanPipeline's embeddings are max_sequence_length (512) rows, zero-padded past the prompt */
-static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor *tn, const char *file) {
-    return wan_check_embeddings(&S(m)->tcfg, tp, tn, m->info.text_len, file);
+/* WanPipeline's conditioning: the UMT5 embeddings, max_sequence_length (512) rows zero-padded past
+ * the prompt, text_dim wide */
+static const cvx_cond_slot cond_slots[] = {
+    {"prompt_embeds", 0, "WanPipeline's text length", "the Wan transformer's text_dim"}, {0}};
+
+static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
+    (void)slot;
+    *L = m->info.text_len, *D = S(m)->tcfg.text_dim;
+    return 0;
 }
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
@@ -439,9 +445,6 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     else wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
-    if (emb->D != c->text_dim)
-        return cvx_error("embeddings [%d, %d], expected [L, %d] (the Wan transformer's text_dim)", emb->L, emb->D,
-                         c->text_dim);
     const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
     cvx_info("Wan transformer: %d layers, %d heads x %d%s; %s scheduler, %d steps, guidance %g%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim, c->image_dim ? ", image-to-video" : "",
@@ -459,6 +462,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0,
                       p->teacache_ret_steps);
     run->preview_rgb = wan_latent_rgb;
+    cvx_sample_run_defaults(run, emb);
+    if (p->teacache_ret_steps) run->plan.teacache_first = 5, run->plan.teacache_last = 0;   /* use_ret_steps */
     return 0;
 }
 
@@ -550,8 +555,8 @@ static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipelin
 
 const cvx_family cvx_family_wan = {
     .name = "Wan", .classes = wan_classes, .transformer_class = "WanTransformer3DModel", .open = wan_open, .close = wan_close,
-    .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
+    .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
+    .check_mode = check_mode, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
     .decode = decode, .gguf_rules = &wan_gguf_rules,
 };

@@ -31,6 +31,9 @@ struct cvx_model {
  * for the checkpoint fingerprint and generation_config.json. */
 int cvx_model_set_loras(cvx_model *m, const cvx_model_params *p);
 int cvx_model_attach_loras(cvx_model *m);
+/* The set detached and built again on the transformer loaded now (lora_targets): what an expert
+ * provider's acquire calls after mapping another expert (stage2/plan.h). */
+int cvx_model_reattach_loras(cvx_model *m);
 void cvx_model_drop_loras(cvx_model *m);
 int cvx_model_lora_hash(cvx_model *m, int i);   /* m->lora_xxh64[i] filled (once); -1 + cvx_error */
 int cvx_lora_fingerprint(cvx_model *m, void *fp);

@@ -225,10 +225,8 @@ int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_cond
     return 0;
 }
 
-int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path) {
-    if (cvx_check_finite(e->prompt, (size_t)e->L * e->D, "prompt_embeds") ||
-        cvx_check_finite(e->negative, (size_t)e->L * e->D, "negative_prompt_embeds"))
-        return cvx_error_prefix("%s", path);
+int cvx_embeddings_check_finite(const cvx_embeddings *e, const cvx_cond_set *more, const char *path) {
+    if (cvx_embeddings_finite(e, more)) return cvx_error_prefix("%s", path);
     return 0;
 }
 

@@ -99,8 +99,9 @@ int cvx_sample_model(const char *model_dir, const char *model_id, const char *in
  * "i2v" / "v2v" needs its file (of that mode), "t2v" or none (or no config) takes none, and a
  * conditioning file the config does not list is an error; any other mode too. -1 + cvx_error. */
 int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond);
-/* Every value of both embeddings finite: -1 + cvx_error naming the tensor, index and `path`. */
-int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path);
+/* Every value of the embeddings (and of `more`, may be NULL) finite: -1 + cvx_error naming the
+ * tensor, index and `path`. */
+int cvx_embeddings_check_finite(const cvx_embeddings *e, const cvx_cond_set *more, const char *path);
 /* Stage 2's outputs: the latents in `dtype` and out's generation_config.json (stage 1's keys
  * from in_genconfig) as one set, then the precision, LoRA and cache records; the checkpoint removed. */
 int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,

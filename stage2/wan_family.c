@@ -35,22 +35,25 @@ static int wd_prepare(cvx_denoiser *d, int F, int H, int W) {
 static const float *wd_input(cvx_denoiser *d, const cvx_denoise_input *in) {
     wan_priv *p = d->priv;
     if (!p->cond_channels) return in->x;
-    CVX_CHECK(in->cond != NULL);
+    const float *channels = ((const cvx_text_cond *)in->cond)->channels;
+    CVX_CHECK(channels != NULL);
     const size_t fhw = d->n_latent / (size_t)wan_get_config(tr(d))->out_channels;
     memcpy(p->x, in->x, d->n_latent * sizeof(float));
-    memcpy(p->x + d->n_latent, in->cond, (size_t)p->cond_channels * fhw * sizeof(float));
+    memcpy(p->x + d->n_latent, channels, (size_t)p->cond_channels * fhw * sizeof(float));
     return p->x;
 }
 
 static int wd_forward(cvx_denoiser *d, const cvx_denoise_input *in, float *out) {
+    const cvx_text_cond *c = in->cond;
     const float t = (float)in->t;   /* the scheduler's values are float32 (exact in double) */
-    return wan_forward(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, in->image, in->L_img, &t, out);
+    return wan_forward(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img, &t, out);
 }
 
 static int wd_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
+    const cvx_text_cond *c = in->cond;
     const float t = (float)in->t;
     wan_fwd *wf = cvx_malloc(sizeof *wf);
-    if (wan_forward_embed(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, in->image, in->L_img, &t,
+    if (wan_forward_embed(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img, &t,
                           wf)) {
         free(wf);
         return -1;
@@ -107,8 +110,7 @@ void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, i
     wan_priv *p = cvx_calloc(1, sizeof *p);
     p->cond_channels = cond_channels;
     p->teacache_e0 = teacache_e0;
-    *d = (cvx_denoiser){.type = &wan_denoiser, .model = m, .priv = p, .num_layers = wan_get_config(m)->num_layers,
-                        .text_dim = wan_get_config(m)->text_dim};
+    *d = (cvx_denoiser){.type = &wan_denoiser, .model = m, .priv = p, .num_layers = wan_get_config(m)->num_layers};
 }
 
 int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out) {
@@ -139,28 +141,6 @@ int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_di
     out->width = r->width / sp;
     out->numel = (size_t)out->frames * out->channels * out->height * out->width;
     out->channels_major = 1;
-    return 0;
-}
-
-int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
-                         const char *file) {
-    const cvx_tensor *ts[2] = {prompt, negative};
-    for (int k = 0; k < 2; k++) {
-        const cvx_tensor *t = ts[k];
-        if (!t) return cvx_error("%s: tensor '%s' is missing", file, k ? "negative_prompt_embeds" : "prompt_embeds");
-        char got[128];
-        cvx_shape_str(t->ndim, t->shape, got, sizeof got);
-        if (!cvx_dtype_is_float(t->dtype))
-            return cvx_error("%s: tensor '%s' has dtype %s, expected a float dtype", file, t->name,
-                             cvx_dtype_name(t->dtype));
-        if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != c->text_dim)
-            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (text_dim %d of the Wan "
-                             "transformer: embeddings from another text encoder or model?)",
-                             file, t->name, got, L, c->text_dim, c->text_dim);
-        if (t->shape[1] != L)
-            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (WanPipeline's text length %d)", file,
-                             t->name, got, L, c->text_dim, L);
-    }
     return 0;
 }
 

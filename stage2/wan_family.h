@@ -20,11 +20,6 @@ void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, i
  * -1 + a clear cvx_error naming the flag. */
 int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out);
 
-/* prompt_embeds / negative_prompt_embeds must be float [1, L, text_dim] (L = 512 as WanPipeline
- * writes them). `file` names the file in messages. */
-int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
-                         const char *file);
-
 /* ComfyUI's Wan 2.1 latent → RGB factors (comfy/latent_formats.py, class Wan21, Comfy-Org/ComfyUI
  * @ 9a9a69fd), applied to the normalised (model-space) latents with gain 1. */
 extern const cvx_latent_rgb wan_latent_rgb;
