@@ -120,6 +120,11 @@ int cvx_encode(cvx_model *m, const cvx_encode_params *p, cvx_progress_fn progres
  * ("the prompt on line 3"). The building block of cvx_encode and of stage1's --prompts_file. */
 int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                      cvx_progress_fn progress, void *user, float *out);
+/* The family's further conditioning tensors (its cond_slots after prompt_embeds: a second text
+ * encoder, attention masks) of the same n texts: out->t[k].prompt [n, L_k, D_k] (negative NULL),
+ * out->n = 0 for a family without (CogVideoX, Wan 2.1). Free with cvx_cond_set_free. */
+int cvx_encode_texts_more(cvx_model *m, const char *const *texts, const char *const *labels, int n,
+                          cvx_progress_fn progress, void *user, cvx_cond_set *out);
 
 /* ---- sample: embeddings -> latents (the denoising loop) ---- */
 typedef struct cvx_sample_params {

@@ -31,6 +31,18 @@ int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *
     return m->family->encode_texts(m, texts, labels, n, L, progress, user, out);
 }
 
+int cvx_encode_texts_more(cvx_model *m, const char *const *texts, const char *const *labels, int n,
+                          cvx_progress_fn progress, void *user, cvx_cond_set *out) {
+    memset(out, 0, sizeof *out);
+    if (!m->family->encode_more) return 0;
+    cvx_ctx_use(m->ctx);
+    if (m->family->encode_more(m, texts, labels, n, progress, user, out)) {
+        cvx_cond_set_free(out);
+        return -1;
+    }
+    return 0;
+}
+
 int cvx_encode(cvx_model *m, const cvx_encode_params *p, cvx_progress_fn progress, void *user, cvx_embeddings *out) {
     memset(out, 0, sizeof *out);
     if (!p->prompt) return cvx_error("no prompt given");

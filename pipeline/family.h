@@ -23,9 +23,9 @@ typedef struct {
     int is_mask;           /* an attention mask [1, L] (I64 in the file, 1 = a real token; 0/1 floats in
                             * cvx_embeddings, D = 1), else float embeddings [1, L, D] (F32 in the file,
                             * any float dtype read and widened) */
-    /* the shape rule: cond_dims gives L and D; these say, in messages, what fixes them */
-    const char *L_rule;    /* "the transformer's max_text_seq_length" */
-    const char *D_rule;    /* "text_embed_dim of the transformer" */
+    /* the shape rule: cond_dims gives L and D; these say, in messages, what fixes them (%d: the value) */
+    const char *L_rule;    /* "sequence length must be the transformer's max_text_seq_length %d" */
+    const char *D_rule;    /* "text_embed_dim %d of the transformer" */
 } cvx_cond_slot;
 
 /* What cvx_sample needs from the family for one run (filled by sample_setup, freed by
@@ -78,6 +78,11 @@ typedef struct cvx_family {
     /* n texts -> out [n, L, D]: prompt preparation, tokenizer, text encoder (progress: `bar`) */
     int (*encode_texts)(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                         cvx_progress_fn progress, void *user, float *out);
+    /* optional (NULL: the family has prompt_embeds only): n texts -> the further cond_slots in
+     * order, out->t[k] = {slot name, prompt [n, L_k, D_k] (a mask: 0/1 floats, D 1), NULL, L_k, D_k,
+     * is_mask}, out->n set (stage 1 writes text i's rows beside text 0's, the negative prompt's) */
+    int (*encode_more)(cvx_model *m, const char *const *texts, const char *const *labels, int n,
+                       cvx_progress_fn progress, void *user, cvx_cond_set *out);
     /* an image (I2V) or video (V2V) -> the conditioning stage 2 reads */
     int (*encode_conditioning)(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                                cvx_conditioning *out);

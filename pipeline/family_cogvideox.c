@@ -352,7 +352,9 @@ int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_s
 
 /* CogVideoXPipeline's conditioning: the T5 embeddings [1, max_text_seq_length, text_embed_dim] */
 static const cvx_cond_slot cond_slots[] = {
-    {"prompt_embeds", 0, "the transformer's max_text_seq_length", "the transformer's text_embed_dim"}, {0}};
+    {"prompt_embeds", 0, "sequence length must be the transformer's max_text_seq_length %d",
+     "text_embed_dim %d of the transformer"},
+    {0}};
 
 static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
     (void)slot;

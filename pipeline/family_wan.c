@@ -360,7 +360,7 @@ done:
 /* WanPipeline's conditioning: the UMT5 embeddings, max_sequence_length (512) rows zero-padded past
  * the prompt, text_dim wide */
 static const cvx_cond_slot cond_slots[] = {
-    {"prompt_embeds", 0, "WanPipeline's text length", "the Wan transformer's text_dim"}, {0}};
+    {"prompt_embeds", 0, "WanPipeline's text length %d", "text_dim %d of the Wan transformer"}, {0}};
 
 static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
     (void)slot;

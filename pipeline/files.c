@@ -65,12 +65,20 @@ int cvx_cond_write_set(cvx_outset *set, const char *path, const cvx_embeddings *
     return rc ? -1 : 0;
 }
 
+/* A slot's rule text with its "%d" replaced by v ("text_embed_dim %d of the transformer" -> "... 4096 ..."). */
+static const char *rule_text(const char *rule, int v, char *buf, size_t n) {
+    const char *at = strstr(rule, "%d");
+    if (!at) snprintf(buf, n, "%s %d", rule, v);
+    else snprintf(buf, n, "%.*s%d%s", (int)(at - rule), rule, v, at + 2);
+    return buf;
+}
+
 /* A conditioning tensor of a stage-1 file as floats (a mask's integers as 0/1), checked against
  * the slot's shape rule: [1, L, D] embeddings, [1, L] a mask. */
 static float *read_cond(const cvx_safetensors *st, const cvx_cond_slot *slot, const char *name, int L, int D) {
     const char *file = cvx_st_path(st);
     const cvx_tensor *t = cvx_st_find(st, name);
-    char got[128];
+    char got[128], why[256];
     if (!t) {
         cvx_error("%s: tensor '%s' is missing", file, name);
         return NULL;
@@ -84,7 +92,8 @@ static float *read_cond(const cvx_safetensors *st, const cvx_cond_slot *slot, co
             return NULL;
         }
         if (t->ndim != 2 || t->shape[0] != 1 || t->shape[1] != L) {
-            cvx_error("%s: tensor '%s' has shape %s, expected [1, %d] (%s is %d)", file, name, got, L, slot->L_rule, L);
+            cvx_error("%s: tensor '%s' has shape %s, expected [1, %d] (%s)", file, name, got, L,
+                      rule_text(slot->L_rule, L, why, sizeof why));
             return NULL;
         }
         float *m = cvx_dtype_is_float(t->dtype) ? cvx_tensor_f32_dup(t) : cvx_alloc_f32((size_t)L + 1);
@@ -105,13 +114,13 @@ static float *read_cond(const cvx_safetensors *st, const cvx_cond_slot *slot, co
         return NULL;
     }
     if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != D) {
-        cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (%s is %d: embeddings from another text encoder "
-                  "or model?)", file, name, got, L, D, slot->D_rule, D);
+        cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (%s: embeddings from another text encoder or "
+                  "model?)", file, name, got, L, D, rule_text(slot->D_rule, D, why, sizeof why));
         return NULL;
     }
     if (t->shape[1] != L) {
-        cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (%s is %d)", file, name, got, L, D, slot->L_rule,
-                  L);
+        cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (%s)", file, name, got, L, D,
+                  rule_text(slot->L_rule, L, why, sizeof why));
         return NULL;
     }
     return cvx_tensor_f32_dup(t);

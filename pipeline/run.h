@@ -73,10 +73,12 @@ int cvx_prompt_set_load(cvx_prompt_set *s, const char *prompt, const char *promp
 void cvx_prompt_set_free(cvx_prompt_set *s);
 
 /* Stage 1's outputs in out_dir: the conditioning (cond NULL: an old one removed), the
- * embeddings emb [1 + n, L, D] (one file, or stage1_embeddings_<line>.safetensors per line of a
- * prompts file), generation_config.json with their hash and m's precision. *first: the first
- * embeddings file written. */
+ * embeddings emb [1 + n, L, D] and the family's further tensors (more: each t[k].prompt holds
+ * [1 + n, L_k, D_k] for the same texts; NULL or n 0: none) (one file, or
+ * stage1_embeddings_<line>.safetensors per line of a prompts file), generation_config.json with
+ * their hash and m's precision. *first: the first embeddings file written. */
 int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, const float *emb, int L, int D,
+                             const cvx_cond_set *more,
                              const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
                              char *first, size_t first_n);
 

@@ -107,7 +107,7 @@ static int check_cond(cvx_model *m, const cvx_embeddings *emb, const cvx_cond_se
         const int gl = i ? more->t[i - 1].L : emb->L, gd = i ? more->t[i - 1].D : emb->D;
         if (m->family->cond_dims(m, i, &L, &D)) return -1;
         if (slots[i].is_mask) D = 1;
-        if (gd != D) return cvx_error("%s [%d, %d], expected [L, %d] (%s)", slots[i].name, gl, gd, D, slots[i].D_rule);
+        if (gd != D) return cvx_error("%s [%d, %d], expected [L, %d]", slots[i].name, gl, gd, D);
     }
     return 0;
 }
