@@ -264,7 +264,7 @@ const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double ou
  * The gain 5 is on model-space latents at 5b's scaling factor 0.7; cogvideox_latent_rgb scales it
  * to 3.5 / scaling_factor for other VAEs (2b: 1.15258426). */
 const cvx_latent_rgb cogvideox_latent_rgb_5b = {
-    .factors = {
+    .factors = (const float[][3]){
     {0.03197404301362048f, 0.04091260743347359f, 0.0015679806301828524f},
     {0.005517101026578029f, 0.0052348639043457755f, -0.005613441650464035f},
     {0.0012485338264583965f, -0.016096744206117782f, 0.025023940031635054f},
@@ -281,6 +281,7 @@ const cvx_latent_rgb cogvideox_latent_rgb_5b = {
     {-0.009045079994694397f, -0.01127941143183089f, 0.0042294057970470806f},
     {0.002548289972720752f, 0.025224244654428216f, -0.0006086130121693347f},
     {-0.011135669222532816f, 0.0018181308593668505f, 0.02794541485349922f}},
+    .n_channels = 16,
     .bias = {-0.023f, 0.0f, -0.017f},
     .gain = 5.0f,
 };
