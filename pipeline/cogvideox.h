@@ -194,6 +194,10 @@ void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *resol
 /* Checks the request (sizes, embeddings) before any work: -1 + cvx_error naming the flag. */
 int cvx_sample(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_progress_fn progress,
                void *user, cvx_latents *out);
+/* A request holding the model's defaults (its frames, height, width and guidance, 50 steps, the
+ * scheduler config's scheduler, seed 0, no conditioning): what a caller edits instead of the
+ * sentinels (0 and guidance_scale < 0 still mean "the model's default"). */
+cvx_sample_params cvx_sample_default_params(const cvx_model *m);
 /* The settings cvx_sample would use (defaults filled in), for printing and the fingerprint. */
 int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *resolved);
 

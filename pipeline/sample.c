@@ -39,6 +39,13 @@ void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *r, ch
     if (l->resumed_from && len < n) snprintf(buf + len, n - len, ", resumed after %d", l->resumed_from - k);
 }
 
+cvx_sample_params cvx_sample_default_params(const cvx_model *m) {
+    const cvx_model_info *i = &m->info;
+    return (cvx_sample_params){.frames = i->frames, .height = i->height, .width = i->width,
+                               .num_inference_steps = DEFAULT_STEPS, .guidance_scale = i->guidance_scale,
+                               .scheduler = i->scheduler};
+}
+
 int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *r) {
     *r = *p;
     if (!m->has_denoiser_config) {
