@@ -26,6 +26,7 @@
 #include "stage1/prompt_clean.h"
 #include "stage1/t5.h"
 #include "stage1/tokenizer.h"
+#include "stage2/cache.h"
 #include "stage2/wan.h"
 #include "stage2/wan_family.h"
 #include "stage3/latent_dist.h"
@@ -442,7 +443,11 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     const wan_config *c = &S(m)->tcfg;
     cvx_loop_params *lp = &run->loop;   /* the request and the pipeline's part filled in */
     if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
-    else wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
+    else if (!wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients) &&
+             lp->cache_kind == CVX_CACHE_TEACACHE)
+        return cvx_error("--cache teacache: TeaCache publishes no coefficients for this Wan transformer (%d wide, %d "
+                         "latent channels); give --teacache_coefficients",
+                         c->num_attention_heads * c->attention_head_dim, c->out_channels);
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
     const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;

@@ -161,8 +161,11 @@ static const struct { const char *name; double c[5]; } teacache_ret_sets[] = {  
 const char *wan_teacache_coefficients(const wan_config *c, int height, int width, int ret_steps, double out[5]) {
     const int dim = c->num_attention_heads * c->attention_head_dim;
     int k;
+    memset(out, 0, sizeof(double) * 5);
+    if (c->out_channels != 16) return NULL;   /* Wan 2.2 TI2V-5B (48 channels): none published */
     if (c->image_dim > 0 || c->in_channels != c->out_channels) k = (long)height * width >= 720L * 1280 ? 3 : 2;
-    else k = dim <= 2048 ? 0 : 1;   /* 1.3B: 1536 wide; 14B: 5120 */
+    else if (dim <= 2048 || dim == 5120) k = dim <= 2048 ? 0 : 1;   /* 1.3B: 1536 wide (tiny models too); 14B */
+    else return NULL;
     const double *src = ret_steps ? teacache_ret_sets[k].c : teacache_sets[k].c;
     memcpy(out, src, sizeof teacache_sets[k].c);
     return ret_steps ? teacache_ret_sets[k].name : teacache_sets[k].name;

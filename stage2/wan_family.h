@@ -29,7 +29,10 @@ extern const cvx_latent_rgb wan_latent_rgb;
  * compares the time embedding e; first and last steps computed — the CogVideoX rule) or True
  * (it compares e0 = timestep_proj; the first 5 steps computed, the last not forced). The two I2V
  * checkpoints have the same config, so the run's size picks (720P from 720×1280 pixels up; the
- * script picks by the checkpoint's directory name). Returns the set's name. */
+ * script picks by the checkpoint's directory name). Returns the set's name, or NULL (out zeros)
+ * for a transformer none was published for (latents of other than 16 channels, e.g. Wan 2.2
+ * TI2V-5B, or a width other than 1.3B's and 14B's); Wan 2.2 A14B has 14B's config and gets its
+ * set unless its row chooses otherwise. */
 const char *wan_teacache_coefficients(const wan_config *c, int height, int width, int ret_steps, double out[5]);
 
 #endif
