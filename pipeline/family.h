@@ -7,7 +7,7 @@
 #ifndef CVX_PIPELINE_FAMILY_H
 #define CVX_PIPELINE_FAMILY_H
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "progress.h"
 #include "stage2/denoiser.h"
 #include "stage2/preview.h"

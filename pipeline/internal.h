@@ -2,7 +2,7 @@
 #ifndef CVX_PIPELINE_INTERNAL_H
 #define CVX_PIPELINE_INTERNAL_H
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "model.h"
 #include "progress.h"

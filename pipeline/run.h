@@ -1,4 +1,4 @@
-/* What the three programs do around the pipeline calls (pipeline/cogvideox.h): the files of a
+/* What the three programs do around the pipeline calls (pipeline/cvx.h): the files of a
  * run directory, its locks, the checks of generation_config.json before the long work, the
  * outputs of a stage written as one set, and the closing lines. Program-side, but library
  * code: -1 + cvx_error, no exit; a program or a test can run a stage as the programs do. */
@@ -6,7 +6,7 @@
 #define CVX_PIPELINE_RUN_H
 
 #include "lock.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 
 /* ---- the run directory ---- */

@@ -1,11 +1,11 @@
 /* The files between the stages (docs/file-formats.md): what the three programs read and write
- * around the API calls of pipeline/cogvideox.h — stage1_embeddings / stage1_conditioning /
+ * around the API calls of pipeline/cvx.h — stage1_embeddings / stage1_conditioning /
  * stage2_latents .safetensors and generation_config.json, written into output sets that are
  * committed as a unit. Not needed by a program that only calls the API. */
 #ifndef CVX_PIPELINE_STAGE_FILES_H
 #define CVX_PIPELINE_STAGE_FILES_H
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 
 #include "dtype.h"
 #include "safetensors.h"

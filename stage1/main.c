@@ -16,7 +16,7 @@
 #include "error.h"
 #include "fileio.h"
 #include "runenv.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"

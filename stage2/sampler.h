@@ -17,7 +17,7 @@
 #include "stage2/scheduler.h"
 #include "stage2/denoiser.h"
 #include "stage2/plan.h"
-#include "pipeline/cogvideox.h"   /* cvx_sample_params (the API's types only) */
+#include "pipeline/cvx.h"   /* cvx_sample_params (the API's types only) */
 
 /* The loop's parameters: the request as the API took it (defaults resolved by cvx_sample_resolve),
  * read where it is, never copied field by field, and what the family and the pipeline derive from it. */

@@ -4,7 +4,7 @@
  * families' tiny models. */
 #include "testutil.h"
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 
 static void check(const char *dir, double guidance, const char *sched) {
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});
