@@ -6,13 +6,10 @@
 #include "pipeline/internal.h"
 #include "pipeline/conditioning.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "dist.h"
 #include "error.h"
@@ -128,36 +125,11 @@ static int load_text_encoder(cvx_model *m) {
     return 0;
 }
 
-/* Bytes of the .safetensors / .gguf files at `path` (a file, or a directory's files). */
-static double weight_file_bytes(const char *path) {
-    struct stat st;
-    if (stat(path, &st)) return 0;
-    if (!S_ISDIR(st.st_mode)) return (double)st.st_size;
-    double total = 0;
-    DIR *d = opendir(path);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        const char *dot = strrchr(e->d_name, '.');
-        char f[4600];
-        if (!dot || (strcmp(dot, ".safetensors") && strcmp(dot, ".gguf"))) continue;
-        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-        if (!stat(f, &st)) total += (double)st.st_size;
-    }
-    if (d) closedir(d);
-    return total;
-}
-
 /* Wan-14B in bf16 is 28 GB: mmapped on a machine with less memory it would page from disk for
- * hours. Refused with the way out (CVX_ALLOW_LARGE_WEIGHTS=1 runs it anyway). */
-static int check_fits(const char *what, double bytes) {
-    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-    const char *allow = getenv("CVX_ALLOW_LARGE_WEIGHTS");
-    if (mem <= 0 || bytes < 0.85 * mem || (allow && allow[0] == '1')) return 0;
-    return cvx_error("%s: the weights are %.1f GB and this machine has %.1f GB of memory: they would be read from disk "
-                     "again and again for hours. Use a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about "
-                     "9 GB; Q8_0 about 15 GB), the 1.3B model, or more memory (CVX_ALLOW_LARGE_WEIGHTS=1 runs anyway)",
-                     what, bytes / 1e9, mem / 1e9);
-}
+ * hours (cvx_weights_fit_memory refuses it with this way out) */
+#define WAN_SMALLER_WEIGHTS                                                                                  \
+    "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
+    "model"
 
 static int load_transformer(cvx_model *m) {
     wan_state *s = S(m);
@@ -168,11 +140,11 @@ static int load_transformer(cvx_model *m) {
         if (!cvx_is_file(cfg))
             return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
                              m->transformer_file, m->dir);
-        if (check_fits(m->transformer_file, weight_file_bytes(m->transformer_file))) return -1;
+        if (cvx_weights_fit_memory(m->transformer_file, WAN_SMALLER_WEIGHTS)) return -1;
         s->transformer = wan_load_file(cfg, m->transformer_file, m->ctx);
     } else {
         if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-        if (check_fits(dir, weight_file_bytes(dir))) return -1;
+        if (cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS)) return -1;
         s->transformer = wan_load(dir, m->ctx);
     }
     return s->transformer ? 0 : -1;

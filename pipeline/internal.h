@@ -38,6 +38,12 @@ void cvx_model_drop_loras(cvx_model *m);
 int cvx_model_lora_hash(cvx_model *m, int i);   /* m->lora_xxh64[i] filled (once); -1 + cvx_error */
 int cvx_lora_fingerprint(cvx_model *m, void *fp);
 
+/* pipeline/components.c: parts a family row composes. The weights at `path` (a file, or a
+ * directory's .safetensors / .gguf files) fit in 85 % of the memory (else mmapped they would page
+ * from disk for hours): 0, or -1 + one cvx_error line naming the sizes and `advice` ("a quantized
+ * file (...)"); CVX_ALLOW_LARGE_WEIGHTS=1 lets anything through. */
+int cvx_weights_fit_memory(const char *path, const char *advice);
+
 /* generation_config.json updates (a json_object of keys; null values clear) -> path, directly
  * (set NULL) or into the output set; a set's second update of the same file renders over its
  * pending temp, so every key of a run is committed with the data it describes (pipeline/files.c). */
