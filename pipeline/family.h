@@ -58,6 +58,16 @@ void cvx_sample_run_free(cvx_sample_run *r);
  * the channels, loop.image_tokens). */
 void cvx_sample_run_defaults(cvx_sample_run *r, const cvx_embeddings *emb);
 
+/* A sampling option of cvx_sample_params that only some families take, in the one table
+ * cvx_family_options[] (pipeline/family.c); a row lists the flags it takes (cvx_family.options)
+ * and cvx_sample_resolve refuses any other that is set, with the entry's line. */
+typedef struct {
+    const char *flag;                            /* "--use_dynamic_cfg" */
+    int (*is_set)(const cvx_sample_params *r);   /* the request uses it */
+    const char *refusal;                         /* the error line for a model whose row does not take it */
+} cvx_family_option;
+extern const cvx_family_option cvx_family_options[];   /* terminated by a NULL flag */
+
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
     const char *const *classes;    /* the model_index.json `_class_name`s it serves, NULL-terminated */
@@ -90,6 +100,8 @@ typedef struct cvx_family {
     int (*check_mode)(cvx_model *m, cvx_mode mode);
 
     /* ---- stage 2 ---- */
+    /* the family-specific options (cvx_family_options' flags) it takes, NULL-terminated */
+    const char *const *options;
     /* the checks cvx_sample_resolve runs before any work (sequence-parallel split, ...) */
     int (*check_sample)(cvx_model *m, const cvx_sample_params *resolved);
     /* set up one run: latent shape, the family's loop parameters (run->loop comes with the request,
@@ -115,6 +127,9 @@ typedef struct cvx_family {
     /* ---- making a GGUF of the transformer (stage2/quantize.h; NULL: not supported) ---- */
     const struct cvx_gguf_rules *gguf_rules;
 } cvx_family;
+
+/* Every option of the table set in r is one the row takes: 0, or -1 + the option's refusal. */
+int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r);
 
 /* The table (pipeline/family.c), NULL-terminated. */
 extern const cvx_family *const cvx_families[];

@@ -362,9 +362,9 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
     return 0;
 }
 
+static const char *const options[] = {"--use_dynamic_cfg", NULL};
+
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
-    if (r->teacache_ret_steps)
-        return cvx_error("--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only");
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;   /* every rank finds these alike */
     return cogvideox_sp_check(&S(m)->tcfg, sp);
 }
@@ -509,7 +509,7 @@ const cvx_family cvx_family_cogvideox = {
     .name = "CogVideoX", .classes = cog_classes, .transformer_class = "CogVideoXTransformer3DModel",
     .open = cog_open, .close = cog_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .check_sample = check_sample,
+    .check_mode = check_mode, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
     .check_decode = check_decode, .gguf_rules = &cogvideox_gguf_rules,
 };

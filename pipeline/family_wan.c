@@ -341,8 +341,9 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
     return 0;
 }
 
+static const char *const options[] = {"--teacache_ret_steps", NULL};
+
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
-    if (r->use_dynamic_cfg) return cvx_error("--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)");
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;
     return wan_sp_check(&S(m)->tcfg, sp);
 }
@@ -533,7 +534,7 @@ static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipelin
 const cvx_family cvx_family_wan = {
     .name = "Wan", .classes = wan_classes, .transformer_class = "WanTransformer3DModel", .open = wan_open, .close = wan_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .check_sample = check_sample,
+    .check_mode = check_mode, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
     .decode = decode, .gguf_rules = &wan_gguf_rules,
 };

@@ -77,7 +77,7 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->cache) r->cache = "none";
     if (cvx_cache_parse_kind(r->cache, &ck)) return -1;
     if (ck == CVX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
-    if (m->family->check_sample(m, r)) return -1;
+    if (cvx_family_check_options(m->family, r) || m->family->check_sample(m, r)) return -1;
     cvx_preview_mode pm;
     if (!r->preview) r->preview = "latent";
     if (cvx_preview_parse_mode(r->preview, &pm)) return -1;
