@@ -145,6 +145,7 @@ static int read_slots(cvx_model *m, const cvx_safetensors *st, int first, int la
 }
 
 static int n_slots(const cvx_model *m) {
+    CVX_CHECK(m->family->cond_slots && m->family->cond_dims);   /* every row declares its conditioning */
     int n = 0;
     while (m->family->cond_slots[n].name) n++;
     CVX_CHECK(n >= 1 && n <= CVX_MAX_COND_TENSORS + 1 && !strcmp(m->family->cond_slots[0].name, "prompt_embeds"));

@@ -104,6 +104,7 @@ static int preview_decode(void *user, const float *z, int C, int h, int w, float
  * stage-1 file's rule, cvx_embeddings_from_file; the API takes other lengths where the model does). */
 static int check_cond(cvx_model *m, const cvx_embeddings *emb, const cvx_cond_set *more) {
     const cvx_cond_slot *slots = m->family->cond_slots;
+    CVX_CHECK(slots && m->family->cond_dims);   /* every row declares its conditioning */
     int n = 1;
     while (slots[n].name) n++;
     if ((more ? more->n : 0) != n - 1)
