@@ -2,7 +2,7 @@
  * Reads <input_dir>/stage1_embeddings.safetensors (+ generation_config.json, + stage 1's
  * conditioning for I2V / V2V), writes <output_dir>/stage2_latents.safetensors and extends
  * <output_dir>/generation_config.json, checkpointing the loop (flags: stage2/usage.h, --help).
- * The work is cvx_sample (pipeline/cvx.h); this file is flags, files and messages. */
+ * The work is cvx_sample (pipeline/cogvideox.h); this file is flags, files and messages. */
 #include <stdio.h>
 
 #include "cli.h"
