@@ -48,6 +48,13 @@ int cvx_model_attach_loras(cvx_model *m) {
     return 0;
 }
 
+int cvx_model_reattach_loras(cvx_model *m) {
+    if (m->ctx) m->ctx->lora = NULL;
+    cvx_lora_free(m->lora);
+    m->lora = NULL;
+    return cvx_model_attach_loras(m);
+}
+
 void cvx_model_drop_loras(cvx_model *m) {
     if (m->ctx) m->ctx->lora = NULL;   /* before the set (and the model it targets) go */
     cvx_lora_free(m->lora);

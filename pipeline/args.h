@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "lora.h"
 #include "dtype.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "stage2/cache.h"
 #include "stage2/preview.h"
 

@@ -135,7 +135,7 @@ void cvx_prompt_set_free(cvx_prompt_set *s) {
 }
 
 int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, const float *emb, int L, int D,
-                             const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
+                             const cvx_cond_set *more, const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
                              char *first, size_t first_n) {
     /* one set (embeddings, then generation_config.json with their xxh64), renamed into place
      * together; a failure before the commit leaves the previous files untouched */
@@ -157,9 +157,15 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
             return cvx_error("%s: output path too long", out_dir);
         }
         /* a prompts file may have more lines than a set holds: those files are written one by one */
-        const float *e = emb + (size_t)i * L * D;
-        if (pf ? cvx_embeddings_write(path, e, emb, L, D, ps->texts[i], ps->negative, model)
-               : cvx_embeddings_write_set(&set, path, e, emb, L, D, ps->texts[i], ps->negative, model))
+        /* text i's tensors, the negative prompt's (text 0) beside them */
+        const cvx_embeddings e = {(float *)emb + (size_t)i * L * D, (float *)emb, L, D};
+        cvx_cond_set mi = {.n = more ? more->n : 0};
+        for (int k = 0; k < mi.n; k++) {
+            const cvx_cond_tensor *t = &more->t[k];
+            mi.t[k] = *t;
+            mi.t[k].prompt = t->prompt + (size_t)i * t->L * t->D, mi.t[k].negative = t->prompt;
+        }
+        if (cvx_cond_write_set(pf ? NULL : &set, path, &e, &mi, ps->texts[i], ps->negative, model))
             return cvx_outset_abort(&set), -1;
         if (i == 1) snprintf(first, first_n, "%s", path);
         cvx_debug("wrote %s", path);
@@ -258,10 +264,8 @@ int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_cond
     return 0;
 }
 
-int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path) {
-    if (cvx_check_finite(e->prompt, (size_t)e->L * e->D, "prompt_embeds") ||
-        cvx_check_finite(e->negative, (size_t)e->L * e->D, "negative_prompt_embeds"))
-        return cvx_error_prefix("%s", path);
+int cvx_embeddings_check_finite(const cvx_embeddings *e, const cvx_cond_set *more, const char *path) {
+    if (cvx_embeddings_finite(e, more)) return cvx_error_prefix("%s", path);
     return 0;
 }
 

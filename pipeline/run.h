@@ -1,4 +1,4 @@
-/* What the three programs do around the pipeline calls (pipeline/cogvideox.h): the files of a
+/* What the three programs do around the pipeline calls (pipeline/cvx.h): the files of a
  * run directory, its locks, the checks of generation_config.json before the long work, the
  * outputs of a stage written as one set, and the closing lines. Program-side, but library
  * code: -1 + cvx_error, no exit; a program or a test can run a stage as the programs do. */
@@ -6,7 +6,7 @@
 #define CVX_PIPELINE_RUN_H
 
 #include "lock.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 
 /* ---- the run directory ---- */
@@ -78,10 +78,12 @@ int cvx_prompt_set_load(cvx_prompt_set *s, const char *prompt, const char *promp
 void cvx_prompt_set_free(cvx_prompt_set *s);
 
 /* Stage 1's outputs in out_dir: the conditioning (cond NULL: an old one removed), the
- * embeddings emb [1 + n, L, D] (one file, or stage1_embeddings_<line>.safetensors per line of a
- * prompts file), generation_config.json with their hash and m's precision. *first: the first
- * embeddings file written. */
+ * embeddings emb [1 + n, L, D] and the family's further tensors (more: each t[k].prompt holds
+ * [1 + n, L_k, D_k] for the same texts; NULL or n 0: none) (one file, or
+ * stage1_embeddings_<line>.safetensors per line of a prompts file), generation_config.json with
+ * their hash and m's precision. *first: the first embeddings file written. */
 int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, const float *emb, int L, int D,
+                             const cvx_cond_set *more,
                              const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
                              char *first, size_t first_n);
 
@@ -108,8 +110,9 @@ int cvx_sample_model(const char *model_dir, const char *model_id, const char *in
  * "i2v" / "v2v" needs its file (of that mode), "t2v" or none (or no config) takes none, and a
  * conditioning file the config does not list is an error; any other mode too. -1 + cvx_error. */
 int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond);
-/* Every value of both embeddings finite: -1 + cvx_error naming the tensor, index and `path`. */
-int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path);
+/* Every value of the embeddings (and of `more`, may be NULL) finite: -1 + cvx_error naming the
+ * tensor, index and `path`. */
+int cvx_embeddings_check_finite(const cvx_embeddings *e, const cvx_cond_set *more, const char *path);
 /* Stage 2's outputs: the latents in `dtype` and out's generation_config.json (stage 1's keys
  * from in_genconfig) as one set, then the precision, LoRA and cache records; the checkpoint removed. */
 int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,

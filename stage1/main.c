@@ -17,7 +17,7 @@
 #include "fileio.h"
 #include "image.h"
 #include "runenv.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
@@ -115,8 +115,10 @@ int main(int argc, char **argv) {
     if (!L) L = cvx_model_get_info(m)->text_len;   /* the family's (CogVideoX 226, Wan 512) */
     float *emb = cvx_alloc_f32((size_t)(n + 1) * L * D);   // [1 + n, L, D]: the negative prompt, the prompts
     char first[4200];
+    cvx_cond_set more = {0};   /* the family's further tensors (a second text encoder, masks), if any */
     if (cvx_encode_texts(m, ps.texts, ps.labels, n + 1, L, NULL, NULL, emb) ||
-        cvx_encode_write_outputs(output_dir, &ps, emb, L, D, model, &cond, source, m, first, sizeof first))
+        cvx_encode_texts_more(m, ps.texts, ps.labels, n + 1, NULL, NULL, &more) ||
+        cvx_encode_write_outputs(output_dir, &ps, emb, L, D, &more, model, &cond, source, m, first, sizeof first))
         cvx_die_last_error();
     if (source) cvx_info("wrote %s (%s: latent distribution [1, %d, %d, %d, %d])", out.conditioning,
                          cvx_mode_name(cond.mode), cond.C, cond.T, cond.h, cond.w);
@@ -127,6 +129,7 @@ int main(int argc, char **argv) {
     else cvx_info("wrote %d embedding files (%s ...) and %s in %s, peak RSS %.0f MB", n, first, out.genconfig, dur,
                   rss);
     free(emb);
+    cvx_cond_set_free(&more);
     cvx_conditioning_free(&cond);
     cvx_prompt_set_free(&ps);
     cvx_model_close(m);

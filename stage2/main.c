@@ -11,7 +11,7 @@
 #include "error.h"
 #include "runenv.h"
 #include "pipeline/args.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
@@ -85,12 +85,14 @@ int main(int argc, char **argv) {
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;
     cvx_embeddings emb;
+    cvx_cond_set more = {0};   /* the family's conditioning tensors after prompt_embeds (none for CogVideoX, Wan 2.1) */
     cvx_sample_params r;   /* sp resolved: the defaults filled in */
     cvx_fingerprint fp;
-    int irc = cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
-              cvx_sample_fingerprint(m, &r, in.embeddings, &fp);
+    int irc = cvx_embeddings_from_file(m, emb_file, &emb) || cvx_cond_more_from_file(m, emb_file, &more) ||
+              cvx_sample_resolve(m, &sp, &r) || cvx_sample_fingerprint(m, &r, in.embeddings, &fp);
+    if (more.n) sp.cond_more = &more;
     cvx_par_agree_or_fail(world, irc);   /* one rank: cvx_die */
-    if (cvx_embeddings_check_finite(&emb, in.embeddings)) cvx_die_last_error();
+    if (cvx_embeddings_check_finite(&emb, sp.cond_more, in.embeddings)) cvx_die_last_error();
     if (!fps) fps = cvx_model_get_info(m)->fps;
     char layout[64];
     snprintf(layout, sizeof layout, "cfg %d x sp %d", par.cfg, par.sp);
@@ -108,7 +110,7 @@ int main(int argc, char **argv) {
         if (cvx_sample_write_outputs(&out, in.genconfig, &lat, &r, a.out_dtype, fps, model, m)) cvx_par_fail(world);
         cvx_sample_report(&out, &lat, &r, a.out_dtype, cvx_time() - t0);
     }
-    cvx_latents_free(&lat), cvx_conditioning_free(&cond), cvx_embeddings_free(&emb);
+    cvx_latents_free(&lat), cvx_conditioning_free(&cond), cvx_embeddings_free(&emb), cvx_cond_set_free(&more);
     cvx_model_close(m), cvx_st_close(emb_file);
     cvx_run_unlock(&locks), cvx_par_end(&par);
     return 0;

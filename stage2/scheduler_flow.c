@@ -127,6 +127,33 @@ int flow_scheduler_set_timesteps(flow_scheduler *s, int n) {
     return check_start(s, 0);
 }
 
+int flow_scheduler_set_sigmas(flow_scheduler *s, int n, const double *sigmas) {
+    if (s->kind != FLOW_EULER)
+        return cvx_error("explicit sigmas: %s takes none here (FlowMatchEulerDiscreteScheduler does)",
+                         kinds[s->kind].class_name);
+    if (n < 1 || n > 100000) return cvx_error("%d explicit sigmas, expected 1..100000", n);
+    free_schedule(s);
+    s->sigmas_f64 = cvx_malloc((size_t)n * sizeof(double));
+    s->sigmas = cvx_malloc((size_t)(n + 1) * sizeof(float));
+    s->timesteps = cvx_malloc((size_t)n * sizeof(float));
+    /* np.array(sigmas).astype(np.float32); shift * σ / (1 + (shift − 1) * σ) on the float32 array
+     * (the Python floats taken as float32); timesteps = σ * num_train_timesteps (float32) */
+    const float fs = (float)s->shift, fs1 = (float)(s->shift - 1.0), T = (float)s->num_train_timesteps;
+    for (int i = 0; i < n; i++) {
+        const float sg = (float)sigmas[i];
+        if (!isfinite(sg) || sg < 0.0f || sg > 1.0f) {
+            free_schedule(s);
+            return cvx_error("explicit sigma %d is %g, expected a number in [0, 1]", i, sigmas[i]);
+        }
+        s->sigmas[i] = fs * sg / (1.0f + fs1 * sg);
+        s->sigmas_f64[i] = (double)s->sigmas[i];
+        s->timesteps[i] = s->sigmas[i] * T;
+    }
+    s->sigmas[n] = 0.0f;
+    s->num_inference_steps = n;
+    return check_start(s, 0);
+}
+
 /* ---------------------------------------------------------------- per-run state */
 
 flow_state *flow_state_new(const flow_scheduler *s, size_t n) {

@@ -96,6 +96,9 @@ void flow_scheduler_free(flow_scheduler *s);
  * would start at step 1 and index past its sigmas). A state made before must be reset
  * (flow_state_reset) for a new run. */
 int flow_scheduler_set_timesteps(flow_scheduler *s, int n);
+/* The same from explicit sigmas [n] (set_timesteps(sigmas=...); Euler only, -1 + error for UniPC):
+ * numpy float32 as upstream — σ = float32(sigmas), shifted in float32, timesteps = σ·T, σ_n = 0. */
+int flow_scheduler_set_sigmas(flow_scheduler *s, int n, const double *sigmas);
 
 /* ---- per-run state ---- */
 flow_state *flow_state_new(const flow_scheduler *s, size_t n);
