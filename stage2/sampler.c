@@ -123,7 +123,7 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
     double t0 = cvx_time(), comm_s = 0;
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {
-        const double t = s->timesteps[t0i + i];
+        const double t = s->timesteps[t0i + i], t_step = cvx_time();
         /* dynamic CFG counts the steps that run, as upstream */
         const double g = cvx_guidance_at(r->guidance_scale, r->use_dynamic_cfg, n_steps, t);
         /* this rank's CFG branches, one forward each (with step caching: one decision for the batch) */
@@ -151,6 +151,10 @@ int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
         }
         cvx_debug("step %d/%d t=%g guidance %.6g", done_steps, n_steps, t, g);
         if (hook) hook(hook_ctx, i, latents, sh);
+        if (r->on_step)
+            r->on_step(r->on_step_user, &(cvx_step_info){i, n_steps, t, cfg ? g : 1.0,
+                                                           cvx_cache_active(&cache) ? cache.last_compute : -1,
+                                                           cvx_time() - t_step, latents, n});
 
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
