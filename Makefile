@@ -252,18 +252,15 @@ INST_HEADERS = pipeline/cogvideox.h stage3/video.h common/context.h common/lora.
                common/dtype.h common/fileio.h common/error.h
 $(BUILD)/libcogvideox.a: $(ALL_LIBS)
 	rm -f $@ && printf 'create $@\n$(foreach l,$(ALL_LIBS),addlib $(l)\n)save\nend\n' | ar -M
-$(BUILD)/cogvideox.pc: Makefile
-	@mkdir -p $(dir $@)
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include/cogvideox' '' \
-	  'Name: cogvideox' 'Description: CogVideoX / Wan video diffusion on the CPU (cogvideox.c)' 'Version: 0.1' \
-	  'Cflags: -I$${includedir} -fopenmp' \
-	  'Libs: -L$${libdir} -lcogvideox -lstdc++ $(filter-out $(SAN),$(LIBS))' > $@
-install: $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(BUILD)/libcogvideox.a $(BUILD)/cogvideox.pc
+install: $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(BUILD)/libcogvideox.a
 	install -d $(INST)/bin $(INST)/lib/pkgconfig $(INST)/include/cogvideox/pipeline $(INST)/include/cogvideox/stage3 \
 	  $(INST)/share/man/man1
 	install -m 755 $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(INST)/bin/
 	install -m 644 $(BUILD)/libcogvideox.a $(INST)/lib/
-	install -m 644 $(BUILD)/cogvideox.pc $(INST)/lib/pkgconfig/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include/cogvideox' '' \
+	  'Name: cogvideox' 'Description: CogVideoX / Wan video diffusion on the CPU (cogvideox.c)' 'Version: 0.1' \
+	  'Cflags: -I$${includedir} -fopenmp' 'Libs: -L$${libdir} -lcogvideox -lstdc++ $(LIBS)' \
+	  > $(INST)/lib/pkgconfig/cogvideox.pc
 	install -m 644 pipeline/cogvideox.h $(INST)/include/cogvideox/pipeline/
 	install -m 644 stage3/video.h $(INST)/include/cogvideox/stage3/
 	install -m 644 $(filter common/%,$(INST_HEADERS)) $(INST)/include/cogvideox/

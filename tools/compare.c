@@ -112,12 +112,16 @@ static int cmp_tensor_pair(cmp_ctx *c, const rf_file *fa, const cvx_tensor *ta, 
     }
     if (!same_shape(ta->ndim, shape_a, tb->ndim, shape_b) && is5 && shape_a[1] == shape_b[2] &&
         shape_a[2] == shape_b[1] && same_shape(2, shape_a + 3, 2, shape_b + 3) && shape_a[0] == shape_b[0]) {
-        /* a producer that kept the frames-major layout ([B, F, C, H, W] against [B, C, F, H, W]) */
-        float *y = swap12(a, shape_a);
-        free(a), a = y;
-        int64_t t = shape_a[1];
-        shape_a[1] = shape_a[2], shape_a[2] = t;
-        snprintf(r->layout, sizeof r->layout, "A's %.40s read as [B, C, F, H, W] (axes 1 and 2 swapped)", sa);
+        /* a producer that kept the frames-major layout ([B, F, C, H, W] against [B, C, F, H, W]): that
+         * side is the one without our model_family (the staged TPU pipeline's), else A */
+        const int swap_b = fb->staged_tpu && !fa->staged_tpu;
+        float *y = swap12(swap_b ? b : a, swap_b ? shape_b : shape_a);
+        int64_t *sh = swap_b ? shape_b : shape_a, t = sh[1];
+        if (swap_b) free(b), b = y;
+        else free(a), a = y;
+        sh[1] = sh[2], sh[2] = t;
+        snprintf(r->layout, sizeof r->layout, "%s's %.40s read as [B, C, F, H, W] (axes 1 and 2 swapped)",
+                 swap_b ? "B" : "A", swap_b ? sb : sa);
     }
     if (!same_shape(ta->ndim, shape_a, tb->ndim, shape_b)) {
         free(a), free(b);

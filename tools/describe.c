@@ -307,7 +307,7 @@ static const char *sval(json_object *o, const char *k) {
     return json_object_object_get_ex(o, k, &v) && v ? json_object_get_string(v) : NULL;
 }
 
-static void print_tensor(FILE *out, json_object *t) {
+static void print_tensor(FILE *out, json_object *t, int indent) {
     json_object *v;
     char shape[160] = "[";
     json_object_object_get_ex(t, "shape", &v);
@@ -315,7 +315,7 @@ static void print_tensor(FILE *out, json_object *t) {
         snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? ", " : "",
                  (long long)json_object_get_int64(json_object_array_get_idx(v, d)));
     strcat(shape, "]");
-    fprintf(out, "    %-40s %-5s %-22s", sval(t, "name"), sval(t, "dtype"), shape);
+    fprintf(out, "%*s%-40s %-5s %-22s", indent, "", sval(t, "name"), sval(t, "dtype"), shape);
     if (sval(t, "dtype_info")) fprintf(out, " (dtype_info %s)", sval(t, "dtype_info"));
     if (json_object_object_get_ex(t, "mean", &v) || json_object_object_get_ex(t, "nan", &v)) {
         json_object *a, *b, *c, *d, *n, *i;
@@ -343,7 +343,7 @@ static void print_obj(FILE *out, json_object *o, int indent) {
         } else if (!strcmp(k, "tensors")) {
             size_t n = json_object_array_length(v);
             fprintf(out, "%*stensors (%zu):\n", indent, "", n);
-            for (size_t i = 0; i < n; i++) print_tensor(out, json_object_array_get_idx(v, i));
+            for (size_t i = 0; i < n; i++) print_tensor(out, json_object_array_get_idx(v, i), indent + 2);
         } else if (!strcmp(k, "steps") && json_object_is_type(v, json_type_array)) {
             fprintf(out, "%*s%-5s %-10s %-9s %-9s %-20s %-20s %s\n", indent, "", "step", "timestep", "guidance",
                     "cache", "latent_norm", "latent_std", "seconds");

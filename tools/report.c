@@ -139,7 +139,7 @@ static void chart(cairo_t *cr, double x, double y, double w, double h, const cha
     char buf[64];
     for (int k = 0; k <= 4; k++) {   /* y ticks */
         const double v = lo + (hi - lo) * k / 4, yy = py + ph - ph * k / 4;
-        snprintf(buf, sizeof buf, "%.6g", v);
+        snprintf(buf, sizeof buf, "%.5g", v);
         text(cr, x + 2, yy + 4, 10, buf);
     }
     const int nx = n > 1 ? n - 1 : 1;
@@ -230,7 +230,8 @@ int report_write(const cmp_ctx *c, const char *path, const char *name_a, const c
     for (int i = 0; i < n; i++) {
         static const char *const head[] = {"A", "B", "|A - B|"};
         for (int k = 0; k < 3; k++) {
-            snprintf(buf, sizeof buf, "%s, %s %d", head[k], c->fr ? "frame" : "latent frame (channel mean)", frames[i]);
+            snprintf(buf, sizeof buf, "%s, %s %d%s", head[k], c->fr ? "frame" : "latent frame", frames[i],
+                     c->fr ? "" : " (channel mean)");
             cairo_set_source_rgb(cr, 0, 0, 0);
             text(cr, GAP + k * (PANEL + GAP), y + 14, 11, buf);
             cairo_surface_t *s = k == 2 ? heat_surface(p[i].d, p[i].W, p[i].H, dmax)
