@@ -232,13 +232,14 @@ tests-build: $(addprefix $(BUILD)/bin/,$(TOOLS))
 $(BUILD)/tests/tools_%: $(BUILD)/tests/tools_%.c.o $(BUILD)/libtools.a $(ALL_LIBS)
 	$(CXX) -o $@ $^ -lcmocka $(CAIRO_LIBS) $(LIBS)
 
-# make compare A=dir B=dir [TOL=x] [REPORT=file.png] [FRAMES=i,j]: cvx-compare on two runs
-TOL    ?=
-REPORT ?=
+# make compare A=dir B=dir [TOL=x] [MIN_PSNR=dB] [REPORT=file.png] [FRAMES=i,j]: cvx-compare on two runs
+TOL      ?=
+MIN_PSNR ?=
+REPORT   ?=
 .PHONY: compare install uninstall
 compare: bin/cvx-compare
 	@test -n "$(A)" -a -n "$(B)" || { echo "make compare: give A=dir B=dir (two run directories or files)"; exit 2; }
-	bin/cvx-compare $(call sq,$(A)) $(call sq,$(B)) $(if $(TOL),--tol $(TOL)) \
+	bin/cvx-compare $(call sq,$(A)) $(call sq,$(B)) $(if $(TOL),--tol $(TOL)) $(if $(MIN_PSNR),--min_psnr $(MIN_PSNR)) \
 	  $(if $(REPORT),--report $(call sq,$(REPORT))) $(if $(FRAMES),--frames $(FRAMES))
 
 # make install PREFIX=dir [DESTDIR=...]: the programs, the library (libcogvideox.a: every layer

@@ -14,7 +14,7 @@
  *     a model directory / GGUF / *_qweight file say what they load as, a changed checkpoint's seal;
  *   - the --report PNG is a PNG of the documented size;
  *   - make install PREFIX=tmp, examples/text2video.c built with pkg-config against it and run,
- *     make uninstall leaves no file. */
+ *     make uninstall leaves no file; make compare passes its variables to cvx-compare. */
 #include "testutil.h"
 
 #include <json-c/json.h>
@@ -501,12 +501,27 @@ static void test_make_install(void **s) {
     tu_rmrf(dir);
 }
 
+/* make compare A=... B=...: cvx-compare with the given options (make -n); without A or B one line, exit 2 */
+static void test_make_compare(void **s) {
+    (void)s;
+    static char out[16384], err[4096];
+    int rc = cap("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n --no-print-directory compare A=run1 B='run 2' TOL=0.02 "
+                 "MIN_PSNR=30 REPORT=r.png FRAMES=0,4", out, sizeof out, err, sizeof err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "bin/cvx-compare 'run1' 'run 2' --tol 0.02 --min_psnr 30"));
+    assert_non_null(strstr(out, "--report 'r.png' --frames 0,4"));
+    rc = cap("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory compare A=run1 2>&1", out, sizeof out,
+             err, sizeof err);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(out, "make compare: give A=dir B=dir"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identical_runs),   cmocka_unit_test(test_bf16_against_f32),
         cmocka_unit_test(test_planted_step_found), cmocka_unit_test(test_staged_tpu_layout),
         cmocka_unit_test(test_bad_inputs),       cmocka_unit_test(test_inspect),
-        cmocka_unit_test(test_make_install),
+        cmocka_unit_test(test_make_install),     cmocka_unit_test(test_make_compare),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
