@@ -15,7 +15,7 @@
 struct cvx_steps_record {
     char path[4096];
     json_object *root, *steps;   /* root owns steps */
-    int resume, started, failed;
+    int resume, has_fp, started, failed;
 };
 
 static json_object *run_object(const cvx_fingerprint *fp) {
@@ -31,33 +31,42 @@ cvx_steps_record *cvx_steps_record_new(const char *path, int resume, const cvx_f
         free(r);
         return cvx_error("%s: path too long", path), NULL;
     }
-    r->resume = resume;
+    r->resume = resume, r->has_fp = fp != NULL;
     r->root = json_object_new_object();
     json_object_object_add(r->root, "format", json_object_new_string(CVX_STEPS_FORMAT));
     json_object_object_add(r->root, "n_steps", json_object_new_int(0));
     json_object_object_add(r->root, "run", run_object(fp));
     r->steps = json_object_new_array();
     json_object_object_add(r->root, "steps", r->steps);
-    if (!resume || !cvx_is_file(path)) return r;
-    /* a resumed run: the earlier record's steps, when it is a record of these settings */
+    return r;
+}
+
+/* A resumed run, at its first step (the checkpoint was accepted): the earlier record's steps
+ * before this one, when it is a record of these settings. */
+static void continue_record(cvx_steps_record *r, int first_step) {
+    if (!cvx_is_file(r->path)) return;
     cvx_config c;
-    json_object *old_steps, *old_run;
-    if (cvx_config_load(&c, path) || !json_object_object_get_ex(c.root, "steps", &old_steps) ||
+    json_object *old_steps, *old_run, *run = NULL;
+    if (cvx_config_load(&c, r->path) || !json_object_object_get_ex(c.root, "steps", &old_steps) ||
         !json_object_is_type(old_steps, json_type_array)) {
-        cvx_warn("%s: not a steps record; it is replaced by this run's steps", path);
+        cvx_warn("%s: not a steps record; it is replaced by this run's steps", r->path);
         cvx_config_free(&c);
-        return r;
+        return;
     }
-    json_object *run = NULL;
     json_object_object_get_ex(r->root, "run", &run);
-    if (fp && (!json_object_object_get_ex(c.root, "run", &old_run) || !json_object_equal(old_run, run))) {
-        cvx_warn("%s belongs to a run of other settings; the resumed run's record starts at its checkpoint", path);
+    if (r->has_fp && (!json_object_object_get_ex(c.root, "run", &old_run) || !json_object_equal(old_run, run))) {
+        cvx_warn("%s belongs to a run of other settings; the resumed run's record starts at its checkpoint", r->path);
     } else {
-        for (size_t i = 0; i < json_object_array_length(old_steps); i++)
-            json_object_array_add(r->steps, json_object_get(json_object_array_get_idx(old_steps, i)));
+        for (size_t i = 0; i < json_object_array_length(old_steps); i++) {
+            json_object *e = json_object_array_get_idx(old_steps, i), *v;
+            if (!json_object_object_get_ex(e, "step", &v) || json_object_get_int(v) >= first_step) break;
+            json_object_array_add(r->steps, json_object_get(e));
+        }
     }
     cvx_config_free(&c);
-    return r;
+    if ((int)json_object_array_length(r->steps) < first_step)
+        cvx_warn("%s: steps %zu to %d are not in the record (the run that made the checkpoint left none)", r->path,
+                 json_object_array_length(r->steps), first_step - 1);
 }
 
 static json_object *num(double v) { return isfinite(v) ? json_object_new_double(v) : NULL; }
@@ -75,18 +84,9 @@ static int write_record(cvx_steps_record *r) {
 void cvx_steps_record_on_step(void *user, const cvx_step_info *in) {
     cvx_steps_record *r = user;
     if (r->failed) return;
-    if (!r->started) {   /* drop what the record has from this step on (a resumed run redoes them) */
+    if (!r->started) {
         r->started = 1;
-        size_t keep = 0, n = json_object_array_length(r->steps);
-        while (keep < n) {
-            json_object *e = json_object_array_get_idx(r->steps, keep), *v;
-            if (!json_object_object_get_ex(e, "step", &v) || json_object_get_int(v) >= in->step) break;
-            keep++;
-        }
-        if (keep < n) json_object_array_del_idx(r->steps, keep, n - keep);
-        if ((int)keep < in->step)
-            cvx_warn("%s: steps %zu to %d are not in the record (the run that made the checkpoint left none)",
-                     r->path, keep, in->step - 1);
+        if (r->resume) continue_record(r, in->step);
     }
     cvx_stats st;
     cvx_stats_f32(in->latents, in->numel, &st);

@@ -22,7 +22,8 @@
 typedef struct cvx_steps_record cvx_steps_record;
 
 /* A record to `path`; resume: keep the steps the file at path already has before the first step
- * this run makes. fp (may be NULL): the run's settings, stored as "run". */
+ * this run makes (read then: nothing is read or written before the first step). fp (may be NULL): the
+ * run's settings, stored as "run"; a record of other settings is not continued. */
 cvx_steps_record *cvx_steps_record_new(const char *path, int resume, const cvx_fingerprint *fp);
 /* The cvx_sample_params.on_step callback (user = the record): adds the step, rewrites the file. */
 void cvx_steps_record_on_step(void *user, const cvx_step_info *info);
