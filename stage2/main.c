@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
     sp.stop_after_steps = a.stop_after, sp.fingerprint = &fp, sp.cfg_dist = par.cfg_group;
     char steps_path[4200];   /* the per-step record (stage2/steps_record.h), rank 0 */
     cvx_steps_record *rec = NULL;
-    if (writer && (cvx_path_join(steps_path, sizeof steps_path, output_dir, "stage2_steps.json") ||
+    if (writer && (cvx_steps_record_path(out.latents, steps_path, sizeof steps_path) ||
                    !(rec = cvx_steps_record_new(steps_path, resume, &fp))))
         cvx_die_last_error();
     sp.on_step = rec ? cvx_steps_record_on_step : NULL, sp.on_step_user = rec;

@@ -25,6 +25,17 @@ static json_object *run_object(const cvx_fingerprint *fp) {
     return run;
 }
 
+int cvx_steps_record_path(const char *latents_path, char *out, size_t n) {
+    const char *slash = strrchr(latents_path, '/'), *base = slash ? slash + 1 : latents_path;
+    const size_t dir = (size_t)(base - latents_path), len = strlen(base), pre = strlen("stage2_latents"),
+                 ext = strlen(".safetensors");
+    const int numbered = len >= pre + ext && !strncmp(base, "stage2_latents", pre) &&
+                         !strcmp(base + len - ext, ".safetensors");
+    const int k = snprintf(out, n, "%.*sstage2_steps%.*s.json", (int)dir, latents_path,
+                           numbered ? (int)(len - pre - ext) : 0, numbered ? base + pre : "");
+    return k < 0 || (size_t)k >= n ? cvx_error("%s: path too long", latents_path) : 0;
+}
+
 cvx_steps_record *cvx_steps_record_new(const char *path, int resume, const cvx_fingerprint *fp) {
     cvx_steps_record *r = cvx_calloc(1, sizeof *r);
     if (snprintf(r->path, sizeof r->path, "%s", path) >= (int)sizeof r->path) {

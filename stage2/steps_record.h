@@ -21,6 +21,11 @@
 
 typedef struct cvx_steps_record cvx_steps_record;
 
+/* The record's path beside the run's latents file: <dir>/stage2_latents[SUFFIX].safetensors ->
+ * <dir>/stage2_steps[SUFFIX].json (a numbered batch file keeps its number). -1 + cvx_error when
+ * too long. */
+int cvx_steps_record_path(const char *latents_path, char *out, size_t n);
+
 /* A record to `path`; resume: keep the steps the file at path already has before the first step
  * this run makes (read then: nothing is read or written before the first step). fp (may be NULL): the
  * run's settings, stored as "run"; a record of other settings is not continued. */

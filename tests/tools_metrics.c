@@ -128,11 +128,24 @@ static void test_steps_record(void **s) {
     tu_rmrf(dir);
 }
 
+static void test_steps_record_path(void **s) {
+    (void)s;
+    char p[64];
+    ASSERT_OK(cvx_steps_record_path("/r/stage2_latents.safetensors", p, sizeof p));
+    assert_string_equal(p, "/r/stage2_steps.json");
+    ASSERT_OK(cvx_steps_record_path("runs/a/stage2_latents_0003.safetensors", p, sizeof p));   /* a batch's numbered file */
+    assert_string_equal(p, "runs/a/stage2_steps_0003.json");
+    ASSERT_OK(cvx_steps_record_path("stage2_latents.safetensors", p, sizeof p));
+    assert_string_equal(p, "stage2_steps.json");
+    assert_int_equal(cvx_steps_record_path("/a/very/long/directory/name/stage2_latents.safetensors", p, 16), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_psnr_ssim),
         cmocka_unit_test(test_steps_record),
+        cmocka_unit_test(test_steps_record_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
