@@ -213,6 +213,68 @@ help:
 clean:
 	rm -rf build build-asan build-fuzz build-nompi bin
 
+# ---- Debugging tools (issue 35, docs/debugging.md) and make install ---------------------------
+# bin/cvx-inspect, bin/cvx-compare: tools/cvx_*.c, over tools/*.c (libtools.a) and every library;
+# the report PNG is drawn with cairo (scripts/install-deps.sh installs libcairo2-dev).
+CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
+TOOLS        := cvx-inspect cvx-compare
+TOOLS_LIB_SRC := $(filter-out tools/cvx_%.c,$(wildcard tools/*.c))
+$(BUILD)/tools/%.c.o: CFLAGS_BASE += $(CAIRO_CFLAGS)
+$(BUILD)/libtools.a: $(patsubst %,$(BUILD)/%.o,$(TOOLS_LIB_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/bin/cvx-%: $(BUILD)/tools/cvx_%.c.o $(BUILD)/libtools.a $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $^ $(CAIRO_LIBS) $(LIBS)
+all: $(addprefix bin/,$(TOOLS))
+tests-build: $(addprefix $(BUILD)/bin/,$(TOOLS))
+# the tests that run the tools link libtools too
+$(BUILD)/tests/tools_%: $(BUILD)/tests/tools_%.c.o $(BUILD)/libtools.a $(ALL_LIBS)
+	$(CXX) -o $@ $^ -lcmocka $(CAIRO_LIBS) $(LIBS)
+
+# make compare A=dir B=dir [TOL=x] [MIN_PSNR=dB] [REPORT=file.png] [FRAMES=i,j]: cvx-compare on two runs
+TOL      ?=
+MIN_PSNR ?=
+REPORT   ?=
+.PHONY: compare install uninstall
+compare: bin/cvx-compare
+	@test -n "$(A)" -a -n "$(B)" || { echo "make compare: give A=dir B=dir (two run directories or files)"; exit 2; }
+	bin/cvx-compare $(call sq,$(A)) $(call sq,$(B)) $(if $(TOL),--tol $(TOL)) $(if $(MIN_PSNR),--min_psnr $(MIN_PSNR)) \
+	  $(if $(REPORT),--report $(call sq,$(REPORT))) $(if $(FRAMES),--frames $(FRAMES))
+
+# make install PREFIX=dir [DESTDIR=...]: the programs, the library (libcogvideox.a: every layer
+# in one archive), the public headers, a pkg-config file (cogvideox.pc) and the --help texts as
+# man-style pages; make uninstall removes exactly those files. Models and data are not installed.
+PREFIX      ?= /usr/local
+INST        = $(DESTDIR)$(PREFIX)
+INST_PROGS  = $(STAGES) $(TOOLS)
+# the API header, what it includes, and what examples/text2video.c uses beside it (errors, MP4 writing)
+INST_HEADERS = pipeline/cogvideox.h stage3/video.h common/context.h common/lora.h common/safetensors.h \
+               common/dtype.h common/fileio.h common/error.h
+$(BUILD)/libcogvideox.a: $(ALL_LIBS)
+	rm -f $@ && printf 'create $@\n$(foreach l,$(ALL_LIBS),addlib $(l)\n)save\nend\n' | ar -M
+install: $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(BUILD)/libcogvideox.a
+	install -d $(INST)/bin $(INST)/lib/pkgconfig $(INST)/include/cogvideox/pipeline $(INST)/include/cogvideox/stage3 \
+	  $(INST)/share/man/man1
+	install -m 755 $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(INST)/bin/
+	install -m 644 $(BUILD)/libcogvideox.a $(INST)/lib/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include/cogvideox' '' \
+	  'Name: cogvideox' 'Description: CogVideoX / Wan video diffusion on the CPU (cogvideox.c)' 'Version: 0.1' \
+	  'Cflags: -I$${includedir} -fopenmp' 'Libs: -L$${libdir} -lcogvideox -lstdc++ $(LIBS)' \
+	  > $(INST)/lib/pkgconfig/cogvideox.pc
+	install -m 644 pipeline/cogvideox.h $(INST)/include/cogvideox/pipeline/
+	install -m 644 stage3/video.h $(INST)/include/cogvideox/stage3/
+	install -m 644 $(filter common/%,$(INST_HEADERS)) $(INST)/include/cogvideox/
+	for p in $(INST_PROGS); do { printf '.TH %s 1\n.nf\n' "$$p"; $(BUILD)/bin/$$p --help | sed 's/\\/\\e/g; s/^[.'"'"']/\\\&&/'; } \
+	  > $(INST)/share/man/man1/$$p.1 || exit 1; done
+uninstall:
+	rm -f $(addprefix $(INST)/bin/,$(INST_PROGS)) $(INST)/lib/libcogvideox.a $(INST)/lib/pkgconfig/cogvideox.pc
+	rm -f $(addprefix $(INST)/share/man/man1/,$(addsuffix .1,$(INST_PROGS)))
+	rm -f $(addprefix $(INST)/include/cogvideox/,$(filter-out common/%,$(INST_HEADERS)) $(notdir $(filter common/%,$(INST_HEADERS))))
+	-rmdir $(INST)/include/cogvideox/pipeline $(INST)/include/cogvideox/stage3 $(INST)/include/cogvideox 2>/dev/null
+# ---- end of debugging tools and install ------------------------------------------------------
+
 # ---- The pipeline: make run PROMPT="..." --------------------------------------------------
 # Each stage's output depends on its inputs, its program and a stamp file holding its settings
 # (rewritten only when they change), so changing only a stage-3 setting re-runs only stage 3.

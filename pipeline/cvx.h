@@ -127,6 +127,17 @@ int cvx_encode_texts_more(cvx_model *m, const char *const *texts, const char *co
                           cvx_progress_fn progress, void *user, cvx_cond_set *out);
 
 /* ---- sample: embeddings -> latents (the denoising loop) ---- */
+/* What one step of the loop did, for an observer (stage 2's stage2_steps.json, stage2/steps_record.h). */
+typedef struct cvx_step_info {
+    int step, n_steps;            /* loop step (0-based) of the steps the loop runs */
+    double timestep;              /* the value the model got */
+    double guidance;              /* the guidance scale used (dynamic CFG: this step's), 1 without CFG */
+    int cache;                    /* step cache: 1 computed, 0 skipped; -1 without caching */
+    double seconds;               /* the step's wall time */
+    const float *latents;         /* after the step, the family's loop layout, numel floats */
+    size_t numel;
+} cvx_step_info;
+
 typedef struct cvx_sample_params {
     int frames, height, width;    /* 0 = the model's default */
     int num_inference_steps;      /* 0 = 50 */
@@ -165,6 +176,9 @@ typedef struct cvx_sample_params {
     int preview_every;
     const char *preview;
     const char *preview_path;
+    /* called after every step (every rank) with what it did; NULL = none */
+    void (*on_step)(void *user, const cvx_step_info *info);
+    void *on_step_user;
 } cvx_sample_params;
 
 typedef struct {

@@ -19,6 +19,7 @@
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
+#include "stage2/steps_record.h"
 
 #define DEFAULT_DIR "stage_outputs"
 #include "stage2/usage.h"
@@ -101,8 +102,15 @@ int main(int argc, char **argv) {
     /* ---- the loop ---- */
     sp.checkpoint_path = out.checkpoint, sp.checkpoint_every = a.checkpoint_every, sp.resume = resume;
     sp.stop_after_steps = a.stop_after, sp.fingerprint = &fp, sp.cfg_dist = par.cfg_group;
+    char steps_path[4200];   /* the per-step record (stage2/steps_record.h), rank 0 */
+    cvx_steps_record *rec = NULL;
+    if (writer && (cvx_steps_record_path(out.latents, steps_path, sizeof steps_path) ||
+                   !(rec = cvx_steps_record_new(steps_path, resume, &fp))))
+        cvx_die_last_error();
+    sp.on_step = rec ? cvx_steps_record_on_step : NULL, sp.on_step_user = rec;
     cvx_latents lat;
     if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) cvx_par_fail(world);
+    cvx_steps_record_free(rec);   /* a failed write was warned */
     if (writer && lat.steps_done < r.num_inference_steps) {   /* ranks > 0 computed their share; rank 0 writes */
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
                  lat.steps_done - lat.steps_skipped, r.num_inference_steps - lat.steps_skipped, out.checkpoint);

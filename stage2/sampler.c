@@ -159,7 +159,7 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
     int done_steps = start;
     for (int i = start; i < n_steps; i++) {
         const cvx_plan_step *ps = &plan->steps[i];
-        const double t = s->timesteps[t0i + i];
+        const double t = s->timesteps[t0i + i], t_step = cvx_time();
         if (ps->expert != ex.cur) {   /* a switch: the next expert resident, its cache fresh */
             cvx_debug("step %d/%d: expert %d", i + 1, n_steps, ps->expert);
             if (expert_switch(&ex, ps->expert, all)) goto done;
@@ -202,6 +202,10 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
         }
         cvx_debug("step %d/%d t=%g guidance %.6g", done_steps, n_steps, t, g);
         if (hook) hook(hook_ctx, i, latents, sh);
+        if (r->on_step)
+            r->on_step(r->on_step_user, &(cvx_step_info){i, n_steps, t, cfg && ps->guide.scale > 1.0 ? g : 1.0,
+                                                           cvx_cache_active(&cache) ? cache.last_compute : -1,
+                                                           cvx_time() - t_step, latents, n});
 
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&
