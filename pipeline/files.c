@@ -286,6 +286,14 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         describe_weights(m->transformer_file, desc, sizeof desc);
         cvx_fingerprint_set(fp, "transformer_weights", "%s", desc);
     }
+    /* the transformer's weights themselves (sizes, time, header and sampled content): a model
+     * changed in place is not resumed (issue 37) */
+    char ident[256], tdir[PATH_MAX];
+    const char *tw = m->transformer_file[0] ? m->transformer_file : tdir;
+    if ((!m->transformer_file[0] && cvx_path_join(tdir, sizeof tdir, m->dir, "transformer")) ||
+        cvx_weights_identity(tw, ident, sizeof ident))
+        return -1;
+    cvx_fingerprint_set(fp, "transformer_identity", "%s", ident);
     if (cvx_lora_fingerprint(m, fp)) return -1;   /* LoRA files (xxh64) and weights, fused or not */
     if (m->ctx->int8) cvx_fingerprint_set(fp, "int8_dot", "true");   /* quantized weights × int8 activations */
     cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
@@ -497,13 +505,13 @@ done:
     return rc;
 }
 
-int cvx_frames_write(const char *path, const cvx_frames *f, const char *latents_path) {
+int cvx_frames_write(cvx_outset *set, const char *path, const cvx_frames *f, const char *latents_path) {
     size_t per = (size_t)3 * f->T * f->H * f->W;
     float *all = cvx_alloc_f32(per * f->B);   // [B, 3, T, H, W]
     for (int b = 0; b < f->B; b++) memcpy(all + per * b, f->data[b], per * sizeof(float));
     cvx_st_writer *sw = cvx_stw_new();
     int rc = cvx_stw_add_f32(sw, "decoded", CVX_F32, 5, (int64_t[]){f->B, 3, f->T, f->H, f->W}, all) ||
-             cvx_stw_metadata(sw, "latents", latents_path) || cvx_stw_write(sw, path);
+             cvx_stw_metadata(sw, "latents", latents_path) || (set ? cvx_outset_stw(set, sw, path) : cvx_stw_write(sw, path));
     cvx_stw_free(sw);
     free(all);
     return rc ? -1 : 0;
