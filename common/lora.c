@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum { KIND_DIFFUSERS, KIND_ORIGINAL, KIND_KOHYA, KIND_BARE };   /* key prefix: transformer. / diffusion_model. / lora_unet_ / none */
 enum { ROLE_A, ROLE_B, ROLE_BIAS, ROLE_ALPHA, ROLE_DIFF, ROLE_DORA };
@@ -488,6 +489,16 @@ static int cmp_term(const void *a, const void *b) {
     return x->adapter < y->adapter ? -1 : x->adapter > y->adapter;
 }
 
+/* 1 when the file begins with GGUF's magic. */
+static int starts_gguf(const char *path) {
+    char m[4];
+    const int fd = cvx_open_input(path);
+    if (fd < 0) return cvx_clear_error(), 0;   /* cvx_st_open says why */
+    const ssize_t n = read(fd, m, 4);
+    close(fd);
+    return n == 4 && !memcmp(m, "GGUF", 4);
+}
+
 cvx_lora_set *cvx_lora_load(const cvx_lora_spec *specs, int n, const cvx_lora_target *targets, int n_targets,
                             const char *family, int fuse) {
     cvx_lora_set *s = cvx_calloc(1, sizeof *s);
@@ -498,6 +509,11 @@ cvx_lora_set *cvx_lora_load(const cvx_lora_spec *specs, int n, const cvx_lora_ta
     s->fused = fuse;
     termvec tv = {0};
     for (int i = 0; i < n; i++) {
+        if (starts_gguf(specs[i].path)) {   /* else the safetensors reader's "header length ..." */
+            cvx_error("--lora %s: a GGUF file; LoRA adapters are read from .safetensors files (diffusers / PEFT, "
+                      "Kijai, kohya keys)", specs[i].path);
+            goto fail;
+        }
         if (!(s->files[i] = cvx_st_open(specs[i].path))) {
             cvx_error_prefix("--lora");
             goto fail;

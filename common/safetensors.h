@@ -82,6 +82,11 @@ const char *cvx_weights_describe(const cvx_weights *w, char *buf, size_t n);
  * size). 0, or -1 + cvx_error. */
 int cvx_weights_identity(const char *path, char *out, size_t n);
 
+/* A GGUF's general.architecture, when present, must be `arch` ("wan", "cogvideox"): else -1 +
+ * cvx_error "FILE: general.architecture is 'X', expected 'wan': not a Wan transformer GGUF".
+ * Safetensors files and GGUFs without the key: 0. */
+int cvx_weights_check_arch(const cvx_weights *w, const char *arch, const char *family);
+
 /* Helpers for printing shapes in messages: writes "[1, 226, 4096]". */
 const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 

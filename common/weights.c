@@ -87,6 +87,10 @@ static int open_qweights(cvx_weights *w) {
                 return cvx_error("%s: tensor '%s': scaled fp8 weights (a scale per weight, ComfyUI's *_fp8_scaled "
                                  "files) are not supported; use a plain fp8, bf16 or GGUF file", t->file, t->name);
             const int k = qweight_kind(t->name, &stem);
+            if (k < 0 && ends_with(t->name, "_qweight"))   /* else only "'<module>.weight' is missing" later */
+                return cvx_error("%s: tensor '%s': this ggml block type in a safetensors file is not supported (only "
+                                 "<module>.Q4_0_qweight and .Q8_0_qweight; a GGUF file holds every type)", t->file,
+                                 t->name);
             if (k < 0) continue;
             const cvx_dtype q = QWEIGHTS[k].type;
             const int64_t bb = (int64_t)cvx_dtype_block_bytes(q);
@@ -264,7 +268,9 @@ cvx_weights *cvx_weights_open(const char *path) {
     else rc = snprintf(file, sizeof file, "%s", path) >= (int)sizeof file ? cvx_error("path too long") : 0;
     if (!rc) {
         w->path = strdup(file);
-        rc = is_index ? open_index(w, file) : is_gguf_file(file) ? open_gguf(w, file) : add_shard(w, file);
+        /* a .gguf name is read as GGUF whatever its first bytes (a damaged one gets GGUF's messages) */
+        rc = is_index ? open_index(w, file)
+           : is_gguf_file(file) || ends_with(file, ".gguf") ? open_gguf(w, file) : add_shard(w, file);
     }
     if (!rc) rc = open_qweights(w);
     if (rc) { cvx_weights_close(w); return NULL; }
@@ -459,5 +465,15 @@ int cvx_weights_identity(const char *path, char *out, size_t n) {
     if (rc) return -1;
     snprintf(out, n, "%d file%s, %lld bytes, modified %lld.%09ld, content xxh64 %016llx", nf, nf == 1 ? "" : "s",
              bytes, (long long)newest.tv_sec, newest.tv_nsec, (unsigned long long)h);
+    return 0;
+}
+
+int cvx_weights_check_arch(const cvx_weights *w, const char *arch, const char *family) {
+    if (!w->gguf || cvx_gguf_find_key(w->gguf, "general.architecture") < 0) return 0;   /* no claim: the tensors decide */
+    const char *a = cvx_gguf_get_str(w->gguf, "general.architecture");
+    if (!a) return -1;
+    if (strcmp(a, arch) != 0)
+        return cvx_error("%s: general.architecture is '%s', expected '%s': not a %s transformer GGUF", w->path, a, arch,
+                         family);
     return 0;
 }

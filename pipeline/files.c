@@ -269,6 +269,21 @@ static int hash_file(const char *path, uint64_t *out) {
     return 0;
 }
 
+/* The shift of the model's scheduler config (UniPC "flow_shift", Euler "shift"), or 0. */
+static double config_flow_shift(const cvx_model *m) {
+    char path[PATH_MAX];
+    cvx_config c;
+    double v = 0;
+    if (cvx_path_join(path, sizeof path, m->dir, "scheduler/scheduler_config.json") || cvx_config_load(&c, path)) {
+        cvx_clear_error();
+        return 0;
+    }
+    if (cvx_cfg_num_or(&c, "flow_shift", 0, &v) || (v == 0 && cvx_cfg_num_or(&c, "shift", 0, &v))) v = 0;
+    cvx_config_free(&c);
+    cvx_clear_error();
+    return v;
+}
+
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, cvx_fingerprint *fp) {
     char real_model[PATH_MAX], gbuf[64];
     uint64_t emb_hash;
@@ -306,7 +321,7 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
-    if (p->flow_shift > 0) {
+    if (p->flow_shift > 0 && p->flow_shift != config_flow_shift(m)) {   /* the config's own value: the same run */
         format_double(p->flow_shift, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);
     }

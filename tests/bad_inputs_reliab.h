@@ -69,4 +69,53 @@ static void p_png_dir_used(const char *D, const char *X) {   /* a frame of an ea
     put(X, "png/frame_0030.png", "old");
 }
 
+/* ---- messages that misled (item 8) ---- */
+static void p_checkpoint_bf16(const char *D, const char *X) { (void)X; make_checkpoint(D, "--precision bf16"); }
+static void p_gguf_bytes(const char *X, const char *name, const char *bytes, size_t n) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", X, name);
+    tu_write(p, bytes, n);
+}
+static void p_gguf_as_lora(const char *D, const char *X) { (void)D; p_gguf_bytes(X, "l.gguf", "GGUF\3\0\0\0xxxxxxxxxxxxxxxx", 24); }
+static void p_gguf_bad_magic(const char *D, const char *X) { (void)D; p_gguf_bytes(X, "t.gguf", "GGUX\3\0\0\0xxxxxxxxxxxxxxxx", 24); }
+static void p_gguf_empty(const char *D, const char *X) { (void)D; p_gguf_bytes(X, "t.gguf", "", 0); }
+static void p_mz_q5_1(const char *D, const char *X) {   /* an unsupported qweight suffix in a MinusZone-style file */
+    (void)D;
+    char src[1200], dst[256];
+    snprintf(src, sizeof src, "%s/transformer/diffusion_pytorch_model.safetensors", g_good.model);
+    snprintf(dst, sizeof dst, "%s/mz.safetensors", X);
+    void *zero = calloc(48 * 36, 1);
+    tu_st_copy_edit(src, dst, "transformer_blocks.0.attn1.to_q.weight", "transformer_blocks.0.attn1.to_q.Q5_1_qweight",
+                    CVX_U8, 2, (const int64_t[]){48, 36}, zero);
+    free(zero);
+}
+/* the golden Wan GGUF, and a copy whose general.architecture "wan" reads "w@n" */
+static void p_wan_gguf(const char *D, const char *X) {
+    (void)D;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp '%s/wan/wan-Q4_0.gguf' '%s/wan.gguf'", "tests/data/golden_gguf", X);
+    tu_run_ok(cmd);
+}
+static char *find_bytes(char *b, size_t n, const char *w, size_t k) {
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(b + i, w, k)) return b + i;
+    return NULL;
+}
+static void p_garbage_arch_gguf(const char *D, const char *X) {
+    p_wan_gguf(D, X);
+    char p[512];
+    snprintf(p, sizeof p, "%s/wan.gguf", X);
+    size_t n;
+    char *b = cvx_read_file(p, &n);
+    ASSERT_NONNULL(b);
+    const char key[] = "general.architecture";
+    char *k = find_bytes(b, n, key, sizeof key - 1);
+    ASSERT_NONNULL(k);
+    char *v = find_bytes(k, n - (size_t)(k - b), "wan", 3);   /* the value: type, length, then the bytes */
+    ASSERT_NONNULL(v);
+    v[1] = '@';
+    tu_write(p, b, n);
+    free(b);
+}
+
 #endif
