@@ -89,7 +89,7 @@ void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {
         CVX_FLAG_INT_("tile_sample_min_height", &a->dp.tile_height, 8, 1 << 16),
         CVX_FLAG_INT_("tile_sample_min_width", &a->dp.tile_width, 8, 1 << 16), CVX_FLAG_INT_("crf", &a->crf, 0, 51),
         CVX_FLAG_STR_("png_dir", &a->png_dir, CVX_PER_RANK), CVX_FLAG_STR_("contact_sheet", &a->sheet, CVX_PER_RANK),
-        CVX_FLAG_STR_("output_frames", &a->frames_out, CVX_PER_RANK),
+        CVX_FLAG_STR_("output_frames", &a->frames_out, CVX_PER_RANK), CVX_FLAG_BOOL_("overwrite", &a->overwrite, 1, CVX_PER_RANK),
         CVX_FLAG_INT_("threads", &a->threads, 0, 1024, CVX_PER_RANK),
         CVX_FLAG_BOOL_("quiet", &a->verbosity, 0, CVX_PER_RANK), CVX_FLAG_BOOL_("verbose", &a->verbosity, 2, CVX_PER_RANK),
         CVX_FLAG_HELP_(), CVX_FLAG_STR_("precision", &a->precision_arg), CVX_FLAG_STR_("transformer", &a->wfile[0]),

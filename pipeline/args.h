@@ -48,7 +48,7 @@ typedef struct {
     const char *input_dir, *latents_arg, *output_arg, *model_id, *model_dir, *png_dir, *sheet, *frames_out,
         *precision_arg;
     const char *wfile[3];
-    int fps, crf, threads, verbosity;
+    int fps, crf, threads, verbosity, overwrite;
     int prompt_index;   /* --prompt_index N: the files of stage 2's run with that number (0: none) */
     cvx_decode_params dp;
     cvx_flag flags[CVX_ARGS_MAX_FLAGS];

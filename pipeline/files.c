@@ -410,6 +410,21 @@ static int hash_file(const char *path, uint64_t *out) {
     return 0;
 }
 
+/* The shift of the model's scheduler config (UniPC "flow_shift", Euler "shift"), or 0. */
+static double config_flow_shift(const cvx_model *m) {
+    char path[PATH_MAX];
+    cvx_config c;
+    double v = 0;
+    if (cvx_path_join(path, sizeof path, m->dir, "scheduler/scheduler_config.json") || cvx_config_load(&c, path)) {
+        cvx_clear_error();
+        return 0;
+    }
+    if (cvx_cfg_num_or(&c, "flow_shift", 0, &v) || (v == 0 && cvx_cfg_num_or(&c, "shift", 0, &v))) v = 0;
+    cvx_config_free(&c);
+    cvx_clear_error();
+    return v;
+}
+
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, cvx_fingerprint *fp) {
     char real_model[PATH_MAX], gbuf[64];
     uint64_t emb_hash;
@@ -427,6 +442,16 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         describe_weights(m->transformer_file, desc, sizeof desc);
         cvx_fingerprint_set(fp, "transformer_weights", "%s", desc);
     }
+    /* the transformer's weights themselves (sizes, time, header and sampled content): a model
+     * changed in place is not resumed (issue 37) */
+    char ident[256], tdir[PATH_MAX];
+    const char *tw = m->transformer_file[0] ? m->transformer_file : tdir;
+    if (!m->transformer_file[0] && cvx_path_join(tdir, sizeof tdir, m->dir, "transformer")) return -1;
+    if (cvx_weights_identity(tw, ident, sizeof ident)) {   /* the load says why, with its own checks first */
+        cvx_clear_error();
+        snprintf(ident, sizeof ident, "(unreadable)");
+    }
+    cvx_fingerprint_set(fp, "transformer_identity", "%s", ident);
     if (cvx_lora_fingerprint(m, fp)) return -1;   /* LoRA files (xxh64) and weights, fused or not */
     if (m->ctx->int8) cvx_fingerprint_set(fp, "int8_dot", "true");   /* quantized weights × int8 activations */
     cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
@@ -439,7 +464,7 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
-    if (p->flow_shift > 0) {
+    if (p->flow_shift > 0 && p->flow_shift != config_flow_shift(m)) {   /* the config's own value: the same run */
         format_double(p->flow_shift, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);
     }
@@ -638,13 +663,13 @@ done:
     return rc;
 }
 
-int cvx_frames_write(const char *path, const cvx_frames *f, const char *latents_path) {
+int cvx_frames_write(cvx_outset *set, const char *path, const cvx_frames *f, const char *latents_path) {
     size_t per = (size_t)3 * f->T * f->H * f->W;
     float *all = cvx_alloc_f32(per * f->B);   // [B, 3, T, H, W]
     for (int b = 0; b < f->B; b++) memcpy(all + per * b, f->data[b], per * sizeof(float));
     cvx_st_writer *sw = cvx_stw_new();
     int rc = cvx_stw_add_f32(sw, "decoded", CVX_F32, 5, (int64_t[]){f->B, 3, f->T, f->H, f->W}, all) ||
-             cvx_stw_metadata(sw, "latents", latents_path) || cvx_stw_write(sw, path);
+             cvx_stw_metadata(sw, "latents", latents_path) || (set ? cvx_outset_stw(set, sw, path) : cvx_stw_write(sw, path));
     cvx_stw_free(sw);
     free(all);
     return rc ? -1 : 0;

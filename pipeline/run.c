@@ -1,6 +1,7 @@
 /* The programs' side of the pipeline: run directories, locks, checks, output sets (run.h). */
 #include "pipeline/run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -319,7 +320,38 @@ int cvx_check_writable(const char *path, const char *what) {
     if (access(dir, W_OK) != 0)
         return cvx_error("%s: cannot write %s: directory '%s' is not writable", path, what, dir);
     if (cvx_is_dir(path)) return cvx_error("%s: cannot write %s: it is a directory", path, what);
-    return 0;
+    return cvx_check_output_path(path);   /* a symlink, FIFO or device there: refused, not replaced */
+}
+
+/* "frame_NNNN.png" with N >= first (stale frames of a longer earlier run), 1 when so. */
+static int stale_frame(const char *name, int first) {
+    int k, len = 0;
+    return sscanf(name, "frame_%4d.png%n", &k, &len) == 1 && len == 14 && (size_t)len == strlen(name) && k >= first;
+}
+
+int cvx_png_dir_check(const char *dir, int overwrite) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;   /* new (or not a directory: cvx_check_dir_writable says so) */
+    int n = 0;
+    char first[256] = "";
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n++ == 0) snprintf(first, sizeof first, "%s", e->d_name);
+    closedir(d);
+    if (!n || overwrite) return 0;
+    return cvx_error("%s: --png_dir is not empty (%d entr%s, e.g. '%s'): frames of an earlier run would stay beside "
+                     "this run's; give a new or empty directory, or --overwrite (replaces the frames there)", dir, n,
+                     n == 1 ? "y" : "ies", first);
+}
+
+/* After an --overwrite run of T frames: the frame_NNNN.png files from N = T on in dir (an earlier,
+ * longer run's) are removed, so the directory holds this run's frames only. */
+static void remove_stale_frames(const char *dir, int T) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (stale_frame(e->d_name, T) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            cvx_info("removed %s/%s (a frame of an earlier run: --overwrite)", dir, e->d_name);
+    closedir(d);
 }
 
 int cvx_check_dir_writable(const char *path, const char *what) {
@@ -368,19 +400,37 @@ int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const c
 }
 
 int cvx_frames_write_videos(const cvx_frames *fr, const char *out_path, int fps, int crf, int verbose,
-                            const char *png_dir, const char *sheet, const char **codec) {
-    for (int b = 0; b < fr->B; b++) {
+                            const char *png_dir, const char *sheet, const char *frames_out, const char *latents_path,
+                            int overwrite, const char **codec) {
+    /* every file of the run is a temp until all are written, then all are renamed (issue 37: a
+     * failure part way, a full disk, leaves the previous video, sheet and frames as they were) */
+    cvx_outset set;
+    cvx_outset_init(&set);
+    const int made_dir = png_dir && !cvx_is_dir(png_dir);
+    int rc = 0;
+    for (int b = 0; b < fr->B && !rc; b++) {
         char path[4300], dir[4300];
         const char *dot = strrchr(out_path, '.');
         int ext = dot && !strchr(dot, '/'), stem = ext ? (int)(dot - out_path) : (int)strlen(out_path);
         if (b == 0) snprintf(path, sizeof path, "%s", out_path);
         else snprintf(path, sizeof path, "%.*s_%d%s", stem, out_path, b, ext ? dot : "");
         video_opts vo = {fps, crf, verbose};
-        if (video_write_mp4(path, fr->data[b], fr->T, fr->H, fr->W, &vo, codec)) return -1;
         if (fr->B == 1) snprintf(dir, sizeof dir, "%s", png_dir ? png_dir : "");
         else snprintf(dir, sizeof dir, "%s/sample_%d", png_dir ? png_dir : "", b);
-        if (png_dir && video_write_pngs(dir, fr->data[b], fr->T, fr->H, fr->W)) return -1;
-        if (sheet && b == 0 && video_write_contact_sheet(sheet, fr->data[0], fr->T, fr->H, fr->W)) return -1;
+        rc = video_write_mp4_set(&set, path, fr->data[b], fr->T, fr->H, fr->W, &vo, codec) ||
+             (png_dir && video_write_pngs_set(&set, dir, fr->data[b], fr->T, fr->H, fr->W)) ||
+             (sheet && b == 0 && video_write_contact_sheet_set(&set, sheet, fr->data[0], fr->T, fr->H, fr->W));
     }
-    return 0;
+    if (!rc && frames_out) rc = cvx_frames_write(&set, frames_out, fr, latents_path);
+    if (rc) cvx_outset_abort(&set);
+    else rc = cvx_outset_commit(&set);
+    for (int b = 0; png_dir && b < fr->B; b++) {
+        char dir[4300];
+        if (fr->B == 1) snprintf(dir, sizeof dir, "%s", png_dir);
+        else snprintf(dir, sizeof dir, "%s/sample_%d", png_dir, b);
+        if (rc && made_dir) rmdir(dir);   /* the directories this run made, empty again */
+        else if (!rc && overwrite) remove_stale_frames(dir, fr->T);
+    }
+    if (rc && made_dir && fr->B > 1) rmdir(png_dir);
+    return rc ? -1 : 0;
 }

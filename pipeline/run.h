@@ -138,8 +138,15 @@ int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const c
 
 /* The decoded frames as videos: sample 0 to out_path, sample b > 0 to <stem>_<b><ext>; with
  * png_dir every frame as PNG (sample_<b>/ subdirectories when B > 1), with sheet a contact
- * sheet of sample 0. *codec: the encoder used. -1 + cvx_error. */
+ * sheet of sample 0, with frames_out the decoder output (cvx_frames_write). All written as temps
+ * and renamed only when every one is complete: on failure no file changed, no temp, no new
+ * directory left. overwrite: afterwards, frame_NNNN.png files past this run's frames in png_dir
+ * are removed. *codec: the encoder used. -1 + cvx_error. */
 int cvx_frames_write_videos(const cvx_frames *fr, const char *out_path, int fps, int crf, int verbose,
-                            const char *png_dir, const char *sheet, const char **codec);
+                            const char *png_dir, const char *sheet, const char *frames_out, const char *latents_path,
+                            int overwrite, const char **codec);
+/* --png_dir DIR before the decode: absent or empty, or overwrite set; else -1 + cvx_error (a
+ * reused directory would mix two runs' frames). */
+int cvx_png_dir_check(const char *dir, int overwrite);
 
 #endif

@@ -90,11 +90,20 @@ int cvx_checkpoint_read(const cvx_checkpointing *ck, const cvx_sample_plan *plan
         char key[64];
         snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
         const char *v = cvx_st_metadata(st, key);
-        if (!v || strcmp(v, ck->fingerprint->value[i]) != 0) {
-            cvx_error("--resume: %s was written with %s=%s but this run has %s=%s (resume with the same settings, "
-                      "or run without --resume to start over)",
-                      path, ck->fingerprint->key[i], v ? v : "(missing)", ck->fingerprint->key[i],
-                      ck->fingerprint->value[i]);
+        const char *k = ck->fingerprint->key[i], *now = ck->fingerprint->value[i];
+        const size_t kl = strlen(k);
+        if (v && strcmp(v, now) != 0 && kl > 9 && !strcmp(k + kl - 9, "_identity")) {   /* weights changed in place */
+            cvx_error("--resume: the %.*s weights changed since %s was written (then: %s; now: %s): resuming would mix "
+                      "two models in one video (run without --resume to start over)", (int)(kl - 9), k, path, v, now);
+            goto done;
+        }
+        if (!v || strcmp(v, now) != 0) {
+            if (v)
+                cvx_error("--resume: %s was written with %s=%s but this run has %s=%s (resume with the same settings, "
+                          "or run without --resume to start over)", path, k, v, k, now);
+            else   /* a setting recorded only when not its default (--attention, --flow_shift, a LoRA...) */
+                cvx_error("--resume: %s was written with no %s setting (its default) but this run has %s=%s (resume "
+                          "with the same settings, or run without --resume to start over)", path, k, k, now);
             goto done;
         }
     }
