@@ -380,6 +380,62 @@ ALWAYS_INLINE VNNI_FN void pv8_vnni_block(int R, int NC, const uint8_t *pc, cons
     }
 }
 
+/* exp2_p8 on 16 lanes (the same bits: roundscale = nearbyintf, scalef = ldexpf, both exact-rounded) */
+static inline VNNI_FN __m512 exp2_p8_16(__m512 x) {
+    __m512 xc = _mm512_max_ps(_mm512_set1_ps(-150.0f), x);   /* NaN: x itself */
+    __m512 n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm512_sub_ps(xc, n);
+    __m512 p = _mm512_set1_ps(EXP2_C[0]);
+    for (int i = 1; i < 6; i++) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C[i]));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* softmax_p8 on 16 lanes: the same bits (max exact in any order, the sums in the same 16 lanes). */
+static VNNI_FN void softmax_p8_vnni(int ns, float *s, int nk, int nkp, int first, const float *bias, size_t ld_bias,
+                                    float *m, float *l, float *acc, int hd16, uint8_t *pc, float *psc) {
+    const __m512 log2e = _mm512_set1_ps(LOG2E);
+    for (int r = 0; r < ns; r++) {
+        float *sr = s + (size_t)r * nkp;
+        __mmask16 nan = 0;
+        __m512 vmx = _mm512_set1_ps(-INFINITY);
+        for (int j = 0; j < nkp; j += 16) {
+            __mmask16 in = j + 16 <= nk ? 0xFFFF : j < nk ? (__mmask16)((1u << (nk - j)) - 1) : 0;
+            __m512 x = _mm512_loadu_ps(sr + j);
+            if (bias) x = _mm512_mask_fmadd_ps(_mm512_maskz_loadu_ps(in, bias + (size_t)r * ld_bias + j), in, log2e, x);
+            x = _mm512_mask_blend_ps(in, _mm512_set1_ps(-INFINITY), x);
+            _mm512_storeu_ps(sr + j, x);
+            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+            vmx = _mm512_max_ps(vmx, x);
+        }
+        float mx = _mm512_reduce_max_ps(vmx);
+        float mn = first || mx > m[r] ? mx : m[r];
+        float alpha = first ? 0.0f : mn == -INFINITY ? 1.0f : exp2_p8(m[r] - mn);
+        __m512 vsum = _mm512_setzero_ps(), vpm = _mm512_setzero_ps(), vmn = _mm512_set1_ps(mn);
+        for (int j = 0; j < nkp; j += 16) {
+            __mmask16 in = j + 16 <= nk ? 0xFFFF : j < nk ? (__mmask16)((1u << (nk - j)) - 1) : 0;
+            if (mn == -INFINITY) in = 0;
+            __m512 p = _mm512_maskz_mov_ps(in, exp2_p8_16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vmn)));
+            _mm512_storeu_ps(sr + j, p);
+            vsum = _mm512_add_ps(vsum, p);
+            vpm = _mm512_max_ps(vpm, p);
+        }
+        float lane[16], sum = 0, pmax = _mm512_reduce_max_ps(vpm);
+        _mm512_storeu_ps(lane, vsum);
+        for (int t = 0; t < 16; t++) sum += lane[t];
+        l[r] = nan ? NAN : first ? sum : l[r] * alpha + sum;
+        m[r] = mn;
+        float *ar = acc + (size_t)r * hd16;
+        __m512 va = _mm512_set1_ps(alpha);
+        for (int d = 0; d < hd16; d += 16)
+            _mm512_storeu_ps(ar + d, first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(ar + d), va));
+        __m512 inv = _mm512_set1_ps(pmax > 0 ? 255.0f / pmax : 0.0f);
+        for (int j = 0; j < nkp; j += 16)
+            _mm_storeu_si128((__m128i *)(pc + (size_t)r * nkp + j),
+                             _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(sr + j), inv))));
+        psc[r] = pmax / 255.0f;
+    }
+}
+
 #define PV8_ROWS(NC, ...) \
     switch (R) { \
     case 6: pv8_vnni_block(6, NC, __VA_ARGS__); break; case 5: pv8_vnni_block(5, NC, __VA_ARGS__); break; \
@@ -440,8 +496,12 @@ static void attention_job(qk_path path, int fast, int pv8, const float *q, int l
             if (pv8) {
                 const int8_t *vq = hpk->vq + (size_t)t * KT * hd16;
                 uint8_t *pc = (uint8_t *)w->pp;
-                softmax_p8(ns, w->s, nk, nkp, k0 == 0, bias ? bias + (size_t)i0 * ld_bias + k0 : NULL, ld_bias,
-                           w->m + i0, w->l + i0, w->acc + (size_t)i0 * hd16, hd16, pc, w->psc);
+                if (path == QK_VNNI)
+                    softmax_p8_vnni(ns, w->s, nk, nkp, k0 == 0, bias ? bias + (size_t)i0 * ld_bias + k0 : NULL,
+                                    ld_bias, w->m + i0, w->l + i0, w->acc + (size_t)i0 * hd16, hd16, pc, w->psc);
+                else
+                    softmax_p8(ns, w->s, nk, nkp, k0 == 0, bias ? bias + (size_t)i0 * ld_bias + k0 : NULL, ld_bias,
+                               w->m + i0, w->l + i0, w->acc + (size_t)i0 * hd16, hd16, pc, w->psc);
                 if (path == QK_VNNI) pv8_vnni(ns, pc, w->psc, nkp, vq, hpk->vs, hd16, w->acc + (size_t)i0 * hd16);
                 else pv8_scalar(ns, pc, w->psc, nkp, vq, hpk->vs, hd16, w->acc + (size_t)i0 * hd16);
                 continue;
