@@ -67,6 +67,14 @@ int main(int argc, char **argv) {
         memcpy(&b, o + i, 4);
         hash = (hash ^ b) * 1099511628211ull;
     }
+    double err = -1;   /* bf16 / int8: rel L2 vs the f32 kernel on the first 256 query rows */
+    if (bf16 || int8) {
+        int nr = S < 256 ? S : 256;
+        float *o32 = cvx_alloc_f32((size_t)nr * D);
+        cvx_attention(q, D, k, v, D, o32, D, nr, S, heads, hd, scale, NULL);
+        err = cvx_rel_l2(o, o32, (size_t)nr * D);
+        free(o32);
+    }
     cvx_cpu_features cpu;
     cvx_cpu_detect(&cpu);
     int native = (bf16 || int8) && kc && cvx_kernels_bf16_native(kc);
@@ -79,6 +87,7 @@ int main(int argc, char **argv) {
            "%.0f (threads %d, best of %d; output hash %016llx)\n",
            pv8 ? "int8-qk+int8-pv" : int8 ? (native ? "int8" : "int8-qk+widened-pv") : bf16 ? (native ? "bf16" : "bf16-widened") : "f32", S, heads, hd, best, flop / best * 1e-9, per_cpu,
            100 * per_cpu / peak, native ? "vdpbf16ps" : "f32 FMA", peak, cvx_threads(), reps, (unsigned long long)hash);
+    if (err >= 0) printf("  rel L2 vs f32 attention (first 256 query rows): %.3g\n", err);
     free(q); free(k); free(v); free(o);
     cvx_kernels_free(kc);
     return 0;

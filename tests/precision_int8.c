@@ -1,11 +1,12 @@
-/* --attention int8 (SageAttention-style int8 QKᵀ, common/attention_int8.c) and int8pv (PV in int8 too) end to end on the golden
- * stage-2 cases of both families, through the API: stage 2 from the golden prompt embeddings in f32
- * with the transformer's attention in int8 (and, as the yardstick, in bf16 alone and the whole bf16
- * precision), then the VAE in f32; relative L2 of the final latents and the decoded frames vs the f32
- * goldens, printed per case with upstream's own bf16 distance where the golden has one (README §9:
- * e2e_2b only). Asserted: every case within TOL_INT8_LATENTS / TOL_INT8_DECODED (int8pv: TOL_INT8PV_*), and on e2e_2b within
- * upstream's bf16 distance. Also the programs: --attention recorded as stage2_attention, a checkpoint
- * made with one attention mode refused by a resume with another, a bad value named. */
+/* --attention int8 (SageAttention-style int8 QKᵀ, common/attention_int8.c) and int8pv (PV in int8
+ * too) end to end on the golden stage-2 cases of both families, through the API: stage 2 from the
+ * golden prompt embeddings in f32 with the transformer's attention in int8 (and, as the yardstick, in
+ * bf16 alone and the whole bf16 precision), then the VAE in f32; relative L2 of the final latents and
+ * the decoded frames vs the f32 goldens, printed per case with upstream's own bf16 distance where the
+ * golden has one (README §9: e2e_2b only). Asserted: every case within TOL_INT8_LATENTS /
+ * TOL_INT8_DECODED (int8pv: TOL_INT8PV_*), and on e2e_2b within upstream's bf16 distance. Also the
+ * programs: --attention recorded as stage2_attention, a checkpoint made with one attention mode
+ * refused by a resume with another, a bad value named. */
 #include "golden_harness.h"
 
 #include <math.h>
