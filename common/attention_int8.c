@@ -28,7 +28,11 @@
  *   avx2:        vpmaddubsw(|q|, sign(k, q)) + vpmaddwd(·, 1): the sign moved onto k so the u8
  *                operand is |q| ≤ 127 and a pair sum ≤ 2·127·127 = 32258 cannot saturate int16;
  *                4 rows × 16 keys;
- *   scalar:      plain loops over the same layout. */
+ *   scalar:      plain loops over the same layout.
+ *
+ * cvx_attention_int8_pv8 (--attention int8pv) replaces the softmax and PV too: its own online softmax
+ * (one exp2 polynomial, 16 lanes or scalar, the same bits), p in u8 per row and key tile, V in s8 per
+ * channel, PV by vpdpbusd or scalar loops (exact integer sums): rounding points at "int8 PV" below. */
 #include "attention_impl.h"
 #include "error.h"
 #include "gemm_fast.h"
@@ -469,8 +473,9 @@ typedef struct {
 } scratch_i8;
 
 /* nq ≤ QB query rows (the first at a multiple of QBLK) of one head against its packed keys. */
-static void attention_job(qk_path path, int fast, int pv8, const float *q, int ld_q, const head_pack *hpk, float *out, int ld_o,
-                          int nq, int Skv, int hd, float scale2, const float *bias, size_t ld_bias, scratch_i8 *w) {
+static void attention_job(qk_path path, int fast, int pv8, const float *q, int ld_q, const head_pack *hpk,
+                          float *out, int ld_o, int nq, int Skv, int hd, float scale2, const float *bias, size_t ld_bias,
+                          scratch_i8 *w) {
     int hd4 = (hd + 3) / 4, ldc = 4 * hd4, hd16 = (hd + 15) & ~15, G = fast ? CVX_ATTN_GROUP_FAST : CVX_ATTN_GROUP;
     for (int b0 = 0; b0 < nq; b0 += QBLK) {   /* q quantised per block of QBLK rows */
         int n = nq - b0 < QBLK ? nq - b0 : QBLK;
@@ -605,7 +610,8 @@ static void attention_int8(const cvx_kernels *kc, int pv8, const float *q, int l
                               out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale2, b, (size_t)Skv, &w);
             }
         }
-        free(w.qc); free(w.qx); free(w.qs); free(w.s); free(w.pp); free(w.acc); free(w.psc); free(w.m); free(w.l); free(w.codes);
+        free(w.qc); free(w.qx); free(w.qs); free(w.s); free(w.pp); free(w.acc); free(w.psc); free(w.m); free(w.l);
+        free(w.codes);
     }
     free(kq); free(ks); free(mean); free(ksum); free(vp); free(vq); free(vs);
 }
