@@ -232,7 +232,7 @@ static void test_pv8_accuracy_and_nan(void **s) {
                    TOL_PV8_VS_F32);
             assert_true(e8 <= TOL_PV8_VS_F32);
             assert_true(e8 > 1e-4);
-            /* a NaN in one value of V reaches that channel of every row; a NaN key reaches every row */
+            /* a NaN in one value of V reaches that channel of every row */
             in.v[(size_t)5 * in.ld + 3] = NAN;
             cvx_attention_int8_pv8(NULL, in.q, in.ld, in.k, in.v, in.ld, o8, in.ldo, Sq, Skv, heads, hd, scale, NULL);
             for (int i = 0; i < Sq; i++) assert_true(isnan(o8[(size_t)i * in.ldo + 3]));
