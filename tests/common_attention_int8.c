@@ -213,6 +213,22 @@ static void test_pv8_paths_vs_reference(void **s) {
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         check_pv8(kc, cases[c].Sq, cases[c].Skv, cases[c].heads, cases[c].hd, cases[c].bias);
+    /* the same bits at 1, 2 and 3 threads (jobs own whole query blocks; packing is per tile) */
+    inputs in = make_inputs(300, 700, 3, 64, 1, 3.0f, 0.5f);
+    size_t n = (size_t)300 * in.ldo;
+    float *o[3];
+    int before = cvx_threads();
+    for (int t = 0; t < 3; t++) {
+        cvx_set_threads(t + 1);
+        o[t] = calloc(n, 4);
+        cvx_attention_int8_pv8(kc, in.q, in.ld, in.k, in.v, in.ld, o[t], in.ldo, 300, 700, 3, 64, 0.125f, in.bias);
+    }
+    cvx_set_threads(before);
+    assert_memory_equal(o[0], o[1], sizeof(float) * n);
+    assert_memory_equal(o[0], o[2], sizeof(float) * n);
+    printf("  pv8: the same bits at 1, 2 and 3 threads\n");
+    free(o[0]); free(o[1]); free(o[2]);
+    free_inputs(&in);
     cvx_kernels_free(kc);
 }
 
