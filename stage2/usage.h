@@ -56,7 +56,7 @@ static void usage(FILE *f) {
         "                              bf16, or int8 (opt-in, SageAttention-style: q and K in int8 for\n"
         "                              q·kᵀ, PV in bf16; faster with AVX512-VNNI; its error vs f32 is in\n"
         "                              docs/performance.md), or int8pv (PV in int8 too: u8 p, s8 v on\n"
-        "                              vpdpbusd; ~2x int8's error; see docs/performance.md for where it\n"
+        "                              vpdpbusd; 2-3x int8's error; docs/performance.md: where it\n"
         "                              pays). Recorded as stage2_attention\n"
         "  --noise_dtype D             f32, bf16 or fp16: dtype of the torch.randn draws (initial latents,\n"
         "                              DPM noise); default: bf16 with --precision bf16, else f32 (as diffusers)\n"
