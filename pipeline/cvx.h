@@ -63,6 +63,9 @@ typedef struct {
     const char *pipeline_class; /* model_index.json's _class_name, NULL when the directory has none */
     int frames, height, width, fps;          /* default video size */
     int vae_scale_spatial, vae_scale_temporal;
+    /* video-to-video: the latent frame count must be a multiple of this (CogVideoX1.5: patch_size_t,
+     * as upstream raises otherwise); 0 or 1: any count */
+    int v2v_latent_frames_multiple;
     double vae_scaling_factor;
     int latent_channels;
     int text_len, text_dim;     /* embeddings the transformer takes: [L, D] */

@@ -49,6 +49,7 @@ static void fill_info(cvx_model *m) {
         i->width = is_15 ? 1360 : c->sample_width * i->vae_scale_spatial;
         i->text_len = c->max_text_seq_length;
         i->text_dim = c->text_embed_dim;
+        i->v2v_latent_frames_multiple = c->patch_size_t > 0 ? c->patch_size_t : 1;
     }
     i->fps = is_15 ? 16 : 8;
     if (!i->text_len) i->text_len = 226;   /* CogVideoXPipeline's max_sequence_length */

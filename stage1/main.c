@@ -27,18 +27,29 @@
 #define DEFAULT_OUTPUT_DIR "stage_outputs"
 #include "stage1/usage.h"
 
-/* V2V without --frames: the largest count the model takes (4k+1, k the VAE's temporal factor)
- * that the clip has, said in one line (the clip is read once more to count its frames). */
+/* V2V without --frames: the largest count the model takes (4k+1, k the VAE's temporal factor, and
+ * for CogVideoX1.5 a latent frame count that divides by its patch_size_t) that the clip has, said in
+ * one line (the clip is read once more to count its frames). */
 static int v2v_default_frames(cvx_model *m, const char *video, int *frames) {
     cvx_rgb_frames all;
     if (cvx_video_load(video, 0, &all)) return -1;
-    const int n = all.frames, ts = cvx_model_get_info(m)->vae_scale_temporal;
+    const cvx_model_info *info = cvx_model_get_info(m);
+    const int n = all.frames, ts = info->vae_scale_temporal;
+    const int mult = info->v2v_latent_frames_multiple > 1 ? info->v2v_latent_frames_multiple : 1;
     cvx_rgb_frames_free(&all);
     if (ts < 1 || n < 1) return 0;   /* the encode names the problem */
-    *frames = (n - 1) / ts * ts + 1;
-    if (*frames != n)
-        cvx_info("%s: %d frames; using the first %d (the largest %dk+1 count; --frames N to choose)", video, n, *frames,
-                 ts);
+    int f = (n - 1) / ts * ts + 1;
+    while (f > ts && ((f - 1) / ts + 1) % mult != 0) f -= ts;
+    if (((f - 1) / ts + 1) % mult != 0) return 0;   /* none fits: the encode names the valid counts */
+    *frames = f;
+    if (f != n) {
+        if (mult > 1)
+            cvx_info("%s: %d frames; using the first %d (the largest %dk+1 count whose %d latent frames divide by %d; "
+                     "--frames N to choose)", video, n, f, ts, (f - 1) / ts + 1, mult);
+        else
+            cvx_info("%s: %d frames; using the first %d (the largest %dk+1 count; --frames N to choose)", video, n, f,
+                     ts);
+    }
     return 0;
 }
 

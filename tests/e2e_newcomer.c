@@ -136,6 +136,29 @@ static void test_v2v_default_frames(void **state) {
     tu_rmrf(dir);
 }
 
+/* CogVideoX1.5 video-to-video: the default count also keeps the latent frame count a multiple of
+ * patch_size_t (upstream raises otherwise). The golden 1.5 model is I2V and ships no VAE weights: a
+ * copy with a T2V transformer config takes the choice, then stops at the missing VAE file. */
+static void test_v2v_default_frames_15(void **state) {
+    (void)state;
+    char dir[64], cmd[2048], err[16384];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "mkdir %s/clip && cp " GOLDEN "/e2e_v2v_5b/video/*.png %s/clip/ && for i in 09 10 11; do cp "
+             "%s/clip/0000.png %s/clip/00$i.png; done && cp -r " GOLDEN "/e2e_i2v_1.5/model %s/m && sed -i "
+             "'s/\"in_channels\": *8/\"in_channels\": 4/' %s/m/transformer/config.json",
+             dir, dir, dir, dir, dir, dir);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --prompt 'a boat' --model_dir %s/m --video %s/clip --output_dir %s/out", s1, dir, dir,
+             dir);
+    tu_run(cmd, err, sizeof err);
+    print_message("  %.*s\n", (int)strcspn(err, "\n"), err);
+    /* 12 frames: 9 would make 3 latent frames (odd), so 5 (2 latent frames) */
+    assert_non_null(strstr(err, "12 frames; using the first 5 (the largest 4k+1 count whose 2 latent frames divide "
+                                "by 2; --frames N to choose)"));
+    tu_rmrf(dir);
+}
+
 /* stage 2's size line names the shape its latents file has */
 static void check_latents_line(const char *model, const char *size) {
     char dir[64], cmd[2048], err[16384], path[256];
@@ -198,6 +221,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prompt_index_batch),
         cmocka_unit_test(test_v2v_default_frames),
+        cmocka_unit_test(test_v2v_default_frames_15),
         cmocka_unit_test(test_latents_line_layout),
         cmocka_unit_test(test_size_error_suggests),
     };
