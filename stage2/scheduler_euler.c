@@ -13,8 +13,10 @@
 #include "error.h"
 
 int flow_euler_config(flow_scheduler *s, const cvx_config *cfg, int native, double shift_override) {
-    int dyn, invert, karras, expo, beta;
+    int dyn, invert, karras, expo, beta, stochastic;
     double shift;
+    if (cvx_cfg_bool_or(cfg, "stochastic_sampling", 0, &stochastic)) return -1;
+    if (stochastic) return cvx_error("%s: key 'stochastic_sampling' is true, expected false", cfg->path);
     if (cvx_cfg_bool_or(cfg, "use_dynamic_shifting", 0, &dyn) || cvx_cfg_bool_or(cfg, "invert_sigmas", 0, &invert) ||
         cvx_cfg_bool_or(cfg, "use_karras_sigmas", 0, &karras) || cvx_cfg_bool_or(cfg, "use_exponential_sigmas", 0, &expo) ||
         cvx_cfg_bool_or(cfg, "use_beta_sigmas", 0, &beta))
@@ -55,6 +57,19 @@ void flow_euler_set_timesteps(flow_scheduler *s, int n) {
         s->sigmas_f64[i] = sg;
         s->sigmas[i] = (float)sg;
         s->timesteps[i] = s->sigmas[i] * (float)T;
+    }
+    s->sigmas[n] = 0.0f;
+}
+
+/* set_timesteps(sigmas=...): the float32 sigmas shifted in float32 (numpy: the Python-float shift
+ * cast to float32, shift − 1 computed in double first), timesteps σ'·T in float32. */
+void flow_euler_set_sigmas(flow_scheduler *s, const float *sigmas, int n) {
+    const float fs = (float)s->shift, fs1 = (float)(s->shift - 1.0), T = (float)s->num_train_timesteps;
+    for (int i = 0; i < n; i++) {
+        const float sg = fs * sigmas[i] / (1.0f + fs1 * sigmas[i]);
+        s->sigmas_f64[i] = sg;
+        s->sigmas[i] = sg;
+        s->timesteps[i] = sg * T;
     }
     s->sigmas[n] = 0.0f;
 }

@@ -127,6 +127,27 @@ int flow_scheduler_set_timesteps(flow_scheduler *s, int n) {
     return check_start(s, 0);
 }
 
+int flow_scheduler_set_sigmas(flow_scheduler *s, const float *sigmas, int n) {
+    if (s->kind != FLOW_EULER)
+        return cvx_error("explicit sigmas: only FlowMatchEulerDiscreteScheduler takes them (this is %s)",
+                         flow_kind_class(s->kind));
+    if (n < 1 || n > 100000) return cvx_error("explicit sigmas: %d of them, expected 1..100000", n);
+    free_schedule(s);
+    s->sigmas_f64 = cvx_malloc((size_t)n * sizeof(double));
+    s->sigmas = cvx_malloc((size_t)(n + 1) * sizeof(float));
+    s->timesteps = cvx_malloc((size_t)n * sizeof(float));
+    flow_euler_set_sigmas(s, sigmas, n);
+    s->num_inference_steps = n;
+    return check_start(s, 0);
+}
+
+void flow_linear_sigmas(int n, float *out) {
+    double *g = cvx_malloc(sizeof(double) * (size_t)(n + 1));
+    flow_np_linspace(1.0, 0.0, n + 1, g);
+    for (int i = 0; i < n; i++) out[i] = (float)g[i];
+    free(g);
+}
+
 /* ---------------------------------------------------------------- per-run state */
 
 flow_state *flow_state_new(const flow_scheduler *s, size_t n) {
