@@ -4,7 +4,7 @@
  *   - the output (padded text rows skipped, the default) and with every text row computed;
  *   - every stored intermediate: rotary tables, time embedding, token refiner, ByT5 and image
  *     projections, patch embedding, each block's video and (reordered) text stream;
- *   - the three-piece forward gives hv15_forward's bytes;
+ *   - the three-piece forward gives hv15_forward's bytes; bf16 stays close (distance printed);
  *   - bad configs, missing tensors and bad inputs give one clear error. */
 #include "golden_harness.h"
 
@@ -23,12 +23,12 @@ typedef struct {
     size_t n_out;
 } hv_case;
 
-static void hc_open(hv_case *h, const char *name) {
+static void hc_open(hv_case *h, const char *name, cvx_ctx *ctx) {
     char p[256];
     memset(h, 0, sizeof *h);
     snprintf(p, sizeof p, HV_DATA "%s", name);
     gh_open(&h->c, p);
-    h->m = hv15_load(gh_path(&h->c, "model/transformer"), NULL);
+    h->m = hv15_load(gh_path(&h->c, "model/transformer"), ctx);
     if (!h->m) fail_msg("%s", cvx_last_error());
     const hv15_config *c = hv15_get_config(h->m);
     const cvx_tensor *hs = gh_tensor(&h->c, "hidden_states"), *eh = gh_tensor(&h->c, "encoder_hidden_states");
@@ -68,7 +68,7 @@ static void check_inter(hv_case *h, const char *name, const float *got, size_t n
 
 static void check_golden(const char *name, int expect_t2v) {
     hv_case h;
-    hc_open(&h, name);
+    hc_open(&h, name, NULL);
     const hv15_config *c = hv15_get_config(h.m);
     int B = h.B, D = h.D, hd = c->attention_head_dim;
     assert_int_equal(c->byt5_proj_dim, gh_int(gh_json(&h.c, "byt5_projection_width")));
@@ -150,6 +150,27 @@ static void check_golden(const char *name, int expect_t2v) {
 static void test_golden_t2v(void **s) { (void)s; check_golden("transformer_t2v", 1); }
 static void test_golden_i2v(void **s) { (void)s; check_golden("transformer_i2v", 0); }
 
+/* bf16 operands in the linears and attention products (f32 accumulation): close to the f32 golden
+ * (the distance is printed). */
+static void test_bf16(void **s) {
+    (void)s;
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    ASSERT_OK(cvx_ctx_set_precision(ctx, CVX_PRECISION_BF16));
+    const char *cases[] = {"transformer_t2v", "transformer_i2v"};
+    for (int i = 0; i < 2; i++) {
+        hv_case h;
+        hc_open(&h, cases[i], ctx);
+        float *out = cvx_alloc_f32(h.n_out), *want = gh_f32(&h.c, NULL, "output");
+        ASSERT_OK(hv15_forward(h.m, h.x, h.B, h.F, h.H, h.W, &h.cond, out));
+        double e = cvx_rel_l2(out, want, h.n_out);
+        print_message("  %s bf16 vs f32 golden output            rel L2 = %.3g (bound 3e-2)\n", cases[i], e);
+        assert_true(e < 3e-2 && e > 0);
+        free(out), free(want);
+        hc_close(&h);
+    }
+    cvx_ctx_free(ctx);
+}
+
 /* ------------------------------------------------------------------ errors */
 
 static void write_text(const char *path, const char *text) {
@@ -200,7 +221,7 @@ static void test_bad_config(void **s) {
 static void test_bad_inputs(void **s) {
     (void)s;
     hv_case h;
-    hc_open(&h, "transformer_t2v");
+    hc_open(&h, "transformer_t2v", NULL);
     float *out = cvx_alloc_f32(h.n_out);
     hv15_cond bad = h.cond;
     float *zero_mask = calloc((size_t)h.B * h.cond.L, sizeof(float));
@@ -225,6 +246,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_t2v),
         cmocka_unit_test(test_golden_i2v),
+        cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_bad_inputs),
     };
