@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "context.h"
+#include "safetensors.h"
 
 typedef struct {
     int in_channels, out_channels;
@@ -68,6 +69,16 @@ typedef struct {
     int L_img;
     const float *timestep;
 } hv15_cond;
+
+/* The staged pipeline's conditioning tensors of one branch, as stage 1 writes them (prefix "" or
+ * "negative_"): <prefix>prompt_embeds [1, L, text_embed_dim] and <prefix>prompt_embeds_mask [1, L],
+ * <prefix>prompt_embeds_2 [1, L2, text_embed_2_dim] and <prefix>prompt_embeds_mask_2 [1, L2] (float
+ * embeddings; masks float or integer), image_embeds [1, L_img, image_embed_dim] or NULL. -1 +
+ * cvx_error naming `file`, the tensor, its shape / dtype and what this transformer expects (an
+ * embeddings file of another model, a glyph tensor of the wrong width, ...). */
+int hv15_check_conditioning(const hv15_config *c, const char *prefix, const cvx_tensor *embeds, const cvx_tensor *mask,
+                            const cvx_tensor *embeds2, const cvx_tensor *mask2, const cvx_tensor *image,
+                            const char *file);
 
 /* One forward's state between the pieces. */
 typedef struct {

@@ -3,6 +3,7 @@
 #include "hunyuan15_internal.h"
 
 #include "config.h"
+#include "dtype.h"
 #include "error.h"
 #include "fileio.h"
 #include "validate.h"
@@ -223,6 +224,46 @@ void hv15_free(hv15_transformer *m) {
     cvx_weights_close(m->w);
     if (m->owns_ctx) cvx_ctx_free(m->ctx);
     free(m);
+}
+
+/* ------------------------------------------------------------------ conditioning tensors */
+
+/* t: [1, n, width] float (width 0: [1, n] of any numeric dtype); *n_io: the length (set when < 0). */
+static int check_rows(const char *file, const char *prefix, const char *name, const cvx_tensor *t, int width,
+                      const char *what, int *n_io) {
+    char got[128];
+    if (!t) return cvx_error("%s: tensor '%s%s' is missing", file, prefix, name);
+    cvx_shape_str(t->ndim, t->shape, got, sizeof got);
+    if (width && !cvx_dtype_is_float(t->dtype))
+        return cvx_error("%s: tensor '%s%s' has dtype %s, expected a float dtype", file, prefix, name,
+                         cvx_dtype_name(t->dtype));
+    if (t->ndim != (width ? 3 : 2) || t->shape[0] != 1 || (width && t->shape[2] != width) || t->shape[1] < 1 ||
+        t->shape[1] > 1 << 20 || (*n_io >= 0 && t->shape[1] != *n_io)) {
+        char want[96];
+        if (width && *n_io >= 0) snprintf(want, sizeof want, "[1, %d, %d]", *n_io, width);
+        else if (width) snprintf(want, sizeof want, "[1, L, %d]", width);
+        else snprintf(want, sizeof want, "[1, %d]", *n_io);
+        return cvx_error("%s: tensor '%s%s' has shape %s, expected %s (%s of the HunyuanVideo-1.5 transformer)", file,
+                         prefix, name, got, want, what);
+    }
+    *n_io = (int)t->shape[1];
+    return 0;
+}
+
+int hv15_check_conditioning(const hv15_config *c, const char *prefix, const cvx_tensor *embeds, const cvx_tensor *mask,
+                            const cvx_tensor *embeds2, const cvx_tensor *mask2, const cvx_tensor *image,
+                            const char *file) {
+    int L = -1, L2 = -1, Li = -1;
+    if (check_rows(file, prefix, "prompt_embeds", embeds, c->text_embed_dim, "text_embed_dim: the MLLM width", &L) ||
+        check_rows(file, prefix, "prompt_embeds_mask", mask, 0, "one entry per MLLM row", &L) ||
+        check_rows(file, prefix, "prompt_embeds_2", embeds2, c->text_embed_2_dim, "text_embed_2_dim: the ByT5 width",
+                   &L2) ||
+        check_rows(file, prefix, "prompt_embeds_mask_2", mask2, 0, "one entry per ByT5 row", &L2))
+        return -1;
+    if (image && check_rows(file, "", "image_embeds", image, c->image_embed_dim, "image_embed_dim: the SigLIP width",
+                            &Li))
+        return -1;
+    return 0;
 }
 
 const hv15_config *hv15_get_config(const hv15_transformer *m) { return &m->c; }

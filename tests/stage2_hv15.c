@@ -218,6 +218,41 @@ static void test_bad_config(void **s) {
     rmdir(dir);
 }
 
+/* The staged files' conditioning tensors against the transformer's widths (e2e_t2v_glyph's stage-1
+ * tensors): accepted as written; swapped or mis-shaped ones named in one line. */
+static void test_check_conditioning(void **s) {
+    (void)s;
+    gh_case c;
+    gh_open(&c, HV_DATA "e2e_t2v_glyph");
+    hv15_config cfg;
+    ASSERT_OK(hv15_config_load(gh_path(&c, "model/transformer/config.json"), &cfg));
+    const cvx_tensor *e = gh_tensor(&c, "prompt_embeds"), *m = gh_tensor(&c, "prompt_embeds_mask");
+    const cvx_tensor *e2 = gh_tensor(&c, "prompt_embeds_2"), *m2 = gh_tensor(&c, "prompt_embeds_mask_2");
+    const cvx_tensor *ne = gh_tensor(&c, "negative_prompt_embeds");
+    const char *f = "stage1_embeddings.safetensors";
+    cvx_tensor ints = *e2;   /* the ByT5 rows as integers (only the header is read) */
+    ints.dtype = CVX_I64;
+    ASSERT_OK(hv15_check_conditioning(&cfg, "", e, m, e2, m2, NULL, f));
+    ASSERT_OK(hv15_check_conditioning(&cfg, "negative_", ne, gh_tensor(&c, "negative_prompt_embeds_mask"),
+                                      gh_tensor(&c, "negative_prompt_embeds_2"),
+                                      gh_tensor(&c, "negative_prompt_embeds_mask_2"), NULL, f));
+    struct { const cvx_tensor *e, *m, *e2, *m2, *img; const char *needle; } bad[] = {
+        {e2, m, e2, m2, NULL, "'prompt_embeds' has shape [1, 256, 24], expected [1, L, 32]"},   /* ByT5 as MLLM */
+        {e, m, e, m2, NULL, "'prompt_embeds_2' has shape [1, 1000, 32], expected [1, L, 24]"},  /* glyph width */
+        {e, m2, e2, m2, NULL, "'prompt_embeds_mask' has shape [1, 256], expected [1, 1000]"},
+        {e, m, e2, m2, e, "'image_embeds' has shape [1, 1000, 32], expected [1, L, 20]"},
+        {e, m, e2, NULL, NULL, "'prompt_embeds_mask_2' is missing"},
+        {e, m, &ints, m2, NULL, "'prompt_embeds_2' has dtype I64, expected a float dtype"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(hv15_check_conditioning(&cfg, "", bad[i].e, bad[i].m, bad[i].e2, bad[i].m2, bad[i].img, f),
+                         -1);
+        if (!strstr(cvx_last_error(), bad[i].needle) || !strstr(cvx_last_error(), f))
+            fail_msg("case %zu: '%s' does not say '%s'", i, cvx_last_error(), bad[i].needle);
+    }
+    gh_close(&c);
+}
+
 static void test_bad_inputs(void **s) {
     (void)s;
     hv_case h;
@@ -248,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_golden_i2v),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_check_conditioning),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
