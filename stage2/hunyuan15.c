@@ -309,8 +309,12 @@ static void hv15_block_forward(hv15_transformer *m, const hv15_block *bw, const 
     float *mv = cvx_malloc(sizeof(float) * 12 * (size_t)D), *mt = mv + 6 * D;
     modulation(m, f->temb + (size_t)b * D, D, &bw->norm1, mv);
     modulation(m, f->temb + (size_t)b * D, D, &bw->norm1_context, mt);
-    float *xn = cvx_alloc_f32((size_t)N * D), *q = cvx_alloc_f32((size_t)N * D);
-    float *k = cvx_alloc_f32((size_t)N * D), *v = cvx_alloc_f32((size_t)N * D);
+    if (m->ws_cap < 4 * (size_t)N * D) {   /* kept between blocks and forwards: no fresh pages per block */
+        free(m->ws);
+        m->ws_cap = 4 * (size_t)N * D;
+        m->ws = cvx_alloc_f32(m->ws_cap);
+    }
+    float *xn = m->ws, *q = xn + (size_t)N * D, *k = q + (size_t)N * D, *v = k + (size_t)N * D;   // [N, D] each
     float *xt = xn + (size_t)S * D, *qt = q + (size_t)S * D, *kt = k + (size_t)S * D, *vt = v + (size_t)S * D;
     modulated_layernorm(xn, hb, S, D, mv, mv + D);                                       // [S, D]
     modulated_layernorm(xt, tb, nt, D, mt, mt + D);                                      // [nt, D]
@@ -331,7 +335,6 @@ static void hv15_block_forward(hv15_transformer *m, const hv15_block *bw, const 
     gated_residual(hb, xn, S, D, mv + 2 * D);
     linear(m, qt, nt, &bw->add_o, xt);                                                   // [nt, D]
     gated_residual(tb, xt, nt, D, mt + 2 * D);
-    free(xn); free(q); free(k); free(v);
     feed_forward(m, &bw->ff1, &bw->ff2, hb, S, mv + 3 * D);
     feed_forward(m, &bw->ffc1, &bw->ffc2, tb, nt, mt + 3 * D);
     free(mv);

@@ -48,6 +48,8 @@ struct hv15_transformer {
     hv15_linear norm_out, proj_out;                  /* norm_out.linear [2D, D], proj_out [P, D] */
     int ffn;                                         /* feed-forward width (blocks and refiner) */
     int full_text;
+    float *ws;                                       /* the blocks' q, k, v and normed rows, grown as needed */
+    size_t ws_cap;
     hv15_stats stats;
     cvx_ctx *ctx;
     int owns_ctx;
