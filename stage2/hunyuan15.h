@@ -52,6 +52,14 @@ void hv15_free(hv15_transformer *m);
 const hv15_config *hv15_get_config(const hv15_transformer *m);
 cvx_ctx *hv15_ctx(const hv15_transformer *m);
 
+/* The model's linear layers for LoRA adapters (common/lora.h): diffusers module names, the
+ * original HunyuanVideo-1.5 (Tencent) names as aliases where the layer is one tensor there
+ * (diffusers' scripts/convert_hunyuan_video1_5_to_diffusers.py read backwards; the refiner's fused
+ * self_attn_qkv and the final layer's swapped modulation have none), the weight/bias tensors the
+ * forward passes to cvx_linear. *out is allocated (free()); returns the count. */
+struct cvx_lora_target;
+int hv15_lora_targets(const hv15_transformer *m, struct cvx_lora_target **out);
+
 /* The conditioning of one forward (B batch elements). Masks are 0/1 floats as the pipeline hands
  * them to the transformer; any mask pattern is accepted (the pipelines' are right-padded).
  *   text  [B, L, text_embed_dim]   + text_mask [B, L]     (Qwen2.5-VL hidden states, L = 1000)

@@ -6,6 +6,7 @@
 #include "dtype.h"
 #include "error.h"
 #include "fileio.h"
+#include "lora.h"
 #include "validate.h"
 
 #include <stdio.h>
@@ -225,6 +226,73 @@ void hv15_free(hv15_transformer *m) {
     cvx_weights_close(m->w);
     if (m->owns_ctx) cvx_ctx_free(m->ctx);
     free(m);
+}
+
+/* ------------------------------------------------------------------ LoRA targets */
+
+static void lora_add(cvx_lora_target *t, int *n, const hv15_linear *l, const char *name, const char *alias) {
+    snprintf(t[*n].name, sizeof t[*n].name, "%s", name);
+    snprintf(t[*n].alias, sizeof t[*n].alias, "%s", alias);
+    t[*n].w = l->w, t[*n].b = l->b;
+    (*n)++;
+}
+
+int hv15_lora_targets(const hv15_transformer *m, cvx_lora_target **out) {
+    const hv15_config *c = &m->c;
+    int n = 0, cap = 16 + 14 * c->num_layers + 7 * c->num_refiner_layers;
+    cvx_lora_target *t = cvx_calloc((size_t)cap, sizeof *t);
+    char name[CVX_LORA_NAME], alias[CVX_LORA_NAME];
+    /* double-stream blocks: (diffusers suffix, original suffix) */
+    static const char *const blk[14][2] = {
+        {"norm1.linear", "img_mod.linear"}, {"norm1_context.linear", "txt_mod.linear"},
+        {"attn.to_q", "img_attn_q"}, {"attn.to_k", "img_attn_k"}, {"attn.to_v", "img_attn_v"},
+        {"attn.to_out.0", "img_attn_proj"}, {"attn.add_q_proj", "txt_attn_q"}, {"attn.add_k_proj", "txt_attn_k"},
+        {"attn.add_v_proj", "txt_attn_v"}, {"attn.to_add_out", "txt_attn_proj"}, {"ff.net.0.proj", "img_mlp.fc1"},
+        {"ff.net.2", "img_mlp.fc2"}, {"ff_context.net.0.proj", "txt_mlp.fc1"}, {"ff_context.net.2", "txt_mlp.fc2"}};
+    for (int i = 0; i < c->num_layers; i++) {
+        const hv15_block *b = &m->blocks[i];
+        const hv15_linear *l[14] = {&b->norm1, &b->norm1_context, &b->q, &b->k, &b->v, &b->o, &b->add_q,
+                                    &b->add_k, &b->add_v, &b->add_o, &b->ff1, &b->ff2, &b->ffc1, &b->ffc2};
+        for (int k = 0; k < 14; k++) {
+            snprintf(name, sizeof name, "transformer_blocks.%d.%s", i, blk[k][0]);
+            snprintf(alias, sizeof alias, "double_blocks.%d.%s", i, blk[k][1]);
+            lora_add(t, &n, l[k], name, alias);
+        }
+    }
+    static const char *const ref[7][2] = {{"attn.to_q", NULL}, {"attn.to_k", NULL}, {"attn.to_v", NULL},
+                                          {"attn.to_out.0", "self_attn_proj"}, {"ff.net.0.proj", "mlp.fc1"},
+                                          {"ff.net.2", "mlp.fc2"}, {"norm_out.linear", "adaLN_modulation.1"}};
+    for (int i = 0; i < c->num_refiner_layers; i++) {
+        const hv15_refiner_block *r = &m->refiner[i];
+        const hv15_linear *l[7] = {&r->q, &r->k, &r->v, &r->o, &r->ff1, &r->ff2, &r->ada};
+        for (int k = 0; k < 7; k++) {
+            snprintf(name, sizeof name, "context_embedder.token_refiner.refiner_blocks.%d.%s", i, ref[k][0]);
+            if (ref[k][1]) snprintf(alias, sizeof alias, "txt_in.individual_token_refiner.blocks.%d.%s", i, ref[k][1]);
+            else alias[0] = 0;
+            lora_add(t, &n, l[k], name, alias);
+        }
+    }
+    lora_add(t, &n, &m->time1, "time_embed.timestep_embedder.linear_1", "time_in.mlp.0");
+    lora_add(t, &n, &m->time2, "time_embed.timestep_embedder.linear_2", "time_in.mlp.2");
+    lora_add(t, &n, &m->ref_time1, "context_embedder.time_text_embed.timestep_embedder.linear_1",
+             "txt_in.t_embedder.mlp.0");
+    lora_add(t, &n, &m->ref_time2, "context_embedder.time_text_embed.timestep_embedder.linear_2",
+             "txt_in.t_embedder.mlp.2");
+    lora_add(t, &n, &m->ref_text1, "context_embedder.time_text_embed.text_embedder.linear_1",
+             "txt_in.c_embedder.linear_1");
+    lora_add(t, &n, &m->ref_text2, "context_embedder.time_text_embed.text_embedder.linear_2",
+             "txt_in.c_embedder.linear_2");
+    lora_add(t, &n, &m->ref_proj_in, "context_embedder.proj_in", "txt_in.input_embedder");
+    lora_add(t, &n, &m->byt5_1, "context_embedder_2.linear_1", "byt5_in.fc1");
+    lora_add(t, &n, &m->byt5_2, "context_embedder_2.linear_2", "byt5_in.fc2");
+    lora_add(t, &n, &m->byt5_3, "context_embedder_2.linear_3", "byt5_in.fc3");
+    lora_add(t, &n, &m->img_1, "image_embedder.linear_1", "vision_in.proj.1");
+    lora_add(t, &n, &m->img_2, "image_embedder.linear_2", "vision_in.proj.3");
+    lora_add(t, &n, &m->norm_out, "norm_out.linear", "");
+    lora_add(t, &n, &m->proj_out, "proj_out", "final_layer.linear");
+    CVX_CHECK(n <= cap);
+    *out = t;
+    return n;
 }
 
 /* ------------------------------------------------------------------ conditioning tensors */

@@ -9,6 +9,7 @@
 #include "golden_harness.h"
 
 #include "fileio.h"
+#include "lora.h"
 #include "stage2/hunyuan15.h"
 
 #define HV_DATA "tests/data/golden_hv15/"
@@ -253,6 +254,35 @@ static void test_check_conditioning(void **s) {
     gh_close(&c);
 }
 
+/* The LoRA table: every linear of the forward once (unique names and aliases, the tensors the
+ * forward passes to cvx_linear, shapes [out, in] + [out]). */
+static void test_lora_targets(void **s) {
+    (void)s;
+    hv_case h;
+    hc_open(&h, "transformer_t2v", NULL);
+    const hv15_config *c = hv15_get_config(h.m);
+    cvx_lora_target *t;
+    int n = hv15_lora_targets(h.m, &t);
+    assert_int_equal(n, 14 * c->num_layers + 7 * c->num_refiner_layers + 14);
+    for (int i = 0; i < n; i++) {
+        assert_non_null(t[i].w);
+        assert_non_null(t[i].b);
+        assert_int_equal(t[i].w->ndim, 2);
+        assert_int_equal(t[i].b->shape[0], t[i].w->shape[0]);
+        char wn[CVX_LORA_NAME + 8];
+        snprintf(wn, sizeof wn, "%s.weight", t[i].name);
+        assert_string_equal(t[i].w->name, wn);   /* the checkpoint's tensor of that module */
+        for (int j = 0; j < i; j++) {
+            assert_string_not_equal(t[i].name, t[j].name);
+            if (t[i].alias[0]) assert_string_not_equal(t[i].alias, t[j].alias);
+        }
+    }
+    assert_string_equal(t[2].name, "transformer_blocks.0.attn.to_q");
+    assert_string_equal(t[2].alias, "double_blocks.0.img_attn_q");
+    free(t);
+    hc_close(&h);
+}
+
 static void test_bad_inputs(void **s) {
     (void)s;
     hv_case h;
@@ -284,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_check_conditioning),
+        cmocka_unit_test(test_lora_targets),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
