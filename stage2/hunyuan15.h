@@ -88,7 +88,9 @@ int hv15_check_conditioning(const hv15_config *c, const char *prefix, const cvx_
                             const cvx_tensor *embeds2, const cvx_tensor *mask2, const cvx_tensor *image,
                             const char *file);
 
-/* One forward's state between the pieces. */
+/* One forward's state between the pieces. Several may be alive at once (CFG branches under step
+ * caching): each owns its streams; the blocks' scratch is the model's, so the pieces of different
+ * forwards run one after the other, never concurrently. */
 typedef struct {
     int B, F, H, W;
     int pf, ph, pw, S, D;      /* patch grid, S = pf·ph·pw video tokens per element */
