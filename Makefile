@@ -208,9 +208,72 @@ help:
 	@echo "                    SCHEDULER DYNAMIC_CFG CACHE CACHE_THRESHOLD PREVIEW_EVERY TILING CRF THREADS PRECISION NOISE_DTYPE"
 	@echo "                    LORA (\"a.safetensors:0.8 b.safetensors\") LORA_FUSE FLOW_SHIFT"
 	@echo "                    OUT STAGE3_EXTRA (see docs/usage.md); IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
+	@echo "                    PROMPTS_FILE (a batch: one prompt per line, output_video_NNNN.mp4)"
 
 clean:
 	rm -rf build build-asan build-fuzz build-nompi bin
+
+# ---- Debugging tools (issue 35, docs/debugging.md) and make install ---------------------------
+# bin/cvx-inspect, bin/cvx-compare: tools/cvx_*.c, over tools/*.c (libtools.a) and every library;
+# the report PNG is drawn with cairo (scripts/install-deps.sh installs libcairo2-dev).
+CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
+TOOLS        := cvx-inspect cvx-compare
+TOOLS_LIB_SRC := $(filter-out tools/cvx_%.c,$(wildcard tools/*.c))
+$(BUILD)/tools/%.c.o: CFLAGS_BASE += $(CAIRO_CFLAGS)
+$(BUILD)/libtools.a: $(patsubst %,$(BUILD)/%.o,$(TOOLS_LIB_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/bin/cvx-%: $(BUILD)/tools/cvx_%.c.o $(BUILD)/libtools.a $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CXX) -o $@ $^ $(CAIRO_LIBS) $(LIBS)
+all: $(addprefix bin/,$(TOOLS))
+tests-build: $(addprefix $(BUILD)/bin/,$(TOOLS))
+# the tests that run the tools link libtools too
+$(BUILD)/tests/tools_%: $(BUILD)/tests/tools_%.c.o $(BUILD)/libtools.a $(ALL_LIBS)
+	$(CXX) -o $@ $^ -lcmocka $(CAIRO_LIBS) $(LIBS)
+
+# make compare A=dir B=dir [TOL=x] [MIN_PSNR=dB] [REPORT=file.png] [FRAMES=i,j]: cvx-compare on two runs
+TOL      ?=
+MIN_PSNR ?=
+REPORT   ?=
+.PHONY: compare install uninstall
+compare: bin/cvx-compare
+	@test -n "$(A)" -a -n "$(B)" || { echo "make compare: give A=dir B=dir (two run directories or files)"; exit 2; }
+	bin/cvx-compare $(call sq,$(A)) $(call sq,$(B)) $(if $(TOL),--tol $(TOL)) $(if $(MIN_PSNR),--min_psnr $(MIN_PSNR)) \
+	  $(if $(REPORT),--report $(call sq,$(REPORT))) $(if $(FRAMES),--frames $(FRAMES))
+
+# make install PREFIX=dir [DESTDIR=...]: the programs, the library (libcogvideox.a: every layer
+# in one archive), the public headers, a pkg-config file (cogvideox.pc) and the --help texts as
+# man-style pages; make uninstall removes exactly those files. Models and data are not installed.
+PREFIX      ?= /usr/local
+INST        = $(DESTDIR)$(PREFIX)
+INST_PROGS  = $(STAGES) $(TOOLS)
+# the API header, what it includes, and what examples/text2video.c uses beside it (errors, MP4 writing)
+INST_HEADERS = pipeline/cogvideox.h stage3/video.h common/context.h common/lora.h common/safetensors.h \
+               common/dtype.h common/fileio.h common/error.h
+$(BUILD)/libcogvideox.a: $(ALL_LIBS)
+	rm -f $@ && printf 'create $@\n$(foreach l,$(ALL_LIBS),addlib $(l)\n)save\nend\n' | ar -M
+install: $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(BUILD)/libcogvideox.a
+	install -d $(INST)/bin $(INST)/lib/pkgconfig $(INST)/include/cogvideox/pipeline $(INST)/include/cogvideox/stage3 \
+	  $(INST)/share/man/man1
+	install -m 755 $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(INST)/bin/
+	install -m 644 $(BUILD)/libcogvideox.a $(INST)/lib/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include/cogvideox' '' \
+	  'Name: cogvideox' 'Description: CogVideoX / Wan video diffusion on the CPU (cogvideox.c)' 'Version: 0.1' \
+	  'Cflags: -I$${includedir} -fopenmp' 'Libs: -L$${libdir} -lcogvideox -lstdc++ $(LIBS)' \
+	  > $(INST)/lib/pkgconfig/cogvideox.pc
+	install -m 644 pipeline/cogvideox.h $(INST)/include/cogvideox/pipeline/
+	install -m 644 stage3/video.h $(INST)/include/cogvideox/stage3/
+	install -m 644 $(filter common/%,$(INST_HEADERS)) $(INST)/include/cogvideox/
+	for p in $(INST_PROGS); do { printf '.TH %s 1\n.nf\n' "$$p"; $(BUILD)/bin/$$p --help | sed 's/\\/\\e/g; s/^[.'"'"']/\\\&&/'; } \
+	  > $(INST)/share/man/man1/$$p.1 || exit 1; done
+uninstall:
+	rm -f $(addprefix $(INST)/bin/,$(INST_PROGS)) $(INST)/lib/libcogvideox.a $(INST)/lib/pkgconfig/cogvideox.pc
+	rm -f $(addprefix $(INST)/share/man/man1/,$(addsuffix .1,$(INST_PROGS)))
+	rm -f $(addprefix $(INST)/include/cogvideox/,$(filter-out common/%,$(INST_HEADERS)) $(notdir $(filter common/%,$(INST_HEADERS))))
+	-rmdir $(INST)/include/cogvideox/pipeline $(INST)/include/cogvideox/stage3 $(INST)/include/cogvideox 2>/dev/null
+# ---- end of debugging tools and install ------------------------------------------------------
 
 # ---- The pipeline: make run PROMPT="..." --------------------------------------------------
 # Each stage's output depends on its inputs, its program and a stamp file holding its settings
@@ -249,20 +312,19 @@ LORA            ?=
 LORA_FUSE       ?=
 FLOW_SHIFT      ?=
 lora_file = $(patsubst %:$(lastword $(subst :, ,$(1))),%,$(1))
-
-ifeq ($(MODEL),models/cogvideox-tiny-random)
-STEPS := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
-endif
-# the tiny Wan model: a small video (Wan's own default, 81 frames of 832x480, takes minutes even here)
-ifeq ($(MODEL),models/wan2.1-tiny-random)
-STEPS  := $(if $(filter command line,$(origin STEPS)),$(STEPS),4)
-FRAMES := $(if $(filter command line,$(origin FRAMES)),$(FRAMES),9)
-HEIGHT := $(if $(filter command line,$(origin HEIGHT)),$(HEIGHT),48)
-WIDTH  := $(if $(filter command line,$(origin WIDTH)),$(WIDTH),64)
-endif
 sq = '$(subst ','\'',$(1))'
+
+# a batch: one prompt per line of PROMPTS_FILE (stage 1 once; stages 2 and 3 per prompt, files
+# numbered by the prompt's line: output_video_0003.mp4)
+PROMPTS_FILE    ?=
+# The model's own make defaults: the embedded tiny models hold a cvx_run_defaults file (VAR=VALUE
+# lines: STEPS, FRAMES, HEIGHT, WIDTH), however MODEL is spelled (models/x/, ./models/x); a
+# variable given on the command line wins. A real checkpoint has none: its configs decide.
+RUN_DEFAULTS    := $(wildcard $(MODEL)/cvx_run_defaults)
+$(foreach kv,$(if $(RUN_DEFAULTS),$(shell grep -E '^(STEPS|FRAMES|HEIGHT|WIDTH)=[0-9]+$$' $(call sq,$(RUN_DEFAULTS)))),\
+  $(if $(filter command line,$(origin $(firstword $(subst =, ,$(kv))))),,$(eval $(kv))))
 model_flag = $(if $(wildcard $(MODEL)/model_index.json),--model_dir $(call sq,$(MODEL)),--model_id $(call sq,$(MODEL)))
-STAGE1_ARGS = --precision $(PRECISION) --prompt $(call sq,$(PROMPT)) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag) \
+STAGE1_ARGS = --precision $(PRECISION) $(if $(PROMPTS_FILE),--prompts_file $(call sq,$(PROMPTS_FILE)),--prompt $(call sq,$(PROMPT))) --negative_prompt $(call sq,$(NEGATIVE_PROMPT)) $(model_flag) \
   $(if $(IMAGE),--image $(call sq,$(IMAGE))) $(if $(VIDEO),--video $(call sq,$(VIDEO)) $(if $(FRAMES),--frames $(FRAMES))) \
   $(if $(IMAGE)$(VIDEO),$(if $(HEIGHT),--height $(HEIGHT)) $(if $(WIDTH),--width $(WIDTH)))
 # with IMAGE/VIDEO the size (and VIDEO's frame count) is stage 1's: stage 2 takes it from there
@@ -275,7 +337,7 @@ STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE
   $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY)) \
   $(foreach l,$(LORA),--lora $(call sq,$(l))) $(if $(LORA_FUSE),--lora_fuse) $(if $(FLOW_SHIFT),--flow_shift $(FLOW_SHIFT))
 STAGE3_ARGS = --precision $(PRECISION) $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
-  --contact_sheet $(OUT)/contact_sheet.png $(STAGE3_EXTRA)
+  $(if $(PROMPTS_FILE),,--contact_sheet $(OUT)/contact_sheet.png) $(STAGE3_EXTRA)
 
 $(OUT)/.stage%.args: FORCE
 	@mkdir -p $(OUT)
@@ -294,9 +356,22 @@ $(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $
 	$(MPI_ROOT_NOTE)
 	$(MPI_RUN) $(BIN)/stage3 $(STAGE3_ARGS) --input_dir $(OUT) --output_video $@ --threads $(THREADS)
 
+ifeq ($(PROMPTS_FILE),)
 pipeline: $(OUT)/output_video.mp4
 	@echo "video: $(OUT)/output_video.mp4  contact sheet: $(OUT)/contact_sheet.png"
-	@if [ "$(MODEL)" = "models/cogvideox-tiny-random" ] || [ "$(MODEL)" = "models/wan2.1-tiny-random" ]; then \
+else
+# the batch always runs (no per-prompt dependencies); the prompt numbers are the non-blank lines'
+pipeline: $(BIN)/stage1 $(BIN)/stage2 $(BIN)/stage3
+	$(BIN)/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
+	@set -e; for n in $$(sed -n '/[^[:space:]]/=' $(call sq,$(PROMPTS_FILE))); do \
+	  echo "== prompt on line $$n of $(PROMPTS_FILE)"; \
+	  $(MPI_RUN) $(BIN)/stage2 $(STAGE2_ARGS) $(STAGE2_MPI) --prompt_index $$n --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS); \
+	  $(MPI_RUN) $(BIN)/stage3 $(STAGE3_ARGS) --prompt_index $$n --contact_sheet $(OUT)/contact_sheet_$$(printf %04d $$n).png \
+	    --input_dir $(OUT) --threads $(THREADS); \
+	done
+	@echo "videos: $(OUT)/output_video_NNNN.mp4 (NNNN: the prompt's line in $(PROMPTS_FILE))"
+endif
+	@if [ -n "$(RUN_DEFAULTS)" ]; then \
 	  echo "note: this is the embedded tiny random-weight model: the video is noise and shows only that the"; \
 	  echo "      pipeline works. Use MODEL=/path/to/CogVideoX-2b or MODEL=Wan-AI/Wan2.1-T2V-1.3B-Diffusers (a local"; \
 	  echo "      directory or a hub id in your HF cache) for real videos."; fi

@@ -176,8 +176,8 @@ static void int8_family(int reps, double pk_int8, family *fam, int *nfam) {
 }
 
 enum { V_BLAS, V_DNNL, V_F32, V_BF16, V_BF16_REO, V_BF16_BLK, V_FALLBACK, V_COUNT };
-/* cvx_matmul f32: oneDNN's matmul where it is brgemm (AVX-512), else cvx_sgemm_fixed (same bits at
- * any thread count); the two library sgemms beside it, threaded their own way */
+/* cvx_matmul f32: cvx_sgemm_fixed on every CPU (the same bits at any thread count and on any CPU);
+ * the two library sgemms beside it, threaded their own way */
 static const char *vname[V_COUNT] = {"openblas sgemm f32", "oneDNN sgemm f32", "cvx_matmul f32",
                                      "cvx_linear_p bf16 W in place",
                                      "cvx_linear_p bf16 reorder/call", "oneDNN bf16 W reordered once",

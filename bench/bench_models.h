@@ -5,6 +5,7 @@
  *
  *   bm_write_cogvideox(dir, heads, layers, rope, store)   CogVideoX-2b (30 heads) / -5b (48, RoPE)
  *   bm_write_wan(dir, heads, layers, ffn_dim, store)      Wan 2.1 T2V (1.3B: 12 heads, ffn 8960)
+ *   bm_write_wan_ch(dir, heads, layers, ffn_dim, C, store) the same with C latent channels (TI2V-5B: 48)
  *   bm_urand()                                            the shared xorshift64* in [-1, 1)
  *   bm_rm_dir(dir)                                        remove the files and the directory */
 #ifndef CVX_BENCH_MODELS_H
@@ -116,18 +117,18 @@ static inline void bm_write_cogvideox(const char *dir, int heads, int layers, in
 }
 
 /* WanTransformer3DModel (text-to-video) with `layers` random layers, head dim 128, text 4096,
- * freq 256, patch [1, 2, 2], 16 latent channels. */
-static inline void bm_write_wan(const char *dir, int heads, int layers, int ffn, cvx_dtype store) {
-    int64_t D = (int64_t)heads * 128, T = 4096, Fq = 256, C = 16, Fd = ffn;
+ * freq 256, patch [1, 2, 2], C latent channels in and out (Wan 2.1 / A14B 16, TI2V-5B 48). */
+static inline void bm_write_wan_ch(const char *dir, int heads, int layers, int ffn, int channels, cvx_dtype store) {
+    int64_t D = (int64_t)heads * 128, T = 4096, Fq = 256, C = channels, Fd = ffn;
     char name[256];
     FILE *f = bm_open_config(dir);
     fprintf(f,
             "{\"_class_name\": \"WanTransformer3DModel\", \"num_attention_heads\": %d, \"attention_head_dim\": 128,"
-            " \"num_layers\": %d, \"in_channels\": 16, \"out_channels\": 16, \"text_dim\": 4096, \"freq_dim\": 256,"
+            " \"num_layers\": %d, \"in_channels\": %d, \"out_channels\": %d, \"text_dim\": 4096, \"freq_dim\": 256,"
             " \"ffn_dim\": %d, \"patch_size\": [1, 2, 2], \"cross_attn_norm\": true, \"eps\": 1e-06,"
             " \"qk_norm\": \"rms_norm_across_heads\", \"rope_max_seq_len\": 1024, \"image_dim\": null,"
             " \"added_kv_proj_dim\": null}\n",
-            heads, layers, ffn);
+            heads, layers, channels, channels, ffn);
     fclose(f);
     cvx_st_writer *w = cvx_stw_new();
     float sD = 1.0f / sqrtf((float)D), sF = 1.0f / sqrtf((float)Fd);
@@ -171,6 +172,9 @@ static inline void bm_write_wan(const char *dir, int heads, int layers, int ffn,
     BM_ADD("proj_out.weight", sD, 0, C * 4, D);
     BM_ADD("proj_out.bias", 0.1f, 0, C * 4);
     bm_write_weights(dir, w);
+}
+static inline void bm_write_wan(const char *dir, int heads, int layers, int ffn, cvx_dtype store) {
+    bm_write_wan_ch(dir, heads, layers, ffn, 16, store);
 }
 #undef BM_ADD
 

@@ -10,8 +10,8 @@
  *
  *   bench_stage2 [--model 2b|5b|all] [--frames F] [--height H] [--width W] [--runs N]
  *                [--threads N] [--f32] [--precision f32|bf16] [--library_f32]
- * --library_f32: where the f32 GEMM is cvx_sgemm_fixed (AVX2-only CPUs), run oneDNN's own threaded
- * sgemm instead, to measure what the same bits at any thread count cost. */
+ * --library_f32: run oneDNN's own f32 matmul (brgemm on AVX-512, its threaded jit sgemm elsewhere)
+ * instead of cvx_sgemm_fixed, to measure what the same bits on any CPU and thread count cost. */
 #include "error.h"
 #include "gemm.h"
 #include "gemm_fast.h"

@@ -1,10 +1,12 @@
 /* Wan VAE benchmark: the real Wan 2.1 VAE configuration (base_dim 96, z_dim 16, dim_mult
- * [1,2,4,4], num_res_blocks 2, temperal_downsample [false,true,true]) with random weights
+ * [1,2,4,4], num_res_blocks 2, temperal_downsample [false,true,true]) or with --wan22 the Wan 2.2
+ * (TI2V-5B) VAE's (base_dim 160, decoder_base_dim 256, z_dim 48, is_residual, patch_size 2:
+ * latents ×16 spatially) with random weights
  * (PyTorch default init ranges), decoding a random latent of F frames (streamed: each batch of
  * frames is checksummed and dropped, as a video writer would consume it), optionally tiled.
  *
  *   bench_wan_vae [F h w] [--tiled [MIN,STRIDE]] [--threads N] [--precision f32|bf16]
- *                 [--bf16-weights] [--model DIR] [--encode]
+ *                 [--bf16-weights] [--model DIR] [--encode] [--wan22]
  *   default latent 3×60×104 (-> 9 frames 480×832); --tiled: upstream's 256/192-sample tiles;
  *   --model DIR: keep the random model there and reuse it next time (it is ~0.5 GB in f32);
  *   --encode: also encode the 1 + 4(F−1) frames of that size.
@@ -83,40 +85,64 @@ static void add_mid(cvx_st_writer *w, const char *name, int C) {
     snprintf(b, sizeof b, "%s.attentions.0.proj", name), add_conv(w, b, C, C, 1, 1, 1, 1);
 }
 
-static void make_model(const char *dir) {
-    const int base = 96, z = 16, nrb = 2, mult[4] = {1, 2, 4, 4}, temporal[3] = {0, 1, 1};
+/* wan22: the Wan 2.2 VAE's residual levels (names up_blocks.I.upsampler / down_blocks.I.resnets.J
+ * and .downsampler, no input halving, up-samplers keeping their channels; the shortcuts have no
+ * weights), 12 patchified channels in and out. */
+static void make_model(const char *dir, int wan22) {
+    const int base = wan22 ? 160 : 96, dbase = wan22 ? 256 : 96, z = wan22 ? 48 : 16, nrb = 2, mult[4] = {1, 2, 4, 4},
+              temporal[3] = {0, 1, 1}, ch = wan22 ? 12 : 3;
     char path[4096], b[256];
     snprintf(path, sizeof path, "%s/config.json", dir);
     const char *cfg = "{\"_class_name\": \"AutoencoderKLWan\", \"base_dim\": 96, \"z_dim\": 16, \"dim_mult\": [1, 2, 4, 4],"
                       " \"num_res_blocks\": 2, \"attn_scales\": [], \"temperal_downsample\": [false, true, true],"
                       " \"dropout\": 0.0}";
+    char cfg22[2048];
+    if (wan22) {   /* the 48 real channel statistics do not matter for the timing: zeros and ones */
+        int n = snprintf(cfg22, sizeof cfg22, "{\"_class_name\": \"AutoencoderKLWan\", \"base_dim\": 160, "
+                         "\"decoder_base_dim\": 256, \"z_dim\": 48, \"dim_mult\": [1, 2, 4, 4], \"num_res_blocks\": 2, "
+                         "\"attn_scales\": [], \"temperal_downsample\": [false, true, true], \"is_residual\": true, "
+                         "\"patch_size\": 2, \"in_channels\": 12, \"out_channels\": 12, \"latents_mean\": [");
+        for (int i = 0; i < 48; i++) n += snprintf(cfg22 + n, sizeof cfg22 - n, "%s0", i ? ", " : "");
+        n += snprintf(cfg22 + n, sizeof cfg22 - n, "], \"latents_std\": [");
+        for (int i = 0; i < 48; i++) n += snprintf(cfg22 + n, sizeof cfg22 - n, "%s1", i ? ", " : "");
+        snprintf(cfg22 + n, sizeof cfg22 - n, "]}");
+        cfg = cfg22;
+    }
     if (cvx_write_file_atomic(path, cfg, strlen(cfg))) cvx_die_last_error();
     cvx_st_writer *w = cvx_stw_new();
     /* decoder */
-    int dims[5] = {base * mult[3], base * mult[3], base * mult[2], base * mult[1], base * mult[0]};
+    int dims[5] = {dbase * mult[3], dbase * mult[3], dbase * mult[2], dbase * mult[1], dbase * mult[0]};
     add_conv(w, "post_quant_conv", z, z, 1, 1, 1, 0);
     add_conv(w, "decoder.conv_in", dims[0], z, 3, 3, 3, 0);
     add_mid(w, "decoder.mid_block", dims[0]);
     for (int i = 0; i < 4; i++) {
-        int in = i ? dims[i] / 2 : dims[i], out = dims[i + 1];
+        int in = i && !wan22 ? dims[i] / 2 : dims[i], out = dims[i + 1];
         for (int j = 0; j <= nrb; j++, in = out)
             snprintf(b, sizeof b, "decoder.up_blocks.%d.resnets.%d", i, j), add_res(w, b, in, out);
         if (i == 3) continue;
-        snprintf(b, sizeof b, "decoder.up_blocks.%d.upsamplers.0.resample.1", i), add_conv(w, b, out / 2, out, 1, 3, 3, 1);
+        const char *up = wan22 ? "upsampler" : "upsamplers.0";
+        snprintf(b, sizeof b, "decoder.up_blocks.%d.%s.resample.1", i, up), add_conv(w, b, wan22 ? out : out / 2, out, 1, 3, 3, 1);
         if (temporal[2 - i])
-            snprintf(b, sizeof b, "decoder.up_blocks.%d.upsamplers.0.time_conv", i), add_conv(w, b, 2 * out, out, 3, 1, 1, 0);
+            snprintf(b, sizeof b, "decoder.up_blocks.%d.%s.time_conv", i, up), add_conv(w, b, 2 * out, out, 3, 1, 1, 0);
     }
     add_gamma(w, "decoder.norm_out", dims[4], 0);
-    add_conv(w, "decoder.conv_out", 3, dims[4], 3, 3, 3, 0);
+    add_conv(w, "decoder.conv_out", ch, dims[4], 3, 3, 3, 0);
     /* encoder */
     int ed[5] = {base, base * mult[0], base * mult[1], base * mult[2], base * mult[3]}, k = 0;
-    add_conv(w, "encoder.conv_in", ed[0], 3, 3, 3, 3, 0);
+    add_conv(w, "encoder.conv_in", ed[0], ch, 3, 3, 3, 0);
     for (int i = 0; i < 4; i++) {
         int in = ed[i], out = ed[i + 1];
-        for (int j = 0; j < nrb; j++, in = out) snprintf(b, sizeof b, "encoder.down_blocks.%d", k++), add_res(w, b, in, out);
+        char pre[96];
+        for (int j = 0; j < nrb; j++, in = out) {
+            if (wan22) snprintf(b, sizeof b, "encoder.down_blocks.%d.resnets.%d", i, j);
+            else snprintf(b, sizeof b, "encoder.down_blocks.%d", k++);
+            add_res(w, b, in, out);
+        }
         if (i == 3) continue;
-        snprintf(b, sizeof b, "encoder.down_blocks.%d.resample.1", k), add_conv(w, b, out, out, 1, 3, 3, 1);
-        if (temporal[i]) snprintf(b, sizeof b, "encoder.down_blocks.%d.time_conv", k), add_conv(w, b, out, out, 3, 1, 1, 0);
+        if (wan22) snprintf(pre, sizeof pre, "encoder.down_blocks.%d.downsampler", i);
+        else snprintf(pre, sizeof pre, "encoder.down_blocks.%d", k);
+        snprintf(b, sizeof b, "%s.resample.1", pre), add_conv(w, b, out, out, 1, 3, 3, 1);
+        if (temporal[i]) snprintf(b, sizeof b, "%s.time_conv", pre), add_conv(w, b, out, out, 3, 1, 1, 0);
         k++;
     }
     add_mid(w, "encoder.mid_block", ed[4]);
@@ -153,7 +179,7 @@ static int consume(void *user, const float *frames, int t0, int n, int H, int W)
 
 int main(int argc, char **argv) {
     cvx_runtime_setup(argc, argv);   /* GOMP_SPINCOUNT as the stage programs run (issue 14) */
-    int dims[3] = {3, 60, 104}, pos = 0, threads = 0, tiled = 0, encode = 0;
+    int dims[3] = {3, 60, 104}, pos = 0, threads = 0, tiled = 0, encode = 0, wan22 = 0;
     wan_vae_tiling tiling;
     wan_vae_tiling_default(&tiling);
     cvx_precision prec = CVX_PRECISION_F32;
@@ -162,6 +188,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bf16-weights")) g_store = CVX_BF16;
         else if (!strcmp(argv[i], "--encode")) encode = 1;
+        else if (!strcmp(argv[i], "--wan22")) wan22 = 1;
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) keep = argv[++i];
         else if (!strcmp(argv[i], "--tiled")) {
             tiled = 1;
@@ -174,7 +201,7 @@ int main(int argc, char **argv) {
             if (cvx_precision_parse(argv[++i], CVX_WORK_CONV, &prec)) cvx_die_last_error();
         } else if (pos < 3) dims[pos++] = atoi(argv[i]);
         else cvx_die("usage: bench_wan_vae [F h w] [--tiled [MIN,STRIDE]] [--threads N] [--precision f32|bf16] "
-                     "[--bf16-weights] [--model DIR] [--encode]");
+                     "[--bf16-weights] [--model DIR] [--encode] [--wan22]");
     }
     const int F = dims[0], h = dims[1], w = dims[2];
     cvx_set_program_name("bench_wan_vae");
@@ -191,7 +218,7 @@ int main(int argc, char **argv) {
     if (access(path, R_OK) != 0) {   /* written in a child: its memory does not count in our peak */
         pid_t pid = fork();
         if (pid == 0) {
-            make_model(dir);
+            make_model(dir, wan22);
             _exit(0);
         }
         int st;
@@ -201,7 +228,7 @@ int main(int argc, char **argv) {
     if (!v) cvx_die_last_error();
     if (cvx_ctx_set_precision(v->ctx, prec)) cvx_die_last_error();
     const size_t n = (size_t)v->cfg.z_dim * F * h * w;
-    float *z = cvx_alloc_f32(n);   // [16, F, h, w], standard normal like stage 2's latents
+    float *z = cvx_alloc_f32(n);   // [z_dim, F, h, w], standard normal like stage 2's latents
     for (size_t i = 0; i < n; i += 2) {
         double u1 = urand() + 1e-12, u2 = urand(), r = sqrt(-2 * log(u1));
         z[i] = (float)(r * cos(2 * M_PI * u2));
@@ -209,8 +236,8 @@ int main(int argc, char **argv) {
     }
     const int T = wan_vae_decoded_frames(v, F), H = h * v->spatial_ratio, W = w * v->spatial_ratio;
     const int is_tiled = tiled && wan_vae_tiling_applies(v, h, w, &tiling);
-    printf("bench_wan_vae: latent [16,%d,%d,%d] -> [3,%d,%d,%d], %s weights, %s compute, %d threads, %s\n", F, h, w, T, H,
-           W, g_store == CVX_BF16 ? "bf16" : "f32", cvx_precision_name(prec), cvx_threads(),
+    printf("bench_wan_vae: %s VAE, latent [%d,%d,%d,%d] -> [3,%d,%d,%d], %s weights, %s compute, %d threads, %s\n",
+           wan22 ? "Wan 2.2" : "Wan 2.1", v->cfg.z_dim, F, h, w, T, H, W, g_store == CVX_BF16 ? "bf16" : "f32", cvx_precision_name(prec), cvx_threads(),
            is_tiled ? "tiled" : "untiled");
     if (is_tiled)
         printf("  tiles %dx%d samples, stride %dx%d (%d decoder calls)\n", tiling.min_h, tiling.min_w, tiling.stride_h,
@@ -225,7 +252,8 @@ int main(int argc, char **argv) {
            dt, dt / F, cpu_seconds() - c0, v->ctx->conv_seconds, fl / 1e9, fl / dt / 1e9, cvx_peak_rss_bytes() / 1e9,
            rss0 / 1e9, s.sum);
     printf("  wan_vae_estimate_peak_bytes: %.2f GB\n", wan_vae_estimate_peak_bytes(v, F, h, w, tiled ? &tiling : NULL) / 1e9);
-    printf("RESULT case=wan_vae F=%d h=%d w=%d tiled=%d precision=%s seconds=%.3f peak_rss_gb=%.3f\n", F, h, w, is_tiled,
+    printf("RESULT case=%s F=%d h=%d w=%d tiled=%d precision=%s seconds=%.3f peak_rss_gb=%.3f\n",
+           wan22 ? "wan22_vae" : "wan_vae", F, h, w, is_tiled,
            cvx_precision_name(prec), dt, cvx_peak_rss_bytes() / 1e9);
     if (encode) {
         float *video = cvx_alloc_f32((size_t)3 * T * H * W);
@@ -235,8 +263,8 @@ int main(int argc, char **argv) {
         float *mean = cvx_alloc_f32((size_t)v->cfg.z_dim * Fe * he * we), *logvar = cvx_alloc_f32((size_t)v->cfg.z_dim * Fe * he * we);
         const double t0 = cvx_time();
         if (wan_vae_encode(v, video, T, H, W, mean, logvar, NULL)) cvx_die_last_error();
-        printf("bench_wan_vae: encode [3,%d,%d,%d] -> [16,%d,%d,%d] %.2f s, peak RSS %.2f GB\n", T, H, W, Fe, he, we,
-               cvx_time() - t0, cvx_peak_rss_bytes() / 1e9);
+        printf("bench_wan_vae: encode [3,%d,%d,%d] -> [%d,%d,%d,%d] %.2f s, peak RSS %.2f GB\n", T, H, W, v->cfg.z_dim,
+               Fe, he, we, cvx_time() - t0, cvx_peak_rss_bytes() / 1e9);
         free(video), free(mean), free(logvar);
     }
     wan_vae_free(v);

@@ -161,7 +161,8 @@ static void pv_portable(int ns, const float *p, int nkp, const uint32_t *vp, int
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* 2^x (x = s₂ − max: ≤ 0 in the two-pass softmax, ≤ X_MAX in the fused one; or NaN): x clamped to
- * [−126, ·] (NaN → −126), n = round(x) (half to even), f = x − n ∈ [−½, ½], 2^f = 1 + f·q(f) (degree 5,
+ * [−126, ·], a NaN kept (2^NaN = NaN: a NaN score makes the row's output NaN, which the sampler's
+ * check names, instead of a weight of 2^−126; issue 37), n = round(x) (half to even), f = x − n ∈ [−½, ½], 2^f = 1 + f·q(f) (degree 5,
  * fitted to the relative error: ≤ 2.5e-7), times 2^n: a normal float, so the product is correctly
  * rounded. The 1-, 8- and 16-lane versions (FMAs; vscalefps on AVX-512) give the same bits. */
 #define EXP2_C5 1.3216848794e-03f
@@ -172,7 +173,7 @@ static void pv_portable(int ns, const float *p, int nkp, const uint32_t *vp, int
 
 /* 2^x on 16 lanes: exp2_nonpos8's operations, vscalefps for the product with 2^n. */
 TGT static inline __m512 exp2_16(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    x = _mm512_max_ps(_mm512_set1_ps(-126.0f), x);   /* NaN stays: vmaxps returns its second operand */
     __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 f = _mm512_sub_ps(x, n);
     __m512 y = _mm512_set1_ps(EXP2_C5);
@@ -414,6 +415,7 @@ static float row_max(const float *s, int n, float mx) {
 
 /* exp2 on one lane (see EXP2_C5) */
 static inline float exp2_nonpos1(float x) {
+    if (x != x) return x;   /* NaN stays NaN */
     x = x > -126.0f ? x : -126.0f;
     float n = nearbyintf(x), f = x - n;
     float y = fmaf(fmaf(fmaf(fmaf(fmaf(EXP2_C5, f, EXP2_C4), f, EXP2_C3), f, EXP2_C2), f, EXP2_C1), f, 1.0f);
@@ -422,7 +424,7 @@ static inline float exp2_nonpos1(float x) {
 
 #ifdef __AVX2__
 static inline __m256 exp2_nonpos8(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-126.0f));   /* NaN → −126: vmaxps returns its second operand */
+    x = _mm256_max_ps(_mm256_set1_ps(-126.0f), x);   /* NaN stays: vmaxps returns its second operand */
     __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 f = _mm256_sub_ps(x, n);
     __m256 y = _mm256_set1_ps(EXP2_C5);

@@ -74,9 +74,9 @@ static float quant_block(const float *x, int ld, int n, int hd, const float *sub
     for (int r = 0; r < n; r++)
         for (int d = 0; d < hd; d++) {
             float a = fabsf(sub ? x[(size_t)r * ld + d] - sub[d] : x[(size_t)r * ld + d]);
-            mx = a > mx ? a : mx;
-        }
-    float inv = mx > 0 ? 127.0f / mx : 0.0f;
+            mx = a > mx || a != a ? a : mx;   /* a NaN (Inf) makes the scale NaN (Inf): every score of */
+        }                                      /* the block non-finite, as in f32 (issue 37) */
+    float inv = mx > 0 && mx < INFINITY ? 127.0f / mx : 0.0f;
     for (int r = 0; r < n; r++) {
         for (int d = 0; d < hd; d++)
             codes[(size_t)r * ldc + d] = rne_code((sub ? x[(size_t)r * ld + d] - sub[d] : x[(size_t)r * ld + d]) * inv);

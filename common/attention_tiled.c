@@ -1,5 +1,5 @@
 /* Portable multi-head attention (any head_dim, any CPU): an online softmax over key tiles
- * (flash-attention style), the tile products through cvx_sgemm.
+ * (flash-attention style), the tile products through cvx_sgemm_fixed (the same bits on every CPU).
  * per (head, query tile) we keep running max m, running sum l and an unnormalised output
  * accumulator; the [Sq, Skv] score matrix never exists. Each tile product is an sgemm. */
 #include "error.h"
@@ -39,10 +39,11 @@ static void attention_tile(const float *q, int ld_q, const float *k, const float
     memset(acc, 0, sizeof(float) * (size_t)nq * hd);
     for (int k0 = 0; k0 < Skv; k0 += K_TILE) {
         int nk = Skv - k0 < K_TILE ? Skv - k0 : K_TILE;
-        /* scores[nq, nk] = scale · q k_tileᵀ */
-        cvx_sgemm(0, 1, nq, nk, hd, scale, q, ld_q, k + (size_t)k0 * ld_kv, ld_kv, 0.0f, scores, nk);
+        /* scores[nq, nk] = scale · (q k_tileᵀ) */
+        cvx_sgemm_fixed(0, 1, nq, nk, hd, q, ld_q, k + (size_t)k0 * ld_kv, ld_kv, NULL, 0.0f, scores, nk);
         for (int i = 0; i < nq; i++) {
             float *s = scores + (size_t)i * nk;
+            for (int j = 0; j < nk; j++) s[j] *= scale;
             if (bias) {
                 const float *br = bias + (size_t)i * ld_bias + k0;
                 for (int j = 0; j < nk; j++) s[j] += br[j];
@@ -56,7 +57,7 @@ static void attention_tile(const float *q, int ld_q, const float *k, const float
             for (int d = 0; d < hd; d++) a[d] *= corr;
         }
         /* acc[nq, hd] += p[nq, nk] · v_tile[nk, hd] */
-        cvx_sgemm(0, 0, nq, hd, nk, 1.0f, scores, nk, v + (size_t)k0 * ld_kv, ld_kv, 1.0f, acc, hd);
+        cvx_sgemm_fixed(0, 0, nq, hd, nk, scores, nk, v + (size_t)k0 * ld_kv, ld_kv, NULL, 1.0f, acc, hd);
     }
     for (int i = 0; i < nq; i++) {
         float inv = 1.0f / l[i];

@@ -119,11 +119,26 @@ void cvx_flags_each_agreed(const cvx_flag *flags, void (*add)(void *user, const 
         snprintf(name, sizeof name, "--%s", f->name);
         switch (f->kind) {
         case CVX_FLAG_STR: value = *(const char *const *)f->dest ? *(const char *const *)f->dest : "(unset)"; break;
-        case CVX_FLAG_BOOL:
-        case CVX_FLAG_INT:
-        case CVX_FLAG_CHOICE: snprintf(v, sizeof v, "%d", *(const int *)f->dest); break;
+        /* as a user reads them (issue 37): no enum numbers, no sentinels of a flag not given */
+        case CVX_FLAG_BOOL: value = *(const int *)f->dest == f->lo ? "given" : "not given"; break;
+        case CVX_FLAG_INT: {
+            const int x = *(const int *)f->dest;
+            if (x < f->lo || x > f->hi) value = "(not given)";
+            else snprintf(v, sizeof v, "%d", x);
+            break;
+        }
+        case CVX_FLAG_CHOICE:
+            value = "(not given)";
+            for (const cvx_flag_choice *c = f->choices; c && c->name; c++)
+                if (c->value == *(const int *)f->dest) { value = c->name; break; }
+            break;
         case CVX_FLAG_U64: snprintf(v, sizeof v, "%llu", (unsigned long long)*(const uint64_t *)f->dest); break;
-        case CVX_FLAG_NUM: snprintf(v, sizeof v, "%.17g", *(const double *)f->dest); break;
+        case CVX_FLAG_NUM: {
+            const double x = *(const double *)f->dest;
+            if (!(x >= f->nlo && x <= f->nhi)) value = "(not given)";
+            else snprintf(v, sizeof v, "%.17g", x);
+            break;
+        }
         case CVX_FLAG_PARSE:
             CVX_CHECK(f->given);   /* its destination is the parser's: the agreement compares the text given */
             value = *f->given ? *f->given : "(unset)";

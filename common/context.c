@@ -41,6 +41,14 @@ cvx_ctx *cvx_ctx_new(int threads) {
     /* After the thread count: oneDNN's OpenMP build sizes its work by the pool it sees. */
     ctx->kernels = cvx_kernels_new();
     if (!ctx->kernels) cvx_warn("%s; matrix products run on OpenBLAS (f32 only)", cvx_last_error());
+    /* CVX_ISA=avx2: act as a CPU without AVX-512 (f32 bits are the same either way: tests and
+     * docs/performance.md, "f32 on any x86-64 CPU") */
+    const char *isa = getenv("CVX_ISA");
+    if (isa && isa[0] && strcmp(isa, "avx2")) cvx_warn("CVX_ISA='%s' is not 'avx2' (the one ISA it can force); ignored", isa);
+    if (isa && !strcmp(isa, "avx2")) {
+        ctx->cpu_features &= ~(unsigned)(CVX_CPU_AVX512F | CVX_CPU_AVX512_BF16 | CVX_CPU_AMX_BF16);
+        if (ctx->kernels) cvx_kernels_force(ctx->kernels, CVX_KPATH_AVX2);
+    }
     return ctx;
 }
 

@@ -15,12 +15,44 @@
 #include <time.h>
 #include <unistd.h>
 
+/* What a file-system node that is not a regular file is, for messages. */
+static const char *node_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISLNK(m) ? "a symbolic link"
+         : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket"
+         : "a special file";
+}
+
+int cvx_open_input(const char *path) {
+    /* O_NONBLOCK: opening a FIFO with no writer (or some devices) would wait forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return cvx_error("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        const int e = errno;
+        close(fd);
+        return cvx_error("%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return cvx_error("%s: %s, not a file", path, node_kind(st.st_mode));
+    }
+    const int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+int cvx_check_output_path(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;   /* a new name, or a file to replace */
+    return cvx_error("%s: %s, not a regular file: an output is never written over one (give a new name or a "
+                     "regular file)", path, node_kind(st.st_mode));
+}
+
 char *cvx_read_file(const char *path, size_t *len) {
     /* a directory opens (and "is" LONG_MAX bytes long), a FIFO blocks the open: say what it is */
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        cvx_error("%s: %s, not a file", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                  : "a device or special file");
+        cvx_error("%s: %s, not a file", path, node_kind(st.st_mode));
         return NULL;
     }
     FILE *f = fopen(path, "rb");
@@ -48,7 +80,7 @@ char *cvx_read_file(const char *path, size_t *len) {
  * handler only reads flags and calls unlink(2), signal(2) and raise(3). Only the main thread
  * registers temps (outputs are written outside parallel regions). A full registry only loses
  * signal cleanup for the extra temps; cvx_clean_stale_temps still removes them later. */
-#define TEMP_SLOTS 16
+#define TEMP_SLOTS 128   /* an output set may hold a PNG per frame */
 #define TEMP_PATH_MAX 4200
 static volatile sig_atomic_t g_temp_used[TEMP_SLOTS];
 static char g_temp_path[TEMP_SLOTS][TEMP_PATH_MAX];
@@ -117,6 +149,10 @@ void cvx_install_signal_cleanup(void) {
 /* ---- temp files ---- */
 
 int cvx_temp_create(const char *path, char *out, size_t n) {
+    if (cvx_check_output_path(path)) {   /* every output passes here first (issue 37) */
+        if (n) out[0] = 0;
+        return -1;
+    }
     for (int attempt = 0; attempt < 16; attempt++) {
         unsigned char r[6];
         if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {   /* no entropy: time and address */
@@ -188,7 +224,7 @@ static int fsync_path(const char *tmp_path, const char *final_path) {
 
 int cvx_commit_file(const char *tmp_path, const char *final_path) {
     if (!tmp_path[0]) return -1;   /* cvx_temp_path failed; its error stands */
-    if (fsync_path(tmp_path, final_path)) { cvx_temp_discard(tmp_path); return -1; }
+    if (fsync_path(tmp_path, final_path) || cvx_check_output_path(final_path)) { cvx_temp_discard(tmp_path); return -1; }
     if (rename(tmp_path, final_path) != 0) {
         int e = errno;
         cvx_temp_discard(tmp_path);
@@ -233,6 +269,7 @@ static int write_temp(const char *path, const void *buf, size_t len, char *tmp, 
 int cvx_write_file_atomic(const char *path, const void *buf, size_t len) {
     char tmp[TEMP_PATH_MAX];
     if (write_temp(path, buf, len, tmp, sizeof tmp)) return -1;
+    if (cvx_check_output_path(path)) { cvx_temp_discard(tmp); return -1; }
     if (rename(tmp, path) != 0) {
         int e = errno;
         cvx_temp_discard(tmp);
@@ -291,9 +328,10 @@ int cvx_clean_stale_temps(const char *dir) {
 void cvx_outset_init(cvx_outset *s) { memset(s, 0, sizeof *s); }
 
 int cvx_outset_add(cvx_outset *s, const char *tmp_path, const char *final_path) {
-    if (s->n >= CVX_OUTSET_MAX) {
-        cvx_temp_discard(tmp_path);
-        return cvx_error("%s: more than %d outputs in one set", final_path, CVX_OUTSET_MAX);
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 8;
+        s->tmp = cvx_realloc(s->tmp, (size_t)s->cap * sizeof *s->tmp);
+        s->final = cvx_realloc(s->final, (size_t)s->cap * sizeof *s->final);
     }
     s->tmp[s->n] = strdup(tmp_path);
     s->final[s->n] = strdup(final_path);
@@ -310,7 +348,8 @@ int cvx_outset_write(cvx_outset *s, const char *final_path, const void *buf, siz
 
 static void outset_free(cvx_outset *s) {
     for (int i = 0; i < s->n; i++) { free(s->tmp[i]); free(s->final[i]); }
-    s->n = 0;
+    free(s->tmp), free(s->final);
+    memset(s, 0, sizeof *s);
 }
 
 int cvx_outset_find(const cvx_outset *s, const char *final_path) {
@@ -336,7 +375,7 @@ int cvx_outset_commit(cvx_outset *s) {
     /* the temps were fsynced when written (cvx_outset_write, cvx_stw_write_temp) or are synced
      * here (temps written by other libraries); nothing is renamed before all are on disk */
     for (int i = 0; i < s->n; i++)
-        if (fsync_path(s->tmp[i], s->final[i])) { cvx_outset_abort(s); return -1; }
+        if (fsync_path(s->tmp[i], s->final[i]) || cvx_check_output_path(s->final[i])) { cvx_outset_abort(s); return -1; }
     for (int i = 0; i < s->n; i++) {
         if (rename(s->tmp[i], s->final[i]) != 0) {
             int e = errno;

@@ -11,6 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Open an input for reading (O_RDONLY|O_CLOEXEC, blocking reads): opened O_NONBLOCK first, so a
+ * FIFO or device never hangs the open, and refused unless a regular file: "PATH: a FIFO, not a
+ * file". The descriptor, or -1 + cvx_error. */
+int cvx_open_input(const char *path);
+/* An output path must be a new name or a regular file: a symbolic link, FIFO, device, socket or
+ * directory there is refused ("PATH: a symbolic link, not a regular file: ..."), never replaced.
+ * cvx_temp_create (so every output) and the renames into place call it. 0 or -1 + cvx_error. */
+int cvx_check_output_path(const char *path);
+
 /* Read a whole file (NUL-terminated for convenience). NULL + cvx_error on failure. */
 char *cvx_read_file(const char *path, size_t *len);
 /* Write buf to path atomically: temp file in the same directory, fsync, rename, fsync dir. */
@@ -46,11 +55,10 @@ int cvx_temp_name_parse(const char *name, long *pid);
 /* ---- several outputs committed as a unit: every temp written first, then all renamed ----
  * A failure before cvx_outset_commit leaves every final file untouched; commit renames in the
  * order added (put the file that points at the others, e.g. generation_config.json, last). */
-#define CVX_OUTSET_MAX 8
 typedef struct {
-    int n;
-    char *tmp[CVX_OUTSET_MAX];
-    char *final[CVX_OUTSET_MAX];
+    int n, cap;
+    char **tmp;     /* [n] */
+    char **final;   /* [n] */
 } cvx_outset;
 void cvx_outset_init(cvx_outset *s);
 /* Write buf to a new temp for final_path and add it to the set. */

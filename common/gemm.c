@@ -32,9 +32,10 @@ void cvx_gemm(cvx_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float
                              ldc) == 0);
         return;
     }
-    /* alpha != 1 (no caller in the models) or no oneDNN: OpenBLAS, f32 only. */
+    /* no oneDNN: the fixed chains (f32); alpha != 1 (no caller in the models): OpenBLAS, f32 only. */
     CVX_CHECK(ctx->precision == CVX_PRECISION_F32 || !ctx->kernels);
-    cvx_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (alpha == 1.0f) cvx_sgemm_fixed(trans_a, trans_b, M, N, K, A, lda, B, ldb, NULL, beta, C, ldc);
+    else cvx_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

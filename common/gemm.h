@@ -20,10 +20,13 @@ void cvx_gemm(cvx_ctx *ctx, int trans_a, int trans_b, int M, int N, int K, float
               const float *B, int ldb, float beta, float *C, int ldc);
 /* C = beta·C + bias[N] (NULL = none) + op(A)·op(B), every element one FMA chain started at
  * beta·C + bias and run over k = 0..K−1 (common/gemm_fixed.c): the same bits at any thread count,
- * partition or row count. The f32 GEMM where oneDNN's matmul is not brgemm (AVX2-only CPUs).
- * _ref: the scalar chain (fmaf), equal bits, for tests. */
+ * partition, row count or CPU. The f32 GEMM of f32 mode on every CPU (gemm_fast.h).
+ * cvx_sgemm_fixed runs the AVX2 tiles; _isa(avx512 = 1) the AVX-512 ones (only where the CPU has
+ * avx512f: cvx_kernels_avx512), same bits. _ref: the scalar chain (fmaf), equal bits, for tests. */
 void cvx_sgemm_fixed(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                      const float *bias, float beta, float *C, int ldc);
+void cvx_sgemm_fixed_isa(int avx512, int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
+                         const float *B, int ldb, const float *bias, float beta, float *C, int ldc);
 void cvx_sgemm_fixed_ref(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
                          int ldb, const float *bias, float beta, float *C, int ldc);
 /* Reference triple loop (double accumulation) for tests of the fast path. */

@@ -1,5 +1,6 @@
-/* cvx_matmul and friends: oneDNN matmul primitives (f32, bf16) cached per shape in a caller-owned
- * context, the widen-to-f32 fallback, OpenBLAS as the last resort, and the reference loop.
+/* cvx_matmul and friends: f32 on the fixed-chain GEMM (gemm_fixed.c, the same bits on every CPU),
+ * oneDNN matmul primitives (bf16; f32 for the bf16 fallback) cached per shape in a caller-owned
+ * context, the widen-to-f32 fallback, and the reference loop.
  * Why oneDNN: measured on a 2-core AVX512-BF16 EPYC (docs/performance.md, "bf16 kernels"), its
  * brgemm matmul reaches ~1.7× OpenBLAS in f32 and ~3.5× in bf16, reading bf16 weights in place. */
 #include "gemm_fast.h"
@@ -42,7 +43,8 @@ typedef struct {
 } scratch;
 
 struct cvx_kernels {
-    cvx_cpu_features cpu;
+    cvx_cpu_features cpu;        /* the kernels' view: detected, AVX-512 masked off by CVX_KPATH_AVX2 */
+    cvx_cpu_features detected;
     cvx_kpath force;
     int no_reorder;   /* benchmarks: never reorder B (compare with the blocked path) */
     dnnl_engine_t eng;
@@ -71,7 +73,8 @@ static void scratch_free(scratch *s) {
 
 cvx_kernels *cvx_kernels_new(void) {
     cvx_kernels *kc = cvx_calloc(1, sizeof *kc);
-    cvx_cpu_detect(&kc->cpu);
+    cvx_cpu_detect(&kc->detected);
+    kc->cpu = kc->detected;
     if (dnnl_engine_create(&kc->eng, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&kc->stream, kc->eng, dnnl_stream_default_flags) != dnnl_success) {
         if (kc->eng) dnnl_engine_destroy(kc->eng);
@@ -112,7 +115,12 @@ void cvx_kernels_free(cvx_kernels *kc) {
 }
 
 const cvx_cpu_features *cvx_kernels_cpu(const cvx_kernels *kc) { return &kc->cpu; }
-void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path) { kc->force = path; }
+void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path) {
+    kc->force = path;
+    kc->cpu = kc->detected;
+    if (path == CVX_KPATH_AVX2)   /* as a CPU without AVX-512 (AVX-VNNI and AVX2 stay) */
+        kc->cpu.avx512f = kc->cpu.avx512_bf16 = kc->cpu.amx_bf16 = kc->cpu.avx512_vnni = 0;
+}
 void cvx_kernels_set_reorder(cvx_kernels *kc, int on) { kc->no_reorder = !on; }
 size_t cvx_kernels_scratch_bytes(const cvx_kernels *kc) {
     size_t n = kc->sa.cap + kc->sb.cap + kc->sbias.cap + kc->sblk.cap;
@@ -131,11 +139,12 @@ int cvx_kernels_bf16_native(const cvx_kernels *kc) {
     return kc->force == CVX_KPATH_AUTO && (kc->cpu.avx512_bf16 || kc->cpu.amx_bf16);
 }
 
+int cvx_kernels_avx512(const cvx_kernels *kc) { return kc->cpu.avx512f; }
+
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p) {
-    if (p == CVX_PRECISION_BF16 && !cvx_kernels_bf16_native(kc)) return "fallback-bf16";
-    if (kc->force == CVX_KPATH_NO_ONEDNN) return "fixed-f32";
-    if (kc->force == CVX_KPATH_LIBRARY_F32 && p == CVX_PRECISION_F32) return "onednn-f32 (own threading)";
-    return p == CVX_PRECISION_BF16 ? "onednn-bf16" : "onednn-f32";
+    if (p == CVX_PRECISION_BF16) return cvx_kernels_bf16_native(kc) ? "onednn-bf16" : "fallback-bf16";
+    if (kc->force == CVX_KPATH_LIBRARY_F32) return "onednn-f32 (library)";
+    return cvx_kernels_avx512(kc) ? "fixed-f32-avx512" : "fixed-f32";
 }
 
 /* ---- conversions ---- */
@@ -227,14 +236,16 @@ int cvx_matmul_ref(cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, c
     return 0;
 }
 
-/* ---- f32 on CPUs without brgemm ----
- * oneDNN's gemm-based matmul (its jit sgemm: the f32 matmul on CPUs without brgemm, e.g.
- * AVX2-only) and OpenBLAS split the K sum by thread count and pick their k order by block shape:
- * their bits change with the threads and with the rows per call (MPI ranks). There the product
- * is cvx_sgemm_fixed (gemm_fixed.c), one FMA chain per element. */
-static void fixed_matmul(int M, int N, int K, const cvx_mat *A, const cvx_mat *B, const float *bias, float beta,
-                         float *C, int ldc) {
-    cvx_sgemm_fixed(A->trans, B->trans, M, N, K, A->data, A->ld, B->data, B->ld, bias, beta, C, ldc);
+/* ---- f32: the fixed chains ----
+ * oneDNN's gemm-based matmul (its jit sgemm, on CPUs without brgemm) and OpenBLAS split the K sum
+ * by thread count and pick their k order by block shape: their bits change with the threads and
+ * the rows per call (MPI ranks); oneDNN's brgemm (AVX-512) keeps its own k order, not the AVX2
+ * one. f32 products are cvx_sgemm_fixed (gemm_fixed.c): one FMA chain per element, the same bits
+ * on every CPU, at any thread or rank count (its AVX-512 tiles where the CPU has them). */
+static void fixed_matmul(const cvx_kernels *kc, int M, int N, int K, const cvx_mat *A, const cvx_mat *B,
+                         const float *bias, float beta, float *C, int ldc) {
+    cvx_sgemm_fixed_isa(cvx_kernels_avx512(kc), A->trans, B->trans, M, N, K, A->data, A->ld, B->data, B->ld, bias,
+                        beta, C, ldc);
 }
 
 /* ---- oneDNN ---- */
@@ -330,7 +341,7 @@ static int run_dnnl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, const
     prim_slot *s = get_prim(kc, &key);
     if (!s) return -1;
     if (s->sgemm_tiles && kc->force != CVX_KPATH_LIBRARY_F32) {
-        fixed_matmul(M, N, K, A, B, bias, beta, C, ldc);
+        fixed_matmul(kc, M, N, K, A, B, bias, beta, C, ldc);
         return 0;
     }
     dnnl_memory_set_data_handle(s->ma, (void *)A->data);
@@ -376,8 +387,11 @@ int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A,
     int round = p == CVX_PRECISION_BF16;
     if (A.dtype != CVX_F32 || round) A = convert_mat(&A, M, K, CVX_F32, round, &kc->sa);
     if (B.dtype != CVX_F32 || round) B = convert_mat(&B, K, N, CVX_F32, round, &kc->sb);
-    if (kc->force == CVX_KPATH_NO_ONEDNN || run_dnnl(kc, CVX_PRECISION_F32, M, N, K, &A, &B, bias, beta, C, ldc))
-        fixed_matmul(M, N, K, &A, &B, bias, beta, C, ldc);
+    /* f32 mode: the fixed chains (CPU-independent bits). The bf16 fallback may take oneDNN's f32
+     * matmul (brgemm on AVX-512: faster, its own k order); so may the benchmarks' LIBRARY_F32. */
+    int library = round ? kc->force != CVX_KPATH_NO_ONEDNN : kc->force == CVX_KPATH_LIBRARY_F32;
+    if (!library || run_dnnl(kc, CVX_PRECISION_F32, M, N, K, &A, &B, bias, beta, C, ldc))
+        fixed_matmul(kc, M, N, K, &A, &B, bias, beta, C, ldc);
     return 0;
 }
 

@@ -8,7 +8,8 @@
  * OpenMP, the same pool as OpenBLAS-openmp and our loops), or give each thread its own.
  *
  * Paths (cvx_kernels_path names them):
- *   f32  : oneDNN f32 matmul ("onednn-f32"); if oneDNN cannot make the primitive: OpenBLAS.
+ *   f32  : cvx_sgemm_fixed (gemm.h) on every CPU: one FMA chain per element, k in order, so the
+ *          same bits on AVX-512 ("fixed-f32-avx512": 12×32 zmm tiles) and AVX2 ("fixed-f32").
  *   bf16 : with AVX512_BF16 (or AMX-BF16): oneDNN bf16 matmul ("onednn-bf16"), operands rounded
  *          to bf16 (RNE) unless already bf16, f32 accumulate, f32 dst.
  *          without: "fallback-bf16": operands rounded to bf16 then widened to f32, f32 GEMM —
@@ -30,8 +31,11 @@ typedef enum {
     CVX_KPATH_AUTO = 0,      /* best available */
     CVX_KPATH_NO_BF16 = 1,   /* act as a CPU without AVX512_BF16/AMX: bf16 work widened to f32 */
     CVX_KPATH_NO_ONEDNN = 2, /* no oneDNN at all: cvx_sgemm_fixed for everything (bf16 widened) */
-    CVX_KPATH_LIBRARY_F32 = 3, /* benchmarks only: oneDNN's jit sgemm with its own threading even where
-                                * its bits depend on the thread count (what cvx_sgemm_fixed costs) */
+    CVX_KPATH_LIBRARY_F32 = 3, /* benchmarks only: oneDNN's own f32 matmul (brgemm on AVX-512, the jit
+                                * sgemm with its own threading elsewhere), whose bits depend on the CPU
+                                * and thread count (what cvx_sgemm_fixed costs) */
+    CVX_KPATH_AVX2 = 4,      /* act as an AVX2-only CPU: no AVX-512 kernel (f32 on the AVX2 tiles,
+                              * bf16 widened); env CVX_ISA=avx2 sets it on every new context */
 } cvx_kpath;
 
 typedef struct cvx_kernels cvx_kernels;
@@ -40,9 +44,11 @@ cvx_kernels *cvx_kernels_new(void);   /* detects the CPU; NULL + cvx_error if on
 void cvx_kernels_free(cvx_kernels *kc);
 const cvx_cpu_features *cvx_kernels_cpu(const cvx_kernels *kc);
 void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path);
-/* Name of the path cvx_matmul takes at precision p: "onednn-f32", "onednn-bf16", "fallback-bf16",
- * "fixed-f32". */
+/* Name of the path cvx_matmul takes at precision p: "fixed-f32", "fixed-f32-avx512", "onednn-bf16",
+ * "fallback-bf16", "onednn-f32 (library)". */
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p);
+/* 1 when the f32 kernels may run their AVX-512 variants (the CPU has avx512f, no CVX_KPATH_AVX2). */
+int cvx_kernels_avx512(const cvx_kernels *kc);
 /* 1 when bf16 runs on bf16 units (AVX512_BF16 or AMX); 0: bf16 is correct but widened to f32. */
 int cvx_kernels_bf16_native(const cvx_kernels *kc);
 /* 1 (default): bf16 products with M >= 8192 rows reorder B per call into oneDNN's blocked layout

@@ -6,7 +6,13 @@
  * and even single-threaded its kernels pick their k order from the block shape (measured with
  * OpenBLAS 0.3.21 and oneDNN 2.6's jit sgemm on AVX2: 226×640×4096 differs between 1 and 3
  * threads, and between a 256-row and a 32-row call of the same rows). The CPUs whose oneDNN
- * matmul is brgemm (AVX-512) keep it; this is the f32 GEMM elsewhere (common/gemm_fast.c).
+ * f32 matmul is always this one (common/gemm_fast.c): oneDNN's brgemm on AVX-512 CPUs ran its own k
+ * order, so an AVX-512 CPU and an AVX2 one gave different bits.
+ *
+ * Two tile sets, one set of chains: AVX2 6×16 tiles (ymm) and, on CPUs with AVX-512, 6×64 tiles
+ * (zmm, cvx_sgemm_fixed_isa). A chain is the same sequence of fmaf whatever the vector width holding
+ * it, so both give the same bits (tests/common_f32_portable.c compares them); only the blocking
+ * differs.
  *
  * The loops are the classic ones (Goto/BLIS) inside each job: columns in NC blocks; K in KC
  * blocks, the B panel packed [n/NR][KC][NR]; rows in MC blocks, the A block packed [MC/MR][KC][MR];
@@ -27,10 +33,15 @@
 #include <omp.h>
 #endif
 
-/* KC: a 384×16 B micro-panel (24 KB) stays in L1; MC: a 96×384 A block (144 KB) in L2. Measured on
- * a 2-core AVX2 EPYC at 2 threads: 0.83–1.0 of oneDNN's jit sgemm on the 2b / T5 linears (KC 256:
- * 0.80–0.95, KC 512: 0.88–1.0 with a micro-panel filling L1). */
+/* AVX2: KC: a 384×16 B micro-panel (24 KB) stays in L1; MC: a 96×384 A block (144 KB) in L2. Measured
+ * on a 2-core AVX2 EPYC at 2 threads: 0.83–1.0 of oneDNN's jit sgemm on the 2b / T5 linears (KC 256:
+ * 0.80–0.95, KC 512: 0.88–1.0 with a micro-panel filling L1).
+ * AVX-512 (W_*): 6×64 tiles (24 zmm accumulators, 6 broadcasts and 4 loads per 24 FMAs); tried on
+ * a 2-core Cascade Lake Xeon, per CPU-second beside oneDNN's brgemm on 2b linears: 12×32 and 8×48
+ * tiles 0.75–0.85 of it, 6×64 0.8–0.9; KC 384/512/768 and MC 48–192 within noise of each other
+ * (docs/performance.md, "f32 on any x86-64 CPU"). */
 enum { MR = 6, NR = 16, KC = 384, MC = 96, NC = 3072 };
+enum { W_MR = 6, W_NV = 4, W_NR = 16 * W_NV, W_KC = 512, W_MC = 192, W_NC = 3072 };
 
 /* element (i, k) of op(A) and (k, j) of op(B) */
 #define A_AT(i, k) (ta ? A[(size_t)(k) * lda + (i)] : A[(size_t)(i) * lda + (k)])
@@ -56,16 +67,19 @@ void cvx_sgemm_fixed_ref(int ta, int tb, int M, int N, int K, const float *A, in
 #include <immintrin.h>
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define AVX512 __attribute__((target("avx512f")))
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
-/* One call's operands: C[M, N] = beta·C + bias + op(A)[M, K] · op(B)[K, N]. */
+/* One call's operands: C[M, N] = beta·C + bias + op(A)[M, K] · op(B)[K, N], and the tile set. */
 typedef struct {
     int ta, tb, M, N, K;
     const float *A, *B, *bias;
     int lda, ldb, ldc;
     float beta;
     float *C;
+    int wide;              /* 1: the AVX-512 tiles */
+    int mr, nr, kcb, mcb, ncb;  /* tile rows and columns, K block, row block, column block */
 } problem;
 
 /* r[0..7] (8 rows of 8) := their transpose */
@@ -87,73 +101,79 @@ ALWAYS_INLINE void transpose8(__m256 r[8]) {
     }
 }
 
-/* op(B)[k0 .. + kc, j0 .. + n) as NR-column micro-panels [n/NR][kc][NR], zeros past n. A weight
+/* op(B)[k0 .. + kc, j0 .. + n) as nr-column micro-panels [n/nr][kc][nr], zeros past n. A weight
  * [N, K] (tb) is transposed 8×8 at a time; rows of B are copied. */
 static void pack_b(const problem *p, int k0, int kc, int j0, int n, float *bp) {
-    const int ldb = p->ldb;
-    for (int jt = 0; jt < n; jt += NR) {
+    const int ldb = p->ldb, nr = p->nr;
+    for (int jt = 0; jt < n; jt += nr) {
         float *d = bp + (size_t)jt * kc;
-        const int w = imin(NR, n - jt);
-        if (p->tb && w == NR) {
-            for (int h = 0; h < NR; h += 8) {
+        const int w = imin(nr, n - jt);
+        if (p->tb && w == nr) {
+            for (int h = 0; h < nr; h += 8) {
                 const float *s = p->B + (size_t)(j0 + jt + h) * ldb + k0;
                 int k = 0;
                 for (; k + 8 <= kc; k += 8) {
                     __m256 r[8];
                     for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(s + (size_t)q * ldb + k);
                     transpose8(r);
-                    for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + (size_t)(k + q) * NR + h, r[q]);
+                    for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + (size_t)(k + q) * nr + h, r[q]);
                 }
                 for (; k < kc; k++)
-                    for (int q = 0; q < 8; q++) d[(size_t)k * NR + h + q] = s[(size_t)q * ldb + k];
+                    for (int q = 0; q < 8; q++) d[(size_t)k * nr + h + q] = s[(size_t)q * ldb + k];
             }
-        } else if (!p->tb && w == NR) {
+        } else if (!p->tb && w == nr) {
             for (int k = 0; k < kc; k++) {
                 const float *s = p->B + (size_t)(k0 + k) * ldb + j0 + jt;
-                _mm256_storeu_ps(d + (size_t)k * NR, _mm256_loadu_ps(s));
-                _mm256_storeu_ps(d + (size_t)k * NR + 8, _mm256_loadu_ps(s + 8));
+                for (int h = 0; h < nr; h += 8) _mm256_storeu_ps(d + (size_t)k * nr + h, _mm256_loadu_ps(s + h));
             }
         } else {
             const float *B = p->B;
             const int tb = p->tb;
-            for (int l = 0; l < NR; l++)
-                for (int k = 0; k < kc; k++) d[(size_t)k * NR + l] = l < w ? B_AT(k0 + k, j0 + jt + l) : 0.0f;
+            for (int l = 0; l < nr; l++)
+                for (int k = 0; k < kc; k++) d[(size_t)k * nr + l] = l < w ? B_AT(k0 + k, j0 + jt + l) : 0.0f;
         }
     }
 }
 
-/* op(A)[i0 .. + m, k0 .. + kc] as MR-row micro-panels [m/MR][kc][MR], zeros past m. */
+/* op(A)[i0 .. + m, k0 .. + kc] as mr-row micro-panels [m/mr][kc][mr], zeros past m; rows in
+ * groups of up to 8 (mr = 6: one group of 6; mr = 12 would be 8 + 4) transposed 8×8. */
 static void pack_a(const problem *p, int i0, int m, int k0, int kc, float *ap) {
-    const int lda = p->lda;
-    for (int it = 0; it < m; it += MR) {
+    const int lda = p->lda, mr = p->mr;
+    for (int it = 0; it < m; it += mr) {
         float *d = ap + (size_t)it * kc;
-        const int R = imin(MR, m - it);
-        if (!p->ta && R == MR) {
+        const int R = imin(mr, m - it);
+        if (!p->ta && R == mr) {
             const float *s = p->A + (size_t)(i0 + it) * lda + k0;
             int k = 0;
-            for (; k + 8 <= kc; k += 8) {
-                __m256 r[8];
-                for (int q = 0; q < MR; q++) r[q] = _mm256_loadu_ps(s + (size_t)q * lda + k);
-                r[6] = r[7] = _mm256_setzero_ps();
-                transpose8(r);
-                for (int q = 0; q < 8; q++) {   /* rows 0..5 of column k + q */
-                    float *o = d + (size_t)(k + q) * MR;
-                    _mm_storeu_ps(o, _mm256_castps256_ps128(r[q]));
-                    _mm_storel_pi((__m64 *)(o + 4), _mm256_extractf128_ps(r[q], 1));
+            for (; k + 8 <= kc; k += 8)
+                for (int g = 0; g < mr; g += 8) {
+                    const int rows = imin(8, mr - g);
+                    __m256 r[8];
+                    for (int q = 0; q < 8; q++)
+                        r[q] = q < rows ? _mm256_loadu_ps(s + (size_t)(g + q) * lda + k) : _mm256_setzero_ps();
+                    transpose8(r);
+                    for (int q = 0; q < 8; q++) {   /* rows g .. g + rows of column k + q */
+                        float *o = d + (size_t)(k + q) * mr + g;
+                        if (rows == 8) {
+                            _mm256_storeu_ps(o, r[q]);
+                        } else {
+                            _mm_storeu_ps(o, _mm256_castps256_ps128(r[q]));
+                            if (rows == 6) _mm_storel_pi((__m64 *)(o + 4), _mm256_extractf128_ps(r[q], 1));
+                        }
+                    }
                 }
-            }
             for (; k < kc; k++)
-                for (int q = 0; q < MR; q++) d[(size_t)k * MR + q] = s[(size_t)q * lda + k];
+                for (int q = 0; q < mr; q++) d[(size_t)k * mr + q] = s[(size_t)q * lda + k];
         } else {
             const float *A = p->A;
             const int ta = p->ta;
             for (int k = 0; k < kc; k++)
-                for (int q = 0; q < MR; q++) d[(size_t)k * MR + q] = q < R ? A_AT(i0 + it + q, k0 + k) : 0.0f;
+                for (int q = 0; q < mr; q++) d[(size_t)k * mr + q] = q < R ? A_AT(i0 + it + q, k0 + k) : 0.0f;
         }
     }
 }
 
-/* c[r, 0..15] += Σ_k ap[k, r] · bp[k, 0..15] for R ≤ 6 rows, k in order. */
+/* AVX2: c[r, 0..15] += Σ_k ap[k, r] · bp[k, 0..15] for R ≤ 6 rows, k in order. */
 ALWAYS_INLINE void tile(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
     __m256 c0[MR], c1[MR];
 #pragma GCC unroll 6
@@ -188,17 +208,53 @@ static void tile_r(int R, const float *ap, const float *bp, int kc, float *c, si
     }
 }
 
+/* AVX-512: c[r, 0 .. 16·NV) += Σ_k ap[k, r] · bp[k, ..] for R ≤ W_MR rows, k in order — the AVX2
+ * tile's chains, 16 to a register instead of 8. */
+ALWAYS_INLINE AVX512 void tile_w(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+    __m512 acc[W_MR][W_NV];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < W_NV; v++) acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
+    for (int k = 0; k < kc; k++) {
+        __m512 b[W_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < W_NV; v++) b[v] = _mm512_loadu_ps(bp + (size_t)k * W_NR + 16 * v);
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) {
+            __m512 av = _mm512_set1_ps(ap[(size_t)k * W_MR + r]);
+#pragma GCC unroll 4
+            for (int v = 0; v < W_NV; v++) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < W_NV; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
+}
+
+static AVX512 void tile_wr(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+    switch (R) {
+    case 6: tile_w(6, ap, bp, kc, c, ldc); break;
+    case 5: tile_w(5, ap, bp, kc, c, ldc); break;
+    case 4: tile_w(4, ap, bp, kc, c, ldc); break;
+    case 3: tile_w(3, ap, bp, kc, c, ldc); break;
+    case 2: tile_w(2, ap, bp, kc, c, ldc); break;
+    default: tile_w(1, ap, bp, kc, c, ldc); break;
+    }
+}
+
 /* C[i0 .. + m, j0 .. + n) over one K block from the packed panels: B micro-panel by micro-panel
  * (it stays in L1), the A block's micro-panels under it. Tiles reaching past column N run on a
- * 6×16 copy. first: the chains start here (C := beta·C + bias). */
+ * copy. first: the chains start here (C := beta·C + bias). */
 static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int first, const float *apack,
                   const float *bpack) {
-    float edge[MR * NR];
-    const int ldc = p->ldc;
-    for (int jt = 0; jt < n; jt += NR) {
-        const int w = imin(NR, n - jt);
-        for (int it = 0; it < m; it += MR) {
-            const int R = imin(MR, m - it);
+    float edge[W_MR * W_NR];
+    const int ldc = p->ldc, mr = p->mr, nr = p->nr;
+    for (int jt = 0; jt < n; jt += nr) {
+        const int w = imin(nr, n - jt);
+        for (int it = 0; it < m; it += mr) {
+            const int R = imin(mr, m - it);
             float *c = p->C + (size_t)(i0 + it) * ldc + j0 + jt;
             if (first)
                 for (int r = 0; r < R; r++)
@@ -206,36 +262,39 @@ static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int fi
                         c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], p->beta, p->bias, j0 + jt + q);
             /* the next tile's C rows (below, or the top of the next columns): its loads would
              * otherwise wait on memory (a prefetch never faults) */
-            const int ni = it + MR < m ? it + MR : 0, nj = it + MR < m ? jt : jt + NR;
+            const int ni = it + mr < m ? it + mr : 0, nj = it + mr < m ? jt : jt + nr;
             if (nj < n) {
                 const float *cn = p->C + (size_t)(i0 + ni) * ldc + j0 + nj;
-                for (int r = 0; r < MR && ni + r < m; r++) {
-                    _mm_prefetch((const char *)(cn + (size_t)r * ldc), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(cn + (size_t)r * ldc + 15), _MM_HINT_T0);
-                }
+                for (int r = 0; r < mr && ni + r < m; r++)
+                    for (int q = 0; q < nr; q += 16) _mm_prefetch((const char *)(cn + (size_t)r * ldc + q), _MM_HINT_T0);
+                for (int r = 0; r < mr && ni + r < m; r++)
+                    _mm_prefetch((const char *)(cn + (size_t)r * ldc + nr - 1), _MM_HINT_T0);
             }
             const float *ap = apack + (size_t)it * kc, *bp = bpack + (size_t)jt * kc;
-            if (w == NR) {
-                tile_r(R, ap, bp, kc, c, (size_t)ldc);
-            } else {
-                for (int r = 0; r < R; r++) memcpy(edge + r * NR, c + (size_t)r * ldc, sizeof(float) * w);
-                tile_r(R, ap, bp, kc, edge, NR);
-                for (int r = 0; r < R; r++) memcpy(c + (size_t)r * ldc, edge + r * NR, sizeof(float) * w);
+            float *dst = c;
+            size_t ldd = (size_t)ldc;
+            if (w < nr) {
+                for (int r = 0; r < R; r++) memcpy(edge + r * nr, c + (size_t)r * ldc, sizeof(float) * w);
+                dst = edge, ldd = (size_t)nr;
             }
+            if (p->wide) tile_wr(R, ap, bp, kc, dst, ldd);
+            else tile_r(R, ap, bp, kc, dst, ldd);
+            if (w < nr)
+                for (int r = 0; r < R; r++) memcpy(c + (size_t)r * ldc, edge + r * nr, sizeof(float) * w);
         }
     }
 }
 
 /* One job: the elements C[r0 .. r1, c0 .. c1), all of K — the Goto/BLIS loops (columns in NC
- * blocks, K in KC blocks packing B, rows in MC blocks packing A) on this thread's own buffers. */
+ * blocks, K in kcb blocks packing B, rows in mcb blocks packing A) on this thread's own buffers. */
 static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, float *apack) {
-    for (int j0 = c0; j0 < c1; j0 += NC) {
-        const int n = imin(NC, c1 - j0);
-        for (int k0 = 0; k0 < p->K; k0 += KC) {
-            const int kc = imin(KC, p->K - k0);
+    for (int j0 = c0; j0 < c1; j0 += p->ncb) {
+        const int n = imin(p->ncb, c1 - j0);
+        for (int k0 = 0; k0 < p->K; k0 += p->kcb) {
+            const int kc = imin(p->kcb, p->K - k0);
             pack_b(p, k0, kc, j0, n, bpack);
-            for (int i0 = r0; i0 < r1; i0 += MC) {
-                const int m = imin(MC, r1 - i0);
+            for (int i0 = r0; i0 < r1; i0 += p->mcb) {
+                const int m = imin(p->mcb, r1 - i0);
                 pack_a(p, i0, m, k0, kc, apack);
                 macro(p, i0, m, j0, n, kc, k0 == 0, apack, bpack);
             }
@@ -247,8 +306,8 @@ static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, 
  * (taken dynamically: a thread slowed by other work takes fewer). Each job packs its own panels,
  * so B is packed once per row group and A once per column group: the grid minimises that,
  * rg·N + cg·M. The partition never changes a chain, only the speed. */
-static void split(int M, int N, int nth, int *rg, int *cg) {
-    const int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR, want = nth > 1 ? 4 * nth : 1;
+static void split(int M, int N, int mr, int nr, int nth, int *rg, int *cg) {
+    const int mt = (M + mr - 1) / mr, nt = (N + nr - 1) / nr, want = nth > 1 ? 4 * nth : 1;
     double best = 0;
     int best_jobs = 0;
     *rg = *cg = 1;
@@ -262,14 +321,16 @@ static void split(int M, int N, int nth, int *rg, int *cg) {
     }
 }
 
-void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                     const float *bias, float beta, float *C, int ldc) {
+void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                         int ldb, const float *bias, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
         cvx_sgemm_fixed_ref(ta, tb, M, N, 0, A, lda, B, ldb, bias, beta, C, ldc);
         return;
     }
-    const problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C};
+    const int w = avx512 != 0;
+    const problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C, w, w ? W_MR : MR, w ? W_NR : NR,
+                       w ? W_KC : KC, w ? W_MC : MC, w ? W_NC : NC};
     const int par = (double)M * N * K > 1e6;
 #ifdef _OPENMP
     const int nth = par ? omp_get_max_threads() : 1;
@@ -277,13 +338,13 @@ void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int ld
     const int nth = 1;
 #endif
     int rg, cg;
-    split(M, N, nth, &rg, &cg);
+    split(M, N, p.mr, p.nr, nth, &rg, &cg);
     /* group g of n items in units of u: [start(g), start(g + 1)) */
-    const int mt = (M + MR - 1) / MR, nt = (N + NR - 1) / NR, rows = (mt + rg - 1) / rg * MR,
-              cols = (nt + cg - 1) / cg * NR, jobs = rg * cg;
+    const int mt = (M + p.mr - 1) / p.mr, nt = (N + p.nr - 1) / p.nr, rows = (mt + rg - 1) / rg * p.mr,
+              cols = (nt + cg - 1) / cg * p.nr, jobs = rg * cg;
 #pragma omp parallel if (par && jobs > 1)
     {
-        float *bpack = cvx_alloc_f32((size_t)KC * imin(NC, cols)), *apack = cvx_alloc_f32((size_t)MC * KC);
+        float *bpack = cvx_alloc_f32((size_t)p.kcb * imin(p.ncb, cols)), *apack = cvx_alloc_f32((size_t)p.mcb * p.kcb);
 #pragma omp for schedule(dynamic, 1)
         for (int jb = 0; jb < jobs; jb++) {
             const int r0 = jb / cg * rows, c0 = jb % cg * cols;
@@ -296,8 +357,9 @@ void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int ld
 
 #else   /* no AVX2/FMA at build time: the reference, rows in parallel */
 
-void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                     const float *bias, float beta, float *C, int ldc) {
+void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                         int ldb, const float *bias, float beta, float *C, int ldc) {
+    (void)avx512;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < M; i++)
         cvx_sgemm_fixed_ref(ta, tb, 1, N, K, ta ? A + i : A + (size_t)i * lda, lda, B, ldb, bias, beta,
@@ -305,3 +367,8 @@ void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int ld
 }
 
 #endif
+
+void cvx_sgemm_fixed(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                     const float *bias, float beta, float *C, int ldc) {
+    cvx_sgemm_fixed_isa(0, ta, tb, M, N, K, A, lda, B, ldb, bias, beta, C, ldc);
+}

@@ -2,9 +2,9 @@
  * and the references. The int8 path is common/quant_dot.c. */
 #include "gemm_quant.h"
 #include "error.h"
+#include "gemm.h"
 #include "quant.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,10 +71,7 @@ static int linear_dequant(cvx_kernels *kc, cvx_precision p, const float *x, int 
             cvx_mat a = {xa, bf16 ? CVX_BF16 : CVX_F32, K, 0}, b = {tile, bf16 ? CVX_BF16 : CVX_F32, K, 1};   /* B = tileᵀ */
             rc = cvx_matmul(kc, p, M, nb, K, a, b, bias ? bias + n0 : NULL, 0.0f, y + n0, N);
         } else {
-            for (int m = 0; m < M; m++)
-                for (int j = 0; j < nb; j++) y[(size_t)m * N + n0 + j] = bias ? bias[n0 + j] : 0.0f;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, nb, K, 1.0f, x, K, (const float *)tile, K, 1.0f,
-                        y + n0, N);
+            cvx_sgemm_fixed(0, 1, M, nb, K, x, K, (const float *)tile, K, bias ? bias + n0 : NULL, 0.0f, y + n0, N);
         }
     }
     free(owned);

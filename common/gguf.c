@@ -5,6 +5,7 @@
  * the data section and non-overlapping (ggml also demands they be packed in file order). */
 #include "gguf.h"
 #include "error.h"
+#include "fileio.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -377,12 +378,12 @@ cvx_gguf *cvx_gguf_open_memory(const void *buf, size_t len, const char *label) {
 }
 
 cvx_gguf *cvx_gguf_open(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { cvx_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    int fd = cvx_open_input(path);   /* a FIFO or device: refused, without blocking */
+    if (fd < 0) return NULL;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
-        cvx_error("%s: not a regular file", path);
+        cvx_error("%s: cannot stat: %s", path, strerror(errno));
         return NULL;
     }
     size_t size = (size_t)sb.st_size;

@@ -52,6 +52,16 @@ static int lock_holders(dev_t dev, ino_t ino, long rec_pid, const char *rec_who,
     FILE *c = pids[0] == rec_pid && rec_who[0] ? NULL : fopen(path, "r");
     if (c && fgets(comm, sizeof comm, c)) comm[strcspn(comm, "\n")] = 0;
     if (c) fclose(c);
+    if (!strcmp(comm, "exe")) {   /* a program re-executed through /proc/self/exe: its argv[0] instead */
+        char arg0[256] = "";
+        snprintf(path, sizeof path, "/proc/%ld/cmdline", pids[0]);
+        FILE *cl = fopen(path, "r");
+        const size_t got = cl ? fread(arg0, 1, sizeof arg0 - 1, cl) : 0;
+        if (cl) fclose(cl);
+        arg0[got] = 0;
+        const char *base = strrchr(arg0, '/');
+        if (arg0[0]) snprintf(comm, sizeof comm, "%s", base ? base + 1 : arg0);
+    }
     if (pids[0] == rec_pid && rec_who[0]) snprintf(comm, sizeof comm, "%s", rec_who);
     if (comm[0] && len < n) snprintf(out + len, n - len, ", %s", comm);
     return 1;

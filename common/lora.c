@@ -16,12 +16,15 @@
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
+#include "validate.h"
 
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { KIND_DIFFUSERS, KIND_ORIGINAL, KIND_KOHYA, KIND_BARE };   /* key prefix: transformer. / diffusion_model. / lora_unet_ / none */
 enum { ROLE_A, ROLE_B, ROLE_BIAS, ROLE_ALPHA, ROLE_DIFF, ROLE_DORA };
@@ -89,15 +92,23 @@ int cvx_lora_spec_parse(const char *arg, char *path, size_t path_n, double *weig
     if (!arg || !arg[0]) return cvx_error("--lora needs a file (FILE or FILE:WEIGHT)");
     const char *colon = strrchr(arg, ':');
     size_t len = strlen(arg);
-    if (colon && colon[1]) {
+    struct stat st;
+    if (colon && stat(arg, &st) != 0) {   /* not a file as a whole: FILE:WEIGHT */
         char *end;
-        double w = strtod(colon + 1, &end);
-        if (*end == 0 && isfinite(w)) *weight = w, len = (size_t)(colon - arg);
+        const double w = strtod(colon + 1, &end);
+        const size_t flen = (size_t)(colon - arg);
+        char file[4096];
+        if (colon[1] && *end == 0 && isfinite(w)) *weight = w, len = flen;
+        else if (flen > 0 && flen < sizeof file && (memcpy(file, arg, flen), file[flen] = 0, stat(file, &st) == 0))
+            return cvx_error("--lora %s: the weight '%s' after ':' is not a finite number (expected FILE:WEIGHT, "
+                             "e.g. %s:0.8)", arg, colon + 1, file);
     }
     if (len == 0) return cvx_error("--lora %s: no file before the weight", arg);
     if (len >= path_n) return cvx_error("--lora %s: path too long", arg);
     memcpy(path, arg, len);
     path[len] = 0;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return cvx_error("--lora %s: %s is a directory, expected a LoRA .safetensors file", arg, path);
     return 0;
 }
 
@@ -253,7 +264,17 @@ static int read_metadata(const cvx_safetensors *st, const char *file, lmeta *md)
 
 static int is_operand(const cvx_tensor *t) { return t->dtype == CVX_F32 || t->dtype == CVX_BF16 || t->dtype == CVX_F16; }
 
-/* Shapes of a matched module against its layer. */
+/* Every value of a LoRA tensor finite: "FILE: tensor 'NAME': non-finite value nan at index 3 (of 40)". */
+static int check_finite_tensor(const cvx_tensor *t, const char *file) {
+    float *v = cvx_alloc_f32((size_t)t->numel);
+    cvx_tensor_to_f32(t, v);
+    int rc = cvx_check_finite(v, (size_t)t->numel, t->name);
+    free(v);
+    if (rc) cvx_error_prefix("%s", file);
+    return rc;
+}
+
+/* Shapes and values of a matched module against its layer. */
 static int check_module(const lmod *m, const cvx_lora_target *t, const char *file, const char *family) {
     const int64_t out = t->w->shape[0], in = t->w->shape[1];
     char s[96];
@@ -281,6 +302,10 @@ static int check_module(const lmod *m, const cvx_lora_target *t, const char *fil
     if (m->alpha && (m->alpha->numel != 1 || !cvx_dtype_is_float(m->alpha->dtype)))
         return cvx_error("%s: tensor '%s' (alpha) must be one float, has %lld elements of %s", file, m->alpha->name,
                          (long long)m->alpha->numel, cvx_dtype_name(m->alpha->dtype));
+    /* a NaN/Inf delta would only show as wrong latents (or a late "diverged"): named here */
+    const cvx_tensor *ts[4] = {m->A, m->B, m->bias, m->alpha};
+    for (int i = 0; i < 4; i++)
+        if (ts[i] && check_finite_tensor(ts[i], file)) return -1;
     return 0;
 }
 
@@ -464,6 +489,16 @@ static int cmp_term(const void *a, const void *b) {
     return x->adapter < y->adapter ? -1 : x->adapter > y->adapter;
 }
 
+/* 1 when the file begins with GGUF's magic. */
+static int starts_gguf(const char *path) {
+    char m[4];
+    const int fd = cvx_open_input(path);
+    if (fd < 0) return cvx_clear_error(), 0;   /* cvx_st_open says why */
+    const ssize_t n = read(fd, m, 4);
+    close(fd);
+    return n == 4 && !memcmp(m, "GGUF", 4);
+}
+
 cvx_lora_set *cvx_lora_load(const cvx_lora_spec *specs, int n, const cvx_lora_target *targets, int n_targets,
                             const char *family, int fuse) {
     cvx_lora_set *s = cvx_calloc(1, sizeof *s);
@@ -474,6 +509,11 @@ cvx_lora_set *cvx_lora_load(const cvx_lora_spec *specs, int n, const cvx_lora_ta
     s->fused = fuse;
     termvec tv = {0};
     for (int i = 0; i < n; i++) {
+        if (starts_gguf(specs[i].path)) {   /* else the safetensors reader's "header length ..." */
+            cvx_error("--lora %s: a GGUF file; LoRA adapters are read from .safetensors files (diffusers / PEFT, "
+                      "Kijai, kohya keys)", specs[i].path);
+            goto fail;
+        }
         if (!(s->files[i] = cvx_st_open(specs[i].path))) {
             cvx_error_prefix("--lora");
             goto fail;

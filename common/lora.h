@@ -54,7 +54,9 @@ typedef struct {
 } cvx_lora_spec;
 
 /* "FILE[:WEIGHT]" (the --lora flag): the weight is the part after the last ':' when it is a finite
- * number, else 1.0 and the whole argument is the file. 0, or -1 + cvx_error (empty, too long). */
+ * number, else 1.0 and the whole argument is the file (a path holding ':'). 0, or -1 + cvx_error:
+ * empty, too long, a directory, or FILE:W where FILE exists and W is not a finite number ("abc",
+ * "nan", "inf", "1e400", "1,5", ""). */
 int cvx_lora_spec_parse(const char *arg, char *path, size_t path_n, double *weight);
 
 typedef struct cvx_lora_set cvx_lora_set;

@@ -60,7 +60,7 @@ static void product_bt(cvx_ctx *ctx, const float *A, int M, int K, const cvx_ten
         return;
     }
     float *w = cvx_tensor_f32_dup(Bm);   /* no oneDNN: f32 only, small matrices */
-    cvx_sgemm(0, 1, M, N, K, 1.0f, A, K, w, K, beta, C, N);
+    cvx_sgemm_fixed(0, 1, M, N, K, A, K, w, K, NULL, beta, C, N);
     free(w);
 }
 
@@ -126,17 +126,22 @@ static int fuse_layer(cvx_lora_set *s, cvx_lora_layer *l) {
         return cvx_error("%s: LoRA layer '%s' has dtype %s, which cannot be fused", w->file, s->targets[l->target].name,
                          cvx_dtype_name(w->dtype));
     const cvx_dtype wd = is_storage_float(w->dtype) ? w->dtype : CVX_F32;
-    float *W = cvx_malloc(nk * sizeof *W), *D = wd == CVX_F32 ? NULL : cvx_malloc(nk * sizeof *D);
+    float *W = cvx_malloc(nk * sizeof *W), *D = cvx_malloc(nk * sizeof *D);
     widen(w, W, nk);
     float *bsum = NULL;
     for (int a = 0; a < l->n_terms; a++) {
         const lora_term *t = &l->terms[a];
         if (t->A) {
             float *A = cvx_tensor_f32_dup(t->A), *B = cvx_tensor_f32_dup(t->B);
+            /* peft's get_delta_weight: D = (B·A)·scale (the fixed chains: the same bits on every CPU) */
+            cvx_sgemm_fixed(0, 0, N, K, t->rank, B, t->rank, A, K, NULL, 0.0f, D, K);
+            const float sc = (float)t->scale;
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < nk; i++) D[i] *= sc;
             if (wd == CVX_F32) {
-                cvx_sgemm(0, 0, N, K, t->rank, (float)t->scale, B, t->rank, A, K, 1.0f, W, K);
+#pragma omp parallel for schedule(static)
+                for (size_t i = 0; i < nk; i++) W[i] += D[i];
             } else {   /* the delta cast to W's dtype, then added in it: W = round(W + round(D)) */
-                cvx_sgemm(0, 0, N, K, t->rank, (float)t->scale, B, t->rank, A, K, 0.0f, D, K);
                 const int bf = wd == CVX_BF16;
 #pragma omp parallel for schedule(static)
                 for (size_t i = 0; i < nk; i++) {

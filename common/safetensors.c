@@ -197,12 +197,12 @@ cvx_safetensors *cvx_st_open_memory(const void *buf, size_t len, const char *lab
 }
 
 cvx_safetensors *cvx_st_open(const char *path) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { cvx_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    int fd = cvx_open_input(path);   /* a FIFO or device: refused, without blocking */
+    if (fd < 0) return NULL;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
-        cvx_error("%s: not a regular file", path);
+        cvx_error("%s: cannot stat: %s", path, strerror(errno));
         return NULL;
     }
     size_t size = (size_t)sb.st_size;

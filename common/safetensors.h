@@ -74,6 +74,19 @@ const cvx_gguf *cvx_weights_gguf(const cvx_weights *w);
  * general.architecture and general.file_type when present), "safetensors: 400 BF16". */
 const char *cvx_weights_describe(const cvx_weights *w, char *buf, size_t n);
 
+/* The identity of the weights at path (a file or a model directory, as cvx_weights_open) for a
+ * resumed run to check them against, in one line: "2 files, 123456 bytes, modified
+ * 1764357062.123456789, content xxh64 <16 hex>" (the newest modification time of the files; the
+ * hash chains each file's size, its header — the bytes before the tensor data — and its whole bytes
+ * up to 16 MiB, else 64 blocks of 4 KiB spread over the data: a few hundred KiB read whatever the
+ * size). 0, or -1 + cvx_error. */
+int cvx_weights_identity(const char *path, char *out, size_t n);
+
+/* A GGUF's general.architecture, when present, must be `arch` ("wan", "cogvideox"): else -1 +
+ * cvx_error "FILE: general.architecture is 'X', expected 'wan': not a Wan transformer GGUF".
+ * Safetensors files and GGUFs without the key: 0. */
+int cvx_weights_check_arch(const cvx_weights *w, const char *arch, const char *family);
+
 /* Helpers for printing shapes in messages: writes "[1, 226, 4096]". */
 const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 

@@ -12,7 +12,9 @@
 /* Cephes expf on 8 lanes: n = round(x·log2 e), r = x − n·ln2 (two-part constant), e^r by a
  * degree-6 polynomial, times 2^n. Inputs are clamped to [-87, 88.37] (no denormals, no inf). */
 static inline __m256 cvx_exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.3762626647949f));
+    /* the constant first: vmaxps/vminps return their second operand when one is NaN, so a NaN x
+     * stays NaN (it used to become e^-87 ≈ 0: a NaN score vanished from a softmax, issue 37) */
+    x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
     __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);

@@ -11,10 +11,14 @@
 #include "safetensors.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 struct cvx_weights {
     char *path;
@@ -83,6 +87,10 @@ static int open_qweights(cvx_weights *w) {
                 return cvx_error("%s: tensor '%s': scaled fp8 weights (a scale per weight, ComfyUI's *_fp8_scaled "
                                  "files) are not supported; use a plain fp8, bf16 or GGUF file", t->file, t->name);
             const int k = qweight_kind(t->name, &stem);
+            if (k < 0 && ends_with(t->name, "_qweight"))   /* else only "'<module>.weight' is missing" later */
+                return cvx_error("%s: tensor '%s': this ggml block type in a safetensors file is not supported (only "
+                                 "<module>.Q4_0_qweight and .Q8_0_qweight; a GGUF file holds every type)", t->file,
+                                 t->name);
             if (k < 0) continue;
             const cvx_dtype q = QWEIGHTS[k].type;
             const int64_t bb = (int64_t)cvx_dtype_block_bytes(q);
@@ -206,10 +214,10 @@ static int pick_in_dir(const char *dir, char *out, size_t n, int *is_index) {
 /* A GGUF file begins with the magic "GGUF" (whatever its name). */
 static int is_gguf_file(const char *path) {
     unsigned char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t n = fread(magic, 1, 4, f);
-    fclose(f);
+    int fd = cvx_open_input(path);   /* not a FIFO's blocking open: the opener of the file says what it is */
+    if (fd < 0) return cvx_clear_error(), 0;
+    ssize_t n = read(fd, magic, 4);
+    close(fd);
     return n == 4 && !memcmp(magic, "GGUF", 4);
 }
 
@@ -260,7 +268,9 @@ cvx_weights *cvx_weights_open(const char *path) {
     else rc = snprintf(file, sizeof file, "%s", path) >= (int)sizeof file ? cvx_error("path too long") : 0;
     if (!rc) {
         w->path = strdup(file);
-        rc = is_index ? open_index(w, file) : is_gguf_file(file) ? open_gguf(w, file) : add_shard(w, file);
+        /* a .gguf name is read as GGUF whatever its first bytes (a damaged one gets GGUF's messages) */
+        rc = is_index ? open_index(w, file)
+           : is_gguf_file(file) || ends_with(file, ".gguf") ? open_gguf(w, file) : add_shard(w, file);
     }
     if (!rc) rc = open_qweights(w);
     if (rc) { cvx_weights_close(w); return NULL; }
@@ -389,4 +399,81 @@ const char *cvx_weights_describe(const cvx_weights *w, char *buf, size_t n) {
             sep = ", ";
         }
     return buf;
+}
+
+/* ---- identity: what a resumed run checks the weights against (issue 37) ---- */
+
+enum { ID_BLOCK = 4096, ID_SAMPLES = 64, ID_WHOLE = 16 << 20 };
+
+/* XXH64 chained over: the size, the header (bytes before the data: head), then the whole file when
+ * it is at most ID_WHOLE bytes, else ID_SAMPLES blocks of ID_BLOCK spread evenly over the data. */
+static int file_identity(const char *file, size_t head, uint64_t *h, off_t *size, struct timespec *mtime) {
+    int fd = cvx_open_input(file);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) { close(fd); return cvx_error("%s: cannot stat: %s", file, strerror(errno)); }
+    *size = st.st_size, *mtime = st.st_mtim;
+    const size_t len = (size_t)st.st_size;
+    *h = cvx_xxh64(&st.st_size, sizeof st.st_size, *h);
+    if (head > len) head = len;
+    const int whole = len <= ID_WHOLE;
+    const size_t first = whole ? len : head;
+    unsigned char *buf = cvx_malloc(first > ID_BLOCK ? first : ID_BLOCK);
+    int rc = 0;
+    if (pread(fd, buf, first, 0) != (ssize_t)first) rc = cvx_error("%s: cannot read: %s", file, strerror(errno));
+    else *h = cvx_xxh64(buf, first, *h);
+    for (int i = 0; !rc && !whole && i < ID_SAMPLES; i++) {
+        const size_t span = len - head - ID_BLOCK;   /* len > ID_WHOLE >= head + ID_BLOCK */
+        const off_t at = (off_t)(head + span / (ID_SAMPLES - 1) * (size_t)i);
+        if (pread(fd, buf, ID_BLOCK, at) != ID_BLOCK) rc = cvx_error("%s: cannot read: %s", file, strerror(errno));
+        else *h = cvx_xxh64(buf, ID_BLOCK, *h);
+    }
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+/* The bytes before the tensor data of shard i (safetensors: 8 + the header length). */
+static size_t shard_head(const char *file) {
+    unsigned char b[8];
+    int fd = cvx_open_input(file);
+    if (fd < 0) return 0;
+    const ssize_t n = pread(fd, b, 8, 0);
+    close(fd);
+    uint64_t hl = 0;
+    for (int i = 7; n == 8 && i >= 0; i--) hl = hl << 8 | b[i];
+    return n == 8 && hl < ((uint64_t)1 << 32) ? (size_t)(8 + hl) : 0;
+}
+
+int cvx_weights_identity(const char *path, char *out, size_t n) {
+    cvx_weights *w = cvx_weights_open(path);
+    if (!w) return -1;
+    const int nf = w->gguf ? 1 : w->nshards;
+    uint64_t h = 0;
+    long long bytes = 0;
+    struct timespec newest = {0, 0};
+    int rc = 0;
+    for (int i = 0; i < nf && !rc; i++) {
+        const char *f = w->gguf ? cvx_gguf_path(w->gguf) : cvx_st_path(w->shards[i]);
+        off_t size = 0;
+        struct timespec mt = {0, 0};
+        rc = file_identity(f, w->gguf ? cvx_gguf_data_offset(w->gguf) : shard_head(f), &h, &size, &mt);
+        bytes += (long long)size;
+        if (mt.tv_sec > newest.tv_sec || (mt.tv_sec == newest.tv_sec && mt.tv_nsec > newest.tv_nsec)) newest = mt;
+    }
+    cvx_weights_close(w);
+    if (rc) return -1;
+    snprintf(out, n, "%d file%s, %lld bytes, modified %lld.%09ld, content xxh64 %016llx", nf, nf == 1 ? "" : "s",
+             bytes, (long long)newest.tv_sec, newest.tv_nsec, (unsigned long long)h);
+    return 0;
+}
+
+int cvx_weights_check_arch(const cvx_weights *w, const char *arch, const char *family) {
+    if (!w->gguf || cvx_gguf_find_key(w->gguf, "general.architecture") < 0) return 0;   /* no claim: the tensors decide */
+    const char *a = cvx_gguf_get_str(w->gguf, "general.architecture");
+    if (!a) return -1;
+    if (strcmp(a, arch) != 0)
+        return cvx_error("%s: general.architecture is '%s', expected '%s': not a %s transformer GGUF", w->path, a, arch,
+                         family);
+    return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "fileio.h"
@@ -22,6 +23,11 @@ int cvx_model_set_loras(cvx_model *m, const cvx_model_params *p) {
         return cvx_error("%d LoRA files given, at most %d are supported", p->n_loras, CVX_MAX_LORAS);
     for (int i = 0; i < p->n_loras; i++) {
         const cvx_lora_spec *s = &p->loras[i];
+        if (s->path && !cvx_is_file(s->path) && access(s->path, F_OK) == 0) {   /* a FIFO, a device: say so */
+            const int fd = cvx_open_input(s->path);   /* (never blocks) */
+            if (fd >= 0) close(fd);
+            return cvx_error_prefix("--lora"), -1;
+        }
         if (!s->path || !cvx_is_file(s->path))
             return cvx_error("--lora %s: no such file", s->path ? s->path : "(null)");
         m->lora_paths[i] = strdup(s->path);
@@ -46,6 +52,13 @@ int cvx_model_attach_loras(cvx_model *m) {
                  cvx_lora_fused_bytes(m->lora) / 1048576.0, cvx_time() - t0);
     m->ctx->lora = m->lora;
     return 0;
+}
+
+int cvx_model_reattach_loras(cvx_model *m) {
+    if (m->ctx) m->ctx->lora = NULL;
+    cvx_lora_free(m->lora);
+    m->lora = NULL;
+    return cvx_model_attach_loras(m);
 }
 
 void cvx_model_drop_loras(cvx_model *m) {

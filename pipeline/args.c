@@ -68,7 +68,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_STR_("vae", &a->wfile[2]), CVX_FLAG_PARSE_("lora", parse_lora, &a->loras, &a->loras.given),
         CVX_FLAG_BOOL_("lora_fuse", &a->lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp->flow_shift, 1e-6, 1e6),
         CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
-        CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1), {0}};
+        CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1),
+        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999), {0}};
     copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
 }
 
@@ -88,10 +89,11 @@ void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {
         CVX_FLAG_INT_("tile_sample_min_height", &a->dp.tile_height, 8, 1 << 16),
         CVX_FLAG_INT_("tile_sample_min_width", &a->dp.tile_width, 8, 1 << 16), CVX_FLAG_INT_("crf", &a->crf, 0, 51),
         CVX_FLAG_STR_("png_dir", &a->png_dir, CVX_PER_RANK), CVX_FLAG_STR_("contact_sheet", &a->sheet, CVX_PER_RANK),
-        CVX_FLAG_STR_("output_frames", &a->frames_out, CVX_PER_RANK),
+        CVX_FLAG_STR_("output_frames", &a->frames_out, CVX_PER_RANK), CVX_FLAG_BOOL_("overwrite", &a->overwrite, 1, CVX_PER_RANK),
         CVX_FLAG_INT_("threads", &a->threads, 0, 1024, CVX_PER_RANK),
         CVX_FLAG_BOOL_("quiet", &a->verbosity, 0, CVX_PER_RANK), CVX_FLAG_BOOL_("verbose", &a->verbosity, 2, CVX_PER_RANK),
         CVX_FLAG_HELP_(), CVX_FLAG_STR_("precision", &a->precision_arg), CVX_FLAG_STR_("transformer", &a->wfile[0]),
-        CVX_FLAG_STR_("text_encoder", &a->wfile[1]), CVX_FLAG_STR_("vae", &a->wfile[2]), {0}};
+        CVX_FLAG_STR_("text_encoder", &a->wfile[1]), CVX_FLAG_STR_("vae", &a->wfile[2]),
+        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999), {0}};
     copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
 }

@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "lora.h"
 #include "dtype.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "stage2/cache.h"
 #include "stage2/preview.h"
 
@@ -32,6 +32,7 @@ typedef struct {
     int int8, pure;
     const char *wfile[3];   /* --transformer, --text_encoder, --vae single weight files */
     int fps, threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
+    int prompt_index;   /* --prompt_index N: stage1_embeddings_NNNN in, files numbered alike out (0: none) */
     cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance) */
     cvx_dtype out_dtype;
     double teacache_coeffs[5], cache_threshold;
@@ -47,7 +48,8 @@ typedef struct {
     const char *input_dir, *latents_arg, *output_arg, *model_id, *model_dir, *png_dir, *sheet, *frames_out,
         *precision_arg;
     const char *wfile[3];
-    int fps, crf, threads, verbosity;
+    int fps, crf, threads, verbosity, overwrite;
+    int prompt_index;   /* --prompt_index N: the files of stage 2's run with that number (0: none) */
     cvx_decode_params dp;
     cvx_flag flags[CVX_ARGS_MAX_FLAGS];
 } cvx_stage3_args;

@@ -1,4 +1,4 @@
-/* The conditioning's pipeline-internal half (not part of the API; pipeline/cogvideox.h has the
+/* The conditioning's pipeline-internal half (not part of the API; pipeline/cvx.h has the
  * public calls): what cvx_sample and the files need from pipeline/conditioning.c. */
 #ifndef CVX_PIPELINE_CONDITIONING_H
 #define CVX_PIPELINE_CONDITIONING_H

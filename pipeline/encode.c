@@ -14,6 +14,14 @@ void cvx_embeddings_free(cvx_embeddings *e) {
     memset(e, 0, sizeof *e);
 }
 
+void cvx_cond_set_free(cvx_cond_set *c) {
+    for (int i = 0; i < c->n; i++) {
+        free(c->t[i].prompt);
+        free(c->t[i].negative);
+    }
+    memset(c, 0, sizeof *c);
+}
+
 int cvx_encoder_dim(cvx_model *m) { return m->family->text_dim(m); }
 
 int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
@@ -21,6 +29,18 @@ int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *
     if (L < 1 || L > 65536) return cvx_error("max_sequence_length %d: expected 1..65536", L);
     cvx_ctx_use(m->ctx);
     return m->family->encode_texts(m, texts, labels, n, L, progress, user, out);
+}
+
+int cvx_encode_texts_more(cvx_model *m, const char *const *texts, const char *const *labels, int n,
+                          cvx_progress_fn progress, void *user, cvx_cond_set *out) {
+    memset(out, 0, sizeof *out);
+    if (!m->family->encode_more) return 0;
+    cvx_ctx_use(m->ctx);
+    if (m->family->encode_more(m, texts, labels, n, progress, user, out)) {
+        cvx_cond_set_free(out);
+        return -1;
+    }
+    return 0;
 }
 
 int cvx_encode(cvx_model *m, const cvx_encode_params *p, cvx_progress_fn progress, void *user, cvx_embeddings *out) {

@@ -12,6 +12,26 @@
 /* Every family, NULL-terminated: adding one is its file and its line here. */
 const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, NULL};
 
+static int dynamic_cfg_set(const cvx_sample_params *r) { return r->use_dynamic_cfg != 0; }
+static int ret_steps_set(const cvx_sample_params *r) { return r->teacache_ret_steps != 0; }
+
+const cvx_family_option cvx_family_options[] = {
+    {"--use_dynamic_cfg", dynamic_cfg_set, "--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)"},
+    {"--teacache_ret_steps", ret_steps_set,
+     "--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only"},
+    {0},
+};
+
+int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r) {
+    for (const cvx_family_option *o = cvx_family_options; o->flag; o++) {
+        if (!o->is_set(r)) continue;
+        int k = 0;
+        while (f->options && f->options[k] && strcmp(f->options[k], o->flag) != 0) k++;
+        if (!f->options || !f->options[k]) return cvx_error("%s", o->refusal);
+    }
+    return 0;
+}
+
 const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n) {
     char path[4200];
     cls[0] = 0;
@@ -53,7 +73,24 @@ const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n) {
     return found;
 }
 
+void cvx_sample_run_defaults(cvx_sample_run *r, const cvx_embeddings *emb) {
+    const cvx_loop_params *lp = &r->loop;
+    if (!r->branch[0]) {
+        for (int b = 0; b < 2; b++)
+            r->text_cond[b] = (cvx_text_cond){.text = b ? emb->prompt : emb->negative, .L = emb->L,
+                                              .image = lp->image_tokens, .L_img = lp->image_L, .channels = lp->cond};
+        r->branch[0] = &r->text_cond[0], r->branch[1] = &r->text_cond[1];
+    }
+    if (!r->plan.steps) {
+        if (!r->experts.n) cvx_single_expert(&r->experts, &r->den);
+        const cvx_guider g = {.scale = lp->req->guidance_scale, .dynamic = lp->req->use_dynamic_cfg};
+        cvx_plan_init(&r->plan, lp->req->num_inference_steps - lp->t_start, &g, &r->experts);
+    }
+}
+
 void cvx_sample_run_free(cvx_sample_run *r) {
+    cvx_plan_free(&r->plan);
+    if (r->fam_run_free) r->fam_run_free(r->fam_run);
     cvx_denoiser_free(&r->den);
     free(r->init);
     free(r->cond);

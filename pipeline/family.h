@@ -7,19 +7,44 @@
 #ifndef CVX_PIPELINE_FAMILY_H
 #define CVX_PIPELINE_FAMILY_H
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "progress.h"
 #include "stage2/denoiser.h"
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
+/* One tensor of the conditioning a family's stage 1 writes per branch (stage1_embeddings.safetensors:
+ * "<name>" for the prompt, "negative_<name>" for the negative prompt), in the row's cond_slots.
+ * The files are written, read and checked from this list (pipeline/files.c); the first slot is
+ * prompt_embeds, F32 [1, L, D], in every family. */
+typedef struct {
+    const char *name;      /* "prompt_embeds", "prompt_embeds_mask", "prompt_embeds_2", ... */
+    int is_mask;           /* an attention mask [1, L] (I64 in the file, 1 = a real token; 0/1 floats in
+                            * cvx_embeddings, D = 1), else float embeddings [1, L, D] (F32 in the file,
+                            * any float dtype read and widened) */
+    /* the shape rule: cond_dims gives L and D; these say, in messages, what fixes them (%d: the value) */
+    const char *L_rule;    /* "sequence length must be the transformer's max_text_seq_length %d" */
+    const char *D_rule;    /* "text_embed_dim %d of the transformer" */
+} cvx_cond_slot;
+
 /* What cvx_sample needs from the family for one run (filled by sample_setup, freed by
  * cvx_sample_run_free). */
 typedef struct {
     cvx_latent_shape shape;      /* the loop's latent shape (the family's layout) */
     cvx_loop_params loop;        /* the loop's parameters */
-    cvx_denoiser den;            /* the transformer behind the denoiser interface */
+    /* the per-step plan (stage2/plan.h: expert, guidance, cache reset, timesteps of each step)
+     * over `experts`; cvx_sample_run_defaults makes the one-expert plan over `den` */
+    cvx_sample_plan plan;
+    cvx_expert_provider experts;
+    cvx_denoiser den;            /* the transformer behind the denoiser interface (one-expert families) */
+    /* the branches' conditioning the denoiser gets (in.cond): [0] unconditional (negative), [1]
+     * conditional; cvx_sample_run_defaults points them at text_cond (slot 0 of the embeddings, the
+     * I2V channels and image tokens); a family with its own conditioning type keeps it in fam_run */
+    const void *branch[2];
+    cvx_text_cond text_cond[2];
+    void *fam_run;               /* the family's own per-run state (several experts, its conditioning) */
+    void (*fam_run_free)(void *fam_run);
     float *init;                 /* I2V / V2V: initial latents (NULL: randn from the seed in the loop) */
     float *cond;                 /* I2V: the extra input channels (loop.cond points here) */
     float *image_tokens;         /* I2V (Wan): the image embeddings the transformer attends to */
@@ -27,6 +52,21 @@ typedef struct {
     cvx_latent_rgb preview_rgb;  /* the family's latent → RGB preview table */
 } cvx_sample_run;
 void cvx_sample_run_free(cvx_sample_run *r);
+/* The defaults of what a sample_setup leaves unset (a family calls it at its end, then adjusts):
+ * the plan (one expert, `den`; the request's guidance, use_dynamic_cfg included, on every step
+ * from loop.t_start) and the branches (text_cond from the embeddings' first slot, loop.cond as
+ * the channels, loop.image_tokens). */
+void cvx_sample_run_defaults(cvx_sample_run *r, const cvx_embeddings *emb);
+
+/* A sampling option of cvx_sample_params that only some families take, in the one table
+ * cvx_family_options[] (pipeline/family.c); a row lists the flags it takes (cvx_family.options)
+ * and cvx_sample_resolve refuses any other that is set, with the entry's line. */
+typedef struct {
+    const char *flag;                            /* "--use_dynamic_cfg" */
+    int (*is_set)(const cvx_sample_params *r);   /* the request uses it */
+    const char *refusal;                         /* the error line for a model whose row does not take it */
+} cvx_family_option;
+extern const cvx_family_option cvx_family_options[];   /* terminated by a NULL flag */
 
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
@@ -40,10 +80,19 @@ typedef struct cvx_family {
     void (*close)(cvx_model *m);   /* frees m->fam and whatever it loaded */
 
     /* ---- stage 1 ---- */
+    /* the conditioning tensors per branch, NULL-name-terminated (the first: prompt_embeds) */
+    const cvx_cond_slot *cond_slots;
+    /* slot i's expected L and D (D = 1 for a mask) from the model's configs; -1 + cvx_error */
+    int (*cond_dims)(cvx_model *m, int slot, int *L, int *D);
     int (*text_dim)(cvx_model *m);   /* the embeddings' width (maps the text encoder); -1 + cvx_error */
     /* n texts -> out [n, L, D]: prompt preparation, tokenizer, text encoder (progress: `bar`) */
     int (*encode_texts)(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                         cvx_progress_fn progress, void *user, float *out);
+    /* optional (NULL: the family has prompt_embeds only): n texts -> the further cond_slots in
+     * order, out->t[k] = {slot name, prompt [n, L_k, D_k] (a mask: 0/1 floats, D 1), NULL, L_k, D_k,
+     * is_mask}, out->n set (stage 1 writes text i's rows beside text 0's, the negative prompt's) */
+    int (*encode_more)(cvx_model *m, const char *const *texts, const char *const *labels, int n,
+                       cvx_progress_fn progress, void *user, cvx_cond_set *out);
     /* an image (I2V) or video (V2V) -> the conditioning stage 2 reads */
     int (*encode_conditioning)(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                                cvx_conditioning *out);
@@ -51,14 +100,15 @@ typedef struct cvx_family {
     int (*check_mode)(cvx_model *m, cvx_mode mode);
 
     /* ---- stage 2 ---- */
-    /* the embeddings of a stage-1 file fit the transformer (shape, dtype) */
-    int (*check_embeddings)(cvx_model *m, const cvx_tensor *prompt, const cvx_tensor *negative, const char *file);
+    /* the family-specific options (cvx_family_options' flags) it takes, NULL-terminated */
+    const char *const *options;
     /* the checks cvx_sample_resolve runs before any work (sequence-parallel split, ...) */
     int (*check_sample)(cvx_model *m, const cvx_sample_params *resolved);
     /* set up one run: latent shape, the family's loop parameters (run->loop comes with the request,
      * the noise dtype, cache kind and progress filled in: the family adds conditioning, initial
-     * latents, t_start and TeaCache coefficients), denoiser (the scheduler `s` is fresh, its
-     * timesteps set for resolved->num_inference_steps) */
+     * latents, t_start and TeaCache coefficients), the denoiser(s), the branches' conditioning and
+     * the step plan (cvx_sample_run_defaults, then the family's changes: TeaCache window, experts)
+     * (the scheduler `s` is fresh, its timesteps set for resolved->num_inference_steps) */
     int (*sample_setup)(cvx_model *m, const cvx_sample_params *resolved, const cvx_embeddings *emb, cvx_scheduler *s,
                         cvx_sample_run *run);
     /* the loaded transformer's linear layers for LoRA adapters (common/lora.h; *out allocated):
@@ -77,6 +127,9 @@ typedef struct cvx_family {
     /* ---- making a GGUF of the transformer (stage2/quantize.h; NULL: not supported) ---- */
     const struct cvx_gguf_rules *gguf_rules;
 } cvx_family;
+
+/* Every option of the table set in r is one the row takes: 0, or -1 + the option's refusal. */
+int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r);
 
 /* The table (pipeline/family.c), NULL-terminated. */
 extern const cvx_family *const cvx_families[];

@@ -350,13 +350,21 @@ int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_s
 }
 
 
-static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor *tn, const char *file) {
-    return cogvideox_check_embeddings(&S(m)->tcfg, tp, tn, file);
+/* CogVideoXPipeline's conditioning: the T5 embeddings [1, max_text_seq_length, text_embed_dim] */
+static const cvx_cond_slot cond_slots[] = {
+    {"prompt_embeds", 0, "sequence length must be the transformer's max_text_seq_length %d",
+     "text_embed_dim %d of the transformer"},
+    {0}};
+
+static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
+    (void)slot;
+    *L = S(m)->tcfg.max_text_seq_length, *D = S(m)->tcfg.text_embed_dim;
+    return 0;
 }
 
+static const char *const options[] = {"--use_dynamic_cfg", NULL};
+
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
-    if (r->teacache_ret_steps)
-        return cvx_error("--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only");
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;   /* every rank finds these alike */
     return cogvideox_sp_check(&S(m)->tcfg, sp);
 }
@@ -371,15 +379,14 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     else cogvideox_teacache_coefficients(c, sp->teacache_coefficients);
     cvx_latent_shape *sh = &run->shape;
     if (cogvideox_latent_shape_for(c, sp, i2v, sh)) return -1;
-    if (emb->L != c->max_text_seq_length || emb->D != c->text_embed_dim)
-        return cvx_error("embeddings [%d, %d], expected [%d, %d] (the transformer's max_text_seq_length and "
-                         "text_embed_dim)", emb->L, emb->D, c->max_text_seq_length, c->text_embed_dim);
     cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %g%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim,
              c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, p->num_inference_steps,
              p->guidance_scale, p->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)p->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->frames,
-             sh->channels, sh->height, sh->width, sh->pad_frames ? " (with 1 padding frame)" : "");
+    /* the layout stage2_latents.safetensors has: [1, C, T, h, w] (the loop runs [T, C, h, w]) */
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->channels,
+             sh->frames - sh->pad_frames, sh->height, sh->width,
+             sh->pad_frames ? " (the loop runs 1 padding frame more)" : "");
     if (p->conditioning) {
         cvx_prepared prep;
         if (cogvideox_prepare_conditioned(m, p->conditioning, sched, p->strength, sp, sh, &prep)) return -1;
@@ -388,6 +395,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     }
     cogvideox_denoiser_init(&run->den, S(m)->transformer, i2v);
     cogvideox_latent_rgb(m->info.vae_scaling_factor, &run->preview_rgb);
+    cvx_sample_run_defaults(run, emb);   /* one transformer, the request's (dynamic) guidance */
     return 0;
 }
 
@@ -502,8 +510,8 @@ static const char *const cog_classes[] = {"CogVideoXPipeline", "CogVideoXImageTo
 const cvx_family cvx_family_cogvideox = {
     .name = "CogVideoX", .classes = cog_classes, .transformer_class = "CogVideoXTransformer3DModel",
     .open = cog_open, .close = cog_close,
-    .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
+    .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
+    .check_mode = check_mode, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
     .check_decode = check_decode, .gguf_rules = &cogvideox_gguf_rules,
 };

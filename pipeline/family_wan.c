@@ -6,13 +6,10 @@
 #include "pipeline/internal.h"
 #include "pipeline/conditioning.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "dist.h"
 #include "error.h"
@@ -26,6 +23,7 @@
 #include "stage1/prompt_clean.h"
 #include "stage1/t5.h"
 #include "stage1/tokenizer.h"
+#include "stage2/cache.h"
 #include "stage2/wan.h"
 #include "stage2/wan_family.h"
 #include "stage3/latent_dist.h"
@@ -127,36 +125,11 @@ static int load_text_encoder(cvx_model *m) {
     return 0;
 }
 
-/* Bytes of the .safetensors / .gguf files at `path` (a file, or a directory's files). */
-static double weight_file_bytes(const char *path) {
-    struct stat st;
-    if (stat(path, &st)) return 0;
-    if (!S_ISDIR(st.st_mode)) return (double)st.st_size;
-    double total = 0;
-    DIR *d = opendir(path);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        const char *dot = strrchr(e->d_name, '.');
-        char f[4600];
-        if (!dot || (strcmp(dot, ".safetensors") && strcmp(dot, ".gguf"))) continue;
-        snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-        if (!stat(f, &st)) total += (double)st.st_size;
-    }
-    if (d) closedir(d);
-    return total;
-}
-
 /* Wan-14B in bf16 is 28 GB: mmapped on a machine with less memory it would page from disk for
- * hours. Refused with the way out (CVX_ALLOW_LARGE_WEIGHTS=1 runs it anyway). */
-static int check_fits(const char *what, double bytes) {
-    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
-    const char *allow = getenv("CVX_ALLOW_LARGE_WEIGHTS");
-    if (mem <= 0 || bytes < 0.85 * mem || (allow && allow[0] == '1')) return 0;
-    return cvx_error("%s: the weights are %.1f GB and this machine has %.1f GB of memory: they would be read from disk "
-                     "again and again for hours. Use a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about "
-                     "9 GB; Q8_0 about 15 GB), the 1.3B model, or more memory (CVX_ALLOW_LARGE_WEIGHTS=1 runs anyway)",
-                     what, bytes / 1e9, mem / 1e9);
-}
+ * hours (cvx_weights_fit_memory refuses it with this way out) */
+#define WAN_SMALLER_WEIGHTS                                                                                  \
+    "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
+    "model"
 
 static int load_transformer(cvx_model *m) {
     wan_state *s = S(m);
@@ -167,11 +140,11 @@ static int load_transformer(cvx_model *m) {
         if (!cvx_is_file(cfg))
             return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
                              m->transformer_file, m->dir);
-        if (check_fits(m->transformer_file, weight_file_bytes(m->transformer_file))) return -1;
+        if (cvx_weights_fit_memory(m->transformer_file, WAN_SMALLER_WEIGHTS)) return -1;
         s->transformer = wan_load_file(cfg, m->transformer_file, m->ctx);
     } else {
         if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-        if (check_fits(dir, weight_file_bytes(dir))) return -1;
+        if (cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS)) return -1;
         s->transformer = wan_load(dir, m->ctx);
     }
     return s->transformer ? 0 : -1;
@@ -357,13 +330,20 @@ done:
 }
 
 /* ---- stage 2 ---- */
-/* WanPipeline's embeddings are max_sequence_length (512) rows, zero-padded past the prompt */
-static int check_embeddings(cvx_model *m, const cvx_tensor *tp, const cvx_tensor *tn, const char *file) {
-    return wan_check_embeddings(&S(m)->tcfg, tp, tn, m->info.text_len, file);
+/* WanPipeline's conditioning: the UMT5 embeddings, max_sequence_length (512) rows zero-padded past
+ * the prompt, text_dim wide */
+static const cvx_cond_slot cond_slots[] = {
+    {"prompt_embeds", 0, "WanPipeline's text length %d", "text_dim %d of the Wan transformer"}, {0}};
+
+static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
+    (void)slot;
+    *L = m->info.text_len, *D = S(m)->tcfg.text_dim;
+    return 0;
 }
 
+static const char *const options[] = {"--teacache_ret_steps", NULL};
+
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
-    if (r->use_dynamic_cfg) return cvx_error("--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)");
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;
     return wan_sp_check(&S(m)->tcfg, sp);
 }
@@ -436,12 +416,13 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     const wan_config *c = &S(m)->tcfg;
     cvx_loop_params *lp = &run->loop;   /* the request and the pipeline's part filled in */
     if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
-    else wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
+    else if (!wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients) &&
+             lp->cache_kind == CVX_CACHE_TEACACHE)
+        return cvx_error("--cache teacache: TeaCache publishes no coefficients for this Wan transformer (%d wide, %d "
+                         "latent channels); give --teacache_coefficients",
+                         c->num_attention_heads * c->attention_head_dim, c->out_channels);
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
-    if (emb->D != c->text_dim)
-        return cvx_error("embeddings [%d, %d], expected [L, %d] (the Wan transformer's text_dim)", emb->L, emb->D,
-                         c->text_dim);
     const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
     cvx_info("Wan transformer: %d layers, %d heads x %d%s; %s scheduler, %d steps, guidance %g%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim, c->image_dim ? ", image-to-video" : "",
@@ -459,6 +440,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0,
                       p->teacache_ret_steps);
     run->preview_rgb = wan_latent_rgb;
+    cvx_sample_run_defaults(run, emb);
+    if (p->teacache_ret_steps) run->plan.teacache_first = 5, run->plan.teacache_last = 0;   /* use_ret_steps */
     return 0;
 }
 
@@ -550,8 +533,8 @@ static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipelin
 
 const cvx_family cvx_family_wan = {
     .name = "Wan", .classes = wan_classes, .transformer_class = "WanTransformer3DModel", .open = wan_open, .close = wan_close,
-    .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .check_embeddings = check_embeddings, .check_sample = check_sample,
+    .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
+    .check_mode = check_mode, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
     .decode = decode, .gguf_rules = &wan_gguf_rules,
 };

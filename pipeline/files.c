@@ -25,17 +25,131 @@ int cvx_embeddings_write(const char *path, const float *prompt, const float *neg
 
 int cvx_embeddings_write_set(cvx_outset *set, const char *path, const float *prompt, const float *negative, int L,
                              int D, const char *prompt_text, const char *negative_text, const char *model_id) {
+    const cvx_embeddings e = {.prompt = (float *)prompt, .negative = (float *)negative, .L = L, .D = D};
+    return cvx_cond_write_set(set, path, &e, NULL, prompt_text, negative_text, model_id);
+}
+
+/* One conditioning tensor of a branch: F32 [1, L, D], or a mask I64 [1, L] (D 1). */
+static int add_cond(cvx_st_writer *w, const char *name, const float *x, int L, int D, int is_mask) {
+    if (!is_mask) return cvx_stw_add_f32(w, name, CVX_F32, 3, (const int64_t[3]){1, L, D}, x);
+    int64_t *v = cvx_malloc(sizeof(int64_t) * (size_t)(L + 1));
+    for (int i = 0; i < L; i++) v[i] = x[i] != 0.0f;
+    int rc = cvx_stw_add(w, name, CVX_I64, 2, (const int64_t[2]){1, L}, v);
+    free(v);
+    return rc;
+}
+
+int cvx_cond_write_set(cvx_outset *set, const char *path, const cvx_embeddings *e, const cvx_cond_set *more,
+                       const char *prompt_text, const char *negative_text, const char *model_id) {
     cvx_st_writer *w = cvx_stw_new();
-    const int64_t shape[3] = {1, L, D};
-    int rc = cvx_stw_add_f32(w, "prompt_embeds", CVX_F32, 3, shape, prompt) ||
-             cvx_stw_add_f32(w, "negative_prompt_embeds", CVX_F32, 3, shape, negative) ||
-             cvx_stw_metadata(w, "prompt", prompt_text) || cvx_stw_metadata(w, "negative_prompt", negative_text) ||
-             cvx_stw_metadata(w, "model_id", model_id) ||
-             cvx_stw_metadata(w, "dtype_info",
-                              "{\"prompt_embeds\": \"float32\", \"negative_prompt_embeds\": \"float32\"}") ||
-             (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
+    char info[2048], neg[160];
+    int rc = 0;
+    size_t len = 0;
+    /* per slot: the prompt's tensor, then the negative prompt's; dtype_info names them all */
+    for (int i = 0; i <= (more ? more->n : 0) && !rc; i++) {
+        const cvx_cond_tensor t = i ? more->t[i - 1]
+                                    : (cvx_cond_tensor){"prompt_embeds", e->prompt, e->negative, e->L, e->D, 0};
+        const int mask = t.is_mask;
+        const char *dt = mask ? "int64" : "float32";
+        snprintf(neg, sizeof neg, "negative_%s", t.name);
+        rc = add_cond(w, t.name, t.prompt, t.L, t.D, mask) || add_cond(w, neg, t.negative, t.L, t.D, mask);
+        len += (size_t)snprintf(info + len, sizeof info - len, "%s\"%s\": \"%s\", \"%s\": \"%s\"", i ? ", " : "{",
+                                t.name, dt, neg, dt);
+        CVX_CHECK(len < sizeof info - 2);
+    }
+    snprintf(info + len, sizeof info - len, "}");
+    rc = rc || cvx_stw_metadata(w, "prompt", prompt_text) || cvx_stw_metadata(w, "negative_prompt", negative_text) ||
+         cvx_stw_metadata(w, "model_id", model_id) || cvx_stw_metadata(w, "dtype_info", info) ||
+         (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
     cvx_stw_free(w);
     return rc ? -1 : 0;
+}
+
+/* A slot's rule text with its "%d" replaced by v ("text_embed_dim %d of the transformer" -> "... 4096 ..."). */
+static const char *rule_text(const char *rule, int v, char *buf, size_t n) {
+    const char *at = strstr(rule, "%d");
+    if (!at) snprintf(buf, n, "%s %d", rule, v);
+    else snprintf(buf, n, "%.*s%d%s", (int)(at - rule), rule, v, at + 2);
+    return buf;
+}
+
+/* A conditioning tensor of a stage-1 file as floats (a mask's integers as 0/1), checked against
+ * the slot's shape rule: [1, L, D] embeddings, [1, L] a mask. */
+static float *read_cond(const cvx_safetensors *st, const cvx_cond_slot *slot, const char *name, int L, int D) {
+    const char *file = cvx_st_path(st);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    char got[128], why[256];
+    if (!t) {
+        cvx_error("%s: tensor '%s' is missing", file, name);
+        return NULL;
+    }
+    cvx_shape_str(t->ndim, t->shape, got, sizeof got);
+    if (slot->is_mask) {
+        if (t->dtype != CVX_I64 && t->dtype != CVX_I32 && t->dtype != CVX_BOOL && t->dtype != CVX_U8 &&
+            !cvx_dtype_is_float(t->dtype)) {
+            cvx_error("%s: tensor '%s' has dtype %s, expected an integer attention mask (I64)", file, name,
+                      cvx_dtype_name(t->dtype));
+            return NULL;
+        }
+        if (t->ndim != 2 || t->shape[0] != 1 || t->shape[1] != L) {
+            cvx_error("%s: tensor '%s' has shape %s, expected [1, %d] (%s)", file, name, got, L,
+                      rule_text(slot->L_rule, L, why, sizeof why));
+            return NULL;
+        }
+        float *m = cvx_dtype_is_float(t->dtype) ? cvx_tensor_f32_dup(t) : cvx_alloc_f32((size_t)L + 1);
+        const unsigned char *b = t->data;
+        for (int i = 0; i < L; i++) {
+            int64_t x = 0;
+            int32_t y;
+            if (t->dtype == CVX_I64) memcpy(&x, b + 8 * (size_t)i, 8);
+            else if (t->dtype == CVX_I32) memcpy(&y, b + 4 * (size_t)i, 4), x = y;
+            else if (t->dtype == CVX_BOOL || t->dtype == CVX_U8) x = b[i];
+            else x = m[i] != 0.0f;
+            m[i] = x != 0 ? 1.0f : 0.0f;
+        }
+        return m;
+    }
+    if (!cvx_dtype_is_float(t->dtype)) {
+        cvx_error("%s: tensor '%s' has dtype %s, expected a float dtype", file, name, cvx_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != D) {
+        cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (%s: embeddings from another text encoder or "
+                  "model?)", file, name, got, L, D, rule_text(slot->D_rule, D, why, sizeof why));
+        return NULL;
+    }
+    if (t->shape[1] != L) {
+        cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (%s)", file, name, got, L, D,
+                  rule_text(slot->L_rule, L, why, sizeof why));
+        return NULL;
+    }
+    return cvx_tensor_f32_dup(t);
+}
+
+/* Slots [first, last) of the family's conditioning from a stage-1 file into prompt / negative. */
+static int read_slots(cvx_model *m, const cvx_safetensors *st, int first, int last, cvx_cond_tensor *out) {
+    const cvx_cond_slot *slots = m->family->cond_slots;
+    for (int i = first; i < last; i++) {
+        int L, D;
+        char neg[160];
+        if (m->family->cond_dims(m, i, &L, &D)) return -1;
+        snprintf(neg, sizeof neg, "negative_%s", slots[i].name);
+        float *p = read_cond(st, &slots[i], slots[i].name, L, D), *n = p ? read_cond(st, &slots[i], neg, L, D) : NULL;
+        if (!n) {
+            free(p);
+            return -1;
+        }
+        out[i - first] = (cvx_cond_tensor){slots[i].name, p, n, L, slots[i].is_mask ? 1 : D, slots[i].is_mask};
+    }
+    return 0;
+}
+
+static int n_slots(const cvx_model *m) {
+    CVX_CHECK(m->family->cond_slots && m->family->cond_dims);   /* every row declares its conditioning */
+    int n = 0;
+    while (m->family->cond_slots[n].name) n++;
+    CVX_CHECK(n >= 1 && n <= CVX_MAX_COND_TENSORS + 1 && !strcmp(m->family->cond_slots[0].name, "prompt_embeds"));
+    return n;
 }
 
 int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out) {
@@ -44,11 +158,38 @@ int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embedd
         char dir[4200];
         return cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir);
     }
-    const cvx_tensor *tp = cvx_st_find(st, "prompt_embeds"), *tn = cvx_st_find(st, "negative_prompt_embeds");
-    if (m->family->check_embeddings(m, tp, tn, cvx_st_path(st))) return -1;
-    out->L = (int)tp->shape[1], out->D = (int)tp->shape[2];
-    out->prompt = cvx_tensor_f32_dup(tp);
-    out->negative = cvx_tensor_f32_dup(tn);
+    cvx_cond_tensor t;
+    n_slots(m);
+    if (read_slots(m, st, 0, 1, &t)) return -1;
+    *out = (cvx_embeddings){t.prompt, t.negative, t.L, t.D};
+    return 0;
+}
+
+int cvx_cond_more_from_file(cvx_model *m, const cvx_safetensors *st, cvx_cond_set *out) {
+    memset(out, 0, sizeof *out);
+    if (!m->has_denoiser_config) return 0;   /* cvx_embeddings_from_file reports it */
+    const int n = n_slots(m) - 1;
+    if (read_slots(m, st, 1, 1 + n, out->t)) {
+        for (int i = 0; i < n && out->t[i].name; i++) free(out->t[i].prompt), free(out->t[i].negative);
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    out->n = n;
+    return 0;
+}
+
+int cvx_embeddings_finite(const cvx_embeddings *e, const cvx_cond_set *more) {
+    char neg[160];
+    if (cvx_check_finite(e->prompt, (size_t)e->L * e->D, "prompt_embeds") ||
+        cvx_check_finite(e->negative, (size_t)e->L * e->D, "negative_prompt_embeds"))
+        return -1;
+    for (int i = 0; more && i < more->n; i++) {
+        const cvx_cond_tensor *t = &more->t[i];
+        snprintf(neg, sizeof neg, "negative_%s", t->name);
+        if (cvx_check_finite(t->prompt, (size_t)t->L * t->D, t->name) ||
+            cvx_check_finite(t->negative, (size_t)t->L * t->D, neg))
+            return -1;
+    }
     return 0;
 }
 
@@ -269,6 +410,21 @@ static int hash_file(const char *path, uint64_t *out) {
     return 0;
 }
 
+/* The shift of the model's scheduler config (UniPC "flow_shift", Euler "shift"), or 0. */
+static double config_flow_shift(const cvx_model *m) {
+    char path[PATH_MAX];
+    cvx_config c;
+    double v = 0;
+    if (cvx_path_join(path, sizeof path, m->dir, "scheduler/scheduler_config.json") || cvx_config_load(&c, path)) {
+        cvx_clear_error();
+        return 0;
+    }
+    if (cvx_cfg_num_or(&c, "flow_shift", 0, &v) || (v == 0 && cvx_cfg_num_or(&c, "shift", 0, &v))) v = 0;
+    cvx_config_free(&c);
+    cvx_clear_error();
+    return v;
+}
+
 int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char *embeddings_path, cvx_fingerprint *fp) {
     char real_model[PATH_MAX], gbuf[64];
     uint64_t emb_hash;
@@ -286,6 +442,16 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         describe_weights(m->transformer_file, desc, sizeof desc);
         cvx_fingerprint_set(fp, "transformer_weights", "%s", desc);
     }
+    /* the transformer's weights themselves (sizes, time, header and sampled content): a model
+     * changed in place is not resumed (issue 37) */
+    char ident[256], tdir[PATH_MAX];
+    const char *tw = m->transformer_file[0] ? m->transformer_file : tdir;
+    if (!m->transformer_file[0] && cvx_path_join(tdir, sizeof tdir, m->dir, "transformer")) return -1;
+    if (cvx_weights_identity(tw, ident, sizeof ident)) {   /* the load says why, with its own checks first */
+        cvx_clear_error();
+        snprintf(ident, sizeof ident, "(unreadable)");
+    }
+    cvx_fingerprint_set(fp, "transformer_identity", "%s", ident);
     if (cvx_lora_fingerprint(m, fp)) return -1;   /* LoRA files (xxh64) and weights, fused or not */
     if (m->ctx->int8) cvx_fingerprint_set(fp, "int8_dot", "true");   /* quantized weights × int8 activations */
     cvx_fingerprint_set(fp, "embeddings_fnv1a64", "%016llx", (unsigned long long)emb_hash);
@@ -298,7 +464,7 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
-    if (p->flow_shift > 0) {
+    if (p->flow_shift > 0 && p->flow_shift != config_flow_shift(m)) {   /* the config's own value: the same run */
         format_double(p->flow_shift, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);
     }
@@ -497,13 +663,13 @@ done:
     return rc;
 }
 
-int cvx_frames_write(const char *path, const cvx_frames *f, const char *latents_path) {
+int cvx_frames_write(cvx_outset *set, const char *path, const cvx_frames *f, const char *latents_path) {
     size_t per = (size_t)3 * f->T * f->H * f->W;
     float *all = cvx_alloc_f32(per * f->B);   // [B, 3, T, H, W]
     for (int b = 0; b < f->B; b++) memcpy(all + per * b, f->data[b], per * sizeof(float));
     cvx_st_writer *sw = cvx_stw_new();
     int rc = cvx_stw_add_f32(sw, "decoded", CVX_F32, 5, (int64_t[]){f->B, 3, f->T, f->H, f->W}, all) ||
-             cvx_stw_metadata(sw, "latents", latents_path) || cvx_stw_write(sw, path);
+             cvx_stw_metadata(sw, "latents", latents_path) || (set ? cvx_outset_stw(set, sw, path) : cvx_stw_write(sw, path));
     cvx_stw_free(sw);
     free(all);
     return rc ? -1 : 0;

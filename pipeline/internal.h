@@ -2,7 +2,7 @@
 #ifndef CVX_PIPELINE_INTERNAL_H
 #define CVX_PIPELINE_INTERNAL_H
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "model.h"
 #include "progress.h"
@@ -31,9 +31,18 @@ struct cvx_model {
  * for the checkpoint fingerprint and generation_config.json. */
 int cvx_model_set_loras(cvx_model *m, const cvx_model_params *p);
 int cvx_model_attach_loras(cvx_model *m);
+/* The set detached and built again on the transformer loaded now (lora_targets): what an expert
+ * provider's acquire calls after mapping another expert (stage2/plan.h). */
+int cvx_model_reattach_loras(cvx_model *m);
 void cvx_model_drop_loras(cvx_model *m);
 int cvx_model_lora_hash(cvx_model *m, int i);   /* m->lora_xxh64[i] filled (once); -1 + cvx_error */
 int cvx_lora_fingerprint(cvx_model *m, void *fp);
+
+/* pipeline/components.c: parts a family row composes. The weights at `path` (a file, or a
+ * directory's .safetensors / .gguf files) fit in 85 % of the memory (else mmapped they would page
+ * from disk for hours): 0, or -1 + one cvx_error line naming the sizes and `advice` ("a quantized
+ * file (...)"); CVX_ALLOW_LARGE_WEIGHTS=1 lets anything through. */
+int cvx_weights_fit_memory(const char *path, const char *advice);
 
 /* generation_config.json updates (a json_object of keys; null values clear) -> path, directly
  * (set NULL) or into the output set; a set's second update of the same file renders over its

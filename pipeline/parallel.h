@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "dist.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 
 /* The layout of a stage-2 run: world = cfg × sp ranks (cfg 2 with --cfg_parallel, else 1).
  * groups NULL when the run has one rank. */

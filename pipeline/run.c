@@ -1,6 +1,7 @@
 /* The programs' side of the pipeline: run directories, locks, checks, output sets (run.h). */
 #include "pipeline/run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -28,6 +29,27 @@ int cvx_run_files_init(cvx_run_files *f, const char *dir) {
                    cvx_path_join(f->checkpoint, sizeof f->checkpoint, dir, CVX_CHECKPOINT_FILE) ||
                    cvx_path_join(f->preview, sizeof f->preview, dir, CVX_PREVIEW_FILE) ||
                    cvx_path_join(f->video, sizeof f->video, dir, CVX_VIDEO_FILE)
+               ? -1
+               : 0;
+}
+
+/* path with "_%04d" inserted before the extension of its last component */
+static int number_path(char *path, size_t size, int n) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    const size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - path) : strlen(path);
+    char buf[4200];
+    int k = snprintf(buf, sizeof buf, "%.*s_%04d%s", (int)stem, path, n, path + stem);
+    if (k < 0 || (size_t)k >= size || (size_t)k >= sizeof buf) return cvx_error("path too long: %s", path);
+    memcpy(path, buf, (size_t)k + 1);
+    return 0;
+}
+
+int cvx_run_files_number(cvx_run_files *f, int n) {
+    if (n <= 0) return 0;
+    return number_path(f->embeddings, sizeof f->embeddings, n) || number_path(f->genconfig, sizeof f->genconfig, n) ||
+                   number_path(f->latents, sizeof f->latents, n) ||
+                   number_path(f->checkpoint, sizeof f->checkpoint, n) ||
+                   number_path(f->preview, sizeof f->preview, n) || number_path(f->video, sizeof f->video, n)
                ? -1
                : 0;
 }
@@ -114,7 +136,7 @@ void cvx_prompt_set_free(cvx_prompt_set *s) {
 }
 
 int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, const float *emb, int L, int D,
-                             const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
+                             const cvx_cond_set *more, const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
                              char *first, size_t first_n) {
     /* one set (embeddings, then generation_config.json with their xxh64), renamed into place
      * together; a failure before the commit leaves the previous files untouched */
@@ -136,9 +158,15 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
             return cvx_error("%s: output path too long", out_dir);
         }
         /* a prompts file may have more lines than a set holds: those files are written one by one */
-        const float *e = emb + (size_t)i * L * D;
-        if (pf ? cvx_embeddings_write(path, e, emb, L, D, ps->texts[i], ps->negative, model)
-               : cvx_embeddings_write_set(&set, path, e, emb, L, D, ps->texts[i], ps->negative, model))
+        /* text i's tensors, the negative prompt's (text 0) beside them */
+        const cvx_embeddings e = {(float *)emb + (size_t)i * L * D, (float *)emb, L, D};
+        cvx_cond_set mi = {.n = more ? more->n : 0};
+        for (int k = 0; k < mi.n; k++) {
+            const cvx_cond_tensor *t = &more->t[k];
+            mi.t[k] = *t;
+            mi.t[k].prompt = t->prompt + (size_t)i * t->L * t->D, mi.t[k].negative = t->prompt;
+        }
+        if (cvx_cond_write_set(pf ? NULL : &set, path, &e, &mi, ps->texts[i], ps->negative, model))
             return cvx_outset_abort(&set), -1;
         if (i == 1) snprintf(first, first_n, "%s", path);
         cvx_debug("wrote %s", path);
@@ -159,9 +187,21 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
 
 int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, cvx_run_files *in, cvx_run_files *out,
                           cvx_run_locks *locks) {
+    return cvx_sample_check_dirs_n(in_dir, out_dir, 0, writer, in, out, locks);
+}
+
+int cvx_sample_check_dirs_n(const char *in_dir, const char *out_dir, int n, int writer, cvx_run_files *in,
+                            cvx_run_files *out, cvx_run_locks *locks) {
     locks->in = locks->out = NULL;
     if (cvx_run_files_init(in, in_dir) || cvx_run_files_init(out, out_dir))
         return cvx_error("path too long under %s or %s", in_dir, out_dir);
+    char stage1_genconfig[sizeof in->genconfig];   /* one per batch: stage 1's, not numbered */
+    memcpy(stage1_genconfig, in->genconfig, sizeof stage1_genconfig);
+    if (cvx_run_files_number(in, n) || cvx_run_files_number(out, n)) return -1;
+    memcpy(in->genconfig, stage1_genconfig, sizeof stage1_genconfig);
+    if (!cvx_is_file(in->embeddings) && n > 0)
+        return cvx_error("%s: input file not found (--prompt_index %d: stage1 --prompts_file writes one file per "
+                         "non-blank line, numbered by its line)", in->embeddings, n);
     if (!cvx_is_file(in->embeddings))
         return cvx_error("%s: input file not found (run stage1 first, or pass --input_dir)", in->embeddings);
     if (writer && (cvx_output_dir_ready(out_dir) || cvx_run_lock(locks, in_dir, out_dir, 1)))
@@ -225,10 +265,8 @@ int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_cond
     return 0;
 }
 
-int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path) {
-    if (cvx_check_finite(e->prompt, (size_t)e->L * e->D, "prompt_embeds") ||
-        cvx_check_finite(e->negative, (size_t)e->L * e->D, "negative_prompt_embeds"))
-        return cvx_error_prefix("%s", path);
+int cvx_embeddings_check_finite(const cvx_embeddings *e, const cvx_cond_set *more, const char *path) {
+    if (cvx_embeddings_finite(e, more)) return cvx_error_prefix("%s", path);
     return 0;
 }
 
@@ -282,7 +320,38 @@ int cvx_check_writable(const char *path, const char *what) {
     if (access(dir, W_OK) != 0)
         return cvx_error("%s: cannot write %s: directory '%s' is not writable", path, what, dir);
     if (cvx_is_dir(path)) return cvx_error("%s: cannot write %s: it is a directory", path, what);
-    return 0;
+    return cvx_check_output_path(path);   /* a symlink, FIFO or device there: refused, not replaced */
+}
+
+/* "frame_NNNN.png" with N >= first (stale frames of a longer earlier run), 1 when so. */
+static int stale_frame(const char *name, int first) {
+    int k, len = 0;
+    return sscanf(name, "frame_%4d.png%n", &k, &len) == 1 && len == 14 && (size_t)len == strlen(name) && k >= first;
+}
+
+int cvx_png_dir_check(const char *dir, int overwrite) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;   /* new (or not a directory: cvx_check_dir_writable says so) */
+    int n = 0;
+    char first[256] = "";
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n++ == 0) snprintf(first, sizeof first, "%s", e->d_name);
+    closedir(d);
+    if (!n || overwrite) return 0;
+    return cvx_error("%s: --png_dir is not empty (%d entr%s, e.g. '%s'): frames of an earlier run would stay beside "
+                     "this run's; give a new or empty directory, or --overwrite (replaces the frames there)", dir, n,
+                     n == 1 ? "y" : "ies", first);
+}
+
+/* After an --overwrite run of T frames: the frame_NNNN.png files from N = T on in dir (an earlier,
+ * longer run's) are removed, so the directory holds this run's frames only. */
+static void remove_stale_frames(const char *dir, int T) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (stale_frame(e->d_name, T) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            cvx_info("removed %s/%s (a frame of an earlier run: --overwrite)", dir, e->d_name);
+    closedir(d);
 }
 
 int cvx_check_dir_writable(const char *path, const char *what) {
@@ -331,19 +400,37 @@ int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const c
 }
 
 int cvx_frames_write_videos(const cvx_frames *fr, const char *out_path, int fps, int crf, int verbose,
-                            const char *png_dir, const char *sheet, const char **codec) {
-    for (int b = 0; b < fr->B; b++) {
+                            const char *png_dir, const char *sheet, const char *frames_out, const char *latents_path,
+                            int overwrite, const char **codec) {
+    /* every file of the run is a temp until all are written, then all are renamed (issue 37: a
+     * failure part way, a full disk, leaves the previous video, sheet and frames as they were) */
+    cvx_outset set;
+    cvx_outset_init(&set);
+    const int made_dir = png_dir && !cvx_is_dir(png_dir);
+    int rc = 0;
+    for (int b = 0; b < fr->B && !rc; b++) {
         char path[4300], dir[4300];
         const char *dot = strrchr(out_path, '.');
         int ext = dot && !strchr(dot, '/'), stem = ext ? (int)(dot - out_path) : (int)strlen(out_path);
         if (b == 0) snprintf(path, sizeof path, "%s", out_path);
         else snprintf(path, sizeof path, "%.*s_%d%s", stem, out_path, b, ext ? dot : "");
         video_opts vo = {fps, crf, verbose};
-        if (video_write_mp4(path, fr->data[b], fr->T, fr->H, fr->W, &vo, codec)) return -1;
         if (fr->B == 1) snprintf(dir, sizeof dir, "%s", png_dir ? png_dir : "");
         else snprintf(dir, sizeof dir, "%s/sample_%d", png_dir ? png_dir : "", b);
-        if (png_dir && video_write_pngs(dir, fr->data[b], fr->T, fr->H, fr->W)) return -1;
-        if (sheet && b == 0 && video_write_contact_sheet(sheet, fr->data[0], fr->T, fr->H, fr->W)) return -1;
+        rc = video_write_mp4_set(&set, path, fr->data[b], fr->T, fr->H, fr->W, &vo, codec) ||
+             (png_dir && video_write_pngs_set(&set, dir, fr->data[b], fr->T, fr->H, fr->W)) ||
+             (sheet && b == 0 && video_write_contact_sheet_set(&set, sheet, fr->data[0], fr->T, fr->H, fr->W));
     }
-    return 0;
+    if (!rc && frames_out) rc = cvx_frames_write(&set, frames_out, fr, latents_path);
+    if (rc) cvx_outset_abort(&set);
+    else rc = cvx_outset_commit(&set);
+    for (int b = 0; png_dir && b < fr->B; b++) {
+        char dir[4300];
+        if (fr->B == 1) snprintf(dir, sizeof dir, "%s", png_dir);
+        else snprintf(dir, sizeof dir, "%s/sample_%d", png_dir, b);
+        if (rc && made_dir) rmdir(dir);   /* the directories this run made, empty again */
+        else if (!rc && overwrite) remove_stale_frames(dir, fr->T);
+    }
+    if (rc && made_dir && fr->B > 1) rmdir(png_dir);
+    return rc ? -1 : 0;
 }

@@ -1,4 +1,4 @@
-/* What the three programs do around the pipeline calls (pipeline/cogvideox.h): the files of a
+/* What the three programs do around the pipeline calls (pipeline/cvx.h): the files of a
  * run directory, its locks, the checks of generation_config.json before the long work, the
  * outputs of a stage written as one set, and the closing lines. Program-side, but library
  * code: -1 + cvx_error, no exit; a program or a test can run a stage as the programs do. */
@@ -6,7 +6,7 @@
 #define CVX_PIPELINE_RUN_H
 
 #include "lock.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 
 /* ---- the run directory ---- */
@@ -27,6 +27,11 @@ typedef struct {
 } cvx_run_files;
 /* -1 + cvx_error ("path too long: ...") when a path does not fit. */
 int cvx_run_files_init(cvx_run_files *f, const char *dir);
+/* The files of prompt n of a batch (stage 1 --prompts_file numbers its embeddings by line; stage 2
+ * and 3 --prompt_index n): embeddings, generation_config, latents, checkpoint, preview and video
+ * get "_%04d" before their extension (stage2_latents_0003.safetensors); the conditioning, one per
+ * batch, keeps its name. n <= 0: unchanged. -1 + cvx_error when a path does not fit. */
+int cvx_run_files_number(cvx_run_files *f, int n);
 
 /* dir created when missing, and writable: -1 + cvx_error ("DIR: output directory is not writable"). */
 int cvx_output_dir_ready(const char *dir);
@@ -73,10 +78,12 @@ int cvx_prompt_set_load(cvx_prompt_set *s, const char *prompt, const char *promp
 void cvx_prompt_set_free(cvx_prompt_set *s);
 
 /* Stage 1's outputs in out_dir: the conditioning (cond NULL: an old one removed), the
- * embeddings emb [1 + n, L, D] (one file, or stage1_embeddings_<line>.safetensors per line of a
- * prompts file), generation_config.json with their hash and m's precision. *first: the first
- * embeddings file written. */
+ * embeddings emb [1 + n, L, D] and the family's further tensors (more: each t[k].prompt holds
+ * [1 + n, L_k, D_k] for the same texts; NULL or n 0: none) (one file, or
+ * stage1_embeddings_<line>.safetensors per line of a prompts file), generation_config.json with
+ * their hash and m's precision. *first: the first embeddings file written. */
 int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, const float *emb, int L, int D,
+                             const cvx_cond_set *more,
                              const char *model, const cvx_conditioning *cond, const char *source, const cvx_model *m,
                              char *first, size_t first_n);
 
@@ -89,6 +96,10 @@ int cvx_encode_write_outputs(const char *out_dir, const cvx_prompt_set *ps, cons
  * one. -1 + cvx_error (locks released). */
 int cvx_sample_check_dirs(const char *in_dir, const char *out_dir, int writer, cvx_run_files *in, cvx_run_files *out,
                           cvx_run_locks *locks);
+/* The same for prompt n of a batch (cvx_run_files_number; n <= 0: the one-prompt files): the
+ * embeddings and the outputs numbered, stage 1's generation_config.json read as it is. */
+int cvx_sample_check_dirs_n(const char *in_dir, const char *out_dir, int n, int writer, cvx_run_files *in,
+                            cvx_run_files *out, cvx_run_locks *locks);
 /* The model of a stage-2 run: model_dir or model_id when given, else the one stage 1 recorded
  * (in_genconfig, then the embeddings file's metadata); a relative local directory made absolute
  * (recorded for stage 3, which may run elsewhere). buf holds the name. -1 + cvx_error. */
@@ -99,8 +110,9 @@ int cvx_sample_model(const char *model_dir, const char *model_id, const char *in
  * "i2v" / "v2v" needs its file (of that mode), "t2v" or none (or no config) takes none, and a
  * conditioning file the config does not list is an error; any other mode too. -1 + cvx_error. */
 int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_conditioning *cond);
-/* Every value of both embeddings finite: -1 + cvx_error naming the tensor, index and `path`. */
-int cvx_embeddings_check_finite(const cvx_embeddings *e, const char *path);
+/* Every value of the embeddings (and of `more`, may be NULL) finite: -1 + cvx_error naming the
+ * tensor, index and `path`. */
+int cvx_embeddings_check_finite(const cvx_embeddings *e, const cvx_cond_set *more, const char *path);
 /* Stage 2's outputs: the latents in `dtype` and out's generation_config.json (stage 1's keys
  * from in_genconfig) as one set, then the precision, LoRA and cache records; the checkpoint removed. */
 int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig, const cvx_latents *lat,
@@ -126,8 +138,15 @@ int cvx_decode_genconfig_read(const char *gc_path, const char *lat_path, const c
 
 /* The decoded frames as videos: sample 0 to out_path, sample b > 0 to <stem>_<b><ext>; with
  * png_dir every frame as PNG (sample_<b>/ subdirectories when B > 1), with sheet a contact
- * sheet of sample 0. *codec: the encoder used. -1 + cvx_error. */
+ * sheet of sample 0, with frames_out the decoder output (cvx_frames_write). All written as temps
+ * and renamed only when every one is complete: on failure no file changed, no temp, no new
+ * directory left. overwrite: afterwards, frame_NNNN.png files past this run's frames in png_dir
+ * are removed. *codec: the encoder used. -1 + cvx_error. */
 int cvx_frames_write_videos(const cvx_frames *fr, const char *out_path, int fps, int crf, int verbose,
-                            const char *png_dir, const char *sheet, const char **codec);
+                            const char *png_dir, const char *sheet, const char *frames_out, const char *latents_path,
+                            int overwrite, const char **codec);
+/* --png_dir DIR before the decode: absent or empty, or overwrite set; else -1 + cvx_error (a
+ * reused directory would mix two runs' frames). */
+int cvx_png_dir_check(const char *dir, int overwrite);
 
 #endif

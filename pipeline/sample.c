@@ -39,6 +39,13 @@ void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *r, ch
     if (l->resumed_from && len < n) snprintf(buf + len, n - len, ", resumed after %d", l->resumed_from - k);
 }
 
+cvx_sample_params cvx_sample_default_params(const cvx_model *m) {
+    const cvx_model_info *i = &m->info;
+    return (cvx_sample_params){.frames = i->frames, .height = i->height, .width = i->width,
+                               .num_inference_steps = DEFAULT_STEPS, .guidance_scale = i->guidance_scale,
+                               .scheduler = i->scheduler};
+}
+
 int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *r) {
     *r = *p;
     if (!m->has_denoiser_config) {
@@ -70,7 +77,7 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->cache) r->cache = "none";
     if (cvx_cache_parse_kind(r->cache, &ck)) return -1;
     if (ck == CVX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
-    if (m->family->check_sample(m, r)) return -1;
+    if (cvx_family_check_options(m->family, r) || m->family->check_sample(m, r)) return -1;
     cvx_preview_mode pm;
     if (!r->preview) r->preview = "latent";
     if (cvx_preview_parse_mode(r->preview, &pm)) return -1;
@@ -90,6 +97,26 @@ static int preview_decode(void *user, const float *z, int C, int h, int w, float
     *rgb = f.data[0], *T = f.T, *H = f.H, *W = f.W;
     f.data[0] = NULL;
     cvx_frames_free(&f);
+    return 0;
+}
+
+/* The conditioning tensors fit the family's slots: their count and width D (the length L is the
+ * stage-1 file's rule, cvx_embeddings_from_file; the API takes other lengths where the model does). */
+static int check_cond(cvx_model *m, const cvx_embeddings *emb, const cvx_cond_set *more) {
+    const cvx_cond_slot *slots = m->family->cond_slots;
+    CVX_CHECK(slots && m->family->cond_dims);   /* every row declares its conditioning */
+    int n = 1;
+    while (slots[n].name) n++;
+    if ((more ? more->n : 0) != n - 1)
+        return cvx_error("the %s conditioning has %d tensor%s per branch, %d given", m->family->name, n,
+                         n == 1 ? "" : "s", 1 + (more ? more->n : 0));
+    for (int i = 0; i < n; i++) {
+        int L, D;
+        const int gl = i ? more->t[i - 1].L : emb->L, gd = i ? more->t[i - 1].D : emb->D;
+        if (m->family->cond_dims(m, i, &L, &D)) return -1;
+        if (slots[i].is_mask) D = 1;
+        if (gd != D) return cvx_error("%s [%d, %d], expected [L, %d]", slots[i].name, gl, gd, D);
+    }
     return 0;
 }
 
@@ -126,9 +153,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     if (cvx_noise_dtype_parse(p.noise_dtype, &nd)) goto done;
     sched.noise_dtype = (int)nd;
     if (cvx_scheduler_set_timesteps(&sched, p.num_inference_steps)) goto done;   /* the step count, before any work */
-    if (cvx_check_finite(emb->prompt, (size_t)emb->L * emb->D, "prompt_embeds") ||
-        cvx_check_finite(emb->negative, (size_t)emb->L * emb->D, "negative_prompt_embeds"))
-        goto done;
+    if (check_cond(m, emb, p.cond_more) || cvx_embeddings_finite(emb, p.cond_more)) goto done;
     cvx_cache_kind kind;
     if (cvx_cache_parse_kind(p.cache, &kind)) goto done;
     /* the loop reads the request where it is; the family adds its part (shape, conditioning, coefficients) */
@@ -151,8 +176,8 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
                       .decode_user = m};
     if (p.preview_every > 0 && cvx_preview_parse_mode(p.preview, &pv.mode)) goto done;
     float *latents = cvx_alloc_f32(sh->numel);   // the family's loop layout
-    if (cvx_sample_loop(&run.den, &sched, sp, sh, emb->prompt, emb->negative, emb->L, &ck,
-                        p.preview_every > 0 ? cvx_preview_hook : NULL, &pv, latents, &res)) {
+    if (cvx_sample_loop(&run.plan, &sched, sp, sh, run.branch, &ck, p.preview_every > 0 ? cvx_preview_hook : NULL,
+                        &pv, latents, &res)) {
         free(latents);
         goto done;
     }

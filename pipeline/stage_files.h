@@ -1,11 +1,11 @@
 /* The files between the stages (docs/file-formats.md): what the three programs read and write
- * around the API calls of pipeline/cogvideox.h — stage1_embeddings / stage1_conditioning /
+ * around the API calls of pipeline/cvx.h — stage1_embeddings / stage1_conditioning /
  * stage2_latents .safetensors and generation_config.json, written into output sets that are
  * committed as a unit. Not needed by a program that only calls the API. */
 #ifndef CVX_PIPELINE_STAGE_FILES_H
 #define CVX_PIPELINE_STAGE_FILES_H
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 
 #include "dtype.h"
 #include "safetensors.h"
@@ -14,9 +14,19 @@
 /* stage1_embeddings.safetensors: prompt_embeds / negative_prompt_embeds [1, L, D] F32 + metadata. */
 int cvx_embeddings_write(const char *path, const float *prompt, const float *negative, int L, int D,
                          const char *prompt_text, const char *negative_text, const char *model_id);
-/* The embeddings in an opened stage-1 file, checked against the model's transformer (shape,
- * dtype; messages name `st`'s path) and widened to f32. */
+/* The same for every conditioning tensor of the family (its cond_slots; the first is prompt_embeds):
+ * per slot "<name>" then "negative_<name>", F32 (a mask: I64), dtype_info naming them all. */
+int cvx_cond_write_set(cvx_outset *set, const char *path, const cvx_embeddings *e, const cvx_cond_set *more,
+                       const char *prompt_text, const char *negative_text, const char *model_id);
+/* The embeddings in an opened stage-1 file: prompt_embeds / negative_prompt_embeds (the family's
+ * first cond_slot), checked against the slot's shape rule (cond_dims; dtype; messages name `st`'s
+ * path and the rule) and widened to f32. */
 int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out);
+/* The family's further cond_slots likewise (a mask's integers as 0/1 floats); out->n 0 for a
+ * family of one (CogVideoX, Wan 2.1). */
+int cvx_cond_more_from_file(cvx_model *m, const cvx_safetensors *st, cvx_cond_set *out);
+/* Every value of every tensor finite (more may be NULL): -1 + cvx_error naming the tensor and index. */
+int cvx_embeddings_finite(const cvx_embeddings *e, const cvx_cond_set *more);
 /* The non-blank lines of a prompts file (trailing \r dropped; each a valid prompt: UTF-8, no
  * control characters, else an error naming the line); *buf owns the strings. NULL +
  * cvx_error when unreadable or without a prompt. */
@@ -94,8 +104,9 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_path, const 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */
 int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], long *meta_frames);
-/* The decoder output as tensor 'decoded' [B, 3, T, H, W] F32 (metadata: the latents' path). */
-int cvx_frames_write(const char *path, const cvx_frames *f, const char *latents_path);
+/* The decoder output as tensor 'decoded' [B, 3, T, H, W] F32 (metadata: the latents' path); a
+ * temp of `set` (NULL: written in place at once). */
+int cvx_frames_write(cvx_outset *set, const char *path, const cvx_frames *f, const char *latents_path);
 
 /* The single weight file a stage read instead of the model directory's (which = "transformer" or
  * "text_encoder"): "<which>_file" (its real path) and "<which>_weights" (what it holds, e.g. "gguf

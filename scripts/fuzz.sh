@@ -5,7 +5,7 @@
 # times out; the crashing input is saved in $FUZZ_BUILD/artifacts/.
 #
 #   FUZZ_SECONDS=600 sh scripts/fuzz.sh            # longer run
-#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate prompt_clean gguf)
+#   FUZZ_TARGETS="config" sh scripts/fuzz.sh       # a subset (safetensors config index genconfig checkpoint genvalidate prompt_clean gguf bpe)
 #   FUZZ_PARALLEL=1 sh scripts/fuzz.sh             # the targets at the same time, one core each
 #   FUZZ_SECONDS=0 sh scripts/fuzz.sh              # build and replay the corpus only
 #   FUZZ_RUNS=10000000 sh scripts/fuzz.sh          # each target until 10 M executions (the long run)
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_RUNS=${FUZZ_RUNS:-}           # stop each target after this many executions instead (long runs)
-FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate prompt_clean gguf"}
+FUZZ_TARGETS=${FUZZ_TARGETS:-"safetensors config index genconfig checkpoint genvalidate prompt_clean gguf bpe"}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-0}
 FUZZ_MAX_LEN=${FUZZ_MAX_LEN:-16384}
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}   # seconds per input; raise it for long niced runs on a busy machine
@@ -26,8 +26,9 @@ FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 CLANG=${CLANG:-clang}
 # The untrusted-input parsers and what they need; nothing here touches BLAS, OpenMP or FFmpeg.
 COMMON_SRC="error dtype fileio safetensors st_writer weights config rng validate quant quant_k quant_avx2 gguf"
-# The prompt cleaning (untrusted text: the user's prompt), linked into fuzz_prompt_clean only, with ICU.
-TEXT_SRC="pystr html_unescape ftfy ftfy_tables prompt_clean"
+# The prompt cleaning and the BPE tokenizer (untrusted text: the user's prompt; tokenizer files),
+# linked into fuzz_prompt_clean and fuzz_bpe only, with ICU.
+TEXT_SRC="pystr html_unescape ftfy ftfy_tables prompt_clean bpe"
 
 # ---- toolchain: clang with the libFuzzer runtime, and json-c (Debian packages only) ----
 fuzzer_works() {
@@ -85,7 +86,7 @@ done
 for t in $FUZZ_TARGETS; do
     echo "fuzz: link $FUZZ_BUILD/fuzz_$t"
     extra=""
-    [ "$t" = prompt_clean ] && extra="$TEXT_OBJS $(pkg-config --libs icu-uc)"
+    case "$t" in prompt_clean|bpe) extra="$TEXT_OBJS $(pkg-config --libs icu-uc)" ;; esac
     "$CLANG" $CFLAGS -fsanitize=fuzzer "fuzz/fuzz_$t.c" $OBJS $extra $LIBS -o "$FUZZ_BUILD/fuzz_$t"
 done
 

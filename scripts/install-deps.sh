@@ -3,7 +3,7 @@
 set -e
 PKGS="build-essential pkg-config libjson-c-dev libopenblas-dev libopenblas-openmp-dev \
 libsentencepiece-dev libicu-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libcmocka-dev ffmpeg libdnnl-dev \
-libopenmpi-dev openmpi-bin"
+libopenmpi-dev openmpi-bin libcairo2-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

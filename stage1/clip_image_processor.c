@@ -100,11 +100,20 @@ int clip_image_processor_load(clip_image_processor *p, const char *path) {
     int64_t resample;
     const char *type;
     if (cvx_cfg_str_or(&c, "image_processor_type", "CLIPImageProcessor", &type)) goto done;
-    if (strcmp(type, "CLIPImageProcessor") != 0) {
-        cvx_error("%s: key 'image_processor_type' is \"%s\"; only \"CLIPImageProcessor\" is implemented", file, type);
+    const int siglip = !strcmp(type, "SiglipImageProcessor");
+    if (!siglip && strcmp(type, "CLIPImageProcessor") != 0) {
+        cvx_error("%s: key 'image_processor_type' is \"%s\"; only \"CLIPImageProcessor\" and \"SiglipImageProcessor\" are "
+                  "implemented", file, type);
         goto done;
     }
-    if (cvx_cfg_bool_or(&c, "do_resize", 1, &p->do_resize) || cvx_cfg_bool_or(&c, "do_center_crop", 1, &p->do_center_crop) ||
+    if (siglip) {   /* SiglipImageProcessor: resize to 224 × 224, no crop, mean = std = 0.5 */
+        p->do_center_crop = 0;
+        p->shortest_edge = 0;
+        p->size_h = p->size_w = 224;
+        for (int i = 0; i < 3; i++) p->mean[i] = p->std[i] = 0.5f;
+    }
+    if (cvx_cfg_bool_or(&c, "do_resize", 1, &p->do_resize) ||
+        (!siglip && cvx_cfg_bool_or(&c, "do_center_crop", 1, &p->do_center_crop)) ||
         cvx_cfg_bool_or(&c, "do_rescale", 1, &p->do_rescale) || cvx_cfg_bool_or(&c, "do_normalize", 1, &p->do_normalize) ||
         cvx_cfg_num_or(&c, "rescale_factor", 1.0 / 255, &p->rescale_factor) ||
         cvx_cfg_int_or(&c, "resample", CVX_PIL_BICUBIC, &resample))
@@ -117,6 +126,10 @@ int clip_image_processor_load(clip_image_processor *p, const char *path) {
     p->resample = (cvx_pil_filter)resample;
     json_object *v;
     if ((v = member(c.root, "size")) && parse_size(p, file, v)) goto done;
+    if (siglip && p->shortest_edge) {
+        cvx_error("%s: SiglipImageProcessor's key 'size' must be {\"height\": h, \"width\": w}", file);
+        goto done;
+    }
     if ((v = member(c.root, "crop_size")) && parse_crop(p, file, v)) goto done;
     if ((v = member(c.root, "image_mean")) && parse_channels(file, "image_mean", v, p->mean)) goto done;
     if ((v = member(c.root, "image_std")) && parse_channels(file, "image_std", v, p->std)) goto done;

@@ -8,7 +8,8 @@
  *
  * Every setting is read from image_processor/preprocessor_config.json; absent keys take
  * CLIPImageProcessor's defaults (shortest edge 224, bicubic, crop 224, 1/255, OpenAI CLIP
- * mean/std). */
+ * mean/std). SiglipImageProcessor (image_processor_type; HunyuanVideo-1.5 I2V) is the same steps
+ * without the crop: resize to size {height, width} (default 224 × 224), rescale, mean = std = 0.5. */
 #ifndef CVX_STAGE1_CLIP_IMAGE_PROCESSOR_H
 #define CVX_STAGE1_CLIP_IMAGE_PROCESSOR_H
 

@@ -17,16 +17,17 @@
 /* ---- config ---- */
 
 /* The keys live at the top level (CLIPVisionConfig) or under "vision_config" (CLIPConfig). */
-static int read_config(clip_vision_config *c, const cvx_config *j, const char *path) {
+static int read_config(clip_vision_config *c, const cvx_config *j, const char *path, int siglip) {
     int64_t D, I, L, H, C, img, p;
     double eps;
     const char *act;
     if (cvx_cfg_int(j, "hidden_size", &D) || cvx_cfg_int(j, "intermediate_size", &I) ||
         cvx_cfg_int(j, "num_hidden_layers", &L) || cvx_cfg_int(j, "num_attention_heads", &H) ||
-        /* CLIPVisionConfig's defaults for the rest */
+        /* CLIPVisionConfig's / SiglipVisionConfig's defaults for the rest */
         cvx_cfg_int_or(j, "num_channels", 3, &C) || cvx_cfg_int_or(j, "image_size", 224, &img) ||
-        cvx_cfg_int_or(j, "patch_size", 32, &p) || cvx_cfg_num_or(j, "layer_norm_eps", 1e-5, &eps) ||
-        cvx_cfg_str_or(j, "hidden_act", "quick_gelu", &act))
+        cvx_cfg_int_or(j, "patch_size", siglip ? 16 : 32, &p) ||
+        cvx_cfg_num_or(j, "layer_norm_eps", siglip ? 1e-6 : 1e-5, &eps) ||
+        cvx_cfg_str_or(j, "hidden_act", siglip ? "gelu_pytorch_tanh" : "quick_gelu", &act))
         return -1;
     const struct { const char *key; int64_t v, hi; } chk[] = {
         {"hidden_size", D, 1 << 16}, {"intermediate_size", I, 1 << 18}, {"num_hidden_layers", L, 4096},
@@ -47,7 +48,8 @@ static int read_config(clip_vision_config *c, const cvx_config *j, const char *p
         return cvx_error("%s: key 'hidden_act' is \"%s\"; supported: \"gelu\", \"quick_gelu\", \"gelu_new\", "
                          "\"gelu_pytorch_tanh\"", path, act);
     const int g = (int)(img / p);
-    *c = (clip_vision_config){(int)D, (int)I, (int)L, (int)H, (int)C, (int)img, (int)p, (float)eps, a, g, g * g + 1};
+    *c = (clip_vision_config){(int)D, (int)I, (int)L, (int)H, (int)C, (int)img, (int)p, (float)eps, a, g,
+                              g * g + !siglip, siglip};
     return 0;
 }
 
@@ -56,14 +58,17 @@ int clip_vision_config_load(clip_vision_config *c, const char *path) {
     if (cvx_config_load(&cfg, path)) return -1;
     cvx_config sub = {0};
     const cvx_config *use = &cfg;
-    json_object *vc = NULL;
+    json_object *vc = NULL, *mt = NULL;
+    /* SigLIP by model_type: "siglip_vision_model", or "siglip" for a full SiglipConfig */
+    const int siglip = json_object_object_get_ex(cfg.root, "model_type", &mt) && json_object_is_type(mt, json_type_string) &&
+                       !strncmp(json_object_get_string(mt), "siglip", 6);
     if (json_object_object_get_ex(cfg.root, "vision_config", &vc) && json_object_is_type(vc, json_type_object)) {
         sub.root = vc;   /* borrowed from cfg */
         snprintf(sub.path, sizeof sub.path, "%.4000s: vision_config", path);
         use = &sub;
     }
     /* ranges before anything is sized from them */
-    const int rc = cvx_check_model_config(use) ? -1 : read_config(c, use, use->path);
+    const int rc = cvx_check_model_config(use) ? -1 : read_config(c, use, use->path, siglip);
     cvx_config_free(&cfg);
     return rc;
 }
@@ -122,10 +127,14 @@ clip_vision *clip_vision_load(const char *dir, cvx_ctx *ctx) {
     m->patch_w = *pw;                       /* the conv as a GEMM: [D, C·p·p] */
     m->patch_w.ndim = 2;
     m->patch_w.shape[1] = pw->numel / D;
-    if (!(m->class_emb = get_f32(w, "vision_model.embeddings.class_embedding", CVX_SHAPE(D))) ||
-        !(m->pos_emb = get_f32(w, "vision_model.embeddings.position_embedding.weight", CVX_SHAPE(c->tokens, D))) ||
-        !(m->pre_ln_w = get_f32(w, "vision_model.pre_layrnorm.weight", CVX_SHAPE(D))) ||
-        !(m->pre_ln_b = get_f32(w, "vision_model.pre_layrnorm.bias", CVX_SHAPE(D))))
+    if (!(m->pos_emb = get_f32(w, "vision_model.embeddings.position_embedding.weight", CVX_SHAPE(c->tokens, D))))
+        goto fail;
+    if (c->siglip ? !(m->patch_b = cvx_weights_get(w, "vision_model.embeddings.patch_embedding.bias", CVX_SHAPE(D))) ||
+                        !(m->post_ln_w = get_f32(w, "vision_model.post_layernorm.weight", CVX_SHAPE(D))) ||
+                        !(m->post_ln_b = get_f32(w, "vision_model.post_layernorm.bias", CVX_SHAPE(D)))
+                  : !(m->class_emb = get_f32(w, "vision_model.embeddings.class_embedding", CVX_SHAPE(D))) ||
+                        !(m->pre_ln_w = get_f32(w, "vision_model.pre_layrnorm.weight", CVX_SHAPE(D))) ||
+                        !(m->pre_ln_b = get_f32(w, "vision_model.pre_layrnorm.bias", CVX_SHAPE(D))))
         goto fail;
     m->layers = cvx_calloc((size_t)c->num_hidden_layers, sizeof *m->layers);
     for (int i = 0; i < c->num_hidden_layers; i++)
@@ -146,7 +155,7 @@ void clip_vision_free(clip_vision *m) {
             free(l->ln1_w), free(l->ln1_b), free(l->ln2_w), free(l->ln2_b);
         }
     free(m->layers);
-    free(m->class_emb), free(m->pos_emb), free(m->pre_ln_w), free(m->pre_ln_b);
+    free(m->class_emb), free(m->pos_emb), free(m->pre_ln_w), free(m->pre_ln_b), free(m->post_ln_w), free(m->post_ln_b);
     if (m->weights) cvx_weights_close(m->weights);
     if (m->owns_ctx) cvx_ctx_free(m->ctx);
     free(m);
@@ -185,7 +194,7 @@ void clip_activation_apply(clip_activation act, float *x, size_t n) {
     }
 }
 
-/* embeddings: patch conv (as a GEMM over p×p patches), class token first, + position embedding. */
+/* embeddings: patch conv (as a GEMM over p×p patches), class token first (CLIP), + position embedding. */
 void clip_vision_embeddings(const clip_vision *m, const float *pixels, float *x, clip_vision_scratch *s) {
     const clip_vision_config *c = &m->cfg;
     const int D = c->hidden_size, p = c->patch_size, g = c->grid, C = c->num_channels, img = c->image_size;
@@ -199,8 +208,12 @@ void clip_vision_embeddings(const clip_vision *m, const float *pixels, float *x,
                 memcpy(s->patches + (size_t)n * K + ((size_t)ch * p + ky) * p,
                        pixels + ((size_t)ch * img + (size_t)gy * p + ky) * img + (size_t)gx * p, sizeof(float) * (size_t)p);
     }
-    cvx_linear(m->ctx, s->patches, N, K, &m->patch_w, NULL, x + D);          // [N, D] after the class row
-    memcpy(x, m->class_emb, sizeof(float) * (size_t)D);                       // [1, D]
+    if (c->siglip) {
+        cvx_linear(m->ctx, s->patches, N, K, &m->patch_w, m->patch_b, x);     // [N, D]
+    } else {
+        cvx_linear(m->ctx, s->patches, N, K, &m->patch_w, NULL, x + D);       // [N, D] after the class row
+        memcpy(x, m->class_emb, sizeof(float) * (size_t)D);                   // [1, D]
+    }
     cvx_add(x, m->pos_emb, (size_t)c->tokens * D);                            // [S, D]
 }
 
@@ -243,7 +256,7 @@ int clip_vision_hidden_state(clip_vision *m, const float *pixels, int index, flo
     clip_vision_scratch_alloc(&s, c);
     float *x = out;                                                           // residual stream [S, D]
     clip_vision_embeddings(m, pixels, x, &s);
-    cvx_layernorm(x, x, c->tokens, c->hidden_size, m->pre_ln_w, m->pre_ln_b, c->layer_norm_eps);
+    if (!c->siglip) cvx_layernorm(x, x, c->tokens, c->hidden_size, m->pre_ln_w, m->pre_ln_b, c->layer_norm_eps);
     for (int l = 0; l < index; l++) clip_encoder_layer(m, &m->layers[l], x, &s);
     clip_vision_scratch_free(&s);
     return 0;
@@ -251,4 +264,11 @@ int clip_vision_hidden_state(clip_vision *m, const float *pixels, int index, flo
 
 int clip_vision_encode(clip_vision *m, const float *pixels, float *out) {
     return clip_vision_hidden_state(m, pixels, m->cfg.num_hidden_layers - 1, out);
+}
+
+int clip_vision_last_hidden_state(clip_vision *m, const float *pixels, float *out) {
+    const clip_vision_config *c = &m->cfg;
+    if (clip_vision_hidden_state(m, pixels, c->num_hidden_layers, out)) return -1;
+    if (c->siglip) cvx_layernorm(out, out, c->tokens, c->hidden_size, m->post_ln_w, m->post_ln_b, c->layer_norm_eps);
+    return 0;
 }

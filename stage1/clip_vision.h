@@ -1,4 +1,7 @@
-/* CLIP vision encoder (transformers CLIPVisionModel, 4.46), as Wan 2.1 image-to-video uses it:
+/* CLIP vision encoder (transformers CLIPVisionModel, 4.46), as Wan 2.1 image-to-video uses it, and
+ * SigLIP's (SiglipVisionModel, as HunyuanVideo-1.5 image-to-video uses it: last_hidden_state) — the
+ * same encoder layers; SigLIP's embeddings have a patch bias and no class token or pre-layernorm,
+ * and its last_hidden_state goes through post_layernorm. CLIP:
  * the penultimate hidden state hidden_states[-2] of the ViT, [tokens, hidden] with
  * tokens = (image_size / patch_size)² + 1 (257 for 224 px, patch 14), no post-layernorm.
  *
@@ -27,7 +30,9 @@ typedef struct {
     int num_channels, image_size, patch_size;
     float layer_norm_eps;
     clip_activation act;
-    int grid, tokens;            /* derived: image_size / patch_size, grid² + 1 */
+    int grid, tokens;            /* derived: image_size / patch_size, grid² (+ 1 class token for CLIP) */
+    int siglip;                  /* SigLIP (model_type siglip*): no class token, patch bias, no
+                                    pre-layernorm, post_layernorm on last_hidden_state */
 } clip_vision_config;
 
 /* One encoder layer's weights (mmapped, storage dtype; norms widened to f32). */
@@ -41,9 +46,11 @@ typedef struct clip_vision {
     clip_vision_config cfg;
     cvx_weights *weights;
     cvx_tensor patch_w;          /* embeddings.patch_embedding.weight viewed as [D, C·p·p] */
-    float *class_emb;            /* [D] */
+    const cvx_tensor *patch_b;   /* SigLIP: embeddings.patch_embedding.bias [D] */
+    float *class_emb;            /* CLIP: [D] */
     float *pos_emb;              /* [tokens, D] */
-    float *pre_ln_w, *pre_ln_b;  /* pre_layrnorm: [D] */
+    float *pre_ln_w, *pre_ln_b;  /* CLIP: pre_layrnorm [D] */
+    float *post_ln_w, *post_ln_b;/* SigLIP: post_layernorm [D] */
     clip_vision_layer *layers;   /* [num_hidden_layers] */
     cvx_ctx *ctx;                /* borrowed unless owns_ctx */
     int owns_ctx;
@@ -85,5 +92,7 @@ void clip_activation_apply(clip_activation act, float *x, size_t n);
 int clip_vision_hidden_state(clip_vision *m, const float *pixels, int index, float *out);
 /* The Wan image embedding: hidden_states[-2] (num_hidden_layers − 1 layers). out: [tokens, D]. */
 int clip_vision_encode(clip_vision *m, const float *pixels, float *out);
+/* last_hidden_state: every layer, then (SigLIP) post_layernorm; HunyuanVideo-1.5's image_embeds. */
+int clip_vision_last_hidden_state(clip_vision *m, const float *pixels, float *out);
 
 #endif

@@ -15,8 +15,9 @@
 #include "cli.h"
 #include "error.h"
 #include "fileio.h"
+#include "image.h"
 #include "runenv.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
@@ -25,6 +26,21 @@
 #define DEFAULT_MODEL_ID "zai-org/CogVideoX-2b"
 #define DEFAULT_OUTPUT_DIR "stage_outputs"
 #include "stage1/usage.h"
+
+/* V2V without --frames: the largest count the model takes (4k+1, k the VAE's temporal factor)
+ * that the clip has, said in one line (the clip is read once more to count its frames). */
+static int v2v_default_frames(cvx_model *m, const char *video, int *frames) {
+    cvx_rgb_frames all;
+    if (cvx_video_load(video, 0, &all)) return -1;
+    const int n = all.frames, ts = cvx_model_get_info(m)->vae_scale_temporal;
+    cvx_rgb_frames_free(&all);
+    if (ts < 1 || n < 1) return 0;   /* the encode names the problem */
+    *frames = (n - 1) / ts * ts + 1;
+    if (*frames != n)
+        cvx_info("%s: %d frames; using the first %d (the largest %dk+1 count; --frames N to choose)", video, n, *frames,
+                 ts);
+    return 0;
+}
 
 int main(int argc, char **argv) {
     cvx_set_program_name("stage1");
@@ -82,6 +98,7 @@ int main(int argc, char **argv) {
     /* the image / video first: a bad input fails before the text encoder is mapped */
     cvx_conditioning cond = {0};
     const char *source = cp.image ? cp.image : cp.video;
+    if (cp.video && !cp.max_frames && v2v_default_frames(m, cp.video, &cp.max_frames)) cvx_die_last_error();
     if (source && cvx_encode_conditioning(m, &cp, NULL, NULL, &cond)) cvx_die_last_error();
     const int D = cvx_encoder_dim(m);   /* maps the text encoder */
     if (D < 0) cvx_die_last_error();
@@ -98,8 +115,10 @@ int main(int argc, char **argv) {
     if (!L) L = cvx_model_get_info(m)->text_len;   /* the family's (CogVideoX 226, Wan 512) */
     float *emb = cvx_alloc_f32((size_t)(n + 1) * L * D);   // [1 + n, L, D]: the negative prompt, the prompts
     char first[4200];
+    cvx_cond_set more = {0};   /* the family's further tensors (a second text encoder, masks), if any */
     if (cvx_encode_texts(m, ps.texts, ps.labels, n + 1, L, NULL, NULL, emb) ||
-        cvx_encode_write_outputs(output_dir, &ps, emb, L, D, model, &cond, source, m, first, sizeof first))
+        cvx_encode_texts_more(m, ps.texts, ps.labels, n + 1, NULL, NULL, &more) ||
+        cvx_encode_write_outputs(output_dir, &ps, emb, L, D, &more, model, &cond, source, m, first, sizeof first))
         cvx_die_last_error();
     if (source) cvx_info("wrote %s (%s: latent distribution [1, %d, %d, %d, %d])", out.conditioning,
                          cvx_mode_name(cond.mode), cond.C, cond.T, cond.h, cond.w);
@@ -110,6 +129,7 @@ int main(int argc, char **argv) {
     else cvx_info("wrote %d embedding files (%s ...) and %s in %s, peak RSS %.0f MB", n, first, out.genconfig, dur,
                   rss);
     free(emb);
+    cvx_cond_set_free(&more);
     cvx_conditioning_free(&cond);
     cvx_prompt_set_free(&ps);
     cvx_model_close(m);

@@ -50,6 +50,11 @@ int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const do
     c->first_computed = 1, c->last_computed = 1;
     c->lay = (cvx_cache_layout){NULL, 1, 1, 1};
     c->lnb = 1;
+    return num_layers ? cvx_cache_use_layers(c, num_layers) : 0;
+}
+
+int cvx_cache_use_layers(cvx_cache *c, int num_layers) {
+    c->num_layers = num_layers;
     if (c->kind == CVX_CACHE_FBCACHE && num_layers < 2)
         return cvx_error("--cache fbcache needs a transformer with at least 2 blocks (block 0 decides, the rest are "
                          "cached), this one has %d", num_layers);
@@ -65,6 +70,15 @@ void cvx_cache_free(cvx_cache *c) {
     free(c->sums);
     c->prev_e = c->resid = c->head_prev = c->head_cur = c->hold = NULL;
     c->sums = NULL;
+}
+
+void cvx_cache_reset(cvx_cache *c) {
+    cvx_cache_free(c);
+    c->acc = 0;
+    c->E = 0;
+    c->n_resid = c->n_head = 0;
+    c->global = 0;
+    c->S = c->L = c->N = c->D = 0;   /* the next forward sets this rank's share again */
 }
 
 int64_t cvx_cache_blocks_skipped(const cvx_cache *c) {
@@ -275,14 +289,15 @@ static void add_to(float *h, const float *r, size_t n) {
 
 /* The inputs of one step and where its outputs go. */
 typedef struct {
-    cvx_denoise_input in;                /* branch 0's; branch j's text is in.text + j·text_n */
-    size_t text_n, out_n;                /* per branch: L·text_dim, the output's floats */
+    cvx_denoise_input in;                /* the step's input; branch j's conditioning is conds[j] */
+    const void *const *conds;
+    size_t out_n;                        /* per branch: the output's floats */
     float *out;
 } step_io;
 
 static int embed(cvx_denoiser *m, const step_io *io, int j, cvx_fwd *f) {
     cvx_denoise_input in = io->in;
-    in.text += j * io->text_n;
+    in.cond = io->conds[j];
     return m->type->embed(m, &in, f);
 }
 
@@ -400,9 +415,9 @@ fail:
     return -1;
 }
 
-int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_input *in, size_t text_n,
+int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_input *in, const void *const *conds,
                    float *out) {
-    step_io io = {*in, text_n, m->n_out, out};
+    step_io io = {*in, conds, m->n_out, out};
     if (!cvx_cache_active(c)) {
         /* One forward per CFG branch, not one batch of two: a GEMM's rows can depend on the batch's
          * row count (OpenBLAS's kernel choice, the feed-forward's row chunks), and computing the
@@ -410,7 +425,7 @@ int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_in
          * (docs/distributed.md). */
         for (int j = 0; j < c->lnb; j++) {
             cvx_denoise_input bj = *in;
-            bj.text += j * text_n;
+            bj.cond = conds[j];
             if (m->type->forward(m, &bj, out + j * io.out_n)) return -1;
         }
         return 0;

@@ -91,11 +91,18 @@ double cvx_cache_default_threshold(cvx_cache_kind k);
 int cvx_teacache_parse_coefficients(const char *s, double out[5]);
 
 /* State for one run of n_steps. coeffs NULL = zeros (FBCache ignores them). The kind becomes
- * NONE when threshold <= 0. -1 + cvx_error when FBCache gets a model with < 2 blocks. */
+ * NONE when threshold <= 0. -1 + cvx_error when FBCache gets a model with < 2 blocks
+ * (num_layers 0: not known yet, cvx_cache_use_layers before the first step). */
 int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const double coeffs[5],
                          int n_steps, int num_layers);
 /* TeaCache: the first `first` and the last `last` steps always compute (default 1 and 1). */
 void cvx_cache_set_teacache_window(cvx_cache *c, int first, int last);
+/* The transformer's block count (the expert's); -1 + cvx_error when FBCache gets < 2 blocks. */
+int cvx_cache_use_layers(cvx_cache *c, int num_layers);
+/* Start over (the plan's cache_reset: an expert switch): the residuals, TeaCache's e_prev and
+ * accumulator dropped, the rank share found again at the next forward; the run's counts, the
+ * layout and the block count stay. */
+void cvx_cache_reset(cvx_cache *c);
 static inline int cvx_cache_active(const cvx_cache *c) { return c->kind != CVX_CACHE_NONE; }
 void cvx_cache_free(cvx_cache *c);
 /* Blocks not run so far: skipped steps × num_layers (TeaCache) or × (num_layers − 1) (FBCache). */
@@ -122,11 +129,11 @@ void cvx_cache_set_layout(cvx_cache *c, const cvx_cache_layout *lay);
 
 /* One step of the CFG batch with caching (the plain forward per branch when not active): this
  * rank's branches, one forward of batch 1 each, as the uncached loop runs them (so that one
- * process and --cfg_parallel / --sp give the same bytes). `in` is branch 0's input (latents,
- * timestep, ...); branch j's text is in->text + j·text_n; out [lnb, d->n_out]. Collective over the
- * layout's group for FBCache (the row sums); every rank takes the same decision. -1 + cvx_error
- * (alike on every rank: sizes, a checkpoint of another run). */
-int cvx_cache_step(cvx_denoiser *d, cvx_cache *c, int step, const cvx_denoise_input *in, size_t text_n,
+ * process and --cfg_parallel / --sp give the same bytes). `in` is the step's input (latents,
+ * timestep; in->cond unused); branch j's conditioning is conds[j] (the family's, passed through);
+ * out [lnb, d->n_out]. Collective over the layout's group for FBCache (the row sums); every rank
+ * takes the same decision. -1 + cvx_error (alike on every rank: sizes, a checkpoint of another run). */
+int cvx_cache_step(cvx_denoiser *d, cvx_cache *c, int step, const cvx_denoise_input *in, const void *const *conds,
                    float *out);
 
 /* Checkpoint: tensors cache_counts I64 [2] and, when present, teacache_acc F64 [1],

@@ -27,15 +27,17 @@ void cvx_fingerprint_set(cvx_fingerprint *fp, const char *key, const char *fmt, 
 }
 
 /* ---- checkpoint file: stage2_checkpoint.safetensors ----
+ * (metadata "plan": the step plan's experts and cache resets, cvx_plan_describe, when it has
+ * more than one expert or a reset; absent otherwise)
  * tensors: latents F32 [1, F, C, h, w]; step I64 [1] (steps done); generator U8
  * [sizeof(cvx_generator)] (the POD state byte for byte); whatever the scheduler's save_state adds
  * (DPM: old_pred_original_sample F32 [1, F, C, h, w]).
  * metadata: format, steps_done, run.<key> for every fingerprint entry, and content_xxh64: the
  * hash of all of the above (cvx_stw_seal), checked before anything is used: one flipped bit in
  * the latents, or a step set to the total, resumed with exit 0 and wrong latents (issue 21). */
-int cvx_checkpoint_write(const cvx_checkpointing *ck, const cvx_latent_shape *sh, const float *latents,
-                            int steps_done, const cvx_scheduler *s, const cvx_generator *g,
-                            cvx_cache *cache) {
+int cvx_checkpoint_write(const cvx_checkpointing *ck, const cvx_sample_plan *plan, const cvx_latent_shape *sh,
+                         const float *latents, int steps_done, const cvx_scheduler *s, const cvx_generator *g,
+                         cvx_cache *cache) {
     cvx_st_writer *w = cvx_stw_new();
     int64_t shape[5] = {1, sh->frames, sh->channels, sh->height, sh->width};
     int64_t step = steps_done, one = 1, gbytes = (int64_t)sizeof(*g);
@@ -48,6 +50,9 @@ int cvx_checkpoint_write(const cvx_checkpointing *ck, const cvx_latent_shape *sh
     rc |= cvx_stw_metadata(w, "format", CHECKPOINT_FORMAT);
     snprintf(buf, sizeof buf, "%d", steps_done);
     rc |= cvx_stw_metadata(w, "steps_done", buf);
+    char desc[4096];
+    cvx_plan_describe(plan, desc, sizeof desc);   /* a plan of several experts: which runs when */
+    if (desc[0]) rc |= cvx_stw_metadata(w, "plan", desc);
     for (int i = 0; ck->fingerprint && i < ck->fingerprint->n; i++) {
         snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
         rc |= cvx_stw_metadata(w, key, ck->fingerprint->value[i]);
@@ -59,9 +64,9 @@ int cvx_checkpoint_write(const cvx_checkpointing *ck, const cvx_latent_shape *sh
 }
 
 /* Load a checkpoint into the loop state after checking it belongs to this run. */
-int cvx_checkpoint_read(const cvx_checkpointing *ck, const cvx_latent_shape *sh, int n_steps,
-                           cvx_scheduler *s, float *latents, int *steps_done, cvx_generator *g,
-                           cvx_cache *cache) {
+int cvx_checkpoint_read(const cvx_checkpointing *ck, const cvx_sample_plan *plan, const cvx_latent_shape *sh,
+                        int n_steps, cvx_scheduler *s, float *latents, int *steps_done, cvx_generator *g,
+                        cvx_cache *cache) {
     const char *path = ck->path;
     if (!cvx_is_file(path))
         return cvx_error("--resume: no checkpoint at %s (run without --resume to start a new run)", path);
@@ -85,13 +90,31 @@ int cvx_checkpoint_read(const cvx_checkpointing *ck, const cvx_latent_shape *sh,
         char key[64];
         snprintf(key, sizeof key, "run.%s", ck->fingerprint->key[i]);
         const char *v = cvx_st_metadata(st, key);
-        if (!v || strcmp(v, ck->fingerprint->value[i]) != 0) {
-            cvx_error("--resume: %s was written with %s=%s but this run has %s=%s (resume with the same settings, "
-                      "or run without --resume to start over)",
-                      path, ck->fingerprint->key[i], v ? v : "(missing)", ck->fingerprint->key[i],
-                      ck->fingerprint->value[i]);
+        const char *k = ck->fingerprint->key[i], *now = ck->fingerprint->value[i];
+        const size_t kl = strlen(k);
+        if (v && strcmp(v, now) != 0 && kl > 9 && !strcmp(k + kl - 9, "_identity")) {   /* weights changed in place */
+            cvx_error("--resume: the %.*s weights changed since %s was written (then: %s; now: %s): resuming would mix "
+                      "two models in one video (run without --resume to start over)", (int)(kl - 9), k, path, v, now);
             goto done;
         }
+        if (!v || strcmp(v, now) != 0) {
+            if (v)
+                cvx_error("--resume: %s was written with %s=%s but this run has %s=%s (resume with the same settings, "
+                          "or run without --resume to start over)", path, k, v, k, now);
+            else   /* a setting recorded only when not its default (--attention, --flow_shift, a LoRA...) */
+                cvx_error("--resume: %s was written with no %s setting (its default) but this run has %s=%s (resume "
+                          "with the same settings, or run without --resume to start over)", path, k, k, now);
+            goto done;
+        }
+    }
+    /* the plan's experts and cache resets step by step (a plan of one expert records none) */
+    char desc[4096];
+    cvx_plan_describe(plan, desc, sizeof desc);
+    const char *rec = cvx_st_metadata(st, "plan");
+    if (strcmp(rec ? rec : "", desc) != 0) {
+        cvx_error("--resume: %s was written with the step plan \"%s\" but this run's is \"%s\" (resume with the same "
+                  "settings, or run without --resume to start over)", path, rec ? rec : "", desc);
+        goto done;
     }
     /* and no setting the checkpoint's run had that this one lacks (a LoRA, a transformer file) */
     for (int i = 0; ck->fingerprint && i < cvx_st_metadata_count(st); i++) {

@@ -49,28 +49,31 @@ static int cog_prepare(cvx_denoiser *d, int F, int H, int W) {
 static const float *cog_input(cvx_denoiser *d, const cvx_denoise_input *in) {
     cog_priv *p = d->priv;
     if (!p->i2v) return in->x;
-    CVX_CHECK(in->cond != NULL);
+    const float *image = ((const cvx_text_cond *)in->cond)->channels;
+    CVX_CHECK(image != NULL);
     const size_t chw = d->n_latent / d->F;
     for (int f = 0; f < d->F; f++) {
         float *xf = p->x + (size_t)f * 2 * chw;
         memcpy(xf, in->x + (size_t)f * chw, chw * sizeof(float));
-        memcpy(xf + chw, in->cond + (size_t)f * chw, chw * sizeof(float));
+        memcpy(xf + chw, image + (size_t)f * chw, chw * sizeof(float));
     }
     return p->x;
 }
 
 static int cog_forward(cvx_denoiser *d, const cvx_denoise_input *in, float *out) {
     cog_priv *p = d->priv;
+    const cvx_text_cond *c = in->cond;
     const int64_t t = (int64_t)in->t;
-    return cogvideox_forward(tr(d), cog_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, &t, p->rope_cos,
+    return cogvideox_forward(tr(d), cog_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, &t, p->rope_cos,
                              p->rope_sin, out);
 }
 
 static int cog_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
     cog_priv *p = d->priv;
+    const cvx_text_cond *c = in->cond;
     const int64_t t = (int64_t)in->t;
     cogvideox_fwd *cf = cvx_malloc(sizeof *cf);
-    if (cogvideox_forward_embed(tr(d), cog_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, &t, NULL, 0,
+    if (cogvideox_forward_embed(tr(d), cog_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, &t, NULL, 0,
                                 p->rope_cos, p->rope_sin, cf)) {
         free(cf);
         return -1;
@@ -126,8 +129,7 @@ void cogvideox_denoiser_init(cvx_denoiser *d, cogvideox_transformer *m, int i2v)
     cog_priv *p = cvx_calloc(1, sizeof *p);
     p->i2v = i2v;
     *d = (cvx_denoiser){.type = &cogvideox_denoiser, .model = m, .priv = p,
-                        .num_layers = cogvideox_get_config(m)->num_layers,
-                        .text_dim = cogvideox_get_config(m)->text_embed_dim};
+                        .num_layers = cogvideox_get_config(m)->num_layers};
 }
 
 int cogvideox_sample_loop(cogvideox_transformer *m, int i2v, cvx_scheduler *s, const cvx_loop_params *p,
@@ -139,9 +141,23 @@ int cogvideox_sample_loop(cogvideox_transformer *m, int i2v, cvx_scheduler *s, c
     else cogvideox_teacache_coefficients(cogvideox_get_config(m), q.teacache_coefficients);
     cvx_denoiser d;
     cogvideox_denoiser_init(&d, m, i2v);
-    int rc = cvx_sample_loop(&d, s, &q, shape, prompt, negative, L, ck, hook, hook_ctx, latents, result);
+    cvx_expert_provider one;
+    cvx_single_expert(&one, &d);
+    cvx_sample_plan plan;
+    cogvideox_plan(p, &one, &plan);
+    const cvx_text_cond neg = {.text = negative, .L = L, .channels = p->cond},
+                        pos = {.text = prompt, .L = L, .channels = p->cond};
+    int rc = cvx_sample_loop(&plan, s, &q, shape, (const void *const[2]){&neg, &pos}, ck, hook, hook_ctx, latents,
+                             result);
+    cvx_plan_free(&plan);
     cvx_denoiser_free(&d);
     return rc;
+}
+
+void cogvideox_plan(const cvx_loop_params *p, cvx_expert_provider *experts, cvx_sample_plan *out) {
+    const cvx_sample_params *r = p->req;
+    const cvx_guider g = {.scale = r->guidance_scale, .dynamic = r->use_dynamic_cfg};
+    cvx_plan_init(out, r->num_inference_steps - p->t_start, &g, experts);
 }
 
 /* ---- shapes and embeddings ---- */
@@ -166,11 +182,13 @@ int cogvideox_latent_shape_for(const cogvideox_config *c, const cvx_loop_params 
                          r->frames, ts, ts, lower, lower + ts);
     }
     if (r->height < mult || r->height % mult != 0)
-        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->height,
-                         mult, sp, c->patch_size);
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->height, mult, sp, c->patch_size, cvx_multiple_below(r->height, mult),
+                         cvx_multiple_below(r->height, mult) + mult);
     if (r->width < mult || r->width % mult != 0)
-        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->width, mult,
-                         sp, c->patch_size);
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->width, mult, sp, c->patch_size, cvx_multiple_below(r->width, mult),
+                         cvx_multiple_below(r->width, mult) + mult);
     if (c->use_learned_positional_embeddings &&
         (r->height != c->sample_height * sp || r->width != c->sample_width * sp))
         return cvx_error("--height %d --width %d: this model has learned positional embeddings (CogVideoX-5b-I2V "
@@ -248,7 +266,7 @@ const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double ou
  * The gain 5 is on model-space latents at 5b's scaling factor 0.7; cogvideox_latent_rgb scales it
  * to 3.5 / scaling_factor for other VAEs (2b: 1.15258426). */
 const cvx_latent_rgb cogvideox_latent_rgb_5b = {
-    .factors = {
+    .factors = (const float[][3]){
     {0.03197404301362048f, 0.04091260743347359f, 0.0015679806301828524f},
     {0.005517101026578029f, 0.0052348639043457755f, -0.005613441650464035f},
     {0.0012485338264583965f, -0.016096744206117782f, 0.025023940031635054f},
@@ -265,6 +283,7 @@ const cvx_latent_rgb cogvideox_latent_rgb_5b = {
     {-0.009045079994694397f, -0.01127941143183089f, 0.0042294057970470806f},
     {0.002548289972720752f, 0.025224244654428216f, -0.0006086130121693347f},
     {-0.011135669222532816f, 0.0018181308593668505f, 0.02794541485349922f}},
+    .n_channels = 16,
     .bias = {-0.023f, 0.0f, -0.017f},
     .gain = 5.0f,
 };

@@ -14,6 +14,10 @@
  * cvx_denoiser_free. */
 void cogvideox_denoiser_init(cvx_denoiser *d, cogvideox_transformer *m, int i2v);
 
+/* CogVideoXPipeline's step plan: one transformer, the request's guidance on every step that runs
+ * (static, or dynamic with use_dynamic_cfg). Free with cvx_plan_free. */
+void cogvideox_plan(const cvx_loop_params *p, cvx_expert_provider *experts, cvx_sample_plan *out);
+
 /* cvx_sample_loop over a CogVideoX transformer: a denoiser made and freed around the loop; p's
  * TeaCache coefficients are replaced by `teacache` (NULL: the model's published set). */
 int cogvideox_sample_loop(cogvideox_transformer *m, int i2v, cvx_scheduler *s, const cvx_loop_params *p,

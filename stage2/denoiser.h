@@ -1,7 +1,8 @@
 /* The denoiser interface the sampler and the step cache drive: one transformer forward of one CFG
  * branch (batch 1) in three pieces — embed, blocks, finalize — so that step caching can skip or
- * reuse the blocks. Each model family implements it in its own file (stage2/cogvideox_denoiser.c,
- * stage2/wan_denoiser.c) over its transformer; the sampler knows no family.
+ * reuse the blocks. Each model family implements it in its own file (stage2/cogvideox_family.c,
+ * stage2/wan_family.c) over its transformer; the sampler knows no family, and the conditioning
+ * of a branch (text, masks, image tokens) is the family's own type behind one pointer.
  *
  * The pieces' float operations are those of the family's plain forward: embed, blocks(0,
  * num_layers), finalize gives the same bytes as `forward`. */
@@ -26,13 +27,25 @@ typedef struct {
 /* The inputs of one forward (batch 1: one CFG branch). */
 typedef struct {
     const float *x;           /* latents in the family's layout (n_latent floats) */
-    const float *cond;        /* extra input channels the family concatenates to x (I2V), or NULL */
-    const float *text;        /* [L, text_dim] */
+    /* this branch's conditioning, built by the family (its sample_setup) and read only by its
+     * denoiser: the sampler and the step cache pass it through and never look inside. CogVideoX and
+     * Wan 2.1 take a cvx_text_cond; a family with other inputs (several encoders, masks) its own */
+    const void *cond;
+    double t;                 /* the timestep value the scheduler hands the model */
+    /* per-token timesteps [n_t] (the plan's t_scale[k] · t, float32), NULL: the scalar t for every
+     * token (Wan 2.2 TI2V: 0 on the conditioning frame's tokens) */
+    const float *t_tokens;
+    size_t n_t;
+} cvx_denoise_input;
+
+/* The per-branch conditioning of the CogVideoX and Wan 2.1 denoisers (in.cond points to one). */
+typedef struct {
+    const float *text;        /* [L, text_dim] the branch's text embeddings */
     int L;
     const float *image;       /* extra context tokens (Wan I2V: CLIP image embeddings [L_img, image_dim]), NULL */
     int L_img;
-    double t;                 /* the timestep value the scheduler hands the model */
-} cvx_denoise_input;
+    const float *channels;    /* extra input channels concatenated to x (I2V image latents / mask), NULL */
+} cvx_text_cond;
 
 typedef struct cvx_denoiser cvx_denoiser;
 
@@ -58,7 +71,6 @@ struct cvx_denoiser {
     void *model;              /* the family's transformer (borrowed) */
     void *priv;               /* the adapter's per-run state */
     int num_layers;
-    int text_dim;             /* the width of the text rows it takes */
     size_t n_latent, n_out;   /* floats of x and of one branch's output for the prepared grid */
     int F, H, W;              /* the prepared grid */
 };

@@ -2,6 +2,8 @@
  * Reads <input_dir>/stage1_embeddings.safetensors (+ generation_config.json, + stage 1's
  * conditioning for I2V / V2V), writes <output_dir>/stage2_latents.safetensors and extends
  * <output_dir>/generation_config.json, checkpointing the loop (flags: stage2/usage.h, --help).
+ * --prompt_index N: stage1_embeddings_NNNN.safetensors of a --prompts_file batch in, and every
+ * output numbered alike (stage2_latents_NNNN.safetensors, generation_config_NNNN.json).
  * The work is cvx_sample (pipeline/cogvideox.h); this file is flags, files and messages. */
 #include <stdio.h>
 
@@ -9,7 +11,7 @@
 #include "error.h"
 #include "runenv.h"
 #include "pipeline/args.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"
@@ -17,6 +19,7 @@
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
+#include "stage2/steps_record.h"
 
 #define DEFAULT_DIR "stage_outputs"
 #include "stage2/usage.h"
@@ -65,7 +68,7 @@ int main(int argc, char **argv) {
     /* ---- inputs: everything is checked before anything is written ---- */
     cvx_run_files in, out;
     cvx_run_locks locks;
-    if (cvx_sample_check_dirs(input_dir, output_dir, writer, &in, &out, &locks)) cvx_die_last_error();
+    if (cvx_sample_check_dirs_n(input_dir, output_dir, a.prompt_index, writer, &in, &out, &locks)) cvx_die_last_error();
     cvx_safetensors *emb_file = cvx_st_open(in.embeddings);
     char model_buf[4096];
     const char *model;   /* --model_dir / --model_id, else what stage1 recorded */
@@ -83,12 +86,14 @@ int main(int argc, char **argv) {
     if (!m || cvx_sample_read_conditioning(m, &in, &cond)) cvx_die_last_error();
     if (cond.mean) sp.conditioning = &cond;
     cvx_embeddings emb;
+    cvx_cond_set more = {0};   /* the family's conditioning tensors after prompt_embeds (none for CogVideoX, Wan 2.1) */
     cvx_sample_params r;   /* sp resolved: the defaults filled in */
     cvx_fingerprint fp;
-    int irc = cvx_embeddings_from_file(m, emb_file, &emb) || cvx_sample_resolve(m, &sp, &r) ||
-              cvx_sample_fingerprint(m, &r, in.embeddings, &fp);
+    int irc = cvx_embeddings_from_file(m, emb_file, &emb) || cvx_cond_more_from_file(m, emb_file, &more) ||
+              cvx_sample_resolve(m, &sp, &r) || cvx_sample_fingerprint(m, &r, in.embeddings, &fp);
+    if (more.n) sp.cond_more = &more;
     cvx_par_agree_or_fail(world, irc);   /* one rank: cvx_die */
-    if (cvx_embeddings_check_finite(&emb, in.embeddings)) cvx_die_last_error();
+    if (cvx_embeddings_check_finite(&emb, sp.cond_more, in.embeddings)) cvx_die_last_error();
     if (!fps) fps = cvx_model_get_info(m)->fps;
     char layout[64];
     snprintf(layout, sizeof layout, "cfg %d x sp %d", par.cfg, par.sp);
@@ -97,8 +102,15 @@ int main(int argc, char **argv) {
     /* ---- the loop ---- */
     sp.checkpoint_path = out.checkpoint, sp.checkpoint_every = a.checkpoint_every, sp.resume = resume;
     sp.stop_after_steps = a.stop_after, sp.fingerprint = &fp, sp.cfg_dist = par.cfg_group;
+    char steps_path[4200];   /* the per-step record (stage2/steps_record.h), rank 0 */
+    cvx_steps_record *rec = NULL;
+    if (writer && (cvx_steps_record_path(out.latents, steps_path, sizeof steps_path) ||
+                   !(rec = cvx_steps_record_new(steps_path, resume, &fp))))
+        cvx_die_last_error();
+    sp.on_step = rec ? cvx_steps_record_on_step : NULL, sp.on_step_user = rec;
     cvx_latents lat;
     if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) cvx_par_fail(world);
+    cvx_steps_record_free(rec);   /* a failed write was warned */
     if (writer && lat.steps_done < r.num_inference_steps) {   /* ranks > 0 computed their share; rank 0 writes */
         cvx_info("stopped after step %d of %d as asked (--stop_after_steps); state saved in %s, continue with --resume",
                  lat.steps_done - lat.steps_skipped, r.num_inference_steps - lat.steps_skipped, out.checkpoint);
@@ -106,7 +118,7 @@ int main(int argc, char **argv) {
         if (cvx_sample_write_outputs(&out, in.genconfig, &lat, &r, a.out_dtype, fps, model, m)) cvx_par_fail(world);
         cvx_sample_report(&out, &lat, &r, a.out_dtype, cvx_time() - t0);
     }
-    cvx_latents_free(&lat), cvx_conditioning_free(&cond), cvx_embeddings_free(&emb);
+    cvx_latents_free(&lat), cvx_conditioning_free(&cond), cvx_embeddings_free(&emb), cvx_cond_set_free(&more);
     cvx_model_close(m), cvx_st_close(emb_file);
     cvx_run_unlock(&locks), cvx_par_end(&par);
     return 0;

@@ -21,7 +21,7 @@ const char *cvx_preview_mode_name(cvx_preview_mode m) {
 
 void cvx_preview_latent_rgb(const float *x0, const cvx_latent_shape *sh, const cvx_latent_rgb *tab, int up,
                             float *rgb) {
-    const int T = sh->frames - sh->pad_frames, C = sh->channels < 16 ? sh->channels : 16;
+    const int T = sh->frames - sh->pad_frames, C = sh->channels < tab->n_channels ? sh->channels : tab->n_channels;
     const int h = sh->height, w = sh->width, H = h * up, W = w * up;
     const size_t hw = (size_t)h * w;
     /* channel c of frame t: frames-major [F, C, h, w] or channels-major [C, F, h, w] */
@@ -50,6 +50,9 @@ int cvx_preview_write(cvx_preview *pv, int step, const float *x0, const cvx_late
     int T, H, W, rc;
     if (pv->mode == CVX_PREVIEW_LATENT) {
         const int up = 4;
+        if (sh->channels > pv->rgb->n_channels)
+            return cvx_error("--preview latent: the latents have %d channels, the model family's preview table %d rows "
+                             "(use --preview vae)", sh->channels, pv->rgb->n_channels);
         T = sh->frames - sh->pad_frames, H = sh->height * up, W = sh->width * up;
         rgb = cvx_alloc_f32((size_t)3 * T * H * W);
         cvx_preview_latent_rgb(x0, sh, pv->rgb, up, rgb);

@@ -3,10 +3,11 @@
  *
  * Modes:
  *   latent  a rough colour sketch: per latent pixel RGB = gain·Σ_c z_c·F[c] + bias (then the
- *           pipeline's clamp(x/2 + 0.5)), F the family's published 16×3 table (cvx_latent_rgb:
+ *           pipeline's clamp(x/2 + 0.5)), F the family's published C×3 table (cvx_latent_rgb:
  *           CogVideoX's in stage2/cogvideox_family.c, Wan's in stage2/wan_family.c, with their
- *           sources). Models with fewer than 16 latent channels (the tiny test models) use the first
- *           C rows. Upscaled ×4 (nearest).
+ *           sources). Models with fewer latent channels than the table's rows (the tiny test models)
+ *           use the first C rows; more channels than rows is an error (a warning of the hook).
+ *           Upscaled ×4 (nearest).
  *   vae     latent frame 0 decoded by the real VAE (causal: frame 0 decodes alone), through a callback.
  * Nothing is allocated and nothing runs unless a preview is asked for (the sampler calls the hook
  * only when one is set). */
@@ -19,9 +20,11 @@
 typedef enum { CVX_PREVIEW_LATENT = 0, CVX_PREVIEW_VAE } cvx_preview_mode;
 
 /* A family's published latent → RGB sketch: rgb = gain · Σ_c z_c·factors[c] + bias (then the
- * pipeline's clamp(x/2 + 0.5)), z the loop's (model-space) latents. */
+ * pipeline's clamp(x/2 + 0.5)), z the loop's (model-space) latents; a table of any channel count
+ * (latents with fewer channels use its first rows, with more are refused by cvx_preview_write). */
 typedef struct {
-    float factors[16][3];
+    const float (*factors)[3];   /* [n_channels][3] */
+    int n_channels;
     float bias[3];
     float gain;
 } cvx_latent_rgb;

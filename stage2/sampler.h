@@ -1,7 +1,9 @@
 /* The denoising loop every family shares (diffusers' pipelines' __call__ from the prompt
- * embeddings on): initial noise from the seed, classifier-free guidance (static or dynamic), the
- * scheduler step, step caching, MPI splits, and checkpoint / resume of the loop state. It drives a
- * denoiser (stage2/denoiser.h) and a scheduler (stage2/scheduler.h) and knows no model family.
+ * embeddings on): initial noise from the seed, the step plan (stage2/plan.h: the expert, the
+ * guidance and the cache resets of each step), the scheduler step, step caching, MPI splits, and
+ * checkpoint / resume of the loop state. It drives the plan's denoisers (stage2/denoiser.h) and a
+ * scheduler (stage2/scheduler.h), passes each branch's conditioning through unopened, and knows
+ * no model family.
  *
  * Latents are in the family's loop layout (CogVideoX: [1, F, C, h, w] with 1.5's padding frame;
  * Wan: [1, C, F, h, w]); the family converts them to the stage-2 file layout. */
@@ -14,16 +16,18 @@
 #include "safetensors.h"
 #include "stage2/scheduler.h"
 #include "stage2/denoiser.h"
-#include "pipeline/cogvideox.h"   /* cvx_sample_params (the API's types only) */
+#include "stage2/plan.h"
+#include "pipeline/cvx.h"   /* cvx_sample_params (the API's types only) */
 
 /* The loop's parameters: the request as the API took it (defaults resolved by cvx_sample_resolve),
  * read where it is, never copied field by field, and what the family and the pipeline derive from it. */
 typedef struct {
-    /* video size, steps, guidance_scale, use_dynamic_cfg, seed, the MPI groups (cfg_dist: a group of
+    /* video size, steps, seed, the MPI groups (cfg_dist: a group of
      * 2 ranks, rank 0 computing the unconditional branch, rank 1 the conditional one, the predictions
      * exchanged once per step, every rank then running the same scheduler step, only world rank 0
      * writing checkpoints; sp_dist: Ulysses sequence parallelism, the ranks sharing each forward;
-     * world_dist: every rank of the run, which agree on failures), cache_threshold, teacache_ret_steps */
+     * world_dist: every rank of the run, which agree on failures), cache_threshold (the guidance
+     * and the TeaCache window are the plan's) */
     const cvx_sample_params *req;
     int vae_scale_spatial;              /* 2^(len(vae block_out_channels) − 1), 8 for CogVideoX */
     int vae_scale_temporal;             /* vae temporal_compression_ratio, 4 */
@@ -31,8 +35,9 @@ typedef struct {
     void (*progress)(void *user, const char *label, int done, int total);
     void *progress_user;
     /* image-to-video / video-to-video (all zero for text-to-video) */
-    const float *cond;                   /* I2V: extra input channels the denoiser concatenates (in.cond), NULL */
-    const float *image_tokens;           /* extra context tokens for the denoiser (Wan I2V CLIP), NULL */
+    const float *cond;                   /* I2V: extra input channels (the family puts them in its branch
+                                          * conditioning: cvx_text_cond.channels), NULL */
+    const float *image_tokens;           /* extra context tokens (Wan I2V CLIP; the family's likewise), NULL */
     int image_L;
     const float *init_latents;           /* initial latents [1, F, C, h, w] instead of randn from the seed */
     const cvx_generator *init_generator; /* with init_latents: the generator after the draws that made them */
@@ -43,6 +48,9 @@ typedef struct {
     int cache_kind;
     double teacache_coefficients[5];
 } cvx_loop_params;
+
+/* For the size errors' suggestions: the multiple of m at or below v (at least m). */
+static inline int cvx_multiple_below(int v, int m) { return v > m ? v / m * m : m; }
 
 typedef struct {
     int frames;          /* latent frames the loop runs on, padding included */
@@ -93,13 +101,14 @@ typedef struct {
     int64_t cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
 } cvx_sample_result;
 
-/* Run the loop. prompt / negative: [L, text_embed_dim] float (negative unused without CFG).
- * latents: numel floats, receives the final latents [1, F, C, h, w] (padding included).
- * The scheduler must come fresh from cvx_scheduler_init (timesteps are set here).
+/* Run the loop over the plan (its experts, guidance, cache resets, timesteps per step; n_steps =
+ * num_inference_steps − t_start). cond[0], cond[1]: the unconditional (negative) and conditional
+ * (prompt) branch's conditioning, the family's, handed to the denoiser as in.cond (cond[0] unused
+ * without guidance). latents: numel floats, receives the final latents (the loop layout, padding
+ * included). The scheduler must come fresh from cvx_scheduler_init (timesteps are set here).
  * Returns 0 (check result->steps_done < n for a stop_after_steps stop), -1 + cvx_error. */
-int cvx_sample_loop(cvx_denoiser *m, cvx_scheduler *s, const cvx_loop_params *p,
-                     const cvx_latent_shape *shape, const float *prompt, const float *negative, int L,
-                     const cvx_checkpointing *ck, cvx_step_hook hook, void *hook_ctx, float *latents,
-                     cvx_sample_result *result);
+int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loop_params *p,
+                    const cvx_latent_shape *shape, const void *const cond[2], const cvx_checkpointing *ck,
+                    cvx_step_hook hook, void *hook_ctx, float *latents, cvx_sample_result *result);
 
 #endif

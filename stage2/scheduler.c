@@ -99,7 +99,13 @@ int cvx_scheduler_set_timesteps(cvx_scheduler *s, int n) {
     s->timesteps = NULL;
     s->num_inference_steps = 0;
     s->begin = 0;
+    if (s->sigmas && n != s->n_sigmas)
+        return cvx_error("%d inference steps with %d explicit sigmas: the counts must agree", n, s->n_sigmas);
     return s->type->set_timesteps(s, n);
+}
+
+void cvx_scheduler_set_sigmas(cvx_scheduler *s, const double *sigmas, int n_sigmas) {
+    s->sigmas = sigmas, s->n_sigmas = sigmas ? n_sigmas : 0;
 }
 
 int cvx_strength_t_start(int n, double strength, int *t_start) {

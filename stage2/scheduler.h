@@ -28,7 +28,8 @@ typedef struct cvx_scheduler_type {
     int (*configure)(cvx_scheduler *s, const cvx_config *cfg);
     void (*free_sched)(void *sched);
     /* n inference steps: s->timesteps[0 .. n−1] (descending, the model's timestep values) and
-     * s->num_inference_steps; -1 + cvx_error for an n the schedule cannot take */
+     * s->num_inference_steps; with s->sigmas, from those sigmas (a type without explicit sigmas
+     * refuses them); -1 + cvx_error for an n the schedule cannot take */
     int (*set_timesteps)(cvx_scheduler *s, int n);
     /* allocate s->state for latents of n floats (timesteps already set; the loop starts at index
      * s->begin: V2V); -1 + cvx_error when the run cannot start there */
@@ -59,6 +60,11 @@ struct cvx_scheduler {
                                      * upstream draws it in the latents' dtype */
     double flow_shift;              /* > 0: the shift a flow scheduler uses instead of its config's (set before
                                      * configure, cvx_scheduler_load_shift) */
+    /* explicit sigmas (upstream's set_timesteps(sigmas=...), retrieve_timesteps(sigmas=)): [n_sigmas]
+     * before the shift, as the pipeline passes them (HunyuanVideo-1.5: linspace(1, 0, N + 1)[:-1]);
+     * NULL = the schedule's own. Borrowed; set before the loop (cvx_scheduler_set_sigmas) */
+    const double *sigmas;
+    int n_sigmas;
     void *sched;                    /* the type's configuration and schedule (configure) */
     void *state;                    /* the type's per-run state (init) */
 };
@@ -85,8 +91,12 @@ int cvx_scheduler_load(cvx_scheduler *s, const char *path, const cvx_scheduler_t
  * shift (one error line). */
 int cvx_scheduler_load_shift(cvx_scheduler *s, const char *path, const cvx_scheduler_type *override, double flow_shift);
 void cvx_scheduler_free(cvx_scheduler *s);
-/* type->set_timesteps, after freeing the previous ones; begin = 0. */
+/* type->set_timesteps, after freeing the previous ones; begin = 0. With explicit sigmas n must be
+ * n_sigmas. */
 int cvx_scheduler_set_timesteps(cvx_scheduler *s, int n);
+/* Explicit sigmas (borrowed) for every following set_timesteps: n = n_sigmas steps. Euler only
+ * (the others refuse them in set_timesteps). */
+void cvx_scheduler_set_sigmas(cvx_scheduler *s, const double *sigmas, int n_sigmas);
 
 /* Video-to-video (upstream get_timesteps): init_timestep = min(int(n·strength), n), t_start =
  * max(n − init_timestep, 0); the loop runs the last n − t_start timesteps. -1 + cvx_error when

@@ -120,6 +120,8 @@ void ddpm_free(void *sched) {
 }
 
 int ddpm_set_timesteps_type(cvx_scheduler *s, int n) {
+    if (s->sigmas)
+        return cvx_error("explicit sigmas: %s takes none (a flow-matching scheduler does)", s->type->class_name);
     ddpm_schedule *d = ddpm_of(s);
     if (n > d->num_train_timesteps)
         return cvx_error("--num_inference_steps %d: at most num_train_timesteps %d (%s)", n, d->num_train_timesteps,

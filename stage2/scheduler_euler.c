@@ -61,19 +61,6 @@ void flow_euler_set_timesteps(flow_scheduler *s, int n) {
     s->sigmas[n] = 0.0f;
 }
 
-/* set_timesteps(sigmas=...): the float32 sigmas shifted in float32 (numpy: the Python-float shift
- * cast to float32, shift − 1 computed in double first), timesteps σ'·T in float32. */
-void flow_euler_set_sigmas(flow_scheduler *s, const float *sigmas, int n) {
-    const float fs = (float)s->shift, fs1 = (float)(s->shift - 1.0), T = (float)s->num_train_timesteps;
-    for (int i = 0; i < n; i++) {
-        const float sg = fs * sigmas[i] / (1.0f + fs1 * sigmas[i]);
-        s->sigmas_f64[i] = sg;
-        s->sigmas[i] = sg;
-        s->timesteps[i] = sg * T;
-    }
-    s->sigmas[n] = 0.0f;
-}
-
 /* prev = x + dt·v with dt = σ_{i+1} − σ_i (float32); the x0 estimate x − σ_i·v for previews. */
 void flow_euler_step(const flow_scheduler *s, flow_state *st, const float *model_output, const float *sample,
                      size_t n, float *prev) {

@@ -127,24 +127,37 @@ int flow_scheduler_set_timesteps(flow_scheduler *s, int n) {
     return check_start(s, 0);
 }
 
-int flow_scheduler_set_sigmas(flow_scheduler *s, const float *sigmas, int n) {
+int flow_scheduler_set_sigmas(flow_scheduler *s, int n, const double *sigmas) {
     if (s->kind != FLOW_EULER)
-        return cvx_error("explicit sigmas: only FlowMatchEulerDiscreteScheduler takes them (this is %s)",
-                         flow_kind_class(s->kind));
-    if (n < 1 || n > 100000) return cvx_error("explicit sigmas: %d of them, expected 1..100000", n);
+        return cvx_error("explicit sigmas: %s takes none here (FlowMatchEulerDiscreteScheduler does)",
+                         kinds[s->kind].class_name);
+    if (n < 1 || n > 100000) return cvx_error("%d explicit sigmas, expected 1..100000", n);
     free_schedule(s);
     s->sigmas_f64 = cvx_malloc((size_t)n * sizeof(double));
     s->sigmas = cvx_malloc((size_t)(n + 1) * sizeof(float));
     s->timesteps = cvx_malloc((size_t)n * sizeof(float));
-    flow_euler_set_sigmas(s, sigmas, n);
+    /* np.array(sigmas).astype(np.float32); shift * σ / (1 + (shift − 1) * σ) on the float32 array
+     * (the Python floats taken as float32); timesteps = σ * num_train_timesteps (float32) */
+    const float fs = (float)s->shift, fs1 = (float)(s->shift - 1.0), T = (float)s->num_train_timesteps;
+    for (int i = 0; i < n; i++) {
+        const float sg = (float)sigmas[i];
+        if (!isfinite(sg) || sg < 0.0f || sg > 1.0f) {
+            free_schedule(s);
+            return cvx_error("explicit sigma %d is %g, expected a number in [0, 1]", i, sigmas[i]);
+        }
+        s->sigmas[i] = fs * sg / (1.0f + fs1 * sg);
+        s->sigmas_f64[i] = (double)s->sigmas[i];
+        s->timesteps[i] = s->sigmas[i] * T;
+    }
+    s->sigmas[n] = 0.0f;
     s->num_inference_steps = n;
     return check_start(s, 0);
 }
 
-void flow_linear_sigmas(int n, float *out) {
+void flow_linear_sigmas(int n, double *out) {
     double *g = cvx_malloc(sizeof(double) * (size_t)(n + 1));
     flow_np_linspace(1.0, 0.0, n + 1, g);
-    for (int i = 0; i < n; i++) out[i] = (float)g[i];
+    memcpy(out, g, sizeof(double) * (size_t)n);
     free(g);
 }
 

@@ -96,14 +96,13 @@ void flow_scheduler_free(flow_scheduler *s);
  * would start at step 1 and index past its sigmas). A state made before must be reset
  * (flow_state_reset) for a new run. */
 int flow_scheduler_set_timesteps(flow_scheduler *s, int n);
+/* The same from explicit sigmas [n] (set_timesteps(sigmas=...); Euler only, -1 + error for UniPC):
+ * numpy float32 as upstream — σ = float32(sigmas), shifted in float32, timesteps = σ·T, σ_n = 0. */
+int flow_scheduler_set_sigmas(flow_scheduler *s, int n, const double *sigmas);
 
-/* The schedule of explicit sigmas (set_timesteps(sigmas=...), FlowMatchEulerDiscreteScheduler only):
- * sigmas[n] float32 (upstream casts them with astype(float32)), shifted in float32 as numpy does
- * (shift·σ / (1 + (shift − 1)·σ)), timesteps = σ'·T in float32, sigmas[n] = 0. -1 + error for
- * UniPC or n out of range. */
-int flow_scheduler_set_sigmas(flow_scheduler *s, const float *sigmas, int n);
-/* The sigmas HunyuanVideo-1.5's pipelines pass: np.linspace(1, 0, n + 1)[:-1] as float32. out [n]. */
-void flow_linear_sigmas(int n, float *out);
+/* The sigmas HunyuanVideo-1.5's pipelines pass to flow_scheduler_set_sigmas: np.linspace(1, 0,
+ * n + 1)[:-1] (float64). out [n]. */
+void flow_linear_sigmas(int n, double *out);
 
 /* ---- per-run state ---- */
 flow_state *flow_state_new(const flow_scheduler *s, size_t n);
@@ -162,7 +161,6 @@ int flow_unipc_config(flow_scheduler *s, const cvx_config *cfg, int native, doub
 int flow_euler_config(flow_scheduler *s, const cvx_config *cfg, int native, double shift_override);
 void flow_unipc_set_timesteps(flow_scheduler *s, int n);
 void flow_euler_set_timesteps(flow_scheduler *s, int n);
-void flow_euler_set_sigmas(flow_scheduler *s, const float *sigmas, int n);
 void flow_unipc_step(const flow_scheduler *s, flow_state *st, const float *model_output, const float *sample,
                      size_t n, float *prev);
 void flow_euler_step(const flow_scheduler *s, flow_state *st, const float *model_output, const float *sample,

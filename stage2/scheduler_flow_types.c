@@ -25,7 +25,7 @@ static void free_sched(void *p) {
 
 static int set_timesteps(cvx_scheduler *s, int n) {
     flow_scheduler *fs = fs_of(s);
-    if (flow_scheduler_set_timesteps(fs, n)) return -1;
+    if (s->sigmas ? flow_scheduler_set_sigmas(fs, n, s->sigmas) : flow_scheduler_set_timesteps(fs, n)) return -1;
     s->timesteps = cvx_malloc((size_t)n * sizeof(double));
     for (int i = 0; i < n; i++) s->timesteps[i] = (double)fs->timesteps[i];   /* exact: float → double */
     s->num_inference_steps = n;

@@ -198,6 +198,14 @@ cogvideox_transformer *cogvideox_load_file(const char *config_json, const char *
     cogvideox_config *c = &m->c;
     if (cogvideox_config_load(config_json, c)) { free(m); return NULL; }
     if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
+    if (cvx_weights_check_arch(m->w, "cogvideox", "CogVideoX") ||
+        (!cvx_weights_find(m->w, "patch_embed.proj.weight") &&
+         cvx_error("%s: not a CogVideoX transformer checkpoint: no tensor 'patch_embed.proj.weight' (diffusers names)",
+                   cvx_weights_path(m->w)))) {
+        cvx_weights_close(m->w);
+        free(m);
+        return NULL;
+    }
     m->owns_ctx = ctx == NULL;
     m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, E = c->time_embed_dim,

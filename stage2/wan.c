@@ -1,12 +1,19 @@
-/* WanTransformer3DModel forward (diffusers 0.33.1 transformer_wan.py), f32 compute over
- * mmapped weights; config and weights in stage2/wan_load.c.
+/* WanTransformer3DModel forward (diffusers 0.33.1 transformer_wan.py; the per-token timesteps
+ * of 0.35.2 for Wan 2.2 TI2V), f32 compute over mmapped weights; config and weights in
+ * stage2/wan_load.c.
  *
  * Layout: the residual stream is h[B, S, D] over the video tokens only (text and image
  * embeddings enter through cross-attention). Every block runs one batch element at a time:
  * self-attention needs q, k, v [S, D] of the element; the row-wise parts (modulated norms,
  * projections, cross-attention, feed-forward) run in pieces of f->chunk rows or more, whatever
  * fits the scratch. Under Ulysses sequence parallelism a rank holds its token range of the one
- * element and only self-attention sees all tokens (of heads/sp heads). */
+ * element and only self-attention sees all tokens (of heads/sp heads).
+ *
+ * Timesteps: one per element (Wan 2.1, A14B), or one per token (Wan 2.2 TI2V's expand_timesteps:
+ * upstream embeds all B·S of them, temb [B, S, D], timestep_proj [B, S, 6D]). Per-token
+ * timesteps take a few distinct values (0 on an image-conditioned first frame, t elsewhere), so
+ * the embedding runs once per distinct value and every token points at its row: the same
+ * numbers per token as upstream's, with U rows of [6D] instead of S. */
 #include "wan_internal.h"
 
 #include "dist.h"
@@ -16,6 +23,7 @@
 #include "stage2/positional.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,21 +128,37 @@ static void wan_patch_embedding(wan_transformer *m, const float *x, const wan_fw
 
 /* ------------------------------------------------------------------ block pieces */
 
-/* LN(x) (no affine) · (1 + scale) + shift over rows [n, D] (FP32LayerNorm then the modulation). */
-static void modulated_layernorm(float *y, const float *x, int n, int D, const float *shift, const float *scale,
+/* The modulation of one element's tokens: token s reads the row mods + row(s)·stride holding
+ * [shift | scale | gate | c_shift | c_scale | c_gate] (blocks, stride 6D) or [shift | scale]
+ * (output head, 2D); row(s) = idx[s] with per-token timesteps, else 0 for every token. */
+typedef struct {
+    const float *mods;
+    const int *idx;      /* [S] of the element, or NULL */
+    size_t stride;
+} wan_mod;
+
+static inline const float *mod_row(const wan_mod *md, size_t tok) {
+    return md->idx ? md->mods + (size_t)md->idx[tok] * md->stride : md->mods;
+}
+
+/* LN(x) (no affine) · (1 + scale) + shift over rows [n, D] holding tokens tok0 .. tok0 + n − 1
+ * (FP32LayerNorm then the modulation); shift / scale: parts ks / kc of each token's row. */
+static void modulated_layernorm(float *y, const float *x, int n, int D, const wan_mod *md, size_t tok0, int ks, int kc,
                                 float eps) {
     cvx_layernorm(y, x, n, D, NULL, NULL, eps);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
+        const float *mr = mod_row(md, tok0 + (size_t)i), *shift = mr + (size_t)ks * D, *scale = mr + (size_t)kc * D;
         float *yr = y + (size_t)i * D;
         for (int k = 0; k < D; k++) yr[k] = yr[k] * (1.0f + scale[k]) + shift[k];
     }
 }
 
-/* h += y · gate over rows [n, D]. */
-static void gated_residual(float *h, const float *y, int n, int D, const float *gate) {
+/* h += y · gate over rows [n, D] of tokens tok0 .. (gate: part kg of each token's row). */
+static void gated_residual(float *h, const float *y, int n, int D, const wan_mod *md, size_t tok0, int kg) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
+        const float *gate = mod_row(md, tok0 + (size_t)i) + (size_t)kg * D;
         float *hr = h + (size_t)i * D;
         const float *yr = y + (size_t)i * D;
         for (int k = 0; k < D; k++) hr[k] = hr[k] + yr[k] * gate[k];
@@ -198,16 +222,16 @@ static void wan_self_attention_core(wan_transformer *m, float *q, float *k, floa
 
 /* 1. Self-attention of one element on its rows hb [rows, D]: n = LN(x)(1 + scale) + shift;
  * q, k, v = to_q/k/v(n); RMSNorm over D on q and k; RoPE; attention; h += to_out(·)·gate.
- * mod [6, D] = scale_shift_table + timestep_proj. */
+ * mod: scale_shift_table + timestep_proj per token. */
 static void wan_self_attention(wan_transformer *m, const wan_attn_weights *a, const wan_fwd *f, float *hb,
-                               const float *mod) {
+                               const wan_mod *mod) {
     int D = f->D, rows = (int)f->nrows;
     size_t cr = min_sz(f->chunk, (size_t)rows);
     float eps = (float)m->c.eps;
     float *q = f->ws, *k = q + (size_t)rows * D, *v = k + (size_t)rows * D, *xc = v + (size_t)rows * D;  // + [cr, D]
     for (size_t i = 0; i < (size_t)rows; i += cr) {
         int n = (int)min_sz(cr, (size_t)rows - i);
-        modulated_layernorm(xc, hb + i * D, n, D, mod, mod + D, eps);
+        modulated_layernorm(xc, hb + i * D, n, D, mod, f->row0 + i, 0, 1, eps);
         linear(m, xc, n, D, a->q_w, a->q_b, q + i * D);                                  // [n, D]
         linear(m, xc, n, D, a->k_w, a->k_b, k + i * D);
         linear(m, xc, n, D, a->v_w, a->v_b, v + i * D);
@@ -220,7 +244,7 @@ static void wan_self_attention(wan_transformer *m, const wan_attn_weights *a, co
     for (size_t i = 0; i < (size_t)rows; i += cr) {
         int n = (int)min_sz(cr, (size_t)rows - i);
         linear(m, q + i * D, n, D, a->o_w, a->o_b, xc);                                  // [n, D]
-        gated_residual(hb + i * D, xc, n, D, mod + 2 * D);
+        gated_residual(hb + i * D, xc, n, D, mod, f->row0 + i, 2);
     }
 }
 
@@ -263,35 +287,41 @@ static void wan_cross_attention(wan_transformer *m, const wan_block_weights *bw,
 /* 3. Feed-forward of one element: n = LN(x)(1 + c_scale) + c_shift; ffn.net.2(gelu_tanh(
  * ffn.net.0.proj(n))); h += ·c_gate. */
 static void wan_feed_forward(wan_transformer *m, const wan_block_weights *bw, const wan_fwd *f, float *hb,
-                             const float *mod) {
+                             const wan_mod *mod) {
     int D = f->D, Fd = m->c.ffn_dim, rows = (int)f->nrows;
     size_t cr = min_sz(f->ws_floats / ((size_t)D + Fd), (size_t)rows);
     if (m->chunk_rows) cr = min_sz(cr, f->chunk);
     float *x = f->ws, *u = x + cr * D;                                                   // [cr, D], [cr, Fd]
     for (size_t i = 0; i < (size_t)rows; i += cr) {
         int n = (int)min_sz(cr, (size_t)rows - i);
-        modulated_layernorm(x, hb + i * D, n, D, mod + 3 * D, mod + 4 * D, (float)m->c.eps);
+        modulated_layernorm(x, hb + i * D, n, D, mod, f->row0 + i, 3, 4, (float)m->c.eps);
         linear(m, x, n, D, bw->ffn1_w, bw->ffn1_b, u);                                   // [n, Fd]
         cvx_gelu_tanh(u, (size_t)n * Fd);
         linear(m, u, n, Fd, bw->ffn2_w, bw->ffn2_b, x);                                  // [n, D]
-        gated_residual(hb + i * D, x, n, D, mod + 5 * D);
+        gated_residual(hb + i * D, x, n, D, mod, f->row0 + i, 5);
     }
 }
 
 /* One WanTransformerBlock on the rows of every batch element this process holds. */
 static void wan_block(wan_transformer *m, const wan_block_weights *bw, const wan_fwd *f) {
-    int D = f->D;
-    float *mod = cvx_malloc(sizeof(float) * 6 * (size_t)D);
+    const size_t D6 = 6 * (size_t)f->D;
+    /* (shift, scale, gate, c_shift, c_scale, c_gate) = scale_shift_table + timestep_proj: per
+     * element (row b), or per distinct per-token timestep (all U rows, tokens indexing them) */
+    float *mods = cvx_malloc(sizeof(float) * (f->t_row ? (size_t)f->U : 1) * D6);
+    if (f->t_row)
+        for (size_t i = 0; i < (size_t)f->U * D6; i++) mods[i] = bw->sst[i % D6] + f->tproj[i];
     for (int b = 0; b < f->B; b++) {
-        /* (shift, scale, gate, c_shift, c_scale, c_gate) = scale_shift_table + timestep_proj[b] */
-        const float *tp = f->tproj + (size_t)b * 6 * D;
-        for (int i = 0; i < 6 * D; i++) mod[i] = bw->sst[i] + tp[i];
-        float *hb = f->h + ((size_t)b * f->S + f->row0) * D;                             // [rows, D]
-        wan_self_attention(m, &bw->attn1, f, hb, mod);
+        if (!f->t_row) {
+            const float *tp = f->tproj + (size_t)b * D6;
+            for (size_t i = 0; i < D6; i++) mods[i] = bw->sst[i] + tp[i];
+        }
+        const wan_mod mod = {mods, f->t_row ? f->t_row + (size_t)b * f->S : NULL, D6};
+        float *hb = f->h + ((size_t)b * f->S + f->row0) * f->D;                          // [rows, D]
+        wan_self_attention(m, &bw->attn1, f, hb, &mod);
         wan_cross_attention(m, bw, f, b, hb);
-        wan_feed_forward(m, bw, f, hb, mod);
+        wan_feed_forward(m, bw, f, hb, &mod);
     }
-    free(mod);
+    free(mods);
 }
 
 /* ------------------------------------------------------------------ output */
@@ -341,8 +371,35 @@ static void wan_scratch(wan_transformer *m, wan_fwd *f) {
     if (m->sp) grow(&m->sp_buf, &m->sp_cap, 3 * (size_t)f->S * (f->D / cvx_dist_size(m->sp)));   // q, k, v [S, D/sp]
 }
 
-int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
-                      const float *image, int L_img, const float *timestep, wan_fwd *f) {
+/* Per-token timesteps ts[n] -> their distinct values vals[*U] (by bit pattern, in ascending bit
+ * order) and row[i] = the index of ts[i] among them. */
+typedef struct {
+    uint32_t bits;
+    int i;
+} ts_key;
+
+static int ts_key_cmp(const void *a, const void *b) {
+    const ts_key *x = a, *y = b;
+    return x->bits < y->bits ? -1 : x->bits > y->bits ? 1 : x->i - y->i;
+}
+
+static float *distinct_timesteps(const float *ts, size_t n, int *row, int *U) {
+    ts_key *k = cvx_malloc(sizeof *k * n);
+    for (size_t i = 0; i < n; i++) memcpy(&k[i].bits, &ts[i], sizeof(float)), k[i].i = (int)i;
+    qsort(k, n, sizeof *k, ts_key_cmp);
+    float *vals = cvx_malloc(sizeof(float) * n);
+    int u = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!i || k[i].bits != k[i - 1].bits) u++, vals[u] = ts[k[i].i];
+        row[k[i].i] = u;
+    }
+    free(k);
+    *U = u + 1;
+    return vals;
+}
+
+static int forward_embed(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
+                         const float *image, int L_img, const float *timestep, int per_token, wan_fwd *f) {
     const wan_config *c = &m->c;
     int D = c->num_attention_heads * c->attention_head_dim;
     memset(f, 0, sizeof *f);
@@ -359,7 +416,8 @@ int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, i
         return cvx_error("transformer: this is an image-to-video model (image_dim %d): image embeddings are required",
                          c->image_dim);
     if (!c->image_dim && image)
-        return cvx_error("transformer: this is a text-to-video model (image_dim null): it takes no image embeddings");
+        return cvx_error("transformer: this is a text-to-video model (image_dim null; Wan 2.2 image-to-video models take "
+                         "the image as latent channels): it takes no image embeddings");
     if (m->sp && B != 1)
         return cvx_error("transformer: under sequence parallelism a forward takes one batch element, got %d", B);
     if (!c->image_dim) L_img = 0;
@@ -387,10 +445,22 @@ int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, i
     wan_scratch(m, f);
 
     f->t_start = cvx_time();
-    f->temb = cvx_malloc(sizeof(float) * (size_t)B * D);                                 // [B, D]
-    f->tproj = cvx_malloc(sizeof(float) * (size_t)B * 6 * D);                            // [B, 6, D]
+    const float *ts = timestep;   /* the timesteps embedded: one per element, or the distinct per-token ones */
+    float *vals = NULL;
+    f->U = B;
+    if (per_token) {
+        for (size_t i = 0; i < (size_t)B * S; i++)
+            if (!isfinite(timestep[i]))
+                return cvx_error("transformer: per-token timestep [%zu, %zu] = %g, expected a finite number",
+                                 i / (size_t)S, i % (size_t)S, timestep[i]);
+        f->t_row = cvx_malloc(sizeof(int) * (size_t)B * S);                              // [B, S]
+        ts = vals = distinct_timesteps(timestep, (size_t)B * S, f->t_row, &f->U);
+    }
+    f->temb = cvx_malloc(sizeof(float) * (size_t)f->U * D);                              // [U, D]
+    f->tproj = cvx_malloc(sizeof(float) * (size_t)f->U * 6 * D);                         // [U, 6, D]
     f->ctx_txt = cvx_alloc_f32((size_t)B * L * D);                                       // [B, L, D]
-    wan_time_embedding(m, timestep, B, f->temb, f->tproj);
+    wan_time_embedding(m, ts, f->U, f->temb, f->tproj);
+    free(vals);
     wan_text_embedding(m, text, B * L, f->ctx_txt);
     if (L_img) {
         f->ctx_img = cvx_alloc_f32((size_t)B * L_img * D);                               // [B, L_img, D]
@@ -400,27 +470,42 @@ int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, i
     return 0;
 }
 
+int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
+                      const float *image, int L_img, const float *timestep, wan_fwd *f) {
+    return forward_embed(m, x, B, F, H, W, text, L, image, L_img, timestep, 0, f);
+}
+
+int wan_forward_embed_per_token(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                                int L, const float *image, int L_img, const float *timestep, wan_fwd *f) {
+    return forward_embed(m, x, B, F, H, W, text, L, image, L_img, timestep, 1, f);
+}
+
 void wan_forward_blocks(wan_transformer *m, wan_fwd *f, int first, int count) {
     CVX_CHECK(first >= 0 && count >= 0 && first + count <= m->c.num_layers);
     wan_scratch(m, f);
     for (int i = first; i < first + count; i++) wan_block(m, &m->blocks[i], f);
 }
 
-/* Output: (shift, scale) = scale_shift_table[2, D] + temb (no SiLU); LN(x)(1 + scale) + shift;
- * proj_out; unpatchify. */
+/* Output: (shift, scale) = scale_shift_table[2, D] + temb (no SiLU; per element or per distinct
+ * per-token timestep); LN(x)(1 + scale) + shift; proj_out; unpatchify. */
 void wan_forward_finalize(wan_transformer *m, wan_fwd *f, float *out) {
     const wan_config *c = &m->c;
     int D = f->D, S = f->S, rows = (int)f->nrows, P = c->out_channels * c->patch_t * c->patch_h * c->patch_w;
     size_t per = (size_t)c->out_channels * f->F * f->H * f->W;
     wan_scratch(m, f);
-    float *y = f->ws, *shift = cvx_malloc(sizeof(float) * 2 * (size_t)D), *scale = shift + D;
+    const int nm = f->t_row ? f->U : 1;
+    float *y = f->ws, *mods = cvx_malloc(sizeof(float) * 2 * (size_t)D * nm);          // [nm, shift | scale]
     for (int b = 0; b < f->B; b++) {
         float *tok = y + (size_t)rows * D;
-        for (int k = 0; k < D; k++) {
-            shift[k] = m->sst_out[k] + f->temb[(size_t)b * D + k];
-            scale[k] = m->sst_out[D + k] + f->temb[(size_t)b * D + k];
+        for (int u = 0; u < nm; u++) {
+            const float *te = f->temb + (size_t)(f->t_row ? u : b) * D;
+            for (int k = 0; k < D; k++) {
+                mods[(size_t)u * 2 * D + k] = m->sst_out[k] + te[k];
+                mods[(size_t)u * 2 * D + D + k] = m->sst_out[D + k] + te[k];
+            }
         }
-        modulated_layernorm(y, f->h + ((size_t)b * S + f->row0) * D, rows, D, shift, scale, (float)c->eps);
+        const wan_mod md = {mods, f->t_row ? f->t_row + (size_t)b * S : NULL, 2 * (size_t)D};
+        modulated_layernorm(y, f->h + ((size_t)b * S + f->row0) * D, rows, D, &md, f->row0, 0, 1, (float)c->eps);
         if (m->sp) {   /* this rank's rows, then every rank's: the same prediction everywhere */
             float *mine = tok;
             tok = mine + (size_t)rows * P;
@@ -431,7 +516,7 @@ void wan_forward_finalize(wan_transformer *m, wan_fwd *f, float *out) {
         }
         wan_unpatchify(c, tok, f, out + (size_t)b * per);
     }
-    free(shift);
+    free(mods);
     m->stats.t_total += cvx_time() - f->t_start;
     wan_forward_abort(f);
 }
@@ -441,7 +526,9 @@ void wan_forward_abort(wan_fwd *f) {
     free(f->tproj);
     free(f->ctx_txt);
     free(f->ctx_img);
+    free(f->t_row);
     f->temb = f->tproj = f->ctx_txt = f->ctx_img = NULL;
+    f->t_row = NULL;
 }
 
 int wan_forward(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
@@ -451,6 +538,48 @@ int wan_forward(wan_transformer *m, const float *x, int B, int F, int H, int W, 
     wan_forward_blocks(m, &f, 0, m->c.num_layers);
     wan_forward_finalize(m, &f, out);
     return 0;
+}
+
+int wan_forward_per_token(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
+                          const float *image, int L_img, const float *timestep, float *out) {
+    wan_fwd f;
+    if (wan_forward_embed_per_token(m, x, B, F, H, W, text, L, image, L_img, timestep, &f)) return -1;
+    wan_forward_blocks(m, &f, 0, m->c.num_layers);
+    wan_forward_finalize(m, &f, out);
+    return 0;
+}
+
+int wan_expert_is_high_noise(int64_t t, double boundary_ratio, int num_train_timesteps) {
+    return (float)t >= (float)(boundary_ratio * num_train_timesteps);   /* int64 tensor >= float: in float32 */
+}
+
+int wan_boundary_check(double boundary_ratio, const char *what) {
+    if (!(boundary_ratio > 0.0 && boundary_ratio < 1.0))
+        return cvx_error("%s: boundary_ratio = %g, expected a number in (0, 1) (the fraction of the training timesteps "
+                         "above which the high-noise expert runs)", what, boundary_ratio);
+    return 0;
+}
+
+void wan_ti2v_first_frame_mask(int F, int h, int w, float *m) {
+    const size_t hw = (size_t)h * w;
+    for (size_t i = 0; i < (size_t)F * hw; i++) m[i] = i < hw ? 0.0f : 1.0f;   /* ones, then [:, :, 0] = 0 */
+}
+
+void wan_ti2v_apply_condition(const float *latents, const float *condition, int C, int F, int h, int w, float *out) {
+    const size_t hw = (size_t)h * w;
+    for (int c = 0; c < C; c++)
+        for (int f = 0; f < F; f++) {
+            const float m = f ? 1.0f : 0.0f, *cond = condition + (size_t)c * hw;   /* condition [C, 1, h, w] */
+            const float *lat = latents + ((size_t)c * F + f) * hw;
+            float *o = out + ((size_t)c * F + f) * hw;
+            for (size_t i = 0; i < hw; i++) o[i] = (1.0f - m) * cond[i] + m * lat[i];   /* literally, NaNs and -0 too */
+        }
+}
+
+void wan_ti2v_timesteps(int64_t t, int F, int h, int w, float *ts) {
+    const int hh = (h + 1) / 2, ww = (w + 1) / 2;   /* [:, ::2, ::2] */
+    const float tf = (float)t;                      /* mask (f32) · int64 scalar -> f32 */
+    for (size_t i = 0; i < (size_t)F * hh * ww; i++) ts[i] = (i < (size_t)hh * ww ? 0.0f : 1.0f) * tf;
 }
 
 int wan_sp_check(const wan_config *c, int sp) {

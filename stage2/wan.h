@@ -1,4 +1,5 @@
-/* WanTransformer3DModel (Wan 2.1 T2V-1.3B / T2V-14B / I2V-14B; diffusers 0.33.1), read from a
+/* WanTransformer3DModel (Wan 2.1 T2V-1.3B / T2V-14B / I2V-14B, diffusers 0.33.1; Wan 2.2 TI2V-5B
+ * with per-token timesteps and each A14B expert, diffusers 0.35.2), read from a
  * diffusers `transformer/` directory (config.json + diffusion_pytorch_model*.safetensors) or from
  * one single-file checkpoint with the original Wan / ComfyUI key names. build / forward / free as
  * stage2/transformer.c: weights stay mmapped in their storage dtype, f32 compute (or bf16
@@ -9,6 +10,7 @@
 #define CVX_STAGE2_WAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "context.h"
 
@@ -76,6 +78,12 @@ int wan_rope_tables(const wan_transformer *m, int F, int H, int W, double *cos_o
  * -1 + cvx_error for sizes or inputs the model cannot take. */
 int wan_forward(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
                 const float *image, int L_img, const float *timestep, float *out);
+/* The same with one timestep per token, timestep [B, S] (S = wan_num_tokens, tokens (f, h, w)):
+ * Wan 2.2 TI2V's expand_timesteps (diffusers 0.35.2: temb [B, S, D], timestep_proj [B, S, 6D],
+ * each block's and the output's modulation per token). All tokens equal = wan_forward up to
+ * rounding. -1 + cvx_error also for a non-finite timestep. */
+int wan_forward_per_token(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
+                          const float *image, int L_img, const float *timestep, float *out);
 
 /* The forward in three pieces, for step caching and tests: wan_forward = embed, blocks(0,
  * num_layers), finalize, with the same float operations. wan_fwd holds one forward's sizes
@@ -87,8 +95,12 @@ typedef struct {
     int pf, ph, pw;                   /* grid after patching */
     int S, D;                         /* S = pf·ph·pw tokens per batch element, D inner dim */
     float *h;                         /* [B, S, D] residual stream (the model's buffer, valid until the next forward) */
-    float *temb;                      /* [B, D] time embedding (what norm_out's modulation adds), owned */
-    float *tproj;                     /* [B, 6, D] timestep_proj (what each block's modulation adds), owned */
+    float *temb;                      /* [U, D] time embeddings (what norm_out's modulation adds), owned */
+    float *tproj;                     /* [U, 6, D] timestep_proj (what each block's modulation adds), owned */
+    int U;                            /* their rows: B (row b for element b), or with per-token
+                                       * timesteps the distinct values among the B·S */
+    int *t_row;                       /* [B, S] per-token timesteps: each token's row of temb / tproj
+                                       * (owned); NULL: one timestep per element */
     float *ctx_txt;                   /* [B, L, D] projected text, owned */
     float *ctx_img;                   /* [B, L_img, D] projected image embeddings (I2V), owned, else NULL */
     float *ws;                        /* the model's scratch */
@@ -101,12 +113,36 @@ typedef struct {
  * (nothing to free). */
 int wan_forward_embed(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text, int L,
                       const float *image, int L_img, const float *timestep, wan_fwd *f);
+/* The same with per-token timesteps [B, S] (wan_forward_per_token). */
+int wan_forward_embed_per_token(wan_transformer *m, const float *x, int B, int F, int H, int W, const float *text,
+                                int L, const float *image, int L_img, const float *timestep, wan_fwd *f);
 /* Blocks first .. first + count − 1 on f->h. */
 void wan_forward_blocks(wan_transformer *m, wan_fwd *f, int first, int count);
 /* norm_out with its modulation, proj_out, unpatchify: out [B, C_out, F, H, W]; frees f's buffers. */
 void wan_forward_finalize(wan_transformer *m, wan_fwd *f, float *out);
 /* Frees f's buffers without finishing (error paths). */
 void wan_forward_abort(wan_fwd *f);
+
+/* Wan 2.2 A14B's expert per step (WanPipeline / WanImageToVideoPipeline, diffusers 0.35.2):
+ * `transformer` (the high-noise expert) while t >= boundary_ratio · num_train_timesteps, else
+ * `transformer_2`. Upstream compares the int64 timestep tensor with that Python float, which
+ * torch does in float32: (float)t >= (float)(ratio · N). 1 = high noise. */
+int wan_expert_is_high_noise(int64_t t, double boundary_ratio, int num_train_timesteps);
+/* boundary_ratio must be in (0, 1): -1 + cvx_error naming `what` (e.g. a config path) otherwise. */
+int wan_boundary_check(double boundary_ratio, const char *what);
+
+/* Wan 2.2 TI2V image-to-video (WanImageToVideoPipeline with expand_timesteps, diffusers 0.35.2):
+ * the image alone is VAE-encoded (mode, normalised) into condition [C, 1, h, w], and
+ * first_frame_mask m [F, h, w] is 0 on latent frame 0 and 1 elsewhere.
+ * wan_ti2v_first_frame_mask: m. */
+void wan_ti2v_first_frame_mask(int F, int h, int w, float *m);
+/* (1 − m)·condition + m·latents with condition broadcast over the frames, as upstream computes it
+ * (f32): the transformer input of every step, and the final latents after the loop. latents,
+ * out [C, F, h, w] (out may equal latents). */
+void wan_ti2v_apply_condition(const float *latents, const float *condition, int C, int F, int h, int w, float *out);
+/* The step's per-token timesteps (m[0,0][:, ::2, ::2]·t).flatten() -> ts [F·⌈h/2⌉·⌈w/2⌉] (tokens
+ * (f, h, w); frame 0's at 0, the rest (float)t, the f32 product of the mask and the int64 t). */
+void wan_ti2v_timesteps(int64_t t, int F, int h, int w, float *ts);
 
 /* Ulysses sequence parallelism (docs/distributed.md), as cogvideox_set_sp: the forwards that
  * follow run on the ranks of `sp` (borrowed; NULL or one rank: off), one batch element per

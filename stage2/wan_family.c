@@ -35,22 +35,25 @@ static int wd_prepare(cvx_denoiser *d, int F, int H, int W) {
 static const float *wd_input(cvx_denoiser *d, const cvx_denoise_input *in) {
     wan_priv *p = d->priv;
     if (!p->cond_channels) return in->x;
-    CVX_CHECK(in->cond != NULL);
+    const float *channels = ((const cvx_text_cond *)in->cond)->channels;
+    CVX_CHECK(channels != NULL);
     const size_t fhw = d->n_latent / (size_t)wan_get_config(tr(d))->out_channels;
     memcpy(p->x, in->x, d->n_latent * sizeof(float));
-    memcpy(p->x + d->n_latent, in->cond, (size_t)p->cond_channels * fhw * sizeof(float));
+    memcpy(p->x + d->n_latent, channels, (size_t)p->cond_channels * fhw * sizeof(float));
     return p->x;
 }
 
 static int wd_forward(cvx_denoiser *d, const cvx_denoise_input *in, float *out) {
+    const cvx_text_cond *c = in->cond;
     const float t = (float)in->t;   /* the scheduler's values are float32 (exact in double) */
-    return wan_forward(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, in->image, in->L_img, &t, out);
+    return wan_forward(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img, &t, out);
 }
 
 static int wd_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
+    const cvx_text_cond *c = in->cond;
     const float t = (float)in->t;
     wan_fwd *wf = cvx_malloc(sizeof *wf);
-    if (wan_forward_embed(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, in->text, in->L, in->image, in->L_img, &t,
+    if (wan_forward_embed(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img, &t,
                           wf)) {
         free(wf);
         return -1;
@@ -107,8 +110,7 @@ void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, i
     wan_priv *p = cvx_calloc(1, sizeof *p);
     p->cond_channels = cond_channels;
     p->teacache_e0 = teacache_e0;
-    *d = (cvx_denoiser){.type = &wan_denoiser, .model = m, .priv = p, .num_layers = wan_get_config(m)->num_layers,
-                        .text_dim = wan_get_config(m)->text_dim};
+    *d = (cvx_denoiser){.type = &wan_denoiser, .model = m, .priv = p, .num_layers = wan_get_config(m)->num_layers};
 }
 
 int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out) {
@@ -121,11 +123,13 @@ int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_di
                          r->frames, ts, ts, lower, lower + ts);
     }
     if (r->height < mh || r->height % mh != 0)
-        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->height,
-                         mh, sp, c->patch_h);
+        return cvx_error("--height %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->height, mh, sp, c->patch_h, cvx_multiple_below(r->height, mh),
+                         cvx_multiple_below(r->height, mh) + mh);
     if (r->width < mw || r->width % mw != 0)
-        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d)", r->width, mw,
-                         sp, c->patch_w);
+        return cvx_error("--width %d: must be a positive multiple of %d (VAE factor %d × patch size %d), e.g. %d "
+                         "or %d", r->width, mw, sp, c->patch_w, cvx_multiple_below(r->width, mw),
+                         cvx_multiple_below(r->width, mw) + mw);
     if (r->num_inference_steps < 1)
         return cvx_error("--num_inference_steps %d: must be at least 1", r->num_inference_steps);
     if (!(r->guidance_scale >= 0) || !isfinite(r->guidance_scale))
@@ -139,28 +143,6 @@ int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_di
     out->width = r->width / sp;
     out->numel = (size_t)out->frames * out->channels * out->height * out->width;
     out->channels_major = 1;
-    return 0;
-}
-
-int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
-                         const char *file) {
-    const cvx_tensor *ts[2] = {prompt, negative};
-    for (int k = 0; k < 2; k++) {
-        const cvx_tensor *t = ts[k];
-        if (!t) return cvx_error("%s: tensor '%s' is missing", file, k ? "negative_prompt_embeds" : "prompt_embeds");
-        char got[128];
-        cvx_shape_str(t->ndim, t->shape, got, sizeof got);
-        if (!cvx_dtype_is_float(t->dtype))
-            return cvx_error("%s: tensor '%s' has dtype %s, expected a float dtype", file, t->name,
-                             cvx_dtype_name(t->dtype));
-        if (t->ndim != 3 || t->shape[0] != 1 || t->shape[2] != c->text_dim)
-            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (text_dim %d of the Wan "
-                             "transformer: embeddings from another text encoder or model?)",
-                             file, t->name, got, L, c->text_dim, c->text_dim);
-        if (t->shape[1] != L)
-            return cvx_error("%s: tensor '%s' has shape %s, expected [1, %d, %d] (WanPipeline's text length %d)", file,
-                             t->name, got, L, c->text_dim, L);
-    }
     return 0;
 }
 
@@ -181,20 +163,24 @@ static const struct { const char *name; double c[5]; } teacache_ret_sets[] = {  
 const char *wan_teacache_coefficients(const wan_config *c, int height, int width, int ret_steps, double out[5]) {
     const int dim = c->num_attention_heads * c->attention_head_dim;
     int k;
+    memset(out, 0, sizeof(double) * 5);
+    if (c->out_channels != 16) return NULL;   /* Wan 2.2 TI2V-5B (48 channels): none published */
     if (c->image_dim > 0 || c->in_channels != c->out_channels) k = (long)height * width >= 720L * 1280 ? 3 : 2;
-    else k = dim <= 2048 ? 0 : 1;   /* 1.3B: 1536 wide; 14B: 5120 */
+    else if (dim <= 2048 || dim == 5120) k = dim <= 2048 ? 0 : 1;   /* 1.3B: 1536 wide (tiny models too); 14B */
+    else return NULL;
     const double *src = ret_steps ? teacache_ret_sets[k].c : teacache_sets[k].c;
     memcpy(out, src, sizeof teacache_sets[k].c);
     return ret_steps ? teacache_ret_sets[k].name : teacache_sets[k].name;
 }
 
 const cvx_latent_rgb wan_latent_rgb = {
-    .factors = {{-0.1299f, -0.1692f, 0.2932f}, {0.0671f, 0.0406f, 0.0442f}, {0.3568f, 0.2548f, 0.1747f},
+    .factors = (const float[][3]){{-0.1299f, -0.1692f, 0.2932f}, {0.0671f, 0.0406f, 0.0442f}, {0.3568f, 0.2548f, 0.1747f},
                 {0.0372f, 0.2344f, 0.1420f},   {0.0313f, 0.0189f, -0.0328f}, {0.0296f, -0.0956f, -0.0665f},
                 {-0.3477f, -0.4059f, -0.2925f}, {0.0166f, 0.1902f, 0.1975f}, {-0.0412f, 0.0267f, -0.1364f},
                 {-0.1293f, 0.0740f, 0.1636f},  {0.0680f, 0.3019f, 0.1128f},  {0.0032f, 0.0581f, 0.0639f},
                 {-0.1251f, 0.0927f, 0.1699f},  {0.0060f, -0.0633f, 0.0005f}, {0.3477f, 0.2275f, 0.2950f},
                 {0.1984f, 0.0913f, 0.1861f}},
+    .n_channels = 16,
     .bias = {-0.1835f, -0.0868f, -0.3360f},
     .gain = 1.0f,
 };

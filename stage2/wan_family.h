@@ -20,11 +20,6 @@ void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, i
  * -1 + a clear cvx_error naming the flag. */
 int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out);
 
-/* prompt_embeds / negative_prompt_embeds must be float [1, L, text_dim] (L = 512 as WanPipeline
- * writes them). `file` names the file in messages. */
-int wan_check_embeddings(const wan_config *c, const cvx_tensor *prompt, const cvx_tensor *negative, int L,
-                         const char *file);
-
 /* ComfyUI's Wan 2.1 latent → RGB factors (comfy/latent_formats.py, class Wan21, Comfy-Org/ComfyUI
  * @ 9a9a69fd), applied to the normalised (model-space) latents with gain 1. */
 extern const cvx_latent_rgb wan_latent_rgb;
@@ -34,7 +29,10 @@ extern const cvx_latent_rgb wan_latent_rgb;
  * compares the time embedding e; first and last steps computed — the CogVideoX rule) or True
  * (it compares e0 = timestep_proj; the first 5 steps computed, the last not forced). The two I2V
  * checkpoints have the same config, so the run's size picks (720P from 720×1280 pixels up; the
- * script picks by the checkpoint's directory name). Returns the set's name. */
+ * script picks by the checkpoint's directory name). Returns the set's name, or NULL (out zeros)
+ * for a transformer none was published for (latents of other than 16 channels, e.g. Wan 2.2
+ * TI2V-5B, or a width other than 1.3B's and 14B's); Wan 2.2 A14B has 14B's config and gets its
+ * set unless its row chooses otherwise. */
 const char *wan_teacache_coefficients(const wan_config *c, int height, int width, int ret_steps, double out[5]);
 
 #endif

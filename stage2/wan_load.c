@@ -270,7 +270,7 @@ wan_transformer *wan_load_file(const char *config_json, const char *weights, cvx
     if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
     m->owns_ctx = ctx == NULL;
     m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
-    if (wan_detect_names(m)) goto fail;
+    if (cvx_weights_check_arch(m->w, "wan", "Wan") || wan_detect_names(m)) goto fail;
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, Fq = c->freq_dim, T = c->text_dim;
     const int64_t P = (int64_t)c->out_channels * c->patch_t * c->patch_h * c->patch_w;
     const cvx_tensor *pw;

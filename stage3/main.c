@@ -8,8 +8,9 @@
  *
  * Reads <input_dir>/stage2_latents.safetensors (`latents` [B, C, T, H, W], F32/BF16/F16) and
  * <input_dir>/generation_config.json, decodes as diffusers' CogVideoXPipeline.decode_latents
- * and writes <input_dir>/output_video.mp4. The work is cvx_decode (pipeline/cogvideox.h); this
- * file is flags, files and messages. */
+ * and writes <input_dir>/output_video.mp4 (--prompt_index N: stage2_latents_NNNN.safetensors,
+ * generation_config_NNNN.json -> output_video_NNNN.mp4). The work is cvx_decode
+ * (pipeline/cogvideox.h); this file is flags, files and messages. */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,12 +49,13 @@ int main(int argc, char **argv) {
 
     /* the files: the latents, the video and the config of the run directory, unless given */
     cvx_run_files in;
-    if (cvx_run_files_init(&in, input_dir)) cvx_die_last_error();
+    if (cvx_run_files_init(&in, input_dir) || cvx_run_files_number(&in, a.prompt_index)) cvx_die_last_error();
     const char *lat_path = latents_arg ? latents_arg : in.latents, *out_path = output_arg ? output_arg : in.video;
     if (writer && (cvx_check_writable(out_path, "the video") ||
                    (frames_out && cvx_check_writable(frames_out, "the frames")) ||
                    (sheet && cvx_check_writable(sheet, "the contact sheet")) ||
-                   (png_dir && cvx_check_dir_writable(png_dir, "the PNG frames"))))
+                   (png_dir && (cvx_check_dir_writable(png_dir, "the PNG frames") ||
+                                cvx_png_dir_check(png_dir, a.overwrite)))))
         cvx_die_last_error();
     /* one run per run directory: exclusive when the video goes into the input directory (the
      * default); a video written elsewhere (a shared folder, /tmp) takes no lock there, only a
@@ -92,8 +94,8 @@ int main(int argc, char **argv) {
         if (want_frames > 0 && want_frames != fr.T)
             cvx_warn("the latents decode to %d frames, but %s says %ld", fr.T,
                      gen.frames > 0 ? in.genconfig : "the latents metadata", want_frames);
-        if (cvx_frames_write_videos(&fr, out_path, fps, a.crf, verbosity > 1, png_dir, sheet, &codec) ||
-            (frames_out && cvx_frames_write(frames_out, &fr, lat_path)))
+        if (cvx_frames_write_videos(&fr, out_path, fps, a.crf, verbosity > 1, png_dir, sheet, frames_out, lat_path,
+                                    a.overwrite, &codec))
             cvx_die_last_error();
         cvx_info("wrote %s (%d frames %dx%d, %d fps, %s%s) in %.1f s, peak RSS %.2f GB", out_path, fr.T, fr.W, fr.H,
                  fps, codec, fr.B > 1 ? ", one file per sample" : "", cvx_time() - t_start, cvx_peak_rss_bytes() / 1e9);

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
+#include "gemm_fast.h"
 
 float *vae_alloc(size_t n) {
     const size_t bytes = n * sizeof(float), huge = (size_t)2 << 20;
@@ -206,6 +207,7 @@ void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float
     float *bias = cvx_tensor_f32_dup(c->b);
     float *xs = cvx_alloc_f32((size_t)Cin * N);               // [Cin, Ho·Wo]: one tap's strided view
     float *acc = cvx_alloc_f32((size_t)Cout * N);             // [Cout, Ho·Wo]
+    const int wide = c->ctx->kernels && cvx_kernels_avx512(c->ctx->kernels);   // same bits either way
     for (int t = 0; t < T; t++) {
         for (int tap = 0; tap < 9; tap++) {
             const int ky = tap / 3, kx = tap % 3;
@@ -220,8 +222,8 @@ void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float
                         d[ox] = (iy < H && ix < W) ? s[ix] : 0.0f;   /* F.pad (0,1,0,1) */
                     }
                 }
-            cvx_sgemm(0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, xs, (int)N,
-                      tap ? 1.0f : 0.0f, acc, (int)N);
+            cvx_sgemm_fixed_isa(wide, 0, 0, Cout, (int)N, Cin, wpk + (size_t)tap * Cout * Cin, Cin, xs, (int)N, NULL,
+                                tap ? 1.0f : 0.0f, acc, (int)N);
         }
 #pragma omp parallel for schedule(static)
         for (int co = 0; co < Cout; co++) {

@@ -103,8 +103,14 @@ static int drain(mp4_writer *m, const char *path) {
 
 int video_write_mp4(const char *path, const float *dec, int T, int H, int W, const video_opts *o,
                     const char **codec_out) {
+    return video_write_mp4_set(NULL, path, dec, T, H, W, o, codec_out);
+}
+
+int video_write_mp4_set(cvx_outset *set, const char *path, const float *dec, int T, int H, int W, const video_opts *o,
+                        const char **codec_out) {
     char tmp[4200];
     cvx_temp_path(path, tmp, sizeof tmp);
+    if (!tmp[0]) return -1;   /* not a regular file there, or an unwritable directory: said */
     const int He = H + (H & 1), We = W + (W & 1);   /* yuv420p needs even sizes: pad by repeating */
     /* CVX_VIDEO_NO_H264=1 pretends no H.264 encoder exists (tests the fallback). */
     const char *no264 = getenv("CVX_VIDEO_NO_H264");
@@ -113,7 +119,10 @@ int video_write_mp4(const char *path, const float *dec, int T, int H, int W, con
     if (!codec && allow_h264) codec = avcodec_find_encoder(AV_CODEC_ID_H264);
     if (!codec) {
         codec = avcodec_find_encoder(AV_CODEC_ID_MPEG4);
-        if (!codec) return cvx_error("%s: neither an H.264 nor an MPEG-4 encoder is available in libavcodec", path);
+        if (!codec) {
+            cvx_temp_discard(tmp);
+            return cvx_error("%s: neither an H.264 nor an MPEG-4 encoder is available in libavcodec", path);
+        }
         cvx_warn("no H.264 encoder in this libavcodec; writing MPEG-4 part 2 instead");
     }
     av_log_set_level(o->verbose ? AV_LOG_INFO : AV_LOG_ERROR);   /* no encoder chatter on stderr */
@@ -202,7 +211,8 @@ int video_write_mp4(const char *path, const float *dec, int T, int H, int W, con
     r = avio_closep(&m.oc->pb);
     opened = 0;
     if (r < 0) { cvx_error("%s: cannot close the output file: %s", tmp, av_err(r)); goto out; }
-    if (cvx_commit_file(tmp, path)) goto out;
+    if (set ? cvx_outset_add(set, tmp, path) : cvx_commit_file(tmp, path)) { tmp[0] = 0; goto out; }   /* temp gone */
+    tmp[0] = 0;
     if (codec_out) *codec_out = codec->name;
     rc = 0;
 out:
@@ -217,8 +227,8 @@ out:
     return rc;
 }
 
-/* One RGB24 image as PNG bytes, written atomically. */
-static int write_png(const char *path, const uint8_t *rgb, int H, int W) {
+/* One RGB24 image as PNG bytes, written atomically (or as a temp of the set). */
+static int write_png(cvx_outset *set, const char *path, const uint8_t *rgb, int H, int W) {
     if (av_log_get_level() > AV_LOG_ERROR && cvx_verbosity() < 2) av_log_set_level(AV_LOG_ERROR);
     const AVCodec *codec = avcodec_find_encoder(AV_CODEC_ID_PNG);
     if (!codec) return cvx_error("%s: libavcodec has no PNG encoder", path);
@@ -237,7 +247,8 @@ static int write_png(const char *path, const uint8_t *rgb, int H, int W) {
         cvx_error("%s: PNG encoding failed: %s", path, av_err(r));
         goto out;
     }
-    rc = cvx_write_file_atomic(path, pkt->data, (size_t)pkt->size);
+    rc = set ? cvx_outset_write(set, path, pkt->data, (size_t)pkt->size)
+             : cvx_write_file_atomic(path, pkt->data, (size_t)pkt->size);
 out:
     av_packet_free(&pkt);
     av_frame_free(&f);
@@ -246,6 +257,10 @@ out:
 }
 
 int video_write_pngs(const char *dir, const float *dec, int T, int H, int W) {
+    return video_write_pngs_set(NULL, dir, dec, T, H, W);
+}
+
+int video_write_pngs_set(cvx_outset *set, const char *dir, const float *dec, int T, int H, int W) {
     if (cvx_mkdirs(dir)) return -1;
     uint8_t *rgb = cvx_malloc((size_t)H * W * 3);
     int rc = 0;
@@ -255,7 +270,7 @@ int video_write_pngs(const char *dir, const float *dec, int T, int H, int W) {
         if (cvx_path_join(path, sizeof path, dir, name)) rc = cvx_error("%s: path too long", dir);
         else {
             video_frame_rgb(dec, T, H, W, t, rgb);
-            rc = write_png(path, rgb, H, W);
+            rc = write_png(set, path, rgb, H, W);
         }
     }
     free(rgb);
@@ -263,6 +278,10 @@ int video_write_pngs(const char *dir, const float *dec, int T, int H, int W) {
 }
 
 int video_write_contact_sheet(const char *path, const float *dec, int T, int H, int W) {
+    return video_write_contact_sheet_set(NULL, path, dec, T, H, W);
+}
+
+int video_write_contact_sheet_set(cvx_outset *set, const char *path, const float *dec, int T, int H, int W) {
     const int cols = (int)ceil(sqrt((double)T)), rows = (T + cols - 1) / cols, gap = 2;
     /* Box-shrink by an integer factor so the sheet stays at most ~2048 pixels wide. */
     int s = 1;
@@ -282,7 +301,7 @@ int video_write_contact_sheet(const char *path, const float *dec, int T, int H, 
                     sheet[((size_t)(oy + y) * SW + ox + x) * 3 + c] = (uint8_t)((acc + s * s / 2) / (s * s));
                 }
     }
-    int rc = write_png(path, sheet, SH, SW);
+    int rc = write_png(set, path, sheet, SH, SW);
     free(sheet), free(rgb);
     return rc;
 }

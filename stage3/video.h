@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "fileio.h"
+
 /* Upstream VideoProcessor.postprocess_video: clamp(x / 2 + 0.5, 0, 1). */
 static inline float video_unit(float x) {
     float v = x / 2.0f + 0.5f;
@@ -35,5 +37,11 @@ int video_write_mp4(const char *path, const float *dec, int T, int H, int W, con
 int video_write_pngs(const char *dir, const float *dec, int T, int H, int W);
 /* One PNG with the frames in a grid (ceil(sqrt(T)) columns, 2-pixel gaps). */
 int video_write_contact_sheet(const char *path, const float *dec, int T, int H, int W);
+/* The same three, each file left as a temp in `set` (committed with the run's other outputs by
+ * cvx_outset_commit; set NULL: each file renamed into place at once, as above). */
+int video_write_mp4_set(cvx_outset *set, const char *path, const float *dec, int T, int H, int W, const video_opts *o,
+                        const char **codec_out);
+int video_write_pngs_set(cvx_outset *set, const char *dir, const float *dec, int T, int H, int W);
+int video_write_contact_sheet_set(cvx_outset *set, const char *path, const float *dec, int T, int H, int W);
 
 #endif

@@ -28,6 +28,7 @@ static const double DEFAULT_STD[16] = {2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1
 static int config_defaults(wan_vae_config *c) {
     memset(c, 0, sizeof *c);
     c->base_dim = c->decoder_base_dim = 96, c->z_dim = 16, c->num_res_blocks = 2, c->n_mult = 4, c->n_temporal = 3;
+    c->patch_size = 1, c->in_channels = c->out_channels = 3;
     memcpy(c->dim_mult, DEFAULT_DIM_MULT, sizeof DEFAULT_DIM_MULT);
     memcpy(c->temperal_downsample, DEFAULT_TEMPORAL, sizeof DEFAULT_TEMPORAL);
     for (int i = 0; i < 16; i++) c->latents_mean[i] = (float)DEFAULT_MEAN[i], c->latents_std[i] = (float)DEFAULT_STD[i];
@@ -99,11 +100,19 @@ int wan_vae_config_load(wan_vae_config *c, const char *path) {
         if (cvx_cfg_num_array(&j, "attn_scales", scales, WAN_VAE_MAX_LEVELS, &n)) goto out;
         if (n) { cvx_error("%s: key 'attn_scales' is not empty: encoder attention blocks are not supported", path); goto out; }
     }
-    if (cvx_cfg_bool_or(&j, "is_residual", 0, &b)) goto out;
-    if (b) { cvx_error("%s: key 'is_residual' is true (the Wan 2.2 VAE): not supported, only the Wan 2.1 VAE", path); goto out; }
-    if (cvx_cfg_has(&j, "patch_size")) { cvx_error("%s: key 'patch_size' is set (the Wan 2.2 VAE): not supported", path); goto out; }
-    if (cvx_cfg_int_range_or(&j, "in_channels", 3, 3, 3, &v) || cvx_cfg_int_range_or(&j, "out_channels", 3, 3, 3, &v))
+    if (cvx_cfg_bool_or(&j, "is_residual", 0, &b)) goto out;   /* the Wan 2.2 VAE */
+    c->is_residual = b;
+    if (b && c->num_res_blocks < 1) {
+        cvx_error("%s: key 'num_res_blocks' is 0 with 'is_residual' true, expected at least 1", path);
         goto out;
+    }
+    if (cvx_cfg_int_range_or(&j, "patch_size", 1, 1, 8, &v)) goto out;   /* null: no patchification */
+    c->patch_size = (int)v;
+    const int64_t ch = 3 * (int64_t)c->patch_size * c->patch_size;   /* RGB, patchified */
+    if (cvx_cfg_int_range_or(&j, "in_channels", ch, ch, ch, &v)) goto out;
+    c->in_channels = (int)v;
+    if (cvx_cfg_int_range_or(&j, "out_channels", ch, ch, ch, &v)) goto out;
+    c->out_channels = (int)v;
     if (config_stats(&j, "latents_mean", c->z_dim, c->latents_mean) ||
         config_stats(&j, "latents_std", c->z_dim, c->latents_std))
         goto out;
@@ -250,9 +259,20 @@ static int level_alloc(wan_level_w *l, int n) {
     return 0;
 }
 
+/* The residual levels' shortcut: AvgDown3D (down) needs in·ft·fs² divisible by out, DupUp3D (up)
+ * out·ft·fs² by in (upstream asserts). */
+static int shortcut_set(wan_level_w *b, int in, int out, int ft, int fs, int up, const char *label) {
+    const int f = ft * fs * fs;
+    if (up ? (out * f) % in : (in * f) % out)
+        return cvx_error("%s: %s from %d to %d channels over %d neighbours: %d·%d is not a multiple of %d", label,
+                         up ? "DupUp3D" : "AvgDown3D", in, out, f, up ? out : in, f, up ? in : out);
+    b->sc_ft = ft, b->sc_fs = fs, b->sc_in = in, b->sc_out = out;
+    return 0;
+}
+
 static int load_decoder(wan_vae *v, vae_loader *L) {
     const wan_vae_config *c = &v->cfg;
-    const int n = c->n_mult, z = c->z_dim;
+    const int n = c->n_mult, z = c->z_dim, res = c->is_residual;
     int dims[WAN_VAE_MAX_LEVELS + 1];
     dims[0] = c->decoder_base_dim * c->dim_mult[n - 1];
     for (int i = 0; i < n; i++) dims[i + 1] = c->decoder_base_dim * c->dim_mult[n - 1 - i];
@@ -262,7 +282,9 @@ static int load_decoder(wan_vae *v, vae_loader *L) {
     if (mid_get(L, &v->dec_mid, "decoder.mid_block", dims[0])) return -1;
     for (int i = 0; i < n; i++) {
         wan_level_w *b = &v->up[i];
-        int in = i > 0 ? dims[i] / 2 : dims[i], out = dims[i + 1];
+        /* 2.1 WanUpBlock: the input halved after level 0 (its up-sampler halves); 2.2 WanResidualUpBlock: not */
+        int in = i > 0 && !res ? dims[i] / 2 : dims[i], out = dims[i + 1];
+        const int level_in = in;
         level_alloc(b, c->num_res_blocks + 1);
         for (int j = 0; j < b->num_resnets; j++, in = out) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.resnets.%d", i, j);
@@ -271,46 +293,57 @@ static int load_decoder(wan_vae *v, vae_loader *L) {
         if (i == n - 1) continue;
         /* temperal_upsample = temperal_downsample[::-1] (the whole list, as upstream) */
         wan_resample_w *r = &b->resample;
-        r->mode = c->temperal_downsample[c->n_temporal - 1 - i] ? WAN_UPSAMPLE_3D : WAN_UPSAMPLE_2D;
+        const int temporal = c->temperal_downsample[c->n_temporal - 1 - i];
+        r->mode = temporal ? WAN_UPSAMPLE_3D : WAN_UPSAMPLE_2D;
         r->dim = out;
-        snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0.resample.1", i);
-        if (vae_conv_get(L, &r->resample, name, out, out / 2, 1, 3, 3, 1, 0)) return -1;
+        const char *up = res ? "upsampler" : "upsamplers.0";
+        snprintf(name, sizeof name, "decoder.up_blocks.%d.%s.resample.1", i, up);
+        if (vae_conv_get(L, &r->resample, name, out, res ? out : out / 2, 1, 3, 3, 1, 0)) return -1;
         if (r->mode == WAN_UPSAMPLE_3D) {
-            snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0.time_conv", i);
+            snprintf(name, sizeof name, "decoder.up_blocks.%d.%s.time_conv", i, up);
             if (vae_conv_get(L, &r->time_conv, name, out, 2 * out, 3, 1, 1, 0, 1)) return -1;
             v->temporal_ratio *= 2;
         }
+        snprintf(name, sizeof name, "decoder.up_blocks.%d", i);
+        if (res && shortcut_set(b, level_in, out, temporal ? 2 : 1, 2, 1, name)) return -1;
     }
     if (rms_get(L, &v->dec_norm_out, "decoder.norm_out", dims[n], 0)) return -1;
-    if (vae_conv_get(L, &v->dec_conv_out, "decoder.conv_out", dims[n], 3, 3, 3, 3, 0, 1)) return -1;
+    if (vae_conv_get(L, &v->dec_conv_out, "decoder.conv_out", dims[n], c->out_channels, 3, 3, 3, 0, 1)) return -1;
     v->dec_caches = L->next_cache;
     return 0;
 }
 
 static int load_encoder(wan_vae *v, vae_loader *L) {
     const wan_vae_config *c = &v->cfg;
-    const int n = c->n_mult, z2 = 2 * c->z_dim;
-    int dims[WAN_VAE_MAX_LEVELS + 1], k = 0;   /* k: flat index of encoder.down_blocks */
+    const int n = c->n_mult, z2 = 2 * c->z_dim, res = c->is_residual;
+    int dims[WAN_VAE_MAX_LEVELS + 1], k = 0;   /* k: flat index of encoder.down_blocks (2.1) */
     dims[0] = c->base_dim;
     for (int i = 0; i < n; i++) dims[i + 1] = c->base_dim * c->dim_mult[i];
-    char name[256];
-    if (vae_conv_get(L, &v->enc_conv_in, "encoder.conv_in", 3, dims[0], 3, 3, 3, 0, 1)) return -1;
+    char name[256], pre[128];
+    if (vae_conv_get(L, &v->enc_conv_in, "encoder.conv_in", c->in_channels, dims[0], 3, 3, 3, 0, 1)) return -1;
     for (int i = 0; i < n; i++) {
         wan_level_w *b = &v->down[i];
         int in = dims[i], out = dims[i + 1];
         level_alloc(b, c->num_res_blocks);
         for (int j = 0; j < b->num_resnets; j++, in = out) {
-            snprintf(name, sizeof name, "encoder.down_blocks.%d", k++);
+            if (res) snprintf(name, sizeof name, "encoder.down_blocks.%d.resnets.%d", i, j);
+            else snprintf(name, sizeof name, "encoder.down_blocks.%d", k++);
             if (resblock_get(L, &b->resnets[j], name, in, out)) return -1;
         }
+        const int temporal = i < n - 1 && c->temperal_downsample[i];
+        snprintf(pre, sizeof pre, "encoder.down_blocks.%d", i);
+        /* WanResidualDownBlock: AvgDown3D on every level (factors 1 on the last) */
+        if (res && shortcut_set(b, dims[i], out, temporal ? 2 : 1, i < n - 1 ? 2 : 1, 0, pre)) return -1;
         if (i == n - 1) continue;
         wan_resample_w *r = &b->resample;
-        r->mode = c->temperal_downsample[i] ? WAN_DOWNSAMPLE_3D : WAN_DOWNSAMPLE_2D;
+        r->mode = temporal ? WAN_DOWNSAMPLE_3D : WAN_DOWNSAMPLE_2D;
         r->dim = out;
-        snprintf(name, sizeof name, "encoder.down_blocks.%d.resample.1", k);
+        if (res) snprintf(pre, sizeof pre, "encoder.down_blocks.%d.downsampler", i);
+        else snprintf(pre, sizeof pre, "encoder.down_blocks.%d", k);
+        snprintf(name, sizeof name, "%s.resample.1", pre);
         if (vae_conv_get(L, &r->resample, name, out, out, 1, 3, 3, 1, 0)) return -1;
         if (r->mode == WAN_DOWNSAMPLE_3D) {
-            snprintf(name, sizeof name, "encoder.down_blocks.%d.time_conv", k);
+            snprintf(name, sizeof name, "%s.time_conv", pre);
             if (vae_conv_get(L, &r->time_conv, name, out, out, 3, 1, 1, 0, 0)) return -1;
             r->cache_id = L->next_cache++;   /* its own rule: the last frame of the previous chunk */
         }
@@ -344,7 +377,8 @@ static wan_vae *load(const char *config_json, const char *weights, cvx_ctx *ctx)
     v->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     if (wan_vae_config_load(&v->cfg, config_json)) goto fail;
     if (check_temporal(&v->cfg, config_json ? config_json : "AutoencoderKLWan defaults")) goto fail;
-    v->spatial_ratio = 1 << (v->cfg.n_mult - 1);
+    v->decoder_ratio = 1 << (v->cfg.n_mult - 1);
+    v->spatial_ratio = v->cfg.patch_size * v->decoder_ratio;
     v->temporal_ratio = 1;
     v->weights = cvx_weights_open(weights);
     if (!v->weights) goto fail;
@@ -352,6 +386,11 @@ static wan_vae *load(const char *config_json, const char *weights, cvx_ctx *ctx)
     if (!v->original_names && !cvx_weights_find(v->weights, "decoder.conv_in.weight")) {
         cvx_error("%s: no tensor 'decoder.conv_in.weight' (diffusers names) or 'decoder.conv1.weight' (original Wan "
                   "names): not a Wan VAE", cvx_weights_path(v->weights));
+        goto fail;
+    }
+    if (v->original_names && (v->cfg.is_residual || v->cfg.patch_size > 1)) {   /* no key table for 2.2 yet */
+        cvx_error("%s: original Wan key names with a Wan 2.2 VAE config (is_residual / patch_size): only the diffusers "
+                  "names are read for the Wan 2.2 VAE", cvx_weights_path(v->weights));
         goto fail;
     }
     vae_loader L = {.w = v->weights, .ctx = v->ctx, .time_pad = VAE_TIME_PAD_ZEROS,

@@ -1,4 +1,5 @@
-/* Wan 2.1 VAE (diffusers 0.33.1 AutoencoderKLWan): decoder and encoder, f32 (golden-exact) or bf16.
+/* Wan VAE (diffusers AutoencoderKLWan): the Wan 2.1 VAE (0.33.1) and the Wan 2.2 VAE (0.35.2,
+ * is_residual + patch_size), decoder and encoder, f32 (golden-exact) or bf16.
  *
  * Decoder (sizes from vae/config.json; dims = base_dim·[dim_mult[-1]] + base_dim·dim_mult[::-1]):
  * post_quant_conv (1×1×1) → conv_in (causal 3×3×3) → mid block (residual block, single-head
@@ -10,6 +11,15 @@
  * (ZeroPad2d(0,1,0,1) + Conv2d 3×3 stride 2) or downsample3d (+ a (3,1,1) stride-2 time conv) →
  * mid block → RMS norm → SiLU → conv_out (2·z_dim) → quant_conv (1×1×1).
  * Every norm is WanRMS_norm: x / max(‖x‖₂ over channels, 1e-12) · √C · gamma.
+ *
+ * Wan 2.2 (is_residual, patch_size p): the video enters the encoder patchified ([3·p², T, H/p, W/p],
+ * channel c·p² + pw·p + ph) and leaves the decoder the same way (unpatchify, then the clamp). Each
+ * encoder level is a WanResidualDownBlock (its resnets + down-sampler, plus AvgDown3D of the
+ * level's input: zero frames in front to a multiple of ft, then ft·fs·fs neighbours folded into
+ * channels and groups of consecutive channels averaged), each decoder level a WanResidualUpBlock
+ * (num_res_blocks+1 resnets without the input halving, an up-sampler keeping the channels, plus
+ * DupUp3D of the level's input on the up-sampling levels: channels repeated and unfolded into
+ * ft·fs·fs neighbours; on latent frame 0 its first ft − 1 frames are dropped).
  *
  * Streaming as upstream: the decoder runs once per latent frame (latent frame 0 → 1 video frame,
  * each later one → temporal_ratio frames) and the encoder on frame 0, then on chunks of 4 frames,
@@ -40,6 +50,9 @@ typedef struct {
     int n_temporal;                                 /* entries of temperal_downsample (>= n_mult − 1) */
     int temperal_downsample[WAN_VAE_MAX_LEVELS];    /* the decoder reads it reversed, as upstream */
     float latents_mean[WAN_VAE_MAX_Z], latents_std[WAN_VAE_MAX_Z];
+    int is_residual;                                /* Wan 2.2: residual down / up blocks */
+    int patch_size;                                 /* 1 (config null) or the Wan 2.2 VAE's 2 */
+    int in_channels, out_channels;                  /* 3·patch_size² */
 } wan_vae_config;
 
 typedef struct {               /* WanRMS_norm (bias=False) */
@@ -80,11 +93,15 @@ typedef struct {               /* a decoder WanUpBlock, or one encoder level of 
     wan_resblock_w *resnets;
     int num_resnets;
     wan_resample_w resample;
+    /* is_residual: the level's shortcut from its input (encoder AvgDown3D, decoder DupUp3D);
+     * sc_ft == 0: none (2.1 levels, the decoder's last level) */
+    int sc_ft, sc_fs, sc_in, sc_out;
 } wan_level_w;
 
 typedef struct wan_vae {
     wan_vae_config cfg;
-    int spatial_ratio;         /* 2^(n_mult − 1) */
+    int spatial_ratio;         /* pixels per latent sample: patch_size · 2^(n_mult − 1) */
+    int decoder_ratio;         /* the decoder's own ratio (to patchified samples): 2^(n_mult − 1) */
     int temporal_ratio;        /* video frames per later latent frame: 2^(temporal up-samplers) */
     int original_names;        /* weights with the original Wan key names (ComfyUI single file) */
     void *weights;             /* cvx_weights * */
@@ -188,12 +205,23 @@ float *wan_resblock(const wan_resblock_w *r, vae_cache *cache, const float *x, i
 void wan_attention_block(const wan_attn_w *a, cvx_ctx *ctx, float *x, int T, int H, int W);
 /* WanMidBlock; consumes x, returns the new tensor. */
 float *wan_mid_block(const wan_mid_w *m, cvx_ctx *ctx, vae_cache *cache, float *x, int T, int H, int W);
-/* The decoder on latent frame z[z_dim, 1, h, w] (post_quant_conv included) -> [3, *T_out, h·r, w·r]
- * (unclamped). first: the first latent frame of the video (upsample3d skips its time conv). */
+/* The decoder on latent frame z[z_dim, 1, h, w] (post_quant_conv included) -> [out_channels, *T_out,
+ * h·decoder_ratio, w·decoder_ratio] (unclamped, still patchified). first: the first latent frame of
+ * the video (upsample3d skips its time conv; DupUp3D drops its leading frames). */
 float *wan_decoder_forward(const wan_vae *v, vae_cache *cache, const float *z, int h, int w, int first, int *T_out);
-/* The encoder on one chunk x[3, T, H, W] (quant_conv included) -> moments [2·z_dim, *T_out, *h_out, *w_out].
+/* The encoder on one (patchified) chunk x[in_channels, T, H, W] (quant_conv included) -> moments [2·z_dim, *T_out, *h_out, *w_out].
  * first: the video's first chunk (downsample3d only stores it). */
 float *wan_encoder_forward(const wan_vae *v, vae_cache *cache, const float *x, int T, int H, int W, int first,
                            int *T_out, int *h_out, int *w_out);
+
+/* patchify / unpatchify (p = patch_size): x[C, T, H, W] <-> y[C·p², T, H/p, W/p] with
+ * y[c·p² + pw·p + ph, t, h, w] = x[c, t, h·p + ph, w·p + pw]. */
+void wan_vae_patchify(const float *x, int C, int T, int H, int W, int p, float *y);
+void wan_vae_unpatchify(const float *y, int C, int T, int H, int W, int p, float *x);
+/* AvgDown3D(cin → cout, ft, fs) on x[cin, T, H, W] -> a new [cout, ceil(T/ft), H/fs, W/fs]. */
+float *wan_avg_down3d(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W);
+/* DupUp3D(cin → cout, ft, fs) on x[cin, T, H, W], added to y[cout, T·ft − drop, H·fs, W·fs]
+ * (drop = ft − 1 on the first chunk, else 0). */
+void wan_dup_up3d_add(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W, int first, float *y);
 
 #endif

@@ -105,3 +105,78 @@ float *wan_mid_block(const wan_mid_w *m, cvx_ctx *ctx, vae_cache *cache, float *
     free(y);
     return x;
 }
+
+/* ------------------------------------------------------------------ Wan 2.2: patches and shortcuts */
+
+void wan_vae_patchify(const float *x, int C, int T, int H, int W, int p, float *y) {
+    const int h = H / p, w = W / p;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < T; t++)
+            for (int pw = 0; pw < p; pw++)
+                for (int ph = 0; ph < p; ph++) {
+                    float *yc = y + (((size_t)(c * p + pw) * p + ph) * T + t) * h * w;   // channel c·p² + pw·p + ph
+                    const float *xc = x + ((size_t)c * T + t) * H * W;
+                    for (int i = 0; i < h; i++)
+                        for (int j = 0; j < w; j++) yc[(size_t)i * w + j] = xc[(size_t)(i * p + ph) * W + j * p + pw];
+                }
+}
+
+void wan_vae_unpatchify(const float *y, int C, int T, int h, int w, int p, float *x) {
+    const int H = h * p, W = w * p;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int c = 0; c < C; c++)
+        for (int t = 0; t < T; t++)
+            for (int pw = 0; pw < p; pw++)
+                for (int ph = 0; ph < p; ph++) {
+                    const float *yc = y + (((size_t)(c * p + pw) * p + ph) * T + t) * h * w;
+                    float *xc = x + ((size_t)c * T + t) * H * W;
+                    for (int i = 0; i < h; i++)
+                        for (int j = 0; j < w; j++) xc[(size_t)(i * p + ph) * W + j * p + pw] = yc[(size_t)i * w + j];
+                }
+}
+
+float *wan_avg_down3d(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W) {
+    const int pad = (ft - T % ft) % ft, To = (T + pad) / ft, Ho = H / fs, Wo = W / fs;   /* zero frames in front */
+    const int g = cin * ft * fs * fs / cout;                                               /* group_size */
+    const size_t So = (size_t)To * Ho * Wo;
+    float *y = vae_alloc((size_t)cout * So);                                               // [cout, To, Ho, Wo]
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < cout; o++) {
+        float *yo = y + (size_t)o * So;
+        for (size_t i = 0; i < So; i++) yo[i] = 0.0f;
+        for (int k = o * g; k < (o + 1) * g; k++) {   /* folded channel k = ((c·ft + a)·fs + b)·fs + d, summed in order */
+            const int d = k % fs, b = k / fs % fs, a = k / (fs * fs) % ft, c = k / (ft * fs * fs);
+            for (int t = 0; t < To; t++) {
+                const int ts = t * ft + a - pad;                                           /* < 0: a padding frame */
+                if (ts < 0) continue;
+                const float *xs = x + ((size_t)c * T + ts) * H * W;
+                float *yt = yo + (size_t)t * Ho * Wo;
+                for (int i = 0; i < Ho; i++)
+                    for (int j = 0; j < Wo; j++) yt[(size_t)i * Wo + j] += xs[(size_t)(i * fs + b) * W + j * fs + d];
+            }
+        }
+        for (size_t i = 0; i < So; i++) yo[i] /= (float)g;                                 /* mean = sum / group_size */
+    }
+    return y;
+}
+
+void wan_dup_up3d_add(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W, int first, float *y) {
+    const int rep = cout * ft * fs * fs / cin, drop = first ? ft - 1 : 0;
+    const int To = T * ft - drop, Ho = H * fs, Wo = W * fs;
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < cout; o++)
+        for (int a = 0; a < ft; a++)
+            for (int b = 0; b < fs; b++)
+                for (int d = 0; d < fs; d++) {
+                    const int c = (((o * ft + a) * fs + b) * fs + d) / rep;   /* repeat_interleave source channel */
+                    for (int t = 0; t < T; t++) {
+                        const int to = t * ft + a - drop;
+                        if (to < 0) continue;
+                        const float *xs = x + ((size_t)c * T + t) * H * W;
+                        float *yt = y + ((size_t)o * To + to) * Ho * Wo;
+                        for (int i = 0; i < H; i++)
+                            for (int j = 0; j < W; j++) yt[(size_t)(i * fs + b) * Wo + j * fs + d] += xs[(size_t)i * W + j];
+                    }
+                }
+}

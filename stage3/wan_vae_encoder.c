@@ -11,6 +11,7 @@
 #include "error.h"
 #include "gemm.h"
 #include "latent_dist.h"
+#include "ops.h"
 
 /* downsample3d's time_conv: (3,1,1) kernel, stride 2 in time, no padding, on x[Cin, Tin, HW]
  * -> y[Cout, (Tin − 3)/2 + 1, HW]: out[:, t] = Σ_k W_k · x[:, 2t + k] + b, three strided GEMMs
@@ -72,19 +73,32 @@ static float *wan_downsample(const wan_resample_w *r, vae_cache *cache, float *x
     return y;
 }
 
+/* One encoder level on x[C, *T, *H, *W] (consumed): its residual blocks and down-sampler (2.1:
+ * the flat down_blocks; 2.2 WanResidualDownBlock: plus AvgDown3D of the level's input over the
+ * whole chunk). */
+static float *wan_down_level(const wan_level_w *b, vae_cache *cache, float *x, int *T, int *H, int *W, int first) {
+    const int T0 = *T, H0 = *H, W0 = *W;
+    float *in = b->sc_ft ? x : NULL;   /* x_copy, for the shortcut */
+    for (int j = 0; j < b->num_resnets; j++) {
+        float *y = wan_resblock(&b->resnets[j], cache, x, *T, *H, *W);
+        if (x != in) free(x);
+        x = y;
+    }
+    if (b->resample.mode != WAN_RESAMPLE_NONE) x = wan_downsample(&b->resample, cache, x, T, H, W, first);
+    if (in) {   /* residual levels have >= 1 resnet (checked at load): x is a new tensor */
+        float *s = wan_avg_down3d(in, b->sc_in, b->sc_out, b->sc_ft, b->sc_fs, T0, H0, W0);   // [out, T', H', W']
+        CVX_CHECK((T0 + b->sc_ft - 1) / b->sc_ft == *T && H0 / b->sc_fs == *H && W0 / b->sc_fs == *W);
+        cvx_add(x, s, (size_t)b->sc_out * *T * *H * *W);   // x + avg_shortcut(x_copy)
+        free(s), free(in);
+    }
+    return x;
+}
+
 float *wan_encoder_forward(const wan_vae *v, vae_cache *cache, const float *x, int T, int H, int W, int first,
                            int *T_out, int *h_out, int *w_out) {
     float *h = vae_alloc((size_t)v->enc_conv_in.cout * T * H * W);     // [C0, T, H, W]
     vae_causal_conv3d(&v->enc_conv_in, cache, x, T, H, W, h);
-    for (int i = 0; i < v->cfg.n_mult; i++) {
-        const wan_level_w *b = &v->down[i];
-        for (int j = 0; j < b->num_resnets; j++) {
-            float *y = wan_resblock(&b->resnets[j], cache, h, T, H, W);
-            free(h);
-            h = y;
-        }
-        if (b->resample.mode != WAN_RESAMPLE_NONE) h = wan_downsample(&b->resample, cache, h, &T, &H, &W, first);
-    }
+    for (int i = 0; i < v->cfg.n_mult; i++) h = wan_down_level(&v->down[i], cache, h, &T, &H, &W, first);
     h = wan_mid_block(&v->enc_mid, v->ctx, cache, h, T, H, W);
     const size_t S = (size_t)T * H * W;
     wan_rms_norm(&v->enc_norm_out, h, S, h, 1);                          // norm_out + SiLU
@@ -104,7 +118,13 @@ static int num_chunks(int T) { return 1 + (T - 1) / WAN_VAE_ENCODE_CHUNK; }
 int wan_vae_encoded_shape(const wan_vae *v, int T, int H, int W, int *F, int *h, int *w) {
     if (T < 1 || H < 1 || W < 1) return cvx_error("Wan VAE encode: empty video [3, %d, %d, %d]", T, H, W);
     int later = WAN_VAE_ENCODE_CHUNK;   /* latent frames of a later chunk */
-    const int H0 = H, W0 = W;
+    const int H0 = H, W0 = W, pt = v->cfg.patch_size;
+    /* patchify needs multiples of the patch, AvgDown3D (2.2) exact halvings at every level */
+    const int mult = v->cfg.is_residual ? v->spatial_ratio : pt;
+    if (H % mult || W % mult)
+        return cvx_error("Wan VAE encode: %dx%d pixels, expected multiples of %d (the %s)", W, H, mult,
+                         v->cfg.is_residual ? "Wan 2.2 VAE's spatial ratio" : "patch size");
+    H /= pt, W /= pt;
     for (int i = 0; i < v->cfg.n_mult - 1; i++) {
         if (H < 2 || W < 2)
             return cvx_error("Wan VAE encode: %dx%d pixels are too small for %d stride-2 down-samplers", W0, H0,
@@ -121,6 +141,7 @@ int wan_vae_encode(const wan_vae *v, const float *video, int T, int H, int W, fl
     int F, h, w;
     if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) return -1;
     const int z2 = 2 * v->cfg.z_dim;
+    const int pt = v->cfg.patch_size;
     const size_t HW = (size_t)H * W, hw = (size_t)h * w;
     float *moments = cvx_alloc_f32((size_t)z2 * F * hw);                // [2z, F, h, w]
     vae_cache cache;
@@ -130,8 +151,14 @@ int wan_vae_encode(const wan_vae *v, const float *video, int T, int H, int W, fl
         const int s = i ? 1 + WAN_VAE_ENCODE_CHUNK * (i - 1) : 0, n = i ? WAN_VAE_ENCODE_CHUNK : 1;
         float *xb = vae_alloc((size_t)3 * n * HW);                        // [3, n, H, W]
         for (int c = 0; c < 3; c++) memcpy(xb + (size_t)c * n * HW, video + ((size_t)c * T + s) * HW, sizeof(float) * n * HW);
+        if (pt > 1) {                                                     /* patchify per chunk (the same values) */
+            float *xp = vae_alloc((size_t)3 * n * HW);                    // [3·p², n, H/p, W/p]
+            wan_vae_patchify(xb, 3, n, H, W, pt, xp);
+            free(xb);
+            xb = xp;
+        }
         int to, ho, wo;
-        float *m = wan_encoder_forward(v, &cache, xb, n, H, W, i == 0, &to, &ho, &wo);   // [2z, to, h, w]
+        float *m = wan_encoder_forward(v, &cache, xb, n, H / pt, W / pt, i == 0, &to, &ho, &wo);   // [2z, to, h, w]
         CVX_CHECK(ho == h && wo == w && f_done + to <= F);
         for (int c = 0; c < z2; c++)
             memcpy(moments + ((size_t)c * F + f_done) * hw, m + (size_t)c * to * hw, sizeof(float) * to * hw);

@@ -387,8 +387,8 @@ static void p_nan_weight(const char *D, const char *X) {
     model_copy(X);
     poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
 }
-/* a good checkpoint after step 1 with the copied model, then a NaN weight: step 2 diverges and
- * the checkpoint of step 1 must stay as it was */
+/* a good checkpoint after step 1 with the copied model, then a NaN weight written in place (the
+ * resume is refused: the model changed; the checkpoint of step 1 stays as it was) */
 static void p_nan_weight_resume(const char *D, const char *X) {
     model_copy(X);
     char cmd[8192];

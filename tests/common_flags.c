@@ -111,7 +111,7 @@ static void test_stage2_table(void **state) {
 static void test_stage3_table(void **state) {
     (void)state;
     static const char *const per_rank[] = {"input_dir", "latents", "output_video", "model_id", "model_dir",
-                                           "png_dir", "contact_sheet", "output_frames", "threads", "quiet",
+                                           "png_dir", "contact_sheet", "output_frames", "overwrite", "threads", "quiet",
                                            "verbose", "help", NULL};
     check_table("stage3", stage3_table, sizeof(cvx_stage3_args), per_rank, 8);
 }
@@ -126,9 +126,9 @@ static void test_rendering(void **state) {
     assert_int_equal(cvx_flags_parse(a.flags, 11, argv), 0);
     agreed_list l = {0};
     cvx_flags_each_agreed(a.flags, collect, &l);
-    const char *want[][2] = {{"--checkpoint_every", "3"}, {"--stop_after_steps", "2"}, {"--resume", "1"},
+    const char *want[][2] = {{"--checkpoint_every", "3"}, {"--stop_after_steps", "2"}, {"--resume", "given"},
                              {"--seed", "7"}, {"--cache", "teacache"}, {"--cache_threshold", "(unset)"},
-                             {"--scheduler", "(unset)"}, {"--guidance_scale", "-1"}};
+                             {"--scheduler", "(unset)"}, {"--guidance_scale", "(not given)"}};
     for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
         int found = 0;
         for (int k = 0; k < l.n; k++)

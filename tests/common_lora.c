@@ -179,6 +179,29 @@ static void test_spec_parse(void **state) {
     assert_int_equal(cvx_lora_spec_parse(":0.5", p, sizeof p, &w), -1);
     assert_int_equal(cvx_lora_spec_parse("", p, sizeof p, &w), -1);
     assert_int_equal(cvx_lora_spec_parse("a-very-long-name.safetensors", p, 8, &w), -1);
+    /* issue 37: FILE:WEIGHT where FILE exists and WEIGHT is not a finite number; a directory */
+    char dir[64], file[128], arg[256];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(file, sizeof file, "%s/l.safetensors", dir);
+    FILE *fp = fopen(file, "w");
+    ASSERT_NONNULL(fp);
+    fclose(fp);
+    const char *bad[] = {"abc", "nan", "inf", "1e400", "1,5", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(arg, sizeof arg, "%s:%s", file, bad[i]);
+        assert_int_equal(cvx_lora_spec_parse(arg, p, sizeof p, &w), -1);
+        print_message("  %s\n", cvx_last_error());
+        assert_non_null(strstr(cvx_last_error(), "not a finite number"));
+        char want[64];
+        snprintf(want, sizeof want, "'%s'", bad[i]);
+        assert_non_null(strstr(cvx_last_error(), want));
+    }
+    snprintf(arg, sizeof arg, "%s:0.5", dir);
+    assert_int_equal(cvx_lora_spec_parse(arg, p, sizeof p, &w), -1);
+    assert_non_null(strstr(cvx_last_error(), "is a directory"));
+    assert_int_equal(cvx_lora_spec_parse(dir, p, sizeof p, &w), -1);
+    assert_non_null(strstr(cvx_last_error(), "is a directory"));
+    tu_rmrf(dir);
 }
 
 typedef struct {
@@ -370,6 +393,23 @@ static void test_errors(void **state) {
     add_layer(w, "transformer.blocks.0.attn1.to_q", "lora_A.weight", "lora_B.weight", "", &q);
     ASSERT_OK(cvx_stw_metadata(w, "lora_adapter_metadata", "{\"transformer.use_dora\": true}"));
     expect_load_error(f, w, "lora_adapter_metadata says use_dora");
+    /* issue 37: non-finite LoRA values are named at load, not met as wrong latents */
+    factors nan_up = q;
+    nan_up.B[3] = NAN;
+    w = cvx_stw_new();
+    add_layer(w, "transformer.blocks.0.attn1.to_q", "lora_A.weight", "lora_B.weight", "", &nan_up);
+    expect_load_error(f, w, "tensor 'transformer.blocks.0.attn1.to_q.lora_B.weight': non-finite value nan at index 3");
+    factors inf_alpha = q;
+    inf_alpha.alpha = INFINITY;
+    w = cvx_stw_new();
+    add_layer(w, "diffusion_model.blocks.0.self_attn.q", "lora_down.weight", "lora_up.weight", "", &inf_alpha);
+    expect_load_error(f, w, "tensor 'diffusion_model.blocks.0.self_attn.q.alpha': non-finite value inf");
+    const float nan_alpha = NAN;
+    int64_t s0[1] = {1};
+    w = cvx_stw_new();
+    add_layer(w, "diffusion_model.blocks.0.self_attn.q", "lora_down.weight", "lora_up.weight", "", &q);
+    ASSERT_OK(cvx_stw_add(w, "diffusion_model.blocks.0.self_attn.q.alpha", CVX_F32, 0, s0, &nan_alpha));
+    expect_load_error(f, w, "tensor 'diffusion_model.blocks.0.self_attn.q.alpha': non-finite value nan");
     cvx_lora_spec spec = {"/nonexistent/x.safetensors", 1.0};
     assert_null(cvx_lora_load(&spec, 1, f->m.t, 3, "Test", 0));
     assert_non_null(strstr(cvx_last_error(), "/nonexistent/x.safetensors"));
@@ -395,6 +435,27 @@ static void test_metadata(void **state) {
     term tq = {&q, 0.5 * 2.0 / 4, 0.5 * 2.0 / 4}, tf = {&ff, 0.5 * 8.0 / 4, 0.5 * 8.0 / 4};
     check_layer(f->ctx, &f->m, s, 0, &tq, 1, 1e-6, "metadata lora_alpha / r");
     check_layer(f->ctx, &f->m, s, 1, &tf, 1, 1e-6, "metadata alpha_pattern");
+    cvx_lora_free(s);
+    /* rsLoRA: peft 0.15.2 src/peft/tuners/lora/layer.py, LoraLayer.update_layer:
+     *   if use_rslora: self.scaling[adapter_name] = lora_alpha / math.sqrt(r)
+     *   else:          self.scaling[adapter_name] = lora_alpha / r
+     * r 4 (8 by rank_pattern for ffn.net.2, whose lora_A has rank 8): sqrt(r) != r, so a scale of
+     * lora_alpha / r would miss by 2x (2.8x) */
+    factors f16;
+    factors_init(&f16, 8, IN2, OUT2, 12, 0, 0);
+    w = cvx_stw_new();
+    add_layer(w, "transformer.blocks.0.attn1.to_q", "lora_A.weight", "lora_B.weight", "", &q);
+    add_layer(w, "transformer.blocks.0.ffn.net.2", "lora_A.weight", "lora_B.weight", "", &f16);
+    ASSERT_OK(cvx_stw_metadata(w, "lora_adapter_metadata",
+                               "{\"transformer.r\": 4, \"transformer.lora_alpha\": 6.0, \"transformer.use_rslora\": "
+                               "true, \"transformer.alpha_pattern\": {}, \"transformer.rank_pattern\": {\"ffn.net.2\": 8}}"));
+    snprintf(path, sizeof path, "%s/rs.safetensors", f->dir);
+    write_file(w, path);
+    s = load(f, "rs.safetensors", 0.5, 0);
+    ASSERT_NONNULL(s);
+    term rq = {&q, 0.5 * 6.0 / sqrt(4.0), 0.5 * 6.0 / sqrt(4.0)}, rf = {&f16, 0.5 * 6.0 / sqrt(8.0), 0.5 * 6.0 / sqrt(8.0)};
+    check_layer(f->ctx, &f->m, s, 0, &rq, 1, 1e-6, "use_rslora: lora_alpha / sqrt(r)");
+    check_layer(f->ctx, &f->m, s, 1, &rf, 1, 1e-6, "use_rslora with rank_pattern: lora_alpha / sqrt(8)");
     cvx_lora_free(s);
 }
 

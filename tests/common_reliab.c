@@ -13,6 +13,7 @@
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 static char *slurp(const char *path) {
     size_t n;
@@ -62,8 +63,8 @@ static void test_temp_names(void **state) {
     tu_rmrf(dir);
 }
 
-/* Atomic writes replace the final name, never write through a symlink planted there, and leave
- * no temp behind; a failed write leaves the old file. */
+/* Atomic writes replace the final name, refuse a symlink planted there (neither followed nor
+ * replaced: issue 37), and leave no temp behind; a failed write leaves the old file. */
 static void test_atomic_write(void **state) {
     (void)state;
     char dir[64], final[256], victim[256];
@@ -72,20 +73,66 @@ static void test_atomic_write(void **state) {
     snprintf(victim, sizeof victim, "%s/victim", dir);
     tu_write(victim, "keep", 4);
     assert_int_equal(symlink(victim, final), 0);
-    ASSERT_OK(cvx_write_file_atomic(final, "new", 3));
-    char *v = slurp(victim), *f = slurp(final);
-    assert_string_equal(v, "keep");   /* the symlink was replaced, not followed */
-    assert_string_equal(f, "new");
+    assert_int_equal(cvx_write_file_atomic(final, "new", 3), -1);
+    assert_non_null(strstr(cvx_last_error(), "config.json: a symbolic link, not a regular file"));
+    char *v = slurp(victim);
+    assert_string_equal(v, "keep");   /* the symlink was not followed */
     struct stat st;
     assert_int_equal(lstat(final, &st), 0);
-    assert_true(S_ISREG(st.st_mode));
+    assert_true(S_ISLNK(st.st_mode));   /* nor replaced */
     free(v);
+    assert_int_equal(temps_in(dir), 0);
+    assert_int_equal(unlink(final), 0);
+    ASSERT_OK(cvx_write_file_atomic(final, "new", 3));
+    char *f = slurp(final);
+    assert_string_equal(f, "new");
     free(f);
+    /* a FIFO and a character device (as root: a copy of /dev/null's node) are refused too */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    assert_int_equal(cvx_write_file_atomic(fifo, "x", 1), -1);
+    assert_non_null(strstr(cvx_last_error(), "fifo: a FIFO, not a regular file"));
+    char dev[300];
+    snprintf(dev, sizeof dev, "%s/null", dir);
+    if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        assert_int_equal(cvx_write_file_atomic(dev, "x", 1), -1);
+        assert_non_null(strstr(cvx_last_error(), "null: a character device, not a regular file"));
+        assert_int_equal(lstat(dev, &st), 0);
+        assert_true(S_ISCHR(st.st_mode));
+    } else {
+        print_message("  (mknod not permitted here: the character-device case is covered by the FIFO's path)\n");
+    }
     assert_int_equal(temps_in(dir), 0);
     char missing[300];
     snprintf(missing, sizeof missing, "%s/no/such/dir/x", dir);
     assert_int_equal(cvx_write_file_atomic(missing, "x", 1), -1);
     assert_non_null(strstr(cvx_last_error(), missing));
+    tu_rmrf(dir);
+}
+
+/* Inputs that are a FIFO (no writer), a directory or a device: refused at once by the opener
+ * every weight/tensor reader uses (issue 37: a FIFO as --transformer blocked in open(2)). */
+static void test_open_input(void **state) {
+    (void)state;
+    char dir[64], fifo[128], file[128];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(fifo, sizeof fifo, "%s/w.safetensors", dir);
+    snprintf(file, sizeof file, "%s/f", dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    tu_write(file, "x", 1);
+    assert_int_equal(cvx_open_input(fifo), -1);
+    assert_non_null(strstr(cvx_last_error(), "w.safetensors: a FIFO, not a file"));
+    assert_null(cvx_st_open(fifo));
+    assert_non_null(strstr(cvx_last_error(), "a FIFO, not a file"));
+    assert_int_equal(cvx_open_input(dir), -1);
+    assert_non_null(strstr(cvx_last_error(), "a directory, not a file"));
+    assert_int_equal(cvx_open_input("/dev/zero"), -1);
+    assert_non_null(strstr(cvx_last_error(), "/dev/zero: a character device, not a file"));
+    int fd = cvx_open_input(file);
+    assert_true(fd >= 0);
+    assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);   /* reads block as usual */
+    close(fd);
     tu_rmrf(dir);
 }
 
@@ -196,13 +243,14 @@ static void test_outset(void **state) {
     cvx_safetensors *st = tu_open(a);
     assert_non_null(cvx_st_find(st, "t"));
     cvx_st_close(st);
-    /* a rename that fails (the final name is a directory) removes the remaining temps */
+    /* a final name that became a directory after its temp was written: the commit refuses it
+     * before any rename, and removes every temp */
     char d2[300];
     snprintf(d2, sizeof d2, "%s/adir", dir);
-    assert_int_equal(mkdir(d2, 0755), 0);
     cvx_outset_init(&s);
     ASSERT_OK(cvx_outset_write(&s, d2, "x", 1));
     ASSERT_OK(cvx_outset_write(&s, b, "newer-b", 7));
+    assert_int_equal(mkdir(d2, 0755), 0);
     assert_int_equal(cvx_outset_commit(&s), -1);
     assert_non_null(strstr(cvx_last_error(), "adir"));
     assert_int_equal(temps_in(dir), 0);
@@ -507,7 +555,7 @@ static void test_cli_values(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_temp_names),      cmocka_unit_test(test_atomic_write),
+        cmocka_unit_test(test_temp_names),      cmocka_unit_test(test_atomic_write), cmocka_unit_test(test_open_input),
         cmocka_unit_test(test_signal_cleanup),  cmocka_unit_test(test_stale_temps),
         cmocka_unit_test(test_outset),          cmocka_unit_test(test_xxh64),
         cmocka_unit_test(test_dir_lock),        cmocka_unit_test(test_finite),

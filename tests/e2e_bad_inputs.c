@@ -8,6 +8,7 @@
  * is tested in tests/e2e_run_dir.c. The preparations (what each case breaks) are in
  * tests/bad_inputs_prep.h. */
 #include "bad_inputs_prep.h"
+#include "bad_inputs_reliab.h"
 
 static int group_setup(void **state) {
     (void)state;
@@ -192,8 +193,12 @@ static const bad_case CASES[] = {
     {"s2 NaN in prompt_embeds", 2, "", p_nan_embeddings, {"prompt_embeds", "nan", "index 5"}},
     {"s2 -Inf in negative_prompt_embeds", 2, "", p_inf_negative, {"negative_prompt_embeds", "inf", "index 77"}},
     {"s2 NaN in a weight (step named)", 2, "--model_dir {X}/model", p_nan_weight, {"step 1/2", "latents", "diverged"}},
-    {"s2 NaN weight at step 2 keeps checkpoint", 2, "--model_dir {X}/model --resume", p_nan_weight_resume,
-     {"step 2/2", "latents"}},
+    /* issue 37: a weight changed in place after the checkpoint (here a NaN: resumed, step 2 diverged)
+     * is refused at --resume, by the weights' identity; the checkpoint stays */
+    {"s2 model changed in place since the checkpoint", 2, "--model_dir {X}/model --resume", p_nan_weight_resume,
+     {"--resume: the transformer weights changed since", "content xxh64", "mix two models"}},
+    {"s2 NaN in a weight, checkpoint every step", 2, "--model_dir {X}/model --checkpoint_every 1", p_nan_weight,
+     {"step 1/2", "diverged"}},
     {"s2 resume checkpoint with NaN latents", 2, "--resume", p_checkpoint_nan,
      {"stage2_checkpoint.safetensors", "latents", "index 9"}},
     {"s2 corrupt output genconfig", 2, "--output_dir {X}/out", p_out_genconfig_corrupt, {"out/generation_config.json"}},
@@ -231,6 +236,56 @@ static const bad_case CASES[] = {
     {"s3 directory locked", 3, "", p_lock, {"in use by another run", "pid"}},
     {"s3 genconfig is a directory", 3, "", p_genconfig_dir, {"generation_config.json", "a directory"}},
     {"s3 --latents --fps 8", 3, "--latents --fps 8", NULL, {"--latents needs a value", "--fps"}},
+
+    /* ---- issue 37 ---- */
+    /* NaN through every attention kernel: the step is named, as for a NaN after the attention */
+    {"s2 NaN in to_q, f32 attention", 2, "--model_dir {X}/model --precision f32 --attention f32 --height 112 --width 96", p_nan_to_q,
+     {"step 1/2", "diverged", "latents"}},
+    {"s2 NaN in to_q, bf16", 2, "--model_dir {X}/model --precision bf16", p_nan_to_q, {"step 1/2", "diverged"}},
+    {"s2 NaN in to_q, int8 attention", 2, "--model_dir {X}/model --attention int8", p_nan_to_q, {"step 1/2", "diverged"}},
+    /* --lora weights that are not finite numbers, a directory */
+    {"s2 --lora FILE:abc", 2, "--lora {X}/l.safetensors:abc", p_lora_file, {"l.safetensors:abc", "'abc'", "not a finite number"}},
+    {"s2 --lora FILE:nan", 2, "--lora {X}/l.safetensors:nan", p_lora_file, {"'nan'", "not a finite number"}},
+    {"s2 --lora FILE:1e400", 2, "--lora {X}/l.safetensors:1e400", p_lora_file, {"'1e400'", "not a finite number"}},
+    {"s2 --lora FILE:1,5", 2, "--lora {X}/l.safetensors:1,5", p_lora_file, {"'1,5'", "not a finite number"}},
+    {"s2 --lora FILE:", 2, "--lora {X}/l.safetensors:", p_lora_file, {"''", "not a finite number"}},
+    {"s2 --lora a directory", 2, "--lora {X}:0.5", NULL, {"is a directory", "LoRA .safetensors file"}},
+    /* outputs that are not regular files: refused, never replaced */
+    {"s3 --output_video a symlink", 3, "--output_video {X}/v.mp4", p_out_symlink, {"v.mp4", "a symbolic link, not a regular file"}},
+    {"s3 --output_video a FIFO", 3, "--output_video {X}/fifo", p_fifo, {"fifo", "a FIFO, not a regular file"}},
+    {"s3 --output_video a device", 3, "--output_video {X}/null", p_chardev, {"null", "not a regular file"}},
+    {"s3 --contact_sheet a symlink", 3, "--output_video {X}/new.mp4 --contact_sheet {X}/v.mp4", p_out_symlink,
+     {"v.mp4", "a symbolic link, not a regular file"}},
+    {"s3 --output_frames a FIFO", 3, "--output_video {X}/new.mp4 --output_frames {X}/fifo", p_fifo,
+     {"fifo", "a FIFO, not a regular file"}},
+    {"s2 output latents a symlink", 2, "--output_dir {X}/out", p_out_latents_link,
+     {"stage2_latents.safetensors", "a symbolic link, not a regular file"}},
+    {"s2 checkpoint a symlink", 2, "--output_dir {X}/out --stop_after_steps 1", p_out_checkpoint_link,
+     {"stage2_checkpoint.safetensors", "a symbolic link, not a regular file"}},
+    {"s1 output embeddings a symlink", 1, "--prompt a --output_dir {X}/out", p_out_embeddings_link,
+     {"stage1_embeddings.safetensors", "a symbolic link, not a regular file"}},
+    /* FIFOs as inputs: one line at once, no hang (the runs have a time limit) */
+    {"s2 --transformer a FIFO", 2, "--transformer {X}/fifo", p_fifo, {"fifo", "a FIFO, not a file"}},
+    {"s2 transformer weights a FIFO", 2, "--model_dir {X}/model", p_model_fifo_transformer,
+     {"diffusion_pytorch_model.safetensors", "a FIFO, not a file"}},
+    {"s2 --lora a FIFO", 2, "--lora {X}/fifo", p_fifo, {"fifo", "a FIFO, not a file"}},
+    {"s3 VAE weights a FIFO", 3, "--model_dir {X}/model", p_model_fifo_vae, {"diffusion_pytorch_model.safetensors", "a FIFO"}},
+    /* messages that misled: each names what is wrong and what was expected */
+    {"s2 resume --attention f32 vs the precision's own", 2, "--resume --precision bf16 --attention f32", p_checkpoint_bf16,
+     {"--resume", "no attention setting (its default)", "attention=f32"}},
+    {"s2 a GGUF as --lora", 2, "--lora {X}/l.gguf", p_gguf_as_lora, {"l.gguf", "a GGUF file", ".safetensors"}},
+    {"s2 --transformer .gguf, bad magic", 2, "--transformer {X}/t.gguf", p_gguf_bad_magic,
+     {"t.gguf", "not a GGUF file", "expected 'GGUF'"}},
+    {"s2 --transformer .gguf, empty", 2, "--transformer {X}/t.gguf", p_gguf_empty, {"t.gguf", "too short for a GGUF header"}},
+    {"s2 --transformer .Q5_1_qweight", 2, "--transformer {X}/mz.safetensors", p_mz_q5_1,
+     {"to_q.Q5_1_qweight", "not supported", "Q4_0_qweight"}},
+    {"s2 --transformer a Wan GGUF", 2, "--transformer {X}/wan.gguf", p_wan_gguf,
+     {"wan.gguf", "general.architecture is 'wan', expected 'cogvideox'", "not a CogVideoX transformer"}},
+    {"s2 --transformer GGUF of architecture w@n", 2, "--transformer {X}/wan.gguf", p_garbage_arch_gguf,
+     {"general.architecture is 'w@n'", "expected 'cogvideox'"}},
+    /* a reused --png_dir */
+    {"s3 --png_dir not empty", 3, "--output_video {X}/new.mp4 --png_dir {X}/png", p_png_dir_used,
+     {"png: --png_dir is not empty", "frame_0030.png", "--overwrite"}},
 };
 
 static void expand(char *out, size_t n, const char *tmpl, const char *D, const char *X) {
@@ -267,7 +322,10 @@ static int run_bad_case(const bad_case *c, char *why, size_t wn) {
         snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s " TU_STAGE2_SMALL " %s", g_good.s2, D, g_good.model, args);
     else
         snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s %s", g_good.s3, D, g_good.model, args);
-    int rc = tu_run(cmd, err, sizeof err), bad = 1;
+    /* a time limit: an input that blocks (a FIFO) fails the case instead of hanging the suite */
+    char limited[sizeof cmd + 32];
+    snprintf(limited, sizeof limited, "timeout -s KILL 300 %s", cmd);
+    int rc = tu_run(limited, err, sizeof err), bad = 1;
     cvx_dir_lock_release(g_held);
     g_held = NULL;
     snap(D, &after);

@@ -73,6 +73,51 @@ static void test_lock_names_live_holder(void **state) {
     tu_rmrf(D);
 }
 
+/* A holder whose /proc/PID/comm is "exe" (a program re-executed through /proc/self/exe, as
+ * cvx_runtime_setup does) is named by its argv[0] (issue 37: the message said "exe"): flock(1)
+ * run through a symlink named exe, with argv[0] "stage2", holds the lock. */
+static void test_lock_names_reexecuted_holder(void **state) {
+    (void)state;
+    char D[64], X[64], cmd[8192], err[4096];
+    tu_mkdtemp(D, sizeof D);
+    tu_mkdtemp(X, sizeof X);
+    snprintf(cmd, sizeof cmd, "ln -s \"$(command -v flock)\" %s/exe && touch %s/.lock", X, D);
+    if (tu_run(cmd, NULL, 0) != 0) {
+        print_message("  (no flock(1): the case is not run)\n");
+        tu_rmrf(D), tu_rmrf(X);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "bash -c 'exec -a stage2 %s/exe -s %s/.lock sleep 30' & echo $! > %s/pid", X, D, X);
+    tu_run_ok(cmd);
+    for (int i = 0; i < 100; i++) {   /* until it holds the lock */
+        FILE *f = fopen("/proc/locks", "r");
+        char line[256], pidf[128];
+        long pid = 0;
+        snprintf(pidf, sizeof pidf, "%s/pid", X);
+        FILE *p = fopen(pidf, "r");
+        if (p && fscanf(p, "%ld", &pid) != 1) pid = 0;
+        if (p) fclose(p);
+        int held = 0;
+        while (f && pid && fgets(line, sizeof line, f)) {
+            long q;
+            if (sscanf(line, "%*d: FLOCK %*s %*s %ld", &q) == 1 && q == pid) held = 1;
+        }
+        if (f) fclose(f);
+        if (held) break;
+        usleep(50000);
+    }
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'A panda' --model_dir %s --output_dir %s", g_good.s1, g_good.model, D);
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("  %s", err);
+    snprintf(cmd, sizeof cmd, "kill $(cat %s/pid)", X);
+    tu_run_ok(cmd);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, ", stage2"));
+    assert_null(strstr(err, ", exe"));
+    tu_rmrf(D);
+    tu_rmrf(X);
+}
+
 /* Re-running stage 1 over a full run directory invalidates the latents (the table's "older than a
  * stage-1 re-run" cases); running stage 2 again makes the chain whole, and stage 3 decodes. A
  * first run into a fresh directory records no null keys. */
@@ -222,7 +267,8 @@ static void test_sigterm_leaves_no_temp(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_lock_names_holder),
-                                       cmocka_unit_test(test_lock_names_live_holder), cmocka_unit_test(test_stale_temp_removed),
+                                       cmocka_unit_test(test_lock_names_live_holder),
+                                       cmocka_unit_test(test_lock_names_reexecuted_holder), cmocka_unit_test(test_stale_temp_removed),
                                        cmocka_unit_test(test_rerun_chain_recovers),
                                        cmocka_unit_test(test_genconfig_no_stale_keys),
                                        cmocka_unit_test(test_sigterm_leaves_no_temp)};

@@ -137,6 +137,14 @@ static void test_t2v_programs(void **state) {
              "--seed 42 --resume", s2, dir2);
     assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
     assert_non_null(strstr(err, "num_inference_steps"));
+    /* --flow_shift at the scheduler config's own value (3.0) is the same run (issue 37: refused); another
+     * value is refused by name */
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS " --resume --flow_shift 5", s2, dir2);
+    assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
+    assert_non_null(strstr(err, "flow_shift=5"));
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS " --resume --flow_shift 3", s2, dir2);
+    tu_run_ok(cmd);
+    assert_true(same_file(path, path2));
 
 #ifdef CVX_USE_MPI
     /* CFG-parallel on 2 ranks and Ulysses over the 3 heads on 3 ranks: one process's bytes */

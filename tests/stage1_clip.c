@@ -151,7 +151,7 @@ static void test_processor_config(void **state) {
     expect_processor_error("{\"crop_size\": 0}", "crop_size");
     expect_processor_error("{\"image_mean\": [0.5, 0.5]}", "image_mean");
     expect_processor_error("{\"image_std\": [0.5, 0, 0.5]}", "image_std");
-    expect_processor_error("{\"image_processor_type\": \"SiglipImageProcessor\"}", "image_processor_type");
+    expect_processor_error("{\"image_processor_type\": \"BlipImageProcessor\"}", "image_processor_type");
     /* the forms get_size_dict accepts: ints and dicts; the rest default */
     char dir[64], path[128];
     tu_mkdtemp(dir, sizeof dir);

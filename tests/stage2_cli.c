@@ -133,7 +133,7 @@ static void test_ddim_output(void **state) {
     print_message("%s", err);
     assert_non_null(strstr(err, "wrote "));          /* the one-line summary */
     assert_non_null(strstr(err, "video 9 frames 64x48 ->"));   /* width x height, as stage 3 prints it */
-    assert_int_equal(tu_count_entries(dir), 3);          /* embeddings, genconfig, latents: no checkpoint / temp */
+    assert_int_equal(tu_count_entries(dir), 4);          /* embeddings, genconfig, latents, stage2_steps.json: no checkpoint / temp */
 
     FMT(path, "%s/stage2_latents.safetensors", dir);
     cvx_safetensors *st = tu_open(path);
@@ -186,7 +186,7 @@ static void test_dpm_dyncfg_bf16_output_dir(void **state) {
     int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     assert_string_equal(err, "");                      /* --quiet */
-    assert_int_equal(tu_count_entries(out), 2);           /* latents + genconfig */
+    assert_int_equal(tu_count_entries(out), 3);           /* latents + genconfig + stage2_steps.json */
     FMT(path, "%s/stage2_latents.safetensors", out);
     cvx_safetensors *st = tu_open(path);
     const cvx_tensor *t = cvx_st_find(st, "latents");

@@ -66,9 +66,9 @@ static void run_case(const char *name, const char *transformer_case) {
     cvx_cfg_guider g;
     ASSERT_OK(cvx_cfg_guider_load(&g, gh_path(&c, "model/guider/guider_config.json")));
     const int N = (int)gh_int(gh_json(&c, "call.num_inference_steps"));
-    float *sg = cvx_malloc(sizeof(float) * N);
+    double *sg = cvx_malloc(sizeof(double) * N);
     flow_linear_sigmas(N, sg);
-    ASSERT_OK(flow_scheduler_set_sigmas(&s, sg, N));
+    ASSERT_OK(flow_scheduler_set_sigmas(&s, N, sg));
     free(sg);
     gh_expect_exact(&c, "timesteps", s.timesteps, (size_t)N);
 

@@ -19,9 +19,9 @@
 static void schedule(flow_scheduler *s, double shift, int n) {
     ASSERT_OK(flow_scheduler_load(s, SCHED_CONFIG, FLOW_FROM_CONFIG, shift));
     assert_int_equal(s->kind, FLOW_EULER);
-    float *sg = cvx_malloc(sizeof(float) * (size_t)n);
+    double *sg = cvx_malloc(sizeof(double) * (size_t)n);
     flow_linear_sigmas(n, sg);
-    ASSERT_OK(flow_scheduler_set_sigmas(s, sg, n));
+    ASSERT_OK(flow_scheduler_set_sigmas(s, n, sg));
     free(sg);
 }
 

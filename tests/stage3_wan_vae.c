@@ -371,7 +371,8 @@ static void test_load_errors(void **s) {
     assert_null(strchr(e, '\n'));
     /* configs upstream 0.33.1 cannot build, or that this implementation does not cover */
     const char *bad[][2] = {
-        {"{\"base_dim\": 8, \"is_residual\": true}", "is_residual"},
+        {"{\"base_dim\": 8, \"is_residual\": true, \"num_res_blocks\": 0}", "num_res_blocks"},
+        {"{\"base_dim\": 8, \"patch_size\": 2, \"in_channels\": 3}", "in_channels"},
         {"{\"base_dim\": 8, \"attn_scales\": [0.5]}", "attn_scales"},
         {"{\"base_dim\": 8, \"dim_mult\": [1, 2, 2, 2], \"temperal_downsample\": [true, true]}", "temperal_downsample"},
         {"{\"base_dim\": 8, \"dim_mult\": [1, 2, 2, 2], \"temperal_downsample\": [true, true, true]}", "temporal levels"},

@@ -1,0 +1,274 @@
+/* The library API of cogvideox.c (every model family: CogVideoX, Wan, ...): one model handle, three calls.
+ *
+ *   cvx_model *m = cvx_model_open(&(cvx_model_params){.model = "zai-org/CogVideoX-2b"});
+ *   cvx_encode(m, &encode_params, progress, user, &emb);      text      -> embeddings
+ *   cvx_sample(m, &sample_params, &emb, progress, user, &lat) embeddings -> latents
+ *   cvx_decode(m, &decode_params, &lat, progress, user, &vid) latents   -> frames
+ *
+ * cvx_model_open resolves the model (a diffusers directory or a hub id in the local HF cache)
+ * once and reads the configs once, including the model-specific defaults (CogVideoX1.5's
+ * 768×1360 at 16 fps, the VAE scale factors). The weights of a component are mapped on the first
+ * call that needs it, so a program running one stage maps only that stage's weights.
+ *
+ * Every call returns 0, or -1 with the reason in cvx_last_error() (error.h; per thread). The
+ * handle owns one compute context (context.h): two handles run independently in one process.
+ * A handle runs one call at a time. The stage programs (stage{1,2,3}/main.c) are thin wrappers:
+ * flags, the files between stages (pipeline/stage_files.h), printing. See docs/api.md. */
+#ifndef CVX_PIPELINE_CVX_H
+#define CVX_PIPELINE_CVX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+#include "lora.h"
+
+#define CVX_MAX_LORAS 16
+
+typedef struct cvx_model cvx_model;
+
+/* Progress of a long call: `done` of `total` units of the phase `label` ("T5 layers",
+ * "denoising", "vae decode"). NULL: the default progress bar on stderr (silent when quiet). */
+typedef void (*cvx_progress_fn)(void *user, const char *label, int done, int total);
+
+typedef struct {
+    const char *model;          /* diffusers directory or ORG/NAME hub id */
+    /* single-file weights used instead of the directory's (the directory still gives the configs
+     * and the tokenizer), NULL = the directory's: transformer (Wan: diffusers or original/ComfyUI
+     * key names; CogVideoX: diffusers names) and text encoder (HF or llama.cpp names) as
+     * .safetensors or GGUF (ggml block-quantized weights stay quantized); VAE (Wan only) */
+    const char *transformer_file, *text_encoder_file, *vae_file;
+    /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
+     * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
+    const cvx_lora_spec *loras;
+    int n_loras;
+    int lora_fuse;              /* merge them into private copies of the touched layers (faster steps,
+                                 * more memory) instead of the low-rank path beside the weights */
+    int threads;                /* 0 = all cores */
+    cvx_precision precision;    /* CVX_PRECISION_F32 (default: golden-exact) or CVX_PRECISION_BF16 (bf16
+                                 * operands, f32 accumulation; cvx_precision_parse resolves "auto" per kind of work) */
+    int int8;                   /* GGUF block-quantized weights: int8 dot products with the activations
+                                 * rounded to int8 per row (cvx_ctx_set_int8); 0: dequantized tiles */
+    cvx_attention_mode attention; /* the transformer's attention: CVX_ATTENTION_AUTO (0, the precision's
+                                 * kernel), F32, BF16 or INT8 (opt-in SageAttention-style int8 QKᵀ;
+                                 * cvx_ctx_set_attention); in the sampling fingerprint when not the
+                                 * precision's kernel */
+} cvx_model_params;
+
+/* What cvx_model_open read: the resolved paths and the model's defaults. */
+typedef struct {
+    const char *name;           /* as given */
+    const char *dir;            /* resolved directory */
+    const char *family;         /* the model family ("CogVideoX", "Wan") */
+    const char *pipeline_class; /* model_index.json's _class_name, NULL when the directory has none */
+    int frames, height, width, fps;          /* default video size */
+    int vae_scale_spatial, vae_scale_temporal;
+    double vae_scaling_factor;
+    int latent_channels;
+    int text_len, text_dim;     /* embeddings the transformer takes: [L, D] */
+    double guidance_scale;      /* the pipeline's default guidance (CogVideoX 6, Wan 5) */
+    const char *scheduler;      /* the scheduler config's type name ("ddim", "dpm"), NULL if unknown */
+} cvx_model_info;
+
+/* NULL + cvx_error when the model cannot be found or a config present is invalid. Components
+ * missing from the directory are reported by the first call that needs them. */
+cvx_model *cvx_model_open(const cvx_model_params *p);
+void cvx_model_close(cvx_model *m);
+/* Write the model's transformer (its directory's weights, or cvx_model_params.transformer_file, F32/
+ * BF16/F16) as a GGUF file with city96's rules (stage2/quantize.h): `type` a llama.cpp file type
+ * (Q8_0, Q4_K_M, ...) or a block type (q4_k: pure), pure = llama-quantize --pure. One info line
+ * says what was written. 0, or -1 + cvx_error. */
+int cvx_model_write_gguf(cvx_model *m, const char *type, int pure, const char *out_path);
+const cvx_model_info *cvx_model_get_info(const cvx_model *m);
+cvx_ctx *cvx_model_ctx(cvx_model *m);
+
+/* ---- encode: text -> T5 embeddings ---- */
+typedef struct {
+    const char *prompt;
+    const char *negative_prompt;  /* NULL = "" */
+    int max_sequence_length;      /* 0 = 226 (the pipeline's) */
+    /* (image / video conditioning: cvx_encode_conditioning below) */
+} cvx_encode_params;
+
+/* The conditioning stage 1 makes, per CFG branch (the prompt's and the negative prompt's), is the
+ * family's named tensors (its row's cond_slots, pipeline/family.h): prompt_embeds [L, D] in every
+ * family (cvx_embeddings), and in a family with several text encoders or attention masks more
+ * (cvx_cond_set, cvx_sample_params.cond_more). */
+typedef struct {
+    float *prompt, *negative;     /* [L, D] each: prompt_embeds / negative_prompt_embeds */
+    int L, D;
+} cvx_embeddings;
+
+#define CVX_MAX_COND_TENSORS 8
+typedef struct {
+    const char *name;             /* the family's slot name (static): "prompt_embeds_2" */
+    float *prompt, *negative;     /* [L, D] each; a mask [L] of 0/1 values with D = 1 */
+    int L, D;
+    int is_mask;                  /* an attention mask (I64 in the file) */
+} cvx_cond_tensor;
+typedef struct cvx_cond_set {
+    int n;                        /* in the family's slot order after prompt_embeds */
+    cvx_cond_tensor t[CVX_MAX_COND_TENSORS];
+} cvx_cond_set;
+void cvx_cond_set_free(cvx_cond_set *c);
+void cvx_embeddings_free(cvx_embeddings *e);
+/* d_model of the text encoder (the D of its embeddings); maps it. -1 + cvx_error. */
+int cvx_encoder_dim(cvx_model *m);
+
+int cvx_encode(cvx_model *m, const cvx_encode_params *p, cvx_progress_fn progress, void *user, cvx_embeddings *out);
+/* n texts -> out [n, L, D], batched; labels[i] (may be NULL) names text i in warnings
+ * ("the prompt on line 3"). The building block of cvx_encode and of stage1's --prompts_file. */
+int cvx_encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
+                     cvx_progress_fn progress, void *user, float *out);
+/* The family's further conditioning tensors (its cond_slots after prompt_embeds: a second text
+ * encoder, attention masks) of the same n texts: out->t[k].prompt [n, L_k, D_k] (negative NULL),
+ * out->n = 0 for a family without (CogVideoX, Wan 2.1). Free with cvx_cond_set_free. */
+int cvx_encode_texts_more(cvx_model *m, const char *const *texts, const char *const *labels, int n,
+                          cvx_progress_fn progress, void *user, cvx_cond_set *out);
+
+/* ---- sample: embeddings -> latents (the denoising loop) ---- */
+/* What one step of the loop did, for an observer (stage 2's stage2_steps.json, stage2/steps_record.h). */
+typedef struct cvx_step_info {
+    int step, n_steps;            /* loop step (0-based) of the steps the loop runs */
+    double timestep;              /* the value the model got */
+    double guidance;              /* the guidance scale used (dynamic CFG: this step's), 1 without CFG */
+    int cache;                    /* step cache: 1 computed, 0 skipped; -1 without caching */
+    double seconds;               /* the step's wall time */
+    const float *latents;         /* after the step, the family's loop layout, numel floats */
+    size_t numel;
+} cvx_step_info;
+
+typedef struct cvx_sample_params {
+    int frames, height, width;    /* 0 = the model's default */
+    int num_inference_steps;      /* 0 = 50 */
+    double guidance_scale;        /* <= 1 disables CFG; < 0 = the model's default (cvx_model_info) */
+    int use_dynamic_cfg;
+    uint64_t seed;
+    const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */
+    double flow_shift;            /* > 0: the flow schedulers' shift (UniPC flow_shift, Euler shift) instead of the
+                                   * config's, as from_pretrained(..., flow_shift=S); 0 = the config's */
+    /* checkpointing (NULL path = none); see stage2/sampler.h */
+    const char *checkpoint_path;
+    int checkpoint_every, resume, stop_after_steps;
+    const struct cvx_fingerprint *fingerprint;   /* the run's settings (cvx_sample_fingerprint), NULL = none */
+    /* image-to-video / video-to-video: the encoded image or video (cvx_encode_conditioning or
+     * cvx_conditioning_read), NULL = text-to-video. Its size is the video size (height/width
+     * 0 or equal); V2V: its frame count too. */
+    const struct cvx_conditioning *conditioning;
+    /* the family's conditioning tensors after prompt_embeds (its cond_slots: a second text encoder,
+     * attention masks), NULL = none (CogVideoX, Wan 2.1 have none) */
+    const struct cvx_cond_set *cond_more;
+    double strength;              /* V2V: 0 = 0.8 (upstream's default); in (0, 1] */
+    struct cvx_dist *cfg_dist;    /* CFG-parallel group of 2 MPI ranks (common/dist.h), NULL = none */
+    struct cvx_dist *sp_dist;     /* Ulysses sequence-parallel group (--sp N; its size divides the heads), NULL = none */
+    struct cvx_dist *world_dist;  /* every rank of the run (they agree on failures), NULL = the CFG group */
+    const char *noise_dtype;      /* dtype of the initial latents and DPM step noise draws, as torch.randn(dtype=):
+                                   * "f32" / "bf16" / "fp16"; NULL = follow the model's precision (bf16 → "bf16",
+                                   * as a diffusers pipeline loaded in bf16 does); resolved to the canonical name */
+    /* step caching (docs/caching.md): "none" / "teacache" / "fbcache" (NULL = none); a threshold
+     * <= 0 turns it off; teacache_coefficients NULL = the published set for the model */
+    const char *cache;
+    double cache_threshold;
+    const double *teacache_coefficients;
+    int teacache_ret_steps;       /* Wan: TeaCache4Wan2.1's use_ret_steps variant (its e0 rule and coefficients) */
+    /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
+     * estimate to preview_path; preview "latent" (linear sketch, default) or "vae" (frame 0 decoded) */
+    int preview_every;
+    const char *preview;
+    const char *preview_path;
+    /* called after every step (every rank) with what it did; NULL = none */
+    void (*on_step)(void *user, const cvx_step_info *info);
+    void *on_step_user;
+} cvx_sample_params;
+
+typedef struct {
+    float *data;                  /* [1, C, T, h, w], the stage-2 file layout (1.5's padding dropped) */
+    int C, T, h, w;
+    int steps_done;               /* position in the schedule: < num_inference_steps after a
+                                   * stop_after_steps stop (V2V: the skipped steps included) */
+    int steps_skipped;            /* V2V: the first steps --strength skips (never run), else 0 */
+    int resumed_from;
+    double seconds;               /* in the loop */
+    const char *scheduler;        /* the one used ("ddim" / "dpm") */
+    const char *family;           /* the model family that made them ("CogVideoX", "Wan") */
+    /* step caching over the whole run (resumed part included); 0 without */
+    long long cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
+    double teacache_coefficients[5];   /* the set used (TeaCache) */
+    int previews;                 /* previews written, and the time they took */
+    double preview_seconds;
+} cvx_latents;
+void cvx_latents_free(cvx_latents *l);
+/* Steps run by this process (not the ones V2V's strength skips, not those of a resumed checkpoint):
+ * what seconds covers. */
+int cvx_latents_steps_ran(const cvx_latents *l);
+/* The steps part of a summary, counting steps run: "4 steps dpm"; V2V "2 of 4 steps dpm (strength
+ * 0.6 skips the first 2)"; then ", resumed after K" (K the loop steps the checkpoint had). */
+void cvx_latents_steps_text(const cvx_latents *l, const cvx_sample_params *resolved, char *buf, size_t n);
+
+/* Checks the request (sizes, embeddings) before any work: -1 + cvx_error naming the flag. */
+int cvx_sample(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_progress_fn progress,
+               void *user, cvx_latents *out);
+/* A request holding the model's defaults (its frames, height, width and guidance, 50 steps, the
+ * scheduler config's scheduler, seed 0, no conditioning): what a caller edits instead of the
+ * sentinels (0 and guidance_scale < 0 still mean "the model's default"). */
+cvx_sample_params cvx_sample_default_params(const cvx_model *m);
+/* The settings cvx_sample would use (defaults filled in), for printing and the fingerprint. */
+int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *resolved);
+
+/* ---- decode: latents -> frames ---- */
+typedef enum { CVX_TILING_AUTO = 0, CVX_TILING_ON, CVX_TILING_OFF } cvx_tiling;
+typedef struct {
+    cvx_tiling tiling;
+    int tile_height, tile_width;  /* tile size in pixels, 0 = vae sample size / 2 */
+    /* MPI ranks (common/dist.h) sharing a tiled decode; rank 0 gets the frames (the others get
+     * data[b] = NULL). An untiled decode runs on rank 0 alone. NULL = this process alone. */
+    struct cvx_dist *dist;
+} cvx_decode_params;
+
+typedef struct {
+    float **data;                 /* [B] of [3, T, H, W] in [-1, 1] (before post-processing) */
+    int B, T, H, W;
+    int tiled;
+} cvx_frames;
+void cvx_frames_free(cvx_frames *f);
+
+/* The checks of a decode of h×w latents that need no weights (the tile sizes give the frame
+ * size): -1 + cvx_error. cvx_decode makes them too; a program calls this before the long work. */
+int cvx_decode_check(cvx_model *m, const cvx_decode_params *p, int h, int w);
+/* z: [B, C, T, h, w] raw latents (as stage 2 writes them; × 1/scaling_factor here). A NaN/Inf in
+ * z or in the decoded frames is an error naming the tensor and index. `label` names z in messages (a file name). */
+int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *z, int B, int C, int T, int h, int w,
+               const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
+
+/* ---- conditioning: an image (I2V) or a video (V2V) -> the VAE encoder's latent distribution ----
+ * Stage 1 encodes it (decode with libav, resize with Pillow's LANCZOS when the size differs, VAE
+ * encode: frame batches, tiles when an untiled encode would be large) and keeps the latent
+ * distribution's mean and std, so the seed stays a stage-2 setting: cvx_sample draws the encoder
+ * sample mean + std·randn with the seeded generator first, then the noise (upstream's order). */
+typedef enum { CVX_MODE_T2V = 0, CVX_MODE_I2V, CVX_MODE_V2V } cvx_mode;
+const char *cvx_mode_name(cvx_mode mode);   /* "t2v", "i2v", "v2v" */
+
+typedef struct {
+    const char *image;            /* I2V: an image file (PNG/JPEG/... anything libav decodes) */
+    const char *video;            /* V2V: a video file or a directory of frame images */
+    int max_frames;               /* V2V: the first N frames (0 = all); Wan I2V: the video's frame count (0 =
+                                   * the model's), which the encoded condition depends on */
+    int height, width;            /* target size, 0 = the model's default */
+} cvx_conditioning_params;
+
+typedef struct cvx_conditioning {
+    cvx_mode mode;
+    float *mean, *std;            /* [C, T, h, w] each: latent_dist of the encoded pixels */
+    int C, T, h, w;
+    float *image_embeds;          /* Wan I2V: the CLIP image encoder's penultimate hidden states [image_L, image_D] */
+    int image_L, image_D;
+    int frames, height, width;    /* the pixel frames encoded and their (target) size */
+} cvx_conditioning;
+void cvx_conditioning_free(cvx_conditioning *c);
+
+/* Checks the inputs (readable, non-empty, a size the model takes, the model type fits the mode)
+ * before the VAE encoder is mapped. -1 + cvx_error. */
+int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                            cvx_conditioning *out);
+
+#endif
