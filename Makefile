@@ -250,7 +250,7 @@ PREFIX      ?= /usr/local
 INST        = $(DESTDIR)$(PREFIX)
 INST_PROGS  = $(STAGES) $(TOOLS)
 # the API header, what it includes, and what examples/text2video.c uses beside it (errors, MP4 writing)
-INST_HEADERS = pipeline/cogvideox.h stage3/video.h common/context.h common/lora.h common/safetensors.h \
+INST_HEADERS = pipeline/cvx.h pipeline/cogvideox.h stage3/video.h common/context.h common/lora.h common/safetensors.h \
                common/dtype.h common/fileio.h common/error.h
 $(BUILD)/libcogvideox.a: $(ALL_LIBS)
 	rm -f $@ && printf 'create $@\n$(foreach l,$(ALL_LIBS),addlib $(l)\n)save\nend\n' | ar -M
@@ -263,7 +263,7 @@ install: $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(BUILD)/libcogvideox.a
 	  'Name: cogvideox' 'Description: CogVideoX / Wan video diffusion on the CPU (cogvideox.c)' 'Version: 0.1' \
 	  'Cflags: -I$${includedir} -fopenmp' 'Libs: -L$${libdir} -lcogvideox -lstdc++ $(LIBS)' \
 	  > $(INST)/lib/pkgconfig/cogvideox.pc
-	install -m 644 pipeline/cogvideox.h $(INST)/include/cogvideox/pipeline/
+	install -m 644 pipeline/cvx.h pipeline/cogvideox.h $(INST)/include/cogvideox/pipeline/
 	install -m 644 stage3/video.h $(INST)/include/cogvideox/stage3/
 	install -m 644 $(filter common/%,$(INST_HEADERS)) $(INST)/include/cogvideox/
 	for p in $(INST_PROGS); do { printf '.TH %s 1\n.nf\n' "$$p"; $(BUILD)/bin/$$p --help | sed 's/\\/\\e/g; s/^[.'"'"']/\\\&&/'; } \

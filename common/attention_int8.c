@@ -28,7 +28,11 @@
  *   avx2:        vpmaddubsw(|q|, sign(k, q)) + vpmaddwd(·, 1): the sign moved onto k so the u8
  *                operand is |q| ≤ 127 and a pair sum ≤ 2·127·127 = 32258 cannot saturate int16;
  *                4 rows × 16 keys;
- *   scalar:      plain loops over the same layout. */
+ *   scalar:      plain loops over the same layout.
+ *
+ * cvx_attention_int8_pv8 (--attention int8pv) replaces the softmax and PV too: its own online softmax
+ * (one exp2 polynomial, 16 lanes or scalar, the same bits), p in u8 per row and key tile, V in s8 per
+ * channel, PV by vpdpbusd or scalar loops (exact integer sums): rounding points at "int8 PV" below. */
 #include "attention_impl.h"
 #include "error.h"
 #include "gemm_fast.h"
@@ -91,8 +95,10 @@ typedef struct {
     int8_t *kq;      /* [tiles][KT/16][hd4][16][4] */
     float *ks;       /* [tiles][KT/KBLK] */
     int32_t *ksum;   /* [tiles][KT] */
-    uint32_t *vp;    /* [tiles][KT/2][hd] bf16 pairs */
+    uint32_t *vp;    /* [tiles][KT/2][hd] bf16 pairs (bf16 PV) */
     const float *mean;
+    int8_t *vq;      /* [tiles][KT/4][hd16][4] V codes (int8 PV) */
+    const float *vs; /* [hd16] V scale per channel (int8 PV) */
 } head_pack;
 
 /* Keys k0.. of one tile (nk real, nkp = nk rounded up to 32: codes zero past nk): smoothed, quantised
@@ -251,20 +257,226 @@ static VNNI_FN void qk_vnni(int ns, const qrows *q, const int8_t *kq, const int3
     }
 }
 
+/* ---- int8 PV (SageAttention2's idea: P in u8 with a per-row scale, V in s8 per channel) ----
+ * V: per head and channel, scale_v[d] = absmax over the Skv keys / 127 (NaN if the channel holds a
+ * NaN, so that it reaches the output), codes RNE clamped ±127, packed per tile [j/4][d][4] (hd padded
+ * to hd16, a multiple of 16, with zero codes). P: per row and key tile, p = exp2(s − m) (exp2_p8:
+ * the same polynomial and fmaf in every path), pmax = max p over the tile's keys, code = RNE(p ·
+ * 255/pmax) in u8; acc[r,d] = acc·α + (float)Σ_j cp·cv · ((pmax/255) · scale_v[d]) (fmaf), the integer
+ * sums exact in int32 (255·127·256 < 2^31); l sums the f32 p (16 lanes, then in lane order). */
+
+/* u8 code of 0 ≤ v ≤ 255 (RNE through the float adder) */
+static inline uint8_t rne_u8(float v) {
+    float t = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &t, 4);
+    return (uint8_t)((i & 0x007fffff) - 0x00400000);
+}
+
+/* V scales of one head: vs[d] = absmax_d / 127 (NaN through), zero on the padding up to hd16 */
+static void v_scales(const float *v, int ld_kv, int Skv, int hd, int hd16, float *vs) {
+    for (int d = 0; d < hd16; d++) vs[d] = 0;
+    for (int j = 0; j < Skv; j++)
+        for (int d = 0; d < hd; d++) {
+            float a = fabsf(v[(size_t)j * ld_kv + d]);
+            vs[d] = a > vs[d] || a != a ? a : vs[d];
+        }
+    for (int d = 0; d < hd; d++) vs[d] = vs[d] / 127.0f;
+}
+
+/* the nkp keys of a tile (codes zero past nk) into vq [nkp/4][hd16][4] */
+static void pack_v8_tile(const float *v, int ld_kv, int nk, int nkp, int hd, int hd16, const float *vs, int8_t *vq) {
+    memset(vq, 0, (size_t)nkp * hd16);
+    for (int j = 0; j < nk; j++)
+        for (int d = 0; d < hd; d++) {
+            float inv = vs[d] > 0 ? 1.0f / vs[d] : 0.0f;
+            vq[((size_t)(j / 4) * hd16 + d) * 4 + j % 4] = rne_code(v[(size_t)j * ld_kv + d] * inv);
+        }
+}
+
+/* 2^x for x ≤ 0 (NaN through, below −150: 0): n = round(x), f = x − n in [−½, ½], Cephes' exp2f
+ * polynomial by fmaf, times 2^n. The vector form (VNNI path) gives the same bits. */
+static const float EXP2_C[6] = {1.535336188319500e-4f, 1.339887440266574e-3f, 9.618437357674640e-3f,
+                                5.550332471162809e-2f, 2.402264791363012e-1f, 6.931472028550421e-1f};
+static inline float exp2_p8(float x) {
+    if (x != x) return x;
+    x = x > -150.0f ? x : -150.0f;
+    float n = nearbyintf(x), f = x - n, p = EXP2_C[0];
+    for (int i = 1; i < 6; i++) p = fmaf(p, f, EXP2_C[i]);
+    p = fmaf(p, f, 1.0f);
+    return ldexpf(p, (int)n);
+}
+
+/* Online softmax of ns rows against one tile: s [ns][nkp] base-2 scores (bias added here), m, l, acc
+ * [ns][hd16] updated (first: set); p codes into pc [ns][nkp], their scales pmax/255 into psc. */
+static void softmax_p8(int ns, float *s, int nk, int nkp, int first, const float *bias, size_t ld_bias, float *m,
+                       float *l, float *acc, int hd16, uint8_t *pc, float *psc) {
+    for (int r = 0; r < ns; r++) {
+        float *sr = s + (size_t)r * nkp;
+        int nan = 0;
+        float mx = -INFINITY;
+        for (int j = 0; j < nk; j++) {
+            if (bias) sr[j] = fmaf(bias[(size_t)r * ld_bias + j], LOG2E, sr[j]);
+            nan |= sr[j] != sr[j];
+            mx = sr[j] > mx ? sr[j] : mx;
+        }
+        float mn = first || mx > m[r] ? mx : m[r];
+        float alpha = first ? 0.0f : mn == -INFINITY ? 1.0f : exp2_p8(m[r] - mn);
+        float lane[16] = {0}, pmax = 0;
+        for (int j = 0; j < nkp; j++) {
+            float p = j < nk && mn != -INFINITY ? exp2_p8(sr[j] - mn) : 0.0f;
+            sr[j] = p;
+            lane[j % 16] += p;
+            pmax = p > pmax ? p : pmax;
+        }
+        float sum = 0;
+        for (int t = 0; t < 16; t++) sum += lane[t];
+        l[r] = nan ? NAN : first ? sum : l[r] * alpha + sum;
+        m[r] = mn;
+        float *ar = acc + (size_t)r * hd16;
+        for (int d = 0; d < hd16; d++) ar[d] = first ? 0.0f : ar[d] * alpha;
+        float inv = pmax > 0 ? 255.0f / pmax : 0.0f;
+        for (int j = 0; j < nkp; j++) pc[(size_t)r * nkp + j] = rne_u8(sr[j] * inv);
+        psc[r] = pmax / 255.0f;
+    }
+}
+
+static void pv8_scalar(int ns, const uint8_t *pc, const float *psc, int nkp, const int8_t *vq, const float *vs,
+                       int hd16, float *acc) {
+    for (int r = 0; r < ns; r++)
+        for (int d = 0; d < hd16; d++) {
+            int32_t dot = 0;
+            for (int j = 0; j < nkp; j++)
+                dot += (int32_t)pc[(size_t)r * nkp + j] * vq[((size_t)(j / 4) * hd16 + d) * 4 + j % 4];
+            acc[(size_t)r * hd16 + d] = fmaf((float)dot, psc[r] * vs[d], acc[(size_t)r * hd16 + d]);
+        }
+}
+
+/* R ≤ 6 rows × NC ≤ 4 blocks of 16 channels: Σ_j cp[r,j]·cv[j,d] by vpdpbusd (u8 p × s8 v). */
+ALWAYS_INLINE VNNI_FN void pv8_vnni_block(int R, int NC, const uint8_t *pc, const float *psc, int nkp,
+                                          const int8_t *vq, const float *vs, int hd16, int d0, float *acc) {
+    __m512i c[6][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) c[r][n] = _mm512_setzero_si512();
+    for (int j4 = 0; j4 < nkp / 4; j4++) {
+        __m512i b[4];
+        const int8_t *vb = vq + ((size_t)j4 * hd16 + d0) * 4;
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) b[n] = _mm512_loadu_si512(vb + 64 * n);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m512i a = _mm512_set1_epi32(ld4(pc + (size_t)r * nkp + 4 * j4));
+#pragma GCC unroll 4
+            for (int n = 0; n < NC; n++) c[r][n] = _mm512_dpbusd_epi32(c[r][n], a, b[n]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+        __m512 ps = _mm512_set1_ps(psc[r]);
+#pragma GCC unroll 4
+        for (int n = 0; n < NC; n++) {
+            float *ar = acc + (size_t)r * hd16 + d0 + 16 * n;
+            __m512 f = _mm512_mul_ps(ps, _mm512_loadu_ps(vs + d0 + 16 * n));
+            _mm512_storeu_ps(ar, _mm512_fmadd_ps(_mm512_cvtepi32_ps(c[r][n]), f, _mm512_loadu_ps(ar)));
+        }
+    }
+}
+
+/* exp2_p8 on 16 lanes (the same bits: roundscale = nearbyintf, scalef = ldexpf, both exact-rounded) */
+static inline VNNI_FN __m512 exp2_p8_16(__m512 x) {
+    __m512 xc = _mm512_max_ps(_mm512_set1_ps(-150.0f), x);   /* NaN: x itself */
+    __m512 n = _mm512_roundscale_ps(xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), f = _mm512_sub_ps(xc, n);
+    __m512 p = _mm512_set1_ps(EXP2_C[0]);
+    for (int i = 1; i < 6; i++) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C[i]));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* softmax_p8 on 16 lanes: the same bits (max exact in any order, the sums in the same 16 lanes). */
+static VNNI_FN void softmax_p8_vnni(int ns, float *s, int nk, int nkp, int first, const float *bias, size_t ld_bias,
+                                    float *m, float *l, float *acc, int hd16, uint8_t *pc, float *psc) {
+    const __m512 log2e = _mm512_set1_ps(LOG2E);
+    for (int r = 0; r < ns; r++) {
+        float *sr = s + (size_t)r * nkp;
+        __mmask16 nan = 0;
+        __m512 vmx = _mm512_set1_ps(-INFINITY);
+        for (int j = 0; j < nkp; j += 16) {
+            __mmask16 in = j + 16 <= nk ? 0xFFFF : j < nk ? (__mmask16)((1u << (nk - j)) - 1) : 0;
+            __m512 x = _mm512_loadu_ps(sr + j);
+            if (bias) x = _mm512_mask_fmadd_ps(_mm512_maskz_loadu_ps(in, bias + (size_t)r * ld_bias + j), in, log2e, x);
+            x = _mm512_mask_blend_ps(in, _mm512_set1_ps(-INFINITY), x);
+            _mm512_storeu_ps(sr + j, x);
+            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+            vmx = _mm512_max_ps(vmx, x);
+        }
+        float mx = _mm512_reduce_max_ps(vmx);
+        float mn = first || mx > m[r] ? mx : m[r];
+        float alpha = first ? 0.0f : mn == -INFINITY ? 1.0f : exp2_p8(m[r] - mn);
+        __m512 vsum = _mm512_setzero_ps(), vpm = _mm512_setzero_ps(), vmn = _mm512_set1_ps(mn);
+        for (int j = 0; j < nkp; j += 16) {
+            __mmask16 in = j + 16 <= nk ? 0xFFFF : j < nk ? (__mmask16)((1u << (nk - j)) - 1) : 0;
+            if (mn == -INFINITY) in = 0;
+            __m512 p = _mm512_maskz_mov_ps(in, exp2_p8_16(_mm512_sub_ps(_mm512_loadu_ps(sr + j), vmn)));
+            _mm512_storeu_ps(sr + j, p);
+            vsum = _mm512_add_ps(vsum, p);
+            vpm = _mm512_max_ps(vpm, p);
+        }
+        float lane[16], sum = 0, pmax = _mm512_reduce_max_ps(vpm);
+        _mm512_storeu_ps(lane, vsum);
+        for (int t = 0; t < 16; t++) sum += lane[t];
+        l[r] = nan ? NAN : first ? sum : l[r] * alpha + sum;
+        m[r] = mn;
+        float *ar = acc + (size_t)r * hd16;
+        __m512 va = _mm512_set1_ps(alpha);
+        for (int d = 0; d < hd16; d += 16)
+            _mm512_storeu_ps(ar + d, first ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_loadu_ps(ar + d), va));
+        __m512 inv = _mm512_set1_ps(pmax > 0 ? 255.0f / pmax : 0.0f);
+        for (int j = 0; j < nkp; j += 16)
+            _mm_storeu_si128((__m128i *)(pc + (size_t)r * nkp + j),
+                             _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(sr + j), inv))));
+        psc[r] = pmax / 255.0f;
+    }
+}
+
+#define PV8_ROWS(NC, ...) \
+    switch (R) { \
+    case 6: pv8_vnni_block(6, NC, __VA_ARGS__); break; case 5: pv8_vnni_block(5, NC, __VA_ARGS__); break; \
+    case 4: pv8_vnni_block(4, NC, __VA_ARGS__); break; case 3: pv8_vnni_block(3, NC, __VA_ARGS__); break; \
+    case 2: pv8_vnni_block(2, NC, __VA_ARGS__); break; default: pv8_vnni_block(1, NC, __VA_ARGS__); break; }
+
+static VNNI_FN void pv8_vnni(int ns, const uint8_t *pc, const float *psc, int nkp, const int8_t *vq, const float *vs,
+                             int hd16, float *acc) {
+    for (int r0 = 0; r0 < ns; r0 += 6) {
+        int R = ns - r0 < 6 ? ns - r0 : 6;
+        const uint8_t *p = pc + (size_t)r0 * nkp;
+        float *a = acc + (size_t)r0 * hd16;
+        for (int d0 = 0; d0 < hd16; d0 += 64) {
+            int nc = (hd16 - d0) / 16;
+            if (nc >= 4) PV8_ROWS(4, p, psc + r0, nkp, vq, vs, hd16, d0, a)
+            else if (nc == 3) PV8_ROWS(3, p, psc + r0, nkp, vq, vs, hd16, d0, a)
+            else if (nc == 2) PV8_ROWS(2, p, psc + r0, nkp, vq, vs, hd16, d0, a)
+            else PV8_ROWS(1, p, psc + r0, nkp, vq, vs, hd16, d0, a)
+        }
+    }
+}
+
 /* ---- jobs ---- */
 
 typedef struct {
     int8_t *qc;
     uint8_t *qx;
-    float *qs, *s, *acc, *m, *l;
-    uint32_t *pp;
+    float *qs, *s, *acc, *m, *l, *psc;   /* acc [QB][hd16]; psc: int8 PV's p scales */
+    uint32_t *pp;                        /* bf16 p pairs, or int8 PV's p codes */
     int8_t *codes;   /* staging: max(QBLK, KBLK) rows of hd4·4 codes */
 } scratch_i8;
 
 /* nq ≤ QB query rows (the first at a multiple of QBLK) of one head against its packed keys. */
-static void attention_job(qk_path path, int fast, const float *q, int ld_q, const head_pack *hpk, float *out, int ld_o,
-                          int nq, int Skv, int hd, float scale2, const float *bias, size_t ld_bias, scratch_i8 *w) {
-    int hd4 = (hd + 3) / 4, ldc = 4 * hd4, G = fast ? CVX_ATTN_GROUP_FAST : CVX_ATTN_GROUP;
+static void attention_job(qk_path path, int fast, int pv8, const float *q, int ld_q, const head_pack *hpk,
+                          float *out, int ld_o, int nq, int Skv, int hd, float scale2, const float *bias, size_t ld_bias,
+                          scratch_i8 *w) {
+    int hd4 = (hd + 3) / 4, ldc = 4 * hd4, hd16 = (hd + 15) & ~15, G = fast ? CVX_ATTN_GROUP_FAST : CVX_ATTN_GROUP;
     for (int b0 = 0; b0 < nq; b0 += QBLK) {   /* q quantised per block of QBLK rows */
         int n = nq - b0 < QBLK ? nq - b0 : QBLK;
         float sq = quant_block(q + (size_t)b0 * ld_q, ld_q, n, hd, NULL, w->qc + (size_t)b0 * ldc, ldc);
@@ -286,12 +498,28 @@ static void attention_job(qk_path path, int fast, const float *q, int ld_q, cons
             if (path == QK_VNNI) qk_vnni(ns, &qr, kq, ksum, ks, nkp, w->s);
             else if (path == QK_AVX2) qk_avx2(ns, &qr, kq, ks, nkp, w->s);
             else qk_scalar(ns, &qr, kq, ks, nkp, w->s);
+            if (pv8) {
+                const int8_t *vq = hpk->vq + (size_t)t * KT * hd16;
+                uint8_t *pc = (uint8_t *)w->pp;
+                if (path == QK_VNNI)
+                    softmax_p8_vnni(ns, w->s, nk, nkp, k0 == 0, bias ? bias + (size_t)i0 * ld_bias + k0 : NULL,
+                                    ld_bias, w->m + i0, w->l + i0, w->acc + (size_t)i0 * hd16, hd16, pc, w->psc);
+                else
+                    softmax_p8(ns, w->s, nk, nkp, k0 == 0, bias ? bias + (size_t)i0 * ld_bias + k0 : NULL, ld_bias,
+                               w->m + i0, w->l + i0, w->acc + (size_t)i0 * hd16, hd16, pc, w->psc);
+                if (path == QK_VNNI) pv8_vnni(ns, pc, w->psc, nkp, vq, hpk->vs, hd16, w->acc + (size_t)i0 * hd16);
+                else pv8_scalar(ns, pc, w->psc, nkp, vq, hpk->vs, hd16, w->acc + (size_t)i0 * hd16);
+                continue;
+            }
             cvx_attn_softmax_pv(fast, ns, w->s, nk, nkp, k0 == 0, last, bias ? bias + (size_t)i0 * ld_bias + k0 : NULL,
                                 ld_bias, w->m + i0, w->l + i0, w->pp, vp, hd, w->acc + (size_t)i0 * hd,
                                 out + (size_t)i0 * ld_o, ld_o);
         }
     }
-    cvx_attn_finish(fast, nq, w->l, w->acc, hd, out, ld_o);
+    if (!pv8) cvx_attn_finish(fast, nq, w->l, w->acc, hd, out, ld_o);
+    else
+        for (int i = 0; i < nq; i++)
+            for (int d = 0; d < hd; d++) out[(size_t)i * ld_o + d] = w->acc[(size_t)i * hd16 + d] / w->l[i];
 }
 
 static qk_path pick_path(const cvx_cpu_features *cpu, const cvx_kernels *kc) {
@@ -311,27 +539,31 @@ const char *cvx_attention_int8_path(const cvx_kernels *kc) {
 
 /* As cvx_attention_bf16: per group of HG heads, their K (smoothed, quantised) and V packed once into
  * one of two alternating buffers, then their blocks of QB query rows. */
-void cvx_attention_int8(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
-                        float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+static void attention_int8(const cvx_kernels *kc, int pv8, const float *q, int ld_q, const float *k, const float *v,
+                           int ld_kv, float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale,
+                           const float *bias) {
     if (Sq <= 0 || Skv <= 0) return;
     CVX_CHECK(hd % 2 == 0);
     cvx_cpu_features cpu;
     if (kc) cpu = *cvx_kernels_cpu(kc);
     else cvx_cpu_detect(&cpu);
     const qk_path path = pick_path(&cpu, kc);
-    const int fast = (kc ? cvx_kernels_bf16_native(kc) : 1) && cpu.avx512_bf16 && hd % 32 == 0;
+    const int fast = !pv8 && (kc ? cvx_kernels_bf16_native(kc) : 1) && cpu.avx512_bf16 && hd % 32 == 0;
     const float scale2 = scale * LOG2E;
-    const int hd4 = (hd + 3) / 4, ntiles = (Skv + KT - 1) / KT, qblocks = (Sq + QB - 1) / QB;
+    const int hd4 = (hd + 3) / 4, hd16 = (hd + 15) & ~15, ntiles = (Skv + KT - 1) / KT, qblocks = (Sq + QB - 1) / QB;
     const size_t nkeys = (size_t)ntiles * KT;
-    /* bytes per head: codes, scales, Σ codes, V pairs, mean */
-    const size_t per_head = nkeys * 4 * hd4 + sizeof(float) * (nkeys / KBLK) + sizeof(int32_t) * nkeys +
-                            sizeof(uint32_t) * nkeys / 2 * hd + sizeof(float) * hd;
+    /* bytes per head: codes, scales, Σ codes, V pairs (bf16 PV) or codes and scales (int8 PV), mean */
+    const size_t vbytes = pv8 ? nkeys * hd16 + sizeof(float) * hd16 : sizeof(uint32_t) * nkeys / 2 * hd;
+    const size_t per_head = nkeys * 4 * hd4 + sizeof(float) * (nkeys / KBLK) + sizeof(int32_t) * nkeys + vbytes +
+                            sizeof(float) * hd;
     size_t fit = PACK_BYTES / per_head;
     int HG = fit < 1 ? 1 : fit > (size_t)heads ? heads : (int)fit, groups = (heads + HG - 1) / HG;
     int8_t *kq = cvx_malloc(2 * (size_t)HG * nkeys * 4 * hd4);
     float *ks = cvx_alloc_f32(2 * (size_t)HG * (nkeys / KBLK)), *mean = cvx_alloc_f32(2 * (size_t)HG * hd);
     int32_t *ksum = cvx_malloc(sizeof(int32_t) * 2 * (size_t)HG * nkeys);
-    uint32_t *vp = cvx_malloc(sizeof(uint32_t) * 2 * (size_t)HG * (nkeys / 2) * hd);
+    uint32_t *vp = pv8 ? NULL : cvx_malloc(sizeof(uint32_t) * 2 * (size_t)HG * (nkeys / 2) * hd);
+    int8_t *vq = pv8 ? cvx_malloc(2 * (size_t)HG * nkeys * hd16) : NULL;
+    float *vs = pv8 ? cvx_alloc_f32(2 * (size_t)HG * hd16) : NULL;
 #pragma omp parallel
     {
         scratch_i8 w;
@@ -340,7 +572,8 @@ void cvx_attention_int8(const cvx_kernels *kc, const float *q, int ld_q, const f
         w.qs = cvx_alloc_f32(QB);
         w.s = cvx_alloc_f32((size_t)CVX_ATTN_GROUP * KT);
         w.pp = cvx_malloc(sizeof(uint32_t) * (size_t)(CVX_ATTN_GROUP * KT / 2 > hd ? CVX_ATTN_GROUP * KT / 2 : hd));
-        w.acc = cvx_alloc_f32((size_t)QB * hd);
+        w.acc = cvx_alloc_f32((size_t)QB * hd16);
+        w.psc = cvx_alloc_f32(CVX_ATTN_GROUP);
         w.m = cvx_alloc_f32(QB);
         w.l = cvx_alloc_f32(QB);
         w.codes = cvx_malloc((size_t)(QBLK > KBLK ? QBLK : KBLK) * 4 * hd4);
@@ -348,30 +581,49 @@ void cvx_attention_int8(const cvx_kernels *kc, const float *q, int ld_q, const f
             int h0 = g * HG, ng = heads - h0 < HG ? heads - h0 : HG;
             size_t slot = (size_t)(g % 2) * HG;   /* head h0+hh in slot + hh */
 #pragma omp for schedule(static)
-            for (int hh = 0; hh < ng; hh++) k_mean(k + (size_t)(h0 + hh) * hd, ld_kv, Skv, hd, mean + (slot + hh) * hd);
+            for (int hh = 0; hh < ng; hh++) {
+                k_mean(k + (size_t)(h0 + hh) * hd, ld_kv, Skv, hd, mean + (slot + hh) * hd);
+                if (pv8) v_scales(v + (size_t)(h0 + hh) * hd, ld_kv, Skv, hd, hd16, vs + (slot + hh) * hd16);
+            }
 #pragma omp for schedule(static)
             for (int ht = 0; ht < ng * ntiles; ht++) {
                 int hh = ht / ntiles, h = h0 + hh, t = ht % ntiles, nk = Skv - t * KT < KT ? Skv - t * KT : KT;
                 size_t hs = slot + hh, j0 = hs * nkeys + (size_t)t * KT;
                 pack_k_tile(k + (size_t)t * KT * ld_kv + (size_t)h * hd, ld_kv, nk, (nk + 31) & ~31, hd,
                             mean + hs * hd, kq + j0 * 4 * hd4, ks + j0 / KBLK, ksum + j0, w.codes);
-                cvx_attn_pack_v_tile(v + (size_t)t * KT * ld_kv + (size_t)h * hd, ld_kv, nk, (nk + 31) & ~31, hd,
-                                     vp + (hs * nkeys + (size_t)t * KT) / 2 * hd, (uint16_t *)w.pp);
+                if (pv8)
+                    pack_v8_tile(v + (size_t)t * KT * ld_kv + (size_t)h * hd, ld_kv, nk, (nk + 31) & ~31, hd, hd16,
+                                 vs + hs * hd16, vq + (hs * nkeys + (size_t)t * KT) * hd16);
+                else
+                    cvx_attn_pack_v_tile(v + (size_t)t * KT * ld_kv + (size_t)h * hd, ld_kv, nk, (nk + 31) & ~31, hd,
+                                         vp + (hs * nkeys + (size_t)t * KT) / 2 * hd, (uint16_t *)w.pp);
             }
 #pragma omp for schedule(dynamic, 1) nowait
             for (int job = 0; job < ng * qblocks; job++) {
                 int hh = job / qblocks, h = h0 + hh, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
                 size_t hs = slot + hh;
                 head_pack hpk = {kq + hs * nkeys * 4 * hd4, ks + hs * (nkeys / KBLK), ksum + hs * nkeys,
-                                 vp + hs * (nkeys / 2) * hd, mean + hs * hd};
+                                 pv8 ? NULL : vp + hs * (nkeys / 2) * hd, mean + hs * hd,
+                                 pv8 ? vq + hs * nkeys * hd16 : NULL, pv8 ? vs + hs * hd16 : NULL};
                 const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
-                attention_job(path, fast, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, &hpk,
+                attention_job(path, fast, pv8, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, &hpk,
                               out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale2, b, (size_t)Skv, &w);
             }
         }
-        free(w.qc); free(w.qx); free(w.qs); free(w.s); free(w.pp); free(w.acc); free(w.m); free(w.l); free(w.codes);
+        free(w.qc); free(w.qx); free(w.qs); free(w.s); free(w.pp); free(w.acc); free(w.psc); free(w.m); free(w.l);
+        free(w.codes);
     }
-    free(kq); free(ks); free(mean); free(ksum); free(vp);
+    free(kq); free(ks); free(mean); free(ksum); free(vp); free(vq); free(vs);
+}
+
+void cvx_attention_int8(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                        float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    attention_int8(kc, 0, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+}
+
+void cvx_attention_int8_pv8(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                            float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    attention_int8(kc, 1, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
 }
 
 /* ---- reference ---- */
@@ -418,4 +670,62 @@ void cvx_attention_int8_ref(const float *q, int ld_q, const float *k, const floa
         }
     }
     free(kc); free(qc); free(ks); free(qs); free(mean); free(s);
+}
+
+/* The int8 PV's reference: the scores as cvx_attention_int8_ref (smoothed K), the softmax in double
+ * against the row's global maximum, p quantised per key tile of KT keys (its max / 255) and V per
+ * channel as the kernel does, the integer sums per tile, everything else in double. */
+void cvx_attention_int8_pv8_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                                int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    if (Sq <= 0 || Skv <= 0) return;
+    const float scale2 = scale * LOG2E;
+    const int hd16 = (hd + 15) & ~15;
+    int8_t *kc = cvx_malloc((size_t)Skv * hd), *qc = cvx_malloc((size_t)Sq * hd), *vc = cvx_malloc((size_t)Skv * hd);
+    float *ks = cvx_alloc_f32((size_t)(Skv + KBLK - 1) / KBLK), *qs = cvx_alloc_f32((size_t)(Sq + QBLK - 1) / QBLK),
+          *mean = cvx_alloc_f32((size_t)hd), *vs = cvx_alloc_f32((size_t)hd16);
+    double *s = cvx_malloc(sizeof(double) * (size_t)Skv), *acc = cvx_malloc(sizeof(double) * (size_t)hd);
+    uint8_t *pc = cvx_malloc((size_t)Skv);
+    for (int h = 0; h < heads; h++) {
+        const float *kh = k + (size_t)h * hd, *qh = q + (size_t)h * hd, *vh = v + (size_t)h * hd;
+        k_mean(kh, ld_kv, Skv, hd, mean);
+        for (int j = 0; j < Skv; j += KBLK)
+            ks[j / KBLK] = quant_block(kh + (size_t)j * ld_kv, ld_kv, Skv - j < KBLK ? Skv - j : KBLK, hd, mean,
+                                       kc + (size_t)j * hd, hd);
+        for (int i = 0; i < Sq; i += QBLK)
+            qs[i / QBLK] = quant_block(qh + (size_t)i * ld_q, ld_q, Sq - i < QBLK ? Sq - i : QBLK, hd, NULL,
+                                       qc + (size_t)i * hd, hd);
+        v_scales(vh, ld_kv, Skv, hd, hd16, vs);
+        for (int j = 0; j < Skv; j++)
+            for (int d = 0; d < hd; d++)
+                vc[(size_t)j * hd + d] = rne_code(vh[(size_t)j * ld_kv + d] * (vs[d] > 0 ? 1.0f / vs[d] : 0.0f));
+        for (int i = 0; i < Sq; i++) {
+            double mx = -INFINITY, l = 0;
+            float qsc = qs[i / QBLK] * scale2;
+            for (int j = 0; j < Skv; j++) {
+                int32_t dot = 0;
+                for (int d = 0; d < hd; d++) dot += (int32_t)qc[(size_t)i * hd + d] * kc[(size_t)j * hd + d];
+                s[j] = (double)((float)dot * (qsc * ks[j / KBLK])) +
+                       (bias ? (double)bias[((size_t)h * Sq + i) * Skv + j] * LOG2E : 0.0);
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = 0; j < Skv; j++) {
+                s[j] = exp2(s[j] - mx);
+                l += s[j];
+            }
+            for (int d = 0; d < hd; d++) acc[d] = 0;
+            for (int t0 = 0; t0 < Skv; t0 += KT) {
+                int nk = Skv - t0 < KT ? Skv - t0 : KT;
+                double pmax = 0;
+                for (int j = t0; j < t0 + nk; j++) pmax = s[j] > pmax ? s[j] : pmax;
+                for (int j = t0; j < t0 + nk; j++) pc[j] = pmax > 0 ? rne_u8((float)(s[j] / pmax * 255.0)) : 0;
+                for (int d = 0; d < hd; d++) {
+                    int32_t dot = 0;
+                    for (int j = t0; j < t0 + nk; j++) dot += (int32_t)pc[j] * vc[(size_t)j * hd + d];
+                    acc[d] += (double)dot * (pmax / 255.0) * vs[d];
+                }
+            }
+            for (int d = 0; d < hd; d++) out[(size_t)i * ld_o + (size_t)h * hd + d] = (float)(acc[d] / l);
+        }
+    }
+    free(kc); free(qc); free(vc); free(ks); free(qs); free(mean); free(vs); free(s); free(acc); free(pc);
 }

@@ -116,22 +116,22 @@ void cvx_ctx_set_int8(cvx_ctx *ctx, int on) {
     ctx->int8 = on ? 1 : 0;
 }
 
-static const char *const ATTENTION_NAMES[] = {"auto", "f32", "bf16", "int8"};
+static const char *const ATTENTION_NAMES[] = {"auto", "f32", "bf16", "int8", "int8pv"};
 
 const char *cvx_attention_name(cvx_attention_mode m) {
-    return m >= CVX_ATTENTION_AUTO && m <= CVX_ATTENTION_INT8 ? ATTENTION_NAMES[m] : "?";
+    return m >= CVX_ATTENTION_AUTO && m <= CVX_ATTENTION_INT8PV ? ATTENTION_NAMES[m] : "?";
 }
 
 int cvx_attention_parse(const char *name, cvx_attention_mode *out) {
-    for (int m = CVX_ATTENTION_AUTO; m <= CVX_ATTENTION_INT8; m++)
+    for (int m = CVX_ATTENTION_AUTO; m <= CVX_ATTENTION_INT8PV; m++)
         if (!strcmp(name, ATTENTION_NAMES[m])) return *out = (cvx_attention_mode)m, 0;
-    return cvx_error("attention '%s' is not one of auto, f32, bf16, int8", name);
+    return cvx_error("attention '%s' is not one of auto, f32, bf16, int8, int8pv", name);
 }
 
 int cvx_ctx_set_attention(cvx_ctx *ctx, cvx_attention_mode mode) {
-    if (mode < CVX_ATTENTION_AUTO || mode > CVX_ATTENTION_INT8)
-        return cvx_error("attention mode %d is not one of auto, f32, bf16, int8", (int)mode);
-    if ((mode == CVX_ATTENTION_BF16 || mode == CVX_ATTENTION_INT8) && !ctx->kernels)
+    if (mode < CVX_ATTENTION_AUTO || mode > CVX_ATTENTION_INT8PV)
+        return cvx_error("attention mode %d is not one of auto, f32, bf16, int8, int8pv", (int)mode);
+    if ((mode == CVX_ATTENTION_BF16 || mode >= CVX_ATTENTION_INT8) && !ctx->kernels)
         return cvx_error("attention %s needs the oneDNN kernels, which could not start", cvx_attention_name(mode));
     ctx->attention = mode;
     return 0;

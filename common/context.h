@@ -31,6 +31,7 @@ typedef enum {
     CVX_ATTENTION_F32,
     CVX_ATTENTION_BF16,
     CVX_ATTENTION_INT8,
+    CVX_ATTENTION_INT8PV,   /* int8 QKᵀ and int8 PV (cvx_attention_int8_pv8): opt-in, larger error */
 } cvx_attention_mode;
 
 typedef struct cvx_kernels cvx_kernels;   /* common/gemm_fast.h */
@@ -118,7 +119,7 @@ void cvx_ctx_set_int8(cvx_ctx *ctx, int on);
 int cvx_ctx_set_attention(cvx_ctx *ctx, cvx_attention_mode mode);
 /* The kernel the transformers' attention runs: AUTO resolved to F32 or BF16 by the precision. */
 cvx_attention_mode cvx_ctx_attention(const cvx_ctx *ctx);
-/* "auto", "f32", "bf16", "int8" */
+/* "auto", "f32", "bf16", "int8", "int8pv" */
 const char *cvx_attention_name(cvx_attention_mode m);
 /* The names above; 0, or -1 + cvx_error naming the accepted values. */
 int cvx_attention_parse(const char *name, cvx_attention_mode *out);

@@ -123,6 +123,9 @@ void cvx_attention_transformer(cvx_ctx *ctx, const float *q, int ld_q, const flo
     case CVX_ATTENTION_INT8:
         cvx_attention_int8(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
         break;
+    case CVX_ATTENTION_INT8PV:
+        cvx_attention_int8_pv8(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+        break;
     case CVX_ATTENTION_BF16:
         cvx_attention_bf16(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
         break;

@@ -135,5 +135,14 @@ const char *cvx_attention_int8_path(const cvx_kernels *kc);
  * smoothing (only to show what it buys: tests/common_attention_int8.c). */
 void cvx_attention_int8_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
                             int Sq, int Skv, int heads, int hd, float scale, const float *bias, int smooth_k);
+/* The same with P·V in int8 as well (SageAttention2's idea): p in u8 per row and key tile of 256
+ * (scale max/255), V in s8 per head and channel (absmax/127 over the keys), products by vpdpbusd
+ * (VNNI) or scalar loops (the same bits); the softmax in f32 in every path alike. Opt-in and not on any
+ * default: see docs/performance.md for its speed and error. */
+void cvx_attention_int8_pv8(const cvx_kernels *kc, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                            float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+/* Its reference: the same quantisation (p per tile against the row's global maximum), double sums. */
+void cvx_attention_int8_pv8_ref(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                                int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 
 #endif

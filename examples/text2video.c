@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "error.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "stage3/video.h"
 
 int main(int argc, char **argv) {

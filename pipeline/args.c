@@ -40,7 +40,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
     static const cvx_flag_choice dtypes[] = {
         {"f32", CVX_F32}, {"float32", CVX_F32}, {"bf16", CVX_BF16}, {"bfloat16", CVX_BF16}, {0}};
     static const cvx_flag_choice attentions[] = {{"auto", CVX_ATTENTION_AUTO}, {"f32", CVX_ATTENTION_F32},
-                                                 {"bf16", CVX_ATTENTION_BF16}, {"int8", CVX_ATTENTION_INT8}, {0}};
+                                                 {"bf16", CVX_ATTENTION_BF16}, {"int8", CVX_ATTENTION_INT8},
+                                                 {"int8pv", CVX_ATTENTION_INT8PV}, {0}};
     cvx_sample_params *sp = &a->sp;
     const cvx_flag flags[] = {   /* --help's order (stage2/usage.h) */
         CVX_FLAG_STR_("input_dir", &a->input_dir, CVX_PER_RANK), CVX_FLAG_STR_("output_dir", &a->output_dir, CVX_PER_RANK),
@@ -57,7 +58,7 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_INT_("stop_after_steps", &a->stop_after, 0, 1000000), CVX_FLAG_HELP_(),
         CVX_FLAG_NUM_("strength", &sp->strength, 1e-9, 1), CVX_FLAG_BOOL_("cfg_parallel", &a->cfg_parallel, 1),
         CVX_FLAG_INT_("sp", &a->sp_degree, 1, 4096), CVX_FLAG_STR_("precision", &a->precision_arg),
-        CVX_FLAG_CHOICE_("attention", &a->attention, attentions, "auto, f32, bf16 or int8"),
+        CVX_FLAG_CHOICE_("attention", &a->attention, attentions, "auto, f32, bf16, int8 or int8pv"),
         CVX_FLAG_STR_("noise_dtype", &sp->noise_dtype), CVX_FLAG_PARSE_("cache", parse_cache, &a->cache_kind, &sp->cache),
         CVX_FLAG_NUM_("cache_threshold", &a->cache_threshold, -1e6, 1e6, .given = &a->threshold_arg),
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, a->teacache_coeffs, &a->coeffs_arg),

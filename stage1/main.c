@@ -7,7 +7,7 @@
  * Writes <output_dir>/stage1_embeddings.safetensors (prompt_embeds, negative_prompt_embeds,
  * each [1, L, d_model] F32) and updates <output_dir>/generation_config.json; with --image /
  * --video also <output_dir>/stage1_conditioning.safetensors. The work is cvx_encode_texts and
- * cvx_encode_conditioning (pipeline/cogvideox.h); this file is flags, files and messages. */
+ * cvx_encode_conditioning (pipeline/cvx.h); this file is flags, files and messages. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * <output_dir>/generation_config.json, checkpointing the loop (flags: stage2/usage.h, --help).
  * --prompt_index N: stage1_embeddings_NNNN.safetensors of a --prompts_file batch in, and every
  * output numbered alike (stage2_latents_NNNN.safetensors, generation_config_NNNN.json).
- * The work is cvx_sample (pipeline/cogvideox.h); this file is flags, files and messages. */
+ * The work is cvx_sample (pipeline/cvx.h); this file is flags, files and messages. */
 #include <stdio.h>
 
 #include "cli.h"

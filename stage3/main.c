@@ -10,7 +10,7 @@
  * <input_dir>/generation_config.json, decodes as diffusers' CogVideoXPipeline.decode_latents
  * and writes <input_dir>/output_video.mp4 (--prompt_index N: stage2_latents_NNNN.safetensors,
  * generation_config_NNNN.json -> output_video_NNNN.mp4). The work is cvx_decode
- * (pipeline/cogvideox.h); this file is flags, files and messages. */
+ * (pipeline/cvx.h); this file is flags, files and messages. */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@
 #include "error.h"
 #include "runenv.h"
 #include "pipeline/args.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "pipeline/stage_files.h"
 #include "pipeline/parallel.h"
 #include "pipeline/run.h"

@@ -13,7 +13,7 @@
 #include "image.h"
 #include "safetensors.h"
 #include "tensor_stats.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "stage2/steps_record.h"
 #include "tools/runfile.h"
 #include "tools/weights_id.h"

@@ -10,7 +10,7 @@
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 
 const char *const rf_run_files[] = {"generation_config.json", "stage1_embeddings.safetensors",
                                     "stage1_conditioning.safetensors", "stage2_steps.json",
