@@ -9,8 +9,8 @@
  * f32 matmul is always this one (common/gemm_fast.c): oneDNN's brgemm on AVX-512 CPUs ran its own k
  * order, so an AVX-512 CPU and an AVX2 one gave different bits.
  *
- * Two tile sets, one set of chains: AVX2 6×16 tiles (ymm) and, on CPUs with AVX-512, 6×64 tiles
- * (zmm, cvx_sgemm_fixed_isa). A chain is the same sequence of fmaf whatever the vector width holding
+ * Three tile sets, one set of chains: AVX2 6×16 tiles (ymm) and, on CPUs with AVX-512, 6×64 tiles
+ * (zmm, cvx_sgemm_fixed_isa; 12×32 in calls under 1,024 rows). A chain is the same sequence of fmaf whatever the vector width holding
  * it, so both give the same bits (tests/common_f32_portable.c compares them); only the blocking
  * differs.
  *
@@ -271,15 +271,14 @@ static AVX512 void tile_wr(int R, int mr, const float *ap, const float *bp, int 
         }
 }
 
-/* C[i0 .. + m, j0 .. + n) over one K block from the packed panels: B micro-panel by micro-panel
- * (it stays in L1), the A block's micro-panels under it. Tiles reaching past column N run on a
- * copy. first: the chains start here (C := beta·C + bias). */
+/* C[i0 .. + m, j0 .. + n) over one K block from the packed panels, tile by tile (order: below).
+ * Tiles reaching past column N run on a copy. first: the chains start here (C := beta·C + bias). */
 static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int first, const float *apack,
                   const float *bpack) {
     float edge[EDGE];
     const int ldc = p->ldc, mr = p->mr, nr = p->nr, mt = (m + mr - 1) / mr, nt = (n + nr - 1) / nr;
-    /* tile t: rows fastest (AVX2: the B micro-panel stays in L1 under the A block) or columns
-     * fastest (AVX-512: the A micro-panel stays in L1, the B panel streams from L2) */
+    /* tile t: rows fastest (the B micro-panel reused under the A block) or, with rows_outer (the
+     * 12×32 tiles), columns fastest (the A micro-panel stays in L1, the B panel streams from L2) */
     const int rows_fast = !p->rows_outer;
 #define TILE_IT(t) ((rows_fast ? (t) % mt : (t) / nt) * mr)
 #define TILE_JT(t) ((rows_fast ? (t) / mt : (t) % nt) * nr)
