@@ -276,14 +276,15 @@ static AVX512 void tile_wr(int R, int mr, const float *ap, const float *bp, int 
 static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int first, const float *apack,
                   const float *bpack) {
     float edge[EDGE];
-    const int ldc = p->ldc, mr = p->mr, nr = p->nr, mt = (m + mr - 1) / mr, nt = (n + nr - 1) / nr;
-    /* tile t: rows fastest (the B micro-panel reused under the A block) or, with rows_outer (the
+    const int ldc = p->ldc, mr = p->mr, nr = p->nr;
+    /* the tiles: rows fastest (the B micro-panel reused under the A block) or, with rows_outer (the
      * 12×32 tiles), columns fastest (the A micro-panel stays in L1, the B panel streams from L2) */
     const int rows_fast = !p->rows_outer;
-#define TILE_IT(t) ((rows_fast ? (t) % mt : (t) / nt) * mr)
-#define TILE_JT(t) ((rows_fast ? (t) / mt : (t) % nt) * nr)
-    for (int t = 0; t < mt * nt; t++) {
-        const int it = TILE_IT(t), jt = TILE_JT(t);
+    int ni, nj;
+    for (int it = 0, jt = 0; rows_fast ? jt < n : it < m; it = ni, jt = nj) {
+        /* the next tile */
+        if (rows_fast) ni = it + mr < m ? it + mr : 0, nj = it + mr < m ? jt : jt + nr;
+        else ni = jt + nr < n ? it : it + mr, nj = jt + nr < n ? jt + nr : 0;
         const int w = imin(nr, n - jt), R = imin(mr, m - it);
         float *c = p->C + (size_t)(i0 + it) * ldc + j0 + jt;
         if (first)
@@ -291,16 +292,13 @@ static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int fi
                 for (int q = 0; q < w; q++)
                     c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], p->beta, p->bias, j0 + jt + q);
         /* the next tile's C rows: its loads would otherwise wait on memory (a prefetch never faults) */
-        if (t + 1 < mt * nt) {
-            const int ni = TILE_IT(t + 1), nj = TILE_JT(t + 1);
+        if (ni < m && nj < n) {
             const float *cn = p->C + (size_t)(i0 + ni) * ldc + j0 + nj;
             for (int r = 0; r < mr && ni + r < m; r++)
                 for (int q = 0; q < nr; q += 16) _mm_prefetch((const char *)(cn + (size_t)r * ldc + q), _MM_HINT_T0);
             for (int r = 0; r < mr && ni + r < m; r++)
                 _mm_prefetch((const char *)(cn + (size_t)r * ldc + nr - 1), _MM_HINT_T0);
         }
-#undef TILE_IT
-#undef TILE_JT
         const float *ap = apack + (size_t)it * kc, *bp = bpack + (size_t)jt * kc;
         float *dst = c;
         size_t ldd = (size_t)ldc;
@@ -318,9 +316,10 @@ static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int fi
 /* One job: the elements C[r0 .. r1, c0 .. c1), all of K — the Goto/BLIS loops (columns in NC
  * blocks, K in kcb blocks packing B, rows in mcb blocks packing A) on this thread's own buffers. */
 static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, float *apack) {
-    /* row blocks of equal size (≤ mcb, whole tiles): a short last block would reuse each B
-     * micro-panel for few tiles after it has left the caches */
-    const int nb = (r1 - r0 + p->mcb - 1) / p->mcb, mb = ((r1 - r0 + nb - 1) / nb + p->mr - 1) / p->mr * p->mr;
+    /* AVX-512: row blocks of equal size (≤ mcb, whole tiles): a short last block would reuse each
+     * B micro-panel for few tiles after it has left the caches */
+    const int nb = (r1 - r0 + p->mcb - 1) / p->mcb,
+              mb = p->wide ? ((r1 - r0 + nb - 1) / nb + p->mr - 1) / p->mr * p->mr : p->mcb;
     for (int j0 = c0; j0 < c1; j0 += p->ncb) {
         const int n = imin(p->ncb, c1 - j0);
         for (int k0 = 0; k0 < p->K; k0 += p->kcb) {
