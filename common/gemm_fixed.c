@@ -9,8 +9,8 @@
  * f32 matmul is always this one (common/gemm_fast.c): oneDNN's brgemm on AVX-512 CPUs ran its own k
  * order, so an AVX-512 CPU and an AVX2 one gave different bits.
  *
- * Two tile sets, one set of chains: AVX2 6×16 tiles (ymm) and, on CPUs with AVX-512, 6×64 tiles
- * (zmm, cvx_sgemm_fixed_isa). A chain is the same sequence of fmaf whatever the vector width holding
+ * Three tile sets, one set of chains: AVX2 6×16 tiles (ymm) and, on CPUs with AVX-512, 6×64 tiles
+ * (zmm, cvx_sgemm_fixed_isa; 12×32 in calls under 1,024 rows). A chain is the same sequence of fmaf whatever the vector width holding
  * it, so both give the same bits (tests/common_f32_portable.c compares them); only the blocking
  * differs.
  *
@@ -36,12 +36,18 @@
 /* AVX2: KC: a 384×16 B micro-panel (24 KB) stays in L1; MC: a 96×384 A block (144 KB) in L2. Measured
  * on a 2-core AVX2 EPYC at 2 threads: 0.83–1.0 of oneDNN's jit sgemm on the 2b / T5 linears (KC 256:
  * 0.80–0.95, KC 512: 0.88–1.0 with a micro-panel filling L1).
- * AVX-512 (W_*): 6×64 tiles (24 zmm accumulators, 6 broadcasts and 4 loads per 24 FMAs); tried on
- * a 2-core Cascade Lake Xeon, per CPU-second beside oneDNN's brgemm on 2b linears: 12×32 and 8×48
- * tiles 0.75–0.85 of it, 6×64 0.8–0.9; KC 384/512/768 and MC 48–192 within noise of each other
- * (docs/performance.md, "f32 on any x86-64 CPU"). */
+ * AVX-512, two blockings (measured on a 2-core Cascade Lake Xeon per CPU-second beside oneDNN's
+ * brgemm, docs/performance.md "f32 on any x86-64 CPU"):
+ * - W_*: 6×64 tiles (24 zmm accumulators, 6 broadcasts and 4 loads per 24 FMAs), B micro-panel
+ *   outer: the best at the transformer's 2,432+ rows (12×32 there: 0.95 of it);
+ * - S_*, calls of fewer than S_ROWS rows (T5's 226): 12×32 tiles (12 broadcasts and 2 loads per 24
+ *   FMAs), the A micro-panel (12×384, 18 KB) in L1 in the outer loop and the B panel (384×384,
+ *   576 KB) streaming from L2 under it, the BLIS order: 1.1 of the 6×64 tiles at 226×10240×4096.
+ * The B micro-panel loads prefetch PF rows ahead (from L2). */
 enum { MR = 6, NR = 16, KC = 384, MC = 96, NC = 3072 };
-enum { W_MR = 6, W_NV = 4, W_NR = 16 * W_NV, W_KC = 512, W_MC = 192, W_NC = 3072 };
+enum { W_MR = 6, W_NV = 4, W_KC = 512, W_MC = 192, W_NC = 3072 };
+enum { S_MR = 12, S_NV = 2, S_KC = 384, S_MC = 192, S_NC = 384, S_ROWS = 1024 };
+enum { PF = 8, EDGE = 16 * 4 * 12 };   /* the largest tile (12×32 or 6×64 floats) */
 
 /* element (i, k) of op(A) and (k, j) of op(B) */
 #define A_AT(i, k) (ta ? A[(size_t)(k) * lda + (i)] : A[(size_t)(i) * lda + (k)])
@@ -79,6 +85,7 @@ typedef struct {
     float beta;
     float *C;
     int wide;              /* 1: the AVX-512 tiles */
+    int rows_outer;        /* macro(): row tiles in the outer loop */
     int mr, nr, kcb, mcb, ncb;  /* tile rows and columns, K block, row block, column block */
 } problem;
 
@@ -136,7 +143,7 @@ static void pack_b(const problem *p, int k0, int kc, int j0, int n, float *bp) {
 }
 
 /* op(A)[i0 .. + m, k0 .. + kc] as mr-row micro-panels [m/mr][kc][mr], zeros past m; rows in
- * groups of up to 8 (mr = 6: one group of 6; mr = 12 would be 8 + 4) transposed 8×8. */
+ * groups of up to 8 (mr = 6: one group of 6; mr = 12: 8 + 4) transposed 8×8. */
 static void pack_a(const problem *p, int i0, int m, int k0, int kc, float *ap) {
     const int lda = p->lda, mr = p->mr;
     for (int it = 0; it < m; it += mr) {
@@ -208,93 +215,118 @@ static void tile_r(int R, const float *ap, const float *bp, int kc, float *c, si
     }
 }
 
-/* AVX-512: c[r, 0 .. 16·NV) += Σ_k ap[k, r] · bp[k, ..] for R ≤ W_MR rows, k in order — the AVX2
- * tile's chains, 16 to a register instead of 8. */
-ALWAYS_INLINE AVX512 void tile_w(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
-    __m512 acc[W_MR][W_NV];
+/* AVX-512: c[r, 0 .. 16·NV) += Σ_k ap[k, r] · bp[k, ..] for R ≤ mr rows (ap: [kc][mr], bp:
+ * [kc][16·NV]), k in order — the AVX2 tile's chains, 16 to a register instead of 8. */
+ALWAYS_INLINE AVX512 void tile_w(int R, int mr, int NV, const float *ap, const float *bp, int kc, float *c,
+                                 size_t ldc) {
+    __m512 acc[12][4];
+    const int nr = 16 * NV;
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < W_NV; v++) acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
     for (int k = 0; k < kc; k++) {
-        __m512 b[W_NV];
+        __m512 b[4];
 #pragma GCC unroll 4
-        for (int v = 0; v < W_NV; v++) b[v] = _mm512_loadu_ps(bp + (size_t)k * W_NR + 16 * v);
+        for (int v = 0; v < NV; v++) {
+            b[v] = _mm512_loadu_ps(bp + (size_t)k * nr + 16 * v);
+            _mm_prefetch((const char *)(bp + (size_t)(k + PF) * nr + 16 * v), _MM_HINT_T0);
+        }
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++) {
-            __m512 av = _mm512_set1_ps(ap[(size_t)k * W_MR + r]);
+            __m512 av = _mm512_set1_ps(ap[(size_t)k * mr + r]);
 #pragma GCC unroll 4
-            for (int v = 0; v < W_NV; v++) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
+            for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
         }
     }
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < W_NV; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
 }
 
-static AVX512 void tile_wr(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
-    switch (R) {
-    case 6: tile_w(6, ap, bp, kc, c, ldc); break;
-    case 5: tile_w(5, ap, bp, kc, c, ldc); break;
-    case 4: tile_w(4, ap, bp, kc, c, ldc); break;
-    case 3: tile_w(3, ap, bp, kc, c, ldc); break;
-    case 2: tile_w(2, ap, bp, kc, c, ldc); break;
-    default: tile_w(1, ap, bp, kc, c, ldc); break;
-    }
+/* R rows of a 6×64 (mr = 6) or 12×32 (mr = 12) tile */
+static AVX512 void tile_wr(int R, int mr, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+    if (mr == W_MR) switch (R) {
+        case 6: tile_w(6, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        case 5: tile_w(5, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        case 4: tile_w(4, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        case 3: tile_w(3, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        case 2: tile_w(2, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        default: tile_w(1, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        }
+    else switch (R) {
+        case 12: tile_w(12, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 11: tile_w(11, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 10: tile_w(10, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 9: tile_w(9, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 8: tile_w(8, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 7: tile_w(7, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 6: tile_w(6, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 5: tile_w(5, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 4: tile_w(4, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 3: tile_w(3, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        case 2: tile_w(2, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        default: tile_w(1, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        }
 }
 
-/* C[i0 .. + m, j0 .. + n) over one K block from the packed panels: B micro-panel by micro-panel
- * (it stays in L1), the A block's micro-panels under it. Tiles reaching past column N run on a
- * copy. first: the chains start here (C := beta·C + bias). */
+/* C[i0 .. + m, j0 .. + n) over one K block from the packed panels, tile by tile (order: below).
+ * Tiles reaching past column N run on a copy. first: the chains start here (C := beta·C + bias). */
 static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int first, const float *apack,
                   const float *bpack) {
-    float edge[W_MR * W_NR];
+    float edge[EDGE];
     const int ldc = p->ldc, mr = p->mr, nr = p->nr;
-    for (int jt = 0; jt < n; jt += nr) {
-        const int w = imin(nr, n - jt);
-        for (int it = 0; it < m; it += mr) {
-            const int R = imin(mr, m - it);
-            float *c = p->C + (size_t)(i0 + it) * ldc + j0 + jt;
-            if (first)
-                for (int r = 0; r < R; r++)
-                    for (int q = 0; q < w; q++)
-                        c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], p->beta, p->bias, j0 + jt + q);
-            /* the next tile's C rows (below, or the top of the next columns): its loads would
-             * otherwise wait on memory (a prefetch never faults) */
-            const int ni = it + mr < m ? it + mr : 0, nj = it + mr < m ? jt : jt + nr;
-            if (nj < n) {
-                const float *cn = p->C + (size_t)(i0 + ni) * ldc + j0 + nj;
-                for (int r = 0; r < mr && ni + r < m; r++)
-                    for (int q = 0; q < nr; q += 16) _mm_prefetch((const char *)(cn + (size_t)r * ldc + q), _MM_HINT_T0);
-                for (int r = 0; r < mr && ni + r < m; r++)
-                    _mm_prefetch((const char *)(cn + (size_t)r * ldc + nr - 1), _MM_HINT_T0);
-            }
-            const float *ap = apack + (size_t)it * kc, *bp = bpack + (size_t)jt * kc;
-            float *dst = c;
-            size_t ldd = (size_t)ldc;
-            if (w < nr) {
-                for (int r = 0; r < R; r++) memcpy(edge + r * nr, c + (size_t)r * ldc, sizeof(float) * w);
-                dst = edge, ldd = (size_t)nr;
-            }
-            if (p->wide) tile_wr(R, ap, bp, kc, dst, ldd);
-            else tile_r(R, ap, bp, kc, dst, ldd);
-            if (w < nr)
-                for (int r = 0; r < R; r++) memcpy(c + (size_t)r * ldc, edge + r * nr, sizeof(float) * w);
+    /* the tiles: rows fastest (the B micro-panel reused under the A block) or, with rows_outer (the
+     * 12×32 tiles), columns fastest (the A micro-panel stays in L1, the B panel streams from L2) */
+    const int rows_fast = !p->rows_outer;
+    int ni, nj;
+    for (int it = 0, jt = 0; rows_fast ? jt < n : it < m; it = ni, jt = nj) {
+        /* the next tile */
+        if (rows_fast) ni = it + mr < m ? it + mr : 0, nj = it + mr < m ? jt : jt + nr;
+        else ni = jt + nr < n ? it : it + mr, nj = jt + nr < n ? jt + nr : 0;
+        const int w = imin(nr, n - jt), R = imin(mr, m - it);
+        float *c = p->C + (size_t)(i0 + it) * ldc + j0 + jt;
+        if (first)
+            for (int r = 0; r < R; r++)
+                for (int q = 0; q < w; q++)
+                    c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], p->beta, p->bias, j0 + jt + q);
+        /* the next tile's C rows: its loads would otherwise wait on memory (a prefetch never faults) */
+        if (ni < m && nj < n) {
+            const float *cn = p->C + (size_t)(i0 + ni) * ldc + j0 + nj;
+            for (int r = 0; r < mr && ni + r < m; r++)
+                for (int q = 0; q < nr; q += 16) _mm_prefetch((const char *)(cn + (size_t)r * ldc + q), _MM_HINT_T0);
+            for (int r = 0; r < mr && ni + r < m; r++)
+                _mm_prefetch((const char *)(cn + (size_t)r * ldc + nr - 1), _MM_HINT_T0);
         }
+        const float *ap = apack + (size_t)it * kc, *bp = bpack + (size_t)jt * kc;
+        float *dst = c;
+        size_t ldd = (size_t)ldc;
+        if (w < nr) {
+            for (int r = 0; r < R; r++) memcpy(edge + r * nr, c + (size_t)r * ldc, sizeof(float) * w);
+            dst = edge, ldd = (size_t)nr;
+        }
+        if (p->wide) tile_wr(R, mr, ap, bp, kc, dst, ldd);
+        else tile_r(R, ap, bp, kc, dst, ldd);
+        if (w < nr)
+            for (int r = 0; r < R; r++) memcpy(c + (size_t)r * ldc, edge + r * nr, sizeof(float) * w);
     }
 }
 
 /* One job: the elements C[r0 .. r1, c0 .. c1), all of K — the Goto/BLIS loops (columns in NC
  * blocks, K in kcb blocks packing B, rows in mcb blocks packing A) on this thread's own buffers. */
 static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, float *apack) {
+    /* AVX-512: row blocks of equal size (≤ mcb, whole tiles): a short last block would reuse each
+     * B micro-panel for few tiles after it has left the caches */
+    const int nb = (r1 - r0 + p->mcb - 1) / p->mcb,
+              mb = p->wide ? ((r1 - r0 + nb - 1) / nb + p->mr - 1) / p->mr * p->mr : p->mcb;
     for (int j0 = c0; j0 < c1; j0 += p->ncb) {
         const int n = imin(p->ncb, c1 - j0);
         for (int k0 = 0; k0 < p->K; k0 += p->kcb) {
             const int kc = imin(p->kcb, p->K - k0);
             pack_b(p, k0, kc, j0, n, bpack);
-            for (int i0 = r0; i0 < r1; i0 += p->mcb) {
-                const int m = imin(p->mcb, r1 - i0);
+            for (int i0 = r0; i0 < r1; i0 += mb) {
+                const int m = imin(mb, r1 - i0);
                 pack_a(p, i0, m, k0, kc, apack);
                 macro(p, i0, m, j0, n, kc, k0 == 0, apack, bpack);
             }
@@ -328,9 +360,10 @@ void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const 
         cvx_sgemm_fixed_ref(ta, tb, M, N, 0, A, lda, B, ldb, bias, beta, C, ldc);
         return;
     }
-    const int w = avx512 != 0;
-    const problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C, w, w ? W_MR : MR, w ? W_NR : NR,
-                       w ? W_KC : KC, w ? W_MC : MC, w ? W_NC : NC};
+    const int w = avx512 != 0, s = w && M < S_ROWS;
+    const problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C, w, s,
+                       s ? S_MR : w ? W_MR : MR, s ? 16 * S_NV : w ? 16 * W_NV : NR,
+                       s ? S_KC : w ? W_KC : KC, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC};
     const int par = (double)M * N * K > 1e6;
 #ifdef _OPENMP
     const int nth = par ? omp_get_max_threads() : 1;

@@ -75,6 +75,8 @@ static const gemm_case GEMMS[] = {
     {64, 130, 257, 0, 1, 1, 0},   {97, 200, 513, 0, 0, 1, 1},  {226, 640, 384, 1, 1, 0, 1},
     {100, 1920, 64, 0, 1, 1, 0},  {385, 70, 1000, 0, 1, 0, 0}, {300, 257, 777, 1, 1, 1, 0.25f},
     {64, 640, 1920, 0, 1, 1, 0},   /* a 2b linear's K: oneDNN's brgemm (the old AVX-512 f32 path) differs here */
+    /* from 1024 rows the AVX-512 path blocks as 6×64 tiles (12×32 below): both blockings */
+    {1031, 77, 530, 0, 1, 1, 0},  {1100, 130, 390, 1, 0, 0, 0.5f},
 };
 
 static void gemm_case_run(const paths *p, const gemm_case *c) {
