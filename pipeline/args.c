@@ -46,6 +46,7 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_STR_("input_dir", &a->input_dir, CVX_PER_RANK), CVX_FLAG_STR_("output_dir", &a->output_dir, CVX_PER_RANK),
         CVX_FLAG_INT_("num_inference_steps", &sp->num_inference_steps, 1, 1000000),
         CVX_FLAG_NUM_("guidance_scale", &sp->guidance_scale, 0, 1e6),
+        CVX_FLAG_NUM_("guidance_scale_2", &sp->guidance_scale_2, 0, 1e6),
         CVX_FLAG_BOOL_("use_dynamic_cfg", &sp->use_dynamic_cfg, 1), CVX_FLAG_U64_("seed", &sp->seed),
         CVX_FLAG_INT_("height", &sp->height, 1, 65536), CVX_FLAG_INT_("width", &sp->width, 1, 65536),
         CVX_FLAG_INT_("frames", &sp->frames, 1, 65536), CVX_FLAG_INT_("fps", &a->fps, 1, 1000),

@@ -136,12 +136,14 @@ typedef struct cvx_step_info {
     double seconds;               /* the step's wall time */
     const float *latents;         /* after the step, the family's loop layout, numel floats */
     size_t numel;
+    int expert;                   /* the transformer that ran (Wan 2.2 A14B: 0 high noise, 1 low noise), else 0 */
 } cvx_step_info;
 
 typedef struct cvx_sample_params {
     int frames, height, width;    /* 0 = the model's default */
     int num_inference_steps;      /* 0 = 50 */
     double guidance_scale;        /* <= 1 disables CFG; < 0 = the model's default (cvx_model_info) */
+    double guidance_scale_2;      /* Wan 2.2 A14B: the low-noise expert's guidance; 0 = the model's default */
     int use_dynamic_cfg;
     uint64_t seed;
     const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */

@@ -458,6 +458,10 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);
     cvx_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
+    if (p->guidance_scale_2 > 0) {   /* Wan 2.2 A14B */
+        format_double(p->guidance_scale_2, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "guidance_scale_2", "%s", gbuf);
+    }
     cvx_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
     cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
     cvx_fingerprint_set(fp, "height", "%d", p->height);
