@@ -184,16 +184,21 @@ static int load_text_encoder(cvx_model *m) {
     "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
     "model"
 
+/* Unmap the resident transformer (its LoRA set first: it points into the weights). */
+static void unload_transformer(cvx_model *m) {
+    wan_state *s = S(m);
+    if (!s->transformer) return;
+    if (m->ctx) m->ctx->lora = NULL;
+    cvx_lora_free(m->lora);
+    m->lora = NULL;
+    wan_free(s->transformer);
+    s->transformer = NULL;
+}
+
 static int load_expert(cvx_model *m, int expert) {
     wan_state *s = S(m);
     if (s->transformer && s->resident == expert) return 0;
-    if (s->transformer) {   /* one expert resident at a time: unmap the other first */
-        if (m->ctx) m->ctx->lora = NULL;
-        cvx_lora_free(m->lora);
-        m->lora = NULL;
-        wan_free(s->transformer);
-        s->transformer = NULL;
-    }
+    unload_transformer(m);   /* one expert resident at a time: the other is unmapped first */
     s->resident = expert;
     char dir[4200], cfg[4300];
     if (expert == 1) {
@@ -556,7 +561,8 @@ static int a14b_acquire(cvx_expert_provider *p, int i, cvx_denoiser **out) {
 }
 
 static void a14b_release(cvx_expert_provider *p, int i) {
-    (void)p, (void)i;   /* the next acquire unmaps it (the last one stays until the model closes) */
+    (void)i;
+    unload_transformer(((a14b_run *)p->user)->m);   /* munmap: the next expert maps into the freed memory */
 }
 
 static void a14b_run_free(void *p) {
