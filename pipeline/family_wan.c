@@ -200,6 +200,7 @@ static int load_expert(cvx_model *m, int expert) {
     if (s->transformer && s->resident == expert) return 0;
     unload_transformer(m);   /* one expert resident at a time: the other is unmapped first */
     s->resident = expert;
+    m->lora_expert = s->boundary_ratio > 0 ? expert + 1 : 0;   /* --lora_high / --lora_low */
     char dir[4200], cfg[4300];
     if (expert == 1) {
         if (m->transformer_file[0])

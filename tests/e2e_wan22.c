@@ -219,6 +219,103 @@ static void test_resume_across_switch(void **state) {
     gh_close(&w.c);
 }
 
+/* A LoRA on blocks.0.attn1.to_q of the tiny A14B experts (D 60, rank 4; PEFT names). */
+static void write_lora(const char *path) {
+    enum { R = 4, D = 60 };
+    static float A[R * D], B[D * R];
+    for (int i = 0; i < R * D; i++) A[i] = (float)((i * 37 % 101) - 50) / 50.0f, B[i] = (float)((i * 53 % 97) - 48) / 200.0f;
+    cvx_st_writer *w = cvx_stw_new();
+    const int64_t sa[2] = {R, D}, sb[2] = {D, R};
+    assert_int_equal(cvx_stw_add(w, "transformer.blocks.0.attn1.to_q.lora_A.weight", CVX_F32, 2, sa, A), 0);
+    assert_int_equal(cvx_stw_add(w, "transformer.blocks.0.attn1.to_q.lora_B.weight", CVX_F32, 2, sb, B), 0);
+    assert_int_equal(cvx_stw_write(w, path), 0);
+    cvx_stw_free(w);
+}
+
+/* One A14B T2V run with these LoRA specs: the final latents, and in *high the latents after the
+ * last high-noise step (step 2 of 6, index 1). */
+typedef struct {
+    float *after_high;
+} lora_seen;
+
+static void keep_high(void *user, const cvx_step_info *in) {
+    lora_seen *k = user;
+    if (in->step != 1) return;
+    assert_int_equal(in->expert, 0);
+    k->after_high = malloc(in->numel * sizeof(float));
+    memcpy(k->after_high, in->latents, in->numel * sizeof(float));
+}
+
+static float *lora_run(wcase *w, const cvx_embeddings *gold, const cvx_lora_spec *specs, int n, float **high,
+                       size_t *numel) {
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = w->model, .threads = 2, .loras = specs, .n_loras = n});
+    if (!m) fail_msg("%s", cvx_last_error());
+    lora_seen k = {0};
+    cvx_sample_params sp = sample_params(w, NULL, NULL);
+    sp.on_step = keep_high, sp.on_step_user = &k;
+    cvx_latents lat;
+    if (cvx_sample(m, &sp, gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
+    *numel = (size_t)lat.C * lat.T * lat.h * lat.w;
+    float *fin = malloc(*numel * sizeof(float));
+    memcpy(fin, lat.data, *numel * sizeof(float));
+    cvx_latents_free(&lat);
+    cvx_model_close(m);
+    assert_non_null(k.after_high);
+    *high = k.after_high;
+    return fin;
+}
+
+/* --lora on both experts, --lora_high / --lora_low on one: the same file as a high + low pair is
+ * --lora bit for bit; --lora_high leaves the low-noise steps' expert bare (its high-noise steps
+ * are --lora's), --lora_low the high-noise ones (its high steps are the bare run's). */
+static void test_lora_per_expert(void **state) {
+    (void)state;
+    wcase w;
+    wcase_open(&w, "e2e_a14b_t2v");
+    char dir[] = "/tmp/cvx_wan22_loraXXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/lora.safetensors", dir);
+    write_lora(path);
+    size_t n, nl;
+    float *pe = gh_f32(&w.c, &n, "prompt_embeds"), *ne = gh_f32(&w.c, NULL, "negative_prompt_embeds");
+    cvx_embeddings gold = {pe, ne, 512, (int)(n / 512)};
+    const cvx_lora_spec both[1] = {{path, 1.0, 0}}, pair[2] = {{path, 1.0, 1}, {path, 1.0, 2}},
+                        high[1] = {{path, 1.0, 1}}, low[1] = {{path, 1.0, 2}};
+    float *h_none, *h_both, *h_pair, *h_high, *h_low;
+    float *f_none = lora_run(&w, &gold, NULL, 0, &h_none, &nl), *f_both = lora_run(&w, &gold, both, 1, &h_both, &nl),
+          *f_pair = lora_run(&w, &gold, pair, 2, &h_pair, &nl), *f_high = lora_run(&w, &gold, high, 1, &h_high, &nl),
+          *f_low = lora_run(&w, &gold, low, 1, &h_low, &nl);
+    const size_t bytes = nl * sizeof(float);
+    assert_memory_equal(f_pair, f_both, bytes);
+    assert_memory_not_equal(f_both, f_none, bytes);
+    assert_memory_not_equal(h_both, h_none, bytes);      /* the LoRA acts on the high-noise expert */
+    assert_memory_equal(h_high, h_both, bytes);
+    assert_memory_not_equal(f_high, f_both, bytes);      /* ... and --lora_high not on the low-noise one */
+    assert_memory_equal(h_low, h_none, bytes);
+    assert_memory_not_equal(f_low, f_none, bytes);       /* --lora_low acts on the low-noise one only */
+    float *bufs[] = {h_none, h_both, h_pair, h_high, h_low, f_none, f_both, f_pair, f_high, f_low};
+    for (int i = 0; i < 10; i++) free(bufs[i]);
+    /* --lora_high on a model of one transformer */
+    wcase t;
+    wcase_open(&t, "e2e_ti2v_t2v");
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = t.model, .threads = 1, .loras = high, .n_loras = 1});
+    assert_non_null(m);
+    cvx_sample_params sp = sample_params(&t, NULL, NULL);
+    float *tpe = gh_f32(&t.c, &n, "prompt_embeds");
+    cvx_embeddings tg = {tpe, tpe, 512, (int)(n / 512)};
+    cvx_latents lat;
+    assert_int_equal(cvx_sample(m, &sp, &tg, NULL, NULL, &lat), -1);
+    print_message("  %s\n", cvx_last_error());
+    assert_non_null(strstr(cvx_last_error(), "--lora_high"));
+    free(tpe);
+    cvx_model_close(m);
+    gh_close(&t.c);
+    unlink(path);
+    rmdir(dir);
+    free(pe), free(ne);
+    gh_close(&w.c);
+}
+
 /* A copy of an A14B model directory (components linked) with model_index.json's boundary_ratio
  * replaced by `boundary` and, unless `two`, no transformer_2. */
 static void make_model(char *dir, const char *src, const char *boundary, int two) {
@@ -304,7 +401,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ti2v_t2v), cmocka_unit_test(test_ti2v_i2v),
         cmocka_unit_test(test_a14b_t2v), cmocka_unit_test(test_a14b_i2v),
-        cmocka_unit_test(test_resume_across_switch), cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_resume_across_switch), cmocka_unit_test(test_lora_per_expert),
+        cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
