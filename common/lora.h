@@ -51,9 +51,6 @@ typedef struct cvx_lora_target {
 typedef struct {
     const char *path;
     double weight;
-    /* 0: every transformer of the model; 1 / 2: only the first / second of two experts (Wan 2.2
-     * A14B's high-noise `transformer` / low-noise `transformer_2`: --lora_high / --lora_low) */
-    int expert;
 } cvx_lora_spec;
 
 /* "FILE[:WEIGHT]" (the --lora flag): the weight is the part after the last ':' when it is a finite

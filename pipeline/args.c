@@ -25,7 +25,7 @@ static int parse_lora_expert(const char *v, cvx_lora_list *l, int expert) {
     size_t k = strlen(l->joined);
     snprintf(l->joined + k, sizeof l->joined - k, "%s%s", k ? " " : "", v);
     l->given = l->joined;
-    l->spec[l->n].expert = expert;
+    l->expert[l->n] = expert;
     l->n++;
     return 0;
 }

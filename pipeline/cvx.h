@@ -42,6 +42,9 @@ typedef struct {
      * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
     const cvx_lora_spec *loras;
     int n_loras;
+    /* [n_loras] or NULL (all 0): 0 puts loras[i] on every transformer; 1 / 2 only on the first /
+     * second of two experts (Wan 2.2 A14B's high-noise / low-noise: --lora_high / --lora_low) */
+    const int *lora_experts;
     int lora_fuse;              /* merge them into private copies of the touched layers (faster steps,
                                  * more memory) instead of the low-rank path beside the weights */
     int threads;                /* 0 = all cores */

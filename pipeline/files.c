@@ -275,8 +275,8 @@ int cvx_genconfig_record_lora_set(cvx_outset *set, const char *path, cvx_model *
             json_object *o = json_object_new_object();
             json_object_object_add(o, "file", json_object_new_string(real));
             json_object_object_add(o, "weight", json_object_new_double(m->loras[i].weight));
-            if (m->loras[i].expert)   /* --lora_high / --lora_low */
-                json_object_object_add(o, "expert", json_object_new_string(m->loras[i].expert == 1 ? "high" : "low"));
+            if (m->lora_experts[i])   /* --lora_high / --lora_low */
+                json_object_object_add(o, "expert", json_object_new_string(m->lora_experts[i] == 1 ? "high" : "low"));
             json_object_object_add(o, "xxh64", json_object_new_string(m->lora_xxh64[i]));
             json_object_array_add(arr, o);
         }

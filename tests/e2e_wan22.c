@@ -246,9 +246,10 @@ static void keep_high(void *user, const cvx_step_info *in) {
     memcpy(k->after_high, in->latents, in->numel * sizeof(float));
 }
 
-static float *lora_run(wcase *w, const cvx_embeddings *gold, const cvx_lora_spec *specs, int n, float **high,
-                       size_t *numel) {
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = w->model, .threads = 2, .loras = specs, .n_loras = n});
+static float *lora_run(wcase *w, const cvx_embeddings *gold, const cvx_lora_spec *specs, const int *experts, int n,
+                       float **high, size_t *numel) {
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = w->model, .threads = 2, .loras = specs, .n_loras = n,
+                                                      .lora_experts = experts});
     if (!m) fail_msg("%s", cvx_last_error());
     lora_seen k = {0};
     cvx_sample_params sp = sample_params(w, NULL, NULL);
@@ -279,12 +280,14 @@ static void test_lora_per_expert(void **state) {
     size_t n, nl;
     float *pe = gh_f32(&w.c, &n, "prompt_embeds"), *ne = gh_f32(&w.c, NULL, "negative_prompt_embeds");
     cvx_embeddings gold = {pe, ne, 512, (int)(n / 512)};
-    const cvx_lora_spec both[1] = {{path, 1.0, 0}}, pair[2] = {{path, 1.0, 1}, {path, 1.0, 2}},
-                        high[1] = {{path, 1.0, 1}}, low[1] = {{path, 1.0, 2}};
+    const cvx_lora_spec spec[2] = {{path, 1.0}, {path, 1.0}};
+    const int all[1] = {0}, pair[2] = {1, 2}, high[1] = {1}, low[1] = {2};
     float *h_none, *h_both, *h_pair, *h_high, *h_low;
-    float *f_none = lora_run(&w, &gold, NULL, 0, &h_none, &nl), *f_both = lora_run(&w, &gold, both, 1, &h_both, &nl),
-          *f_pair = lora_run(&w, &gold, pair, 2, &h_pair, &nl), *f_high = lora_run(&w, &gold, high, 1, &h_high, &nl),
-          *f_low = lora_run(&w, &gold, low, 1, &h_low, &nl);
+    float *f_none = lora_run(&w, &gold, NULL, NULL, 0, &h_none, &nl),
+          *f_both = lora_run(&w, &gold, spec, all, 1, &h_both, &nl),
+          *f_pair = lora_run(&w, &gold, spec, pair, 2, &h_pair, &nl),
+          *f_high = lora_run(&w, &gold, spec, high, 1, &h_high, &nl),
+          *f_low = lora_run(&w, &gold, spec, low, 1, &h_low, &nl);
     const size_t bytes = nl * sizeof(float);
     assert_memory_equal(f_pair, f_both, bytes);
     assert_memory_not_equal(f_both, f_none, bytes);
@@ -298,7 +301,8 @@ static void test_lora_per_expert(void **state) {
     /* --lora_high on a model of one transformer */
     wcase t;
     wcase_open(&t, "e2e_ti2v_t2v");
-    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = t.model, .threads = 1, .loras = high, .n_loras = 1});
+    cvx_model *m = cvx_model_open(
+        &(cvx_model_params){.model = t.model, .threads = 1, .loras = spec, .n_loras = 1, .lora_experts = high});
     assert_non_null(m);
     cvx_sample_params sp = sample_params(&t, NULL, NULL);
     float *tpe = gh_f32(&t.c, &n, "prompt_embeds");
