@@ -23,8 +23,9 @@ static int parse_lora_expert(const char *v, cvx_lora_list *l, int expert) {
     if (cvx_lora_spec_parse(v, l->path[l->n], sizeof l->path[l->n], &l->spec[l->n].weight)) return -1;
     l->spec[l->n].path = l->path[l->n];
     size_t k = strlen(l->joined);
-    snprintf(l->joined + k, sizeof l->joined - k, "%s%s", k ? " " : "", v);
-    l->given = l->joined;
+    snprintf(l->joined + k, sizeof l->joined - k, "%s%s%s", k ? " " : "", expert ? (expert == 1 ? "high:" : "low:") : "",
+             v);
+    *(expert == 1 ? &l->given_high : expert == 2 ? &l->given_low : &l->given) = l->joined;
     l->expert[l->n] = expert;
     l->n++;
     return 0;
@@ -70,8 +71,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_PARSE_("preview", parse_preview, &a->preview_mode, &sp->preview),
         CVX_FLAG_STR_("transformer", &a->wfile[0]), CVX_FLAG_STR_("text_encoder", &a->wfile[1]),
         CVX_FLAG_STR_("vae", &a->wfile[2]), CVX_FLAG_PARSE_("lora", parse_lora, &a->loras, &a->loras.given),
-        CVX_FLAG_PARSE_("lora_high", parse_lora_high, &a->loras, &a->loras.given),
-        CVX_FLAG_PARSE_("lora_low", parse_lora_low, &a->loras, &a->loras.given),
+        CVX_FLAG_PARSE_("lora_high", parse_lora_high, &a->loras, &a->loras.given_high),
+        CVX_FLAG_PARSE_("lora_low", parse_lora_low, &a->loras, &a->loras.given_low),
         CVX_FLAG_BOOL_("lora_fuse", &a->lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp->flow_shift, 1e-6, 1e6),
         CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
         CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1),

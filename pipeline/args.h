@@ -22,7 +22,7 @@ typedef struct {
     char path[CVX_MAX_LORAS][4096];
     int n;
     char joined[CVX_MAX_LORAS * 512];
-    const char *given;
+    const char *given, *given_high, *given_low;   /* --lora, --lora_high, --lora_low: `joined` once given */
 } cvx_lora_list;
 
 typedef struct {
