@@ -32,6 +32,7 @@ int cvx_model_set_loras(cvx_model *m, const cvx_model_params *p) {
             return cvx_error("--lora %s: no such file", s->path ? s->path : "(null)");
         m->lora_paths[i] = strdup(s->path);
         m->loras[i] = (cvx_lora_spec){m->lora_paths[i], s->weight};
+        m->lora_experts[i] = p->lora_experts ? p->lora_experts[i] : 0;
         m->n_loras = i + 1;
     }
     m->lora_fuse = p->lora_fuse && p->n_loras > 0;
@@ -43,8 +44,23 @@ int cvx_model_attach_loras(cvx_model *m) {
     cvx_lora_target *t = NULL;
     int n = m->family->lora_targets(m, &t);
     if (n < 0) return -1;
+    cvx_lora_spec specs[CVX_MAX_LORAS];   /* those for every transformer and for the loaded expert */
+    int n_specs = 0;
+    for (int i = 0; i < m->n_loras; i++) {
+        const int e = m->lora_experts[i];
+        if (e && !m->lora_expert) {
+            free(t);
+            return cvx_error("--lora_%s %s: the model has one transformer (--lora_high / --lora_low are for Wan 2.2 "
+                             "A14B's two experts): use --lora", e == 1 ? "high" : "low", m->loras[i].path);
+        }
+        if (!e || e == m->lora_expert) specs[n_specs++] = m->loras[i];
+    }
+    if (!n_specs) {
+        free(t);
+        return 0;
+    }
     const double t0 = cvx_time();
-    m->lora = cvx_lora_load(m->loras, m->n_loras, t, n, m->family->name, m->lora_fuse);
+    m->lora = cvx_lora_load(specs, n_specs, t, n, m->family->name, m->lora_fuse);
     free(t);
     if (!m->lora) return -1;
     if (m->lora_fuse)
@@ -90,7 +106,8 @@ int cvx_lora_fingerprint(cvx_model *m, void *fpv) {
         if (cvx_model_lora_hash(m, i)) return -1;
         snprintf(key, sizeof key, "lora.%d", i);
         shortest(m->loras[i].weight, w, sizeof w);
-        cvx_fingerprint_set(fp, key, "%s xxh64 %s weight %s", base_name(m->loras[i].path), m->lora_xxh64[i], w);
+        cvx_fingerprint_set(fp, key, "%s xxh64 %s weight %s%s", base_name(m->loras[i].path), m->lora_xxh64[i], w,
+                            m->lora_experts[i] ? (m->lora_experts[i] == 1 ? " high" : " low") : "");
     }
     if (m->n_loras) cvx_fingerprint_set(fp, "lora_fuse", "%s", m->lora_fuse ? "true" : "false");
     return 0;

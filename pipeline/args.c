@@ -18,17 +18,21 @@ static void copy_table(cvx_flag *dst, const cvx_flag *src, size_t n) {
     memcpy(dst, src, n * sizeof *src);
 }
 
-static int parse_lora(const char *v, void *dest) {
-    cvx_lora_list *l = dest;
+static int parse_lora_expert(const char *v, cvx_lora_list *l, int expert) {
     if (l->n == CVX_MAX_LORAS) return cvx_error("--lora: at most %d adapters", CVX_MAX_LORAS);
     if (cvx_lora_spec_parse(v, l->path[l->n], sizeof l->path[l->n], &l->spec[l->n].weight)) return -1;
     l->spec[l->n].path = l->path[l->n];
     size_t k = strlen(l->joined);
-    snprintf(l->joined + k, sizeof l->joined - k, "%s%s", k ? " " : "", v);
-    l->given = l->joined;
+    snprintf(l->joined + k, sizeof l->joined - k, "%s%s%s", k ? " " : "", expert ? (expert == 1 ? "high:" : "low:") : "",
+             v);
+    *(expert == 1 ? &l->given_high : expert == 2 ? &l->given_low : &l->given) = l->joined;
+    l->expert[l->n] = expert;
     l->n++;
     return 0;
 }
+static int parse_lora(const char *v, void *dest) { return parse_lora_expert(v, dest, 0); }
+static int parse_lora_high(const char *v, void *dest) { return parse_lora_expert(v, dest, 1); }
+static int parse_lora_low(const char *v, void *dest) { return parse_lora_expert(v, dest, 2); }
 
 void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
     memset(a, 0, sizeof *a);
@@ -47,6 +51,7 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_STR_("input_dir", &a->input_dir, CVX_PER_RANK), CVX_FLAG_STR_("output_dir", &a->output_dir, CVX_PER_RANK),
         CVX_FLAG_INT_("num_inference_steps", &sp->num_inference_steps, 1, 1000000),
         CVX_FLAG_NUM_("guidance_scale", &sp->guidance_scale, 0, 1e6),
+        CVX_FLAG_NUM_("guidance_scale_2", &sp->guidance_scale_2, 0, 1e6),
         CVX_FLAG_BOOL_("use_dynamic_cfg", &sp->use_dynamic_cfg, 1), CVX_FLAG_U64_("seed", &sp->seed),
         CVX_FLAG_INT_("height", &sp->height, 1, 65536), CVX_FLAG_INT_("width", &sp->width, 1, 65536),
         CVX_FLAG_INT_("frames", &sp->frames, 1, 65536), CVX_FLAG_INT_("fps", &a->fps, 1, 1000),
@@ -67,6 +72,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_PARSE_("preview", parse_preview, &a->preview_mode, &sp->preview),
         CVX_FLAG_STR_("transformer", &a->wfile[0]), CVX_FLAG_STR_("text_encoder", &a->wfile[1]),
         CVX_FLAG_STR_("vae", &a->wfile[2]), CVX_FLAG_PARSE_("lora", parse_lora, &a->loras, &a->loras.given),
+        CVX_FLAG_PARSE_("lora_high", parse_lora_high, &a->loras, &a->loras.given_high),
+        CVX_FLAG_PARSE_("lora_low", parse_lora_low, &a->loras, &a->loras.given_low),
         CVX_FLAG_BOOL_("lora_fuse", &a->lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp->flow_shift, 1e-6, 1e6),
         CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
         CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1),

@@ -18,10 +18,11 @@
  * given (what the MPI ranks agree on). */
 typedef struct {
     cvx_lora_spec spec[CVX_MAX_LORAS];
+    int expert[CVX_MAX_LORAS];   /* 0 --lora, 1 --lora_high, 2 --lora_low (cvx_model_params.lora_experts) */
     char path[CVX_MAX_LORAS][4096];
     int n;
     char joined[CVX_MAX_LORAS * 512];
-    const char *given;
+    const char *given, *given_high, *given_low;   /* --lora, --lora_high, --lora_low: `joined` once given */
 } cvx_lora_list;
 
 typedef struct {

@@ -42,6 +42,9 @@ typedef struct {
      * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
     const cvx_lora_spec *loras;
     int n_loras;
+    /* [n_loras] or NULL (all 0): 0 puts loras[i] on every transformer; 1 / 2 only on the first /
+     * second of two experts (Wan 2.2 A14B's high-noise / low-noise: --lora_high / --lora_low) */
+    const int *lora_experts;
     int lora_fuse;              /* merge them into private copies of the touched layers (faster steps,
                                  * more memory) instead of the low-rank path beside the weights */
     int threads;                /* 0 = all cores */
@@ -139,12 +142,14 @@ typedef struct cvx_step_info {
     double seconds;               /* the step's wall time */
     const float *latents;         /* after the step, the family's loop layout, numel floats */
     size_t numel;
+    int expert;                   /* the transformer that ran (Wan 2.2 A14B: 0 high noise, 1 low noise), else 0 */
 } cvx_step_info;
 
 typedef struct cvx_sample_params {
     int frames, height, width;    /* 0 = the model's default */
     int num_inference_steps;      /* 0 = 50 */
     double guidance_scale;        /* <= 1 disables CFG; < 0 = the model's default (cvx_model_info) */
+    double guidance_scale_2;      /* Wan 2.2 A14B: the low-noise expert's guidance; 0 = the model's default */
     int use_dynamic_cfg;
     uint64_t seed;
     const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */

@@ -43,8 +43,16 @@ typedef struct {
     int t5_loaded;
     t5_tokenizer tok;
     t5_model t5;
-    wan_transformer *transformer;
+    wan_transformer *transformer;    /* the resident one (A14B: expert `resident`, the other unmapped) */
     wan_vae *vae;
+    /* Wan 2.2 (model_index.json): TI2V's expand_timesteps (per-token timesteps, the image as latent
+     * frame 0), A14B's boundary_ratio (0: one transformer) and transformer_2/config.json */
+    int expand_timesteps;
+    double boundary_ratio;
+    int num_train_timesteps;         /* scheduler_config.json (1000): boundary_ratio's scale */
+    wan_config tcfg2;
+    int resident;                    /* the expert in `transformer` (0 `transformer`, 1 `transformer_2`) */
+    float *ti2v_cond;                /* TI2V I2V: the image's normalised latents [C, 1, h, w] of the last run */
     clip_vision *clip;
     clip_image_processor proc;
 } wan_state;
@@ -63,7 +71,7 @@ static void fill_info(cvx_model *m) {
     const wan_vae_config *v = &S(m)->vcfg;
     int temporal = 1;
     for (int k = 0; k < v->n_temporal; k++) temporal *= v->temperal_downsample[k] ? 2 : 1;
-    i->vae_scale_spatial = 1 << (v->n_mult - 1);
+    i->vae_scale_spatial = v->patch_size << (v->n_mult - 1);   /* Wan 2.2 VAE: patch 2 × 8 = 16 */
     i->vae_scale_temporal = temporal;
     i->vae_scaling_factor = 1.0;   /* Wan normalises with latents_mean / latents_std instead */
     i->latent_channels = v->z_dim;
@@ -71,6 +79,50 @@ static void fill_info(cvx_model *m) {
     i->text_len = DEFAULT_TEXT_LEN;
     i->text_dim = m->has_denoiser_config ? S(m)->tcfg.text_dim : 4096;
     i->guidance_scale = DEFAULT_GUIDANCE;
+    if (v->z_dim == 48)   /* Wan 2.2 TI2V-5B (docs/models.md): 121 frames of 704×1280 at 24 fps, guidance 5 */
+        i->frames = 121, i->height = 704, i->width = 1280, i->fps = 24;
+    if (S(m)->boundary_ratio > 0)   /* A14B (Wan2.2 configs): T2V guidance (4, 3), I2V (3.5, 3.5) */
+        i->guidance_scale = m->has_denoiser_config && S(m)->tcfg.in_channels != S(m)->tcfg.out_channels ? 3.5 : 4.0;
+}
+
+/* A14B's low-noise guidance when the request gives none (T2V 3.0, I2V 3.5: the Wan 2.2 configs). */
+static double default_guidance_2(cvx_model *m) {
+    return S(m)->tcfg.in_channels != S(m)->tcfg.out_channels ? 3.5 : 3.0;
+}
+
+/* model_index.json's Wan 2.2 keys: expand_timesteps (TI2V-5B), boundary_ratio (A14B: in (0, 1),
+ * with transformer_2/config.json beside transformer/). */
+static int read_pipeline_config(cvx_model *m) {
+    wan_state *s = S(m);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/model_index.json", m->dir);
+    if (!cvx_is_file(path)) return 0;
+    cvx_config c;
+    if (cvx_config_load(&c, path)) return -1;
+    /* null (Wan 2.1, TI2V) reads as absent */
+    int rc = 0, has_boundary = cvx_cfg_has(&c, "boundary_ratio") && !cvx_cfg_num(&c, "boundary_ratio", &s->boundary_ratio);
+    cvx_clear_error();
+    if (cvx_cfg_bool_or(&c, "expand_timesteps", 0, &s->expand_timesteps)) s->expand_timesteps = 0;
+    cvx_clear_error();
+    if (has_boundary) {
+        rc = wan_boundary_check(s->boundary_ratio, path);
+        char cfg2[4300];
+        component_path(m, "transformer_2", "config.json", cfg2, sizeof cfg2);
+        if (!rc && !cvx_is_file(cfg2))
+            rc = cvx_error("%s: boundary_ratio %g needs two experts, but %s is missing (Wan 2.2 A14B: transformer "
+                           "= high noise, transformer_2 = low noise)", path, s->boundary_ratio, cfg2);
+        if (!rc) rc = wan_config_load(cfg2, &s->tcfg2);
+        int64_t ntt = 1000;
+        cvx_config sc;
+        snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", m->dir);
+        if (!rc && cvx_is_file(path) && !cvx_config_load(&sc, path)) {
+            rc = cvx_cfg_int_or(&sc, "num_train_timesteps", 1000, &ntt);
+            cvx_config_free(&sc);
+        }
+        s->num_train_timesteps = (int)ntt;
+    }
+    cvx_config_free(&c);
+    return rc;
 }
 
 static int wan_open(cvx_model *m) {
@@ -80,7 +132,7 @@ static int wan_open(cvx_model *m) {
     if ((m->has_denoiser_config = cvx_is_file(path)) && wan_config_load(path, &S(m)->tcfg)) return -1;
     component_path(m, "vae", "config.json", path, sizeof path);
     m->has_vae_config = cvx_is_file(path);
-    if (wan_vae_config_load(&S(m)->vcfg, m->has_vae_config ? path : NULL)) return -1;
+    if (wan_vae_config_load(&S(m)->vcfg, m->has_vae_config ? path : NULL) || read_pipeline_config(m)) return -1;
     if (!m->has_vae_config && m->vae_file[0]) m->has_vae_config = 1;   /* a single VAE file: the defaults */
     fill_info(m);
     return 0;
@@ -94,6 +146,7 @@ static void wan_close(cvx_model *m) {
         t5_tokenizer_free(&s->tok);
     }
     wan_free(s->transformer);
+    free(s->ti2v_cond);
     wan_vae_free(s->vae);
     clip_vision_free(s->clip);
     free(s);
@@ -131,11 +184,33 @@ static int load_text_encoder(cvx_model *m) {
     "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
     "model"
 
-static int load_transformer(cvx_model *m) {
+/* Unmap the resident transformer (its LoRA set first: it points into the weights). */
+static void unload_transformer(cvx_model *m) {
     wan_state *s = S(m);
-    if (s->transformer) return 0;
+    if (!s->transformer) return;
+    if (m->ctx) m->ctx->lora = NULL;
+    cvx_lora_free(m->lora);
+    m->lora = NULL;
+    wan_free(s->transformer);
+    s->transformer = NULL;
+}
+
+static int load_expert(cvx_model *m, int expert) {
+    wan_state *s = S(m);
+    if (s->transformer && s->resident == expert) return 0;
+    unload_transformer(m);   /* one expert resident at a time: the other is unmapped first */
+    s->resident = expert;
+    m->lora_expert = s->boundary_ratio > 0 ? expert + 1 : 0;   /* --lora_high / --lora_low */
     char dir[4200], cfg[4300];
-    if (m->transformer_file[0]) {
+    if (expert == 1) {
+        if (m->transformer_file[0])
+            return cvx_error("--transformer %s: a Wan 2.2 A14B model has two experts (transformer, transformer_2); "
+                             "single files for them are not supported yet: use the diffusers directory",
+                             m->transformer_file);
+        if (cvx_model_component(m->dir, "transformer_2", "config.json", dir, sizeof dir)) return -1;
+        if (cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS)) return -1;
+        s->transformer = wan_load(dir, m->ctx);
+    } else if (m->transformer_file[0]) {
         component_path(m, "transformer", "config.json", cfg, sizeof cfg);
         if (!cvx_is_file(cfg))
             return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
@@ -149,6 +224,8 @@ static int load_transformer(cvx_model *m) {
     }
     return s->transformer ? 0 : -1;
 }
+
+static int load_transformer(cvx_model *m) { return load_expert(m, S(m)->transformer ? S(m)->resident : 0); }
 
 static int load_vae(cvx_model *m) {
     wan_state *s = S(m);
@@ -227,6 +304,12 @@ done:
 static int check_mode(cvx_model *m, cvx_mode mode) {
     if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
     const wan_config *c = &S(m)->tcfg;
+    if (S(m)->expand_timesteps) {   /* Wan 2.2 TI2V: text- and image-to-video from the one checkpoint */
+        if (mode == CVX_MODE_V2V)
+            return cvx_error("%s: video-to-video is not supported for a Wan 2.2 TI2V model (expand_timesteps): give "
+                             "stage 1 an --image or nothing", m->dir);
+        return 0;
+    }
     const int i2v_model = c->image_dim > 0 || c->in_channels != c->out_channels;
     if (mode == CVX_MODE_I2V && !i2v_model)
         return cvx_error("--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
@@ -283,12 +366,14 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
         cvx_error("%s: no frames", src);
         goto done;
     }
-    const int T = mode == CVX_MODE_I2V ? i2v_frames : rgb.frames;
+    const int T = mode == CVX_MODE_I2V ? (S(m)->expand_timesteps ? 1 : i2v_frames) : rgb.frames;
     if (mode == CVX_MODE_V2V && check_size(m, T, H, W)) {
         cvx_error_prefix("%s (%d frames)", src, T);
         goto done;
     }
-    if (mode == CVX_MODE_I2V && encode_image_clip(m, &rgb, out)) goto done;
+    /* Wan 2.2 I2V-A14B and TI2V have no image encoder; TI2V encodes the image alone (one frame) */
+    if (mode == CVX_MODE_I2V && S(m)->tcfg.image_dim > 0 && encode_image_clip(m, &rgb, out)) goto done;
+    const int ti2v = mode == CVX_MODE_I2V && S(m)->expand_timesteps;
     if (rgb.width != W || rgb.height != H)
         cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", src, rgb.width, rgb.height, W, H);
     /* [3, T, H, W] in [-1, 1]: V2V the frames; I2V the image then T − 1 zero frames */
@@ -306,7 +391,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     int F, h, w;
     if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) goto done;
     cvx_info("encoding %s: %d frame%s %dx%d with the Wan VAE%s", src, T, T == 1 ? "" : "s", W, H,
-             mode == CVX_MODE_I2V ? " (the image, then zero frames)" : "");
+             ti2v ? " (the image as latent frame 0)" : mode == CVX_MODE_I2V ? " (the image, then zero frames)" : "");
     const size_t n = (size_t)v->cfg.z_dim * F * h * w;
     out->mean = cvx_alloc_f32(n);
     out->std = cvx_alloc_f32(n);
@@ -319,7 +404,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     for (size_t i = 0; i < n; i++) out->std[i] = expf(0.5f * logvar[i]);   /* torch.exp(0.5 * logvar) */
     out->mode = mode;
     out->C = v->cfg.z_dim, out->T = F, out->h = h, out->w = w;
-    out->frames = T, out->height = H, out->width = W;
+    out->frames = ti2v ? i2v_frames : T, out->height = H, out->width = W;
     rc = 0;
 done:
     if (rc) cvx_conditioning_free(out);
@@ -341,9 +426,12 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
     return 0;
 }
 
-static const char *const options[] = {"--teacache_ret_steps", NULL};
+static const char *const options[] = {"--teacache_ret_steps", "--guidance_scale_2", NULL};
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
+    if (r->guidance_scale_2 > 0 && !(S(m)->boundary_ratio > 0))
+        return cvx_error("--guidance_scale_2 %g: %s has one transformer (guidance_scale_2 is Wan 2.2 A14B's low-noise "
+                         "expert's)", r->guidance_scale_2, m->dir);
     int sp = r->sp_dist ? cvx_dist_size(r->sp_dist) : 1;
     return wan_sp_check(&S(m)->tcfg, sp);
 }
@@ -394,7 +482,8 @@ static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run *
         return cvx_error("image-to-video conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, %d, %d, %d] "
                          "(stage 1 encodes the image for a video of --frames frames: give stage 1 the same --frames)",
                          c->C, c->T, c->h, c->w, sh->channels, sh->frames, sh->height, sh->width);
-    if (!c->image_embeds || c->image_L != I2V_IMAGE_TOKENS || c->image_D != S(m)->tcfg.image_dim)
+    if (S(m)->tcfg.image_dim > 0 &&   /* Wan 2.2 I2V-A14B: no image encoder */
+        (!c->image_embeds || c->image_L != I2V_IMAGE_TOKENS || c->image_D != S(m)->tcfg.image_dim))
         return cvx_error("image-to-video conditioning: image_embeds [%d, %d], the transformer expects [%d, %d]",
                          c->image_L, c->image_D, I2V_IMAGE_TOKENS, S(m)->tcfg.image_dim);
     const size_t fhw = (size_t)sh->frames * sh->height * sh->width, hw = (size_t)sh->height * sh->width;
@@ -403,16 +492,112 @@ static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run *
         for (size_t i = 0; i < hw; i++) run->cond[k * fhw + i] = 1.0f;   /* latent frame 0 */
     wan_vae v = vae_cfg_only(m);
     wan_vae_normalize(&v, c->mean, sh->frames, sh->height, sh->width, run->cond + MASK_CHANNELS * fhw);
-    run->image_tokens = cvx_alloc_f32((size_t)c->image_L * c->image_D);
-    memcpy(run->image_tokens, c->image_embeds, sizeof(float) * c->image_L * c->image_D);
+    if (c->image_embeds) {
+        run->image_tokens = cvx_alloc_f32((size_t)c->image_L * c->image_D);
+        memcpy(run->image_tokens, c->image_embeds, sizeof(float) * c->image_L * c->image_D);
+    }
     run->loop.cond = run->cond;
     run->loop.image_tokens = run->image_tokens, run->loop.image_L = c->image_L;
     return 0;
 }
 
+/* Wan 2.2 TI2V (WanPipeline / WanImageToVideoPipeline with expand_timesteps, diffusers 0.35.2):
+ * per-token timesteps, t_scale 1 on every token (T2V) or first_frame_mask (I2V: 0 on latent
+ * frame 0's tokens); I2V: condition = the image's latents (mode, normalised), latent frame 0 of
+ * the transformer's input every step (the denoiser) and of the final latents (latents_out). */
+typedef struct {
+    float *t_scale;   /* [S] */
+} ti2v_run;
+
+static void ti2v_run_free(void *p) {
+    ti2v_run *r = p;
+    if (r) free(r->t_scale);
+    free(r);
+}
+
+static int prepare_ti2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run *run) {
+    const cvx_latent_shape *sh = &run->shape;
+    wan_state *s = S(m);
+    const int S_tok = wan_num_tokens(&s->tcfg, sh->frames, sh->height, sh->width);
+    ti2v_run *tr = cvx_calloc(1, sizeof *tr);
+    run->fam_run = tr, run->fam_run_free = ti2v_run_free;
+    tr->t_scale = cvx_alloc_f32((size_t)S_tok);
+    free(s->ti2v_cond);
+    s->ti2v_cond = NULL;
+    if (!c) {
+        for (int k = 0; k < S_tok; k++) tr->t_scale[k] = 1.0f;
+    } else {
+        if (c->C != sh->channels || c->T != 1 || c->h != sh->height || c->w != sh->width)
+            return cvx_error("Wan 2.2 TI2V image-to-video: conditioning latents [%d, %d, %d, %d], expected the image's "
+                             "[%d, 1, %d, %d] (stage 1 of this model encodes the image alone at the video's size)",
+                             c->C, c->T, c->h, c->w, sh->channels, sh->height, sh->width);
+        wan_ti2v_timesteps(1, sh->frames, sh->height, sh->width, tr->t_scale);   /* the mask: 0 on frame 0 */
+        s->ti2v_cond = cvx_alloc_f32((size_t)c->C * c->h * c->w);
+        wan_vae v = vae_cfg_only(m);
+        wan_vae_normalize(&v, c->mean, 1, sh->height, sh->width, s->ti2v_cond);   /* latent_dist.mode() */
+        wan_denoiser_set_ti2v_condition(&run->den, s->ti2v_cond);
+    }
+    for (int i = 0; i < run->plan.n_steps; i++) run->plan.steps[i].t_scale = tr->t_scale;
+    run->plan.n_t = (size_t)S_tok;
+    return 0;
+}
+
+/* Wan 2.2 A14B: `transformer` (expert 0, high noise) and `transformer_2` (expert 1) behind one
+ * provider, one mapped at a time (acquire unmaps the other and re-attaches the LoRA set). */
+typedef struct {
+    cvx_model *m;
+    int cond_channels;
+    cvx_denoiser den;
+} a14b_run;
+
+static int a14b_acquire(cvx_expert_provider *p, int i, cvx_denoiser **out) {
+    a14b_run *r = p->user;
+    cvx_info("Wan 2.2 A14B: %s expert (%s)", i ? "low-noise" : "high-noise", i ? "transformer_2" : "transformer");
+    const int changed = !S(r->m)->transformer || S(r->m)->resident != i;
+    if (load_expert(r->m, i) || (changed && cvx_model_reattach_loras(r->m))) return -1;
+    cvx_denoiser_free(&r->den);
+    wan_denoiser_init(&r->den, S(r->m)->transformer, r->cond_channels, 0);
+    *out = &r->den;
+    return 0;
+}
+
+static void a14b_release(cvx_expert_provider *p, int i) {
+    (void)i;
+    unload_transformer(((a14b_run *)p->user)->m);   /* munmap: the next expert maps into the freed memory */
+}
+
+static void a14b_run_free(void *p) {
+    a14b_run *r = p;
+    if (r) cvx_denoiser_free(&r->den);
+    free(r);
+}
+
+/* The plan over the two experts: t >= boundary_ratio · num_train_timesteps the high-noise one with
+ * guidance_scale, below the low-noise one with guidance_scale_2 (CFG on iff guidance_scale > 1). */
+static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_scheduler *sched, cvx_sample_run *run,
+                      int cond_channels) {
+    a14b_run *r = cvx_calloc(1, sizeof *r);
+    r->m = m, r->cond_channels = cond_channels;
+    run->fam_run = r, run->fam_run_free = a14b_run_free;
+    run->experts = (cvx_expert_provider){.n = 2, .acquire = a14b_acquire, .release = a14b_release, .user = r};
+    const double g2 = p->guidance_scale_2 > 0 ? p->guidance_scale_2 : default_guidance_2(m);
+    const cvx_guider guide2 = {.scale = p->guidance_scale > 1 ? g2 : 1.0};
+    /* upstream compares the int64 timestep with the Python float in float32 */
+    const double boundary_t = (float)(S(m)->boundary_ratio * S(m)->num_train_timesteps);
+    cvx_plan_switch_below(&run->plan, sched->timesteps + run->loop.t_start, boundary_t, 1, &guide2);
+    cvx_info("Wan 2.2 A14B: boundary t %g; guidance %g (high noise), %g (low noise)", boundary_t, p->guidance_scale,
+             guide2.scale);
+}
+
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
-    if (load_transformer(m)) return -1;
+    const int a14b = S(m)->boundary_ratio > 0;
+    if (!a14b && load_transformer(m)) return -1;   /* A14B: the provider maps the experts in the loop */
+    if (a14b && p->teacache_ret_steps)
+        return cvx_error("--teacache_ret_steps: no TeaCache rule is published for Wan 2.2 A14B");
+    if (a14b && run->loop.cache_kind == CVX_CACHE_TEACACHE && !p->teacache_coefficients)
+        return cvx_error("--cache teacache: TeaCache publishes no coefficients for Wan 2.2 (A14B's two experts); give "
+                         "--teacache_coefficients or use --cache fbcache");
     const wan_config *c = &S(m)->tcfg;
     cvx_loop_params *lp = &run->loop;   /* the request and the pipeline's part filled in */
     if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
@@ -434,23 +619,28 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         if (cvx_strength_t_start(p->num_inference_steps, p->strength, &lp->t_start) ||
             cvx_scheduler_set_timesteps(sched, p->num_inference_steps) || prepare_v2v(m, p->conditioning, sched, run))
             return -1;
-    } else if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, run)) {
+    } else if (mode == CVX_MODE_I2V && !S(m)->expand_timesteps && prepare_i2v(m, p->conditioning, run)) {
         return -1;
     }
-    wan_denoiser_init(&run->den, S(m)->transformer, mode == CVX_MODE_I2V ? MASK_CHANNELS + sh->channels : 0,
-                      p->teacache_ret_steps);
+    const int cond_channels = mode == CVX_MODE_I2V && !S(m)->expand_timesteps ? MASK_CHANNELS + sh->channels : 0;
+    if (!a14b) wan_denoiser_init(&run->den, S(m)->transformer, cond_channels, p->teacache_ret_steps);
     run->preview_rgb = wan_latent_rgb;
+    if (a14b) run->experts.n = 2;   /* the defaults keep the provider plan_a14b fills */
     cvx_sample_run_defaults(run, emb);
     if (p->teacache_ret_steps) run->plan.teacache_first = 5, run->plan.teacache_last = 0;   /* use_ret_steps */
+    if (a14b) plan_a14b(m, p, sched, run, cond_channels);
+    if (S(m)->expand_timesteps) return prepare_ti2v(m, mode == CVX_MODE_I2V ? p->conditioning : NULL, run);
     return 0;
 }
 
 /* The loop's layout is the file's: [1, C, F, h, w]. */
 static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out) {
-    (void)m;
     out->C = sh->channels, out->T = sh->frames, out->h = sh->height, out->w = sh->width;
     out->data = cvx_alloc_f32(sh->numel);
-    memcpy(out->data, latents, sh->numel * sizeof(float));
+    if (S(m)->ti2v_cond)   /* TI2V I2V: after the loop, latent frame 0 is the image's (as upstream) */
+        wan_ti2v_apply_condition(latents, S(m)->ti2v_cond, sh->channels, sh->frames, sh->height, sh->width, out->data);
+    else
+        memcpy(out->data, latents, sh->numel * sizeof(float));
 }
 
 /* ---- stage 3 ---- */

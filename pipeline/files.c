@@ -275,6 +275,8 @@ int cvx_genconfig_record_lora_set(cvx_outset *set, const char *path, cvx_model *
             json_object *o = json_object_new_object();
             json_object_object_add(o, "file", json_object_new_string(real));
             json_object_object_add(o, "weight", json_object_new_double(m->loras[i].weight));
+            if (m->lora_experts[i])   /* --lora_high / --lora_low */
+                json_object_object_add(o, "expert", json_object_new_string(m->lora_experts[i] == 1 ? "high" : "low"));
             json_object_object_add(o, "xxh64", json_object_new_string(m->lora_xxh64[i]));
             json_object_array_add(arr, o);
         }
@@ -458,6 +460,10 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);
     cvx_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
+    if (p->guidance_scale_2 > 0) {   /* Wan 2.2 A14B */
+        format_double(p->guidance_scale_2, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "guidance_scale_2", "%s", gbuf);
+    }
     cvx_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
     cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
     cvx_fingerprint_set(fp, "height", "%d", p->height);
@@ -556,6 +562,8 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     json_object_object_add(upd, "model_id", json_object_new_string(model_id));
     json_object_object_add(upd, "num_inference_steps", json_object_new_int(p->num_inference_steps));
     json_object_object_add(upd, "guidance_scale", json_object_new_double(p->guidance_scale));
+    if (p->guidance_scale_2 > 0)   /* Wan 2.2 A14B's low-noise expert (unset: the model's default) */
+        json_object_object_add(upd, "guidance_scale_2", json_object_new_double(p->guidance_scale_2));
     json_object_object_add(upd, "seed", json_object_new_uint64(p->seed));
     json_object_object_add(upd, "height", json_object_new_int(p->height));
     json_object_object_add(upd, "width", json_object_new_int(p->width));
@@ -606,7 +614,7 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_gc, const cv
         json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
     }
     /* the numbers of an earlier run's cache that this run did not set (all of them when off) */
-    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "teacache_ret_steps",
+    const char *const stale[] = {"guidance_scale_2", "cache_threshold", "teacache_coefficients", "teacache_ret_steps",
                                  "cache_steps_computed", "cache_steps_skipped", "cache_blocks_skipped"};
     int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
              cvx_genconfig_put(set, out_gc, upd);

@@ -22,8 +22,11 @@ struct cvx_model {
     cvx_lora_spec loras[CVX_MAX_LORAS];
     char *lora_paths[CVX_MAX_LORAS];
     char lora_xxh64[CVX_MAX_LORAS][17];   /* "" until hashed */
+    int lora_experts[CVX_MAX_LORAS];   /* cvx_model_params' (0 every transformer, 1 / 2 one expert) */
     int n_loras, lora_fuse;
     cvx_lora_set *lora;              /* attached to ctx once the transformer is loaded */
+    int lora_expert;                 /* the loaded expert + 1 (the family sets it; 0: a model of one
+                                      * transformer): the specs of expert 0 and of this one attach */
 };
 
 /* pipeline/adapters.c: keep the LoRA specs (cvx_model_open), attach them to the loaded transformer

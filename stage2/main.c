@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = a.threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
                                                       .vae_file = wfile[2], .loras = a.loras.spec,
+                                                      .lora_experts = a.loras.expert,
                                                       .n_loras = a.loras.n, .lora_fuse = a.lora_fuse,
                                                       .int8 = a.int8, .attention = a.attention});
     cvx_conditioning cond;   /* I2V / V2V: stage 1's encoded image or video */

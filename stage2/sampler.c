@@ -205,7 +205,7 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
         if (r->on_step)
             r->on_step(r->on_step_user, &(cvx_step_info){i, n_steps, t, cfg && ps->guide.scale > 1.0 ? g : 1.0,
                                                            cvx_cache_active(&cache) ? cache.last_compute : -1,
-                                                           cvx_time() - t_step, latents, n});
+                                                           cvx_time() - t_step, latents, n, ps->expert});
 
         int stop = ck && ck->stop_after_steps > 0 && done_steps == ck->stop_after_steps && done_steps < n_steps;
         if (ck && ck->path && done_steps < n_steps &&

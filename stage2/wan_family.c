@@ -11,7 +11,8 @@
 typedef struct {
     int teacache_e0;               /* the step cache compares e0 = timestep_proj instead of e */
     int cond_channels;             /* I2V: 4 + z channels appended to the latents; 0 otherwise */
-    float *x;                      /* [C + cond_channels, F, H, W] I2V input */
+    float *x;                      /* [C + cond_channels, F, H, W] I2V input; TI2V I2V: the replaced latents */
+    const float *ti2v_cond;        /* Wan 2.2 TI2V I2V: the image's latents [C, 1, H, W] (borrowed), else NULL */
 } wan_priv;
 
 static wan_transformer *tr(cvx_denoiser *d) { return d->model; }
@@ -27,17 +28,22 @@ static int wd_prepare(cvx_denoiser *d, int F, int H, int W) {
     if (c->in_channels != c->out_channels + p->cond_channels)
         return cvx_error("the Wan transformer takes %d input channels, this run gives %d latent + %d conditioning "
                          "channels", c->in_channels, c->out_channels, p->cond_channels);
-    if (p->cond_channels) p->x = cvx_alloc_f32((size_t)c->in_channels * F * H * W);
+    if (p->cond_channels || p->ti2v_cond) p->x = cvx_alloc_f32((size_t)c->in_channels * F * H * W);
     return 0;
 }
 
 /* torch.cat([latents, condition], dim=1): channel-major, so the condition follows the latents */
 static const float *wd_input(cvx_denoiser *d, const cvx_denoise_input *in) {
     wan_priv *p = d->priv;
+    const wan_config *wc = wan_get_config(tr(d));
+    if (p->ti2v_cond) {   /* (1 − m)·condition + m·latents: frame 0 is the image's */
+        wan_ti2v_apply_condition(in->x, p->ti2v_cond, wc->out_channels, d->F, d->H, d->W, p->x);
+        return p->x;
+    }
     if (!p->cond_channels) return in->x;
     const float *channels = ((const cvx_text_cond *)in->cond)->channels;
     CVX_CHECK(channels != NULL);
-    const size_t fhw = d->n_latent / (size_t)wan_get_config(tr(d))->out_channels;
+    const size_t fhw = d->n_latent / (size_t)wc->out_channels;
     memcpy(p->x, in->x, d->n_latent * sizeof(float));
     memcpy(p->x + d->n_latent, channels, (size_t)p->cond_channels * fhw * sizeof(float));
     return p->x;
@@ -46,6 +52,9 @@ static const float *wd_input(cvx_denoiser *d, const cvx_denoise_input *in) {
 static int wd_forward(cvx_denoiser *d, const cvx_denoise_input *in, float *out) {
     const cvx_text_cond *c = in->cond;
     const float t = (float)in->t;   /* the scheduler's values are float32 (exact in double) */
+    if (in->t_tokens)   /* Wan 2.2 TI2V's expand_timesteps: [1, S] */
+        return wan_forward_per_token(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img,
+                                     in->t_tokens, out);
     return wan_forward(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img, &t, out);
 }
 
@@ -53,8 +62,10 @@ static int wd_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
     const cvx_text_cond *c = in->cond;
     const float t = (float)in->t;
     wan_fwd *wf = cvx_malloc(sizeof *wf);
-    if (wan_forward_embed(tr(d), wd_input(d, in), 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img, &t,
-                          wf)) {
+    const float *x = wd_input(d, in);
+    if (in->t_tokens ? wan_forward_embed_per_token(tr(d), x, 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img,
+                                                   in->t_tokens, wf)
+                     : wan_forward_embed(tr(d), x, 1, d->F, d->H, d->W, c->text, c->L, c->image, c->L_img, &t, wf)) {
         free(wf);
         return -1;
     }
@@ -111,6 +122,10 @@ void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, i
     p->cond_channels = cond_channels;
     p->teacache_e0 = teacache_e0;
     *d = (cvx_denoiser){.type = &wan_denoiser, .model = m, .priv = p, .num_layers = wan_get_config(m)->num_layers};
+}
+
+void wan_denoiser_set_ti2v_condition(cvx_denoiser *d, const float *condition) {
+    ((wan_priv *)d->priv)->ti2v_cond = condition;
 }
 
 int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out) {

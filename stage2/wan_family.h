@@ -14,6 +14,10 @@
  * embeddings [L_img, image_dim]. teacache_e0: the step cache compares timestep_proj (e0, [6, D]) instead of
  * the time embedding (e, [D]) — TeaCache4Wan2.1's use_ret_steps. Free with cvx_denoiser_free. */
 void wan_denoiser_init(cvx_denoiser *d, wan_transformer *m, int cond_channels, int teacache_e0);
+/* Wan 2.2 TI2V image-to-video: the transformer's input is (1 − m)·condition + m·x (latent frame 0
+ * replaced by the image's latents, wan_ti2v_apply_condition); condition [C, 1, H, W] borrowed,
+ * set before prepare. Per-token timesteps come with the input (in.t_tokens). */
+void wan_denoiser_set_ti2v_condition(cvx_denoiser *d, const float *condition);
 
 /* The latent shape [1, z, (frames − 1)/4 + 1, height/8, width/8] for a request, after checking
  * frames = 4k+1 and height/width multiples of vae_scale·patch (16). z: the VAE's z_dim.

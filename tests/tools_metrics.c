@@ -74,7 +74,7 @@ static void test_psnr_ssim(void **s) {
 static void fake_step(cvx_steps_record *r, int step, float v) {
     float lat[8];
     for (int i = 0; i < 8; i++) lat[i] = v * (float)(i - 3);
-    cvx_steps_record_on_step(r, &(cvx_step_info){step, 4, 999 - 250 * step, 6, step % 2, 0.5, lat, 8});
+    cvx_steps_record_on_step(r, &(cvx_step_info){step, 4, 999 - 250 * step, 6, step % 2, 0.5, lat, 8, 0});
 }
 
 static void test_steps_record(void **s) {
