@@ -13,7 +13,6 @@
 #include "ops.h"
 #include "safetensors.h"
 #include "validate.h"
-#include "stage2/positional.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -291,7 +290,7 @@ static void probe(const ltx_transformer *m, const char *name, const float *x, si
 static void ltx_time_embed(ltx_transformer *m, const float *t, int n, float *temb, float *emb) {
     int D = m->c.num_attention_heads * m->c.attention_head_dim;
     float *sinus = cvx_alloc_f32((size_t)n * 256), *u = cvx_alloc_f32((size_t)n * D);
-    cogvideox_timestep_sinusoid(sinus, t, n, 256, 1, 0.0);                           // [n, 256]
+    cvx_timestep_sinusoid(sinus, t, n, 256, 1, 0.0);                           // [n, 256]
     cvx_linear(m->ctx, sinus, n, 256, m->t1_w, m->t1_b, u);                          // [n, D]
     cvx_silu(u, (size_t)n * D);
     cvx_linear(m->ctx, u, n, D, m->t2_w, m->t2_b, emb);                              // [n, D]
