@@ -595,3 +595,108 @@ int ltx_vae_decode(ltx_vae *v, const float *z, int F, int h, int w, float timest
     free(y);
     return 0;
 }
+
+/* ------------------------------------------------------------------ encode */
+
+/* Space-to-depth of x[C, T, H, W] by (st, sh, sw): channel ((c·st + a)·sh + b)·sw + d of the
+ * [C·st·sh·sw, T/st, H/sh, W/sw] result reads x[c, t·st + a, h·sh + b, w·sw + d]; then the mean of
+ * each `group` consecutive channels (group 1: none). out [C·st·sh·sw / group, ...]; adds when acc. */
+static void space_to_depth(const float *x, int C, int T, int H, int W, int st, int sh, int sw, int group, int acc,
+                           float *out) {
+    int To = T / st, Ho = H / sh, Wo = W / sw, Cd = C * st * sh * sw, Co = Cd / group;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int j = 0; j < Co; j++)
+        for (int t = 0; t < To; t++)
+            for (int h = 0; h < Ho; h++)
+                for (int w = 0; w < Wo; w++) {
+                    float s = 0.0f;
+                    for (int g = 0; g < group; g++) {
+                        int k = j * group + g, d = k % sw, b = k / sw % sh, a = k / (sw * sh) % st, c = k / (sw * sh * st);
+                        s += x[(((size_t)c * T + t * st + a) * H + h * sh + b) * W + w * sw + d];
+                    }
+                    if (group > 1) s /= (float)group;
+                    float *o = out + (((size_t)j * To + t) * Ho + h) * Wo + w;
+                    *o = acc ? *o + s : s;
+                }
+}
+
+/* One encoder down-sampler on x[C, T, H, W] (consumed); sizes updated. */
+static float *ltx_downsample(const ltx_down_w *d, float *x, int C, int *T, int *H, int *W, int causal) {
+    int t = *T, h = *H, w = *W;
+    if (d->down == 1) {   /* causal stride-2 conv = the stride-1 conv at even positions */
+        const vae_conv *cv = &d->down_conv;
+        float *full = vae_alloc((size_t)C * t * h * w);
+        ltx_conv(cv, x, t, h, w, causal, full);
+        int To = (t - 1) / 2 + 1, Ho = (h - 1) / 2 + 1, Wo = (w - 1) / 2 + 1;
+        float *out = vae_alloc((size_t)C * To * Ho * Wo);
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int c = 0; c < C; c++)
+            for (int a = 0; a < To; a++)
+                for (int b = 0; b < Ho; b++)
+                    for (int q = 0; q < Wo; q++)
+                        out[(((size_t)c * To + a) * Ho + b) * Wo + q] = full[(((size_t)c * t + 2 * a) * h + 2 * b) * w + 2 * q];
+        free(full);
+        free(x);
+        *T = To, *H = Ho, *W = Wo;
+        return out;
+    }
+    /* LTXVideoDownsampler3d: frames = cat(x[:st−1], x); residual = grouped mean of the
+     * space-to-depth; conv (causal, to och/prod) then space-to-depth; sum */
+    int st = d->st, sh = d->sh, sw = d->sw, tp = t + st - 1, prod = st * sh * sw, Cc = d->down_conv.cout;
+    int och = Cc * prod;
+    float *xx = vae_alloc((size_t)C * tp * h * w);
+    size_t fr = (size_t)h * w;
+    for (int c = 0; c < C; c++) {
+        memcpy(xx + (size_t)c * tp * fr, x + (size_t)c * t * fr, sizeof(float) * (size_t)(st - 1) * fr);
+        memcpy(xx + ((size_t)c * tp + st - 1) * fr, x + (size_t)c * t * fr, sizeof(float) * (size_t)t * fr);
+    }
+    free(x);
+    float *y = vae_alloc((size_t)Cc * tp * h * w), *out = vae_alloc((size_t)och * (tp / st) * (h / sh) * (w / sw));
+    ltx_conv(&d->down_conv, xx, tp, h, w, causal, y);                                // [och/prod, tp, h, w]
+    space_to_depth(y, Cc, tp, h, w, st, sh, sw, 1, 0, out);
+    space_to_depth(xx, C, tp, h, w, st, sh, sw, d->group, 1, out);
+    free(xx);
+    free(y);
+    *T = tp / st, *H = h / sh, *W = w / sw;
+    return out;
+}
+
+int ltx_vae_encode(ltx_vae *v, const float *video, int T, int H, int W, float *moments) {
+    const ltx_vae_config *c = &v->c;
+    int p = c->patch_size, causal = c->encoder_causal, Ci = c->in_channels, lc = c->latent_channels;
+    if (T < 1 || (T - 1) % 8 || H < 32 || W < 32 || H % 32 || W % 32)
+        return cvx_error("ltx vae encode: video %dx%dx%d (frames x height x width): frames must be 8k + 1, sizes "
+                         "multiples of 32", T, H, W);
+    /* patchify: channel (c·p + pw)·p + ph ← video[c, t, h·p + ph, w·p + pw] */
+    int h = H / p, w = W / p, t = T, C = Ci * p * p;
+    float *x = vae_alloc((size_t)C * t * h * w);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int k = 0; k < C; k++)
+        for (int f = 0; f < t; f++) {
+            int ch = k / (p * p), pw = k / p % p, ph = k % p;
+            for (int yy = 0; yy < h; yy++)
+                for (int xx = 0; xx < w; xx++)
+                    x[(((size_t)k * t + f) * h + yy) * w + xx] = video[(((size_t)ch * T + f) * H + yy * p + ph) * W + xx * p + pw];
+        }
+    float *y = vae_alloc((size_t)v->enc_conv_in.cout * t * h * w);
+    ltx_conv(&v->enc_conv_in, x, t, h, w, causal, y);
+    free(x);
+    x = y, C = v->enc_conv_in.cout;
+    for (int b = 0; b < c->n_down; b++) {
+        const ltx_down_w *d = &v->down[b];
+        for (int i = 0; i < d->n_res; i++) x = ltx_resnet(v, &d->res[i], x, t, h, w, causal, NULL);
+        if (d->down) {
+            x = ltx_downsample(d, x, C, &t, &h, &w, causal);
+            if (d->down == 2) C = d->down_conv.cout * d->st * d->sh * d->sw;
+        }
+        if (d->has_conv_out) x = ltx_resnet(v, &d->conv_out, x, t, h, w, causal, NULL), C = d->conv_out.cout;
+    }
+    for (int i = 0; i < v->enc_mid_n; i++) x = ltx_resnet(v, &v->enc_mid[i], x, t, h, w, causal, NULL);
+    size_t N = (size_t)t * h * w;
+    ltx_channel_rms(x, C, N, 1e-8f, NULL, NULL, 1, x);                               // norm_out, SiLU
+    ltx_conv(&v->enc_conv_out, x, t, h, w, causal, moments);                         // [lc + 1, N]
+    free(x);
+    /* the last channel repeated lc − 1 times: moments [2·lc, N] */
+    for (int k = lc + 1; k < 2 * lc; k++) memcpy(moments + (size_t)k * N, moments + (size_t)lc * N, sizeof(float) * N);
+    return 0;
+}
