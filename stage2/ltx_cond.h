@@ -1,0 +1,24 @@
+/* LTX-Video's image-to-video conditioning math (diffusers 0.35.2 pipeline_ltx_image2video.py) as
+ * pure functions on packed tokens [S, C] (S = F·h·w, token (f·h + y)·w + x; stage2/ltx_pack.h).
+ * The condition pipeline's per-token step and keep-select are in stage2/ltx_schedule.h. */
+#ifndef CVX_STAGE2_LTX_COND_H
+#define CVX_STAGE2_LTX_COND_H
+
+#include <stddef.h>
+
+/* prepare_latents: the normalised image latent [C, h, w] (latent_dist.sample, then
+ * _normalize_latents) repeated over the F latent frames, conditioning mask 1 on frame 0:
+ * latents = init·mask + noise·(1 − mask) with noise [C, F, h, w] (randn_tensor, drawn after the
+ * image latent's sample); packed → latents [S, C] and mask [S] (1 on the h·w tokens of frame 0). */
+void ltx_i2v_initial_latents(const float *image_latent, const float *noise, int C, int F, int h, int w,
+                             float *latents, float *mask);
+
+/* The transformer's per-token timestep of one batch row: t·(1 − mask) [S] (frame-0 tokens 0). */
+void ltx_i2v_timesteps(float t, const float *mask, int S, float *out);
+
+/* One Euler step of the I2V loop on packed tokens: frame 0 (the first hw tokens) kept, the other
+ * tokens x + (σ_{i+1} − σ_i)·v (the pipeline unpacks, steps latents[:, :, 1:], concatenates and
+ * repacks: the same values). out must not alias x or v. */
+void ltx_i2v_step(const float *sigmas, int i, const float *v, const float *x, int S, int C, int hw, float *out);
+
+#endif
