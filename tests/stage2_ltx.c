@@ -3,7 +3,8 @@
  *   - the rope_interpolation_scale path: output, the rotary tables, proj_in, the time embedding,
  *     the caption projection, each block's attention outputs and output, norm_out (f32, rel L2 ≤ 1e-5);
  *   - the video_coords path (its rotary tables and output) and per-token timesteps [B, S];
- *   - chunked rows give the same output; bad inputs and configs give one clear error. */
+ *   - chunked rows give the same output; bf16 runs close to it (rel L2 < 3e-2);
+ *   - bad inputs and configs give one clear error. */
 #include "golden_harness.h"
 
 #include "fileio.h"
@@ -126,6 +127,26 @@ static void run_case(const char *name) {
 static void test_golden_2b(void **state) { (void)state; run_case("transformer_2b"); }
 static void test_golden_13b(void **state) { (void)state; run_case("transformer_13b"); }
 
+/* bf16 operands in the linears and attention: runs, stays close to the f32 golden. */
+static void test_bf16(void **state) {
+    (void)state;
+    static const char *const cases[] = {"transformer_2b", "transformer_13b"};
+    for (int i = 0; i < 2; i++) {
+        ltx_case k;
+        lc_open(&k, cases[i]);
+        ASSERT_OK(cvx_ctx_set_precision(ltx_ctx(k.m), CVX_PRECISION_BF16));
+        size_t n = (size_t)k.B * k.S * k.Cout;
+        float *out = malloc(sizeof(float) * n), *want = gh_f32(&k.c, NULL, "output");
+        ASSERT_OK(ltx_forward(k.m, k.x, k.B, k.S, k.text, k.mask, k.L, k.t, 1, k.coords, out));
+        double e = cvx_rel_l2(out, want, n);
+        print_message("  %s bf16 vs f32 golden output rel L2 = %.3g (bound 3e-2)\n", cases[i], e);
+        assert_true(e < 3e-2 && e > 0);
+        free(out);
+        free(want);
+        lc_close(&k);
+    }
+}
+
 /* Bad configs: a missing weight and unsupported keys name the file and key. */
 static void test_bad_checkpoints(void **state) {
     (void)state;
@@ -169,6 +190,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_2b),
         cmocka_unit_test(test_golden_13b),
+        cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_bad_checkpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
