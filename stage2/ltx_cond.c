@@ -3,6 +3,7 @@
 
 #include "ltx_schedule.h"
 
+#include <stdint.h>
 #include <string.h>
 
 void ltx_i2v_initial_latents(const float *image_latent, const float *noise, int C, int F, int h, int w,
@@ -24,4 +25,19 @@ void ltx_i2v_step(const float *sigmas, int i, const float *v, const float *x, in
     size_t keep = (size_t)hw * C, n = (size_t)S * C;
     memcpy(out, x, sizeof(float) * keep);
     ltx_step(sigmas, i, v + keep, x + keep, n - keep, out + keep);
+}
+
+void ltx_condition_video_coords(int F, int H, int W, int frame_index, double frame_rate, float *vc) {
+    size_t S = (size_t)F * H * W;
+    float inv = (float)(1.0 / frame_rate);
+    for (int f = 0; f < F; f++)
+        for (int h = 0; h < H; h++)
+            for (int w = 0; w < W; w++) {
+                size_t s = ((size_t)f * H + h) * W + w;
+                int64_t pf = (int64_t)f * 8 + 1 - 8;
+                pf = (pf < 0 ? 0 : pf) + frame_index;   /* _scale_video_ids on int64 ids */
+                vc[s] = (float)pf * inv;
+                vc[S + s] = (float)(h * 32);
+                vc[2 * S + s] = (float)(w * 32);
+            }
 }

@@ -21,4 +21,10 @@ void ltx_i2v_timesteps(float t, const float *mask, int S, float *out);
  * repacks: the same values). out must not alias x or v. */
 void ltx_i2v_step(const float *sigmas, int i, const float *v, const float *x, int S, int C, int hw, float *out);
 
+/* LTXConditionPipeline's video_coords of one batch row [3, S] for the F × H × W latent grid
+ * (pixel coordinates: frames (f·8 + 1 − 8) clamped at 0, + frame_index (extra condition tokens),
+ * then · (1/frame_rate) in float32; h·32, w·32). The transformer divides them by (20, 2048, 2048):
+ * ltx_rope_coords_video (stage2/ltx.h). */
+void ltx_condition_video_coords(int F, int H, int W, int frame_index, double frame_rate, float *video_coords);
+
 #endif

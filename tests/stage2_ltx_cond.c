@@ -3,7 +3,8 @@
  * latents_mean/std), bit-exact: the normalised image latent in frame 0 and the noise elsewhere
  * (initial latents and conditioning mask, packed), the 0.9.0 schedule at the case's token count,
  * each step's per-token timesteps t·(1 − mask) and the step on frames 1.. only (frame 0 kept),
- * the final latents unpacked and denormalised for the VAE. */
+ * the final latents unpacked and denormalised for the VAE; the condition pipeline's video_coords
+ * (the transformer cases' input). */
 #include "golden_harness.h"
 
 #include "stage2/ltx_cond.h"
@@ -73,10 +74,29 @@ static void test_i2v_chain(void **state) {
     gh_close(&c);
 }
 
+/* The condition pipeline's video_coords: the transformer cases' input (frame_rate 25). */
+static void test_video_coords(void **state) {
+    (void)state;
+    static const char *const cases[] = {"tests/data/golden_ltx/transformer_2b", "tests/data/golden_ltx/transformer_13b"};
+    for (int k = 0; k < 2; k++) {
+        gh_case c;
+        gh_open(&c, cases[k]);
+        int B = (int)gh_int(gh_json(&c, "B")), F = (int)gh_int(gh_json(&c, "F")), H = (int)gh_int(gh_json(&c, "H"));
+        int W = (int)gh_int(gh_json(&c, "W")), S = F * H * W;
+        float *vc = malloc(sizeof(float) * (size_t)B * 3 * S);
+        for (int b = 0; b < B; b++)
+            ltx_condition_video_coords(F, H, W, 0, gh_num(gh_json(&c, "frame_rate")), vc + (size_t)b * 3 * S);
+        gh_expect_exact(&c, "video_coords", vc, (size_t)B * 3 * S);
+        free(vc);
+        gh_close(&c);
+    }
+}
+
 int main(void) {
     cvx_set_verbosity(0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_i2v_chain),
+        cmocka_unit_test(test_video_coords),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
