@@ -41,3 +41,22 @@ void ltx_condition_video_coords(int F, int H, int W, int frame_index, double fra
                 vc[2 * S + s] = (float)(w * 32);
             }
 }
+
+void ltx_condition_renoise(float t, const float *init, const float *noise, const float *mask, int tokens, int C,
+                           float scale, float *latents) {
+    float tt = t / 1000.0f, t2 = tt * tt;   /* (t / 1000.0) ** 2 on a 0-d float32 tensor */
+    for (int k = 0; k < tokens; k++) {
+        if (!(mask[k] > 1.0f - 1e-6f)) continue;
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)k * C + c;
+            latents[i] = init[i] + scale * noise[i] * t2;
+        }
+    }
+}
+
+void ltx_lerp(const float *start, const float *end, float weight, size_t n, float *out) {
+    for (size_t i = 0; i < n; i++) {
+        float d = end[i] - start[i];
+        out[i] = weight < 0.5f ? start[i] + weight * d : end[i] - d * (1.0f - weight);
+    }
+}

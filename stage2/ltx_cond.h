@@ -21,6 +21,17 @@ void ltx_i2v_timesteps(float t, const float *mask, int S, float *out);
  * repacks: the same values). out must not alias x or v. */
 void ltx_i2v_step(const float *sigmas, int i, const float *v, const float *x, int S, int C, int hw, float *out);
 
+/* LTXConditionPipeline's per-step re-noising of the hard conditions (image_cond_noise_scale > 0,
+ * one randn draw of the packed latents' shape per step): tokens with mask > 1 − 1e-6 become
+ * init + scale·noise·(t/1000)² (float32 as upstream), the others keep their value. In place on
+ * latents [tokens, C]. */
+void ltx_condition_renoise(float t, const float *init, const float *noise, const float *mask, int tokens, int C,
+                           float scale, float *latents);
+
+/* torch.lerp(start, end, weight) element-wise (weight < 0.5: start + w·(end − start), else
+ * end − (end − start)·(1 − w)): the condition latents' blending by strength. out may alias. */
+void ltx_lerp(const float *start, const float *end, float weight, size_t n, float *out);
+
 /* LTXConditionPipeline's video_coords of one batch row [3, S] for the F × H × W latent grid
  * (pixel coordinates: frames (f·8 + 1 − 8) clamped at 0, + frame_index (extra condition tokens),
  * then · (1/frame_rate) in float32; h·32, w·32). The transformer divides them by (20, 2048, 2048):
