@@ -9,7 +9,8 @@
  * up-sampler with its optional residual, resnets) → RMS norm (→ timestep modulation) → SiLU →
  * conv_out → unpatchify 4×4. Every resnet: RMS norm over channels (eps 1e-8, no affine)
  * (→ timestep modulation) → SiLU → conv → the same → conv, plus the (LayerNorm + 1×1 conv)
- * shortcut. The decoder is not causal: its 3×3×3 convs replicate the first and last frame.
+ * shortcut. The published decoders are not causal (decoder_causal false): their 3×3×3 convs
+ * replicate the first and the last frame, so a video decodes whole (no exact chunking by frames).
  * Encoder: patchify 4×4 → conv_in → down blocks → mid block → RMS norm → SiLU → conv_out
  * (causal convs: the first frame replicated twice in front); the last output channel is
  * repeated to make the 2C moments (latent_dist: stage3/latent_dist.h). */
@@ -48,8 +49,10 @@ typedef struct {
 
 typedef struct ltx_vae ltx_vae;
 
-/* config.json (upstream defaults for absent keys); variants not supported are refused naming
- * the key (decoder_inject_noise: the 0.9.1 decoder). -1 + cvx_error. */
+/* config.json (upstream defaults for absent scalar keys; the block lists block_out_channels,
+ * down_block_types, layers_per_block, decoder_block_out_channels, decoder_layers_per_block must be
+ * present, as in every published config); variants not supported are refused naming the key
+ * (decoder_inject_noise: the 0.9.1 decoder). -1 + cvx_error. */
 int ltx_vae_config_load(const char *config_json, ltx_vae_config *c);
 /* Config + weights of a diffusers `vae/` directory, every tensor shape-checked here.
  * ctx: borrowed, or NULL for a private one. NULL + cvx_error. */
