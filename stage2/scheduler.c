@@ -1,5 +1,6 @@
 /* The scheduler table and the generic part of every scheduler (scheduler.h). */
 #include "stage2/scheduler.h"
+#include "stage2/scheduler_ltx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 #include "error.h"
 
 const cvx_scheduler_type *const cvx_schedulers[] = {&cvx_scheduler_ddim, &cvx_scheduler_dpm, &cvx_scheduler_unipc,
-                                                    &cvx_scheduler_euler, NULL};
+                                                    &cvx_scheduler_euler, &cvx_scheduler_ltx, NULL};
 
 void cvx_scheduler_names(char *buf, size_t cap, const char *sep) {
     buf[0] = 0;
