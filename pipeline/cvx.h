@@ -229,9 +229,10 @@ typedef struct {
     /* MPI ranks (common/dist.h) sharing a tiled decode; rank 0 gets the frames (the others get
      * data[b] = NULL). An untiled decode runs on rank 0 alone. NULL = this process alone. */
     struct cvx_dist *dist;
-    /* LTX-Video 0.9.5+ (timestep-conditioned VAE): decode_set 0 = the model's recommended
-     * decode_timestep / decode_noise_scale, 1 = these; the decode noise continues the sampler's
-     * generator (cvx_latents.generator, NULL: none) */
+    /* LTX-Video 0.9.5+ (timestep-conditioned VAE): decode_set bit 1: decode_timestep given, bit 2:
+     * decode_noise_scale given (else the model's recommended values, 0.05 and 0.025; a timestep
+     * given alone is also the noise scale, as upstream's None); the decode noise continues the
+     * sampler's generator (cvx_latents.generator, NULL: none) */
     int decode_set;
     double decode_timestep, decode_noise_scale;
     const void *generator;

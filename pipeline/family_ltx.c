@@ -278,8 +278,10 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     const size_t n1 = (size_t)C * T * h * w;
     if (cvx_check_finite(zin, n1 * B, "latents")) return cvx_error_prefix("%s", label);
     const int tc = vc->timestep_conditioning;
-    const double dt = p->decode_set ? p->decode_timestep : tc ? DEFAULT_DECODE_TIMESTEP : 0.0;
-    const double ds = p->decode_set ? p->decode_noise_scale : tc ? DEFAULT_DECODE_NOISE_SCALE : 0.0;
+    /* a decode_timestep without a noise scale: the scale is the timestep (upstream's None) */
+    const double dt = p->decode_set & 1 ? p->decode_timestep : tc ? DEFAULT_DECODE_TIMESTEP : 0.0;
+    const double ds = p->decode_set & 2 ? p->decode_noise_scale : p->decode_set & 1 ? dt
+                      : tc ? DEFAULT_DECODE_NOISE_SCALE : 0.0;
     cvx_generator gen;
     if (tc) {
         if (!p->generator)
@@ -332,5 +334,5 @@ const cvx_family cvx_family_ltx = {
     .open = ltx_open, .close = ltx_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
-    .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
+    .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .decode_uses_generator = 1,
 };

@@ -194,7 +194,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->cache_steps_computed = res.cache_steps_computed;
     out->cache_steps_skipped = res.cache_steps_skipped;
     out->cache_blocks_skipped = res.cache_blocks_skipped;
-    if (out->steps_done == p.num_inference_steps) {
+    if (m->family->decode_uses_generator && out->steps_done == p.num_inference_steps) {
         out->generator = cvx_malloc(sizeof res.gen);
         memcpy(out->generator, &res.gen, sizeof res.gen);
     }

@@ -128,7 +128,7 @@ static void t2v_case(const char *name) {
     gh_check_rel_l2(&w.c, "final_latents", lat.data, fin, n, 1e-4);
 
     /* stage 3: the golden latents (with our generator: the same draws), then ours */
-    cvx_decode_params dp = {.decode_set = w.has_decode, .decode_timestep = w.decode_t,
+    cvx_decode_params dp = {.decode_set = w.has_decode ? 3 : 0, .decode_timestep = w.decode_t,
                             .decode_noise_scale = w.decode_s, .generator = lat.generator};
     cvx_frames fr;
     if (cvx_decode(m, &dp, fin, 1, lat.C, lat.T, lat.h, lat.w, "final_latents", NULL, NULL, &fr))
