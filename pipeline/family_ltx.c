@@ -12,7 +12,10 @@
 #include "dist.h"
 #include "error.h"
 #include "fileio.h"
+#include "image.h"
+#include "resize.h"
 #include "rng.h"
+#include "rng_lowp.h"
 #include "validate.h"
 #include "stage1/t5.h"
 #include "stage1/tokenizer.h"
@@ -20,6 +23,7 @@
 #include "stage2/ltx_family.h"
 #include "stage2/ltx_pack.h"
 #include "stage2/scheduler_ltx.h"
+#include "stage3/latent_dist.h"
 #include "stage3/ltx_vae.h"
 
 #define MAX_BATCH 4            /* sequences per encoder pass */
@@ -178,17 +182,50 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
     return 0;
 }
 
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                               cvx_conditioning *out) {
-    (void)m, (void)p, (void)progress, (void)user, (void)out;
-    return cvx_error("LTX-Video: image-to-video (LTXImageToVideoPipeline) is not wired yet: text-to-video only");
-}
-
 static int check_mode(cvx_model *m, cvx_mode mode) {
     (void)m;
-    if (mode != CVX_MODE_T2V)
-        return cvx_error("LTX-Video: %s is not wired yet: text-to-video only", cvx_mode_name(mode));
+    if (mode == CVX_MODE_V2V) return cvx_error("LTX-Video: video-to-video is not wired (text- and image-to-video)");
     return 0;
+}
+
+/* LTXImageToVideoPipeline.prepare_latents' encoder half: the image resized to the video size,
+ * [-1, 1], vae.encode(image[:, :, None]).latent_dist (mean, std; stage 2 draws the sample). */
+static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out) {
+    (void)progress, (void)user;
+    if (!p->image || p->video) return cvx_error("LTX-Video conditioning: give an image (image-to-video)");
+    const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
+    int F, h, w;
+    if (ltx_latent_grid(1, H, W, &F, &h, &w)) return -1;
+    cvx_rgb_frames rgb;
+    if (cvx_image_load(p->image, &rgb)) return -1;
+    int rc = -1;
+    float *px = NULL, *moments = NULL, *logvar = NULL;
+    if (rgb.frames < 1) {
+        cvx_error("%s: no frames", p->image);
+        goto done;
+    }
+    if (rgb.width != W || rgb.height != H)
+        cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", p->image, rgb.width, rgb.height, W, H);
+    px = cvx_alloc_f32((size_t)3 * H * W);
+    cvx_preprocess_image(rgb.rgb, rgb.width, rgb.height, W, H, px);
+    if (load_vae(m)) goto done;
+    const int C = ltx_vae_get_config(S(m)->vae)->latent_channels;
+    const size_t hw = (size_t)h * w;
+    moments = cvx_alloc_f32(2 * C * hw);
+    cvx_info("encoding %s: %dx%d with the LTX VAE", p->image, W, H);
+    if (ltx_vae_encode(S(m)->vae, px, 1, H, W, moments)) goto done;
+    out->mean = cvx_alloc_f32(C * hw), out->std = cvx_alloc_f32(C * hw), logvar = cvx_alloc_f32(C * hw);
+    vae_latent_dist(moments, C, hw, out->mean, logvar, out->std);
+    out->mode = CVX_MODE_I2V;
+    out->C = C, out->T = 1, out->h = h, out->w = w;
+    out->frames = 1, out->height = H, out->width = W;
+    rc = 0;
+done:
+    if (rc) cvx_conditioning_free(out);
+    free(px), free(moments), free(logvar);
+    cvx_rgb_frames_free(&rgb);
+    return rc;
 }
 
 /* ---- stage 2 ---- */
@@ -215,7 +252,45 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
 
 typedef struct {
     ltx_text_cond cond[2];   /* [0] negative, [1] prompt */
+    float *t_scale;          /* I2V: [S] 0 on latent frame 0's tokens, 1 elsewhere */
 } ltx_run;
+
+static void ltx_run_free(void *p) {
+    ltx_run *r = p;
+    if (r) free(r->t_scale);
+    free(r);
+}
+
+/* LTXImageToVideoPipeline.prepare_latents: the image latent (latent_dist.sample, the generator's
+ * first draw; normalised) in latent frame 0, the noise (the second draw) elsewhere; the steps
+ * leave frame 0 and its tokens get timestep 0. */
+static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, cvx_sample_run *run) {
+    const cvx_latent_shape *sh = &run->shape;
+    const int C = sh->channels;
+    const size_t hw = (size_t)sh->height * sh->width, fhw = hw * sh->frames;
+    if (c->C != C || c->T != 1 || c->h != sh->height || c->w != sh->width)
+        return cvx_error("image-to-video conditioning latents [%d, %d, %d, %d] do not fit [%d, 1, %d, %d]", c->C, c->T,
+                         c->h, c->w, C, sh->height, sh->width);
+    if (load_vae(m)) return -1;
+    const cvx_dtype nd = (cvx_dtype)run->loop.noise_dtype;
+    float *img = cvx_alloc_f32((size_t)C * hw), *noise = cvx_alloc_f32(sh->numel);
+    cvx_generator_seed(&run->gen, run->loop.req->seed);
+    int rc = vae_latent_sample_as(c->mean, c->std, (size_t)C * hw, &run->gen, nd, img);
+    if (!rc) rc = cvx_randn_as(&run->gen, nd, noise, sh->numel);
+    if (!rc) {
+        const ltx_vae *v = S(m)->vae;
+        ltx_normalize_latents(img, 1, C, hw, ltx_vae_latents_mean(v), ltx_vae_latents_std(v),
+                              (float)ltx_vae_get_config(v)->scaling_factor);
+        run->init = noise;
+        for (int ch = 0; ch < C; ch++) memcpy(noise + ch * fhw, img + ch * hw, hw * sizeof(float));
+        run->loop.init_latents = run->init, run->loop.init_generator = &run->gen;
+        ltx_scheduler_keep_first(sched, C, fhw, hw);
+    } else {
+        free(noise);
+    }
+    free(img);
+    return rc;
+}
 
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
@@ -243,7 +318,9 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     if (!more || more->n != 1 || !more->t[0].is_mask || more->t[0].L != emb->L)
         return cvx_error("the LTX conditioning needs prompt_attention_mask [%d] beside prompt_embeds", emb->L);
     ltx_run *lr = cvx_calloc(1, sizeof *lr);
-    run->fam_run = lr, run->fam_run_free = free;
+    run->fam_run = lr, run->fam_run_free = ltx_run_free;
+    const int i2v = p->conditioning && p->conditioning->mode == CVX_MODE_I2V;
+    if (i2v && prepare_i2v(m, p->conditioning, sched, run)) return -1;
     lr->cond[0] = (ltx_text_cond){emb->negative, more->t[0].negative, emb->L};
     lr->cond[1] = (ltx_text_cond){emb->prompt, more->t[0].prompt, emb->L};
     run->branch[0] = &lr->cond[0], run->branch[1] = &lr->cond[1];
@@ -251,7 +328,16 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         return cvx_error("--frame_rate %g: must be a positive number", p->frame_rate);
     ltx_denoiser_init(&run->den, S(m)->transformer, p->frame_rate > 0 ? p->frame_rate : m->info.fps);
     cvx_sample_run_defaults(run, emb);
-    for (int i = 0; i < run->plan.n_steps; i++) run->plan.steps[i].guide.rescale = p->guidance_rescale;
+    const size_t S_tok = (size_t)F * H * W, hw = (size_t)H * W;
+    if (i2v) {   /* timestep t·(1 − mask): 0 on frame 0's tokens */
+        lr->t_scale = cvx_alloc_f32(S_tok);
+        for (size_t k = 0; k < S_tok; k++) lr->t_scale[k] = k < hw ? 0.0f : 1.0f;
+        run->plan.n_t = S_tok;
+    }
+    for (int i = 0; i < run->plan.n_steps; i++) {
+        run->plan.steps[i].guide.rescale = p->guidance_rescale;
+        run->plan.steps[i].t_scale = lr->t_scale;
+    }
     return 0;
 }
 
@@ -327,7 +413,7 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
     return cvx_error("LoRA adapters are not wired for LTX-Video");
 }
 
-static const char *const ltx_classes[] = {"LTXPipeline", NULL};
+static const char *const ltx_classes[] = {"LTXPipeline", "LTXImageToVideoPipeline", NULL};
 
 const cvx_family cvx_family_ltx = {
     .name = "LTX-Video", .classes = ltx_classes, .transformer_class = "LTXVideoTransformer3DModel",

@@ -18,6 +18,8 @@ typedef struct {
     int n_list;
     float *sigmas;            /* [N + 1] */
     float *x0;                /* [n] the last step's x0 estimate (previews) */
+    int keep_C;               /* I2V: per channel of keep_per floats, the first keep_n stay (0: none) */
+    size_t keep_per, keep_n;
 } ltx_sched;
 
 static ltx_sched *ls(const cvx_scheduler *s) { return s->sched; }
@@ -71,6 +73,8 @@ static void step(cvx_scheduler *s, int i, const float *v, const float *x, size_t
     ltx_sched *l = ls(s);
     ltx_step(l->sigmas, i, v, x, n, prev);
     for (size_t k = 0; k < n; k++) l->x0[k] = x[k] - l->sigmas[i] * v[k];
+    for (int c = 0; c < l->keep_C; c++)   /* I2V: latent frame 0 is the image's, never stepped */
+        memcpy(prev + c * l->keep_per, x + c * l->keep_per, l->keep_n * sizeof(float));
 }
 
 /* flow matching's scale_noise: σ·noise + (1 − σ)·x0 */
@@ -105,6 +109,11 @@ void ltx_scheduler_set_seq_len(cvx_scheduler *s, int64_t seq_len) { ls(s)->seq_l
 
 void ltx_scheduler_set_list(cvx_scheduler *s, const double *timesteps, int n) {
     ls(s)->list = timesteps, ls(s)->n_list = n;
+}
+
+void ltx_scheduler_keep_first(cvx_scheduler *s, int C, size_t per_channel, size_t keep) {
+    ltx_sched *l = ls(s);
+    l->keep_C = C, l->keep_per = per_channel, l->keep_n = keep;
 }
 
 const float *ltx_scheduler_sigmas(const cvx_scheduler *s) { return ls(s)->sigmas; }

@@ -16,6 +16,9 @@ int cvx_scheduler_is_ltx(const cvx_scheduler *s);
 void ltx_scheduler_set_seq_len(cvx_scheduler *s, int64_t seq_len);
 /* Explicit timesteps [n] (borrowed; LTXConditionPipeline's distilled lists), NULL: the sigmas. */
 void ltx_scheduler_set_list(cvx_scheduler *s, const double *timesteps, int n);
+/* LTXImageToVideoPipeline: steps leave the first `keep` of every channel's per_channel floats
+ * (latents [C, F, h, w]: keep = h·w, latent frame 0) as they were. */
+void ltx_scheduler_keep_first(cvx_scheduler *s, int C, size_t per_channel, size_t keep);
 /* sigmas [N + 1] of the last set_timesteps */
 const float *ltx_scheduler_sigmas(const cvx_scheduler *s);
 

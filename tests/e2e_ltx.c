@@ -4,7 +4,8 @@
  * 1e-4; from the golden embeddings and from ours), the decoded video from the golden latents (1e-4)
  * and from ours (1e-3) and frames = clamp(v/2 + 0.5) (1e-3). e2e_t2v: the 0.9.0 VAE and the
  * dynamic shift; e2e_t2v_tsvae: the 0.9.5 VAE whose decode noise continues the sampler's
- * generator, guidance_rescale 0.7, frame rate 24. Plus stop/resume and foreign embeddings. */
+ * generator, guidance_rescale 0.7, frame rate 24; e2e_i2v (LTXImageToVideoPipeline: the image
+ * encoded, sampled first, kept in latent frame 0). Plus foreign embeddings. */
 #include "golden_harness.h"
 
 #include <math.h>
@@ -171,6 +172,55 @@ static void t2v_case(const char *name) {
 static void test_t2v_090(void **s) { (void)s; t2v_case("e2e_t2v"); }
 static void test_t2v_tsvae(void **s) { (void)s; t2v_case("e2e_t2v_tsvae"); }
 
+/* LTXImageToVideoPipeline: the image encoded in stage 1 (latent mean / std), its sample (the
+ * generator's first draw) in latent frame 0, the noise after it; frame 0 never stepped. */
+static void test_i2v(void **s) {
+    (void)s;
+    lcase w;
+    lcase_open(&w, "e2e_i2v");
+    /* the golden model with model_index.json naming LTXImageToVideoPipeline (the components are e2e_t2v's) */
+    cvx_model *m = open_model(LTX_GOLDEN "/e2e_i2v/pipeline_model");
+    cvx_conditioning cond;
+    char img[300];
+    snprintf(img, sizeof img, "%s/image.png", w.dir);
+    cvx_conditioning_params cp = {.image = img, .height = w.height, .width = w.width};
+    if (cvx_encode_conditioning(m, &cp, NULL, NULL, &cond)) fail_msg("%s", cvx_last_error());
+    assert_int_equal(cond.T, 1);
+    float *pe = gh_f32(&w.c, NULL, "prompt_embeds"), *ne = gh_f32(&w.c, NULL, "negative_prompt_embeds");
+    float *pm = mask_f32(&w, "prompt_attention_mask", 128), *nm = mask_f32(&w, "negative_attention_mask", 128);
+    cvx_cond_set cs = {.n = 1};
+    cs.t[0] = (cvx_cond_tensor){.name = "prompt_attention_mask", .prompt = pm, .negative = nm, .L = 128, .D = 1,
+                                .is_mask = 1};
+    cvx_sample_params sp = sample_params(&w);
+    sp.cond_more = &cs, sp.conditioning = &cond, sp.frames = w.frames;
+    ts_rec rec = {.n = 0};
+    sp.on_step = on_step, sp.on_step_user = &rec;
+    cvx_embeddings gold = {pe, ne, 128, 32};
+    cvx_latents lat;
+    if (cvx_sample(m, &sp, &gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
+    json_object *ts = gh_json(&w.c, "timesteps");
+    assert_int_equal(rec.n, (int)gh_len(ts));
+    for (int i = 0; i < rec.n; i++) assert_true(rec.t[i] == gh_num(gh_at(ts, i)));
+    size_t n;
+    float *fin = gh_f32(&w.c, &n, "final_latents");
+    assert_int_equal(n, (size_t)lat.C * lat.T * lat.h * lat.w);
+    gh_check_rel_l2(&w.c, "final_latents", lat.data, fin, n, 1e-4);
+    cvx_decode_params dp = {.generator = lat.generator};
+    cvx_frames fr;
+    if (cvx_decode(m, &dp, lat.data, 1, lat.C, lat.T, lat.h, lat.w, "latents", NULL, NULL, &fr))
+        fail_msg("%s", cvx_last_error());
+    size_t nd;
+    float *dec = gh_f32(&w.c, &nd, "decoded");
+    assert_int_equal(nd, (size_t)3 * fr.T * fr.H * fr.W);
+    gh_check_rel_l2(&w.c, "decoded", fr.data[0], dec, nd, 1e-3);
+    cvx_frames_free(&fr);
+    free(dec), free(fin), free(pe), free(ne), free(pm), free(nm);
+    cvx_latents_free(&lat);
+    cvx_conditioning_free(&cond);
+    cvx_model_close(m);
+    gh_close(&w.c);
+}
+
 /* The embeddings of one family to the other's model: one clear line. */
 static void test_foreign_embeddings(void **s) {
     (void)s;
@@ -203,6 +253,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_t2v_090),
         cmocka_unit_test(test_t2v_tsvae),
+        cmocka_unit_test(test_i2v),
         cmocka_unit_test(test_foreign_embeddings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,7 @@
  * (tests/data/golden_ltx/e2e_t2v*): the embeddings (1e-4) and masks (exact) stage 1 writes, stage
  * 2's latents (1e-4), stage 3's frames (1e-3) — e2e_t2v_tsvae's decode noise continues stage 2's
  * generator through the latents file's 'generator_state' —; a stopped and resumed stage 2 gives
- * the same bytes; the embeddings of one family refused by the other's model with one line. */
+ * the same bytes; e2e_i2v (the image through stage 1's conditioning file); the embeddings of one family refused by the other's model with one line. */
 #include "testutil.h"
 #include "config.h"
 #include "safetensors.h"
@@ -129,6 +129,31 @@ static void test_t2v_tsvae(void **s) {
                               "--guidance_rescale 0.7 --fps 24 --seed 43");
 }
 
+/* LTXImageToVideoPipeline through the programs: stage 1 encodes the image, stage 2 samples it first */
+static void test_i2v(void **s) {
+    (void)s;
+    char dir[64], cmd[4096], p[1024], neg[1024], qp[1100], qn[1100], path[300];
+    tu_mkdtemp(dir, sizeof dir);
+    call_str("e2e_i2v", "prompt", p, sizeof p);
+    call_str("e2e_i2v", "negative_prompt", neg, sizeof neg);
+    tu_shell_quote(qp, sizeof qp, p);
+    tu_shell_quote(qn, sizeof qn, neg);
+    const char *model = LG "/e2e_i2v/pipeline_model";
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --image " LG
+             "/e2e_i2v/image.png --height 64 --width 96 --output_dir %s", s1, qp, qn, model, dir);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s --frames 9 --num_inference_steps 4 "
+             "--guidance_scale 3 --seed 44", s2, model, dir);
+    tu_run_ok(cmd);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    check("e2e_i2v", path, "latents", "final_latents", 1e-4);
+    snprintf(path, sizeof path, "%s/frames.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s --output_frames %s", s3, model, dir, path);
+    tu_run_ok(cmd);
+    check("e2e_i2v", path, "decoded", "decoded", 1e-3);
+    tu_rmrf(dir);
+}
+
 /* LTX embeddings to a Wan model, and Wan's to an LTX model: one line, no latents written */
 static void test_foreign_embeddings(void **s) {
     (void)s;
@@ -161,6 +186,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_t2v_090),
         cmocka_unit_test(test_t2v_tsvae),
+        cmocka_unit_test(test_i2v),
         cmocka_unit_test(test_foreign_embeddings),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
