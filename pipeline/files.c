@@ -464,6 +464,14 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    if (p->guidance_rescale != 0) {   /* LTX-Video's options, only when set */
+        format_double(p->guidance_rescale, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "guidance_rescale", "%s", gbuf);
+    }
+    if (p->frame_rate > 0) {
+        format_double(p->frame_rate, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "frame_rate", "%s", gbuf);
+    }
     if (p->flow_shift > 0 && p->flow_shift != config_flow_shift(m)) {   /* the config's own value: the same run */
         format_double(p->flow_shift, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);
