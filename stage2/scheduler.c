@@ -9,7 +9,7 @@
 #include "error.h"
 
 const cvx_scheduler_type *const cvx_schedulers[] = {&cvx_scheduler_ddim, &cvx_scheduler_dpm, &cvx_scheduler_unipc,
-                                                    &cvx_scheduler_euler, &cvx_scheduler_ltx, NULL};
+                                                    &cvx_scheduler_euler, NULL};
 
 void cvx_scheduler_names(char *buf, size_t cap, const char *sep) {
     buf[0] = 0;
@@ -27,6 +27,8 @@ const cvx_scheduler_type *cvx_scheduler_by_flag(const char *name) {
 }
 
 const cvx_scheduler_type *cvx_scheduler_find(const char *name) {
+    /* a family's own schedule (LTX-Video's "ltx", its model info's scheduler): not a --scheduler choice */
+    if (!strcmp(name, cvx_scheduler_ltx.name)) return &cvx_scheduler_ltx;
     for (int i = 0; cvx_schedulers[i]; i++)
         if (!strcmp(name, cvx_schedulers[i]->name) || !strcmp(name, cvx_schedulers[i]->class_name))
             return cvx_schedulers[i];

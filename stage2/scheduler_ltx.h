@@ -9,6 +9,7 @@
 
 #include "stage2/scheduler.h"
 
+/* not in cvx_schedulers[] (not a --scheduler choice): cvx_scheduler_find knows it by name */
 extern const cvx_scheduler_type cvx_scheduler_ltx;
 int cvx_scheduler_is_ltx(const cvx_scheduler *s);
 /* The latent token count F·H·W the 0.9.0 dynamic shift (calculate_shift → mu) uses; set before

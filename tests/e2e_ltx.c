@@ -27,7 +27,9 @@ typedef struct {
 static void lcase_open(lcase *w, const char *name) {
     memset(w, 0, sizeof *w);
     snprintf(w->dir, sizeof w->dir, LTX_GOLDEN "/%s", name);
-    snprintf(w->model, sizeof w->model, "%s/model", w->dir);
+    /* the whole pipeline's model: pipeline_model/ where model/ holds only what the stage tests read */
+    snprintf(w->model, sizeof w->model, "%s/pipeline_model", w->dir);
+    if (access(w->model, F_OK) != 0) snprintf(w->model, sizeof w->model, "%s/model", w->dir);
     gh_open(&w->c, w->dir);
     json_object *call = gh_json(&w->c, "call"), *o;
     w->prompt = gh_str(gh_get(call, "prompt"));

@@ -32,14 +32,22 @@ static void call_str(const char *name, const char *key, char *out, size_t n) {
     cvx_config_free(&cfg);
 }
 
+/* the case's whole model: pipeline_model/ where model/ holds only what the stage tests read */
+static const char *model_of(const char *name) {
+    static char buf[300];
+    snprintf(buf, sizeof buf, LG "/%s/pipeline_model", name);
+    if (access(buf, F_OK) != 0) snprintf(buf, sizeof buf, LG "/%s/model", name);
+    return buf;
+}
+
 static void stage1(const char *name, const char *dir) {
     char p[1024], neg[1024], qp[1100], qn[1100], cmd[4096];
     call_str(name, "prompt", p, sizeof p);
     call_str(name, "negative_prompt", neg, sizeof neg);
     tu_shell_quote(qp, sizeof qp, p);
     tu_shell_quote(qn, sizeof qn, neg);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir " LG "/%s/model --output_dir %s",
-             s1, qp, qn, name, dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s", s1, qp,
+             qn, model_of(name), dir);
     tu_run_ok(cmd);
 }
 
@@ -95,13 +103,13 @@ static void run_case(const char *name, const char *flags) {
     check(name, lat, "negative_prompt_embeds", "negative_prompt_embeds", 1e-4);
     check(name, lat, "prompt_attention_mask", "prompt_attention_mask", 0);
     check(name, lat, "negative_prompt_attention_mask", "negative_attention_mask", 0);
-    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir " LG "/%s/model --input_dir %s %s", s2, name, dir, flags);
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s %s", s2, model_of(name), dir, flags);
     tu_run_ok(cmd);
     snprintf(lat, sizeof lat, "%s/stage2_latents.safetensors", dir);
     check(name, lat, "latents", "final_latents", 1e-4);
     snprintf(frames, sizeof frames, "%s/frames.safetensors", dir);
-    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir " LG "/%s/model --input_dir %s --output_frames %s", s3, name,
-             dir, frames);
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s --output_frames %s", s3, model_of(name), dir,
+             frames);
     tu_run_ok(cmd);
     check(name, frames, "decoded", "decoded", 1e-3);
 
@@ -109,7 +117,7 @@ static void run_case(const char *name, const char *flags) {
     snprintf(lat2, sizeof lat2, "%s/full.safetensors", dir);
     snprintf(cmd, sizeof cmd, "mv %s %s", lat, lat2);
     assert_int_equal(system(cmd), 0);
-    snprintf(gc, sizeof gc, "%s --quiet --model_dir " LG "/%s/model --input_dir %s %s", s2, name, dir, flags);
+    snprintf(gc, sizeof gc, "%s --quiet --model_dir %s --input_dir %s %s", s2, model_of(name), dir, flags);
     snprintf(cmd, sizeof cmd, "%s --stop_after_steps 2", gc);
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --resume", gc);
