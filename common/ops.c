@@ -229,3 +229,21 @@ void cvx_linspace_f32(float start, float end, int steps, int vec, float *out) {
     }
 }
 
+void cvx_timestep_sinusoid(float *out, const float *t, int n, int dim, int flip_sin_to_cos, double freq_shift) {
+    int half = dim / 2;
+    float *freq = cvx_malloc(sizeof(float) * (size_t)(half > 0 ? half : 1));
+    /* exponent = -ln(10000)·arange(half) / (half - shift), all float32; freq = exp(exponent) */
+    float neg_log = (float)(-log(10000.0)), denom = (float)((double)half - freq_shift);
+    for (int i = 0; i < half; i++) freq[i] = (float)exp((double)((neg_log * (float)i) / denom));
+    for (int b = 0; b < n; b++) {
+        float *o = out + (size_t)b * dim;
+        for (int i = 0; i < half; i++) {
+            float a = t[b] * freq[i];                      /* float32 product, as t.float() * freq */
+            float s = (float)sin((double)a), c = (float)cos((double)a);
+            o[i] = flip_sin_to_cos ? c : s;
+            o[half + i] = flip_sin_to_cos ? s : c;
+        }
+        if (dim % 2) o[dim - 1] = 0.0f;                    /* zero pad for odd dims */
+    }
+    free(freq);
+}

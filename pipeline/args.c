@@ -77,7 +77,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_BOOL_("lora_fuse", &a->lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp->flow_shift, 1e-6, 1e6),
         CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
         CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1),
-        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999), {0}};
+        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999),
+        CVX_FLAG_NUM_("guidance_rescale", &sp->guidance_rescale, 0, 1), {0}};
     copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
 }
 
@@ -85,7 +86,7 @@ void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {
     memset(a, 0, sizeof *a);
     a->input_dir = default_dir;
     a->crf = 18, a->verbosity = 1;
-    a->dp = (cvx_decode_params){.tiling = CVX_TILING_AUTO};
+    a->dp = (cvx_decode_params){.tiling = CVX_TILING_AUTO, .decode_timestep = -1, .decode_noise_scale = -1};
     static const cvx_flag_choice tilings[] = {
         {"auto", CVX_TILING_AUTO}, {"on", CVX_TILING_ON}, {"off", CVX_TILING_OFF}, {0}};
     /* the files are per rank (rank 0 writes; the latents and the VAE are compared by content) */
@@ -102,6 +103,8 @@ void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {
         CVX_FLAG_BOOL_("quiet", &a->verbosity, 0, CVX_PER_RANK), CVX_FLAG_BOOL_("verbose", &a->verbosity, 2, CVX_PER_RANK),
         CVX_FLAG_HELP_(), CVX_FLAG_STR_("precision", &a->precision_arg), CVX_FLAG_STR_("transformer", &a->wfile[0]),
         CVX_FLAG_STR_("text_encoder", &a->wfile[1]), CVX_FLAG_STR_("vae", &a->wfile[2]),
-        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999), {0}};
+        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999),
+        CVX_FLAG_NUM_("decode_timestep", &a->dp.decode_timestep, 0, 1),
+        CVX_FLAG_NUM_("decode_noise_scale", &a->dp.decode_noise_scale, 0, 1), {0}};
     copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
 }

@@ -179,6 +179,9 @@ typedef struct cvx_sample_params {
     double cache_threshold;
     const double *teacache_coefficients;
     int teacache_ret_steps;       /* Wan: TeaCache4Wan2.1's use_ret_steps variant (its e0 rule and coefficients) */
+    double guidance_rescale;      /* LTX-Video: diffusers' guidance_rescale φ (rescale_noise_cfg), 0 = none */
+    double frame_rate;            /* LTX-Video: the frame rate of the rotary positions (8/frame_rate), 0 = the
+                                   * model's fps */
     /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
      * estimate to preview_path; preview "latent" (linear sketch, default) or "vae" (frame 0 decoded) */
     int preview_every;
@@ -204,6 +207,9 @@ typedef struct {
     double teacache_coefficients[5];   /* the set used (TeaCache) */
     int previews;                 /* previews written, and the time they took */
     double preview_seconds;
+    /* the generator's state after the loop (a cvx_generator, common/rng.h; owned), NULL when the
+     * run ended early: what a decode that draws noise continues from (LTX-Video 0.9.5+) */
+    void *generator;
 } cvx_latents;
 void cvx_latents_free(cvx_latents *l);
 /* Steps run by this process (not the ones V2V's strength skips, not those of a resumed checkpoint):
@@ -231,6 +237,13 @@ typedef struct {
     /* MPI ranks (common/dist.h) sharing a tiled decode; rank 0 gets the frames (the others get
      * data[b] = NULL). An untiled decode runs on rank 0 alone. NULL = this process alone. */
     struct cvx_dist *dist;
+    /* LTX-Video 0.9.5+ (timestep-conditioned VAE): decode_set bit 1: decode_timestep given, bit 2:
+     * decode_noise_scale given (else the model's recommended values, 0.05 and 0.025; a timestep
+     * given alone is also the noise scale, as upstream's None); the decode noise continues the
+     * sampler's generator (cvx_latents.generator, NULL: none) */
+    int decode_set;
+    double decode_timestep, decode_noise_scale;
+    const void *generator;
 } cvx_decode_params;
 
 typedef struct {

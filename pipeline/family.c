@@ -10,17 +10,19 @@
 #include "fileio.h"
 
 /* Every family, NULL-terminated: adding one is its file and its line here. */
-const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, NULL};
+const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, &cvx_family_ltx, NULL};
 
 static int dynamic_cfg_set(const cvx_sample_params *r) { return r->use_dynamic_cfg != 0; }
 static int ret_steps_set(const cvx_sample_params *r) { return r->teacache_ret_steps != 0; }
 static int guidance_2_set(const cvx_sample_params *r) { return r->guidance_scale_2 > 0; }
+static int rescale_set(const cvx_sample_params *r) { return r->guidance_rescale != 0; }
 
 const cvx_family_option cvx_family_options[] = {
     {"--use_dynamic_cfg", dynamic_cfg_set, "--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)"},
     {"--teacache_ret_steps", ret_steps_set,
      "--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only"},
     {"--guidance_scale_2", guidance_2_set, "--guidance_scale_2 is Wan 2.2 A14B's (the low-noise expert's guidance)"},
+    {"--guidance_rescale", rescale_set, "--guidance_rescale is LTX-Video's (this pipeline has no guidance rescale)"},
     {0},
 };
 

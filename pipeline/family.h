@@ -123,6 +123,9 @@ typedef struct cvx_family {
     /* optional (NULL: none): the decode's checks that need no weights, before the long work
      * (cvx_decode_check; CogVideoX: tile sizes that cannot give the frame size) */
     int (*check_decode)(cvx_model *m, const cvx_decode_params *p, int h, int w);
+    /* the decode draws noise continuing the sampler's generator (LTX-Video 0.9.5+): stage 2 hands
+     * it over (cvx_latents.generator, the latents file's 'generator_state') */
+    int decode_uses_generator;
 
     /* ---- making a GGUF of the transformer (stage2/quantize.h; NULL: not supported) ---- */
     const struct cvx_gguf_rules *gguf_rules;
@@ -133,7 +136,7 @@ int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r);
 
 /* The table (pipeline/family.c), NULL-terminated. */
 extern const cvx_family *const cvx_families[];
-extern const cvx_family cvx_family_cogvideox, cvx_family_wan;
+extern const cvx_family cvx_family_cogvideox, cvx_family_wan, cvx_family_ltx;
 
 /* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
  * the file is absent), else the first family that claims the directory. NULL + one cvx_error

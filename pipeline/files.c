@@ -470,6 +470,14 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
+    if (p->guidance_rescale != 0) {   /* LTX-Video's options, only when set */
+        format_double(p->guidance_rescale, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "guidance_rescale", "%s", gbuf);
+    }
+    if (p->frame_rate > 0) {
+        format_double(p->frame_rate, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "frame_rate", "%s", gbuf);
+    }
     if (p->flow_shift > 0 && p->flow_shift != config_flow_shift(m)) {   /* the config's own value: the same run */
         format_double(p->flow_shift, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);
@@ -528,6 +536,13 @@ int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *
     rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
     rc |= cvx_stw_metadata(w, "model_id", model_id);
     if (l->family) rc |= cvx_stw_metadata(w, "model_family", l->family);
+    if (l->generator) {   /* the decode's noise continues it (LTX-Video 0.9.5+): its bytes in hex */
+        const unsigned char *g = l->generator;
+        char *hex = cvx_malloc(2 * sizeof(cvx_generator) + 1);
+        for (size_t i = 0; i < sizeof(cvx_generator); i++) snprintf(hex + 2 * i, 3, "%02x", g[i]);
+        rc |= cvx_stw_metadata(w, "generator_state", hex);
+        free(hex);
+    }
     rc |= cvx_stw_metadata(w, "mode", cvx_mode_name(p->conditioning ? p->conditioning->mode : CVX_MODE_T2V));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V) {
         format_double(p->strength, buf, sizeof buf);
@@ -681,4 +696,33 @@ int cvx_frames_write(cvx_outset *set, const char *path, const cvx_frames *f, con
     cvx_stw_free(sw);
     free(all);
     return rc ? -1 : 0;
+}
+
+int cvx_latents_read_generator(const char *path, void **gen) {
+    *gen = NULL;
+    cvx_safetensors *st = cvx_st_open(path);
+    if (!st) return -1;
+    const char *hex = cvx_st_metadata(st, "generator_state");
+    int rc = 0;
+    if (hex) {
+        const size_t n = sizeof(cvx_generator);
+        unsigned char *g = cvx_malloc(n);
+        int ok = strlen(hex) == 2 * n;
+        for (size_t i = 0; ok && i < n; i++) {
+            unsigned v;
+            ok = sscanf(hex + 2 * i, "%2x", &v) == 1;
+            g[i] = (unsigned char)v;
+        }
+        cvx_generator tmp;
+        if (ok) memcpy(&tmp, g, n);
+        if (!ok || cvx_generator_validate(&tmp)) {
+            free(g);
+            rc = cvx_error("%s: metadata 'generator_state' is not the state of a generator (%zu hex digits expected, "
+                           "as stage 2 writes it)", path, 2 * n);
+        } else {
+            *gen = g;
+        }
+    }
+    cvx_st_close(st);
+    return rc;
 }

@@ -53,7 +53,7 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
     m->info.dir = m->dir;
     m->info.family = m->family->name;
     m->info.pipeline_class = m->pipeline_class[0] ? m->pipeline_class : NULL;
-    m->info.scheduler = m->scheduler_name[0] ? m->scheduler_name : NULL;
+    if (!m->info.scheduler) m->info.scheduler = m->scheduler_name[0] ? m->scheduler_name : NULL;   /* LTX names its own */
     m->ctx = cvx_ctx_new(p->threads);
     if (cvx_ctx_set_precision(m->ctx, p->precision)) {
         cvx_ctx_free(m->ctx);

@@ -20,6 +20,7 @@
 
 void cvx_latents_free(cvx_latents *l) {
     free(l->data);
+    free(l->generator);
     memset(l, 0, sizeof *l);
 }
 
@@ -145,7 +146,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     if (resolve_for_sample(m, params, &p)) return -1;
     char sched_cfg[4300];
     cvx_scheduler sched;
-    if (load_scheduler(m, params->scheduler, params->flow_shift, &sched, sched_cfg, sizeof sched_cfg)) return -1;
+    if (load_scheduler(m, p.scheduler, params->flow_shift, &sched, sched_cfg, sizeof sched_cfg)) return -1;
     if (p.flow_shift > 0) cvx_info("flow shift %g (--flow_shift, instead of %s's)", p.flow_shift, sched_cfg);
     int rc = -1;
     cvx_sample_run run = {0};
@@ -193,6 +194,10 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     out->cache_steps_computed = res.cache_steps_computed;
     out->cache_steps_skipped = res.cache_steps_skipped;
     out->cache_blocks_skipped = res.cache_blocks_skipped;
+    if (m->family->decode_uses_generator && out->steps_done == p.num_inference_steps) {
+        out->generator = cvx_malloc(sizeof res.gen);
+        memcpy(out->generator, &res.gen, sizeof res.gen);
+    }
     out->previews = pv.written;
     out->preview_seconds = pv.seconds;
     rc = 0;

@@ -104,6 +104,9 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_path, const 
 /* Raw latents [B, C, T, h, w] of a stage-2 file as f32 (*z, free()), checked against the VAE;
  * *meta_frames = its num_frames metadata (0 if absent). */
 int cvx_latents_read(cvx_model *m, const char *path, float **z, int dims[5], long *meta_frames);
+/* The sampler's generator after the loop (metadata 'generator_state', written for a family whose
+ * decode draws noise: LTX-Video) as *gen (free()), NULL when absent; -1 + cvx_error when malformed. */
+int cvx_latents_read_generator(const char *path, void **gen);
 /* The decoder output as tensor 'decoded' [B, 3, T, H, W] F32 (metadata: the latents' path); a
  * temp of `set` (NULL: written in place at once). */
 int cvx_frames_write(cvx_outset *set, const char *path, const cvx_frames *f, const char *latents_path);

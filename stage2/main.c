@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
     const char *const *wfile = a.wfile;
     int fps = a.fps, resume = a.resume;
     cvx_sample_params sp = a.sp;
+    sp.frame_rate = fps;   /* LTX-Video: the rotary positions' frame rate (0: the model's) */
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
     if (a.lora_fuse && !a.loras.n) cvx_die("--lora_fuse without --lora: nothing to fuse");
     if (!a.quantize != !a.transformer_out) cvx_die("--quantize TYPE and --transformer_out FILE.gguf go together");

@@ -237,6 +237,7 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
     result->cache_steps_computed = cache.steps_computed;
     result->cache_steps_skipped = cache.steps_skipped;
     result->cache_blocks_skipped = cvx_cache_blocks_skipped(&cache);
+    result->gen = gen;
     rc = 0;
 done:
     expert_release(&ex);

@@ -99,6 +99,7 @@ typedef struct {
     double seconds;      /* time spent in the loop in this process */
     /* step caching over the whole run (a resumed run included); 0 without caching */
     int64_t cache_steps_computed, cache_steps_skipped, cache_blocks_skipped;
+    cvx_generator gen;   /* the generator after the loop (steps_done == num_inference_steps) */
 } cvx_sample_result;
 
 /* Run the loop over the plan (its experts, guidance, cache resets, timesteps per step; n_steps =

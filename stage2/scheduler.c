@@ -1,5 +1,6 @@
 /* The scheduler table and the generic part of every scheduler (scheduler.h). */
 #include "stage2/scheduler.h"
+#include "stage2/scheduler_ltx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ const cvx_scheduler_type *cvx_scheduler_by_flag(const char *name) {
 }
 
 const cvx_scheduler_type *cvx_scheduler_find(const char *name) {
+    /* a family's own schedule (LTX-Video's "ltx", its model info's scheduler): not a --scheduler choice */
+    if (!strcmp(name, cvx_scheduler_ltx.name)) return &cvx_scheduler_ltx;
     for (int i = 0; cvx_schedulers[i]; i++)
         if (!strcmp(name, cvx_schedulers[i]->name) || !strcmp(name, cvx_schedulers[i]->class_name))
             return cvx_schedulers[i];

@@ -85,8 +85,15 @@ int main(int argc, char **argv) {
                                      cvx_decode_check(m, &dp, s[3], s[4]));
     cvx_par_check_decode_inputs(world, m, lat_path);   /* the decode settings: cvx_par_check_flags */
     dp.dist = world;
+    /* LTX-Video 0.9.5+: the decode noise continues the sampler's generator (the latents' metadata) */
+    void *sampler_gen = NULL;
+    if (cvx_latents_read_generator(lat_path, &sampler_gen)) cvx_par_fail(world);
+    dp.generator = sampler_gen;
+    if (dp.decode_timestep >= 0) dp.decode_set |= 1;
+    if (dp.decode_noise_scale >= 0) dp.decode_set |= 2;
     if (cvx_decode(m, &dp, z, s[0], s[1], s[2], s[3], s[4], lat_path, NULL, NULL, &fr)) cvx_par_fail(world);
     free(z);
+    free(sampler_gen);
     const char *codec = "?";
     if (writer) {   /* ranks > 0 decoded their tiles; rank 0 writes: one MP4 per sample */
         if (!fps) fps = gen.fps > 0 ? (int)gen.fps : cvx_model_get_info(m)->fps;

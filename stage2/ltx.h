@@ -1,0 +1,77 @@
+/* LTXVideoTransformer3DModel (LTX-Video 0.9.x, 2B and 13B; diffusers 0.35.2 transformer_ltx.py),
+ * read from a diffusers `transformer/` directory (config.json + diffusion_pytorch_model*.safetensors).
+ * Weights stay mmapped in their storage dtype; the linears run through cvx_linear (f32, or bf16
+ * operands / GGUF as the context says).
+ *
+ * Layout: packed tokens. Latents [B, C, F, H, W] enter as x [B, S, C] with S = F·H·W and
+ * x[b, (f·H + h)·W + w, c] = latents[b, c, f, h, w] (stage2/ltx_pack.h); the output is packed
+ * the same way. Patch sizes are 1 in every LTX checkpoint (others are rejected). */
+#ifndef CVX_STAGE2_LTX_H
+#define CVX_STAGE2_LTX_H
+
+#include <stddef.h>
+
+#include "context.h"
+
+typedef struct {
+    int in_channels, out_channels;
+    int num_attention_heads, attention_head_dim;   /* inner dim D = heads · head_dim */
+    int num_layers;
+    int cross_attention_dim;                       /* must equal D (attn2 keys come from the projected caption) */
+    int caption_channels;                          /* T5 width (4096 for T5-XXL) */
+    double norm_eps;                               /* norm1 / norm2 RMSNorm (no affine) */
+} ltx_config;
+
+typedef struct ltx_transformer ltx_transformer;
+
+/* Read a config.json (upstream defaults for absent keys; unsupported variants rejected by key).
+ * -1 + cvx_error naming the file and key. */
+int ltx_config_load(const char *config_json, ltx_config *c);
+/* Config + weights of a diffusers `transformer/` directory (one file or sharded), every tensor
+ * looked up and shape-checked here. ctx: borrowed, or NULL for a private one. NULL + cvx_error. */
+ltx_transformer *ltx_load(const char *transformer_dir, cvx_ctx *ctx);
+void ltx_free(ltx_transformer *m);
+const ltx_config *ltx_get_config(const ltx_transformer *m);
+cvx_ctx *ltx_ctx(const ltx_transformer *m);
+
+/* ---- rotary positions (LTXVideoRotaryPosEmbed, base 20 frames × 2048 × 2048, theta 10000) ----
+ * The model reads one normalised coordinate triple per token: coords [3, S] (rows f, h, w).
+ *
+ * ltx_rope_coords_grid: the rope_interpolation_scale path (LTXPipeline, LTXImageToVideoPipeline):
+ * token (f, h, w) of an F × H × W grid gets (f·scale[0]/20, h·scale[1]/2048, w·scale[2]/2048)
+ * in float32 as upstream; the pipelines pass scale = (8/frame_rate, 32, 32).
+ * ltx_rope_coords_video: the video_coords path (LTXConditionPipeline): video_coords [3, S] of one
+ * batch element (pixel coordinates: frame index / frame_rate, h·32, w·32) divided by (20, 2048, 2048). */
+void ltx_rope_coords_grid(int F, int H, int W, const float scale[3], float *coords);
+void ltx_rope_coords_video(const float *video_coords, int S, float *coords);
+/* The cos / sin tables [S, D] upstream builds from coords [3, S] for inner dim D: the first D % 6
+ * channels cos 1 / sin 0, then per frequency k < D/6 the f, h, w angles
+ * 10000^linspace(0, 1, D/6)[k]·π/2·(2·coord − 1), each repeated twice. */
+void ltx_rope_tables(int D, const float *coords, int S, float *cos_out, float *sin_out);
+
+/* One forward pass (flow velocity) over B batch elements of S packed tokens.
+ *   x        [B, S, in_channels]
+ *   text     [B, L, caption_channels]   T5 output (all L rows, padding included)
+ *   mask     [B, L] 1 = attend, 0 = masked (upstream's additive (1 − mask)·−10000); NULL = all.
+ *            Masked keys are left out of the softmax (exp(−10000) is 0 in f32: the same result);
+ *            a row with every key masked attends to all of them, as the shifted softmax does.
+ *   timestep [B, T] with T = 1 (one per element) or T = S (per token, the condition pipeline)
+ *   coords   [B, 3, S] normalised rotary coordinates (ltx_rope_coords_*)
+ *   out      [B, S, out_channels]
+ * -1 + cvx_error for sizes or inputs the model cannot take. */
+int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *text, const float *mask, int L,
+                const float *timestep, int T, const float *coords, float *out);
+
+/* Tests and debugging: called with each intermediate of the next forwards as upstream's module
+ * outputs ("proj_in" [B, S, D], "time_embed.0" temb [B·T, 6D], "time_embed.1" embedded timestep
+ * [B·T, D], "caption_projection" [B, L, D], "rope.0" / "rope.1" [B, S, D], "blocks.{i}.attn1" /
+ * "blocks.{i}.attn2" (the attention modules' outputs) and "blocks.{i}" [B, S, D], "norm_out"
+ * [B, S, D] before the modulation). NULL: off. */
+typedef void (*ltx_probe_fn)(void *user, const char *name, const float *x, size_t n);
+void ltx_set_probe(ltx_transformer *m, ltx_probe_fn fn, void *user);
+
+/* Memory knob: the row-wise parts (norms, projections, feed-forward) run in pieces of chunk_rows
+ * tokens (default 1024). 0 = default. Results do not depend on it. */
+void ltx_set_chunking(ltx_transformer *m, int chunk_rows);
+
+#endif

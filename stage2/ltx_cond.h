@@ -1,0 +1,41 @@
+/* LTX-Video's image-to-video conditioning math (diffusers 0.35.2 pipeline_ltx_image2video.py) as
+ * pure functions on packed tokens [S, C] (S = F·h·w, token (f·h + y)·w + x; stage2/ltx_pack.h).
+ * The condition pipeline's per-token step and keep-select are in stage2/ltx_schedule.h. */
+#ifndef CVX_STAGE2_LTX_COND_H
+#define CVX_STAGE2_LTX_COND_H
+
+#include <stddef.h>
+
+/* prepare_latents: the normalised image latent [C, h, w] (latent_dist.sample, then
+ * _normalize_latents) repeated over the F latent frames, conditioning mask 1 on frame 0:
+ * latents = init·mask + noise·(1 − mask) with noise [C, F, h, w] (randn_tensor, drawn after the
+ * image latent's sample); packed → latents [S, C] and mask [S] (1 on the h·w tokens of frame 0). */
+void ltx_i2v_initial_latents(const float *image_latent, const float *noise, int C, int F, int h, int w,
+                             float *latents, float *mask);
+
+/* The transformer's per-token timestep of one batch row: t·(1 − mask) [S] (frame-0 tokens 0). */
+void ltx_i2v_timesteps(float t, const float *mask, int S, float *out);
+
+/* One Euler step of the I2V loop on packed tokens: frame 0 (the first hw tokens) kept, the other
+ * tokens x + (σ_{i+1} − σ_i)·v (the pipeline unpacks, steps latents[:, :, 1:], concatenates and
+ * repacks: the same values). out must not alias x or v. */
+void ltx_i2v_step(const float *sigmas, int i, const float *v, const float *x, int S, int C, int hw, float *out);
+
+/* LTXConditionPipeline's per-step re-noising of the hard conditions (image_cond_noise_scale > 0,
+ * one randn draw of the packed latents' shape per step): tokens with mask > 1 − 1e-6 become
+ * init + scale·noise·(t/1000)² (float32 as upstream), the others keep their value. In place on
+ * latents [tokens, C]. */
+void ltx_condition_renoise(float t, const float *init, const float *noise, const float *mask, int tokens, int C,
+                           float scale, float *latents);
+
+/* torch.lerp(start, end, weight) element-wise (weight < 0.5: start + w·(end − start), else
+ * end − (end − start)·(1 − w)): the condition latents' blending by strength. out may alias. */
+void ltx_lerp(const float *start, const float *end, float weight, size_t n, float *out);
+
+/* LTXConditionPipeline's video_coords of one batch row [3, S] for the F × H × W latent grid
+ * (pixel coordinates: frames (f·8 + 1 − 8) clamped at 0, + frame_index (extra condition tokens),
+ * then · (1/frame_rate) in float32; h·32, w·32). The transformer divides them by (20, 2048, 2048):
+ * ltx_rope_coords_video (stage2/ltx.h). */
+void ltx_condition_video_coords(int F, int H, int W, int frame_index, double frame_rate, float *video_coords);
+
+#endif

@@ -1,0 +1,24 @@
+/* LTX-Video in stage 2: the transformer (stage2/ltx.h) behind the denoiser interface
+ * (stage2/denoiser.h) for LTXPipeline. The loop keeps the latents unpacked [C, F, H, W] (what
+ * randn_tensor draws and the stage-2 file holds; the Euler step and the guidance are element-wise,
+ * so the packing upstream keeps through the loop changes no value): each forward packs them into
+ * tokens [S, C], runs the transformer and unpacks the velocity. */
+#ifndef CVX_STAGE2_LTX_FAMILY_H
+#define CVX_STAGE2_LTX_FAMILY_H
+
+#include "stage2/denoiser.h"
+#include "stage2/ltx.h"
+
+/* The per-branch conditioning of the LTX denoiser (in.cond points to one): the T5 output (all L
+ * rows, padding included) and the tokenizer's mask for the cross-attention. */
+typedef struct {
+    const float *text;   /* [L, caption_channels] */
+    const float *mask;   /* [L] 1 = a real token, 0 = padding */
+    int L;
+} ltx_text_cond;
+
+/* The denoiser over a loaded transformer (borrowed); frame_rate gives the rotary positions'
+ * temporal scale 8/frame_rate (rope_interpolation_scale). Free with cvx_denoiser_free. */
+void ltx_denoiser_init(cvx_denoiser *d, ltx_transformer *m, double frame_rate);
+
+#endif
