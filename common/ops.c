@@ -137,6 +137,25 @@ void cvx_silu(float *x, size_t n) {
     for (size_t c = 0; c < nchunks; c++) cvx_silu_serial(x + c * chunk, c + 1 < nchunks ? chunk : n - c * chunk);
 }
 
+void cvx_gelu_erf(float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] = (float)(0.5 * x[i] * (1.0 + erf((double)x[i] * M_SQRT1_2)));
+}
+
+void cvx_rope_interleaved(float *x, int ntok, int heads, int hd, int ld, const float *cos_t, const float *sin_t) {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < ntok; t++)
+        for (int hh = 0; hh < heads; hh++) {
+            float *v = x + (size_t)t * ld + (size_t)hh * hd;
+            const float *cs = cos_t + (size_t)t * hd, *sn = sin_t + (size_t)t * hd;
+            for (int i = 0; i < hd; i += 2) {
+                float a = v[i], b = v[i + 1];
+                v[i] = a * cs[i] - b * sn[i];
+                v[i + 1] = b * cs[i + 1] + a * sn[i + 1];
+            }
+        }
+}
+
 void cvx_add(float *y, const float *x, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) y[i] += x[i];

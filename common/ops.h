@@ -25,6 +25,12 @@ void cvx_silu(float *x, size_t n);
 /* 0.5x(1+tanh(√(2/π)(x+0.044715x³))), computed as x·σ(2u) with a vectorised exp (same
  * function, no cancellation in 1 + tanh u for negative x). */
 void cvx_gelu_tanh(float *x, size_t n);
+/* nn.GELU() (erf form): 0.5x(1+erf(x/√2)), erf in double. */
+void cvx_gelu_erf(float *x, size_t n);
+/* Rotary embedding on interleaved pairs (diffusers apply_rotary_emb, use_real, unbind dim -1):
+ * for each of ntok rows of x (stride ld) and each head, x'[2j] = x[2j]·cos[2j] − x[2j+1]·sin[2j],
+ * x'[2j+1] = x[2j+1]·cos[2j+1] + x[2j]·sin[2j+1]; cos_t, sin_t [ntok, hd] (each frequency twice). */
+void cvx_rope_interleaved(float *x, int ntok, int heads, int hd, int ld, const float *cos_t, const float *sin_t);
 void cvx_add(float *y, const float *x, size_t n);            /* y += x */
 void cvx_scale(float *y, float s, size_t n);                 /* y *= s */
 void cvx_softmax_rows(float *x, int rows, int cols);         /* in place, numerically stable */

@@ -13,8 +13,10 @@
 #include "error.h"
 
 int flow_euler_config(flow_scheduler *s, const cvx_config *cfg, int native, double shift_override) {
-    int dyn, invert, karras, expo, beta;
+    int dyn, invert, karras, expo, beta, stochastic;
     double shift;
+    if (cvx_cfg_bool_or(cfg, "stochastic_sampling", 0, &stochastic)) return -1;
+    if (stochastic) return cvx_error("%s: key 'stochastic_sampling' is true, expected false", cfg->path);
     if (cvx_cfg_bool_or(cfg, "use_dynamic_shifting", 0, &dyn) || cvx_cfg_bool_or(cfg, "invert_sigmas", 0, &invert) ||
         cvx_cfg_bool_or(cfg, "use_karras_sigmas", 0, &karras) || cvx_cfg_bool_or(cfg, "use_exponential_sigmas", 0, &expo) ||
         cvx_cfg_bool_or(cfg, "use_beta_sigmas", 0, &beta))

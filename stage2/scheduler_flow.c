@@ -154,6 +154,13 @@ int flow_scheduler_set_sigmas(flow_scheduler *s, int n, const double *sigmas) {
     return check_start(s, 0);
 }
 
+void flow_linear_sigmas(int n, double *out) {
+    double *g = cvx_malloc(sizeof(double) * (size_t)(n + 1));
+    flow_np_linspace(1.0, 0.0, n + 1, g);
+    memcpy(out, g, sizeof(double) * (size_t)n);
+    free(g);
+}
+
 /* ---------------------------------------------------------------- per-run state */
 
 flow_state *flow_state_new(const flow_scheduler *s, size_t n) {

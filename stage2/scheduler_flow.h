@@ -100,6 +100,10 @@ int flow_scheduler_set_timesteps(flow_scheduler *s, int n);
  * numpy float32 as upstream — σ = float32(sigmas), shifted in float32, timesteps = σ·T, σ_n = 0. */
 int flow_scheduler_set_sigmas(flow_scheduler *s, int n, const double *sigmas);
 
+/* The sigmas HunyuanVideo-1.5's pipelines pass to flow_scheduler_set_sigmas: np.linspace(1, 0,
+ * n + 1)[:-1] (float64). out [n]. */
+void flow_linear_sigmas(int n, double *out);
+
 /* ---- per-run state ---- */
 flow_state *flow_state_new(const flow_scheduler *s, size_t n);
 void flow_state_free(flow_state *st);

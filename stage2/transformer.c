@@ -471,22 +471,6 @@ static void gated_residual(float *h, const float *y, size_t r0, int rows, int S,
     }
 }
 
-/* RoPE on the head vectors of ntok rows of x[ntok, D]: pairs (x[2i], x[2i+1]) rotated by the
- * row's cos/sin [ntok, hd] (upstream apply_rotary_emb, use_real, unbind dim -1). */
-static void apply_rope(float *x, int ntok, int heads, int hd, int D, const float *cos_t, const float *sin_t) {
-#pragma omp parallel for schedule(static)
-    for (int t = 0; t < ntok; t++)
-        for (int hh = 0; hh < heads; hh++) {
-            float *v = x + (size_t)t * D + (size_t)hh * hd;
-            const float *cs = cos_t + (size_t)t * hd, *sn = sin_t + (size_t)t * hd;
-            for (int i = 0; i < hd; i += 2) {
-                float a = v[i], b = v[i + 1];
-                v[i] = a * cs[i] - b * sn[i];
-                v[i + 1] = b * cs[i + 1] + a * sn[i + 1];
-            }
-        }
-}
-
 /* softmax(q kᵀ/√hd) v of one batch element over its S tokens, for `heads` heads of hd floats in
  * rows of stride ld (all heads, or this rank's share under sequence parallelism), after RoPE on
  * the video rows; the output over q. */
@@ -494,8 +478,8 @@ static void attention_core(cogvideox_transformer *m, float *q, float *k, const f
                            int ld, const float *rope_cos, const float *rope_sin) {
     int hd = m->c.attention_head_dim;
     if (rope_cos) {
-        apply_rope(q + (size_t)L * ld, S - L, heads, hd, ld, rope_cos, rope_sin);         // video rows [N, ld]
-        apply_rope(k + (size_t)L * ld, S - L, heads, hd, ld, rope_cos, rope_sin);
+        cvx_rope_interleaved(q + (size_t)L * ld, S - L, heads, hd, ld, rope_cos, rope_sin);         // video rows [N, ld]
+        cvx_rope_interleaved(k + (size_t)L * ld, S - L, heads, hd, ld, rope_cos, rope_sin);
     }
     double t0 = cvx_time(), flop = 4.0 * S * (double)S * heads * hd;
     cvx_attention_transformer(m->ctx, q, ld, k, v, ld, q, ld, S, S, heads, hd, (float)(1.0 / sqrt((double)hd)), NULL);

@@ -87,12 +87,6 @@ static void wan_text_embedding(wan_transformer *m, const float *text, int rows, 
     free(u);
 }
 
-/* GELU (erf form) in place: 0.5·x·(1 + erf(x/√2)). */
-static void gelu_erf(float *x, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) x[i] = (float)(0.5 * x[i] * (1.0 + erf((double)x[i] * M_SQRT1_2)));
-}
-
 /* WanImageEmbedding (I2V): FP32LayerNorm (eps 1e-5, affine) → Linear → GELU → Linear →
  * FP32LayerNorm. img [rows, image_dim] → ctx [rows, D]. */
 static void wan_image_embedding(wan_transformer *m, const float *img, int rows, float *ctx) {
@@ -100,7 +94,7 @@ static void wan_image_embedding(wan_transformer *m, const float *img, int rows, 
     float *a = cvx_alloc_f32((size_t)rows * I), *u = cvx_alloc_f32((size_t)rows * I);
     cvx_layernorm(a, img, rows, I, m->img_norm1_w, m->img_norm1_b, 1e-5f);              // [rows, I]
     linear(m, a, rows, I, m->img_ff1_w, m->img_ff1_b, u);                                // [rows, I]
-    gelu_erf(u, (size_t)rows * I);
+    cvx_gelu_erf(u, (size_t)rows * I);
     linear(m, u, rows, I, m->img_ff2_w, m->img_ff2_b, ctx);                              // [rows, D]
     cvx_layernorm(ctx, ctx, rows, D, m->img_norm2_w, m->img_norm2_b, 1e-5f);
     free(a);

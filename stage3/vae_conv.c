@@ -49,6 +49,7 @@ int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout
     c->cin = cin, c->cout = cout, c->kt = kt, c->kh = kh, c->kw = kw;
     c->cache_id = (causal && kt > 1) ? L->next_cache++ : -1;
     c->time_pad = L->time_pad;
+    c->space_replicate = L->space_replicate;
     c->ctx = L->ctx;
     return 0;
 }
@@ -109,6 +110,24 @@ void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y) {
     free(bias);
 }
 
+/* Spatial borders of n padded frames [n, H+2ph, W+2pw] set to the nearest interior value (F.pad
+ * mode="replicate": each coordinate clamped). */
+static void replicate_borders(float *xp, int n, int H, int W, int ph, int pw) {
+    const int Hp = H + 2 * ph, Wp = W + 2 * pw;
+#pragma omp parallel for schedule(static)
+    for (int f = 0; f < n; f++) {
+        float *fr = xp + (size_t)f * Hp * Wp;
+        for (int y = ph; y < ph + H; y++) {
+            float *row = fr + (size_t)y * Wp;
+            for (int x = 0; x < pw; x++) row[x] = row[pw], row[pw + W + x] = row[pw + W - 1];
+        }
+        for (int y = 0; y < ph; y++) {
+            memcpy(fr + (size_t)y * Wp, fr + (size_t)ph * Wp, sizeof(float) * Wp);
+            memcpy(fr + (size_t)(ph + H + y) * Wp, fr + (size_t)(ph + H - 1) * Wp, sizeof(float) * Wp);
+        }
+    }
+}
+
 void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
     float *copy = vae_alloc((size_t)c->cin * T * H * W);
     memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
@@ -140,6 +159,7 @@ float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, 
     }
     cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
     free(x);
+    if (c->space_replicate && (ph || pw)) replicate_borders(xp, Cin * Tp, H, W, ph, pw);
     if (c->cache_id >= 0) {
         /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
         float *nc = vae_alloc((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]

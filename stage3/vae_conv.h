@@ -24,6 +24,8 @@ typedef struct {
     int cin, cout, kt, kh, kw;
     int cache_id;              /* causal convs with kt > 1: slot in vae_cache; −1 otherwise */
     vae_time_pad time_pad;     /* what precedes the first chunk */
+    int space_replicate;       /* spatial padding: 0 zeros (conv padding), 1 the edge values (F.pad replicate,
+                                * HunyuanVideo15CausalConv3d) */
     cvx_ctx *ctx;              /* the model's compute context (set by the loader) */
 } vae_conv;
 
@@ -51,6 +53,7 @@ typedef struct {
     int next_cache;
     cvx_ctx *ctx;
     vae_time_pad time_pad;
+    int space_replicate;   /* the convs' spatial padding (vae_conv.space_replicate) */
     vae_key_fn key;
     void *key_user;
 } vae_loader;
@@ -79,7 +82,8 @@ void vae_conv_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp,
 void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y);
 
 /* Causal 3D convolution: time padded in front with the cached kt−1 frames (first chunk: c->time_pad),
- * cache := last kt−1 frames of that time-padded input, zero spatial padding (kh−1)/2, (kw−1)/2,
+ * cache := last kt−1 frames of that time-padded input, spatial padding (kh−1)/2, (kw−1)/2 (zeros,
+ * or the edge values when c->space_replicate),
  * valid conv. y: [Cout, T, H, W] (caller-allocated). 1×1×1 convs: plain, no cache. */
 void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y);
 /* The same, freeing its input x once copied into the padded buffer (saves one tensor at the peak:

@@ -237,6 +237,10 @@ static void test_activations(void **state) {
     }
     ASSERT_REL_L2(y, r, n, 1e-6);
     memcpy(y, x, sizeof y);
+    cvx_gelu_erf(y, n);   /* nn.GELU(): x·Φ(x), Φ through erfc here */
+    for (int i = 0; i < n; i++) r[i] = (float)(0.5 * x[i] * erfc(-(double)x[i] / sqrt(2.0)));
+    ASSERT_REL_L2(y, r, n, 1e-6);
+    memcpy(y, x, sizeof y);
     cvx_softmax_rows(y, 10, 100);
     for (int i = 0; i < 10; i++) {
         double s = 0, m = -1e30;
@@ -246,6 +250,32 @@ static void test_activations(void **state) {
     }
     ASSERT_REL_L2(y, r, n, 1e-6);
     free(x);
+}
+
+/* cvx_rope_interleaved: each pair (x[2j], x[2j+1]) of each head, read as a complex number, times
+ * e^{iθ} of its row and pair (stride ld > heads·hd: the columns past the heads stay). */
+static void test_rope_interleaved(void **state) {
+    (void)state;
+    const int ntok = 7, heads = 3, hd = 8, ld = heads * hd + 5;
+    float *x = rand_buf(ntok * ld, 2), *y = cvx_alloc_f32(ntok * ld), *r = cvx_alloc_f32(ntok * ld);
+    float *cs = cvx_alloc_f32(ntok * hd), *sn = cvx_alloc_f32(ntok * hd);
+    memcpy(y, x, sizeof(float) * ntok * ld);
+    memcpy(r, x, sizeof(float) * ntok * ld);
+    for (int t = 0; t < ntok; t++)
+        for (int j = 0; j < hd / 2; j++) {
+            double a = 0.37 * t * (j + 1);
+            cs[t * hd + 2 * j] = cs[t * hd + 2 * j + 1] = (float)cos(a);
+            sn[t * hd + 2 * j] = sn[t * hd + 2 * j + 1] = (float)sin(a);
+            for (int h = 0; h < heads; h++) {
+                const float *v = x + t * ld + h * hd + 2 * j;
+                double re = v[0], im = v[1], c = cs[t * hd + 2 * j], s = sn[t * hd + 2 * j];
+                r[t * ld + h * hd + 2 * j] = (float)(re * c - im * s);
+                r[t * ld + h * hd + 2 * j + 1] = (float)(im * c + re * s);
+            }
+        }
+    cvx_rope_interleaved(y, ntok, heads, hd, ld, cs, sn);
+    ASSERT_REL_L2(y, r, (size_t)ntok * ld, 1e-6);
+    free(x); free(y); free(cs); free(sn); free(r);
 }
 
 static void test_dtype_conversions(void **state) {
@@ -347,6 +377,7 @@ int main(void) {
         cmocka_unit_test(test_groupnorm_stats),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_one_silu),
+        cmocka_unit_test(test_rope_interleaved),
         cmocka_unit_test(test_dtype_conversions),
     };
     return cmocka_run_group_tests_name("common_ops", tests, NULL, NULL);
