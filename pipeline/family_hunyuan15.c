@@ -76,6 +76,7 @@ static int hv15_open(cvx_model *m) {
     if (cvx_is_file(path)) {
         if (cvx_cfg_guider_load(&s->guider, path)) return -1;
     } else {
+        /* no guider config (a bare directory): the 480p / 720p T2V checkpoints' guider */
         s->guider = (cvx_cfg_guider){.guidance_scale = 6.0, .start = 0.0, .stop = 1.0, .enabled = 1};
     }
     if (s->guider.use_original_formulation)
@@ -218,8 +219,8 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
     out->t[1] = (cvx_cond_tensor){"prompt_embeds_2", cvx_alloc_f32((size_t)n * L2 * D2), NULL, L2, D2, 0};
     out->t[2] = (cvx_cond_tensor){"prompt_embeds_mask_2", cvx_alloc_f32((size_t)n * L2), NULL, L2, 1, 1};
     int64_t *ids = cvx_malloc(sizeof(int64_t) * (C + L)), *mask = cvx_malloc(sizeof(int64_t) * (C + L));
-    int rc = -1;
-    for (int i = 0; i < n; i++) {
+    int rc = -1, i;
+    for (i = 0; i < n; i++) {
         if (hv15_mllm_tokens(s->tok, texts[i], ids, mask, NULL)) goto fail;
         for (int k = 0; k < L; k++) out->t[0].prompt[(size_t)i * L + k] = (float)mask[C + k];
         if (hv15_byt5_prompt_embeds(&s->byt5, &s->tok2, texts[i], out->t[1].prompt + (size_t)i * L2 * D2, mask))
@@ -229,7 +230,7 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
     }
     rc = 0;
 fail:
-    if (rc) cvx_error_prefix("%s", labels ? labels[0] : "a text");
+    if (rc) cvx_error_prefix("%s", labels ? labels[i] : "a text");
     free(ids);
     free(mask);
     return rc;
