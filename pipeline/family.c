@@ -10,7 +10,8 @@
 #include "fileio.h"
 
 /* Every family, NULL-terminated: adding one is its file and its line here. */
-const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, &cvx_family_ltx, NULL};
+const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, &cvx_family_hunyuan15, &cvx_family_ltx,
+                                          NULL};
 
 static int dynamic_cfg_set(const cvx_sample_params *r) { return r->use_dynamic_cfg != 0; }
 static int ret_steps_set(const cvx_sample_params *r) { return r->teacache_ret_steps != 0; }

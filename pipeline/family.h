@@ -136,7 +136,7 @@ int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r);
 
 /* The table (pipeline/family.c), NULL-terminated. */
 extern const cvx_family *const cvx_families[];
-extern const cvx_family cvx_family_cogvideox, cvx_family_wan, cvx_family_ltx;
+extern const cvx_family cvx_family_cogvideox, cvx_family_wan, cvx_family_hunyuan15, cvx_family_ltx;
 
 /* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
  * the file is absent), else the first family that claims the directory. NULL + one cvx_error

@@ -1,0 +1,177 @@
+/* HunyuanVideo-1.5 text-to-video end to end through the API (cvx_encode + cvx_encode_texts_more /
+ * cvx_sample / cvx_decode) on models/hunyuanvideo15-tiny-random (the golden e2e cases' model: every
+ * e2e_t2v* case has the same weights; the case's guider scale and scheduler shift are passed as
+ * the request's guidance_scale / flow_shift) against the golden HunyuanVideo15Pipeline runs
+ * (tests/data/golden_hv15/e2e_t2v*; shared/golden_hv15 README §6): the four conditioning tensors
+ * of each branch (1e-4; masks exact), the timesteps (exact), the final latents from the golden
+ * conditioning and from ours (1e-4), the decoded video and the post-processed frames (1e-3). */
+#include "golden_harness.h"
+
+#include <math.h>
+
+#include "pipeline/cvx.h"
+
+#define MODEL "models/hunyuanvideo15-tiny-random"
+#define DATA "tests/data/golden_hv15/"
+
+static const char *const slot_names[3] = {"prompt_embeds_mask", "prompt_embeds_2", "prompt_embeds_mask_2"};
+
+/* frames [3, T, H, W] in [-1, 1] vs frames_np [1, T, H, W, 3] = clamp(x/2 + 0.5, 0, 1) */
+static void check_frames_np(gh_case *c, const cvx_frames *f, double tol) {
+    size_t n;
+    float *want = gh_f32(c, &n, "frames_np");
+    const size_t hw = (size_t)f->H * f->W, T = (size_t)f->T;
+    assert_int_equal(n, 3 * T * hw);
+    float *got = malloc(n * sizeof(float));
+    for (size_t t = 0; t < T; t++)
+        for (size_t i = 0; i < hw; i++)
+            for (int ch = 0; ch < 3; ch++) {
+                float v = f->data[0][((size_t)ch * T + t) * hw + i] / 2.0f + 0.5f;
+                got[(t * hw + i) * 3 + ch] = v < 0 ? 0 : v > 1 ? 1 : v;
+            }
+    gh_check_rel_l2(c, "frames_np", got, want, n, tol);
+    free(got);
+    free(want);
+}
+
+typedef struct {
+    double t[16];
+    int n;
+} step_log;
+
+static void on_step(void *user, const cvx_step_info *info) {
+    step_log *l = user;
+    if (l->n < 16) l->t[l->n++] = info->timestep;
+}
+
+static void t2v_case(const char *name) {
+    char dir[200];
+    gh_case c;
+    snprintf(dir, sizeof dir, DATA "%s", name);
+    gh_open(&c, dir);
+    json_object *call = gh_json(&c, "call"), *o;
+    const char *prompt = gh_str(gh_get(call, "prompt"));
+    const char *negative = json_object_object_get_ex(call, "negative_prompt", &o) && o ? gh_str(o) : NULL;
+    const double guidance = gh_num(gh_get(call, "guidance_scale_in_guider"));
+    const int cfg = guidance > 1;
+
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = MODEL, .threads = 2});
+    if (!m) fail_msg("%s: %s", MODEL, cvx_last_error());
+    const cvx_model_info *info = cvx_model_get_info(m);
+    assert_string_equal(info->family, "HunyuanVideo-1.5");
+    assert_int_equal(info->text_len, 1000);
+
+    /* stage 1: prompt_embeds of both branches, then the three further slots */
+    cvx_embeddings emb;
+    cvx_encode_params ep = {.prompt = prompt, .negative_prompt = negative};   /* None -> "" as upstream */
+    if (cvx_encode(m, &ep, NULL, NULL, &emb)) fail_msg("%s", cvx_last_error());
+    const char *texts[2] = {negative ? negative : "", prompt};
+    cvx_cond_set both, more = {0}, gold_more = {0};
+    if (cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &both)) fail_msg("%s", cvx_last_error());
+    assert_int_equal(both.n, 3);
+    size_t n;
+    float *pe = gh_f32(&c, &n, "prompt_embeds"), *ne = cfg ? gh_f32(&c, NULL, "negative_prompt_embeds") : NULL;
+    assert_int_equal(n, (size_t)emb.L * emb.D);
+    gh_check_rel_l2(&c, "prompt_embeds", emb.prompt, pe, n, 1e-4);
+    if (cfg) gh_check_rel_l2(&c, "negative_prompt_embeds", emb.negative, ne, n, 1e-4);
+    more.n = gold_more.n = 3;
+    for (int k = 0; k < 3; k++) {
+        cvx_cond_tensor *t = &both.t[k];
+        const size_t nk = (size_t)t->L * t->D;
+        assert_string_equal(t->name, slot_names[k]);
+        more.t[k] = (cvx_cond_tensor){t->name, malloc(nk * sizeof(float)), malloc(nk * sizeof(float)), t->L, t->D,
+                                      t->is_mask};
+        memcpy(more.t[k].negative, t->prompt, nk * sizeof(float));
+        memcpy(more.t[k].prompt, t->prompt + nk, nk * sizeof(float));
+        size_t ng;
+        float *want = gh_f32(&c, &ng, "%s", t->name);
+        assert_int_equal(ng, nk);
+        if (t->is_mask) gh_check_exact_f32(&c, t->name, more.t[k].prompt, want, nk);
+        else gh_check_rel_l2(&c, t->name, more.t[k].prompt, want, nk, 1e-4);
+        float *wneg = NULL;
+        if (cfg) {
+            char key[64];
+            snprintf(key, sizeof key, "negative_%s", t->name);
+            wneg = gh_f32(&c, NULL, "%s", key);
+            if (t->is_mask) gh_check_exact_f32(&c, key, more.t[k].negative, wneg, nk);
+            else gh_check_rel_l2(&c, key, more.t[k].negative, wneg, nk, 1e-4);
+        } else {
+            wneg = calloc(nk, sizeof(float));
+        }
+        gold_more.t[k] = (cvx_cond_tensor){t->name, want, wneg, t->L, t->D, t->is_mask};
+    }
+    cvx_cond_set_free(&both);
+
+    /* stage 2 from the golden conditioning (isolates the loop) and from ours */
+    cvx_sample_params sp = cvx_sample_default_params(m);
+    sp.frames = (int)gh_int(gh_get(call, "num_frames")), sp.height = (int)gh_int(gh_get(call, "height"));
+    sp.width = (int)gh_int(gh_get(call, "width")), sp.num_inference_steps = (int)gh_int(gh_get(call, "num_inference_steps"));
+    sp.seed = (uint64_t)gh_int(gh_get(call, "seed")), sp.guidance_scale = guidance;
+    sp.flow_shift = gh_num(gh_get(call, "flow_shift_in_scheduler"));
+    if (!ne) ne = calloc(n, sizeof(float));
+    cvx_embeddings gold = {pe, ne, emb.L, emb.D};
+    sp.cond_more = &gold_more;
+    step_log log = {0};
+    sp.on_step = on_step, sp.on_step_user = &log;
+    cvx_latents lat;
+    if (cvx_sample(m, &sp, &gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
+    sp.on_step = NULL;
+    size_t nt;
+    float *ts = gh_f32(&c, &nt, "timesteps");
+    assert_int_equal(nt, (size_t)log.n);
+    for (size_t i = 0; i < nt; i++)
+        if (log.t[i] != (double)ts[i]) fail_msg("%s: timestep %zu is %.9g, expected %.9g", name, i, log.t[i], ts[i]);
+    free(ts);
+    float *fin = gh_f32(&c, &n, "final_latents");
+    assert_int_equal(n, (size_t)lat.C * lat.T * lat.h * lat.w);
+    gh_check_rel_l2(&c, "final_latents (golden conditioning)", lat.data, fin, n, 1e-4);
+    cvx_latents_free(&lat);
+    sp.cond_more = &more;
+    if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
+    gh_check_rel_l2(&c, "final_latents", lat.data, fin, n, 1e-4);
+
+    /* stage 3 from the golden final latents and from ours */
+    cvx_decode_params dp = {0};
+    cvx_frames fr;
+    if (cvx_decode(m, &dp, fin, 1, lat.C, lat.T, lat.h, lat.w, "final_latents", NULL, NULL, &fr))
+        fail_msg("%s", cvx_last_error());
+    size_t nd;
+    float *dec = gh_f32(&c, &nd, "decoded");
+    assert_int_equal(nd, (size_t)3 * fr.T * fr.H * fr.W);
+    gh_check_rel_l2(&c, "decoded (golden latents)", fr.data[0], dec, nd, 1e-4);
+    cvx_frames_free(&fr);
+    if (cvx_decode(m, &dp, lat.data, 1, lat.C, lat.T, lat.h, lat.w, "latents", NULL, NULL, &fr))
+        fail_msg("%s", cvx_last_error());
+    gh_check_rel_l2(&c, "decoded", fr.data[0], dec, nd, 1e-3);
+    check_frames_np(&c, &fr, 1e-3);
+    cvx_frames_free(&fr);
+    free(dec), free(fin), free(pe), free(ne);
+    cvx_latents_free(&lat);
+    cvx_embeddings_free(&emb);
+    cvx_cond_set_free(&more);
+    cvx_cond_set_free(&gold_more);
+    cvx_model_close(m);
+    gh_close(&c);
+}
+
+static void test_t2v(void **state) {
+    (void)state;
+    t2v_case("e2e_t2v");
+}
+static void test_t2v_glyph(void **state) {
+    (void)state;
+    t2v_case("e2e_t2v_glyph");
+}
+static void test_t2v_nocfg(void **state) {
+    (void)state;
+    t2v_case("e2e_t2v_nocfg");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_t2v),
+        cmocka_unit_test(test_t2v_glyph),
+        cmocka_unit_test(test_t2v_nocfg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
