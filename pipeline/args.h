@@ -12,7 +12,7 @@
 #include "stage2/cache.h"
 #include "stage2/preview.h"
 
-#define CVX_ARGS_MAX_FLAGS 48
+#define CVX_ARGS_MAX_FLAGS 64
 
 /* --lora FILE[:WEIGHT], repeatable: the adapters in the order given; `given` joins every value
  * given (what the MPI ranks agree on). */

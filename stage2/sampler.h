@@ -72,7 +72,7 @@ int cvx_uses_cfg(double guidance_scale);
 /* The run settings a checkpoint belongs to, as (key, value) strings; stored in the checkpoint
  * metadata as "run.<key>" and compared one by one on resume (a run.<key> of the checkpoint that
  * the run lacks is refused too). */
-#define CVX_FP_MAX 48
+#define CVX_FP_MAX 64
 typedef struct cvx_fingerprint {
     int n;
     char key[CVX_FP_MAX][48];
