@@ -1,5 +1,6 @@
 /* Parts a family row composes instead of copying (pipeline/internal.h): the memory check of a
- * component's weights (a single file or a directory of .safetensors / .gguf files). */
+ * component's weights (a single file or a directory of .safetensors / .gguf files) and a
+ * component's file path. */
 #include "pipeline/internal.h"
 
 #include <dirent.h>
@@ -38,4 +39,8 @@ int cvx_weights_fit_memory(const char *path, const char *advice) {
     return cvx_error("%s: the weights are %.1f GB and this machine has %.1f GB of memory: they would be read from disk "
                      "again and again for hours. Use %s, or more memory (CVX_ALLOW_LARGE_WEIGHTS=1 runs anyway)",
                      path, bytes / 1e9, mem / 1e9, advice);
+}
+
+void cvx_component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n) {
+    snprintf(out, n, "%s/%s/%s", m->dir, comp, file);
 }

@@ -42,10 +42,6 @@ typedef struct {
 
 static hv15_state *S(const cvx_model *m) { return m->fam; }
 
-static void component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n) {
-    snprintf(out, n, "%s/%s/%s", m->dir, comp, file);
-}
-
 /* ---- open / close ---- */
 /* HunyuanVideo15Pipeline's defaults: 121 frames at the 16:9 size of target_size (480×848 for the
  * 480p models, 720×1280 for 720p), 24 fps; guidance from the guider config. */
@@ -67,12 +63,12 @@ static int hv15_open(cvx_model *m) {
     char path[4300];
     m->fam = cvx_calloc(1, sizeof(hv15_state));
     hv15_state *s = S(m);
-    component_path(m, "transformer", "config.json", path, sizeof path);
+    cvx_component_path(m, "transformer", "config.json", path, sizeof path);
     if ((m->has_denoiser_config = cvx_is_file(path)) && hv15_config_load(path, &s->tcfg)) return -1;
-    component_path(m, "vae", "config.json", path, sizeof path);
+    cvx_component_path(m, "vae", "config.json", path, sizeof path);
     m->has_vae_config = cvx_is_file(path);
     if (hv15_vae_config_load(&s->vcfg, m->has_vae_config ? path : NULL)) return -1;
-    component_path(m, "guider", "guider_config.json", path, sizeof path);
+    cvx_component_path(m, "guider", "guider_config.json", path, sizeof path);
     if (cvx_is_file(path)) {
         if (cvx_cfg_guider_load(&s->guider, path)) return -1;
     } else {
@@ -140,7 +136,7 @@ static int load_transformer(cvx_model *m) {
     if (s->transformer) return 0;
     char dir[4200], cfg[4300];
     if (m->transformer_file[0]) {
-        component_path(m, "transformer", "config.json", cfg, sizeof cfg);
+        cvx_component_path(m, "transformer", "config.json", cfg, sizeof cfg);
         if (!cvx_is_file(cfg))
             return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
                              m->transformer_file, m->dir);
@@ -158,7 +154,7 @@ static int load_vae(cvx_model *m) {
     if (s->vae) return 0;
     char dir[4200], cfg[4300];
     if (m->vae_file[0]) {
-        component_path(m, "vae", "config.json", cfg, sizeof cfg);
+        cvx_component_path(m, "vae", "config.json", cfg, sizeof cfg);
         s->vae = hv15_vae_load_file(cvx_is_file(cfg) ? cfg : NULL, m->vae_file, m->ctx);
     } else {
         if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;

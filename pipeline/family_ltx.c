@@ -46,18 +46,14 @@ typedef struct {
 
 static ltx_state *S(const cvx_model *m) { return m->fam; }
 
-static void component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n) {
-    snprintf(out, n, "%s/%s/%s", m->dir, comp, file);
-}
-
 /* ---- open / close ---- */
 /* LTXPipeline's defaults: 161 frames of 512×704 at 25 fps, guidance 3. */
 static int ltx_open(cvx_model *m) {
     char path[4300];
     m->fam = cvx_calloc(1, sizeof(ltx_state));
-    component_path(m, "transformer", "config.json", path, sizeof path);
+    cvx_component_path(m, "transformer", "config.json", path, sizeof path);
     if ((m->has_denoiser_config = cvx_is_file(path)) && ltx_config_load(path, &S(m)->tcfg)) return -1;
-    component_path(m, "vae", "config.json", path, sizeof path);
+    cvx_component_path(m, "vae", "config.json", path, sizeof path);
     if ((m->has_vae_config = cvx_is_file(path)) && ltx_vae_config_load(path, &S(m)->vcfg)) return -1;
     cvx_model_info *i = &m->info;
     i->vae_scale_spatial = 32, i->vae_scale_temporal = 8;

@@ -60,10 +60,6 @@ typedef struct {
 static wan_state *S(const cvx_model *m) { return m->fam; }
 
 /* "<dir>/<component>/<file>" */
-static void component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n) {
-    snprintf(out, n, "%s/%s/%s", m->dir, comp, file);
-}
-
 /* ---- open / close ---- */
 /* The defaults of WanPipeline and the model cards: 81 frames of 480×832 at 16 fps, guidance 5. */
 static void fill_info(cvx_model *m) {
@@ -107,7 +103,7 @@ static int read_pipeline_config(cvx_model *m) {
     if (has_boundary) {
         rc = wan_boundary_check(s->boundary_ratio, path);
         char cfg2[4300];
-        component_path(m, "transformer_2", "config.json", cfg2, sizeof cfg2);
+        cvx_component_path(m, "transformer_2", "config.json", cfg2, sizeof cfg2);
         if (!rc && !cvx_is_file(cfg2))
             rc = cvx_error("%s: boundary_ratio %g needs two experts, but %s is missing (Wan 2.2 A14B: transformer "
                            "= high noise, transformer_2 = low noise)", path, s->boundary_ratio, cfg2);
@@ -128,9 +124,9 @@ static int read_pipeline_config(cvx_model *m) {
 static int wan_open(cvx_model *m) {
     char path[4300];
     m->fam = cvx_calloc(1, sizeof(wan_state));
-    component_path(m, "transformer", "config.json", path, sizeof path);
+    cvx_component_path(m, "transformer", "config.json", path, sizeof path);
     if ((m->has_denoiser_config = cvx_is_file(path)) && wan_config_load(path, &S(m)->tcfg)) return -1;
-    component_path(m, "vae", "config.json", path, sizeof path);
+    cvx_component_path(m, "vae", "config.json", path, sizeof path);
     m->has_vae_config = cvx_is_file(path);
     if (wan_vae_config_load(&S(m)->vcfg, m->has_vae_config ? path : NULL) || read_pipeline_config(m)) return -1;
     if (!m->has_vae_config && m->vae_file[0]) m->has_vae_config = 1;   /* a single VAE file: the defaults */
@@ -161,7 +157,7 @@ static int load_text_encoder(cvx_model *m) {
     if (t5_tokenizer_load(&s->tok, tok_dir)) return -1;
     int rc;
     if (m->text_encoder_file[0]) {
-        component_path(m, "text_encoder", "config.json", cfg, sizeof cfg);
+        cvx_component_path(m, "text_encoder", "config.json", cfg, sizeof cfg);
         rc = t5_build_file(&s->t5, m->text_encoder_file, cfg, m->ctx);
     } else {
         rc = cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
@@ -211,7 +207,7 @@ static int load_expert(cvx_model *m, int expert) {
         if (cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS)) return -1;
         s->transformer = wan_load(dir, m->ctx);
     } else if (m->transformer_file[0]) {
-        component_path(m, "transformer", "config.json", cfg, sizeof cfg);
+        cvx_component_path(m, "transformer", "config.json", cfg, sizeof cfg);
         if (!cvx_is_file(cfg))
             return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
                              m->transformer_file, m->dir);
@@ -232,7 +228,7 @@ static int load_vae(cvx_model *m) {
     if (s->vae) return 0;
     char dir[4200], cfg[4300];
     if (m->vae_file[0]) {
-        component_path(m, "vae", "config.json", cfg, sizeof cfg);
+        cvx_component_path(m, "vae", "config.json", cfg, sizeof cfg);
         s->vae = wan_vae_load_file(cvx_is_file(cfg) ? cfg : NULL, m->vae_file, m->ctx);
     } else {
         if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;

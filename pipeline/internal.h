@@ -46,6 +46,8 @@ int cvx_lora_fingerprint(cvx_model *m, void *fp);
  * from disk for hours): 0, or -1 + one cvx_error line naming the sizes and `advice` ("a quantized
  * file (...)"); CVX_ALLOW_LARGE_WEIGHTS=1 lets anything through. */
 int cvx_weights_fit_memory(const char *path, const char *advice);
+/* <model dir>/<comp>/<file> into out (a component's file of a diffusers directory) */
+void cvx_component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n);
 
 /* generation_config.json updates (a json_object of keys; null values clear) -> path, directly
  * (set NULL) or into the output set; a set's second update of the same file renders over its
