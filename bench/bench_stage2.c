@@ -16,7 +16,7 @@
 #include "gemm.h"
 #include "gemm_fast.h"
 #include "safetensors.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 
 #include "bench_models.h"
 

@@ -10,7 +10,7 @@
  *                 [--threads 1,2,3,8] [--precision f32|bf16|both] */
 #include "error.h"
 #include "gemm.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 #include "stage2/wan.h"
 
 #include "bench_models.h"

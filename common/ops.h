@@ -64,8 +64,8 @@ void cvx_linspace_f64(double start, double end, int steps, int vec, double *out)
 void cvx_linspace_f32(float start, float end, int steps, int vec, float *out);
 
 /* diffusers get_timestep_embedding (max_period 10000, scale 1): out [n, dim] from t [n] in
- * float32 as PyTorch computes it; [cos | sin] when flip_sin_to_cos. (The transformers' and the LTX
- * VAE's time embedders; stage2/positional.h keeps its cogvideox_timestep_sinusoid name.) */
+ * float32 as PyTorch computes it; [cos | sin] when flip_sin_to_cos. (Every transformer's and the LTX
+ * VAE's time embedder.) */
 void cvx_timestep_sinusoid(float *out, const float *t, int n, int dim, int flip_sin_to_cos, double freq_shift);
 
 /* Relative L2 error ‖a−b‖ / ‖b‖ (double accumulation); used by tests and debug tooling. */

@@ -6,8 +6,8 @@
 #include "pipeline/internal.h"
 #include "pipeline/conditioning.h"
 #include "stage1/t5.h"
-#include "stage1/tokenizer.h"
-#include "stage2/transformer.h"
+#include "stage1/t5_tokenizer.h"
+#include "stage2/cogvideox.h"
 #include "stage3/cogvideox_vae.h"
 #include "stage3/cogvideox_vae_encoder.h"
 

@@ -18,7 +18,7 @@
 #include "rng_lowp.h"
 #include "validate.h"
 #include "stage1/t5.h"
-#include "stage1/tokenizer.h"
+#include "stage1/t5_tokenizer.h"
 #include "stage2/ltx.h"
 #include "stage2/ltx_family.h"
 #include "stage2/ltx_pack.h"

@@ -22,7 +22,7 @@
 #include "stage1/clip_vision.h"
 #include "stage1/prompt_clean.h"
 #include "stage1/t5.h"
-#include "stage1/tokenizer.h"
+#include "stage1/t5_tokenizer.h"
 #include "stage2/cache.h"
 #include "stage2/wan.h"
 #include "stage2/wan_family.h"

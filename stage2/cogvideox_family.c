@@ -1,4 +1,4 @@
-/* CogVideoX in stage 2: the denoiser adapter over stage2/transformer.c, the latent shape rules
+/* CogVideoX in stage 2: the denoiser adapter over stage2/cogvideox.c, the latent shape rules
  * of CogVideoXPipeline, and the TeaCache coefficients (cogvideox_family.h). */
 #include "stage2/cogvideox_family.h"
 

@@ -7,7 +7,7 @@
 #include "stage2/denoiser.h"
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 
 /* The denoiser over a loaded transformer (borrowed). i2v: the input is [latents, image latents]
  * on the channel axis per frame (in.cond = the image latents, [F, C, h, w]). Free with

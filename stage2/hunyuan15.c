@@ -11,7 +11,7 @@
 #include "error.h"
 #include "gemm.h"
 #include "ops.h"
-#include "stage2/positional.h"
+#include "stage2/cogvideox_rope.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -87,7 +87,7 @@ static void timestep_embedding(hv15_transformer *m, const float *t, int B, const
                                const hv15_linear *l2, float *out) {
     int D = m->c.num_attention_heads * m->c.attention_head_dim;
     float *sinus = cvx_malloc(sizeof(float) * (size_t)B * 256), *u = cvx_malloc(sizeof(float) * (size_t)B * D);
-    cogvideox_timestep_sinusoid(sinus, t, B, 256, 1, 0.0);                               // [B, 256]
+    cvx_timestep_sinusoid(sinus, t, B, 256, 1, 0.0);                               // [B, 256]
     linear(m, sinus, B, l1, u);                                                          // [B, D]
     cvx_silu(u, (size_t)B * D);
     linear(m, u, B, l2, out);                                                            // [B, D]

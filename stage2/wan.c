@@ -20,7 +20,7 @@
 #include "error.h"
 #include "gemm.h"
 #include "ops.h"
-#include "stage2/positional.h"
+#include "stage2/cogvideox_rope.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -65,7 +65,7 @@ static void wan_time_embedding(wan_transformer *m, const float *t, int B, float 
     const wan_config *c = &m->c;
     int D = c->num_attention_heads * c->attention_head_dim, Fq = c->freq_dim;
     float *sinus = cvx_malloc(sizeof(float) * (size_t)B * Fq), *t1 = cvx_malloc(sizeof(float) * (size_t)B * D);
-    cogvideox_timestep_sinusoid(sinus, t, B, Fq, 1, 0.0);                                // [B, Fq]
+    cvx_timestep_sinusoid(sinus, t, B, Fq, 1, 0.0);                                // [B, Fq]
     linear_f32(m, sinus, B, Fq, m->time1_w, m->time1_b, t1);                             // [B, D]
     cvx_silu(t1, (size_t)B * D);
     linear_f32(m, t1, B, D, m->time2_w, m->time2_b, temb);                               // [B, D]

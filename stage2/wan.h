@@ -2,7 +2,7 @@
  * with per-token timesteps and each A14B expert, diffusers 0.35.2), read from a
  * diffusers `transformer/` directory (config.json + diffusion_pytorch_model*.safetensors) or from
  * one single-file checkpoint with the original Wan / ComfyUI key names. build / forward / free as
- * stage2/transformer.c: weights stay mmapped in their storage dtype, f32 compute (or bf16
+ * stage2/cogvideox.c: weights stay mmapped in their storage dtype, f32 compute (or bf16
  * operands in the linears and attention products when the context says so).
  *
  * Layouts: latents [B, C, F, H, W] (channels before frames, unlike CogVideoX). */

@@ -6,7 +6,7 @@
 #include "golden_harness.h"
 
 #include "stage1/t5.h"
-#include "stage1/tokenizer.h"
+#include "stage1/t5_tokenizer.h"
 
 #define TEXT "tests/data/golden_ltx/text"
 #define LTX_MAX_LEN 128   /* the pipelines' max_sequence_length and the tokenizer's model_max_length */

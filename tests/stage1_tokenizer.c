@@ -3,7 +3,7 @@
  * row of tests/golden_cases.c. */
 #include "testutil.h"
 #include "config.h"
-#include "stage1/tokenizer.h"
+#include "stage1/t5_tokenizer.h"
 
 #define TOK_CASE GOLDEN "/tokenizer"
 /* The genuine T5 v1.1 spiece.model (golden README §13) and transformers' ids for 11 prompts. */

@@ -4,7 +4,7 @@
  * and a 10 MB prompt must take little memory (it took 934 MB). */
 #include "testutil.h"
 #include "config.h"
-#include "stage1/tokenizer.h"
+#include "stage1/t5_tokenizer.h"
 
 #define TOK_DIR GOLDEN "/tokenizer/model/tokenizer"
 #define L 226

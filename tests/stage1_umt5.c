@@ -10,7 +10,7 @@
 
 #include "stage1/prompt_clean.h"
 #include "stage1/t5.h"
-#include "stage1/tokenizer.h"
+#include "stage1/t5_tokenizer.h"
 
 #define TOK_CASE "tests/data/golden_wan/tokenizer"
 #define UMT5_CASE "tests/data/golden_wan/umt5"

@@ -36,7 +36,7 @@
 #include "stage2/sampler.h"
 #include "stage2/cogvideox_family.h"
 #include "stage2/scheduler_ddpm.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 
 #define GOLDEN "tests/data/golden"
 #define MAXS 64

@@ -10,7 +10,7 @@
 
 #include "fileio.h"
 #include "gguf.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 #include "stage2/wan.h"
 
 #include <dirent.h>

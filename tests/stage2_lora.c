@@ -16,7 +16,7 @@
 #include "golden_harness.h"
 
 #include "lora.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 #include "stage2/wan.h"
 
 #define LORA_DATA "tests/data/golden_lora/"

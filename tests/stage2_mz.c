@@ -15,7 +15,7 @@
 #include "golden_harness.h"
 
 #include "fileio.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 
 #define GG "tests/data/golden_gguf/cogvideox"
 #define CFG GG "/model/transformer/config.json"

@@ -23,7 +23,7 @@
 #include "stage2/cogvideox_family.h"
 #include "stage2/wan_family.h"
 #include "stage2/scheduler_ddpm.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 
 #define GOLDEN "tests/data/golden"
 

@@ -17,7 +17,7 @@
 #include "quant.h"
 #include "stage2/cogvideox_family.h"
 #include "stage2/quantize.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox.h"
 #include "stage2/wan.h"
 
 #define GA "tests/data/golden_adapters"

@@ -5,8 +5,8 @@
 
 #include <dirent.h>
 
-#include "stage2/positional.h"
-#include "stage2/transformer.h"
+#include "stage2/cogvideox_rope.h"
+#include "stage2/cogvideox.h"
 
 /* A transformer golden case opened with the one loader: the case and its forward's tensors. */
 typedef struct {
@@ -342,7 +342,7 @@ static void test_bf16_sharded(void **s) {
 static void test_positional_basics(void **s) {
     (void)s;
     float t0 = 0, e[8];
-    cogvideox_timestep_sinusoid(e, &t0, 1, 8, 1, 0);
+    cvx_timestep_sinusoid(e, &t0, 1, 8, 1, 0);
     for (int i = 0; i < 4; i++) { assert_true(e[i] == 1.0f); assert_true(e[4 + i] == 0.0f); }
     float ls[40];
     cvx_linspace_f32(2.0f, 4.5f, 40, 1, ls);

@@ -16,7 +16,7 @@
 #include "dist.h"
 #include "fileio.h"
 #include "validate.h"
-#include "stage2/positional.h"
+#include "stage2/cogvideox_rope.h"
 #include "stage2/wan.h"
 
 #define WAN_DATA "tests/data/golden_wan/"
@@ -83,7 +83,7 @@ static void check_golden(const char *name) {
 
     /* the sinusoid (cos first) */
     float *sin_got = cvx_malloc(sizeof(float) * (size_t)w.B * c->freq_dim);
-    cogvideox_timestep_sinusoid(sin_got, w.t_int, w.B, c->freq_dim, 1, 0.0);
+    cvx_timestep_sinusoid(sin_got, w.t_int, w.B, c->freq_dim, 1, 0.0);
     want = gh_f32(&w.c, NULL, "inter.timesteps_proj");
     gh_check_rel_l2(&w.c, "timesteps_proj", sin_got, want, (size_t)w.B * c->freq_dim, 1e-6);
     free(sin_got); free(want);

@@ -19,7 +19,7 @@
 #include "golden_harness.h"
 
 #include "rng.h"
-#include "stage2/positional.h"
+#include "stage2/cogvideox_rope.h"
 #include "stage2/scheduler_flow.h"
 #include "stage3/wan_vae.h"
 #include "stage2/wan.h"

@@ -2,8 +2,8 @@
  *   tokenizer(prompt, padding="max_length", max_length=L, truncation=True, add_special_tokens=True)
  * i.e. split on literal added tokens, sentencepiece per chunk, EOS, truncate keeping the EOS,
  * right-pad with the pad id, attention mask. Golden README section 1 spells out each step. */
-#ifndef CVX_STAGE1_TOKENIZER_H
-#define CVX_STAGE1_TOKENIZER_H
+#ifndef CVX_STAGE1_T5_TOKENIZER_H
+#define CVX_STAGE1_T5_TOKENIZER_H
 
 #include <stdint.h>
 

@@ -8,7 +8,7 @@
  *   3. truncation: with the EOS to come, at most max_len - 1 ids are kept.
  *   4. EOS appended unless the ids already end with it (_add_eos_if_not_present).
  *   5. right padding with the pad id; attention mask 1 on the real ids. */
-#include "tokenizer.h"
+#include "t5_tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

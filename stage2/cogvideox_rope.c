@@ -1,15 +1,11 @@
-/* Timestep sinusoid, 3D sin-cos table and 3D rotary tables, number for number as diffusers
+/* 3D sin-cos table and 3D rotary tables, number for number as diffusers
  * 0.32.2 computes them (float32 where PyTorch uses float32, float64 where numpy-style code does). */
-#include "positional.h"
+#include "cogvideox_rope.h"
 #include "error.h"
 #include "ops.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-void cogvideox_timestep_sinusoid(float *out, const float *t, int n, int dim, int flip_sin_to_cos, double freq_shift) {
-    cvx_timestep_sinusoid(out, t, n, dim, flip_sin_to_cos, freq_shift);
-}
 
 /* get_1d_sincos_pos_embed_from_grid for one position: d values [sin(pos·ω) | cos(pos·ω)],
  * ω_k = 1/10000^(k/(d/2)) in float64. */

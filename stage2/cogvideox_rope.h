@@ -1,14 +1,12 @@
 /* Positional information for the CogVideoX transformer, computed exactly as diffusers 0.32.2
- * computes it: the sinusoidal timestep embedding, the 3D sin-cos table (CogVideoX-2b) and the
- * 3D rotary tables (CogVideoX-5b / 1.5; cogvideox_rope_tables in transformer.h). */
-#ifndef CVX_STAGE2_POSITIONAL_H
-#define CVX_STAGE2_POSITIONAL_H
+ * computes it: the 3D sin-cos table (CogVideoX-2b) and the 3D rotary tables (CogVideoX-5b / 1.5;
+ * cogvideox_rope_tables in cogvideox.h). The timestep sinusoid is common/ops.h's. */
+#ifndef CVX_STAGE2_COGVIDEOX_ROPE_H
+#define CVX_STAGE2_COGVIDEOX_ROPE_H
 
-#include "transformer.h"
+#include "cogvideox.h"
 
-/* diffusers get_timestep_embedding (max_period 10000, scale 1): out [n, dim] from t [n]
- * (float32 arithmetic as PyTorch does it); [cos, sin] when flip_sin_to_cos. */
-void cogvideox_timestep_sinusoid(float *out, const float *t, int n, int dim, int flip_sin_to_cos, double freq_shift);
+#include "ops.h"
 
 /* get_3d_sincos_pos_embed: table [T·gh·gw, D], token order (t, y, x); per token
  * [temporal D/4 | width-based 3D/8 | height-based 3D/8], each part [sin | cos].

@@ -6,8 +6,8 @@
  * element at a time and norm1/to_out/feed-forward in row chunks: the activations are h plus
  * q, k, v of one element and a chunk (CogVideoX-5b at 49 frames 480×720: 0.44 + 0.71 GB, plus
  * cvx_linear's 0.15 GB widening scratch) next to the mmapped weights. */
-#include "transformer.h"
-#include "positional.h"
+#include "cogvideox.h"
+#include "cogvideox_rope.h"
 #include "config.h"
 #include "dist.h"
 #include "error.h"
@@ -355,7 +355,7 @@ static void cogvideox_time_embedding(cogvideox_transformer *m, const int64_t *ti
     float *t = cvx_malloc(sizeof(float) * (size_t)B);
     float *freq = cvx_malloc(sizeof(float) * (size_t)B * D), *t1 = cvx_malloc(sizeof(float) * (size_t)B * E);
     for (int b = 0; b < B; b++) t[b] = (float)timestep[b];
-    cogvideox_timestep_sinusoid(freq, t, B, D, c->flip_sin_to_cos, c->freq_shift);   // [B, D]
+    cvx_timestep_sinusoid(freq, t, B, D, c->flip_sin_to_cos, c->freq_shift);   // [B, D]
     linear(m, freq, B, D, m->time_lin1_w, m->time_lin1_b, t1);                       // [B, E]
     cvx_silu(t1, (size_t)B * E);
     linear(m, t1, B, E, m->time_lin2_w, m->time_lin2_b, temb);                       // [B, E]
@@ -363,7 +363,7 @@ static void cogvideox_time_embedding(cogvideox_transformer *m, const int64_t *ti
         int O = c->ofs_embed_dim;
         float *of = cvx_malloc(sizeof(float) * (size_t)n_ofs * O), *o1 = cvx_malloc(sizeof(float) * (size_t)n_ofs * O),
               *o2 = cvx_malloc(sizeof(float) * (size_t)n_ofs * O);
-        cogvideox_timestep_sinusoid(of, ofs, n_ofs, O, c->flip_sin_to_cos, c->freq_shift);   // [n_ofs, O]
+        cvx_timestep_sinusoid(of, ofs, n_ofs, O, c->flip_sin_to_cos, c->freq_shift);   // [n_ofs, O]
         linear(m, of, n_ofs, O, m->ofs_lin1_w, m->ofs_lin1_b, o1);                         // [n_ofs, O]
         cvx_silu(o1, (size_t)n_ofs * O);
         linear(m, o1, n_ofs, O, m->ofs_lin2_w, m->ofs_lin2_b, o2);                         // [n_ofs, O]

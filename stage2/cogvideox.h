@@ -1,8 +1,8 @@
 /* CogVideoXTransformer3DModel (CogVideoX-2b, -5b, 1.5-5B), read from a diffusers
  * `transformer/` directory: config.json + diffusion_pytorch_model*.safetensors.
  * build / forward / free, as llama2.c: weights stay mmapped in their storage dtype. */
-#ifndef CVX_STAGE2_TRANSFORMER_H
-#define CVX_STAGE2_TRANSFORMER_H
+#ifndef CVX_STAGE2_COGVIDEOX_H
+#define CVX_STAGE2_COGVIDEOX_H
 
 #include <stdint.h>
 
