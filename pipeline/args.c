@@ -3,6 +3,7 @@
 #include "pipeline/args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -12,6 +13,33 @@
 static int parse_cache(const char *v, void *kind) { return cvx_cache_parse_kind(v, kind); }
 static int parse_coeffs(const char *v, void *c) { return cvx_teacache_parse_coefficients(v, c); }
 static int parse_preview(const char *v, void *mode) { return cvx_preview_parse_mode(v, mode); }
+
+/* --timesteps T1,T2,...: numbers (the order and range are cvx_sample_resolve's checks) */
+static int parse_timesteps(const char *v, void *dest) {
+    cvx_stage2_args *a = dest;
+    int n = 0;
+    for (const char *p = v;; n++) {
+        char *end;
+        if (n == CVX_ARGS_MAX_TIMESTEPS) return cvx_error("--timesteps: at most %d values", CVX_ARGS_MAX_TIMESTEPS);
+        a->timesteps[n] = strtod(p, &end);
+        if (end == p || (*end && *end != ','))
+            return cvx_error("--timesteps: '%s' is not a comma-separated list of numbers", v);
+        if (!*end) break;
+        p = end + 1;
+    }
+    a->sp.timesteps = a->timesteps, a->sp.n_timesteps = n + 1;
+    return 0;
+}
+/* --image_cond_noise_scale S: a number >= 0, marked as given (the pipeline's 0.15 otherwise) */
+static int parse_cond_noise(const char *v, void *dest) {
+    cvx_sample_params *sp = dest;
+    char *end;
+    const double x = strtod(v, &end);
+    if (end == v || *end || !(x >= 0 && x <= 1e6))
+        return cvx_error("--image_cond_noise_scale: '%s' is not a number in [0, 1e6]", v);
+    sp->image_cond_noise_scale = x, sp->image_cond_noise_set = 1;
+    return 0;
+}
 
 static void copy_table(cvx_flag *dst, const cvx_flag *src, size_t n) {
     CVX_CHECK(n <= CVX_ARGS_MAX_FLAGS);
@@ -38,7 +66,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
     memset(a, 0, sizeof *a);
     a->input_dir = default_dir;
     a->verbosity = 1, a->checkpoint_every = 1, a->sp_degree = 1;
-    a->sp = (cvx_sample_params){.num_inference_steps = 50, .guidance_scale = -1, .seed = 42};   /* -1: the model's */
+    /* steps 0: 50, or as many as --timesteps gives (cvx_sample_resolve); guidance -1: the model's */
+    a->sp = (cvx_sample_params){.num_inference_steps = 0, .guidance_scale = -1, .seed = 42};
     a->out_dtype = CVX_F32;
     a->cache_kind = CVX_CACHE_NONE;
     static const cvx_flag_choice dtypes[] = {
@@ -78,7 +107,9 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
         CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1),
         CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999),
-        CVX_FLAG_NUM_("guidance_rescale", &sp->guidance_rescale, 0, 1), {0}};
+        CVX_FLAG_NUM_("guidance_rescale", &sp->guidance_rescale, 0, 1),
+        CVX_FLAG_PARSE_("timesteps", parse_timesteps, a, &a->timesteps_arg),
+        CVX_FLAG_PARSE_("image_cond_noise_scale", parse_cond_noise, sp, &a->cond_noise_arg), {0}};
     copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
 }
 

@@ -13,6 +13,7 @@
 #include "stage2/preview.h"
 
 #define CVX_ARGS_MAX_FLAGS 64
+#define CVX_ARGS_MAX_TIMESTEPS 1000
 
 /* --lora FILE[:WEIGHT], repeatable: the adapters in the order given; `given` joins every value
  * given (what the MPI ranks agree on). */
@@ -35,6 +36,8 @@ typedef struct {
     int fps, threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
     int prompt_index;   /* --prompt_index N: stage1_embeddings_NNNN in, files numbered alike out (0: none) */
     cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance) */
+    double timesteps[CVX_ARGS_MAX_TIMESTEPS];   /* --timesteps T1,T2,...: sp.timesteps points here */
+    const char *timesteps_arg, *cond_noise_arg;   /* --timesteps, --image_cond_noise_scale as given */
     cvx_dtype out_dtype;
     double teacache_coeffs[5], cache_threshold;
     cvx_cache_kind cache_kind;

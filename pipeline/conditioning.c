@@ -28,7 +28,9 @@
 #define DEFAULT_STRENGTH 0.8   /* CogVideoXVideoToVideoPipeline.__call__'s default */
 #define FILE_FORMAT "cogvideox.c stage1 conditioning v1"
 
-const char *cvx_mode_name(cvx_mode mode) { return mode == CVX_MODE_I2V ? "i2v" : mode == CVX_MODE_V2V ? "v2v" : "t2v"; }
+const char *cvx_mode_name(cvx_mode mode) {
+    return mode == CVX_MODE_I2V ? "i2v" : mode == CVX_MODE_V2V ? "v2v" : mode == CVX_MODE_COND ? "condition" : "t2v";
+}
 
 void cvx_conditioning_free(cvx_conditioning *c) {
     free(c->mean);
@@ -44,6 +46,15 @@ int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_
     memset(out, 0, sizeof *out);
     cvx_ctx_use(m->ctx);
     const char *src = p->image ? p->image : p->video;
+    if (p->n_conditions) {
+        if (!m->family->takes_conditions)
+            return cvx_error("--condition: %s takes no conditions (LTX-Video's LTXConditionPipeline does; give "
+                             "--image or --video)", m->family->name);
+        if (p->image || p->video) return cvx_error("--condition: give conditions, or --image / --video, not both");
+        if (p->n_conditions > CVX_MAX_CONDITIONS)
+            return cvx_error("--condition: %d given, at most %d", p->n_conditions, CVX_MAX_CONDITIONS);
+        src = p->conditions[0].path;
+    }
     if (m->family->encode_conditioning(m, p, progress, user, out)) return -1;
     /* a NaN/Inf (a damaged encoder weight) would only show in stage 2, as diverged latents, or be
      * written as an all-NaN conditioning file: named here instead, before anything is written */
@@ -65,7 +76,8 @@ int cvx_sample_conditioning_sizes(const cvx_conditioning *c, cvx_sample_params *
     if (!r->width) r->width = c->width;
     if (r->height != c->height || r->width != c->width)
         return cvx_error("--height %d --width %d: stage 1 encoded the %s at %dx%d (pass the size to stage 1, or none "
-                         "to stage 2)", r->height, r->width, c->mode == CVX_MODE_I2V ? "image" : "video", c->width,
+                         "to stage 2)", r->height, r->width,
+                         c->mode == CVX_MODE_I2V ? "image" : c->mode == CVX_MODE_COND ? "conditions" : "video", c->width,
                          c->height);
     if (c->mode == CVX_MODE_V2V) {
         if (!r->frames) r->frames = c->frames;
@@ -73,14 +85,15 @@ int cvx_sample_conditioning_sizes(const cvx_conditioning *c, cvx_sample_params *
             return cvx_error("--frames %d: video-to-video makes as many frames as the input video has (%d)", r->frames,
                              c->frames);
         if (!(r->strength > 0)) r->strength = DEFAULT_STRENGTH;
-    } else if (c->frames > 1) {   /* Wan I2V: stage 1 encoded the image for a video of c->frames frames */
+    } else if (c->frames > 1) {   /* Wan I2V, LTX conditions: stage 1 encoded for a video of c->frames frames */
         if (!r->frames) r->frames = c->frames;
         if (r->frames != c->frames)
             return cvx_error("--frames %d: stage 1 encoded the image for a %d-frame video (give stage 1 --frames %d)",
                              r->frames, c->frames, r->frames);
     }
-    if (c->mode == CVX_MODE_I2V && r->strength)
-        return cvx_error("--strength %g is for video-to-video; image-to-video runs every step", r->strength);
+    if ((c->mode == CVX_MODE_I2V || c->mode == CVX_MODE_COND) && r->strength)
+        return cvx_error("--strength %g is for video-to-video; %s runs every step", r->strength,
+                         c->mode == CVX_MODE_I2V ? "image-to-video" : "the condition pipeline");
     return 0;
 }
 
@@ -105,6 +118,20 @@ int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_cond
              cvx_stw_metadata(w, "frames", buf[0]) || cvx_stw_metadata(w, "height", buf[1]) ||
              cvx_stw_metadata(w, "width", buf[2]) || cvx_stw_metadata(w, "source", source) ||
              cvx_stw_metadata(w, "model_id", model_id);
+    if (!rc && c->mode == CVX_MODE_COND) {   /* the conditions: lists in their order */
+        char lists[4][CVX_MAX_CONDITIONS * 32] = {"", "", "", ""};
+        static const char *const keys[4] = {"condition_frame_index", "condition_latent_frames", "condition_frames",
+                                            "condition_strength"};
+        for (int k = 0; k < c->n_items; k++) {
+            const cvx_condition_item *it = &c->items[k];
+            const char *sep = k ? "," : "";
+            snprintf(lists[0] + strlen(lists[0]), 32, "%s%d", sep, it->frame_index);
+            snprintf(lists[1] + strlen(lists[1]), 32, "%s%d", sep, it->T);
+            snprintf(lists[2] + strlen(lists[2]), 32, "%s%d", sep, it->frames);
+            snprintf(lists[3] + strlen(lists[3]), 32, "%s%.17g", sep, it->strength);
+        }
+        for (int k = 0; k < 4 && !rc; k++) rc = cvx_stw_metadata(w, keys[k], lists[k]);
+    }
     if (!rc && c->image_embeds) {   /* Wan I2V: the CLIP image embeddings [1, L, D] */
         const int64_t ishape[3] = {1, c->image_L, c->image_D};
         rc = cvx_stw_add_f32(w, "image_embeds", CVX_F32, 3, ishape, c->image_embeds);
@@ -112,6 +139,49 @@ int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_cond
     rc = rc || (set ? cvx_outset_stw(set, w, path) : cvx_stw_write(w, path));
     cvx_stw_free(w);
     return rc ? -1 : 0;
+}
+
+/* metadata `key`: n comma-separated numbers in [lo, hi] (ints unless dbl) into out / dout */
+static int meta_list(const cvx_safetensors *st, const char *key, int n, double lo, double hi, int *out, double *dout) {
+    const char *v = cvx_st_metadata(st, key), *p = v;
+    for (int k = 0; p && k < n; k++) {
+        char *end;
+        double x = dout ? strtod(p, &end) : (double)strtol(p, &end, 10);
+        if (end == p || !(x >= lo && x <= hi) || (*end != (k + 1 < n ? ',' : 0))) break;
+        if (dout) dout[k] = x;
+        else out[k] = (int)x;
+        p = k + 1 < n ? end + 1 : NULL;
+        if (k + 1 == n) return 0;
+    }
+    return cvx_error("%s: metadata '%s' is %s, expected %d comma-separated %s in [%g, %g]", cvx_st_path(st), key,
+                     v ? v : "missing", n, dout ? "numbers" : "integers", lo, hi);
+}
+
+/* the conditions' lists of a "condition" file; their latent frames must add up to T */
+static int read_items(const cvx_safetensors *st, cvx_conditioning *out) {
+    const char *nv = cvx_st_metadata(st, "condition_frame_index");
+    int n = 1;
+    for (const char *q = nv; q && *q; q++) n += *q == ',';
+    if (!nv || n > CVX_MAX_CONDITIONS)
+        return cvx_error("%s: metadata 'condition_frame_index' is %s, expected 1 to %d comma-separated frame indices",
+                         cvx_st_path(st), nv ? nv : "missing", CVX_MAX_CONDITIONS);
+    int fi[CVX_MAX_CONDITIONS], T[CVX_MAX_CONDITIONS], fr[CVX_MAX_CONDITIONS];
+    double sv[CVX_MAX_CONDITIONS];
+    if (meta_list(st, "condition_frame_index", n, 0, 1000000, fi, NULL) ||
+        meta_list(st, "condition_latent_frames", n, 1, 1000000, T, NULL) ||
+        meta_list(st, "condition_frames", n, 1, 1000000, fr, NULL) ||
+        meta_list(st, "condition_strength", n, 0, 1, NULL, sv))
+        return -1;
+    int sum = 0;
+    for (int k = 0; k < n; k++) {
+        out->items[k] = (cvx_condition_item){.frame_index = fi[k], .T = T[k], .frames = fr[k], .strength = sv[k]};
+        sum += T[k];
+    }
+    if (sum != out->T)
+        return cvx_error("%s: metadata 'condition_latent_frames' adds up to %d, tensor 'latent_mean' has %d latent "
+                         "frames", cvx_st_path(st), sum, out->T);
+    out->n_items = n;
+    return 0;
 }
 
 static int meta_int(const cvx_safetensors *st, const char *key, int lo, int *out) {
@@ -136,11 +206,12 @@ int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out)
         cvx_error("%s: metadata 'format' is %s, expected \"%s\"", path, fmt ? fmt : "missing", FILE_FORMAT);
         goto done;
     }
-    if (!mode || (strcmp(mode, "i2v") && strcmp(mode, "v2v"))) {
-        cvx_error("%s: metadata 'mode' is %s, expected \"i2v\" or \"v2v\"", path, mode ? mode : "missing");
+    if (!mode || (strcmp(mode, "i2v") && strcmp(mode, "v2v") && strcmp(mode, "condition"))) {
+        cvx_error("%s: metadata 'mode' is %s, expected \"i2v\", \"v2v\" or \"condition\"", path,
+                  mode ? mode : "missing");
         goto done;
     }
-    out->mode = !strcmp(mode, "i2v") ? CVX_MODE_I2V : CVX_MODE_V2V;
+    out->mode = !strcmp(mode, "i2v") ? CVX_MODE_I2V : !strcmp(mode, "v2v") ? CVX_MODE_V2V : CVX_MODE_COND;
     if (meta_int(st, "frames", 1, &out->frames) || meta_int(st, "height", 1, &out->height) ||
         meta_int(st, "width", 1, &out->width))
         goto done;
@@ -163,6 +234,7 @@ int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out)
                   "another model?)", path, out->C, m->dir, m->info.latent_channels);
         goto done;
     }
+    if (out->mode == CVX_MODE_COND && read_items(st, out)) goto done;
     if (cvx_check_model_mode(m, out->mode)) goto done;
     const cvx_tensor *ti = cvx_st_find(st, "image_embeds");
     if (ti) {
@@ -202,6 +274,10 @@ uint64_t cvx_conditioning_hash(const cvx_conditioning *c) {
     uint64_t h = cvx_xxh64(c->mean, n * sizeof(float), (uint64_t)c->mode);
     h = cvx_xxh64(c->std, n * sizeof(float), h);
     if (c->image_embeds) h = cvx_xxh64(c->image_embeds, (size_t)c->image_L * c->image_D * sizeof(float), h);
+    for (int k = 0; c->mode == CVX_MODE_COND && k < c->n_items; k++) {   /* field by field: no padding */
+        const double f[4] = {c->items[k].frame_index, c->items[k].T, c->items[k].frames, c->items[k].strength};
+        h = cvx_xxh64(f, sizeof f, h);
+    }
     return h;
 }
 
@@ -215,6 +291,7 @@ int cvx_genconfig_record_conditioning_set(cvx_outset *set, const char *path, con
     json_object_object_add(upd, "mode", json_object_new_string(cvx_mode_name(mode)));
     json_object_object_add(upd, "image", mode == CVX_MODE_I2V ? json_object_new_string(source) : NULL);
     json_object_object_add(upd, "video", mode == CVX_MODE_V2V ? json_object_new_string(source) : NULL);
+    json_object_object_add(upd, "conditions", mode == CVX_MODE_COND ? json_object_new_string(source) : NULL);
     /* T2V: null, not left from an earlier I2V/V2V run */
     json_object_object_add(upd, "conditioning_frames", c ? json_object_new_int(c->frames) : NULL);
     if (c) {

@@ -182,6 +182,15 @@ typedef struct cvx_sample_params {
     double guidance_rescale;      /* LTX-Video: diffusers' guidance_rescale φ (rescale_noise_cfg), 0 = none */
     double frame_rate;            /* LTX-Video: the frame rate of the rotary positions (8/frame_rate), 0 = the
                                    * model's fps */
+    /* explicit timesteps [n_timesteps] (descending, in (0, num_train_timesteps]), as the pipeline's
+     * timesteps= argument (LTX-Video's distilled schedules); NULL = the scheduler's own spacing.
+     * num_inference_steps 0 = n_timesteps, else it must equal it */
+    const double *timesteps;
+    int n_timesteps;
+    /* LTX-Video condition pipeline: image_cond_noise_scale (the hard conditions re-noised each step);
+     * used when image_cond_noise_set, else the pipeline's 0.15 */
+    double image_cond_noise_scale;
+    int image_cond_noise_set;
     /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
      * estimate to preview_path; preview "latent" (linear sketch, default) or "vae" (frame 0 decoded) */
     int preview_every;
@@ -266,8 +275,17 @@ int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *z, int B, 
  * encode: frame batches, tiles when an untiled encode would be large) and keeps the latent
  * distribution's mean and std, so the seed stays a stage-2 setting: cvx_sample draws the encoder
  * sample mean + std·randn with the seeded generator first, then the noise (upstream's order). */
-typedef enum { CVX_MODE_T2V = 0, CVX_MODE_I2V, CVX_MODE_V2V } cvx_mode;
-const char *cvx_mode_name(cvx_mode mode);   /* "t2v", "i2v", "v2v" */
+/* CVX_MODE_COND: LTXConditionPipeline's conditions (images or videos at frame indices with strengths) */
+typedef enum { CVX_MODE_T2V = 0, CVX_MODE_I2V, CVX_MODE_V2V, CVX_MODE_COND } cvx_mode;
+const char *cvx_mode_name(cvx_mode mode);   /* "t2v", "i2v", "v2v", "condition" */
+
+#define CVX_MAX_CONDITIONS 16
+/* One condition of the condition pipeline (stage 1 --condition PATH:FRAME:STRENGTH). */
+typedef struct {
+    const char *path;             /* an image, or a video file / directory of frames */
+    int frame_index;              /* the pixel frame it conditions (0: the start) */
+    double strength;              /* in [0, 1]; 1 = a hard condition */
+} cvx_condition_spec;
 
 typedef struct {
     const char *image;            /* I2V: an image file (PNG/JPEG/... anything libav decodes) */
@@ -275,7 +293,18 @@ typedef struct {
     int max_frames;               /* V2V: the first N frames (0 = all); Wan I2V: the video's frame count (0 =
                                    * the model's), which the encoded condition depends on */
     int height, width;            /* target size, 0 = the model's default */
+    /* LTX-Video's condition pipeline (mode CVX_MODE_COND; image and video NULL): the conditions in
+     * order; max_frames is then the video's frame count (0 = the model's) */
+    const cvx_condition_spec *conditions;
+    int n_conditions;
 } cvx_conditioning_params;
+
+/* What stage 1 kept of one condition (CVX_MODE_COND): its latent frames are T of the
+ * conditioning's mean / std, after the earlier conditions' (along T). */
+typedef struct {
+    int frame_index, T, frames;   /* frames: the pixel frames encoded (1 for an image) */
+    double strength;
+} cvx_condition_item;
 
 typedef struct cvx_conditioning {
     cvx_mode mode;
@@ -283,7 +312,10 @@ typedef struct cvx_conditioning {
     int C, T, h, w;
     float *image_embeds;          /* Wan I2V: the CLIP image encoder's penultimate hidden states [image_L, image_D] */
     int image_L, image_D;
-    int frames, height, width;    /* the pixel frames encoded and their (target) size */
+    int frames, height, width;    /* the pixel frames encoded and their (target) size (CVX_MODE_COND: the
+                                   * video's frame count) */
+    int n_items;                  /* CVX_MODE_COND: the conditions (mean / std: theirs along T, in order) */
+    cvx_condition_item items[CVX_MAX_CONDITIONS];
 } cvx_conditioning;
 void cvx_conditioning_free(cvx_conditioning *c);
 

@@ -17,6 +17,8 @@ static int dynamic_cfg_set(const cvx_sample_params *r) { return r->use_dynamic_c
 static int ret_steps_set(const cvx_sample_params *r) { return r->teacache_ret_steps != 0; }
 static int guidance_2_set(const cvx_sample_params *r) { return r->guidance_scale_2 > 0; }
 static int rescale_set(const cvx_sample_params *r) { return r->guidance_rescale != 0; }
+static int timesteps_set(const cvx_sample_params *r) { return r->n_timesteps != 0; }
+static int cond_noise_set(const cvx_sample_params *r) { return r->image_cond_noise_set; }
 
 const cvx_family_option cvx_family_options[] = {
     {"--use_dynamic_cfg", dynamic_cfg_set, "--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)"},
@@ -24,6 +26,9 @@ const cvx_family_option cvx_family_options[] = {
      "--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only"},
     {"--guidance_scale_2", guidance_2_set, "--guidance_scale_2 is Wan 2.2 A14B's (the low-noise expert's guidance)"},
     {"--guidance_rescale", rescale_set, "--guidance_rescale is LTX-Video's (this pipeline has no guidance rescale)"},
+    {"--timesteps", timesteps_set, "--timesteps: this model's scheduler takes no explicit timesteps (LTX-Video's does)"},
+    {"--image_cond_noise_scale", cond_noise_set,
+     "--image_cond_noise_scale is LTX-Video's condition pipeline's (give stage 1 --condition)"},
     {0},
 };
 

@@ -98,6 +98,8 @@ typedef struct cvx_family {
                                cvx_conditioning *out);
     /* the model's transformer fits the mode; -1 + one clear line */
     int (*check_mode)(cvx_model *m, cvx_mode mode);
+    /* encode_conditioning takes conditions (CVX_MODE_COND, stage 1 --condition: LTX-Video) */
+    int takes_conditions;
 
     /* ---- stage 2 ---- */
     /* the family-specific options (cvx_family_options' flags) it takes, NULL-terminated */

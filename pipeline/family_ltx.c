@@ -20,7 +20,9 @@
 #include "stage1/t5.h"
 #include "stage1/t5_tokenizer.h"
 #include "stage2/ltx.h"
+#include "stage2/ltx_cond.h"
 #include "stage2/ltx_family.h"
+#include "stage2/ltx_schedule.h"
 #include "stage2/ltx_pack.h"
 #include "stage2/scheduler_ltx.h"
 #include "stage3/latent_dist.h"
@@ -33,6 +35,7 @@
 /* the model cards' decode settings of the timestep-conditioned (0.9.5+) VAE */
 #define DEFAULT_DECODE_TIMESTEP 0.05
 #define DEFAULT_DECODE_NOISE_SCALE 0.025
+#define DEFAULT_COND_NOISE_SCALE 0.15   /* LTXConditionPipeline.__call__'s image_cond_noise_scale */
 
 typedef struct {
     ltx_config tcfg;           /* transformer/config.json (when m->has_denoiser_config) */
@@ -42,6 +45,9 @@ typedef struct {
     t5_model t5;
     ltx_transformer *transformer;
     ltx_vae *vae;
+    /* the last sample_setup's condition pipeline: packed latents with this many extra frames first */
+    int cond_latents, cond_extra_frames;
+    int condition_pipeline;    /* conditions encoded: the text encoder takes the mask (masked_encoder) */
 } ltx_state;
 
 static ltx_state *S(const cvx_model *m) { return m->fam; }
@@ -125,21 +131,29 @@ static int tokenize(cvx_model *m, const char *text, const char *label, int L, in
 }
 
 /* LTXPipeline._get_t5_prompt_embeds: the encoder runs without the attention mask (padding rows
- * are ordinary encoder outputs). */
+ * are ordinary encoder outputs); LTXConditionPipeline's (Mochi's) passes it: a model whose
+ * model_index.json names LTXConditionPipeline, or a handle that encoded conditions. */
+static int masked_encoder(const cvx_model *m) {
+    const char *pc = m->info.pipeline_class;
+    return S(m)->condition_pipeline || (pc && !strcmp(pc, "LTXConditionPipeline"));
+}
+
 static int encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                         cvx_progress_fn progress, void *user, float *out) {
     if (load_text_encoder(m)) return -1;
     ltx_state *s = S(m);
-    const int D = s->t5.cfg.d_model, n_batches = (n + MAX_BATCH - 1) / MAX_BATCH;
-    int64_t *ids = cvx_malloc((size_t)MAX_BATCH * L * sizeof *ids), *mask = cvx_malloc((size_t)L * sizeof *mask);
+    const int D = s->t5.cfg.d_model, n_batches = (n + MAX_BATCH - 1) / MAX_BATCH, masked = masked_encoder(m);
+    int64_t *ids = cvx_malloc((size_t)MAX_BATCH * L * sizeof *ids), *mask = cvx_malloc((size_t)MAX_BATCH * L * sizeof *mask);
     cvx_progress bar;
     cvx_progress_begin(&bar, "T5 layers", n_batches * s->t5.cfg.num_layers, progress, user);
     int rc = -1;
     for (int s0 = 0; s0 < n; s0 += MAX_BATCH) {
         const int nb = n - s0 < MAX_BATCH ? n - s0 : MAX_BATCH;
         for (int b = 0; b < nb; b++)
-            if (tokenize(m, texts[s0 + b], labels ? labels[s0 + b] : NULL, L, ids + (size_t)b * L, mask)) goto done;
-        if (t5_encode(&s->t5, ids, nb, L, out + (size_t)s0 * L * D, &bar)) goto done;
+            if (tokenize(m, texts[s0 + b], labels ? labels[s0 + b] : NULL, L, ids + (size_t)b * L, mask + (size_t)b * L))
+                goto done;
+        float *o = out + (size_t)s0 * L * D;
+        if (masked ? umt5_encode(&s->t5, ids, mask, nb, L, o, &bar) : t5_encode(&s->t5, ids, nb, L, o, &bar)) goto done;
         for (int b = 0; b < nb; b++)
             if (cvx_check_finite(out + (size_t)(s0 + b) * L * D, (size_t)L * D, "embeddings")) {
                 cvx_error_prefix("%s", labels ? labels[s0 + b] : "a text");
@@ -184,11 +198,84 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
     return 0;
 }
 
+/* One condition of LTXConditionPipeline: the image ([1, 3, 1, H, W]) or the video trimmed as
+ * trim_conditioning_sequence (at most num_frames − frame_index frames, then 8k + 1), resized to
+ * W×H, [-1, 1], vae.encode(...).latent_dist → mean, std [C, T, h, w] (allocated). */
+static int encode_condition(cvx_model *m, const cvx_condition_spec *c, int num_frames, int H, int W, float **mean,
+                            float **std, cvx_condition_item *item) {
+    cvx_rgb_frames rgb;
+    if (cvx_video_load(c->path, 0, &rgb)) return -1;
+    int n = rgb.frames, rc = -1;
+    float *px = NULL, *moments = NULL, *logvar = NULL;
+    if (n > 1) {   /* a video: trim_conditioning_sequence */
+        if (num_frames - c->frame_index < 1) {
+            cvx_error("--condition %s:%d: frame %d is past the video's %d frames", c->path, c->frame_index,
+                      c->frame_index, num_frames);
+            goto done;
+        }
+        n = n < num_frames - c->frame_index ? n : num_frames - c->frame_index;
+        n = (n - 1) / 8 * 8 + 1;
+    }
+    if (rgb.width != W || rgb.height != H)
+        cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", c->path, rgb.width, rgb.height, W, H);
+    px = cvx_alloc_f32((size_t)3 * n * H * W);
+    cvx_preprocess_frames(rgb.rgb, n, rgb.width, rgb.height, W, H, px);
+    const int C = ltx_vae_get_config(S(m)->vae)->latent_channels, T = (n - 1) / 8 + 1;
+    const size_t thw = (size_t)T * (H / 32) * (W / 32);
+    moments = cvx_alloc_f32(2 * C * thw);
+    cvx_info("encoding %s: %d frame%s %dx%d with the LTX VAE (condition at frame %d, strength %g)", c->path, n,
+             n == 1 ? "" : "s", W, H, c->frame_index, c->strength);
+    if (ltx_vae_encode(S(m)->vae, px, n, H, W, moments)) goto done;
+    *mean = cvx_alloc_f32(C * thw), *std = cvx_alloc_f32(C * thw), logvar = cvx_alloc_f32(C * thw);
+    vae_latent_dist(moments, C, thw, *mean, logvar, *std);
+    *item = (cvx_condition_item){.frame_index = c->frame_index, .T = T, .frames = n, .strength = c->strength};
+    rc = 0;
+done:
+    free(px), free(moments), free(logvar);
+    cvx_rgb_frames_free(&rgb);
+    return rc;
+}
+
+/* LTXConditionPipeline's conditions, encoded in order; the file keeps their latent
+ * distributions along T (stage 2 draws the samples from the seeded generator). */
+static int encode_conditions(cvx_model *m, const cvx_conditioning_params *p, cvx_conditioning *out) {
+    const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
+    const int frames = p->max_frames ? p->max_frames : m->info.frames;
+    int F, h, w;
+    if (ltx_latent_grid(frames, H, W, &F, &h, &w) || load_vae(m)) return -1;
+    const int C = ltx_vae_get_config(S(m)->vae)->latent_channels, n = p->n_conditions;
+    float *mean[CVX_MAX_CONDITIONS] = {0}, *std[CVX_MAX_CONDITIONS] = {0};
+    int rc = 0, T = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        rc = encode_condition(m, &p->conditions[k], frames, H, W, &mean[k], &std[k], &out->items[k]);
+        T += rc ? 0 : out->items[k].T;
+    }
+    if (!rc) {   /* [C, ΣT, h, w]: per channel, the conditions' frames in order */
+        const size_t hw = (size_t)h * w;
+        out->mean = cvx_alloc_f32((size_t)C * T * hw), out->std = cvx_alloc_f32((size_t)C * T * hw);
+        for (int c = 0, t0 = 0; c < C; c++, t0 = 0)
+            for (int k = 0; k < n; k++) {
+                const size_t len = (size_t)out->items[k].T * hw, src = (size_t)c * len, dst = ((size_t)c * T + t0) * hw;
+                memcpy(out->mean + dst, mean[k] + src, len * sizeof(float));
+                memcpy(out->std + dst, std[k] + src, len * sizeof(float));
+                t0 += out->items[k].T;
+            }
+        out->mode = CVX_MODE_COND, out->n_items = n;
+        S(m)->condition_pipeline = 1;
+        out->C = C, out->T = T, out->h = h, out->w = w;
+        out->frames = frames, out->height = H, out->width = W;
+    }
+    for (int k = 0; k < n; k++) free(mean[k]), free(std[k]);
+    if (rc) cvx_conditioning_free(out);
+    return rc;
+}
+
 /* LTXImageToVideoPipeline.prepare_latents' encoder half: the image resized to the video size,
  * [-1, 1], vae.encode(image[:, :, None]).latent_dist (mean, std; stage 2 draws the sample). */
 static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                                cvx_conditioning *out) {
     (void)progress, (void)user;
+    if (p->n_conditions) return encode_conditions(m, p, out);
     if (!p->image || p->video) return cvx_error("LTX-Video conditioning: give an image (image-to-video)");
     const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
     int F, h, w;
@@ -235,12 +322,15 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
     return 0;
 }
 
-static const char *const options[] = {"--guidance_rescale", NULL};
+static const char *const options[] = {"--guidance_rescale", "--timesteps", "--image_cond_noise_scale", NULL};
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     (void)m;
     if (r->sp_dist && cvx_dist_size(r->sp_dist) > 1) return cvx_error("--sp: not wired for LTX-Video");
     if (strcmp(r->cache, "none") != 0) return cvx_error("--cache %s: step caching is not wired for LTX-Video", r->cache);
+    if (r->image_cond_noise_set && !(r->conditioning && r->conditioning->mode == CVX_MODE_COND))
+        return cvx_error("--image_cond_noise_scale: re-noises the condition pipeline's conditions (give stage 1 "
+                         "--condition)");
     if (r->scheduler && strcmp(r->scheduler, cvx_scheduler_ltx.name) != 0)
         return cvx_error("--scheduler %s: LTX-Video runs its own schedule (ltx)", r->scheduler);
     return 0;
@@ -249,11 +339,17 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
 typedef struct {
     ltx_text_cond cond[2];   /* [0] negative, [1] prompt */
     float *t_scale;          /* I2V: [S] 0 on latent frame 0's tokens, 1 elsewhere */
+    double *list;            /* explicit timesteps [n_list] (--timesteps, the condition pipeline's default) */
+    int n_list;
+    ltx_condition_run cr;    /* the condition pipeline's tokens, mask, coordinates (tokens 0: off) */
 } ltx_run;
 
 static void ltx_run_free(void *p) {
     ltx_run *r = p;
-    if (r) free(r->t_scale);
+    if (r) {
+        free(r->t_scale), free(r->list);
+        ltx_condition_run_free(&r->cr);
+    }
     free(r);
 }
 
@@ -288,6 +384,57 @@ static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *s
     return rc;
 }
 
+/* LTXConditionPipeline.prepare_latents (stage2/ltx_cond.h) and its loop: the latents become packed
+ * tokens (the extra condition tokens first: the loop's shape has their frames in front), step 0's
+ * re-noising of the hard conditions drawn here, the later ones by the scheduler's steps. */
+static int prepare_condition(cvx_model *m, const cvx_sample_params *p, const cvx_conditioning *c, cvx_scheduler *sched,
+                             cvx_sample_run *run, ltx_run *lr) {
+    cvx_latent_shape *sh = &run->shape;
+    const int C = sh->channels, F = sh->frames, h = sh->height, w = sh->width;
+    const size_t hw = (size_t)h * w;
+    if (c->C != C || c->h != h || c->w != w)
+        return cvx_error("the conditions' latents [%d, %d, %d, %d] do not fit the video's [%d, %d, %d, %d]", c->C, c->T,
+                         c->h, c->w, C, F, h, w);
+    if (load_vae(m)) return -1;
+    ltx_condition conds[CVX_MAX_CONDITIONS];
+    float *parts = cvx_alloc_f32((size_t)2 * C * c->T * hw);   /* each condition's mean, std contiguous */
+    for (int k = 0, t0 = 0; k < c->n_items; t0 += c->items[k].T, k++) {
+        const int T = c->items[k].T;
+        float *mean = parts + (size_t)2 * C * t0 * hw, *std = mean + (size_t)C * T * hw;
+        for (int ch = 0; ch < C; ch++) {
+            const size_t src = ((size_t)ch * c->T + t0) * hw, len = (size_t)T * hw;
+            memcpy(mean + ch * len, c->mean + src, len * sizeof(float));
+            memcpy(std + ch * len, c->std + src, len * sizeof(float));
+        }
+        conds[k] = (ltx_condition){mean, std, T, c->items[k].frame_index, (float)c->items[k].strength};
+    }
+    const ltx_vae *v = S(m)->vae;
+    cvx_generator_seed(&run->gen, p->seed);
+    int rc = ltx_condition_prepare(conds, c->n_items, C, F, h, w, p->frame_rate > 0 ? p->frame_rate : m->info.fps,
+                                   ltx_vae_latents_mean(v), ltx_vae_latents_std(v),
+                                   (float)ltx_vae_get_config(v)->scaling_factor, &run->gen,
+                                   (cvx_dtype)run->loop.noise_dtype, &lr->cr);
+    free(parts);
+    if (rc) return -1;
+    const int T = lr->cr.tokens;
+    *sh = (cvx_latent_shape){.frames = T / (int)hw, .channels = C, .height = h, .width = w,
+                             .numel = (size_t)T * C, .channels_major = 1};
+    const float scale = (float)(p->image_cond_noise_set ? p->image_cond_noise_scale : DEFAULT_COND_NOISE_SCALE);
+    run->init = cvx_alloc_f32(sh->numel);
+    memcpy(run->init, lr->cr.latents, sh->numel * sizeof(float));
+    if (scale > 0) {   /* step 0's add_noise_to_image_conditioning_latents */
+        float *noise = cvx_alloc_f32(sh->numel);
+        cvx_randn(&run->gen, noise, sh->numel);
+        ltx_condition_renoise((float)sched->timesteps[0], lr->cr.latents, noise, lr->cr.mask, T, C, scale, run->init);
+        free(noise);
+    }
+    run->loop.init_latents = run->init, run->loop.init_generator = &run->gen;
+    ltx_scheduler_set_condition(sched, lr->cr.mask, lr->cr.latents, T, C, scale);
+    S(m)->cond_extra_frames = lr->cr.extra / (int)hw;
+    cvx_info("conditions: %d, %d extra tokens, image_cond_noise_scale %g", c->n_items, lr->cr.extra, scale);
+    return 0;
+}
+
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
     if (load_transformer(m)) return -1;
@@ -302,30 +449,47 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         return cvx_error("--guidance_rescale %g: must be in [0, 1]", p->guidance_rescale);
     *sh = (cvx_latent_shape){.frames = F, .channels = c->in_channels, .height = H, .width = W,
                              .numel = (size_t)c->in_channels * F * H * W, .channels_major = 1};
-    /* 0.9.0 / 0.9.1: mu from the latent token count (the loop sets the timesteps again: it sticks) */
-    ltx_scheduler_set_seq_len(sched, (int64_t)F * H * W);
-    if (cvx_scheduler_set_timesteps(sched, p->num_inference_steps)) return -1;
-    cvx_info("LTX transformer: %d layers, %d heads x %d; %d steps, guidance %g%s, seed %llu", c->num_layers,
-             c->num_attention_heads, c->attention_head_dim, p->num_inference_steps, p->guidance_scale,
-             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", p->frames, p->width, p->height, sh->channels, F,
-             H, W);
     const cvx_cond_set *more = p->cond_more;
     if (!more || more->n != 1 || !more->t[0].is_mask || more->t[0].L != emb->L)
         return cvx_error("the LTX conditioning needs prompt_attention_mask [%d] beside prompt_embeds", emb->L);
     ltx_run *lr = cvx_calloc(1, sizeof *lr);
     run->fam_run = lr, run->fam_run_free = ltx_run_free;
-    const int i2v = p->conditioning && p->conditioning->mode == CVX_MODE_I2V;
-    if (i2v && prepare_i2v(m, p->conditioning, sched, run)) return -1;
+    const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
+    S(m)->cond_latents = mode == CVX_MODE_COND, S(m)->cond_extra_frames = 0;
+    /* the schedule: explicit timesteps (--timesteps; the condition pipeline's default is
+     * linear_quadratic_schedule(N)·1000), else the sigmas with 0.9.0's mu from the token count */
+    const int N = p->num_inference_steps;
+    if (p->n_timesteps || mode == CVX_MODE_COND) {
+        lr->list = cvx_malloc((size_t)N * sizeof(double)), lr->n_list = N;
+        if (p->n_timesteps) {
+            memcpy(lr->list, p->timesteps, (size_t)N * sizeof(double));
+        } else {
+            float *t = cvx_alloc_f32((size_t)N);
+            ltx_linear_quadratic_timesteps(N, 0.025, 0, t);
+            for (int i = 0; i < N; i++) lr->list[i] = t[i];
+            free(t);
+        }
+        ltx_scheduler_set_list(sched, lr->list, N);
+    }
+    ltx_scheduler_set_seq_len(sched, (int64_t)F * H * W);   /* the loop sets the timesteps again: it sticks */
+    if (cvx_scheduler_set_timesteps(sched, N)) return -1;
+    cvx_info("LTX transformer: %d layers, %d heads x %d; %d steps, guidance %g%s, seed %llu", c->num_layers,
+             c->num_attention_heads, c->attention_head_dim, N, p->guidance_scale,
+             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", p->frames, p->width, p->height, sh->channels, F,
+             H, W);
+    if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, sched, run)) return -1;
+    if (mode == CVX_MODE_COND && prepare_condition(m, p, p->conditioning, sched, run, lr)) return -1;
     lr->cond[0] = (ltx_text_cond){emb->negative, more->t[0].negative, emb->L};
     lr->cond[1] = (ltx_text_cond){emb->prompt, more->t[0].prompt, emb->L};
     run->branch[0] = &lr->cond[0], run->branch[1] = &lr->cond[1];
     if (!(p->frame_rate >= 0) || !isfinite(p->frame_rate))
         return cvx_error("--frame_rate %g: must be a positive number", p->frame_rate);
     ltx_denoiser_init(&run->den, S(m)->transformer, p->frame_rate > 0 ? p->frame_rate : m->info.fps);
+    if (mode == CVX_MODE_COND) ltx_denoiser_set_condition(&run->den, lr->cr.mask, lr->cr.video_coords, lr->cr.tokens);
     cvx_sample_run_defaults(run, emb);
     const size_t S_tok = (size_t)F * H * W, hw = (size_t)H * W;
-    if (i2v) {   /* timestep t·(1 − mask): 0 on frame 0's tokens */
+    if (mode == CVX_MODE_I2V) {   /* timestep t·(1 − mask): 0 on frame 0's tokens */
         lr->t_scale = cvx_alloc_f32(S_tok);
         for (size_t k = 0; k < S_tok; k++) lr->t_scale[k] = k < hw ? 0.0f : 1.0f;
         run->plan.n_t = S_tok;
@@ -337,11 +501,15 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     return 0;
 }
 
+/* The condition pipeline's packed tokens: the extra condition tokens dropped, unpacked. */
 static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out) {
-    (void)m;
-    out->C = sh->channels, out->T = sh->frames, out->h = sh->height, out->w = sh->width;
-    out->data = cvx_alloc_f32(sh->numel);
-    memcpy(out->data, latents, sh->numel * sizeof(float));
+    const int extra = S(m)->cond_extra_frames, C = sh->channels;
+    out->C = C, out->T = sh->frames - extra, out->h = sh->height, out->w = sh->width;
+    const size_t hw = (size_t)sh->height * sh->width, n = (size_t)C * out->T * hw;
+    out->data = cvx_alloc_f32(n);
+    if (S(m)->cond_latents) ltx_unpack_latents(latents + (size_t)extra * hw * C, 1, C, out->T, sh->height, sh->width,
+                                               out->data);
+    else memcpy(out->data, latents, n * sizeof(float));
 }
 
 /* ---- stage 3 ---- */
@@ -409,12 +577,12 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
     return cvx_error("LoRA adapters are not wired for LTX-Video");
 }
 
-static const char *const ltx_classes[] = {"LTXPipeline", "LTXImageToVideoPipeline", NULL};
+static const char *const ltx_classes[] = {"LTXPipeline", "LTXImageToVideoPipeline", "LTXConditionPipeline", NULL};
 
 const cvx_family cvx_family_ltx = {
     .name = "LTX-Video", .classes = ltx_classes, .transformer_class = "LTXVideoTransformer3DModel",
     .open = ltx_open, .close = ltx_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
+    .check_mode = check_mode, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
     .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .decode_uses_generator = 1,
 };

@@ -478,6 +478,18 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         format_double(p->frame_rate, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "frame_rate", "%s", gbuf);
     }
+    if (p->n_timesteps) {   /* explicit timesteps, each in its shortest exact form */
+        char list[1024] = "";
+        for (int k = 0; k < p->n_timesteps; k++) {
+            format_double(p->timesteps[k], gbuf, sizeof gbuf);
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", gbuf);
+        }
+        cvx_fingerprint_set(fp, "timesteps", "%s", list);
+    }
+    if (p->image_cond_noise_set) {
+        format_double(p->image_cond_noise_scale, gbuf, sizeof gbuf);
+        cvx_fingerprint_set(fp, "image_cond_noise_scale", "%s", gbuf);
+    }
     if (p->flow_shift > 0 && p->flow_shift != config_flow_shift(m)) {   /* the config's own value: the same run */
         format_double(p->flow_shift, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "flow_shift", "%s", gbuf);

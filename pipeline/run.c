@@ -237,9 +237,9 @@ int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_cond
      * list is an error, not a silent switch to I2V / V2V (issue 21) */
     const int has_gc = cvx_is_file(in->genconfig), has_file = cvx_is_file(in->conditioning);
     if (has_gc && cvx_genconfig_get_str(in->genconfig, "mode", mode, sizeof mode)) return -1;
-    if (mode[0] && strcmp(mode, "t2v") && strcmp(mode, "i2v") && strcmp(mode, "v2v"))
-        return cvx_error("%s: \"mode\" is \"%s\", expected \"t2v\", \"i2v\" or \"v2v\" (stage 1 records it; run stage 1 "
-                         "again)", in->genconfig, mode);
+    if (mode[0] && strcmp(mode, "t2v") && strcmp(mode, "i2v") && strcmp(mode, "v2v") && strcmp(mode, "condition"))
+        return cvx_error("%s: \"mode\" is \"%s\", expected \"t2v\", \"i2v\", \"v2v\" or \"condition\" (stage 1 records "
+                         "it; run stage 1 again)", in->genconfig, mode);
     if ((!mode[0] || !strcmp(mode, "t2v")) && has_file) {
         if (!has_gc)
             return cvx_error("%s: no generation_config.json beside it lists it (stage 1 records the mode there): "
@@ -260,7 +260,8 @@ int cvx_sample_read_conditioning(cvx_model *m, const cvx_run_files *in, cvx_cond
         return -1;
     }
     cvx_info("%s: %s, %d frame%s %dx%d", in->conditioning,
-             cond->mode == CVX_MODE_I2V ? "image-to-video" : "video-to-video", cond->frames,
+             cond->mode == CVX_MODE_I2V ? "image-to-video" : cond->mode == CVX_MODE_COND ? "conditions" : "video-to-video",
+             cond->frames,
              cond->frames == 1 ? "" : "s", cond->width, cond->height);
     return 0;
 }

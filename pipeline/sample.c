@@ -59,6 +59,17 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     if (!r->frames) r->frames = i->frames;
     if (!r->height) r->height = i->height;
     if (!r->width) r->width = i->width;
+    if (r->n_timesteps) {   /* explicit timesteps: strictly descending, >= 0, one per step */
+        if (!r->timesteps || r->n_timesteps < 1) return cvx_error("--timesteps: no values");
+        if (r->num_inference_steps && r->num_inference_steps != r->n_timesteps)
+            return cvx_error("--timesteps gives %d values, --num_inference_steps is %d (give one of them, or equal "
+                             "counts)", r->n_timesteps, r->num_inference_steps);
+        for (int k = 0; k < r->n_timesteps; k++)
+            if (!(r->timesteps[k] >= 0) || !isfinite(r->timesteps[k]) || (k && !(r->timesteps[k] < r->timesteps[k - 1])))
+                return cvx_error("--timesteps: value %d is %g, expected finite values >= 0 in strictly descending order",
+                                 k + 1, r->timesteps[k]);
+        r->num_inference_steps = r->n_timesteps;
+    }
     if (!r->num_inference_steps) r->num_inference_steps = DEFAULT_STEPS;
     if (r->guidance_scale < 0) r->guidance_scale = i->guidance_scale;
     if (!r->scheduler) r->scheduler = i->scheduler;

@@ -87,7 +87,8 @@ int cvx_conditioning_write_set(cvx_outset *set, const char *path, const cvx_cond
                                const char *model_id);
 /* Read and check against the model (latent channels, the transformer fits the mode). */
 int cvx_conditioning_read(cvx_model *m, const char *path, cvx_conditioning *out);
-/* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"), image or video, conditioning_frames. */
+/* generation_config.json after stage 1: mode ("t2v"/"i2v"/"v2v"/"condition"), image, video or conditions
+ * (the --condition values), conditioning_frames. */
 int cvx_genconfig_record_conditioning(const char *path, const cvx_conditioning *c, const char *source);
 /* The same, and the precision and cache records below, into an output set: each renders over the
  * set's pending generation_config.json, so that all of a run's keys are committed with its data. */

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "error.h"
@@ -53,6 +54,33 @@ static int v2v_default_frames(cvx_model *m, const char *video, int *frames) {
     return 0;
 }
 
+/* --condition PATH:FRAME:STRENGTH (repeatable; split at the last two colons: the path may hold some) */
+typedef struct {
+    cvx_condition_spec spec[CVX_MAX_CONDITIONS];
+    char path[CVX_MAX_CONDITIONS][4096];
+    int n;
+    const char *given;
+} condition_list;
+static int parse_condition(const char *v, void *dest) {
+    condition_list *l = dest;
+    if (l->n == CVX_MAX_CONDITIONS) return cvx_error("--condition: at most %d", CVX_MAX_CONDITIONS);
+    const char *c2 = strrchr(v, ':'), *c1 = c2;
+    while (c1 && c1 > v && *--c1 != ':') {}
+    char *end1, *end2;
+    long f = c1 && *c1 == ':' ? strtol(c1 + 1, &end1, 10) : -1;
+    double st = c2 ? strtod(c2 + 1, &end2) : -1;
+    if (!c1 || *c1 != ':' || c1 == v || f < 0 || f > 1000000 || end1 != c2 || end2 == c2 + 1 || *end2 ||
+        !(st >= 0 && st <= 1) || (size_t)(c1 - v) >= sizeof l->path[0])
+        return cvx_error("--condition '%s': expected PATH:FRAME:STRENGTH (FRAME a pixel frame index >= 0, STRENGTH "
+                         "in [0, 1])", v);
+    memcpy(l->path[l->n], v, (size_t)(c1 - v));
+    l->path[l->n][c1 - v] = 0;
+    l->spec[l->n] = (cvx_condition_spec){l->path[l->n], (int)f, st};
+    l->n++;
+    l->given = v;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cvx_set_program_name("stage1");
     cvx_runtime_setup(argc, argv);   /* OpenMP wait policy (may re-exec once), before any thread starts */
@@ -68,6 +96,7 @@ int main(int argc, char **argv) {
     cvx_conditioning_params cp = {0};   /* --image / --video: I2V / V2V conditioning */
     const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
     int int8 = 0;
+    static condition_list conds;   /* --condition: LTX-Video's condition pipeline */
     const cvx_flag flags[] = {
         CVX_FLAG_STR_("prompt", &prompt), CVX_FLAG_STR_("negative_prompt", &negative),
         CVX_FLAG_STR_("model_id", &model_id), CVX_FLAG_STR_("model_dir", &model_dir),
@@ -79,15 +108,18 @@ int main(int argc, char **argv) {
         CVX_FLAG_STR_("video", &cp.video), CVX_FLAG_INT_("frames", &cp.max_frames, 1, 65536),
         CVX_FLAG_INT_("height", &cp.height, 1, 65536), CVX_FLAG_INT_("width", &cp.width, 1, 65536),
         CVX_FLAG_STR_("precision", &precision_arg), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
-        CVX_FLAG_STR_("vae", &wfile[2]), CVX_FLAG_BOOL_("int8", &int8, 1), {0}};
+        CVX_FLAG_STR_("vae", &wfile[2]), CVX_FLAG_BOOL_("int8", &int8, 1),
+        CVX_FLAG_PARSE_("condition", parse_condition, &conds, &conds.given), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return usage(stdout), cvx_dist_free(world), 0;
     if (!prompt == !prompts_file) cvx_die("give exactly one of --prompt TEXT and --prompts_file FILE (see --help)");
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
     if (cp.image && cp.video) cvx_die("give --image (image-to-video) or --video (video-to-video), not both");
-    if (cp.max_frames && !cp.video && !cp.image)
+    if (conds.n && (cp.image || cp.video)) cvx_die("give --condition (LTX-Video's conditions) or --image / --video, not both");
+    cp.conditions = conds.spec, cp.n_conditions = conds.n;
+    if (cp.max_frames && !cp.video && !cp.image && !conds.n)
         cvx_die("--frames takes the first N frames of a --video (Wan image-to-video: the video's length for the "
                 "--image); give a --video or an --image");
-    if ((cp.height || cp.width) && !cp.image && !cp.video)
+    if ((cp.height || cp.width) && !cp.image && !cp.video && !conds.n)
         cvx_die("--height/--width size the --image or --video; without one, give them to stage 2");
     cvx_set_verbosity(verbosity);
     const double t0 = cvx_time();
@@ -109,6 +141,11 @@ int main(int argc, char **argv) {
     /* the image / video first: a bad input fails before the text encoder is mapped */
     cvx_conditioning cond = {0};
     const char *source = cp.image ? cp.image : cp.video;
+    char cond_source[CVX_MAX_CONDITIONS * 512] = "";   /* the --condition values, recorded */
+    for (int k = 0; k < conds.n; k++)
+        snprintf(cond_source + strlen(cond_source), sizeof cond_source - strlen(cond_source), "%s%s:%d:%g",
+                 k ? " " : "", conds.path[k], conds.spec[k].frame_index, conds.spec[k].strength);
+    if (conds.n) source = cond_source;
     if (cp.video && !cp.max_frames && v2v_default_frames(m, cp.video, &cp.max_frames)) cvx_die_last_error();
     if (source && cvx_encode_conditioning(m, &cp, NULL, NULL, &cond)) cvx_die_last_error();
     const int D = cvx_encoder_dim(m);   /* maps the text encoder */

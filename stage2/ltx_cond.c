@@ -4,7 +4,13 @@
 #include "ltx_schedule.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "error.h"
+#include "stage2/ltx_pack.h"
+#include "stage3/latent_dist.h"
+
 
 void ltx_i2v_initial_latents(const float *image_latent, const float *noise, int C, int F, int h, int w,
                              float *latents, float *mask) {
@@ -59,4 +65,89 @@ void ltx_lerp(const float *start, const float *end, float weight, size_t n, floa
         float d = end[i] - start[i];
         out[i] = weight < 0.5f ? start[i] + weight * d : end[i] - d * (1.0f - weight);
     }
+}
+
+/* latents [C, F, hw]: frames [f0, f0 + T) of every channel lerped toward cond [C, T, hw] (its
+ * frames from c0 on) at `strength` */
+static void lerp_frames(float *latents, int C, int F, size_t hw, int f0, const float *cond, int Tc, int c0, int T,
+                        float strength) {
+    for (int c = 0; c < C; c++) {
+        float *x = latents + ((size_t)c * F + f0) * hw;
+        ltx_lerp(x, cond + ((size_t)c * Tc + c0) * hw, strength, (size_t)T * hw, x);
+    }
+}
+
+int ltx_condition_prepare(const ltx_condition *conds, int n, int C, int F, int h, int w, double frame_rate,
+                          const float *latents_mean, const float *latents_std, float scaling, cvx_generator *g,
+                          cvx_dtype sample_dtype, ltx_condition_run *out) {
+    memset(out, 0, sizeof *out);
+    const size_t hw = (size_t)h * w, S = (size_t)F * hw;
+    int extra_frames = 0;
+    for (int k = 0; k < n; k++) {
+        const ltx_condition *c = &conds[k];
+        const int end = c->frame_index == 0 ? c->T : c->T > 2 ? c->frame_index / 8 + c->T : 0;
+        if (c->T < 1 || end > F)
+            return cvx_error("condition %d (frame %d, %d latent frames) does not fit the video's %d latent frames", k + 1,
+                             c->frame_index, c->T, F);
+        if (c->frame_index > 0) extra_frames += c->T > 2 ? 2 : c->T;
+    }
+    out->extra = (int)(extra_frames * hw), out->tokens = (int)(out->extra + S);
+    const size_t T = (size_t)out->tokens;
+    float *noise = cvx_alloc_f32((size_t)C * S), *frame_mask = cvx_calloc((size_t)F, sizeof(float));
+    out->latents = cvx_alloc_f32(T * C), out->mask = cvx_alloc_f32(T), out->video_coords = cvx_alloc_f32(3 * T);
+    cvx_randn(g, noise, (size_t)C * S);   /* randn_tensor(shape, float32): the generator's first draw */
+    int at = 0, rc = 0;   /* the next extra token */
+    for (int k = 0; k < n && !rc; k++) {
+        const ltx_condition *c = &conds[k];
+        const size_t nc = (size_t)C * c->T * hw;
+        float *lat = cvx_alloc_f32(nc);
+        rc = vae_latent_sample_as(c->mean, c->std, nc, g, sample_dtype, lat);   /* retrieve_latents(generator) */
+        if (rc) {
+            free(lat);
+            break;
+        }
+        ltx_normalize_latents(lat, 1, C, (size_t)c->T * hw, latents_mean, latents_std, scaling);
+        if (c->frame_index == 0) {
+            lerp_frames(noise, C, F, hw, 0, lat, c->T, 0, c->T, c->strength);
+            for (int f = 0; f < c->T; f++) frame_mask[f] = c->strength;
+        } else {
+            int Tx = c->T;   /* the frames that become extra tokens */
+            if (c->T > 2) {
+                const int f0 = c->frame_index / 8 + 2;
+                lerp_frames(noise, C, F, hw, f0, lat, c->T, 2, c->T - 2, c->strength);
+                for (int f = f0; f < f0 + c->T - 2; f++) frame_mask[f] = c->strength;
+                Tx = 2;
+            }
+            const size_t nx = (size_t)C * Tx * hw;
+            float *xn = cvx_alloc_f32(nx), *xl = cvx_alloc_f32(nx), *vc = cvx_alloc_f32(3 * (size_t)Tx * hw);
+            for (int ch = 0; ch < C; ch++)   /* condition_latents[:, :, :Tx] */
+                memcpy(xl + (size_t)ch * Tx * hw, lat + (size_t)ch * c->T * hw, (size_t)Tx * hw * sizeof(float));
+            cvx_randn(g, xn, nx);
+            ltx_lerp(xn, xl, c->strength, nx, xl);
+            ltx_pack_latents(xl, 1, C, Tx, h, w, out->latents + (size_t)at * C);
+            ltx_condition_video_coords(Tx, h, w, c->frame_index, frame_rate, vc);
+            const size_t m = (size_t)Tx * hw;
+            for (int a = 0; a < 3; a++) memcpy(out->video_coords + a * T + at, vc + a * m, m * sizeof(float));
+            for (size_t q = 0; q < m; q++) out->mask[at + q] = c->strength;
+            at += (int)m;
+            free(xn), free(xl), free(vc);
+        }
+        free(lat);
+    }
+    if (!rc) {   /* the video grid's tokens after the extra ones */
+        float *vc = cvx_alloc_f32(3 * S);
+        ltx_pack_latents(noise, 1, C, F, h, w, out->latents + (size_t)out->extra * C);
+        ltx_condition_video_coords(F, h, w, 0, frame_rate, vc);
+        for (int a = 0; a < 3; a++) memcpy(out->video_coords + a * T + out->extra, vc + a * S, S * sizeof(float));
+        for (size_t s = 0; s < S; s++) out->mask[out->extra + s] = frame_mask[s / hw];
+        free(vc);
+    }
+    free(noise), free(frame_mask);
+    if (rc) ltx_condition_run_free(out);
+    return rc;
+}
+
+void ltx_condition_run_free(ltx_condition_run *r) {
+    free(r->latents), free(r->mask), free(r->video_coords);
+    memset(r, 0, sizeof *r);
 }

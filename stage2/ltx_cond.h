@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+#include "dtype.h"
+#include "rng.h"
+
 /* prepare_latents: the normalised image latent [C, h, w] (latent_dist.sample, then
  * _normalize_latents) repeated over the F latent frames, conditioning mask 1 on frame 0:
  * latents = init·mask + noise·(1 − mask) with noise [C, F, h, w] (randn_tensor, drawn after the
@@ -37,5 +40,37 @@ void ltx_lerp(const float *start, const float *end, float weight, size_t n, floa
  * then · (1/frame_rate) in float32; h·32, w·32). The transformer divides them by (20, 2048, 2048):
  * ltx_rope_coords_video (stage2/ltx.h). */
 void ltx_condition_video_coords(int F, int H, int W, int frame_index, double frame_rate, float *video_coords);
+
+/* ---- LTXConditionPipeline.prepare_latents ---- */
+
+/* One encoded condition (stage 1's latent distribution of an image or video). */
+typedef struct {
+    const float *mean, *std;   /* [C, T, h, w] */
+    int T;                     /* latent frames */
+    int frame_index;           /* the pixel frame it conditions */
+    float strength;
+} ltx_condition;
+
+/* The loop's inputs of the condition pipeline: packed tokens, the frame-k conditions' extra
+ * tokens first, then the F·h·w tokens of the video grid. */
+typedef struct {
+    int tokens, extra;         /* all tokens; the extra tokens among them (first) */
+    float *latents;            /* [tokens, C] the initial latents (init_latents) */
+    float *mask;               /* [tokens] conditioning_mask */
+    float *video_coords;       /* [3, tokens] pixel coordinates (frames / frame_rate; h·32, w·32) */
+} ltx_condition_run;
+
+/* prepare_latents with n conditions on the C × F × h × w latent grid, the generator's draws in
+ * upstream's order: the noise [C, F, h, w] (float32), then per condition its latent_dist sample
+ * (randn in sample_dtype, the VAE's) normalised by the VAE's latents_mean / std / scaling, and for
+ * frame_index > 0 the noise its extra tokens are lerped from (float32). frame_index 0: latent frames
+ * [0, T) lerped to the condition, mask = strength; frame_index k > 0: with T > 2 latent frames, frames
+ * [k/8 + 2, k/8 + T) lerped to the condition's frames from 2 on, and its first (up to 2) frames
+ * become extra tokens lerp(noise, cond, strength) at video coordinates of frame k, mask strength.
+ * -1 + cvx_error when a condition does not fit the grid. Free with ltx_condition_run_free. */
+int ltx_condition_prepare(const ltx_condition *conds, int n, int C, int F, int h, int w, double frame_rate,
+                          const float *latents_mean, const float *latents_std, float scaling, cvx_generator *g,
+                          cvx_dtype sample_dtype, ltx_condition_run *out);
+void ltx_condition_run_free(ltx_condition_run *r);
 
 #endif

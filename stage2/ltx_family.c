@@ -6,12 +6,15 @@
 
 #include "error.h"
 #include "stage2/ltx_pack.h"
+#include "stage2/ltx_schedule.h"
 
 typedef struct {
     double frame_rate;
     float *coords;       /* [3, S] rotary coordinates of the prepared grid */
     float *x, *v;        /* [S, C] packed input / output */
     float *t;            /* [S] per-token timesteps (when the plan gives them) */
+    const float *cmask, *video_coords;   /* the condition pipeline (NULL: off), [S] and [3, S] */
+    int tokens;
 } ltx_priv;
 
 static ltx_transformer *tr(cvx_denoiser *d) { return d->model; }
@@ -29,7 +32,12 @@ static int ld_prepare(cvx_denoiser *d, int F, int H, int W) {
     /* rope_interpolation_scale = (vae temporal factor / frame_rate, 32, 32) */
     const float scale[3] = {(float)(8.0 / p->frame_rate), 32.0f, 32.0f};
     p->coords = cvx_alloc_f32(3 * S);
-    ltx_rope_coords_grid(F, H, W, scale, p->coords);
+    if (p->cmask) {   /* the condition pipeline: video_coords / (20, 2048, 2048) */
+        CVX_CHECK(S == (size_t)p->tokens);
+        ltx_rope_coords_video(p->video_coords, p->tokens, p->coords);
+    } else {
+        ltx_rope_coords_grid(F, H, W, scale, p->coords);
+    }
     p->x = cvx_alloc_f32(d->n_latent);
     p->v = cvx_alloc_f32(d->n_out);
     p->t = cvx_alloc_f32(S);
@@ -40,6 +48,10 @@ static int ld_forward(cvx_denoiser *d, const cvx_denoise_input *in, float *out) 
     ltx_priv *p = d->priv;
     const ltx_text_cond *c = in->cond;
     const int C = ltx_get_config(tr(d))->in_channels, S = d->F * d->H * d->W;
+    if (p->cmask) {   /* packed already; timestep min(t, (1 − mask)·1000) per token */
+        ltx_per_token_timesteps((float)in->t, p->cmask, S, p->t);
+        return ltx_forward(tr(d), in->x, 1, S, c->text, c->mask, c->L, p->t, S, p->coords, out);
+    }
     ltx_pack_latents(in->x, 1, C, d->F, d->H, d->W, p->x);   /* [C, F, H, W] -> [S, C] */
     int T = 1;
     if (in->t_tokens) {
@@ -91,4 +103,9 @@ void ltx_denoiser_init(cvx_denoiser *d, ltx_transformer *m, double frame_rate) {
     ltx_priv *p = cvx_calloc(1, sizeof *p);
     p->frame_rate = frame_rate;
     *d = (cvx_denoiser){.type = &ltx_denoiser, .model = m, .priv = p, .num_layers = ltx_get_config(m)->num_layers};
+}
+
+void ltx_denoiser_set_condition(cvx_denoiser *d, const float *mask, const float *video_coords, int tokens) {
+    ltx_priv *p = d->priv;
+    p->cmask = mask, p->video_coords = video_coords, p->tokens = tokens;
 }

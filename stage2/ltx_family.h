@@ -21,4 +21,9 @@ typedef struct {
  * temporal scale 8/frame_rate (rope_interpolation_scale). Free with cvx_denoiser_free. */
 void ltx_denoiser_init(cvx_denoiser *d, ltx_transformer *m, double frame_rate);
 
+/* LTXConditionPipeline: the latents are packed tokens [tokens, C] (the extra condition tokens
+ * first; prepare's F counts their frames too: F·H·W = tokens), the rotary positions come from
+ * video_coords [3, tokens] and token k's timestep is min(t, (1 − mask[k])·1000). Borrowed. */
+void ltx_denoiser_set_condition(cvx_denoiser *d, const float *mask, const float *video_coords, int tokens);
+
 #endif

@@ -103,6 +103,10 @@ int ltx_schedule_timesteps(const ltx_sched_config *c, int N, const double *t_in,
     if (c->use_dynamic_shifting)
         return cvx_error("custom timesteps with a dynamic-shifting scheduler config: upstream needs mu there (the "
                          "0.9.5+ configs have use_dynamic_shifting false)");
+    for (int i = 0; i < N; i++)
+        if (!(t_in[i] >= 0 && t_in[i] <= c->num_train_timesteps))
+            return cvx_error("timesteps: value %d is %g, expected one in [0, num_train_timesteps %d]", i + 1, t_in[i],
+                             c->num_train_timesteps);
     for (int i = 0; i < N; i++) {
         timesteps[i] = (float)t_in[i];
         sigmas[i] = timesteps[i] / (float)c->num_train_timesteps;

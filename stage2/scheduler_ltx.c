@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "stage2/ltx_cond.h"
 #include "stage2/ltx_schedule.h"
 
 typedef struct {
@@ -20,6 +21,11 @@ typedef struct {
     float *x0;                /* [n] the last step's x0 estimate (previews) */
     int keep_C;               /* I2V: per channel of keep_per floats, the first keep_n stay (0: none) */
     size_t keep_per, keep_n;
+    /* the condition pipeline (cmask NULL: off): mask [tokens], init [tokens, C] borrowed */
+    const float *cmask, *cinit;
+    int tokens, C;
+    float noise_scale;
+    float *ptt, *tmp;         /* [tokens] per-token timesteps, [tokens, C] −v / the re-noising draw */
 } ltx_sched;
 
 static ltx_sched *ls(const cvx_scheduler *s) { return s->sched; }
@@ -33,7 +39,7 @@ static int configure(cvx_scheduler *s, const cvx_config *cfg) {
 static void free_sched(void *p) {
     ltx_sched *l = p;
     if (!l) return;
-    free(l->sigmas);
+    free(l->sigmas), free(l->ptt), free(l->tmp);
     free(l);
 }
 
@@ -67,10 +73,36 @@ static int init(cvx_scheduler *s, size_t n) {
     return 0;
 }
 
+/* LTXConditionPipeline's step (ltx_scheduler_set_condition), then the next step's re-noising */
+static void step_condition(cvx_scheduler *s, int i, const float *v, const float *x, size_t n, cvx_generator *g,
+                           float *prev) {
+    ltx_sched *l = ls(s);
+    const int N = s->num_inference_steps;
+    const float t = (float)s->timesteps[i];
+    CVX_CHECK(n == (size_t)l->tokens * l->C);
+    ltx_per_token_timesteps(t, l->cmask, l->tokens, l->ptt);
+    for (size_t k = 0; k < n; k++) l->tmp[k] = -v[k];   /* step(−noise_pred, ...) */
+    ltx_step_per_token(l->sigmas, N, l->ptt, l->tmp, x, l->tokens, l->C, prev);
+    ltx_condition_select(t, l->cmask, prev, x, l->tokens, l->C, prev);
+    for (int k = 0; k < l->tokens; k++)   /* previews: x − σ_token·v */
+        for (int c = 0; c < l->C; c++) {
+            const size_t q = (size_t)k * l->C + c;
+            l->x0[q] = x[q] - l->ptt[k] / 1000.0f * v[q];
+        }
+    if (l->noise_scale > 0 && i + 1 < N) {
+        cvx_randn(g, l->tmp, n);
+        ltx_condition_renoise((float)s->timesteps[i + 1], l->cinit, l->tmp, l->cmask, l->tokens, l->C, l->noise_scale,
+                              prev);
+    }
+}
+
 /* prev = x + (σ_{i+1} − σ_i)·v; x0 = x − σ_i·v (previews only) */
 static void step(cvx_scheduler *s, int i, const float *v, const float *x, size_t n, cvx_generator *g, float *prev) {
-    (void)g;
     ltx_sched *l = ls(s);
+    if (l->cmask) {
+        step_condition(s, i, v, x, n, g, prev);
+        return;
+    }
     ltx_step(l->sigmas, i, v, x, n, prev);
     for (size_t k = 0; k < n; k++) l->x0[k] = x[k] - l->sigmas[i] * v[k];
     for (int c = 0; c < l->keep_C; c++)   /* I2V: latent frame 0 is the image's, never stepped */
@@ -117,3 +149,12 @@ void ltx_scheduler_keep_first(cvx_scheduler *s, int C, size_t per_channel, size_
 }
 
 const float *ltx_scheduler_sigmas(const cvx_scheduler *s) { return ls(s)->sigmas; }
+
+void ltx_scheduler_set_condition(cvx_scheduler *s, const float *mask, const float *init, int tokens, int C,
+                                 float noise_scale) {
+    ltx_sched *l = ls(s);
+    l->cmask = mask, l->cinit = init, l->tokens = tokens, l->C = C, l->noise_scale = noise_scale;
+    free(l->ptt), free(l->tmp);
+    l->ptt = cvx_alloc_f32((size_t)tokens);
+    l->tmp = cvx_alloc_f32((size_t)tokens * C);
+}

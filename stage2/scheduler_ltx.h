@@ -20,6 +20,13 @@ void ltx_scheduler_set_list(cvx_scheduler *s, const double *timesteps, int n);
 /* LTXImageToVideoPipeline: steps leave the first `keep` of every channel's per_channel floats
  * (latents [C, F, h, w]: keep = h·w, latent frame 0) as they were. */
 void ltx_scheduler_keep_first(cvx_scheduler *s, int C, size_t per_channel, size_t keep);
+/* LTXConditionPipeline (latents: packed tokens [tokens, C]): every step is the per-token step of
+ * −v at min(t, (1 − mask)·1000) followed by the keep-select (stage2/ltx_schedule.h); with
+ * noise_scale > 0 it then re-noises the hard conditions for the next step (init + noise_scale·
+ * randn·(t_next/1000)², the randn drawn from the loop's generator: upstream's draw at the start of
+ * the next step; step 0's is the caller's). mask and init borrowed. */
+void ltx_scheduler_set_condition(cvx_scheduler *s, const float *mask, const float *init, int tokens, int C,
+                                 float noise_scale);
 /* sigmas [N + 1] of the last set_timesteps */
 const float *ltx_scheduler_sigmas(const cvx_scheduler *s);
 
