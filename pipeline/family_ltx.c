@@ -27,6 +27,7 @@
 #include "stage2/scheduler_ltx.h"
 #include "stage3/latent_dist.h"
 #include "stage3/ltx_vae.h"
+#include "stage3/ltx_vae_tiles.h"
 
 #define MAX_BATCH 4            /* sequences per encoder pass */
 #define TEXT_LEN 128           /* LTXPipeline's max_sequence_length */
@@ -513,6 +514,15 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 }
 
 /* ---- stage 3 ---- */
+/* the decoded video's floats above which --tiling auto tiles (64 M: 121 frames of 768×512 are 143 M) */
+#define AUTO_TILING_FLOATS (64.0 * 1024 * 1024)
+
+/* a tile size's stride: 7/8 of it in multiples of 32 (upstream: 448 for 512), at least 32 */
+static int tile_stride(int size) {
+    const int s = size * 7 / 8 / 32 * 32;
+    return s < 32 ? 32 : s;
+}
+
 /* LTXPipeline after the loop: denormalise; a timestep-conditioned VAE (0.9.5+) decodes
  * (1 − s)·z + s·noise at decode_timestep, the noise drawn from the run's generator after all its
  * draws (p->generator); frames stay unclamped here (the caller maps clamp(v/2 + 0.5)). */
@@ -543,6 +553,14 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     }
     const int To = 8 * (T - 1) + 1;
     out->B = B, out->T = To, out->H = 32 * h, out->W = 32 * w, out->tiled = 0;
+    /* tiles: --tiling on, or auto for a video above AUTO_TILING_FLOATS (upstream's sizes; a
+     * --tile_sample_min_* size strides at 7/8 of it, as 448 of 512) */
+    ltx_vae_tiling tiling;
+    ltx_vae_tiling_default(&tiling);
+    const int tile = p->tiling == CVX_TILING_ON ||
+                     (p->tiling == CVX_TILING_AUTO && (double)3 * To * out->H * out->W > AUTO_TILING_FLOATS);
+    if (p->tile_height) tiling.min_height = p->tile_height, tiling.stride_height = tile_stride(p->tile_height);
+    if (p->tile_width) tiling.min_width = p->tile_width, tiling.stride_width = tile_stride(p->tile_width);
     out->data = cvx_calloc((size_t)B, sizeof *out->data);
     const int root = !p->dist || cvx_dist_rank(p->dist) == 0;
     float *z = cvx_alloc_f32(n1 * B), *noise = tc ? cvx_alloc_f32(n1 * B) : NULL;
@@ -558,7 +576,7 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     int rc = 0;
     for (int b = 0; b < B && root && !rc; b++) {
         out->data[b] = cvx_alloc_f32((size_t)3 * To * out->H * out->W);
-        rc = ltx_vae_decode(v, z + b * n1, T, h, w, (float)dt, out->data[b]);
+        rc = ltx_vae_decode_tiled(v, tile ? &tiling : NULL, z + b * n1, T, h, w, (float)dt, out->data[b], &out->tiled);
         if (!rc) rc = cvx_check_finite(out->data[b], (size_t)3 * To * out->H * out->W, "decoded");
         cvx_progress_update(&bar, b + 1);
     }
@@ -569,6 +587,15 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
         return cvx_error_prefix("%s", label);
     }
     cvx_progress_finish(&bar);
+    return 0;
+}
+
+/* --tile_sample_min_height / _width: multiples of 32 pixels (one latent pixel) */
+static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) {
+    (void)m, (void)h, (void)w;
+    if (p->tile_height % 32 || p->tile_width % 32)
+        return cvx_error("--tile_sample_min_height %d --tile_sample_min_width %d: LTX-Video's tiles are multiples of "
+                         "32 pixels", p->tile_height, p->tile_width);
     return 0;
 }
 
@@ -584,5 +611,6 @@ const cvx_family cvx_family_ltx = {
     .open = ltx_open, .close = ltx_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
-    .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .decode_uses_generator = 1,
+    .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
+    .decode_uses_generator = 1,
 };
