@@ -327,7 +327,6 @@ static const char *const options[] = {"--guidance_rescale", "--timesteps", "--im
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     (void)m;
-    if (r->sp_dist && cvx_dist_size(r->sp_dist) > 1) return cvx_error("--sp: not wired for LTX-Video");
     if (strcmp(r->cache, "none") != 0) return cvx_error("--cache %s: step caching is not wired for LTX-Video", r->cache);
     if (r->image_cond_noise_set && !(r->conditioning && r->conditioning->mode == CVX_MODE_COND))
         return cvx_error("--image_cond_noise_scale: re-noises the condition pipeline's conditions (give stage 1 "

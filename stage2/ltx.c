@@ -7,6 +7,7 @@
 #include "ltx.h"
 
 #include "config.h"
+#include "dist.h"
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
@@ -45,6 +46,8 @@ struct ltx_transformer {
     void *probe_user;
     cvx_ctx *ctx;
     int owns_ctx;
+    cvx_dist *sp;                   /* Ulysses sequence parallelism (NULL: off) */
+    double comm_s, comm_bytes;      /* time in its exchanges, bytes this rank sent */
 };
 
 #define LTX_ROPE_THETA 10000.0
@@ -210,6 +213,19 @@ void ltx_free(ltx_transformer *m) {
 
 const ltx_config *ltx_get_config(const ltx_transformer *m) { return &m->c; }
 cvx_ctx *ltx_ctx(const ltx_transformer *m) { return m->ctx; }
+int ltx_set_sp(ltx_transformer *m, struct cvx_dist *sp) {
+    const int p = sp ? cvx_dist_size(sp) : 1;
+    if (p > 1 && m->c.num_attention_heads % p)
+        return cvx_error("--sp %d: must divide the %d attention heads of this model (sequence parallelism splits the "
+                         "heads between the ranks)", p, m->c.num_attention_heads);
+    m->sp = p > 1 ? sp : NULL;
+    return 0;
+}
+
+void ltx_comm_stats(const ltx_transformer *m, double *seconds, double *bytes_sent) {
+    *seconds = m->comm_s, *bytes_sent = m->comm_bytes;
+}
+
 void ltx_set_chunking(ltx_transformer *m, int chunk_rows) { m->chunk_rows = chunk_rows > 0 ? chunk_rows : 0; }
 void ltx_set_probe(ltx_transformer *m, ltx_probe_fn fn, void *user) { m->probe = fn, m->probe_user = user; }
 
@@ -323,6 +339,7 @@ typedef struct {
     const float *coords, *mask;
     float *ws;         /* scratch */
     float *pr1, *pr2;  /* [B, S, D] attention outputs kept for the probe, else NULL */
+    size_t r0, rn;     /* this rank's token rows (sequence parallelism; else 0, S) */
 } ltx_fwd;
 
 /* The modulation (shift, scale, gate, shift_mlp, scale_mlp, gate_mlp) of token s of element b:
@@ -355,10 +372,39 @@ static void ltx_gated_residual(const ltx_block_weights *bw, const ltx_fwd *f, in
             h[(size_t)i * D + k] += y[(size_t)i * D + k] * ada(bw, f, b, s0 + i, gate_row, k);
 }
 
-static void attention(ltx_transformer *m, const float *q, const float *k, const float *v, int Sq, int Skv, float *out) {
-    int heads = m->c.num_attention_heads, hd = m->c.attention_head_dim, D = heads * hd;
+/* the attention core over `heads` heads of rows heads·head_dim wide */
+static void attention_heads(ltx_transformer *m, const float *q, const float *k, const float *v, int Sq, int Skv,
+                            int heads, float *out) {
+    int hd = m->c.attention_head_dim, D = heads * hd;
     cvx_flops_add(m->ctx, 4.0 * Sq * (double)Skv * heads * hd);
     cvx_attention_transformer(m->ctx, q, D, k, v, D, out, D, Sq, Skv, heads, hd, (float)(1.0 / sqrt((double)hd)), NULL);
+}
+static void attention(ltx_transformer *m, const float *q, const float *k, const float *v, int Sq, int Skv, float *out) {
+    attention_heads(m, q, k, v, Sq, Skv, m->c.num_attention_heads, out);
+}
+
+/* Self-attention of the S tokens from this rank's rows q, k, v [rn, D] (out: q). Sequence
+ * parallelism: to head shards [S, D/p] (one exchange each), the core on this rank's heads, back. */
+static void self_attention_core(ltx_transformer *m, ltx_fwd *f, float *q, const float *k, const float *v,
+                                float *scratch) {
+    if (!m->sp) {
+        attention(m, q, k, v, f->S, f->S, q);
+        return;
+    }
+    const int p = cvx_dist_size(m->sp), heads = m->c.num_attention_heads, hd = m->c.attention_head_dim;
+    const size_t Sh = (size_t)f->S * (heads / p) * hd;
+    float *qh = scratch, *kh = qh + Sh, *vh = kh + Sh;                               // [S, D/p] each
+    const double t0 = cvx_time();
+    if (cvx_dist_seq_to_heads(m->sp, q, qh, f->S, heads, hd) || cvx_dist_seq_to_heads(m->sp, k, kh, f->S, heads, hd) ||
+        cvx_dist_seq_to_heads(m->sp, v, vh, f->S, heads, hd))
+        cvx_dist_die_last_error(m->sp);
+    m->comm_s += cvx_time() - t0;
+    attention_heads(m, qh, kh, vh, f->S, f->S, heads / p, qh);
+    const double t1 = cvx_time();
+    if (cvx_dist_heads_to_seq(m->sp, qh, q, f->S, heads, hd)) cvx_dist_die_last_error(m->sp);
+    m->comm_s += cvx_time() - t1;
+    const double D = (double)f->D, Dh = D / p;   /* sent: q, k, v but this rank's heads; the output's other rows */
+    m->comm_bytes += 4.0 * (3.0 * (double)f->rn * (D - Dh) + ((double)f->S - (double)f->rn) * Dh);
 }
 
 /* 1. attn1 on norm1(x)·(1 + scale) + shift: q, k, v; RMSNorm over D (eps 1e-5, affine); RoPE over D;
@@ -366,25 +412,25 @@ static void attention(ltx_transformer *m, const float *q, const float *k, const 
 static void ltx_self_attention(ltx_transformer *m, const ltx_block_weights *bw, ltx_fwd *f, int b, float *hb) {
     const ltx_attn_weights *a = &bw->attn1;
     int D = f->D, S = f->S;
-    size_t cr = min_sz(f->chunk, (size_t)S);
+    const size_t r0 = f->r0, rn = f->rn, cr = min_sz(f->chunk, rn);
     float *q = f->ws, *k = q + (size_t)S * D, *v = k + (size_t)S * D, *xc = v + (size_t)S * D;   // + [cr, D]
-    for (size_t i = 0; i < (size_t)S; i += cr) {
-        int n = (int)min_sz(cr, (size_t)S - i);
-        ltx_modulated_rmsnorm(m, bw, f, b, i, n, hb + i * D, xc, 0);
+    for (size_t i = 0; i < rn; i += cr) {   /* this rank's rows: q, k, v [rn, D] */
+        int n = (int)min_sz(cr, rn - i);
+        ltx_modulated_rmsnorm(m, bw, f, b, r0 + i, n, hb + (r0 + i) * D, xc, 0);
         cvx_linear(m->ctx, xc, n, D, a->q_w, a->q_b, q + i * D);                     // [n, D]
         cvx_linear(m->ctx, xc, n, D, a->k_w, a->k_b, k + i * D);
         cvx_linear(m->ctx, xc, n, D, a->v_w, a->v_b, v + i * D);
     }
-    cvx_rmsnorm(q, q, S, D, a->norm_q, 1e-5f);                                       // across heads
-    cvx_rmsnorm(k, k, S, D, a->norm_k, 1e-5f);
-    ltx_rope_apply(q, S, D, f->cos, f->sin);
-    ltx_rope_apply(k, S, D, f->cos, f->sin);
-    attention(m, q, k, v, S, S, q);                                                  // q: [S, D]
-    for (size_t i = 0; i < (size_t)S; i += cr) {
-        int n = (int)min_sz(cr, (size_t)S - i);
+    cvx_rmsnorm(q, q, (int)rn, D, a->norm_q, 1e-5f);                                 // across heads
+    cvx_rmsnorm(k, k, (int)rn, D, a->norm_k, 1e-5f);
+    ltx_rope_apply(q, (int)rn, D, f->cos + r0 * D, f->sin + r0 * D);
+    ltx_rope_apply(k, (int)rn, D, f->cos + r0 * D, f->sin + r0 * D);
+    self_attention_core(m, f, q, k, v, xc + cr * D);                                 // q: [rn, D]
+    for (size_t i = 0; i < rn; i += cr) {
+        int n = (int)min_sz(cr, rn - i);
         cvx_linear(m->ctx, q + i * D, n, D, a->o_w, a->o_b, xc);                     // [n, D]
-        if (f->pr1) memcpy(f->pr1 + ((size_t)b * S + i) * D, xc, sizeof(float) * (size_t)n * D);
-        ltx_gated_residual(bw, f, b, i, n, hb + i * D, xc, 2);
+        if (f->pr1) memcpy(f->pr1 + ((size_t)b * S + r0 + i) * D, xc, sizeof(float) * (size_t)n * D);
+        ltx_gated_residual(bw, f, b, r0 + i, n, hb + (r0 + i) * D, xc, 2);
     }
 }
 
@@ -415,8 +461,8 @@ static void ltx_cross_attention(ltx_transformer *m, const ltx_block_weights *bw,
                 }
         }
     }
-    for (size_t i = 0; i < (size_t)S; i += cr) {
-        int n = (int)min_sz(cr, (size_t)S - i);
+    for (size_t i = f->r0; i < f->r0 + f->rn; i += cr) {   /* this rank's rows */
+        int n = (int)min_sz(cr, f->r0 + f->rn - i);
         cvx_linear(m->ctx, hb + i * D, n, D, a->q_w, a->q_b, q);                     // [n, D]
         cvx_rmsnorm(q, q, n, D, a->norm_q, 1e-5f);
         attention(m, q, kt, vt, n, Lk, q);
@@ -432,8 +478,9 @@ static void ltx_feed_forward(ltx_transformer *m, const ltx_block_weights *bw, lt
     int D = f->D, S = f->S;
     size_t cr = min_sz(f->chunk, (size_t)S);
     float *x = f->ws, *u = x + cr * D;                                               // [cr, D], [cr, 4D]
-    for (size_t i = 0; i < (size_t)S; i += cr) {
-        int n = (int)min_sz(cr, (size_t)S - i);
+    (void)S;
+    for (size_t i = f->r0; i < f->r0 + f->rn; i += cr) {   /* this rank's rows */
+        int n = (int)min_sz(cr, f->r0 + f->rn - i);
         ltx_modulated_rmsnorm(m, bw, f, b, i, n, hb + i * D, x, 3);
         cvx_linear(m->ctx, x, n, D, bw->ff1_w, bw->ff1_b, u);                        // [n, 4D]
         cvx_gelu_tanh(u, (size_t)n * 4 * D);
@@ -456,10 +503,19 @@ int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *t
         for (size_t i = 0; i < (size_t)B * L; i++)
             if (mask[i] != 0.0f && mask[i] != 1.0f)
                 return cvx_error("ltx transformer: encoder_attention_mask[%zu] = %g, expected 0 or 1", i, (double)mask[i]);
-    ltx_fwd f = {.B = B, .S = S, .T = T, .L = L, .D = D, .coords = coords, .mask = mask};
+    if (m->sp && (B != 1 || m->probe || S < cvx_dist_size(m->sp)))
+        return cvx_error("ltx transformer: sequence parallelism runs one batch element of at least %d tokens without "
+                         "probes (B=%d, S=%d)", cvx_dist_size(m->sp), B, S);
+    ltx_fwd f = {.B = B, .S = S, .T = T, .L = L, .D = D, .coords = coords, .mask = mask, .r0 = 0, .rn = (size_t)S};
+    if (m->sp) {   /* this rank's rows of every row-wise part */
+        int64_t lo, hi;
+        cvx_dist_split_range(S, cvx_dist_size(m->sp), cvx_dist_rank(m->sp), &lo, &hi);
+        f.r0 = (size_t)lo, f.rn = (size_t)(hi - lo);
+    }
     f.chunk = m->chunk_rows > 0 ? (size_t)m->chunk_rows : 1024;
     size_t cr = min_sz(f.chunk, (size_t)S);
-    size_t need[3] = {(3 * (size_t)S + cr) * D, 2 * (size_t)L * D + 2 * cr * D, 5 * cr * D};
+    const size_t sp_heads = m->sp ? 3 * (size_t)S * (D / cvx_dist_size(m->sp)) : 0;   /* q, k, v head shards */
+    size_t need[3] = {(3 * (size_t)S + cr) * D + sp_heads, 2 * (size_t)L * D + 2 * cr * D, 5 * cr * D};
     size_t ws = need[0];
     for (int i = 1; i < 3; i++) if (need[i] > ws) ws = need[i];
     f.ws = cvx_alloc_f32(ws);
@@ -509,10 +565,13 @@ int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *t
     }
 
     /* norm_out (LayerNorm, no affine, eps 1e-6); (shift, scale) = scale_shift_table + emb; proj_out */
-    cvx_layernorm(f.h, f.h, B * S, D, NULL, NULL, 1e-6f);
+    /* (sequence parallelism: this rank's rows, then every rank's: the same prediction everywhere) */
+    const size_t R = m->sp ? f.rn : (size_t)B * S, hr0 = m->sp ? f.r0 : 0;
+    float *hl = f.h + hr0 * D;
+    cvx_layernorm(hl, hl, (int)R, D, NULL, NULL, 1e-6f);
     probe(m, "norm_out", f.h, (size_t)B * S * D);
 #pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < (size_t)B * S; r++) {
+    for (size_t r = hr0; r < hr0 + R; r++) {
         size_t b = r / (size_t)S, s = r % (size_t)S;
         const float *e = f.emb + (b * T + (T == 1 ? 0 : s)) * D;
         float *hr = f.h + r * D;
@@ -521,7 +580,24 @@ int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *t
             hr[k] = hr[k] * (1.0f + scale) + shift;
         }
     }
-    cvx_linear(m->ctx, f.h, B * S, D, m->proj_out_w, m->proj_out_b, out);           // [B·S, C_out]
+    const int Co = c->out_channels;
+    cvx_linear(m->ctx, hl, (int)R, D, m->proj_out_w, m->proj_out_b, out + hr0 * Co);  // [B·S, C_out]
+    if (m->sp) {
+        const int p = cvx_dist_size(m->sp);
+        size_t *bytes = cvx_malloc(sizeof(size_t) * p);
+        for (int j = 0; j < p; j++) {
+            int64_t lo, hi;
+            cvx_dist_split_range(S, p, j, &lo, &hi);
+            bytes[j] = (size_t)(hi - lo) * Co * sizeof(float);
+        }
+        float *part = cvx_alloc_f32(f.rn * Co);
+        memcpy(part, out + f.r0 * Co, f.rn * Co * sizeof(float));
+        const double t0 = cvx_time();
+        if (cvx_dist_gatherv(m->sp, part, bytes, out, 0) || cvx_dist_bcast(m->sp, out, (size_t)S * Co * sizeof(float), 0))
+            cvx_dist_die_last_error(m->sp);
+        m->comm_s += cvx_time() - t0, m->comm_bytes += (double)f.rn * Co * 4;
+        free(part), free(bytes);
+    }
     free(f.ws); free(f.h); free(f.temb); free(f.emb); free(f.ctx_txt); free(f.cos); free(f.sin);
     free(f.pr1); free(f.pr2);
     return 0;

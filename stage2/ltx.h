@@ -70,6 +70,15 @@ int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *t
 typedef void (*ltx_probe_fn)(void *user, const char *name, const float *x, size_t n);
 void ltx_set_probe(ltx_transformer *m, ltx_probe_fn fn, void *user);
 
+/* Ulysses sequence parallelism over the ranks of sp (NULL or one rank: off): each rank runs the
+ * row-wise parts on its share of the tokens (cvx_dist_split_range), self-attention on its share of
+ * the heads (all tokens), and every rank gets the whole output. Batch 1, no probes. -1 +
+ * cvx_error when the ranks do not divide the heads. The exchanges' time and bytes sent add up in
+ * ltx_comm_stats. */
+struct cvx_dist;
+int ltx_set_sp(ltx_transformer *m, struct cvx_dist *sp);
+void ltx_comm_stats(const ltx_transformer *m, double *seconds, double *bytes_sent);
+
 /* Memory knob: the row-wise parts (norms, projections, feed-forward) run in pieces of chunk_rows
  * tokens (default 1024). 0 = default. Results do not depend on it. */
 void ltx_set_chunking(ltx_transformer *m, int chunk_rows);

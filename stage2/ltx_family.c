@@ -74,15 +74,9 @@ static void ld_blocks(cvx_denoiser *d, cvx_fwd *f, int first, int count) { (void
 static void ld_finalize(cvx_denoiser *d, cvx_fwd *f, float *out) { (void)d, (void)f, (void)out; }
 static void ld_abort(cvx_denoiser *d, cvx_fwd *f) { (void)d, (void)f; }
 
-static int ld_set_sp(cvx_denoiser *d, struct cvx_dist *sp) {
-    (void)d;
-    return sp ? cvx_error("--sp: sequence parallelism is not wired for LTX-Video") : 0;
-}
+static int ld_set_sp(cvx_denoiser *d, struct cvx_dist *sp) { return ltx_set_sp(tr(d), sp); }
 
-static void ld_comm(cvx_denoiser *d, double *seconds, double *bytes) {
-    (void)d;
-    *seconds = 0, *bytes = 0;
-}
+static void ld_comm(cvx_denoiser *d, double *seconds, double *bytes) { ltx_comm_stats(tr(d), seconds, bytes); }
 
 static void ld_free(cvx_denoiser *d) {
     ltx_priv *p = d->priv;
