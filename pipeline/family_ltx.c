@@ -328,6 +328,8 @@ static const char *const options[] = {"--guidance_rescale", "--timesteps", "--im
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     (void)m;
     if (strcmp(r->cache, "none") != 0) return cvx_error("--cache %s: step caching is not wired for LTX-Video", r->cache);
+    if (r->preview_every > 0 && r->conditioning && r->conditioning->mode == CVX_MODE_COND)
+        return cvx_error("--preview_every: previews of the condition pipeline's packed latents are not wired");
     if (r->image_cond_noise_set && !(r->conditioning && r->conditioning->mode == CVX_MODE_COND))
         return cvx_error("--image_cond_noise_scale: re-noises the condition pipeline's conditions (give stage 1 "
                          "--condition)");
