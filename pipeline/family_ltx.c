@@ -134,10 +134,11 @@ static int tokenize(cvx_model *m, const char *text, const char *label, int L, in
 /* LTXPipeline._get_t5_prompt_embeds: the encoder runs without the attention mask (padding rows
  * are ordinary encoder outputs); LTXConditionPipeline's (Mochi's) passes it: a model whose
  * model_index.json names LTXConditionPipeline, or a handle that encoded conditions. */
-static int masked_encoder(const cvx_model *m) {
+static int condition_class(const cvx_model *m) {
     const char *pc = m->info.pipeline_class;
-    return S(m)->condition_pipeline || (pc && !strcmp(pc, "LTXConditionPipeline"));
+    return pc && !strcmp(pc, "LTXConditionPipeline");
 }
+static int masked_encoder(const cvx_model *m) { return S(m)->condition_pipeline || condition_class(m); }
 
 static int encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                         cvx_progress_fn progress, void *user, float *out) {
@@ -277,6 +278,12 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
                                cvx_conditioning *out) {
     (void)progress, (void)user;
     if (p->n_conditions) return encode_conditions(m, p, out);
+    if (p->image && !p->video && condition_class(m)) {   /* LTXConditionPipeline(image=): frame 0, strength 1 */
+        const cvx_condition_spec c = {p->image, 0, 1.0};
+        cvx_conditioning_params q = *p;
+        q.image = NULL, q.conditions = &c, q.n_conditions = 1;
+        return encode_conditions(m, &q, out);
+    }
     if (!p->image || p->video) return cvx_error("LTX-Video conditioning: give an image (image-to-video)");
     const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
     int F, h, w;

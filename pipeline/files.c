@@ -478,12 +478,15 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         format_double(p->frame_rate, gbuf, sizeof gbuf);
         cvx_fingerprint_set(fp, "frame_rate", "%s", gbuf);
     }
-    if (p->n_timesteps) {   /* explicit timesteps, each in its shortest exact form */
-        char list[1024] = "";
+    if (p->n_timesteps) {   /* explicit timesteps, each in its shortest exact form (a long list: its hash) */
+        char list[1000] = "";
         for (int k = 0; k < p->n_timesteps; k++) {
             format_double(p->timesteps[k], gbuf, sizeof gbuf);
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "," : "", gbuf);
         }
+        if (strlen(list) + 1 >= sizeof list)
+            snprintf(list, sizeof list, "%d values, xxh64 %016llx", p->n_timesteps,
+                     (unsigned long long)cvx_xxh64(p->timesteps, (size_t)p->n_timesteps * sizeof(double), 0));
         cvx_fingerprint_set(fp, "timesteps", "%s", list);
     }
     if (p->image_cond_noise_set) {

@@ -97,6 +97,19 @@ static void api_case(const char *name) {
     assert_int_equal(cond.mode, CVX_MODE_COND);
     assert_int_equal(cond.n_items, k.n_cond);
     assert_int_equal(cond.T, k.n_cond);   /* images: one latent frame each */
+    {   /* LTXConditionPipeline(image=): a condition at frame 0 with strength 1 */
+        cvx_conditioning one;
+        cvx_conditioning_params ip = {.image = k.path[0], .height = k.height, .width = k.width,
+                                      .max_frames = k.frames};
+        if (cvx_encode_conditioning(m, &ip, NULL, NULL, &one)) fail_msg("%s", cvx_last_error());
+        assert_int_equal(one.mode, CVX_MODE_COND);
+        assert_int_equal(one.n_items, 1);
+        assert_true(one.items[0].frame_index == 0 && one.items[0].strength == 1.0);
+        const size_t hw = (size_t)one.h * one.w;   /* condition 0's rows of the two-condition file */
+        for (int ch = 0; ch < one.C; ch++)
+            assert_memory_equal(one.mean + ch * hw, cond.mean + (size_t)ch * cond.T * hw, hw * sizeof(float));
+        cvx_conditioning_free(&one);
+    }
     /* stage 2 from the golden embeddings (no CFG: the prompt's alone) */
     const int cfg = k.guidance > 1;
     float *pe = gh_f32(&c, NULL, "prompt_embeds"), *ne = cfg ? gh_f32(&c, NULL, "negative_prompt_embeds") : NULL;
@@ -133,6 +146,7 @@ static void api_case(const char *name) {
     assert_int_equal(nd, (size_t)3 * fr.T * fr.H * fr.W);
     gh_check_rel_l2(&c, "decoded", fr.data[0], dec, nd, 1e-3);
     cvx_frames_free(&fr);
+    cvx_latents_free(&lat);
 
     /* bad inputs: one clear line each */
     sp.on_step = NULL;
@@ -149,7 +163,6 @@ static void api_case(const char *name) {
     assert_non_null(strstr(cvx_last_error(), "--timesteps gives 3 values"));
 
     free(dec), free(fin), free(pe), free(ne), free(pm), free(nm);
-    cvx_latents_free(&lat);
     cvx_conditioning_free(&cond);
     cvx_model_close(m);
     gh_close(&c);
