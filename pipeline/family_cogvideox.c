@@ -507,9 +507,11 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
 
 static const char *const cog_classes[] = {"CogVideoXPipeline", "CogVideoXImageToVideoPipeline",
                                           "CogVideoXVideoToVideoPipeline", NULL};
+static const char *const cog_components[] = {"transformer/CogVideoXTransformer3DModel",
+    "vae/AutoencoderKLCogVideoX", "text_encoder/T5EncoderModel", NULL};
 
 const cvx_family cvx_family_cogvideox = {
-    .name = "CogVideoX", .classes = cog_classes, .component_classes = (const char *const[]){"transformer/CogVideoXTransformer3DModel", "vae/AutoencoderKLCogVideoX", "text_encoder/T5EncoderModel", NULL},
+    .name = "CogVideoX", .classes = cog_classes, .component_classes = cog_components,
     .open = cog_open, .close = cog_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .options = options, .check_sample = check_sample,

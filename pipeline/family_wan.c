@@ -716,9 +716,12 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
 }
 
 static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
+static const char *const wan_components[] = {"transformer/WanTransformer3DModel",
+    "transformer_2/WanTransformer3DModel", "vae/AutoencoderKLWan", "text_encoder/UMT5EncoderModel",
+    "image_encoder/CLIPVisionModel", "image_encoder/CLIPVisionModelWithProjection", NULL};
 
 const cvx_family cvx_family_wan = {
-    .name = "Wan", .classes = wan_classes, .component_classes = (const char *const[]){"transformer/WanTransformer3DModel", "transformer_2/WanTransformer3DModel", "vae/AutoencoderKLWan", "text_encoder/UMT5EncoderModel", "image_encoder/CLIPVisionModel", "image_encoder/CLIPVisionModelWithProjection", NULL}, .open = wan_open, .close = wan_close,
+    .name = "Wan", .classes = wan_classes, .component_classes = wan_components, .open = wan_open, .close = wan_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
