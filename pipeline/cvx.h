@@ -133,7 +133,7 @@ int cvx_encode_texts_more(cvx_model *m, const char *const *texts, const char *co
                           cvx_progress_fn progress, void *user, cvx_cond_set *out);
 
 /* ---- sample: embeddings -> latents (the denoising loop) ---- */
-/* What one step of the loop did, for an observer (stage 2's stage2_steps.json, stage2/steps_record.h). */
+/* What one step of the loop did, for an observer (stage 2's stage2_steps.json, pipeline/steps_record.h). */
 typedef struct cvx_step_info {
     int step, n_steps;            /* loop step (0-based) of the steps the loop runs */
     double timestep;              /* the value the model got */

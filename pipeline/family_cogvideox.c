@@ -205,7 +205,7 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
  * count) against the model as stage 2 will: the errors come before anything is encoded. */
 static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
     if (!m->has_denoiser_config) return 0;
-    cvx_sample_params req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
+    cvx_loop_request req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
     cvx_loop_params sp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
                           .vae_scale_temporal = m->info.vae_scale_temporal};
     cvx_latent_shape sh;

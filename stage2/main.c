@@ -19,7 +19,7 @@
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
-#include "stage2/steps_record.h"
+#include "pipeline/steps_record.h"
 
 #define DEFAULT_DIR "stage_outputs"
 #include "stage2/usage.h"
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     /* ---- the loop ---- */
     sp.checkpoint_path = out.checkpoint, sp.checkpoint_every = a.checkpoint_every, sp.resume = resume;
     sp.stop_after_steps = a.stop_after, sp.fingerprint = &fp, sp.cfg_dist = par.cfg_group;
-    char steps_path[4200];   /* the per-step record (stage2/steps_record.h), rank 0 */
+    char steps_path[4200];   /* the per-step record (pipeline/steps_record.h), rank 0 */
     cvx_steps_record *rec = NULL;
     if (writer && (cvx_steps_record_path(out.latents, steps_path, sizeof steps_path) ||
                    !(rec = cvx_steps_record_new(steps_path, resume, &fp))))
