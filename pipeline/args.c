@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "pipeline/family.h"
 #include "stage2/cache.h"
 #include "stage2/preview.h"
 
@@ -80,10 +81,9 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_STR_("input_dir", &a->input_dir, CVX_PER_RANK), CVX_FLAG_STR_("output_dir", &a->output_dir, CVX_PER_RANK),
         CVX_FLAG_INT_("num_inference_steps", &sp->num_inference_steps, 1, 1000000),
         CVX_FLAG_NUM_("guidance_scale", &sp->guidance_scale, 0, 1e6),
-        CVX_FLAG_NUM_("guidance_scale_2", &sp->guidance_scale_2, 0, 1e6),
-        CVX_FLAG_BOOL_("use_dynamic_cfg", &sp->use_dynamic_cfg, 1), CVX_FLAG_U64_("seed", &sp->seed),
+        CVX_FLAG_U64_("seed", &sp->seed),
         CVX_FLAG_INT_("height", &sp->height, 1, 65536), CVX_FLAG_INT_("width", &sp->width, 1, 65536),
-        CVX_FLAG_INT_("frames", &sp->frames, 1, 65536), CVX_FLAG_INT_("fps", &a->fps, 1, 1000),
+        CVX_FLAG_INT_("frames", &sp->frames, 1, 65536),
         CVX_FLAG_STR_("model_id", &a->model_id, CVX_PER_RANK), CVX_FLAG_STR_("model_dir", &a->model_dir, CVX_PER_RANK),
         CVX_FLAG_STR_("scheduler", &sp->scheduler), CVX_FLAG_INT_("threads", &a->threads, 0, 4096, CVX_PER_RANK),
         CVX_FLAG_BOOL_("resume", &a->resume, 1), CVX_FLAG_INT_("checkpoint_every", &a->checkpoint_every, 0, 1000000),
@@ -96,7 +96,6 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_STR_("noise_dtype", &sp->noise_dtype), CVX_FLAG_PARSE_("cache", parse_cache, &a->cache_kind, &sp->cache),
         CVX_FLAG_NUM_("cache_threshold", &a->cache_threshold, -1e6, 1e6, .given = &a->threshold_arg),
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, a->teacache_coeffs, &a->coeffs_arg),
-        CVX_FLAG_BOOL_("teacache_ret_steps", &sp->teacache_ret_steps, 1),
         CVX_FLAG_INT_("preview_every", &sp->preview_every, 0, 1000000),
         CVX_FLAG_PARSE_("preview", parse_preview, &a->preview_mode, &sp->preview),
         CVX_FLAG_STR_("transformer", &a->wfile[0]), CVX_FLAG_STR_("text_encoder", &a->wfile[1]),
@@ -107,10 +106,35 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
         CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1),
         CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999),
-        CVX_FLAG_NUM_("guidance_rescale", &sp->guidance_rescale, 0, 1),
+        /* the family options parsed by their own rows (CVX_OPTION_OWN: a list, a value with a given-flag) */
         CVX_FLAG_PARSE_("timesteps", parse_timesteps, a, &a->timesteps_arg),
-        CVX_FLAG_PARSE_("image_cond_noise_scale", parse_cond_noise, sp, &a->cond_noise_arg), {0}};
-    copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
+        CVX_FLAG_PARSE_("image_cond_noise_scale", parse_cond_noise, sp, &a->cond_noise_arg)};
+    const size_t n = sizeof flags / sizeof flags[0];
+    copy_table(a->flags, flags, n);
+    cvx_flag *f = a->flags + n;   /* then a row per family option, from its table */
+    for (int i = 0; cvx_family_options[i].name; i++) {
+        const cvx_family_option *o = &cvx_family_options[i];
+        CVX_CHECK(i < CVX_ARGS_MAX_OPTIONS && f - a->flags < CVX_ARGS_MAX_FLAGS - 1);
+        if (o->type == CVX_OPTION_OWN) continue;   /* its own row above */
+        void *field = cvx_family_option_field(o, sp);
+        *f = o->type == CVX_OPTION_BOOL ? (cvx_flag)CVX_FLAG_BOOL_(o->name, field, 1)
+             : o->type == CVX_OPTION_INT
+                 ? (cvx_flag)CVX_FLAG_INT_(o->name, &a->option_int[i], (long long)o->lo, (long long)o->hi)
+                 : (cvx_flag)CVX_FLAG_NUM_(o->name, field, o->lo, o->hi);
+        f++;
+    }
+    *f = (cvx_flag){0};
+}
+
+void cvx_stage2_args_finish(cvx_stage2_args *a) {
+    for (int i = 0; cvx_family_options[i].name; i++)
+        if (cvx_family_options[i].type == CVX_OPTION_INT)
+            *(double *)cvx_family_option_field(&cvx_family_options[i], &a->sp) = a->option_int[i];
+}
+
+void cvx_stage2_options_help(FILE *f, const char *after) {
+    for (const cvx_family_option *o = cvx_family_options; o->name; o++)
+        if (o->help_after && !strcmp(o->help_after, after)) fputs(o->help, f);
 }
 
 void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {

@@ -5,6 +5,8 @@
 #ifndef CVX_PIPELINE_ARGS_H
 #define CVX_PIPELINE_ARGS_H
 
+#include <stdio.h>
+
 #include "cli.h"
 #include "lora.h"
 #include "dtype.h"
@@ -14,6 +16,7 @@
 
 #define CVX_ARGS_MAX_FLAGS 64
 #define CVX_ARGS_MAX_TIMESTEPS 1000
+#define CVX_ARGS_MAX_OPTIONS 16   /* rows of cvx_family_options (pipeline/family.h) */
 
 /* --lora FILE[:WEIGHT], repeatable: the adapters in the order given; `given` joins every value
  * given (what the MPI ranks agree on). */
@@ -33,9 +36,11 @@ typedef struct {
     const char *quantize, *transformer_out;   /* --quantize TYPE --transformer_out FILE.gguf */
     int int8, pure;
     const char *wfile[3];   /* --transformer, --text_encoder, --vae single weight files */
-    int fps, threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
+    int threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
     int prompt_index;   /* --prompt_index N: stage1_embeddings_NNNN in, files numbered alike out (0: none) */
-    cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance) */
+    cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance);
+                             * the family options' flags are made from their table, after the others */
+    int option_int[CVX_ARGS_MAX_OPTIONS];   /* an integer family option as given (--fps), 0: not given */
     double timesteps[CVX_ARGS_MAX_TIMESTEPS];   /* --timesteps T1,T2,...: sp.timesteps points here */
     const char *timesteps_arg, *cond_noise_arg;   /* --timesteps, --image_cond_noise_scale as given */
     cvx_dtype out_dtype;
@@ -47,6 +52,11 @@ typedef struct {
 } cvx_stage2_args;
 /* The defaults and the table (a points into itself: do not copy it after this). */
 void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir);
+/* After cvx_flags_parse and the ranks' agreement on the flags: the integer family options given
+ * (--fps) into their cvx_sample_params fields. */
+void cvx_stage2_args_finish(cvx_stage2_args *a);
+/* stage 2's --help lines of the family options placed after the flag `after` (their rows' help_after). */
+void cvx_stage2_options_help(FILE *f, const char *after);
 
 typedef struct {
     const char *input_dir, *latents_arg, *output_arg, *model_id, *model_dir, *png_dir, *sheet, *frames_out,

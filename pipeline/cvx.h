@@ -133,7 +133,7 @@ int cvx_encode_texts_more(cvx_model *m, const char *const *texts, const char *co
                           cvx_progress_fn progress, void *user, cvx_cond_set *out);
 
 /* ---- sample: embeddings -> latents (the denoising loop) ---- */
-/* What one step of the loop did, for an observer (stage 2's stage2_steps.json, stage2/steps_record.h). */
+/* What one step of the loop did, for an observer (stage 2's stage2_steps.json, pipeline/steps_record.h). */
 typedef struct cvx_step_info {
     int step, n_steps;            /* loop step (0-based) of the steps the loop runs */
     double timestep;              /* the value the model got */
@@ -149,8 +149,9 @@ typedef struct cvx_sample_params {
     int frames, height, width;    /* 0 = the model's default */
     int num_inference_steps;      /* 0 = 50 */
     double guidance_scale;        /* <= 1 disables CFG; < 0 = the model's default (cvx_model_info) */
-    double guidance_scale_2;      /* Wan 2.2 A14B: the low-noise expert's guidance; 0 = the model's default */
-    int use_dynamic_cfg;
+    double guidance_scale_2;      /* Wan 2.2 A14B: the low-noise expert's guidance; 0 = the model's default
+                                   * (a family option, in cvx_family_options) */
+    int use_dynamic_cfg;          /* CogVideoX: the cosine guidance schedule (a family option, in cvx_family_options) */
     uint64_t seed;
     const char *scheduler;        /* "ddim" / "dpm" / NULL = the scheduler config's */
     double flow_shift;            /* > 0: the flow schedulers' shift (UniPC flow_shift, Euler shift) instead of the
@@ -178,17 +179,22 @@ typedef struct cvx_sample_params {
     const char *cache;
     double cache_threshold;
     const double *teacache_coefficients;
-    int teacache_ret_steps;       /* Wan: TeaCache4Wan2.1's use_ret_steps variant (its e0 rule and coefficients) */
-    double guidance_rescale;      /* LTX-Video: diffusers' guidance_rescale φ (rescale_noise_cfg), 0 = none */
+    /* the family options: fields only some families use, each a row of the one table
+     * cvx_family_options (pipeline/family.c: its flag, help, file keys, refusal); a family refuses
+     * one its row does not take (guidance_scale_2 and use_dynamic_cfg above are two more) */
+    int teacache_ret_steps;       /* Wan: TeaCache4Wan2.1's use_ret_steps variant (its e0 rule and coefficients)
+                                   * (a family option, in cvx_family_options) */
+    double guidance_rescale;      /* LTX-Video: diffusers' guidance_rescale φ (rescale_noise_cfg), 0 = none
+                                   * (a family option, in cvx_family_options) */
     double frame_rate;            /* LTX-Video: the frame rate of the rotary positions (8/frame_rate), 0 = the
-                                   * model's fps */
+                                   * model's fps (a family option, in cvx_family_options: stage 2's --fps) */
     /* explicit timesteps [n_timesteps] (descending, in (0, num_train_timesteps]), as the pipeline's
      * timesteps= argument (LTX-Video's distilled schedules); NULL = the scheduler's own spacing.
-     * num_inference_steps 0 = n_timesteps, else it must equal it */
+     * num_inference_steps 0 = n_timesteps, else it must equal it (a family option) */
     const double *timesteps;
     int n_timesteps;
     /* LTX-Video condition pipeline: image_cond_noise_scale (the hard conditions re-noised each step);
-     * used when image_cond_noise_set, else the pipeline's 0.15 */
+     * used when image_cond_noise_set, else the pipeline's 0.15 (a family option) */
     double image_cond_noise_scale;
     int image_cond_noise_set;
     /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0

@@ -1,6 +1,7 @@
 /* The family table and the choice of a model's family (pipeline/family.h). */
 #include "pipeline/internal.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,74 +14,152 @@
 const cvx_family *const cvx_families[] = {&cvx_family_cogvideox, &cvx_family_wan, &cvx_family_hunyuan15, &cvx_family_ltx,
                                           NULL};
 
-static int dynamic_cfg_set(const cvx_sample_params *r) { return r->use_dynamic_cfg != 0; }
-static int ret_steps_set(const cvx_sample_params *r) { return r->teacache_ret_steps != 0; }
-static int guidance_2_set(const cvx_sample_params *r) { return r->guidance_scale_2 > 0; }
-static int rescale_set(const cvx_sample_params *r) { return r->guidance_rescale != 0; }
 static int timesteps_set(const cvx_sample_params *r) { return r->n_timesteps != 0; }
 static int cond_noise_set(const cvx_sample_params *r) { return r->image_cond_noise_set; }
 
+#define OPT(field) offsetof(cvx_sample_params, field)
+/* Each option's row (family.h): its order is each file's order of the options after one anchor. */
 const cvx_family_option cvx_family_options[] = {
-    {"--use_dynamic_cfg", dynamic_cfg_set, "--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)"},
-    {"--teacache_ret_steps", ret_steps_set,
-     "--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only"},
-    {"--guidance_scale_2", guidance_2_set, "--guidance_scale_2 is Wan 2.2 A14B's (the low-noise expert's guidance)"},
-    {"--guidance_rescale", rescale_set, "--guidance_rescale is LTX-Video's (this pipeline has no guidance rescale)"},
-    {"--timesteps", timesteps_set, "--timesteps: this model's scheduler takes no explicit timesteps (LTX-Video's does)"},
-    {"--image_cond_noise_scale", cond_noise_set,
-     "--image_cond_noise_scale is LTX-Video's condition pipeline's (give stage 1 --condition)"},
+    {"guidance_scale_2", CVX_OPTION_NUM, OPT(guidance_scale_2), 0, 1e6, .set_above_zero = 1,
+     .help = "  --guidance_scale_2 G        Wan 2.2 A14B: the low-noise expert's guidance (transformer_2, the steps\n"
+             "                              below boundary_ratio; default the model's: 3 T2V, 3.5 I2V); CFG is on iff\n"
+             "                              --guidance_scale > 1, as diffusers\n",
+     .key = "guidance_scale_2", .help_after = "guidance_scale", .fp_after = "guidance_scale",
+     .genconfig_after = "guidance_scale",
+     .refusal = "--guidance_scale_2 is Wan 2.2 A14B's (the low-noise expert's guidance)"},
+    {"use_dynamic_cfg", CVX_OPTION_BOOL, OPT(use_dynamic_cfg),
+     .help = "  --use_dynamic_cfg           cosine schedule of the guidance scale (recommended with dpm)\n",
+     .key = "use_dynamic_cfg", .record_unset = 1, .help_after = "guidance_scale", .fp_after = "guidance_scale",
+     .meta_after = "dtype_info", .genconfig_after = "fps",
+     .refusal = "--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)"},
+    {"guidance_rescale", CVX_OPTION_NUM, OPT(guidance_rescale), 0, 1,
+     .help = "  --guidance_rescale R        LTX-Video: rescale the guided prediction toward the conditional\n"
+             "                              one's std (diffusers guidance_rescale, in [0, 1]; default 0)\n",
+     .key = "guidance_rescale", .help_after = "guidance_scale", .fp_after = "scheduler",
+     .refusal = "--guidance_rescale is LTX-Video's (this pipeline has no guidance rescale)"},
+    /* every family takes --fps (stage 3's frame rate, generation_config.json's generic "fps"); LTX-Video's
+     * rotary positions use it as their frame_rate */
+    {"fps", CVX_OPTION_INT, OPT(frame_rate), 1, 1000, .set_above_zero = 1,
+     .help = "  --fps N                     recorded for stage3 (default: the model's: 8 for CogVideoX,\n"
+             "                              16 for CogVideoX1.5 and Wan 2.1; LTX-Video 25, also its rotary\n"
+             "                              positions' frame_rate)\n",
+     .key = "frame_rate", .help_after = "strength", .fp_after = "scheduler"},
+    {"teacache_ret_steps", CVX_OPTION_BOOL, OPT(teacache_ret_steps),
+     .help = "  --teacache_ret_steps        Wan: TeaCache4Wan2.1's use_ret_steps variant (compares\n"
+             "                              timestep_proj; the first 5 steps always computed)\n",
+     .key = "teacache_ret_steps", .help_after = "teacache_coefficients", .fp_after = "teacache_coefficients",
+     .genconfig_after = "teacache_coefficients",
+     .refusal = "--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only"},
+    /* parsed and recorded by their own code (a list; a value whose 0 is meaningful): the row holds the
+     * help, the set rule and the refusal */
+    {"timesteps", CVX_OPTION_OWN, .is_set = timesteps_set,
+     .refusal = "--timesteps: this model's scheduler takes no explicit timesteps (LTX-Video's does)"},
+    {"image_cond_noise_scale", CVX_OPTION_OWN, .is_set = cond_noise_set,
+     .refusal = "--image_cond_noise_scale is LTX-Video's condition pipeline's (give stage 1 --condition)"},
     {0},
 };
+#undef OPT
+
+void *cvx_family_option_field(const cvx_family_option *o, cvx_sample_params *r) { return (char *)r + o->offset; }
+
+double cvx_family_option_value(const cvx_family_option *o, const cvx_sample_params *r) {
+    const void *v = (const char *)r + o->offset;
+    return o->type == CVX_OPTION_BOOL ? *(const int *)v : *(const double *)v;
+}
+
+int cvx_family_option_is_set(const cvx_family_option *o, const cvx_sample_params *r) {
+    if (o->type == CVX_OPTION_OWN) return o->is_set(r);
+    const double v = cvx_family_option_value(o, r);
+    return o->set_above_zero ? v > 0 : v != 0;
+}
 
 int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r) {
-    for (const cvx_family_option *o = cvx_family_options; o->flag; o++) {
-        if (!o->is_set(r)) continue;
+    for (const cvx_family_option *o = cvx_family_options; o->name; o++) {
+        if (!o->refusal || !cvx_family_option_is_set(o, r)) continue;
         int k = 0;
-        while (f->options && f->options[k] && strcmp(f->options[k], o->flag) != 0) k++;
+        while (f->options && f->options[k] && strcmp(f->options[k] + 2, o->name) != 0) k++;
         if (!f->options || !f->options[k]) return cvx_error("%s", o->refusal);
     }
     return 0;
+}
+
+/* The class a component's config.json names: diffusers' `_class_name`, else transformers'
+ * `architectures[0]`; "" when the file is absent or names none. */
+static void component_class(const char *dir, const char *component, char *cls, size_t n) {
+    char path[4200];
+    cvx_config c;
+    const char *name = NULL;
+    int k = 0;
+    cls[0] = 0;
+    snprintf(path, sizeof path, "%s/%s/config.json", dir, component);
+    if (!cvx_is_file(path) || cvx_config_load(&c, path)) {
+        cvx_clear_error();
+        return;
+    }
+    if (cvx_cfg_str(&c, "_class_name", &name) && (cvx_clear_error(), cvx_cfg_str_array(&c, "architectures", &name, 1, &k) || k < 1))
+        name = NULL;
+    cvx_clear_error();
+    if (name) snprintf(cls, n, "%s", name);
+    cvx_config_free(&c);
+}
+
+/* A directory without model_index.json (components only): the rows' component_classes entries
+ * are tried by their position in the rows (every row's first entry, its transformer, first; then
+ * every row's second, ...), a row before the rows after it; the first entry whose component's
+ * config names its class decides. */
+static const cvx_family *family_of_components(const char *dir) {
+    for (int pos = 0;; pos++) {
+        int any = 0;
+        for (int f = 0; cvx_families[f]; f++) {
+            const char *const *cc = cvx_families[f]->component_classes;
+            int k = 0;
+            while (k < pos && cc[k]) k++;
+            if (!cc[k]) continue;
+            any = 1;
+            const char *slash = strchr(cc[k], '/');
+            char component[64], cls[256];
+            CVX_CHECK(slash && (size_t)(slash - cc[k]) < sizeof component);
+            snprintf(component, sizeof component, "%.*s", (int)(slash - cc[k]), cc[k]);
+            component_class(dir, component, cls, sizeof cls);
+            if (cls[0] && !strcmp(cls, slash + 1)) return cvx_families[f];
+        }
+        if (!any) break;
+    }
+    char list[2048] = "";
+    for (int f = 0; cvx_families[f]; f++)
+        for (int k = 0; cvx_families[f]->component_classes[k]; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "",
+                     cvx_families[f]->component_classes[k]);
+    cvx_error("%s: not a model this program runs: no model_index.json, and no component's config.json "
+              "(its _class_name or architectures) names a supported class (looked for: %s)", dir, list);
+    return NULL;
 }
 
 const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n) {
     char path[4200];
     cls[0] = 0;
     snprintf(path, sizeof path, "%s/model_index.json", dir);
-    if (cvx_is_file(path)) {
-        cvx_config c;
-        const char *name;
-        if (cvx_config_load(&c, path)) return NULL;
-        if (cvx_cfg_str(&c, "_class_name", &name)) {
-            cvx_config_free(&c);
-            return NULL;
-        }
-        snprintf(cls, cls_n, "%s", name);
+    if (!cvx_is_file(path)) return family_of_components(dir);
+    cvx_config c;
+    const char *name;
+    if (cvx_config_load(&c, path)) return NULL;
+    if (cvx_cfg_str(&c, "_class_name", &name)) {
         cvx_config_free(&c);
-        for (int f = 0; cvx_families[f]; f++)
-            for (int k = 0; cvx_families[f]->classes[k]; k++)
-                if (!strcmp(cls, cvx_families[f]->classes[k])) return cvx_families[f];
-        char list[1024] = "";
-        for (int f = 0; cvx_families[f]; f++)
-            for (int k = 0; cvx_families[f]->classes[k]; k++)
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "",
-                         cvx_families[f]->classes[k]);
-        cvx_error("%s: key '_class_name' is \"%s\", a pipeline this program does not run (supported: %s)", path, cls,
-                  list);
         return NULL;
     }
-    /* no model_index.json (a bare directory of components): the family of its transformer's class */
-    snprintf(path, sizeof path, "%s/transformer/config.json", dir);
-    cvx_config c;
-    const char *tcls = NULL;
-    const cvx_family *found = cvx_families[0];   /* as before families: the call that needs a component checks it */
-    if (cvx_is_file(path) && !cvx_config_load(&c, path)) {
-        if (!cvx_cfg_str(&c, "_class_name", &tcls))
-            for (int f = 0; cvx_families[f]; f++)
-                if (!strcmp(tcls, cvx_families[f]->transformer_class)) found = cvx_families[f];
-        cvx_config_free(&c);
-    }
-    cvx_clear_error();
-    return found;
+    snprintf(cls, cls_n, "%s", name);
+    cvx_config_free(&c);
+    for (int f = 0; cvx_families[f]; f++)
+        for (int k = 0; cvx_families[f]->classes[k]; k++)
+            if (!strcmp(cls, cvx_families[f]->classes[k])) return cvx_families[f];
+    char list[1024] = "";
+    for (int f = 0; cvx_families[f]; f++)
+        for (int k = 0; cvx_families[f]->classes[k]; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "",
+                     cvx_families[f]->classes[k]);
+    cvx_error("%s: key '_class_name' is \"%s\", a pipeline this program does not run (supported: %s)", path, cls,
+              list);
+    return NULL;
 }
 
 void cvx_sample_run_defaults(cvx_sample_run *r, const cvx_embeddings *emb) {

@@ -58,22 +58,56 @@ void cvx_sample_run_free(cvx_sample_run *r);
  * the channels, loop.image_tokens). */
 void cvx_sample_run_defaults(cvx_sample_run *r, const cvx_embeddings *emb);
 
-/* A sampling option of cvx_sample_params that only some families take, in the one table
- * cvx_family_options[] (pipeline/family.c); a row lists the flags it takes (cvx_family.options)
- * and cvx_sample_resolve refuses any other that is set, with the entry's line. */
+/* A family option: a field of cvx_sample_params that only some families use, one row of the one
+ * table cvx_family_options[] (pipeline/family.c). The row is the option's single source: the
+ * stage-2 flag (pipeline/args.c), its --help lines (stage2/usage.h), the sampling fingerprint and
+ * the latents file's metadata and generation_config.json (pipeline/files.c) iterate the table, and
+ * cvx_family_check_options refuses a set option that the model's row (cvx_family.options) does not
+ * list. Adding a family option: its field in cvx_sample_params and its row here.
+ *
+ * Where a file records it: right after the generic key named by *_after (the row's place among
+ * the generic lines, so that files keep their key order), NULL = not recorded there. An anchor
+ * that a file writes only sometimes (teacache_coefficients: with a cache) records the option only
+ * then. */
+typedef enum {
+    CVX_OPTION_BOOL,   /* an int field (0/1); the flag takes no value and stores 1 */
+    CVX_OPTION_INT,    /* a double field; the flag takes an integer in [lo, hi] */
+    CVX_OPTION_NUM,    /* a double field; the flag takes a finite number in [lo, hi] */
+    CVX_OPTION_OWN,    /* parsed by its own flag row in pipeline/args.c and recorded by its own lines in
+                        * files.c (a list: --timesteps; a value whose 0 is meaningful, with a given-flag:
+                        * --image_cond_noise_scale); the row gives is_set and the refusal */
+} cvx_option_type;
+
 typedef struct {
-    const char *flag;                            /* "--use_dynamic_cfg" */
-    int (*is_set)(const cvx_sample_params *r);   /* the request uses it */
-    const char *refusal;                         /* the error line for a model whose row does not take it */
+    const char *name;        /* the flag without "--" ("use_dynamic_cfg"); NULL ends the table */
+    cvx_option_type type;
+    size_t offset;           /* offsetof(cvx_sample_params, field) */
+    double lo, hi;           /* INT, NUM: the flag's accepted range */
+    int set_above_zero;      /* set when the value is > 0, else when != 0; unset (0) is "off" or
+                              * "the model's default" */
+    const char *help;        /* its lines in stage 2's --help */
+    const char *key;         /* its key in the fingerprint, the latents metadata, generation_config.json */
+    int record_unset;        /* recorded when unset too (BOOL: "false"); else only when set */
+    const char *help_after, *fp_after, *meta_after, *genconfig_after;   /* see above */
+    const char *refusal;     /* the error line for a model whose row does not list it; NULL: every
+                              * family takes it (the ones without a use ignore it) */
+    int (*is_set)(const cvx_sample_params *r);   /* CVX_OPTION_OWN: the request sets it */
 } cvx_family_option;
-extern const cvx_family_option cvx_family_options[];   /* terminated by a NULL flag */
+extern const cvx_family_option cvx_family_options[];   /* terminated by a NULL name */
+
+/* The option's value in r as a double (BOOL: 0 or 1), whether it is set, and where it lives. */
+double cvx_family_option_value(const cvx_family_option *o, const cvx_sample_params *r);
+int cvx_family_option_is_set(const cvx_family_option *o, const cvx_sample_params *r);
+void *cvx_family_option_field(const cvx_family_option *o, cvx_sample_params *r);
 
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
     const char *const *classes;    /* the model_index.json `_class_name`s it serves, NULL-terminated */
-    /* a directory without model_index.json belongs to the family whose transformer/config.json
-     * has this _class_name */
-    const char *transformer_class;
+    /* a directory without model_index.json (components only) is the family's when a component's
+     * config.json names one of these classes ("transformer/WanTransformer3DModel": the component
+     * folder, then its `_class_name` or transformers' `architectures[0]`), NULL-terminated, the
+     * transformer first (cvx_family_for: what decides between families) */
+    const char *const *component_classes;
 
     /* Read the model's configs (those present), fill m->info, set m->fam. -1 + cvx_error */
     int (*open)(cvx_model *m);
@@ -102,7 +136,8 @@ typedef struct cvx_family {
     int takes_conditions;
 
     /* ---- stage 2 ---- */
-    /* the family-specific options (cvx_family_options' flags) it takes, NULL-terminated */
+    /* the family options (cvx_family_options) it takes, as their flags ("--use_dynamic_cfg"),
+     * NULL-terminated */
     const char *const *options;
     /* the checks cvx_sample_resolve runs before any work (sequence-parallel split, ...) */
     int (*check_sample)(cvx_model *m, const cvx_sample_params *resolved);
@@ -141,8 +176,8 @@ extern const cvx_family *const cvx_families[];
 extern const cvx_family cvx_family_cogvideox, cvx_family_wan, cvx_family_hunyuan15, cvx_family_ltx;
 
 /* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
- * the file is absent), else the first family that claims the directory. NULL + one cvx_error
- * naming the class and the supported ones. */
+ * the file is absent), else the family whose component_classes its components' configs name (no
+ * default family). NULL + one cvx_error naming the directory or class and the supported ones. */
 const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n);
 
 #endif

@@ -205,7 +205,7 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
  * count) against the model as stage 2 will: the errors come before anything is encoded. */
 static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
     if (!m->has_denoiser_config) return 0;
-    cvx_sample_params req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
+    cvx_loop_request req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
     cvx_loop_params sp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
                           .vae_scale_temporal = m->info.vae_scale_temporal};
     cvx_latent_shape sh;
@@ -507,9 +507,11 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
 
 static const char *const cog_classes[] = {"CogVideoXPipeline", "CogVideoXImageToVideoPipeline",
                                           "CogVideoXVideoToVideoPipeline", NULL};
+static const char *const cog_components[] = {"transformer/CogVideoXTransformer3DModel",
+    "vae/AutoencoderKLCogVideoX", "text_encoder/T5EncoderModel", NULL};
 
 const cvx_family cvx_family_cogvideox = {
-    .name = "CogVideoX", .classes = cog_classes, .transformer_class = "CogVideoXTransformer3DModel",
+    .name = "CogVideoX", .classes = cog_classes, .component_classes = cog_components,
     .open = cog_open, .close = cog_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .options = options, .check_sample = check_sample,

@@ -370,9 +370,12 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
 }
 
 static const char *const hv15_classes[] = {"HunyuanVideo15Pipeline", NULL};
+static const char *const hv15_components[] = {"transformer/HunyuanVideo15Transformer3DModel",
+    "vae/AutoencoderKLHunyuanVideo15", "text_encoder/Qwen2_5_VLTextModel", "text_encoder_2/T5EncoderModel",
+    "image_encoder/SiglipVisionModel", NULL};
 
 const cvx_family cvx_family_hunyuan15 = {
-    .name = "HunyuanVideo-1.5", .classes = hv15_classes, .transformer_class = "HunyuanVideo15Transformer3DModel",
+    .name = "HunyuanVideo-1.5", .classes = hv15_classes, .component_classes = hv15_components,
     .open = hv15_open, .close = hv15_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .check_mode = check_mode,
     .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,

@@ -25,7 +25,7 @@
 #include "stage2/ltx_schedule.h"
 #include "stage2/ltx_pack.h"
 #include "stage2/scheduler_ltx.h"
-#include "stage3/latent_dist.h"
+#include "latent_dist.h"
 #include "stage3/ltx_vae.h"
 #include "stage3/ltx_vae_tiles.h"
 
@@ -613,9 +613,11 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
 }
 
 static const char *const ltx_classes[] = {"LTXPipeline", "LTXImageToVideoPipeline", "LTXConditionPipeline", NULL};
+static const char *const ltx_components[] = {"transformer/LTXVideoTransformer3DModel",
+    "vae/AutoencoderKLLTXVideo", "text_encoder/T5EncoderModel", NULL};
 
 const cvx_family cvx_family_ltx = {
-    .name = "LTX-Video", .classes = ltx_classes, .transformer_class = "LTXVideoTransformer3DModel",
+    .name = "LTX-Video", .classes = ltx_classes, .component_classes = ltx_components,
     .open = ltx_open, .close = ltx_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,

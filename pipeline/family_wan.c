@@ -26,7 +26,7 @@
 #include "stage2/cache.h"
 #include "stage2/wan.h"
 #include "stage2/wan_family.h"
-#include "stage3/latent_dist.h"
+#include "latent_dist.h"
 #include "stage3/wan_vae.h"
 
 #define MAX_BATCH 4                  /* sequences per encoder pass */
@@ -320,7 +320,7 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
 /* The size checks stage 2 will make, before anything is encoded. */
 static int check_size(cvx_model *m, int frames, int height, int width) {
     if (!m->has_denoiser_config) return 0;
-    cvx_sample_params req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
+    cvx_loop_request req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
     cvx_loop_params lp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
                           .vae_scale_temporal = m->info.vae_scale_temporal};
     cvx_latent_shape sh;
@@ -716,9 +716,12 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
 }
 
 static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
+static const char *const wan_components[] = {"transformer/WanTransformer3DModel",
+    "transformer_2/WanTransformer3DModel", "vae/AutoencoderKLWan", "text_encoder/UMT5EncoderModel",
+    "image_encoder/CLIPVisionModel", "image_encoder/CLIPVisionModelWithProjection", NULL};
 
 const cvx_family cvx_family_wan = {
-    .name = "Wan", .classes = wan_classes, .transformer_class = "WanTransformer3DModel", .open = wan_open, .close = wan_close,
+    .name = "Wan", .classes = wan_classes, .component_classes = wan_components, .open = wan_open, .close = wan_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,

@@ -400,6 +400,55 @@ static void format_double(double v, char *buf, size_t n) {
     if (!strpbrk(buf, ".eni")) strncat(buf, ".0", n - strlen(buf) - 1);
 }
 
+/* ---- the family options (cvx_family_options, pipeline/family.h): a file records a row right
+ * after the generic key the row names for it, when set (or always: record_unset) ---- */
+static int option_here(const cvx_family_option *o, const char *where, const char *after, const cvx_sample_params *p) {
+    return where && !strcmp(where, after) && (o->record_unset || cvx_family_option_is_set(o, p));
+}
+/* its text in the fingerprint and the metadata: true / false, or the shortest exact number */
+static void option_text(const cvx_family_option *o, const cvx_sample_params *p, char *buf, size_t n) {
+    const double v = cvx_family_option_value(o, p);
+    if (o->type == CVX_OPTION_BOOL) snprintf(buf, n, "%s", v != 0 ? "true" : "false");
+    else format_double(v, buf, n);
+}
+static void fingerprint_options(cvx_fingerprint *fp, const cvx_sample_params *p, const char *after) {
+    char buf[64];
+    for (const cvx_family_option *o = cvx_family_options; o->name; o++)
+        if (option_here(o, o->fp_after, after, p)) {
+            option_text(o, p, buf, sizeof buf);
+            cvx_fingerprint_set(fp, o->key, "%s", buf);
+        }
+}
+static int metadata_options(cvx_st_writer *w, const cvx_sample_params *p, const char *after) {
+    char buf[64];
+    int rc = 0;
+    for (const cvx_family_option *o = cvx_family_options; o->name; o++)
+        if (option_here(o, o->meta_after, after, p)) {
+            option_text(o, p, buf, sizeof buf);
+            rc |= cvx_stw_metadata(w, o->key, buf);
+        }
+    return rc;
+}
+static void genconfig_options(json_object *upd, const cvx_sample_params *p, const char *after) {
+    for (const cvx_family_option *o = cvx_family_options; o->name; o++)
+        if (option_here(o, o->genconfig_after, after, p)) {
+            const double v = cvx_family_option_value(o, p);
+            json_object_object_add(upd, o->key, o->type == CVX_OPTION_BOOL  ? json_object_new_boolean((int)v)
+                                                : o->type == CVX_OPTION_INT ? json_object_new_int((int)v)
+                                                                            : json_object_new_double(v));
+        }
+}
+/* The generation_config.json keys of the options recorded after one of `afters` that this run
+ * leaves out: null when the config at path (an earlier run's) has them. */
+static int null_stale_options(const char *path, json_object *upd, const char *const *afters, int n_afters) {
+    const char *keys[32];
+    int n = 0;
+    for (const cvx_family_option *o = cvx_family_options; o->name && n < 32; o++)
+        for (int i = 0; i < n_afters; i++)
+            if (o->genconfig_after && !strcmp(o->genconfig_after, afters[i])) keys[n++] = o->key;
+    return null_stale_keys(path, upd, keys, n);
+}
+
 /* FNV-1a 64 of a file's bytes: identifies the embeddings in the checkpoint fingerprint. */
 static int hash_file(const char *path, uint64_t *out) {
     size_t len;
@@ -460,24 +509,13 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", p->num_inference_steps);
     format_double(p->guidance_scale, gbuf, sizeof gbuf);
     cvx_fingerprint_set(fp, "guidance_scale", "%s", gbuf);
-    if (p->guidance_scale_2 > 0) {   /* Wan 2.2 A14B */
-        format_double(p->guidance_scale_2, gbuf, sizeof gbuf);
-        cvx_fingerprint_set(fp, "guidance_scale_2", "%s", gbuf);
-    }
-    cvx_fingerprint_set(fp, "use_dynamic_cfg", "%s", p->use_dynamic_cfg ? "true" : "false");
+    fingerprint_options(fp, p, "guidance_scale");
     cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)p->seed);
     cvx_fingerprint_set(fp, "height", "%d", p->height);
     cvx_fingerprint_set(fp, "width", "%d", p->width);
     cvx_fingerprint_set(fp, "frames", "%d", p->frames);
     cvx_fingerprint_set(fp, "scheduler", "%s", p->scheduler ? p->scheduler : "");
-    if (p->guidance_rescale != 0) {   /* LTX-Video's options, only when set */
-        format_double(p->guidance_rescale, gbuf, sizeof gbuf);
-        cvx_fingerprint_set(fp, "guidance_rescale", "%s", gbuf);
-    }
-    if (p->frame_rate > 0) {
-        format_double(p->frame_rate, gbuf, sizeof gbuf);
-        cvx_fingerprint_set(fp, "frame_rate", "%s", gbuf);
-    }
+    fingerprint_options(fp, p, "scheduler");
     if (p->n_timesteps) {   /* explicit timesteps, each in its shortest exact form (a long list: its hash) */
         char list[1000] = "";
         for (int k = 0; k < p->n_timesteps; k++) {
@@ -517,7 +555,7 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         if (co) cvx_fingerprint_set(fp, "teacache_coefficients", "%.17g,%.17g,%.17g,%.17g,%.17g", co[0], co[1],
                                           co[2], co[3], co[4]);
         else cvx_fingerprint_set(fp, "teacache_coefficients", "published");
-        if (p->teacache_ret_steps) cvx_fingerprint_set(fp, "teacache_ret_steps", "true");
+        fingerprint_options(fp, p, "teacache_coefficients");
     }
     return 0;
 }
@@ -547,7 +585,7 @@ int cvx_latents_write_set(cvx_outset *set, const char *path, const cvx_latents *
     rc |= cvx_stw_metadata(w, "width", buf);
     rc |= cvx_stw_metadata(w, "dtype_info",
                            dtype == CVX_BF16 ? "{\"latents\": \"bfloat16\"}" : "{\"latents\": \"float32\"}");
-    rc |= cvx_stw_metadata(w, "use_dynamic_cfg", p->use_dynamic_cfg ? "true" : "false");
+    rc |= metadata_options(w, p, "dtype_info");
     rc |= cvx_stw_metadata(w, "scheduler", l->scheduler);
     rc |= cvx_stw_metadata(w, "model_id", model_id);
     if (l->family) rc |= cvx_stw_metadata(w, "model_family", l->family);
@@ -592,22 +630,21 @@ int cvx_genconfig_record_sample_set(cvx_outset *set, const char *out_gc, const c
     json_object_object_add(upd, "model_id", json_object_new_string(model_id));
     json_object_object_add(upd, "num_inference_steps", json_object_new_int(p->num_inference_steps));
     json_object_object_add(upd, "guidance_scale", json_object_new_double(p->guidance_scale));
-    if (p->guidance_scale_2 > 0)   /* Wan 2.2 A14B's low-noise expert (unset: the model's default) */
-        json_object_object_add(upd, "guidance_scale_2", json_object_new_double(p->guidance_scale_2));
+    genconfig_options(upd, p, "guidance_scale");
     json_object_object_add(upd, "seed", json_object_new_uint64(p->seed));
     json_object_object_add(upd, "height", json_object_new_int(p->height));
     json_object_object_add(upd, "width", json_object_new_int(p->width));
     json_object_object_add(upd, "frames", json_object_new_int(p->frames));
     json_object_object_add(upd, "fps", json_object_new_int(fps));
-    json_object_object_add(upd, "use_dynamic_cfg", json_object_new_boolean(p->use_dynamic_cfg));
+    genconfig_options(upd, p, "fps");
     json_object_object_add(upd, "scheduler", json_object_new_string(scheduler));
     if (p->conditioning && p->conditioning->mode == CVX_MODE_V2V)
         json_object_object_add(upd, "strength", json_object_new_double(p->strength));
     else json_object_object_del(upd, "strength");   /* carried from an input dir's earlier V2V run */
     if (p->flow_shift > 0) json_object_object_add(upd, "flow_shift", json_object_new_double(p->flow_shift));
     else json_object_object_del(upd, "flow_shift");
-    const char *const stale[] = {"strength", "flow_shift"};   /* of an earlier run that had them */
-    if (null_stale_keys(out_gc, upd, stale, 2)) {
+    const char *const stale[] = {"strength", "flow_shift"}, *const opts_at[] = {"guidance_scale", "fps"};
+    if (null_stale_keys(out_gc, upd, stale, 2) || null_stale_options(out_gc, upd, opts_at, 2)) {   /* of an earlier run */
         json_object_put(upd);
         return -1;
     }
@@ -637,16 +674,18 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_gc, const cv
                 json_object_array_add(a, json_object_new_double_s(l->teacache_coefficients[i], buf));
             }
             json_object_object_add(upd, "teacache_coefficients", a);
-            if (p->teacache_ret_steps) json_object_object_add(upd, "teacache_ret_steps", json_object_new_boolean(1));
+            genconfig_options(upd, p, "teacache_coefficients");
         }
         json_object_object_add(upd, "cache_steps_computed", json_object_new_int64(l->cache_steps_computed));
         json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
         json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
     }
     /* the numbers of an earlier run's cache that this run did not set (all of them when off) */
-    const char *const stale[] = {"guidance_scale_2", "cache_threshold", "teacache_coefficients", "teacache_ret_steps",
-                                 "cache_steps_computed", "cache_steps_skipped", "cache_blocks_skipped"};
+    const char *const stale[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
+                                 "cache_steps_skipped", "cache_blocks_skipped"},
+                      *const opts_at[] = {"teacache_coefficients"};
     int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
+             null_stale_options(out_gc, upd, opts_at, 1) ||
              cvx_genconfig_put(set, out_gc, upd);
     json_object_put(upd);
     return rc;

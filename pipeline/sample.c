@@ -15,6 +15,7 @@
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
+#include "stage3/video.h"
 
 #define DEFAULT_STEPS 50
 
@@ -149,6 +150,17 @@ static int load_scheduler(cvx_model *m, const char *name, double flow_shift, cvx
     return cvx_scheduler_load_shift(s, path, override, flow_shift);
 }
 
+/* The request's on_step observer behind the loop's: the step as the API's cvx_step_info. */
+typedef struct {
+    void (*fn)(void *user, const cvx_step_info *info);
+    void *user;
+} step_relay;
+static void relay_step(void *user, const cvx_loop_step *s) {
+    const step_relay *r = user;
+    r->fn(r->user, &(cvx_step_info){s->step, s->n_steps, s->timestep, s->guidance, s->cache, s->seconds, s->latents,
+                                    s->numel, s->expert});
+}
+
 int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddings *emb, cvx_progress_fn progress,
                void *user, cvx_latents *out) {
     memset(out, 0, sizeof *out);
@@ -168,9 +180,16 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     if (check_cond(m, emb, p.cond_more) || cvx_embeddings_finite(emb, p.cond_more)) goto done;
     cvx_cache_kind kind;
     if (cvx_cache_parse_kind(p.cache, &kind)) goto done;
-    /* the loop reads the request where it is; the family adds its part (shape, conditioning, coefficients) */
+    /* the request as the loop reads it; the family adds its part (shape, conditioning, coefficients) */
+    step_relay relay = {p.on_step, p.on_step_user};
+    const cvx_loop_request req = {.frames = p.frames, .height = p.height, .width = p.width,
+                                  .num_inference_steps = p.num_inference_steps, .guidance_scale = p.guidance_scale,
+                                  .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
+                                  .cache_threshold = p.cache_threshold, .cfg_dist = p.cfg_dist, .sp_dist = p.sp_dist,
+                                  .world_dist = p.world_dist, .on_step = p.on_step ? relay_step : NULL,
+                                  .on_step_user = &relay};
     cvx_loop_params *sp = &run.loop;
-    *sp = (cvx_loop_params){.req = &p, .vae_scale_spatial = m->info.vae_scale_spatial,
+    *sp = (cvx_loop_params){.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
                             .vae_scale_temporal = m->info.vae_scale_temporal, .progress = progress,
                             .progress_user = user, .noise_dtype = (int)nd, .cache_kind = kind};
     if (m->family->sample_setup(m, &p, emb, &sched, &run) || cvx_model_attach_loras(m)) goto done;
@@ -185,7 +204,7 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
                  (p.teacache_coefficients ? ", given coefficients" : ", the model's published coefficients") : "");
     cvx_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = p.num_inference_steps,
                       .rgb = &run.preview_rgb, .sched = &sched, .decode = preview_decode,
-                      .decode_user = m};
+                      .decode_user = m, .write_sheet = video_write_contact_sheet};
     if (p.preview_every > 0 && cvx_preview_parse_mode(p.preview, &pv.mode)) goto done;
     float *latents = cvx_alloc_f32(sh->numel);   // the family's loop layout
     if (cvx_sample_loop(&run.plan, &sched, sp, sh, run.branch, &ck, p.preview_every > 0 ? cvx_preview_hook : NULL,

@@ -155,14 +155,14 @@ int cogvideox_sample_loop(cogvideox_transformer *m, int i2v, cvx_scheduler *s, c
 }
 
 void cogvideox_plan(const cvx_loop_params *p, cvx_expert_provider *experts, cvx_sample_plan *out) {
-    const cvx_sample_params *r = p->req;
+    const cvx_loop_request *r = p->req;
     const cvx_guider g = {.scale = r->guidance_scale, .dynamic = r->use_dynamic_cfg};
     cvx_plan_init(out, r->num_inference_steps - p->t_start, &g, experts);
 }
 
 /* ---- shapes and embeddings ---- */
 int cogvideox_latent_shape_for(const cogvideox_config *c, const cvx_loop_params *p, int i2v, cvx_latent_shape *out) {
-    const cvx_sample_params *r = p->req;
+    const cvx_loop_request *r = p->req;
     int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mult = sp * c->patch_size;
     memset(out, 0, sizeof(*out));
     /* the model type must fit the mode: I2V models take [noise, image] latents (2 × channels) */

@@ -118,7 +118,7 @@ void hv15_denoiser_init(cvx_denoiser *d, hv15_transformer *m) {
 }
 
 int hv15_latent_shape_for(const hv15_config *c, const cvx_loop_params *p, int latent_channels, cvx_latent_shape *out) {
-    const cvx_sample_params *r = p->req;
+    const cvx_loop_request *r = p->req;
     const int ts = p->vae_scale_temporal, m = p->vae_scale_spatial * c->patch_size;
     memset(out, 0, sizeof *out);
     if (r->frames < 1 || (r->frames - 1) % ts != 0) {

@@ -9,7 +9,7 @@
 
 #include "error.h"
 #include "stage2/ltx_pack.h"
-#include "stage3/latent_dist.h"
+#include "latent_dist.h"
 
 
 void ltx_i2v_initial_latents(const float *image_latent, const float *noise, int C, int F, int h, int w,

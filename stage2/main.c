@@ -19,7 +19,7 @@
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
-#include "stage2/steps_record.h"
+#include "pipeline/steps_record.h"
 
 #define DEFAULT_DIR "stage_outputs"
 #include "stage2/usage.h"
@@ -37,11 +37,11 @@ int main(int argc, char **argv) {
      * them is changed below); one line naming the flag otherwise (issue 21: --checkpoint_every
      * differing between ranks hung the run) */
     cvx_par_check_flags(world, a.flags);
+    cvx_stage2_args_finish(&a);   /* --fps into sp.frame_rate (a family option: LTX-Video's rotary positions) */
     const char *input_dir = a.input_dir, *output_dir = a.output_dir, *model_id = a.model_id, *model_dir = a.model_dir;
     const char *const *wfile = a.wfile;
-    int fps = a.fps, resume = a.resume;
     cvx_sample_params sp = a.sp;
-    sp.frame_rate = fps;   /* LTX-Video: the rotary positions' frame rate (0: the model's) */
+    int fps = (int)sp.frame_rate, resume = a.resume;   /* 0: the model's */
     if (model_id && model_dir) cvx_die("give --model_id or --model_dir, not both");
     if (a.lora_fuse && !a.loras.n) cvx_die("--lora_fuse without --lora: nothing to fuse");
     if (!a.quantize != !a.transformer_out) cvx_die("--quantize TYPE and --transformer_out FILE.gguf go together");
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
     /* ---- the loop ---- */
     sp.checkpoint_path = out.checkpoint, sp.checkpoint_every = a.checkpoint_every, sp.resume = resume;
     sp.stop_after_steps = a.stop_after, sp.fingerprint = &fp, sp.cfg_dist = par.cfg_group;
-    char steps_path[4200];   /* the per-step record (stage2/steps_record.h), rank 0 */
+    char steps_path[4200];   /* the per-step record (pipeline/steps_record.h), rank 0 */
     cvx_steps_record *rec = NULL;
     if (writer && (cvx_steps_record_path(out.latents, steps_path, sizeof steps_path) ||
                    !(rec = cvx_steps_record_new(steps_path, resume, &fp))))

@@ -6,7 +6,6 @@
 
 #include "error.h"
 #include "fileio.h"
-#include "stage3/video.h"
 
 int cvx_preview_parse_mode(const char *s, cvx_preview_mode *out) {
     if (!strcmp(s, "latent")) *out = CVX_PREVIEW_LATENT;
@@ -69,7 +68,8 @@ int cvx_preview_write(cvx_preview *pv, int step, const float *x0, const cvx_late
         free(z);
         if (drc) return -1;
     }
-    rc = video_write_contact_sheet(pv->path, rgb, T, H, W);
+    rc = pv->write_sheet ? pv->write_sheet(pv->path, rgb, T, H, W)
+                         : cvx_error("preview: no contact sheet writer (cvx_preview.write_sheet)");
     free(rgb);
     if (rc) return -1;
     double dt = cvx_time() - t0;

@@ -43,6 +43,10 @@ typedef struct {
     const cvx_scheduler *sched; /* x0 source */
     cvx_preview_decode_fn decode;
     void *decode_user;
+    /* writes rgb [3, T, H, W] in [-1, 1] as a contact sheet PNG at path (temp file and rename):
+     * the pipeline's video writer (stage3/video.h video_write_contact_sheet; model code does not
+     * include another stage). -1 + cvx_error */
+    int (*write_sheet)(const char *path, const float *rgb, int T, int H, int W);
     /* results */
     int written;
     double seconds;                   /* total time spent on previews */

@@ -74,7 +74,7 @@ static int expert_switch(expert_slot *x, int e, cvx_dist *all) {
 int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loop_params *p,
                     const cvx_latent_shape *sh, const void *const cond[2], const cvx_checkpointing *ck,
                     cvx_step_hook hook, void *hook_ctx, float *latents, cvx_sample_result *result) {
-    const cvx_sample_params *r = p->req;
+    const cvx_loop_request *r = p->req;
     const size_t n = sh->numel;
     const int cfg = cvx_plan_uses_cfg(plan);
     /* CFG-parallel: this rank's forward computes one branch (its rank: 0 uncond, 1 cond);
@@ -203,7 +203,7 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
         cvx_debug("step %d/%d t=%g guidance %.6g", done_steps, n_steps, t, g);
         if (hook) hook(hook_ctx, i, latents, sh);
         if (r->on_step)
-            r->on_step(r->on_step_user, &(cvx_step_info){i, n_steps, t, cfg && ps->guide.scale > 1.0 ? g : 1.0,
+            r->on_step(r->on_step_user, &(cvx_loop_step){i, n_steps, t, cfg && ps->guide.scale > 1.0 ? g : 1.0,
                                                            cvx_cache_active(&cache) ? cache.last_compute : -1,
                                                            cvx_time() - t_step, latents, n, ps->expert});
 

@@ -17,10 +17,38 @@
 #include "stage2/scheduler.h"
 #include "stage2/denoiser.h"
 #include "stage2/plan.h"
-#include "pipeline/cvx.h"   /* cvx_sample_params (the API's types only) */
 
-/* The loop's parameters: the request as the API took it (defaults resolved by cvx_sample_resolve),
- * read where it is, never copied field by field, and what the family and the pipeline derive from it. */
+struct cvx_dist;
+
+/* What one step of the loop did, for an observer (the API hands it on as cvx_step_info). */
+typedef struct {
+    int step, n_steps;            /* loop step (0-based) of the steps the loop runs */
+    double timestep;              /* the value the model got */
+    double guidance;              /* the guidance scale used (dynamic CFG: this step's), 1 without CFG */
+    int cache;                    /* step cache: 1 computed, 0 skipped; -1 without caching */
+    double seconds;               /* the step's wall time */
+    const float *latents;         /* after the step, the loop layout, numel floats */
+    size_t numel;
+    int expert;                   /* the plan's expert that ran */
+} cvx_loop_step;
+
+/* The request as the loop and the families' stage-2 code read it: the API's resolved
+ * cvx_sample_params (pipeline/sample.c fills it; model code does not include the API header). */
+typedef struct {
+    int frames, height, width;    /* the video size in pixels */
+    int num_inference_steps;
+    double guidance_scale;        /* <= 1: no CFG */
+    int use_dynamic_cfg;
+    uint64_t seed;
+    double cache_threshold;       /* step caching (cvx_loop_params.cache_kind): <= 0 off */
+    struct cvx_dist *cfg_dist, *sp_dist, *world_dist;   /* MPI groups, NULL = none (see below) */
+    /* called after every step (every rank), NULL = none */
+    void (*on_step)(void *user, const cvx_loop_step *info);
+    void *on_step_user;
+} cvx_loop_request;
+
+/* The loop's parameters: the request (defaults resolved by cvx_sample_resolve) and what the family
+ * and the pipeline derive from it. */
 typedef struct {
     /* video size, steps, seed, the MPI groups (cfg_dist: a group of
      * 2 ranks, rank 0 computing the unconditional branch, rank 1 the conditional one, the predictions
@@ -28,7 +56,7 @@ typedef struct {
      * writing checkpoints; sp_dist: Ulysses sequence parallelism, the ranks sharing each forward;
      * world_dist: every rank of the run, which agree on failures), cache_threshold (the guidance
      * and the TeaCache window are the plan's) */
-    const cvx_sample_params *req;
+    const cvx_loop_request *req;
     int vae_scale_spatial;              /* 2^(len(vae block_out_channels) − 1), 8 for CogVideoX */
     int vae_scale_temporal;             /* vae temporal_compression_ratio, 4 */
     /* progress of the loop (NULL: the default bar on stderr) */

@@ -24,13 +24,9 @@ static void usage(FILE *f) {
         "  --image_cond_noise_scale S  LTX-Video conditions: re-noise the hard conditions each step\n"
         "                              (LTXConditionPipeline's image_cond_noise_scale, default 0.15)\n"
         "  --guidance_scale G          classifier-free guidance scale (default: the model's, CogVideoX 6, Wan 5;\n"
-        "                              <= 1 disables CFG: one transformer call per step)\n"
-        "  --guidance_scale_2 G        Wan 2.2 A14B: the low-noise expert's guidance (transformer_2, the steps\n"
-        "                              below boundary_ratio; default the model's: 3 T2V, 3.5 I2V); CFG is on iff\n"
-        "                              --guidance_scale > 1, as diffusers\n"
-        "  --use_dynamic_cfg           cosine schedule of the guidance scale (recommended with dpm)\n"
-        "  --guidance_rescale R        LTX-Video: rescale the guided prediction toward the conditional\n"
-        "                              one's std (diffusers guidance_rescale, in [0, 1]; default 0)\n"
+        "                              <= 1 disables CFG: one transformer call per step)\n");
+    cvx_stage2_options_help(f, "guidance_scale");   /* the family options' lines (pipeline/family.c) */
+    fprintf(f,
         "  --seed S                    noise seed, as torch.Generator('cpu').manual_seed(S) (default 42)\n"
         "  --height H, --width W       video size in pixels, multiples of 16 (default: the model's:\n"
         "                              720x480 for CogVideoX-2b/5b, 1360x768 for CogVideoX1.5, 832x480\n"
@@ -38,10 +34,9 @@ static void usage(FILE *f) {
         "  --frames F                  frames, 4k+1 (default: the model's: 49 for CogVideoX, 81 for\n"
         "                              CogVideoX1.5 and Wan 2.1)\n"
         "  --strength S                video-to-video: the share of the steps that run, in (0, 1]\n"
-        "                              (default 0.8; upstream get_timesteps: the last int(N·S) of N)\n"
-        "  --fps N                     recorded for stage3 (default: the model's: 8 for CogVideoX,\n"
-        "                              16 for CogVideoX1.5 and Wan 2.1; LTX-Video 25, also its rotary\n"
-        "                              positions' frame_rate)\n"
+        "                              (default 0.8; upstream get_timesteps: the last int(N·S) of N)\n");
+    cvx_stage2_options_help(f, "strength");   /* the family options' lines (pipeline/family.c) */
+    fprintf(f,
         "  --scheduler NAME            override the scheduler class named in scheduler_config.json:\n"
         "                              ddim|dpm for CogVideoX (the 5b/1.5 model cards use dpm),\n"
         "                              unipc|euler for Wan (flow matching)\n"
@@ -78,9 +73,9 @@ static void usage(FILE *f) {
         "  --cache_threshold X         teacache: 0.1 (~1.3-1.4x upstream), 0.2 (default, ~1.8x), 0.3\n"
         "                              (~2.1-2.3x); fbcache: 0.05 (default), 0.1, 0.2. <= 0 = off\n"
         "  --teacache_coefficients c0,c1,c2,c3,c4  the rescaling polynomial (highest power first)\n"
-        "                              instead of the model's published set\n"
-        "  --teacache_ret_steps        Wan: TeaCache4Wan2.1's use_ret_steps variant (compares\n"
-        "                              timestep_proj; the first 5 steps always computed)\n"
+        "                              instead of the model's published set\n");
+    cvx_stage2_options_help(f, "teacache_coefficients");   /* the family options' lines (pipeline/family.c) */
+    fprintf(f,
         "  --preview_every K           every K steps write <output_dir>/" CVX_PREVIEW_FILE ", a contact sheet of\n"
         "                              the current x0 estimate (default 0 = never)\n"
         "  --preview latent|vae        latent: a rough linear colour sketch of every frame (community\n"

@@ -129,7 +129,7 @@ void wan_denoiser_set_ti2v_condition(cvx_denoiser *d, const float *condition) {
 }
 
 int wan_latent_shape_for(const wan_config *c, const cvx_loop_params *p, int z_dim, cvx_latent_shape *out) {
-    const cvx_sample_params *r = p->req;
+    const cvx_loop_request *r = p->req;
     const int ts = p->vae_scale_temporal, sp = p->vae_scale_spatial, mh = sp * c->patch_h, mw = sp * c->patch_w;
     memset(out, 0, sizeof *out);
     if (r->frames < 1 || (r->frames - 1) % ts != 0) {

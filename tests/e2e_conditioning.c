@@ -171,7 +171,7 @@ static void api_i2v_prepare(const char *name) {
     cvx_scheduler sched;
     snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
     ASSERT_OK(cvx_scheduler_load(&sched, path, NULL));
-    cvx_sample_params sp_req = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width, .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed};
+    cvx_loop_request sp_req = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width, .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed};
     cvx_loop_params sp = {.req = &sp_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, 1, &sh));
@@ -216,7 +216,7 @@ static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
     cvx_scheduler sched;
     snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", dir);
     ASSERT_OK(cvx_scheduler_load(&sched, path, NULL));
-    cvx_sample_params sp_req = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width, .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed};
+    cvx_loop_request sp_req = {.frames = (int)c.frames, .height = (int)c.height, .width = (int)c.width, .num_inference_steps = (int)c.steps, .seed = (uint64_t)c.seed};
     cvx_loop_params sp = {.req = &sp_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4, .noise_dtype = (int)nd};
     cvx_latent_shape sh;
     ASSERT_OK(cogvideox_latent_shape_for(&cogvideox_state_of(m)->tcfg, &sp, !v2v, &sh));

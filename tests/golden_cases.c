@@ -338,7 +338,7 @@ static void run_e2e_latents(gh_case *c, const gh_row *r) {
     cogvideox_transformer *m = cogvideox_load(gh_path(c, "model/transformer"), NULL);
     if (!m) fail_msg("%s", cvx_last_error());
     gh_call k = gh_call_of(c);
-    cvx_sample_params p_req = {.frames = k.frames, .height = k.height, .width = k.width, .num_inference_steps = k.num_inference_steps, .guidance_scale = k.guidance_scale, .use_dynamic_cfg = k.use_dynamic_cfg, .seed = k.seed};
+    cvx_loop_request p_req = {.frames = k.frames, .height = k.height, .width = k.width, .num_inference_steps = k.num_inference_steps, .guidance_scale = k.guidance_scale, .use_dynamic_cfg = k.use_dynamic_cfg, .seed = k.seed};
     cvx_loop_params p = {.req = &p_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     const cogvideox_config *cfg = cogvideox_get_config(m);
     cvx_latent_shape sh;

@@ -46,7 +46,7 @@ typedef struct {
     cvx_config cj;
     cvx_safetensors *st;
     cogvideox_transformer *m;
-    cvx_sample_params r;
+    cvx_loop_request r;
     cvx_loop_params p;
     cvx_latent_shape sh;
     float *prompt, *negative;
@@ -108,7 +108,7 @@ static int run(tcase *c, int kind, double thr, const double *coeffs, const cvx_c
                cvx_sample_result *res) {
     cvx_scheduler s;
     scheduler_of(c, &s);
-    cvx_sample_params r = c->r;
+    cvx_loop_request r = c->r;
     r.cache_threshold = thr;
     cvx_loop_params p = c->p;
     p.req = &r, p.cache_kind = kind;

@@ -18,7 +18,7 @@
 #include "stage2/hunyuan15.h"
 #include "stage2/scheduler_flow.h"
 #include "stage3/hunyuan15_vae.h"
-#include "stage3/latent_dist.h"
+#include "latent_dist.h"
 
 #define DATA "tests/data/golden_hv15/"
 #define VAE_DIR DATA "vae_decode/model/vae"

@@ -157,7 +157,7 @@ static int run(const setup *su, const cvx_checkpointing *ck, float *lat, two *t,
     cvx_scheduler s;
     ASSERT_OK(cvx_scheduler_load(&s, "models/cogvideox-tiny-random/scheduler/scheduler_config.json",
                                  cvx_scheduler_find(su->sched)));
-    cvx_sample_params r = {.num_inference_steps = STEPS, .guidance_scale = 5.0, .seed = 7,
+    cvx_loop_request r = {.num_inference_steps = STEPS, .guidance_scale = 5.0, .seed = 7,
                            .cache_threshold = su->cache_kind ? 0.5 : 0};
     cvx_loop_params lp = {.req = &r, .cache_kind = su->cache_kind, .teacache_coefficients = {0, 0, 0, 1, 0}};
     cvx_latent_shape sh = {.frames = FR, .channels = CH, .height = HT, .width = WD, .numel = NUMEL};
@@ -245,7 +245,7 @@ static void test_token_timesteps_and_no_guidance(void **state) {
     (void)state;
     cvx_scheduler s;
     ASSERT_OK(cvx_scheduler_load(&s, "models/cogvideox-tiny-random/scheduler/scheduler_config.json", NULL));
-    cvx_sample_params r = {.num_inference_steps = 1, .guidance_scale = 1.0, .seed = 3};
+    cvx_loop_request r = {.num_inference_steps = 1, .guidance_scale = 1.0, .seed = 3};
     cvx_loop_params lp = {.req = &r};
     cvx_latent_shape sh = {.frames = FR, .channels = CH, .height = HT, .width = WD, .numel = NUMEL};
     two t;

@@ -24,6 +24,7 @@
 #include "stage2/wan_family.h"
 #include "stage2/scheduler_ddpm.h"
 #include "stage2/cogvideox.h"
+#include "stage3/video.h"
 
 #define GOLDEN "tests/data/golden"
 
@@ -75,7 +76,7 @@ static void test_hook_on_loop(void **state) {
     assert_non_null(st);
     cogvideox_transformer *m = cogvideox_load(GOLDEN "/e2e_2b/model/transformer", NULL);
     assert_non_null(m);
-    cvx_sample_params sp_req = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5, .guidance_scale = 6, .seed = 42};
+    cvx_loop_request sp_req = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 5, .guidance_scale = 6, .seed = 42};
     cvx_loop_params sp = {.req = &sp_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     assert_int_equal(cogvideox_latent_shape_for(cogvideox_get_config(m), &sp, 0, &sh), 0);
@@ -94,7 +95,7 @@ static void test_hook_on_loop(void **state) {
     cvx_latent_rgb tab2;
     cogvideox_latent_rgb(1.15258426, &tab2);
     cvx_preview pv = {.path = p, .every = 2, .n_steps = 5, .mode = CVX_PREVIEW_LATENT,
-                            .rgb = &tab2, .sched = &s};
+                            .rgb = &tab2, .sched = &s, .write_sheet = video_write_contact_sheet};
     assert_int_equal(cogvideox_sample_loop(m, 0, &s, &sp, NULL, &sh, pr, ng, L, NULL, cvx_preview_hook, &pv, b, &res), 0);
     assert_int_equal(pv.written, 3);   /* after steps 2, 4 and 5 (the last) */
     assert_memory_equal(a, b, sh.numel * 4);

@@ -21,7 +21,7 @@ typedef struct {
     const char *dir;
     gh_case g;                   /* the golden case (one loader: tests/golden_harness.h) */
     cogvideox_transformer *m;
-    cvx_sample_params r;
+    cvx_loop_request r;
     cvx_loop_params p;
     cvx_latent_shape sh;
     float *prompt, *negative;
@@ -152,7 +152,7 @@ static void test_15_padding_loop(void **state) {
     cvx_scheduler s;
     if (cvx_scheduler_load(&s, GOLDEN "/scheduler_1.5/model/scheduler/scheduler_config.json", &cvx_scheduler_ddim))
         fail_msg("%s", cvx_last_error());
-    cvx_sample_params p_req = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 1, .guidance_scale = 1.0, .seed = 5};
+    cvx_loop_request p_req = {.frames = 9, .height = 48, .width = 64, .num_inference_steps = 1, .guidance_scale = 1.0, .seed = 5};
     cvx_loop_params p = {.req = &p_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     assert_int_equal(cogvideox_latent_shape_for(cfg, &p, 0, &sh), 0);
@@ -210,7 +210,7 @@ static cogvideox_config cfg_15(void) {
 static void test_latent_shapes(void **state) {
     (void)state;
     cogvideox_config c = cfg_15();
-    cvx_sample_params p_req = {.frames = 81, .height = 768, .width = 1360, .num_inference_steps = 50, .guidance_scale = 6};
+    cvx_loop_request p_req = {.frames = 81, .height = 768, .width = 1360, .num_inference_steps = 50, .guidance_scale = 6};
     cvx_loop_params p = {.req = &p_req, .vae_scale_spatial = 8, .vae_scale_temporal = 4};
     cvx_latent_shape sh;
     assert_int_equal(cogvideox_latent_shape_for(&c, &p, 0, &sh), 0);   /* 21 latent frames: odd -> 22 */

@@ -8,7 +8,7 @@
 #include "golden_harness.h"
 
 #include "stage3/hunyuan15_vae.h"
-#include "stage3/latent_dist.h"
+#include "latent_dist.h"
 
 #define DEC_CASE "tests/data/golden_hv15/vae_decode"
 #define ENC_CASE "tests/data/golden_hv15/vae_encode"

@@ -8,7 +8,7 @@
 #include "golden_harness.h"
 
 #include "fileio.h"
-#include "stage3/latent_dist.h"
+#include "latent_dist.h"
 #include "stage3/ltx_vae.h"
 
 #define LTX_DATA "tests/data/golden_ltx/"

@@ -22,7 +22,7 @@
 
 #include "rng.h"
 #include "tensor_stats.h"
-#include "stage2/steps_record.h"
+#include "pipeline/steps_record.h"
 
 #define STEPS_ARGS "--num_inference_steps 4 --frames 9 --height 48 --width 64 --scheduler dpm"
 

@@ -4,7 +4,7 @@
  *     parallel vectors, max abs and its index;
  *   - PSNR (RGB) and SSIM (luma, 11×11 Gaussian): equal frames inf / 1, a difference of one level
  *     everywhere 10·log10(255²), constant frames SSIM's closed form (2μaμb + C1)/(μa² + μb² + C1);
- *   - stage2_steps.json (stage2/steps_record.h): written and read back; a resumed record keeps the
+ *   - stage2_steps.json (pipeline/steps_record.h): written and read back; a resumed record keeps the
  *     steps before the first step of the new process and replaces the rest; a record of other run
  *     settings is not continued; a damaged record is one error naming the key. */
 #include "testutil.h"
@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "tensor_stats.h"
-#include "stage2/steps_record.h"
+#include "pipeline/steps_record.h"
 #include "tools/metrics.h"
 
 static void test_stats(void **s) {

@@ -9,7 +9,7 @@
 
 #include "image.h"
 #include "tensor_stats.h"
-#include "stage2/steps_record.h"
+#include "pipeline/steps_record.h"
 
 typedef struct {
     char name[320];          /* "stage2_latents.safetensors: latents" */

@@ -14,7 +14,7 @@
 #include "safetensors.h"
 #include "tensor_stats.h"
 #include "pipeline/cvx.h"
-#include "stage2/steps_record.h"
+#include "pipeline/steps_record.h"
 #include "tools/runfile.h"
 #include "tools/weights_id.h"
 

@@ -1,8 +1,8 @@
 /* The VAEs' latent distribution (diffusers DiagonalGaussianDistribution), shared by the
  * CogVideoX and Wan encoders: moments [2·lc, ...] -> mean / logvar / std, and sampling with a
  * torch-exact generator. */
-#ifndef CVX_STAGE3_LATENT_DIST_H
-#define CVX_STAGE3_LATENT_DIST_H
+#ifndef CVX_COMMON_LATENT_DIST_H
+#define CVX_COMMON_LATENT_DIST_H
 
 #include <stddef.h>
 

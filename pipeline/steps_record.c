@@ -1,5 +1,5 @@
 /* stage2_steps.json (steps_record.h): written after every step, read by tools/cvx-compare. */
-#include "stage2/steps_record.h"
+#include "pipeline/steps_record.h"
 
 #include <math.h>
 #include <stdio.h>

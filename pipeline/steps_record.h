@@ -11,10 +11,10 @@
  * (cvx_stats_f32: L2 norm, population std). The file is rewritten (atomically) after every step,
  * so an interrupted run leaves the steps it made; a resumed run keeps the record's steps before
  * the checkpoint's (when the record belongs to the same run settings) and replaces the rest. */
-#ifndef CVX_STAGE2_STEPS_RECORD_H
-#define CVX_STAGE2_STEPS_RECORD_H
+#ifndef CVX_PIPELINE_STEPS_RECORD_H
+#define CVX_PIPELINE_STEPS_RECORD_H
 
-#include "pipeline/cogvideox.h"
+#include "pipeline/cvx.h"
 #include "stage2/sampler.h"
 
 #define CVX_STEPS_FORMAT "cogvideox.c stage2 steps v1"
