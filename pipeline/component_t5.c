@@ -19,7 +19,7 @@ int cvx_t5_load(cvx_t5_encoder *e, cvx_model *m, const cvx_t5_style *st) {
     char tok_dir[4200];
     if (cvx_model_component(m->dir, "tokenizer", "spiece.model", tok_dir, sizeof tok_dir)) return -1;
     cvx_component_src src;
-    if (cvx_component_find(m, "text_encoder", "--text_encoder", m->text_encoder_file, 0, NULL, &src) ||
+    if (cvx_component_find(m, "text_encoder", "--text_encoder", m->text_encoder_file, 1, NULL, &src) ||
         t5_tokenizer_load(&e->tok, tok_dir))
         return -1;
     if (src.file ? t5_build_file(&e->t5, src.file, src.cfg, m->ctx) : t5_build(&e->t5, src.dir, m->ctx)) {

@@ -63,7 +63,6 @@ int cvx_conditioning_request(cvx_model *m, const cvx_conditioning_params *p, cvx
     if (!p->image == !p->video) return cvx_error("give exactly one of an image (I2V) and a video (V2V)");
     *mode = p->image ? CVX_MODE_I2V : CVX_MODE_V2V;
     *H = p->height ? p->height : m->info.height, *W = p->width ? p->width : m->info.width;
-    if (*H < 1 || *W < 1) return cvx_error("no --height/--width given and the model has no default size");
     return cvx_check_model_mode(m, *mode);
 }
 

@@ -27,7 +27,8 @@ typedef struct {
 void cvx_prepared_free(cvx_prepared *p);
 
 /* The stage-1 prologue of an I2V / V2V encode: exactly one of p->image (I2V) and p->video (V2V),
- * the size (the request's, else the model's default), the row's check_mode: 0, or -1 + cvx_error. */
+ * the size (the request's, else the model's default: 0 when it has none), the row's check_mode:
+ * 0, or -1 + cvx_error. */
 int cvx_conditioning_request(cvx_model *m, const cvx_conditioning_params *p, cvx_mode *mode, int *H, int *W);
 /* Then the source, exactly one of p->image, p->video, loaded as RGB8
  * frames (at least one): 0, or -1 + cvx_error (rgb then holds nothing). */

@@ -163,6 +163,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     if (!m->has_denoiser_config && cvx_model_component(m->dir, "transformer", "config.json", tdir, sizeof tdir))
         return cvx_error_prefix("--%s: the model's transformer config is needed to check the mode and size",
                                 p->image ? "image" : "video");
+    if (H < 1 || W < 1) return cvx_error("no --height/--width given and the model has no default size");
     if (mode == CVX_MODE_I2V && check_size(m, mode, m->info.frames ? m->info.frames : 1, H, W)) return -1;
 
     cvx_rgb_frames rgb;   /* decode: RGB8 frames */
@@ -324,27 +325,16 @@ static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) 
     return plan_tiling(&S(m)->vcfg, p, h, w, &tiled, &tsh, &tsw, why, sizeof why);
 }
 
-/* One batch item: 1 / scaling_factor · latents (as upstream), then the tiles (spread over the ranks)
- * or the whole in frame chunks (rank 0 alone). */
+/* One batch item: stage 3's cogvideox_vae_decode_video (tiles spread over the ranks). */
 typedef struct {
     const cogvideox_vae_decoder *d;
     const cvx_decode_params *p;
-    int C, T, h, w, tiled, tsh, tsw;
+    int T, h, w, tiled, tsh, tsw;
 } cog_decode;
 
-static int decode_item(void *user, const float *zin, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
+static int decode_item(void *user, const float *z, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
     const cog_decode *c = user;
-    const size_t n = (size_t)c->C * c->T * c->h * c->w;
-    float *z = cvx_alloc_f32(n);   // [C, T, h, w]
-    const float scale = (float)(1.0 / c->d->scaling_factor);
-    for (size_t i = 0; i < n; i++) z[i] = zin[i] * scale;
-    if (c->tiled) {
-        *frames = cogvideox_vae_decode_tiled_dist(c->d, z, c->T, c->h, c->w, c->tsh, c->tsw, c->p->dist, To, Ho, Wo, bar);
-    } else if (!c->p->dist || cvx_dist_rank(c->p->dist) == 0) {
-        *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);   // [3, To, Ho, Wo]
-        cogvideox_vae_decode_chunked(c->d, z, c->T, c->h, c->w, *frames, bar);
-    }
-    free(z);
+    *frames = cogvideox_vae_decode_video(c->d, z, c->T, c->h, c->w, c->tiled, c->tsh, c->tsw, c->p->dist, To, Ho, Wo, bar);
     return 0;
 }
 
@@ -356,7 +346,7 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
                                  label))
         return -1;
     if (d->out_channels != 3) return cvx_error("%s/vae: out_channels = %d, a video needs 3", m->dir, d->out_channels);
-    cog_decode c = {d, p, C, T, h, w, 0, 0, 0};
+    cog_decode c = {d, p, T, h, w, 0, 0, 0};
     char why[160];
     if (plan_tiling(d, p, h, w, &c.tiled, &c.tsh, &c.tsw, why, sizeof why)) return -1;
     if (c.tiled)

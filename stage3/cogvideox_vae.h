@@ -139,4 +139,11 @@ double cogvideox_vae_estimate_peak_bytes(const cogvideox_vae_decoder *d, int h, 
 int cogvideox_vae_plan_tiling(const cogvideox_vae_decoder *d, int mode, int tile_h, int tile_w, int h, int w,
                               double auto_budget, int *tiled, int *tsh, int *tsw, char *why, size_t n);
 
+/* What the pipeline decodes: 1 / scaling_factor · latents [C, T, h, w] (as stage 2 writes them),
+ * then the tiles of tsh×tsw samples spread over the ranks of dist (tiled; rank 0 returns the
+ * video) or the whole in frame chunks (rank 0 alone) -> [3, *To, *Ho, *Wo]; NULL on the other
+ * ranks. */
+float *cogvideox_vae_decode_video(const cogvideox_vae_decoder *d, const float *latents, int T, int h, int w, int tiled,
+                                  int tsh, int tsw, struct cvx_dist *dist, int *To, int *Ho, int *Wo, cvx_progress *p);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dist.h"
 #include "error.h"
 
 int cogvideox_vae_plan_tiling(const cogvideox_vae_decoder *d, int mode, int tile_h, int tile_w, int h, int w,
@@ -27,6 +28,23 @@ int cogvideox_vae_plan_tiling(const cogvideox_vae_decoder *d, int mode, int tile
         why[0] = 0;
     return *tiled && (cogvideox_vae_tiling_check(d, *tsh, *tsw) || cogvideox_vae_tiling_check_size(d, h, w, *tsh, *tsw))
                ? -1 : 0;
+}
+
+float *cogvideox_vae_decode_video(const cogvideox_vae_decoder *d, const float *latents, int T, int h, int w, int tiled,
+                                  int tsh, int tsw, struct cvx_dist *dist, int *To, int *Ho, int *Wo, cvx_progress *p) {
+    const size_t n = (size_t)d->latent_channels * T * h * w;
+    float *z = cvx_alloc_f32(n), *out = NULL;   // [C, T, h, w]
+    const float scale = (float)(1.0 / d->scaling_factor);
+    for (size_t i = 0; i < n; i++) z[i] = latents[i] * scale;
+    if (tiled) {
+        out = cogvideox_vae_decode_tiled_dist(d, z, T, h, w, tsh, tsw, dist, To, Ho, Wo, p);
+    } else if (!dist || cvx_dist_rank(dist) == 0) {
+        *To = cogvideox_vae_output_frames(d, T), *Ho = h * d->spatial_ratio, *Wo = w * d->spatial_ratio;
+        out = cvx_alloc_f32((size_t)d->out_channels * *To * *Ho * *Wo);   // [3, To, Ho, Wo]
+        cogvideox_vae_decode_chunked(d, z, T, h, w, out, p);
+    }
+    free(z);
+    return out;
 }
 
 int cogvideox_vae_encode_tiles_for(const cogvideox_vae_encoder *e, int F, int H, int W, double budget,
