@@ -225,16 +225,9 @@ static int check_size(cvx_model *m, int frames, int height, int width) {
 /* The CLIP image embeddings of the original image (WanImageToVideoPipeline.encode_image). */
 static int encode_image_clip(cvx_model *m, const cvx_rgb_frames *rgb, cvx_conditioning *out) {
     if (load_image_encoder(m)) return -1;
-    wan_state *s = S(m);
-    int ow, oh;
-    clip_image_output_size(&s->proc, rgb->width, rgb->height, &ow, &oh);
-    float *px = cvx_alloc_f32((size_t)3 * ow * oh);
-    clip_image_preprocess(&s->proc, rgb->rgb, rgb->width, rgb->height, px);
-    out->image_L = s->clip->cfg.tokens, out->image_D = s->clip->cfg.hidden_size;
-    out->image_embeds = cvx_alloc_f32((size_t)out->image_L * out->image_D);
-    int rc = clip_vision_encode(s->clip, px, out->image_embeds);
-    free(px);
-    return rc;
+    out->image_L = S(m)->clip->cfg.tokens, out->image_D = S(m)->clip->cfg.hidden_size;
+    out->image_embeds = clip_vision_encode_rgb8(S(m)->clip, &S(m)->proc, rgb->rgb, rgb->width, rgb->height);
+    return out->image_embeds ? 0 : -1;
 }
 
 static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
@@ -354,39 +347,23 @@ static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run *
  * per-token timesteps, t_scale 1 on every token (T2V) or first_frame_mask (I2V: 0 on latent
  * frame 0's tokens); I2V: condition = the image's latents (mode, normalised), latent frame 0 of
  * the transformer's input every step (the denoiser) and of the final latents (latents_out). */
-typedef struct {
-    float *t_scale;   /* [S] */
-} ti2v_run;
-
-static void ti2v_run_free(void *p) {
-    ti2v_run *r = p;
-    if (r) free(r->t_scale);
-    free(r);
-}
-
 static int prepare_ti2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run *run) {
     const cvx_latent_shape *sh = &run->shape;
     wan_state *s = S(m);
-    const int S_tok = wan_num_tokens(&s->tcfg, sh->frames, sh->height, sh->width);
-    ti2v_run *tr = cvx_calloc(1, sizeof *tr);
-    run->fam_run = tr, run->fam_run_free = ti2v_run_free;
-    tr->t_scale = cvx_alloc_f32((size_t)S_tok);
     free(s->ti2v_cond);
     s->ti2v_cond = NULL;
-    if (!c) {
-        for (int k = 0; k < S_tok; k++) tr->t_scale[k] = 1.0f;
-    } else {
-        if (c->C != sh->channels || c->T != 1 || c->h != sh->height || c->w != sh->width)
-            return cvx_error("Wan 2.2 TI2V image-to-video: conditioning latents [%d, %d, %d, %d], expected the image's "
-                             "[%d, 1, %d, %d] (stage 1 of this model encodes the image alone at the video's size)",
-                             c->C, c->T, c->h, c->w, sh->channels, sh->height, sh->width);
-        wan_ti2v_timesteps(1, sh->frames, sh->height, sh->width, tr->t_scale);   /* the mask: 0 on frame 0 */
+    if (c && (c->C != sh->channels || c->T != 1 || c->h != sh->height || c->w != sh->width))
+        return cvx_error("Wan 2.2 TI2V image-to-video: conditioning latents [%d, %d, %d, %d], expected the image's "
+                         "[%d, 1, %d, %d] (stage 1 of this model encodes the image alone at the video's size)",
+                         c->C, c->T, c->h, c->w, sh->channels, sh->height, sh->width);
+    float *t_scale = wan_ti2v_t_scale(&s->tcfg, sh->frames, sh->height, sh->width, c != NULL, &run->plan.n_t);
+    run->fam_run = t_scale, run->fam_run_free = free;
+    for (int i = 0; i < run->plan.n_steps; i++) run->plan.steps[i].t_scale = t_scale;
+    if (c) {
         s->ti2v_cond = cvx_alloc_f32((size_t)c->C * c->h * c->w);
-        wan_latents_normalize(&S(m)->vcfg, c->mean, 1, sh->height, sh->width, s->ti2v_cond);   /* latent_dist.mode() */
+        wan_latents_normalize(&s->vcfg, c->mean, 1, sh->height, sh->width, s->ti2v_cond);   /* latent_dist.mode() */
         wan_denoiser_set_ti2v_condition(&run->den, s->ti2v_cond);
     }
-    for (int i = 0; i < run->plan.n_steps; i++) run->plan.steps[i].t_scale = tr->t_scale;
-    run->plan.n_t = (size_t)S_tok;
     return 0;
 }
 

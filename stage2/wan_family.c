@@ -243,3 +243,12 @@ double wan_a14b_plan(cvx_sample_plan *pl, const double *timesteps, const wan_pip
     cvx_plan_switch_below(pl, timesteps, boundary_t, 1, &guide2);
     return boundary_t;
 }
+
+float *wan_ti2v_t_scale(const wan_config *c, int F, int h, int w, int i2v, size_t *n) {
+    *n = (size_t)wan_num_tokens(c, F, h, w);
+    float *t = cvx_alloc_f32(*n);
+    if (i2v) wan_ti2v_timesteps(1, F, h, w, t);   /* the mask: 0 on frame 0 */
+    else
+        for (size_t k = 0; k < *n; k++) t[k] = 1.0f;
+    return t;
+}

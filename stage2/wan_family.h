@@ -58,4 +58,8 @@ int wan_pipeline_config_load(const char *model_dir, wan_pipeline_config *out);
  * the boundary timestep. */
 double wan_a14b_plan(cvx_sample_plan *pl, const double *timesteps, const wan_pipeline_config *pc, double g, double g2);
 
+/* Wan 2.2 TI2V's per-token timestep scale [*n] (n = wan_num_tokens; allocated): 1 on every token
+ * (T2V), or the first-frame mask (I2V: 0 on latent frame 0's tokens, wan_ti2v_timesteps). */
+float *wan_ti2v_t_scale(const wan_config *c, int F, int h, int w, int i2v, size_t *n);
+
 #endif
