@@ -4,19 +4,13 @@
 #include "pipeline/family_cogvideox.h"
 #include "pipeline/conditioning.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dist.h"
 #include "error.h"
-#include "fileio.h"
-#include "image.h"
 #include "ops.h"
-#include "resize.h"
 #include "rng_lowp.h"
-#include "validate.h"
-#include "stage2/cache.h"
 #include "stage2/cogvideox_family.h"
 
 /* T5 v1.1, no prompt cleaning, the encoder over the padding too (CogVideoXPipeline._get_t5_prompt_embeds) */

@@ -6,25 +6,17 @@
 #include "pipeline/components.h"
 #include "pipeline/conditioning.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dist.h"
 #include "error.h"
-#include "fileio.h"
-#include "image.h"
-#include "resize.h"
-#include "rng_lowp.h"
-#include "validate.h"
 #include "stage1/clip_image_processor.h"
 #include "stage1/clip_vision.h"
 #include "stage1/prompt_clean.h"
 #include "stage2/cache.h"
 #include "stage2/wan.h"
 #include "stage2/wan_family.h"
-#include "stage3/latent_dist.h"
 #include "stage3/wan_vae.h"
 
 #define DEFAULT_TEXT_LEN 512         /* WanPipeline's max_sequence_length */
