@@ -1,7 +1,7 @@
-/* Parts a family row composes instead of copying (pipeline/internal.h): the memory check of a
- * component's weights (a single file or a directory of .safetensors / .gguf files) and a
- * component's file path. */
-#include "pipeline/internal.h"
+/* Parts a family row composes instead of copying (pipeline/components.h): the memory check of a
+ * component's weights (a single file or a directory of .safetensors / .gguf files), a component's
+ * file path and weights, and the decode skeleton. */
+#include "pipeline/components.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -10,7 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "error.h"
+#include "fileio.h"
+#include "model.h"
+#include "validate.h"
 
 /* Bytes of the .safetensors / .gguf files at `path` (a file, or a directory's files). */
 static double weight_file_bytes(const char *path) {
@@ -43,4 +47,69 @@ int cvx_weights_fit_memory(const char *path, const char *advice) {
 
 void cvx_component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n) {
     snprintf(out, n, "%s/%s/%s", m->dir, comp, file);
+}
+
+int cvx_component_find(const cvx_model *m, const char *comp, const char *flag, const char *file, int need_cfg,
+                       const char *advice, cvx_component_src *out) {
+    memset(out, 0, sizeof *out);
+    if (file && file[0]) {
+        out->file = file;
+        snprintf(out->dir, sizeof out->dir, "%s/%s", m->dir, comp);
+        cvx_component_path(m, comp, "config.json", out->cfg, sizeof out->cfg);
+        if (!cvx_is_file(out->cfg)) {
+            if (need_cfg)
+                return cvx_error("%s %s: the model directory %s has no %s/config.json to go with it", flag, file,
+                                 m->dir, comp);
+            out->cfg[0] = 0;
+        }
+        return advice ? cvx_weights_fit_memory(file, advice) : 0;
+    }
+    if (cvx_model_component(m->dir, comp, "config.json", out->dir, sizeof out->dir)) return -1;
+    snprintf(out->cfg, sizeof out->cfg, "%s/config.json", out->dir);
+    return advice ? cvx_weights_fit_memory(out->dir, advice) : 0;
+}
+
+void cvx_latents_out_copy(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out) {
+    (void)m;
+    out->C = sh->channels, out->T = sh->frames, out->h = sh->height, out->w = sh->width;
+    out->data = cvx_alloc_f32(sh->numel);
+    memcpy(out->data, latents, sh->numel * sizeof(float));
+}
+
+/* ---- the decode skeleton ---- */
+int cvx_decode_check_latents(const cvx_model *m, const char *vae, const char *key, int expect_C, const float *z,
+                             int B, int C, int T, int h, int w, const char *label) {
+    if (C != expect_C)
+        return cvx_error("%s: tensor 'latents' has %d channels (dim 1 of [B, C, T, H, W]), %s of %s expects %s = %d",
+                         label, C, vae, m->dir, key, expect_C);
+    if (B < 1 || T < 1 || h < 1 || w < 1) return cvx_error("%s: tensor 'latents' has an empty shape", label);
+    /* a NaN/Inf (a diverged run, a damaged file) is an error naming the index, not a video of NaNs (issue 14) */
+    if (cvx_check_finite(z, (size_t)B * C * T * h * w, "latents")) return cvx_error_prefix("%s", label);
+    return 0;
+}
+
+int cvx_decode_items(const cvx_decode_params *p, const cvx_decode_plan *plan, const float *z, int B, int C, int T,
+                     int h, int w, const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
+    out->B = B, out->T = plan->To, out->H = plan->Ho, out->W = plan->Wo, out->tiled = plan->tiled;
+    out->data = cvx_calloc((size_t)B, sizeof *out->data);
+    const int root = !p->dist || cvx_dist_rank(p->dist) == 0;
+    cvx_progress bar;
+    cvx_progress_begin(&bar, "vae decode", B * plan->steps_per_item, progress, user);
+    for (int b = 0; b < B && (root || plan->all_ranks); b++) {
+        int To = out->T, Ho = out->H, Wo = out->W;
+        if (plan->item(plan->user, z + (size_t)b * C * T * h * w, &bar, &out->data[b], &To, &Ho, &Wo)) {
+            cvx_frames_free(out);
+            return cvx_error_prefix("%s", label);
+        }
+        if (root) out->T = To, out->H = Ho, out->W = Wo;
+    }
+    cvx_progress_finish(&bar);
+    /* finite latents can still overflow in a damaged VAE: never encode NaN frames */
+    for (int b = 0; b < B && root; b++)   /* ranks > 0 hold no frames */
+        if (cvx_check_finite(out->data[b], (size_t)3 * out->T * out->H * out->W, "decoded")) {
+            cvx_error_prefix("%s: sample %d", label, b);
+            cvx_frames_free(out);
+            return -1;
+        }
+    return 0;
 }

@@ -22,6 +22,7 @@
 #include "resize.h"
 #include "validate.h"
 #include "rng_lowp.h"
+#include "latent_dist.h"
 
 /* An untiled encode estimated above this is tiled (the decoder's budget, pipeline/decode.c). */
 #define ENCODE_TILING_BUDGET (6.0 * 1024 * 1024 * 1024)
@@ -69,7 +70,69 @@ int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_
     return 0;
 }
 
+int cvx_conditioning_request(cvx_model *m, const cvx_conditioning_params *p, cvx_mode *mode, int *H, int *W) {
+    if (!p->image == !p->video) return cvx_error("give exactly one of an image (I2V) and a video (V2V)");
+    *mode = p->image ? CVX_MODE_I2V : CVX_MODE_V2V;
+    *H = p->height ? p->height : m->info.height, *W = p->width ? p->width : m->info.width;
+    return cvx_check_model_mode(m, *mode);
+}
+
+int cvx_conditioning_load(const cvx_conditioning_params *p, cvx_rgb_frames *rgb) {
+    memset(rgb, 0, sizeof *rgb);
+    if (!p->image == !p->video) return cvx_error("give exactly one of an image (I2V) and a video (V2V)");
+    if (p->image ? cvx_image_load(p->image, rgb) : cvx_video_load(p->video, p->max_frames, rgb)) return -1;
+    if (rgb->frames < 1) {
+        cvx_rgb_frames_free(rgb);
+        return cvx_error("%s: no frames", p->image ? p->image : p->video);
+    }
+    return 0;
+}
+
+float *cvx_conditioning_pixels(const cvx_rgb_frames *rgb, const char *src, int T, int H, int W) {
+    if (rgb->width != W || rgb->height != H)
+        cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", src, rgb->width, rgb->height, W, H);
+    const size_t hw = (size_t)H * W;
+    float *px = cvx_calloc((size_t)3 * T * hw, sizeof(float)), *one = cvx_alloc_f32(3 * hw);   // [3, T, H, W]
+    for (int t = 0; t < T && t < rgb->frames; t++) {
+        cvx_preprocess_image(rgb->rgb + (size_t)t * rgb->width * rgb->height * 3, rgb->width, rgb->height, W, H, one);
+        for (int c = 0; c < 3; c++) memcpy(px + ((size_t)c * T + t) * hw, one + (size_t)c * hw, sizeof(float) * hw);
+    }
+    free(one);
+    return px;
+}
+
 /* ---- stage 2 ---- */
+int cvx_prepare_v2v(const cvx_conditioning *c, cvx_scheduler *sched, double strength, size_t numel,
+                    cvx_loop_params *lp, cvx_generator *gen, float **init,
+                    void (*to_x0)(void *user, float *sample, float *x0), void *user) {
+    const int n_steps = lp->req->num_inference_steps;
+    int t_start;
+    if (cvx_strength_t_start(n_steps, strength, &t_start) || cvx_scheduler_set_timesteps(sched, n_steps)) return -1;
+    /* latent_dist.sample(generator) in the encoder's [C, T, h, w] order: the generator's first
+     * draws. A pipeline loaded in bf16/fp16 draws this randn and the noise below in its dtype
+     * (the VAE's parameters.dtype, randn_tensor(dtype=prompt_embeds.dtype)): --noise_dtype, as T2V */
+    const cvx_dtype nd = (cvx_dtype)lp->noise_dtype;
+    const size_t nc = (size_t)c->C * c->T * c->h * c->w;
+    float *sample = cvx_alloc_f32(nc), *x0 = cvx_alloc_f32(numel), *noise = cvx_alloc_f32(numel);
+    cvx_generator_seed(gen, lp->req->seed);
+    int rc = vae_latent_sample_as(c->mean, c->std, nc, gen, nd, sample);
+    if (!rc) {
+        to_x0(user, sample, x0);
+        rc = cvx_randn_as(gen, nd, noise, numel);
+    }
+    if (!rc) {
+        *init = cvx_alloc_f32(numel);
+        sched->type->add_noise(sched, t_start, x0, noise, numel, *init);
+        cvx_info("video-to-video: strength %g runs %d of %d steps from t=%g", strength, n_steps - t_start, n_steps,
+                 sched->timesteps[t_start]);
+        lp->init_latents = *init, lp->init_generator = gen, lp->t_start = t_start;
+    }
+    free(sample);
+    free(x0);
+    free(noise);
+    return rc;
+}
+
 
 int cvx_sample_conditioning_sizes(const cvx_conditioning *c, cvx_sample_params *r) {
     if (!r->height) r->height = c->height;

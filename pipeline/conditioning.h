@@ -4,6 +4,7 @@
 #define CVX_PIPELINE_CONDITIONING_H
 
 #include "pipeline/internal.h"
+#include "image.h"
 #include "rng.h"
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
@@ -24,6 +25,27 @@ typedef struct {
     cvx_generator gen;
 } cvx_prepared;
 void cvx_prepared_free(cvx_prepared *p);
+
+/* The stage-1 prologue of an I2V / V2V encode: exactly one of p->image (I2V) and p->video (V2V),
+ * the size (the request's, else the model's default: 0 when it has none), the row's check_mode:
+ * 0, or -1 + cvx_error. */
+int cvx_conditioning_request(cvx_model *m, const cvx_conditioning_params *p, cvx_mode *mode, int *H, int *W);
+/* Then the source, exactly one of p->image, p->video, loaded as RGB8
+ * frames (at least one): 0, or -1 + cvx_error (rgb then holds nothing). */
+int cvx_conditioning_load(const cvx_conditioning_params *p, cvx_rgb_frames *rgb);
+/* VideoProcessor.preprocess of the loaded frames: [3, T, H, W] in [-1, 1] (allocated), the first
+ * min(T, frames) resized to H×W (Pillow's LANCZOS, logged naming `src`) and mapped, zero frames
+ * after (Wan I2V: the image, then zeros). */
+float *cvx_conditioning_pixels(const cvx_rgb_frames *rgb, const char *src, int T, int H, int W);
+
+/* prepare_latents of a video-to-video pipeline: t_start from `strength` (the timesteps set for
+ * the request's steps), the generator seeded from the request, the encoder's sample mean + std·randn
+ * (its first draws, in the loop's noise dtype) -> to_x0 (the family's scaling and layout: sample
+ * [C, T, h, w] -> x0 [numel]; in place allowed), the noise, scheduler add_noise at t_start ->
+ * *init (allocated). lp's init_latents, init_generator (= gen) and t_start set. -1 + cvx_error */
+int cvx_prepare_v2v(const cvx_conditioning *c, cvx_scheduler *sched, double strength, size_t numel,
+                    cvx_loop_params *lp, cvx_generator *gen, float **init,
+                    void (*to_x0)(void *user, float *sample, float *x0), void *user);
 
 /* xxh64 of the mode, mean and std: identifies the conditioning in the checkpoint fingerprint. */
 uint64_t cvx_conditioning_hash(const cvx_conditioning *c);

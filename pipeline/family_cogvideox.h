@@ -5,8 +5,7 @@
 
 #include "pipeline/internal.h"
 #include "pipeline/conditioning.h"
-#include "stage1/t5.h"
-#include "stage1/t5_tokenizer.h"
+#include "pipeline/components.h"
 #include "stage2/cogvideox.h"
 #include "stage3/cogvideox_vae.h"
 #include "stage3/cogvideox_vae_encoder.h"
@@ -14,9 +13,8 @@
 typedef struct {
     cogvideox_config tcfg;           /* transformer/config.json (when m->has_denoiser_config) */
     cogvideox_vae_decoder vcfg;                /* vae/config.json, config fields only (when m->has_vae_config) */
-    int t5_loaded, vae_loaded, enc_loaded;
-    t5_tokenizer tok;
-    t5_model t5;
+    int vae_loaded, enc_loaded;
+    cvx_t5_encoder te;               /* T5 v1.1 */
     cogvideox_transformer *transformer;
     cogvideox_vae_decoder vae;
     cogvideox_vae_encoder enc;                 /* I2V / V2V conditioning */

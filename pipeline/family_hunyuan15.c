@@ -4,7 +4,7 @@
  * AutoencoderKLHunyuanVideo15 (stage 3) — its row of the family table (pipeline/family.h).
  * The conditioning per branch is the staged pipeline's four tensors: prompt_embeds [1000, D_qwen],
  * prompt_embeds_mask [1000], prompt_embeds_2 [256, D_byt5], prompt_embeds_mask_2 [256]. */
-#include "pipeline/internal.h"
+#include "pipeline/components.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -134,32 +134,20 @@ static int load_byt5(cvx_model *m) {
 static int load_transformer(cvx_model *m) {
     hv15_state *s = S(m);
     if (s->transformer) return 0;
-    char dir[4200], cfg[4300];
-    if (m->transformer_file[0]) {
-        cvx_component_path(m, "transformer", "config.json", cfg, sizeof cfg);
-        if (!cvx_is_file(cfg))
-            return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
-                             m->transformer_file, m->dir);
-        s->transformer = hv15_load_file(cfg, m->transformer_file, m->ctx);
-    } else {
-        if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-        if (cvx_weights_fit_memory(dir, "a quantized transformer file (--transformer ...gguf)")) return -1;
-        s->transformer = hv15_load(dir, m->ctx);
-    }
+    cvx_component_src src;
+    if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1,
+                           "a quantized transformer file (--transformer ...gguf)", &src))
+        return -1;
+    s->transformer = src.file ? hv15_load_file(src.cfg, src.file, m->ctx) : hv15_load(src.dir, m->ctx);
     return s->transformer ? 0 : -1;
 }
 
 static int load_vae(cvx_model *m) {
     hv15_state *s = S(m);
     if (s->vae) return 0;
-    char dir[4200], cfg[4300];
-    if (m->vae_file[0]) {
-        cvx_component_path(m, "vae", "config.json", cfg, sizeof cfg);
-        s->vae = hv15_vae_load_file(cvx_is_file(cfg) ? cfg : NULL, m->vae_file, m->ctx);
-    } else {
-        if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;
-        s->vae = hv15_vae_load(dir, m->ctx);
-    }
+    cvx_component_src src;   /* a single file without vae/config.json: the defaults */
+    if (cvx_component_find(m, "vae", "--vae", m->vae_file, 0, NULL, &src)) return -1;
+    s->vae = src.file ? hv15_vae_load_file(src.cfg[0] ? src.cfg : NULL, src.file, m->ctx) : hv15_vae_load(src.dir, m->ctx);
     return s->vae ? 0 : -1;
 }
 
@@ -315,13 +303,6 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     return 0;
 }
 
-static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out) {
-    (void)m;
-    out->C = sh->channels, out->T = sh->frames, out->h = sh->height, out->w = sh->width;
-    out->data = cvx_alloc_f32(sh->numel);
-    memcpy(out->data, latents, sh->numel * sizeof(float));
-}
-
 /* ---- stage 3 ---- */
 /* latents / scaling_factor, vae.decode (untiled unless asked) */
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
@@ -329,12 +310,10 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     if (load_vae(m)) return -1;
     const hv15_vae *v = S(m)->vae;
     const hv15_vae_config *vc = hv15_vae_get_config(v);
-    if (C != vc->latent_channels)
-        return cvx_error("%s: tensor 'latents' has %d channels (dim 1 of [B, C, T, H, W]), the HunyuanVideo-1.5 VAE "
-                         "of %s expects latent_channels = %d", label, C, m->dir, vc->latent_channels);
-    if (B < 1 || T < 1 || h < 1 || w < 1) return cvx_error("%s: tensor 'latents' has an empty shape", label);
+    if (cvx_decode_check_latents(m, "the HunyuanVideo-1.5 VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h,
+                                 w, label))
+        return -1;
     const size_t n = (size_t)C * T * h * w;
-    if (cvx_check_finite(zin, (size_t)B * n, "latents")) return cvx_error_prefix("%s", label);
     hv15_vae_tiling tl;
     hv15_vae_tiling_default(&tl);
     if (p->tile_height) tl.min_h = p->tile_height;
@@ -378,5 +357,5 @@ const cvx_family cvx_family_hunyuan15 = {
     .name = "HunyuanVideo-1.5", .classes = hv15_classes, .component_classes = hv15_components,
     .open = hv15_open, .close = hv15_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .check_mode = check_mode,
-    .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
+    .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = cvx_latents_out_copy, .decode = decode,
 };

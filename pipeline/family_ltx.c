@@ -2,7 +2,7 @@
  * mask, the mask to the transformer's cross-attention), LTXVideoTransformer3DModel,
  * AutoencoderKLLTXVideo (0.9.0 and the timestep-conditioned 0.9.5+ decoder) — its row of the
  * family table (pipeline/family.h). The schedule is the "ltx" scheduler (stage2/scheduler_ltx.h). */
-#include "pipeline/internal.h"
+#include "pipeline/components.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,8 +17,6 @@
 #include "rng.h"
 #include "rng_lowp.h"
 #include "validate.h"
-#include "stage1/t5.h"
-#include "stage1/t5_tokenizer.h"
 #include "stage2/ltx.h"
 #include "stage2/ltx_cond.h"
 #include "stage2/ltx_family.h"
@@ -29,7 +27,6 @@
 #include "stage3/ltx_vae.h"
 #include "stage3/ltx_vae_tiles.h"
 
-#define MAX_BATCH 4            /* sequences per encoder pass */
 #define TEXT_LEN 128           /* LTXPipeline's max_sequence_length */
 #define DEFAULT_GUIDANCE 3.0   /* LTXPipeline.__call__'s guidance_scale */
 #define FRAME_RATE 25          /* LTXPipeline.__call__'s frame_rate (the rotary temporal scale) */
@@ -41,9 +38,7 @@
 typedef struct {
     ltx_config tcfg;           /* transformer/config.json (when m->has_denoiser_config) */
     ltx_vae_config vcfg;       /* vae/config.json (when m->has_vae_config) */
-    int t5_loaded;
-    t5_tokenizer tok;
-    t5_model t5;
+    cvx_t5_encoder te;         /* T5 v1.1 */
     ltx_transformer *transformer;
     ltx_vae *vae;
     /* the last sample_setup's condition pipeline: packed latents with this many extra frames first */
@@ -77,30 +72,17 @@ static int ltx_open(cvx_model *m) {
 static void ltx_close(cvx_model *m) {
     ltx_state *s = S(m);
     if (!s) return;
-    if (s->t5_loaded) {
-        t5_free(&s->t5);
-        t5_tokenizer_free(&s->tok);
-    }
+    cvx_t5_free(&s->te);
     ltx_free(s->transformer);
     ltx_vae_free(s->vae);
     free(s);
     m->fam = NULL;
 }
 
-static int load_text_encoder(cvx_model *m) {
-    ltx_state *s = S(m);
-    if (s->t5_loaded) return 0;
-    char tok_dir[4200], te_dir[4200];
-    if (cvx_model_component(m->dir, "tokenizer", "spiece.model", tok_dir, sizeof tok_dir)) return -1;
-    if (t5_tokenizer_load(&s->tok, tok_dir)) return -1;
-    if (cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
-        t5_build(&s->t5, te_dir, m->ctx)) {
-        t5_tokenizer_free(&s->tok);
-        return -1;
-    }
-    s->t5_loaded = 1;
-    return 0;
-}
+/* LTXPipeline._get_t5_prompt_embeds: no prompt cleaning, the encoder without the attention mask
+ * (padding rows are ordinary encoder outputs) */
+static int masked_encoder(const cvx_model *m);
+static const cvx_t5_style T5_STYLE = {.name = "T5", .masked_fn = masked_encoder};
 
 static int load_transformer(cvx_model *m) {
     ltx_state *s = S(m);
@@ -121,15 +103,7 @@ static int load_vae(cvx_model *m) {
 }
 
 /* ---- stage 1 ---- */
-static int text_dim(cvx_model *m) { return load_text_encoder(m) ? -1 : S(m)->t5.cfg.d_model; }
-
-/* texts[i] -> ids [L] and the mask [L] (padding max_length, truncation; no prompt cleaning) */
-static int tokenize(cvx_model *m, const char *text, const char *label, int L, int64_t *ids, int64_t *mask) {
-    int n_raw, at_least;
-    if (t5_tokenize_counted(&S(m)->tok, text, L, ids, mask, &n_raw, &at_least)) return -1;
-    if (n_raw > L) t5_report_length(label ? label : "a text", n_raw, at_least, L);
-    return 0;
-}
+static int text_dim(cvx_model *m) { return cvx_t5_load(&S(m)->te, m, &T5_STYLE) ? -1 : S(m)->te.t5.cfg.d_model; }
 
 /* LTXPipeline._get_t5_prompt_embeds: the encoder runs without the attention mask (padding rows
  * are ordinary encoder outputs); LTXConditionPipeline's (Mochi's) passes it: a model whose
@@ -138,49 +112,24 @@ static int condition_class(const cvx_model *m) {
     const char *pc = m->info.pipeline_class;
     return pc && !strcmp(pc, "LTXConditionPipeline");
 }
-static int masked_encoder(const cvx_model *m) { return S(m)->condition_pipeline || condition_class(m); }
+static int masked_encoder(const cvx_model *m) { return S(m)->condition_pipeline || condition_class(m) ? 2 : 0; }
 
 static int encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                         cvx_progress_fn progress, void *user, float *out) {
-    if (load_text_encoder(m)) return -1;
-    ltx_state *s = S(m);
-    const int D = s->t5.cfg.d_model, n_batches = (n + MAX_BATCH - 1) / MAX_BATCH, masked = masked_encoder(m);
-    int64_t *ids = cvx_malloc((size_t)MAX_BATCH * L * sizeof *ids), *mask = cvx_malloc((size_t)MAX_BATCH * L * sizeof *mask);
-    cvx_progress bar;
-    cvx_progress_begin(&bar, "T5 layers", n_batches * s->t5.cfg.num_layers, progress, user);
-    int rc = -1;
-    for (int s0 = 0; s0 < n; s0 += MAX_BATCH) {
-        const int nb = n - s0 < MAX_BATCH ? n - s0 : MAX_BATCH;
-        for (int b = 0; b < nb; b++)
-            if (tokenize(m, texts[s0 + b], labels ? labels[s0 + b] : NULL, L, ids + (size_t)b * L, mask + (size_t)b * L))
-                goto done;
-        float *o = out + (size_t)s0 * L * D;
-        if (masked ? umt5_encode(&s->t5, ids, mask, nb, L, o, &bar) : t5_encode(&s->t5, ids, nb, L, o, &bar)) goto done;
-        for (int b = 0; b < nb; b++)
-            if (cvx_check_finite(out + (size_t)(s0 + b) * L * D, (size_t)L * D, "embeddings")) {
-                cvx_error_prefix("%s", labels ? labels[s0 + b] : "a text");
-                goto done;
-            }
-    }
-    cvx_progress_finish(&bar);
-    rc = 0;
-done:
-    free(ids);
-    free(mask);
-    return rc;
+    return cvx_t5_encode_texts(&S(m)->te, m, &T5_STYLE, texts, labels, n, L, progress, user, out);
 }
 
 /* prompt_attention_mask [n, L] (0/1 floats): the tokenizer's mask, for the cross-attention */
 static int encode_more(cvx_model *m, const char *const *texts, const char *const *labels, int n,
                        cvx_progress_fn progress, void *user, cvx_cond_set *out) {
     (void)progress, (void)user;
-    if (load_text_encoder(m)) return -1;
+    if (cvx_t5_load(&S(m)->te, m, &T5_STYLE)) return -1;
     const int L = TEXT_LEN;
     int64_t *ids = cvx_malloc((size_t)L * sizeof *ids), *mask = cvx_malloc((size_t)L * sizeof *mask);
     float *f = cvx_alloc_f32((size_t)n * L);
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
-        rc = tokenize(m, texts[i], labels ? labels[i] : NULL, L, ids, mask);
+        rc = cvx_t5_tokenize(&S(m)->te, texts[i], labels ? labels[i] : NULL, L, ids, mask);
         for (int k = 0; k < L && !rc; k++) f[(size_t)i * L + k] = (float)mask[k];
     }
     free(ids);
@@ -539,12 +488,9 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     if (load_vae(m)) return -1;
     ltx_vae *v = S(m)->vae;
     const ltx_vae_config *vc = ltx_vae_get_config(v);
-    if (C != vc->latent_channels)
-        return cvx_error("%s: tensor 'latents' has %d channels (dim 1 of [B, C, T, H, W]), the LTX VAE of %s expects "
-                         "latent_channels = %d", label, C, m->dir, vc->latent_channels);
-    if (B < 1 || T < 1 || h < 1 || w < 1) return cvx_error("%s: tensor 'latents' has an empty shape", label);
+    if (cvx_decode_check_latents(m, "the LTX VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h, w, label))
+        return -1;
     const size_t n1 = (size_t)C * T * h * w;
-    if (cvx_check_finite(zin, n1 * B, "latents")) return cvx_error_prefix("%s", label);
     const int tc = vc->timestep_conditioning;
     /* a decode_timestep without a noise scale: the scale is the timestep (upstream's None) */
     const double dt = p->decode_set & 1 ? p->decode_timestep : tc ? DEFAULT_DECODE_TIMESTEP : 0.0;

@@ -272,3 +272,18 @@ int clip_vision_last_hidden_state(clip_vision *m, const float *pixels, float *ou
     if (c->siglip) cvx_layernorm(out, out, c->tokens, c->hidden_size, m->post_ln_w, m->post_ln_b, c->layer_norm_eps);
     return 0;
 }
+
+float *clip_vision_encode_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w, int h) {
+    int ow, oh;
+    clip_image_output_size(p, w, h, &ow, &oh);
+    float *px = cvx_alloc_f32((size_t)3 * ow * oh);
+    clip_image_preprocess(p, rgb, w, h, px);
+    float *out = cvx_alloc_f32((size_t)m->cfg.tokens * m->cfg.hidden_size);
+    const int rc = clip_vision_encode(m, px, out);
+    free(px);
+    if (rc) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}

@@ -19,6 +19,7 @@
 #define CVX_STAGE1_CLIP_VISION_H
 
 #include "context.h"
+#include "stage1/clip_image_processor.h"
 #include "safetensors.h"
 
 typedef enum { CLIP_ACT_GELU, CLIP_ACT_QUICK_GELU, CLIP_ACT_GELU_TANH } clip_activation;
@@ -92,6 +93,9 @@ void clip_activation_apply(clip_activation act, float *x, size_t n);
 int clip_vision_hidden_state(clip_vision *m, const float *pixels, int index, float *out);
 /* The Wan image embedding: hidden_states[-2] (num_hidden_layers − 1 layers). out: [tokens, D]. */
 int clip_vision_encode(clip_vision *m, const float *pixels, float *out);
+/* The same from an RGB8 image w×h through the image processor (WanImageToVideoPipeline.encode_image):
+ * [tokens, hidden_size] (allocated), or NULL + cvx_error. */
+float *clip_vision_encode_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w, int h);
 /* last_hidden_state: every layer, then (SigLIP) post_layernorm; HunyuanVideo-1.5's image_embeds. */
 int clip_vision_last_hidden_state(clip_vision *m, const float *pixels, float *out);
 

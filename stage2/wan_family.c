@@ -3,10 +3,13 @@
 #include "stage2/wan_family.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "error.h"
+#include "fileio.h"
 
 typedef struct {
     int teacache_e0;               /* the step cache compares e0 = timestep_proj instead of e */
@@ -199,3 +202,53 @@ const cvx_latent_rgb wan_latent_rgb = {
     .bias = {-0.1835f, -0.0868f, -0.3360f},
     .gain = 1.0f,
 };
+
+int wan_pipeline_config_load(const char *model_dir, wan_pipeline_config *out) {
+    memset(out, 0, sizeof *out);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/model_index.json", model_dir);
+    if (!cvx_is_file(path)) return 0;
+    cvx_config c;
+    if (cvx_config_load(&c, path)) return -1;
+    /* null (Wan 2.1, TI2V) reads as absent */
+    int rc = 0, has_boundary = cvx_cfg_has(&c, "boundary_ratio") && !cvx_cfg_num(&c, "boundary_ratio", &out->boundary_ratio);
+    cvx_clear_error();
+    if (cvx_cfg_bool_or(&c, "expand_timesteps", 0, &out->expand_timesteps)) out->expand_timesteps = 0;
+    cvx_clear_error();
+    if (has_boundary) {
+        rc = wan_boundary_check(out->boundary_ratio, path);
+        char cfg2[4300];
+        snprintf(cfg2, sizeof cfg2, "%s/transformer_2/config.json", model_dir);
+        if (!rc && !cvx_is_file(cfg2))
+            rc = cvx_error("%s: boundary_ratio %g needs two experts, but %s is missing (Wan 2.2 A14B: transformer "
+                           "= high noise, transformer_2 = low noise)", path, out->boundary_ratio, cfg2);
+        if (!rc) rc = wan_config_load(cfg2, &out->tcfg2);
+        int64_t ntt = 1000;
+        cvx_config sc;
+        snprintf(path, sizeof path, "%s/scheduler/scheduler_config.json", model_dir);
+        if (!rc && cvx_is_file(path) && !cvx_config_load(&sc, path)) {
+            rc = cvx_cfg_int_or(&sc, "num_train_timesteps", 1000, &ntt);
+            cvx_config_free(&sc);
+        }
+        out->num_train_timesteps = (int)ntt;
+    }
+    cvx_config_free(&c);
+    return rc;
+}
+
+double wan_a14b_plan(cvx_sample_plan *pl, const double *timesteps, const wan_pipeline_config *pc, double g, double g2) {
+    const cvx_guider guide2 = {.scale = g > 1 ? g2 : 1.0};
+    /* upstream compares the int64 timestep with the Python float in float32 */
+    const double boundary_t = (float)(pc->boundary_ratio * pc->num_train_timesteps);
+    cvx_plan_switch_below(pl, timesteps, boundary_t, 1, &guide2);
+    return boundary_t;
+}
+
+float *wan_ti2v_t_scale(const wan_config *c, int F, int h, int w, int i2v, size_t *n) {
+    *n = (size_t)wan_num_tokens(c, F, h, w);
+    float *t = cvx_alloc_f32(*n);
+    if (i2v) wan_ti2v_timesteps(1, F, h, w, t);   /* the mask: 0 on frame 0 */
+    else
+        for (size_t k = 0; k < *n; k++) t[k] = 1.0f;
+    return t;
+}

@@ -5,6 +5,7 @@
 
 #include "safetensors.h"
 #include "stage2/denoiser.h"
+#include "stage2/plan.h"
 #include "stage2/preview.h"
 #include "stage2/sampler.h"
 #include "stage2/wan.h"
@@ -38,5 +39,27 @@ extern const cvx_latent_rgb wan_latent_rgb;
  * TI2V-5B, or a width other than 1.3B's and 14B's); Wan 2.2 A14B has 14B's config and gets its
  * set unless its row chooses otherwise. */
 const char *wan_teacache_coefficients(const wan_config *c, int height, int width, int ret_steps, double out[5]);
+
+/* model_index.json's Wan 2.2 keys (null reads as absent; no file: Wan 2.1): expand_timesteps
+ * (TI2V-5B: per-token timesteps, the image as latent frame 0) and boundary_ratio (A14B: in (0, 1),
+ * with transformer_2/config.json beside transformer/ and the scheduler's num_train_timesteps). */
+typedef struct {
+    int expand_timesteps;
+    double boundary_ratio;     /* 0: one transformer */
+    int num_train_timesteps;   /* scheduler/scheduler_config.json's (1000): boundary_ratio's scale */
+    wan_config tcfg2;          /* transformer_2/config.json (the low-noise expert) */
+} wan_pipeline_config;
+/* -1 + cvx_error naming the file (a boundary out of range, transformer_2's config missing). */
+int wan_pipeline_config_load(const char *model_dir, wan_pipeline_config *out);
+
+/* The plan over A14B's two experts (stage2/plan.h): from the first of the loop's timesteps (from
+ * t_start on) below boundary_ratio · num_train_timesteps (compared in float32, as upstream) the
+ * low-noise expert 1 with guidance g2 (1: no CFG, when the high-noise guidance g <= 1); returns
+ * the boundary timestep. */
+double wan_a14b_plan(cvx_sample_plan *pl, const double *timesteps, const wan_pipeline_config *pc, double g, double g2);
+
+/* Wan 2.2 TI2V's per-token timestep scale [*n] (n = wan_num_tokens; allocated): 1 on every token
+ * (T2V), or the first-frame mask (I2V: 0 on latent frame 0's tokens, wan_ti2v_timesteps). */
+float *wan_ti2v_t_scale(const wan_config *c, int F, int h, int w, int i2v, size_t *n);
 
 #endif

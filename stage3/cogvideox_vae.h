@@ -131,4 +131,19 @@ double cogvideox_vae_estimate_peak_bytes(const cogvideox_vae_decoder *d, int h, 
  * count: no padding waste, Winograd savings not subtracted) and d->ctx->conv_seconds (wall time
  * inside the convolutions, padded input ready -> output). */
 
+/* The tiling of a decode of h×w latents (stage3/cogvideox_vae_pipeline.c): tile sizes tile_h /
+ * tile_w (0: sample size / 2); tiled when mode > 0 (on) or mode 0 (auto) with the untiled
+ * estimate over auto_budget bytes, and tiling applies (mode < 0: off); `why` says why a decode
+ * stays untiled (the log line). -1 + cvx_error for tile sizes that cannot give the frame size
+ * (upstream's stitching makes a larger or smaller video, issue 21). */
+int cogvideox_vae_plan_tiling(const cogvideox_vae_decoder *d, int mode, int tile_h, int tile_w, int h, int w,
+                              double auto_budget, int *tiled, int *tsh, int *tsw, char *why, size_t n);
+
+/* What the pipeline decodes: 1 / scaling_factor · latents [C, T, h, w] (as stage 2 writes them),
+ * then the tiles of tsh×tsw samples spread over the ranks of dist (tiled; rank 0 returns the
+ * video) or the whole in frame chunks (rank 0 alone) -> [3, *To, *Ho, *Wo]; NULL on the other
+ * ranks. */
+float *cogvideox_vae_decode_video(const cogvideox_vae_decoder *d, const float *latents, int T, int h, int w, int tiled,
+                                  int tsh, int tsw, struct cvx_dist *dist, int *To, int *Ho, int *Wo, cvx_progress *p);
+
 #endif

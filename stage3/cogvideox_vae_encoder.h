@@ -96,4 +96,16 @@ float *cogvideox_vae_encode_tiled(const cogvideox_vae_encoder *e, const float *x
  * convolution scratch, ~0.4 GB for the real VAE, not included) — for choosing tiling. */
 double cogvideox_vae_encode_estimate_peak_bytes(const cogvideox_vae_encoder *e, int F, int H, int W);
 
+/* The encode of F frames H×W as the pipeline runs it (stage3/cogvideox_vae_pipeline.c): tiles of
+ * sample size / 2 when tiling applies and the untiled estimate is over `budget` bytes (-1 +
+ * cvx_error for a VAE whose tiles do not fit), the progress steps; then video x [3, F, H, W] ->
+ * the latent distribution's mean and std [lc, T, h, w] (allocated). */
+typedef struct {
+    int tiled, tsh, tsw, steps;
+} cogvideox_vae_encode_tiles;
+int cogvideox_vae_encode_tiles_for(const cogvideox_vae_encoder *e, int F, int H, int W, double budget,
+                                   cogvideox_vae_encode_tiles *t);
+void cogvideox_vae_encode_dist(const cogvideox_vae_encoder *e, const cogvideox_vae_encode_tiles *t, const float *x,
+                               int F, int H, int W, float **mean, float **std, int *T, int *h, int *w, cvx_progress *p);
+
 #endif

@@ -441,10 +441,14 @@ void wan_vae_unnormalize(const wan_vae *v, const float *latents, int F, int h, i
 }
 
 void wan_vae_normalize(const wan_vae *v, const float *x, int F, int h, int w, float *out) {
+    wan_latents_normalize(&v->cfg, x, F, h, w, out);
+}
+
+void wan_latents_normalize(const wan_vae_config *cfg, const float *x, int F, int h, int w, float *out) {
     const size_t per = (size_t)F * h * w;
-    for (int c = 0; c < v->cfg.z_dim; c++) {
+    for (int c = 0; c < cfg->z_dim; c++) {
         /* (x − latents_mean) · latents_std with latents_std = 1.0 / torch.tensor(std) (f32) */
-        const float inv = 1.0f / v->cfg.latents_std[c], mean = v->cfg.latents_mean[c];
+        const float inv = 1.0f / cfg->latents_std[c], mean = cfg->latents_mean[c];
         const float *s = x + c * per;
         float *o = out + c * per;
         for (size_t i = 0; i < per; i++) o[i] = (s[i] - mean) * inv;

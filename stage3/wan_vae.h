@@ -193,8 +193,30 @@ int wan_vae_encode(const wan_vae *v, const float *video, int T, int H, int W, fl
                    cvx_progress *p);
 /* The pipelines' normalisation of an encoded latent: (x − latents_mean) · (1/latents_std). */
 void wan_vae_normalize(const wan_vae *v, const float *x, int F, int h, int w, float *out);
+/* The same from the config alone (x, out [z_dim, F, h, w]; out may equal x). */
+void wan_latents_normalize(const wan_vae_config *cfg, const float *x, int F, int h, int w, float *out);
 /* latent_dist.sample(generator): mean + exp(logvar/2) · torch.randn(n, generator=g). */
 void wan_vae_sample(const float *mean, const float *logvar, size_t n, cvx_generator *g, float *out);
+
+/* ---- around the VAE, as the Wan pipelines use it (stage3/wan_vae_pipeline.c) ---- */
+/* The decode's tiling: t = the defaults with tile_h / tile_w (0: upstream's; stride 3/4 of the
+ * size); tiled (1) when mode > 0 (on) and tiling applies, mode 0 (auto) when also the untiled
+ * decode's estimated peak is over auto_budget bytes; mode < 0: off (0). */
+int wan_vae_choose_tiling(const wan_vae *v, int mode, int tile_h, int tile_w, int F, int h, int w, double auto_budget,
+                          wan_vae_tiling *t);
+/* wan_vae_decode into one video [3, decoded_frames, h·r, w·r] (allocated); NULL + cvx_error. */
+float *wan_vae_decode_video(const wan_vae *v, const float *latents, int F, int h, int w, const wan_vae_tiling *tiling,
+                            cvx_progress *p);
+/* wan_vae_encode's progress ticks for a video of T frames. */
+int wan_vae_encode_steps(int T);
+/* wan_vae_encode, the std exp(logvar / 2) kept instead of logvar: mean, std [z_dim, F, h, w]. */
+int wan_vae_encode_dist(const wan_vae *v, const float *video, int T, int H, int W, float *mean, float *std,
+                        cvx_progress *p);
+/* WanImageToVideoPipeline.prepare_latents' condition: [mask (WAN_I2V_MASK_CHANNELS, 1 on latent
+ * frame 0), the encoded image-then-zeros video's mean normalised] = [4 + z_dim, F, h, w]
+ * (allocated). */
+#define WAN_I2V_MASK_CHANNELS 4
+float *wan_i2v_condition(const wan_vae_config *cfg, const float *mean, int F, int h, int w);
 
 /* ---- blocks (exposed for tests); x [C, T, H, W] ---- */
 /* WanRMS_norm over the channels of x[C, S] (then SiLU when `silu`); out may equal x. */
