@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "fileio.h"
 
 /* Bytes of the .safetensors / .gguf files at `path` (a file, or a directory's files). */
 static double weight_file_bytes(const char *path) {
@@ -43,4 +44,30 @@ int cvx_weights_fit_memory(const char *path, const char *advice) {
 
 void cvx_component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n) {
     snprintf(out, n, "%s/%s/%s", m->dir, comp, file);
+}
+
+int cvx_expert_paths(const cvx_model *m, int expert, char *cfg, size_t cn, char *weights, size_t wn) {
+    const char *comp = expert ? "transformer_2" : "transformer", *flag = expert ? "--transformer_2" : "--transformer";
+    const char *file = expert ? m->transformer_2_file : m->transformer_file;
+    const char *other = expert ? m->transformer_file : m->transformer_2_file;
+    cvx_component_path(m, comp, "config.json", cfg, cn);
+    if (!cvx_is_file(cfg))
+        return cvx_error("%s: no %s/config.json (the %s expert's config%s%s)", m->dir, comp, expert ? "low-noise" : "high-noise",
+                         file[0] ? ", needed beside " : "", file);
+    if (file[0]) {
+        snprintf(weights, wn, "%s", file);
+        return 0;
+    }
+    snprintf(weights, wn, "%s/%s", m->dir, comp);
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/diffusion_pytorch_model.safetensors", weights);
+    struct stat st;
+    int has = !stat(probe, &st);
+    snprintf(probe, sizeof probe, "%s/diffusion_pytorch_model.safetensors.index.json", weights);
+    has = has || !stat(probe, &st);
+    if (other[0] && !has)
+        return cvx_error("%s: the %s expert was given as one file (%s) but not the %s one, and %s has no weights: "
+                         "give it with %s FILE", other, expert ? "high-noise" : "low-noise", expert ? "--transformer" : "--transformer_2",
+                         expert ? "low-noise" : "high-noise", weights, flag);
+    return 0;
 }

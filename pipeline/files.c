@@ -444,6 +444,11 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         describe_weights(m->transformer_file, desc, sizeof desc);
         cvx_fingerprint_set(fp, "transformer_weights", "%s", desc);
     }
+    if (m->transformer_2_file[0]) {   /* Wan 2.2 A14B's low-noise expert from one file: its identity */
+        char ident2[256];
+        if (cvx_weights_identity(m->transformer_2_file, ident2, sizeof ident2)) return -1;
+        cvx_fingerprint_set(fp, "transformer_2_file", "%s", ident2);
+    }
     /* the transformer's weights themselves (sizes, time, header and sampled content): a model
      * changed in place is not resumed (issue 37) */
     char ident[256], tdir[PATH_MAX];
