@@ -126,11 +126,34 @@ static int open_scaled_fp8(cvx_weights *w, qview *v, const cvx_tensor *scale) {
     return 0;
 }
 
+/* The f32 products of a scaled fp8 file must fit in memory (else the allocations would end in the
+ * OOM killer): one line with the way out otherwise; CVX_ALLOW_LARGE_WEIGHTS=1 lets it through. */
+static int scaled_fp8_fit(const cvx_weights *w) {
+    double bytes = 0;
+    for (int s = 0; s < w->nshards; s++)
+        for (int i = 0; i < cvx_st_count(w->shards[s]); i++) {
+            const cvx_tensor *t = cvx_st_tensor(w->shards[s], i);
+            if (ends_with(t->name, ".scale_weight")) {
+                char name[600];
+                snprintf(name, sizeof name, "%.*s.weight", (int)(strlen(t->name) - strlen(".scale_weight")), t->name);
+                const cvx_tensor *wt = shards_find(w, name);
+                if (wt) bytes += 4.0 * (double)wt->numel;
+            }
+        }
+    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    const char *allow = getenv("CVX_ALLOW_LARGE_WEIGHTS");
+    if (mem <= 0 || bytes < 0.85 * mem || (allow && allow[0] == '1')) return 0;
+    return cvx_error("%s: its scaled fp8 weights are read as f32 (weight x scale_weight, as ComfyUI computes them): "
+                     "%.1f GB, and this machine has %.1f GB of memory. Use a GGUF of the model (Q8_0 about 1 byte per "
+                     "weight) or its bf16 file (CVX_ALLOW_LARGE_WEIGHTS=1 tries anyway)", w->path, bytes / 1e9, mem / 1e9);
+}
+
 /* One view per qweight of the shards: U8, 2-D, rows of whole blocks, no `<module>.weight` beside
  * it; and one per scaled fp8 weight (open_scaled_fp8). */
 static int open_qweights(cvx_weights *w) {
     int n = 0;
     for (int s = 0; s < w->nshards; s++) n += cvx_st_count(w->shards[s]);
+    if (scaled_fp8_fit(w)) return -1;
     for (int s = 0; s < w->nshards; s++)
         for (int i = 0; i < cvx_st_count(w->shards[s]); i++) {
             const cvx_tensor *t = cvx_st_tensor(w->shards[s], i);
