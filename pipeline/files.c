@@ -311,13 +311,16 @@ static void describe_weights(const char *path, char *buf, size_t n) {
 }
 
 static const char *weight_file_of(const cvx_model *m, const char *which) {
-    return !strcmp(which, "transformer") ? m->transformer_file : !strcmp(which, "text_encoder") ? m->text_encoder_file
-                                                                                                : m->vae_file;
+    return !strcmp(which, "transformer")     ? m->transformer_file
+           : !strcmp(which, "transformer_2") ? m->transformer_2_file   /* Wan 2.2 A14B's low-noise expert */
+           : !strcmp(which, "text_encoder")  ? m->text_encoder_file
+                                             : m->vae_file;
 }
 
 int cvx_genconfig_record_weights_set(cvx_outset *set, const char *path, const char *which, const cvx_model *m) {
-    json_object *upd = json_object_new_object();
     const char *file = weight_file_of(m, which);
+    if (!strcmp(which, "transformer_2") && !file[0]) return 0;   /* recorded only when given */
+    json_object *upd = json_object_new_object();
     char key[64], real[PATH_MAX], desc[512];
     snprintf(key, sizeof key, "%s_file", which);
     if (file[0] && !realpath(file, real)) snprintf(real, sizeof real, "%s", file);

@@ -211,6 +211,9 @@ static void test_comfy_pair(void **state) {
     snprintf(extra, sizeof extra, "--transformer %s --transformer_2 %s", h, l);
     float *got = run2("comfy", fix, extra, &m);
     assert_int_equal(n, m);
+    char gc[700];
+    snprintf(gc, sizeof gc, "%s/comfy/generation_config.json", out);
+    assert_true(tu_genconfig_has(gc, "transformer_file") && tu_genconfig_has(gc, "transformer_2_file"));
     assert_same("ComfyUI-named pair vs diffusers directory", got, ref, n);
     free(got);
     /* the experts swapped: another result (the flags reach the right expert) */
