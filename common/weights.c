@@ -105,8 +105,8 @@ static int open_scaled_fp8(cvx_weights *w, qview *v, const cvx_tensor *scale) {
     if (!wt)
         rc = cvx_error("%s: tensor '%s' has no '%s' to scale", scale->file, scale->name, name);
     else if (wt->dtype != CVX_F8_E4M3)
-        rc = cvx_error("%s: tensor '%s' is %s, expected F8_E4M3 (it has a scale_weight: ComfyUI's scaled fp8)", wt->file,
-                       name, cvx_dtype_name(wt->dtype));
+        rc = cvx_error("%s: tensor '%s' is %s, expected F8_E4M3 (it has a scale_weight: ComfyUI's scaled fp8)",
+                       wt->file, name, cvx_dtype_name(wt->dtype));
     else if (scale->numel != 1 || !cvx_dtype_is_float(scale->dtype))
         rc = cvx_error("%s: tensor '%s' is %s with %lld elements, expected one float (a per-tensor scale)", scale->file,
                        scale->name, cvx_dtype_name(scale->dtype), (long long)scale->numel);
@@ -145,7 +145,8 @@ static int scaled_fp8_fit(const cvx_weights *w) {
     if (mem <= 0 || bytes < 0.85 * mem || (allow && allow[0] == '1')) return 0;
     return cvx_error("%s: its scaled fp8 weights are read as f32 (weight x scale_weight, as ComfyUI computes them): "
                      "%.1f GB, and this machine has %.1f GB of memory. Use a GGUF of the model (Q8_0 about 1 byte per "
-                     "weight) or its bf16 file (CVX_ALLOW_LARGE_WEIGHTS=1 tries anyway)", w->path, bytes / 1e9, mem / 1e9);
+                     "weight) or its bf16 file (CVX_ALLOW_LARGE_WEIGHTS=1 tries anyway)",
+                     w->path, bytes / 1e9, mem / 1e9);
 }
 
 /* One view per qweight of the shards: U8, 2-D, rows of whole blocks, no `<module>.weight` beside

@@ -50,9 +50,10 @@ int cvx_expert_paths(const cvx_model *m, int expert, char *cfg, size_t cn, char 
     const char *comp = expert ? "transformer_2" : "transformer", *flag = expert ? "--transformer_2" : "--transformer";
     const char *file = expert ? m->transformer_2_file : m->transformer_file;
     const char *other = expert ? m->transformer_file : m->transformer_2_file;
+    const char *which = expert ? "low-noise" : "high-noise", *other_which = expert ? "high-noise" : "low-noise";
     cvx_component_path(m, comp, "config.json", cfg, cn);
     if (!cvx_is_file(cfg))
-        return cvx_error("%s: no %s/config.json (the %s expert's config%s%s)", m->dir, comp, expert ? "low-noise" : "high-noise",
+        return cvx_error("%s: no %s/config.json (the %s expert's config%s%s)", m->dir, comp, which,
                          file[0] ? ", needed beside " : "", file);
     if (file[0]) {
         snprintf(weights, wn, "%s", file);
@@ -67,7 +68,7 @@ int cvx_expert_paths(const cvx_model *m, int expert, char *cfg, size_t cn, char 
     has = has || !stat(probe, &st);
     if (other[0] && !has)
         return cvx_error("%s: the %s expert was given as one file (%s) but not the %s one, and %s has no weights: "
-                         "give it with %s FILE", other, expert ? "high-noise" : "low-noise", expert ? "--transformer" : "--transformer_2",
-                         expert ? "low-noise" : "high-noise", weights, flag);
+                         "give it with %s FILE", other, other_which, expert ? "--transformer" : "--transformer_2", which,
+                         weights, flag);
     return 0;
 }

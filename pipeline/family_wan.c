@@ -198,7 +198,7 @@ static int load_expert(cvx_model *m, int expert) {
     s->resident = expert;
     m->lora_expert = s->boundary_ratio > 0 ? expert + 1 : 0;   /* --lora_high / --lora_low */
     char dir[4200], cfg[4300];
-    if (s->boundary_ratio > 0) {   /* A14B: each expert from its directory or its --transformer / --transformer_2 file */
+    if (s->boundary_ratio > 0) {   /* A14B: each expert from its directory or its --transformer[_2] file */
         if (cvx_expert_paths(m, expert, cfg, sizeof cfg, dir, sizeof dir) ||
             cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS))
             return -1;
@@ -423,8 +423,8 @@ static const char *const options[] = {"--teacache_ret_steps", "--guidance_scale_
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     if (m->transformer_2_file[0] && !(S(m)->boundary_ratio > 0))
-        return cvx_error("--transformer_2 %s: %s has one transformer (transformer_2 is Wan 2.2 A14B's low-noise expert)",
-                         m->transformer_2_file, m->dir);
+        return cvx_error("--transformer_2 %s: %s has one transformer (transformer_2 is Wan 2.2 A14B's low-noise "
+                         "expert)", m->transformer_2_file, m->dir);
     if (r->guidance_scale_2 > 0 && !(S(m)->boundary_ratio > 0))
         return cvx_error("--guidance_scale_2 %g: %s has one transformer (guidance_scale_2 is Wan 2.2 A14B's low-noise "
                          "expert's)", r->guidance_scale_2, m->dir);
