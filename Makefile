@@ -207,6 +207,7 @@ help:
 	@echo "make run variables: PROMPT NEGATIVE_PROMPT MODEL STEPS GUIDANCE SEED FRAMES HEIGHT WIDTH FPS"
 	@echo "                    SCHEDULER DYNAMIC_CFG CACHE CACHE_THRESHOLD PREVIEW_EVERY TILING CRF THREADS PRECISION NOISE_DTYPE"
 	@echo "                    LORA (\"a.safetensors:0.8 b.safetensors\") LORA_FUSE FLOW_SHIFT"
+	@echo "                    LORA_HIGH LORA_LOW TRANSFORMER TRANSFORMER_2 (Wan 2.2 A14B: per expert)"
 	@echo "                    OUT STAGE3_EXTRA (see docs/usage.md); IMAGE (image-to-video) VIDEO STRENGTH (video-to-video)"
 	@echo "                    PROMPTS_FILE (a batch: one prompt per line, output_video_NNNN.mp4)"
 
@@ -310,6 +311,12 @@ STRENGTH        ?=
 # shift (Wan; the distilled LoRAs' recipes in docs/models.md)
 LORA            ?=
 LORA_FUSE       ?=
+# Wan 2.2 A14B: LoRAs on one expert (LORA_HIGH / LORA_LOW, same syntax: the lightx2v distill pairs), and
+# the experts as single files (TRANSFORMER high noise, TRANSFORMER_2 low noise: ComfyUI's or city96's pairs)
+LORA_HIGH       ?=
+LORA_LOW        ?=
+TRANSFORMER     ?=
+TRANSFORMER_2   ?=
 FLOW_SHIFT      ?=
 lora_file = $(patsubst %:$(lastword $(subst :, ,$(1))),%,$(1))
 sq = '$(subst ','\'',$(1))'
@@ -335,7 +342,9 @@ STAGE2_ARGS = --precision $(PRECISION) $(if $(NOISE_DTYPE),--noise_dtype $(NOISE
   $(if $(FPS),--fps $(FPS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DYNAMIC_CFG),--use_dynamic_cfg) \
   $(if $(CACHE),--cache $(CACHE)) $(if $(CACHE_THRESHOLD),--cache_threshold $(CACHE_THRESHOLD)) \
   $(if $(PREVIEW_EVERY),--preview_every $(PREVIEW_EVERY)) \
-  $(foreach l,$(LORA),--lora $(call sq,$(l))) $(if $(LORA_FUSE),--lora_fuse) $(if $(FLOW_SHIFT),--flow_shift $(FLOW_SHIFT))
+  $(foreach l,$(LORA),--lora $(call sq,$(l))) $(if $(LORA_FUSE),--lora_fuse) $(if $(FLOW_SHIFT),--flow_shift $(FLOW_SHIFT)) \
+  $(foreach l,$(LORA_HIGH),--lora_high $(call sq,$(l))) $(foreach l,$(LORA_LOW),--lora_low $(call sq,$(l))) \
+  $(if $(TRANSFORMER),--transformer $(call sq,$(TRANSFORMER))) $(if $(TRANSFORMER_2),--transformer_2 $(call sq,$(TRANSFORMER_2)))
 STAGE3_ARGS = --precision $(PRECISION) $(model_flag) --tiling $(TILING) --crf $(CRF) $(if $(FPS),--fps $(FPS)) \
   $(if $(PROMPTS_FILE),,--contact_sheet $(OUT)/contact_sheet.png) $(STAGE3_EXTRA)
 
@@ -349,7 +358,7 @@ FORCE:
 $(OUT)/stage1_embeddings.safetensors: $(OUT)/.stage1.args $(BIN)/stage1 $(wildcard $(IMAGE)) $(if $(VIDEO),$(wildcard $(VIDEO) $(VIDEO)/*))
 	$(BIN)/stage1 $(STAGE1_ARGS) --output_dir $(OUT) --threads $(THREADS)
 $(OUT)/stage2_latents.safetensors: $(OUT)/stage1_embeddings.safetensors $(OUT)/.stage2.args $(BIN)/stage2 \
-                                   $(foreach l,$(LORA),$(wildcard $(call lora_file,$(l))))
+                                   $(foreach l,$(LORA) $(LORA_HIGH) $(LORA_LOW),$(wildcard $(call lora_file,$(l))))
 	$(MPI_ROOT_NOTE)
 	$(MPI_RUN) $(BIN)/stage2 $(STAGE2_ARGS) $(STAGE2_MPI) --input_dir $(OUT) --output_dir $(OUT) --threads $(THREADS)
 $(OUT)/output_video.mp4: $(OUT)/stage2_latents.safetensors $(OUT)/.stage3.args $(BIN)/stage3

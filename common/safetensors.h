@@ -49,7 +49,8 @@ void cvx_st_metadata_at(const cvx_safetensors *st, int i, const char **key, cons
  * In safetensors files, a U8 `<module>.Q4_0_qweight` [out, in/32·18] (or `.Q8_0_qweight`, 34
  * bytes per 32), the layout of MinusZone's / Kijai's CogVideoX *_GGUF_Q4_0.safetensors, is shown
  * as `<module>.weight` [out, in] of dtype CVX_Q4_0 (CVX_Q8_0), its bytes in place; the qweight's
- * own name is not found. Files with per-weight fp8 scales (`*.scale_weight`) are refused. */
+ * own name is not found. ComfyUI's scaled fp8 weights (`<module>.weight` F8_E4M3 with a
+ * `<module>.scale_weight`) are found as F32 `<module>.weight`: fp8 × scale (weights.c open_scaled_fp8). */
 typedef struct cvx_weights cvx_weights;
 typedef struct cvx_gguf cvx_gguf;
 

@@ -2,7 +2,9 @@
  * described by *.safetensors.index.json ({"weight_map": {tensor: shard file}}), or a GGUF file
  * (ggml block-quantized tensors, read in place like any other). ggml blocks stored in a
  * safetensors file as MinusZone's / Kijai's CogVideoX "*_GGUF_Q4_0.safetensors" do
- * (`<module>.Q4_0_qweight`, docs/models.md) are shown as `<module>.weight` of the block type. */
+ * (`<module>.Q4_0_qweight`, docs/models.md) are shown as `<module>.weight` of the block type;
+ * ComfyUI's "scaled fp8" weights (`<module>.weight` F8_E4M3 + `<module>.scale_weight`) as the
+ * F32 products weight × scale (see open_scaled_fp8). */
 #include "config.h"
 #include "error.h"
 #include "fileio.h"
@@ -48,6 +50,7 @@ static const struct { const char *suffix; cvx_dtype type; } QWEIGHTS[] = {
 typedef struct qview {
     cvx_tensor t;            /* "<module>.weight", the block type, [out, in], the file's bytes */
     const cvx_tensor *src;   /* the file's "<module>.<T>_qweight" */
+    float *owned;            /* a scaled fp8 weight: t is F32 and its data these products (src: the F8_E4M3 weight) */
 } qview;
 
 /* The row of QWEIGHTS whose suffix ends `name` (*stem = the length before it), or -1. */
@@ -73,19 +76,98 @@ static qview *find_qview(const cvx_weights *w, const char *name) {
     return bsearch(&key, w->qv, (size_t)w->nqv, sizeof *w->qv, cmp_qview);
 }
 
+static const cvx_tensor *shards_find(const cvx_weights *w, const char *name) {
+    for (int s = 0; s < w->nshards; s++) {
+        const cvx_tensor *t = cvx_st_find(w->shards[s], name);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+/* ComfyUI's "scaled fp8" files (*_fp8_scaled.safetensors): a Linear's `<module>.weight` is F8_E4M3
+ * and `<module>.scale_weight` a one-element float; the empty `scaled_fp8` marker's dtype names the
+ * fp8 type. ComfyUI computes the layer with the weight cast to the compute dtype times the scale
+ * cast to it (comfy/ops.py, scaled_fp8_ops -> scaled_fp8_op.Linear.forward_comfy_cast_weights:
+ * `linear(input, weight * self.scale_weight.to(dtype=weight.dtype), bias)`, and convert_weight:
+ * `weight * self.scale_weight.to(...)`; picked by pick_operations when the checkpoint has
+ * `scaled_fp8`). With f32 compute that is (float)fp8 · scale rounded once to f32, what each view
+ * holds here (4 bytes per weight: a 14B file needs ~56 GB; a Q8_0 GGUF keeps ~1 byte). An fp8
+ * weight without a scale reads as plain fp8 (ComfyUI's default scale_weight is 1). `scale_input`
+ * enters only ComfyUI's fp8 matrix multiply on fp8 GPUs (the activations quantized to fp8): its
+ * cast path, the one reproduced here, ignores it, and so does this reader. */
+static int open_scaled_fp8(cvx_weights *w, qview *v, const cvx_tensor *scale) {
+    const size_t stem = strlen(scale->name) - strlen(".scale_weight");
+    char *name = cvx_malloc(stem + sizeof ".weight");
+    memcpy(name, scale->name, stem);
+    memcpy(name + stem, ".weight", sizeof ".weight");
+    const cvx_tensor *wt = shards_find(w, name);
+    int rc = 0;
+    if (!wt)
+        rc = cvx_error("%s: tensor '%s' has no '%s' to scale", scale->file, scale->name, name);
+    else if (wt->dtype != CVX_F8_E4M3)
+        rc = cvx_error("%s: tensor '%s' is %s, expected F8_E4M3 (it has a scale_weight: ComfyUI's scaled fp8)",
+                       wt->file, name, cvx_dtype_name(wt->dtype));
+    else if (scale->numel != 1 || !cvx_dtype_is_float(scale->dtype))
+        rc = cvx_error("%s: tensor '%s' is %s with %lld elements, expected one float (a per-tensor scale)", scale->file,
+                       scale->name, cvx_dtype_name(scale->dtype), (long long)scale->numel);
+    if (rc) { free(name); return -1; }
+    float s;
+    cvx_to_f32_n(scale->dtype, scale->data, &s, 1);
+    float *d = cvx_malloc(sizeof(float) * (size_t)(wt->numel ? wt->numel : 1));
+    const uint8_t *q = wt->data;
+    for (int64_t i = 0; i < wt->numel; i++) d[i] = cvx_f8e4m3_to_f32(q[i]) * s;
+    v->src = wt;
+    v->t = *wt;
+    v->t.name = name;
+    v->t.dtype = CVX_F32;
+    v->t.data = d;
+    v->t.nbytes = sizeof(float) * (size_t)wt->numel;
+    v->owned = d;
+    return 0;
+}
+
+/* The f32 products of a scaled fp8 file must fit in memory (else the allocations would end in the
+ * OOM killer): one line with the way out otherwise; CVX_ALLOW_LARGE_WEIGHTS=1 lets it through. */
+static int scaled_fp8_fit(const cvx_weights *w) {
+    double bytes = 0;
+    for (int s = 0; s < w->nshards; s++)
+        for (int i = 0; i < cvx_st_count(w->shards[s]); i++) {
+            const cvx_tensor *t = cvx_st_tensor(w->shards[s], i);
+            if (ends_with(t->name, ".scale_weight")) {
+                char name[600];
+                snprintf(name, sizeof name, "%.*s.weight", (int)(strlen(t->name) - strlen(".scale_weight")), t->name);
+                const cvx_tensor *wt = shards_find(w, name);
+                if (wt) bytes += 4.0 * (double)wt->numel;
+            }
+        }
+    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    const char *allow = getenv("CVX_ALLOW_LARGE_WEIGHTS");
+    if (mem <= 0 || bytes < 0.85 * mem || (allow && allow[0] == '1')) return 0;
+    return cvx_error("%s: its scaled fp8 weights are read as f32 (weight x scale_weight, as ComfyUI computes them): "
+                     "%.1f GB, and this machine has %.1f GB of memory. Use a GGUF of the model (Q8_0 about 1 byte per "
+                     "weight) or its bf16 file (CVX_ALLOW_LARGE_WEIGHTS=1 tries anyway)",
+                     w->path, bytes / 1e9, mem / 1e9);
+}
+
 /* One view per qweight of the shards: U8, 2-D, rows of whole blocks, no `<module>.weight` beside
- * it. Files of ComfyUI's "scaled fp8" kind (a scale per weight) are refused: read as plain fp8
- * they would give wrong numbers without a word. */
+ * it; and one per scaled fp8 weight (open_scaled_fp8). */
 static int open_qweights(cvx_weights *w) {
     int n = 0;
     for (int s = 0; s < w->nshards; s++) n += cvx_st_count(w->shards[s]);
+    if (scaled_fp8_fit(w)) return -1;
     for (int s = 0; s < w->nshards; s++)
         for (int i = 0; i < cvx_st_count(w->shards[s]); i++) {
             const cvx_tensor *t = cvx_st_tensor(w->shards[s], i);
             size_t stem;
-            if (!strcmp(t->name, "scaled_fp8") || ends_with(t->name, ".scale_weight"))
-                return cvx_error("%s: tensor '%s': scaled fp8 weights (a scale per weight, ComfyUI's *_fp8_scaled "
-                                 "files) are not supported; use a plain fp8, bf16 or GGUF file", t->file, t->name);
+            if (!strcmp(t->name, "scaled_fp8") && t->dtype != CVX_F8_E4M3)
+                return cvx_error("%s: tensor 'scaled_fp8' is %s: scaled fp8 weights of that type are not supported "
+                                 "(F8_E4M3 only)", t->file, cvx_dtype_name(t->dtype));
+            if (ends_with(t->name, ".scale_weight")) {
+                if (!w->qv) w->qv = cvx_calloc((size_t)n, sizeof *w->qv);
+                if (open_scaled_fp8(w, &w->qv[w->nqv], t)) return -1;
+                w->nqv++;
+                continue;
+            }
             const int k = qweight_kind(t->name, &stem);
             if (k < 0 && ends_with(t->name, "_qweight"))   /* else only "'<module>.weight' is missing" later */
                 return cvx_error("%s: tensor '%s': this ggml block type in a safetensors file is not supported (only "
@@ -111,8 +193,7 @@ static int open_qweights(cvx_weights *w) {
             v->t.dtype = q;
             v->t.shape[1] = t->shape[1] / bb * cvx_dtype_block(q);
             v->t.numel = t->shape[0] * v->t.shape[1];
-            for (int s2 = 0; s2 < w->nshards; s2++)
-                if (cvx_st_find(w->shards[s2], name))
+            if (shards_find(w, name))
                     return cvx_error("%s: holds both '%s' and '%s': one weight stored twice", t->file, name, t->name);
         }
     if (w->nqv) qsort(w->qv, (size_t)w->nqv, sizeof *w->qv, cmp_qview);
@@ -283,7 +364,7 @@ void cvx_weights_close(cvx_weights *w) {
     free(w->shards);
     cvx_gguf_close(w->gguf);
     free(w->gt);
-    for (int i = 0; i < w->nqv; i++) free((char *)w->qv[i].t.name);
+    for (int i = 0; i < w->nqv; i++) free((char *)w->qv[i].t.name), free(w->qv[i].owned);
     free(w->qv);
     free(w->path);
     free(w);
@@ -339,7 +420,7 @@ const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const 
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++) ok = shape[i] < 0 || shape[i] == t->shape[i];
     const qview *v = ok ? NULL : find_qview(w, name);
-    if (v) {
+    if (v && !v->owned) {
         qview_shape_error(v, shape, ndim);
         return NULL;
     }

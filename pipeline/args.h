@@ -35,7 +35,7 @@ typedef struct {
     int lora_fuse;
     const char *quantize, *transformer_out;   /* --quantize TYPE --transformer_out FILE.gguf */
     int int8, pure;
-    const char *wfile[3];   /* --transformer, --text_encoder, --vae single weight files */
+    const char *wfile[4];   /* --transformer, --text_encoder, --vae, --transformer_2 single weight files */
     int threads, verbosity, resume, checkpoint_every, stop_after, cfg_parallel, sp_degree;
     int prompt_index;   /* --prompt_index N: stage1_embeddings_NNNN in, files numbered alike out (0: none) */
     cvx_sample_params sp;   /* the sampling flags (defaults: 50 steps, seed 42, the model's guidance);

@@ -113,3 +113,30 @@ int cvx_decode_items(const cvx_decode_params *p, const cvx_decode_plan *plan, co
         }
     return 0;
 }
+
+int cvx_expert_paths(const cvx_model *m, int expert, char *cfg, size_t cn, char *weights, size_t wn) {
+    const char *comp = expert ? "transformer_2" : "transformer", *flag = expert ? "--transformer_2" : "--transformer";
+    const char *file = expert ? m->transformer_2_file : m->transformer_file;
+    const char *other = expert ? m->transformer_file : m->transformer_2_file;
+    const char *which = expert ? "low-noise" : "high-noise", *other_which = expert ? "high-noise" : "low-noise";
+    cvx_component_path(m, comp, "config.json", cfg, cn);
+    if (!cvx_is_file(cfg))
+        return cvx_error("%s: no %s/config.json (the %s expert's config%s%s)", m->dir, comp, which,
+                         file[0] ? ", needed beside " : "", file);
+    if (file[0]) {
+        snprintf(weights, wn, "%s", file);
+        return 0;
+    }
+    snprintf(weights, wn, "%s/%s", m->dir, comp);
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/diffusion_pytorch_model.safetensors", weights);
+    struct stat st;
+    int has = !stat(probe, &st);
+    snprintf(probe, sizeof probe, "%s/diffusion_pytorch_model.safetensors.index.json", weights);
+    has = has || !stat(probe, &st);
+    if (other[0] && !has)
+        return cvx_error("%s: the %s expert was given as one file (%s) but not the %s one, and %s has no weights: "
+                         "give it with %s FILE", other, other_which, expert ? "--transformer" : "--transformer_2", which,
+                         weights, flag);
+    return 0;
+}

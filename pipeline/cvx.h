@@ -38,6 +38,9 @@ typedef struct {
      * key names; CogVideoX: diffusers names) and text encoder (HF or llama.cpp names) as
      * .safetensors or GGUF (ggml block-quantized weights stay quantized); VAE (Wan only) */
     const char *transformer_file, *text_encoder_file, *vae_file;
+    /* Wan 2.2 A14B: the second expert (diffusers' transformer_2, the low-noise one) as a single file
+     * (ComfyUI's *_low_noise_14B_* or city96's *-LowNoise-*.gguf), beside transformer_file's high-noise one */
+    const char *transformer_2_file;
     /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
      * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
     const cvx_lora_spec *loras;

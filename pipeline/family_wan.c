@@ -127,14 +127,11 @@ static int load_expert(cvx_model *m, int expert) {
     s->resident = expert;
     m->lora_expert = s->pc.boundary_ratio > 0 ? expert + 1 : 0;   /* --lora_high / --lora_low */
     char dir[4200], cfg[4300];
-    if (expert == 1) {
-        if (m->transformer_file[0])
-            return cvx_error("--transformer %s: a Wan 2.2 A14B model has two experts (transformer, transformer_2); "
-                             "single files for them are not supported yet: use the diffusers directory",
-                             m->transformer_file);
-        if (cvx_model_component(m->dir, "transformer_2", "config.json", dir, sizeof dir)) return -1;
-        if (cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS)) return -1;
-        s->transformer = wan_load(dir, m->ctx);
+    if (s->pc.boundary_ratio > 0) {   /* A14B: each expert from its directory or its --transformer[_2] file */
+        if (cvx_expert_paths(m, expert, cfg, sizeof cfg, dir, sizeof dir) ||
+            cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS))
+            return -1;
+        s->transformer = wan_load_file(cfg, dir, m->ctx);
     } else if (m->transformer_file[0]) {
         cvx_component_path(m, "transformer", "config.json", cfg, sizeof cfg);
         if (!cvx_is_file(cfg))
@@ -283,6 +280,9 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
 static const char *const options[] = {"--teacache_ret_steps", "--guidance_scale_2", NULL};
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
+    if (m->transformer_2_file[0] && !(S(m)->pc.boundary_ratio > 0))
+        return cvx_error("--transformer_2 %s: %s has one transformer (transformer_2 is Wan 2.2 A14B's low-noise "
+                         "expert)", m->transformer_2_file, m->dir);
     if (r->guidance_scale_2 > 0 && !(S(m)->pc.boundary_ratio > 0))
         return cvx_error("--guidance_scale_2 %g: %s has one transformer (guidance_scale_2 is Wan 2.2 A14B's low-noise "
                          "expert's)", r->guidance_scale_2, m->dir);

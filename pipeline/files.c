@@ -311,13 +311,16 @@ static void describe_weights(const char *path, char *buf, size_t n) {
 }
 
 static const char *weight_file_of(const cvx_model *m, const char *which) {
-    return !strcmp(which, "transformer") ? m->transformer_file : !strcmp(which, "text_encoder") ? m->text_encoder_file
-                                                                                                : m->vae_file;
+    return !strcmp(which, "transformer")     ? m->transformer_file
+           : !strcmp(which, "transformer_2") ? m->transformer_2_file   /* Wan 2.2 A14B's low-noise expert */
+           : !strcmp(which, "text_encoder")  ? m->text_encoder_file
+                                             : m->vae_file;
 }
 
 int cvx_genconfig_record_weights_set(cvx_outset *set, const char *path, const char *which, const cvx_model *m) {
-    json_object *upd = json_object_new_object();
     const char *file = weight_file_of(m, which);
+    if (!strcmp(which, "transformer_2") && !file[0]) return 0;   /* recorded only when given */
+    json_object *upd = json_object_new_object();
     char key[64], real[PATH_MAX], desc[512];
     snprintf(key, sizeof key, "%s_file", which);
     if (file[0] && !realpath(file, real)) snprintf(real, sizeof real, "%s", file);
@@ -492,6 +495,11 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         char desc[512];   /* its format and tensor types: "gguf wan Q4_K_M: 40 F32, 9 F16, 14 Q4_K, 6 Q6_K" */
         describe_weights(m->transformer_file, desc, sizeof desc);
         cvx_fingerprint_set(fp, "transformer_weights", "%s", desc);
+    }
+    if (m->transformer_2_file[0]) {   /* Wan 2.2 A14B's low-noise expert from one file: its identity */
+        char ident2[256];
+        if (cvx_weights_identity(m->transformer_2_file, ident2, sizeof ident2)) return -1;
+        cvx_fingerprint_set(fp, "transformer_2_file", "%s", ident2);
     }
     /* the transformer's weights themselves (sizes, time, header and sampled content): a model
      * changed in place is not resumed (issue 37) */

@@ -17,6 +17,7 @@ struct cvx_model {
     void *fam;                       /* the family's state: its configs and loaded components */
     int has_denoiser_config, has_vae_config;   /* the transformer's / the VAE's config was found */
     char transformer_file[4096], text_encoder_file[4096], vae_file[4096];   /* cvx_model_params' ("" = none) */
+    char transformer_2_file[4096];   /* cvx_model_params' (Wan 2.2 A14B's low-noise expert; "" = none) */
     char scheduler_name[32];         /* the scheduler config's type ("ddim"), "" if absent or unknown */
     /* LoRA adapters (cvx_model_params'; pipeline/adapters.c) */
     cvx_lora_spec loras[CVX_MAX_LORAS];
@@ -48,6 +49,12 @@ int cvx_lora_fingerprint(cvx_model *m, void *fp);
 int cvx_weights_fit_memory(const char *path, const char *advice);
 /* <model dir>/<comp>/<file> into out (a component's file of a diffusers directory) */
 void cvx_component_path(const cvx_model *m, const char *comp, const char *file, char *out, size_t n);
+/* Expert `expert` of a two-expert model (0: diffusers' `transformer`, 1: `transformer_2`): its
+ * config.json (the directory's <comp>/config.json) and its weights, the single file given for it
+ * (--transformer / --transformer_2) or else the component directory. -1 + cvx_error when the
+ * config is missing or only one of the experts was given as a file while the other is not in the
+ * directory either (names the flag to add). */
+int cvx_expert_paths(const cvx_model *m, int expert, char *cfg, size_t cn, char *weights, size_t wn);
 
 /* generation_config.json updates (a json_object of keys; null values clear) -> path, directly
  * (set NULL) or into the output set; a set's second update of the same file renders over its

@@ -283,6 +283,7 @@ int cvx_sample_write_outputs(const cvx_run_files *out, const char *in_genconfig,
         cvx_genconfig_record_precision_set(&set, out->genconfig, "stage2_precision", m) ||
         cvx_genconfig_record_lora_set(&set, out->genconfig, m) ||
         cvx_genconfig_record_weights_set(&set, out->genconfig, "transformer", m) ||
+        cvx_genconfig_record_weights_set(&set, out->genconfig, "transformer_2", m) ||
         cvx_genconfig_record_cache_set(&set, out->genconfig, r, lat) || cvx_outset_commit(&set))
         return cvx_outset_abort(&set), -1;
     /* the checkpoint is stale now that the result is written */

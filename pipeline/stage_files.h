@@ -115,7 +115,8 @@ int cvx_frames_write(cvx_outset *set, const char *path, const cvx_frames *f, con
 /* The single weight file a stage read instead of the model directory's (which = "transformer" or
  * "text_encoder"): "<which>_file" (its real path) and "<which>_weights" (what it holds, e.g. "gguf
  * wan Q4_K_M: 40 F32, 9 F16, 14 Q4_K, 6 Q6_K"), null when the directory's weights were used; for
- * the transformer also "int8_dot" (cvx_model_params.int8). */
+ * the transformer also "int8_dot" (cvx_model_params.int8). which = "transformer_2" (Wan 2.2 A14B's
+ * --transformer_2): recorded only when that file was given. */
 int cvx_genconfig_record_weights_set(cvx_outset *set, const char *path, const char *which, const cvx_model *m);
 
 #endif

@@ -80,7 +80,8 @@ int main(int argc, char **argv) {
     if (cvx_precision_from_cli(a.precision_arg, CVX_WORK_MATMUL, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = a.threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
-                                                      .vae_file = wfile[2], .loras = a.loras.spec,
+                                                      .vae_file = wfile[2], .transformer_2_file = wfile[3],
+                                                      .loras = a.loras.spec,
                                                       .lora_experts = a.loras.expert,
                                                       .n_loras = a.loras.n, .lora_fuse = a.lora_fuse,
                                                       .int8 = a.int8, .attention = a.attention});

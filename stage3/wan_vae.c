@@ -157,6 +157,48 @@ static const struct {
     {"conv2.", "residual.6."}, {"conv_shortcut.", "shortcut."},
 };
 
+/* prefix + (a residual block's leaf renamed through RESIDUAL) + rest */
+static const char *compose_key(const char *prefix, const char *rest, int residual, char *buf, size_t n) {
+    const char *leaf = "";
+    for (size_t k = 0; residual && k < sizeof RESIDUAL / sizeof RESIDUAL[0]; k++) {
+        size_t pl = strlen(RESIDUAL[k].diffusers);
+        if (!strncmp(rest, RESIDUAL[k].diffusers, pl)) {
+            leaf = RESIDUAL[k].original, rest += pl;
+            break;
+        }
+    }
+    if ((size_t)snprintf(buf, n, "%s%s%s", prefix, leaf, rest) >= n) return NULL;
+    return buf;
+}
+
+/* The Wan 2.2 VAE's original names (Wan2.2_VAE.pth, ComfyUI's wan2.2_vae.safetensors), after
+ * diffusers' scripts/convert_wan_to_diffusers.py convert_vae_22: each level's blocks are nested,
+ * encoder.downsamples.I.downsamples.J (J < num_res_blocks: residual block J, J = num_res_blocks:
+ * the resample) and decoder.upsamples.I.upsamples.J (num_res_blocks + 1 residual blocks, then the
+ * resample); the shortcuts (AvgDown3D / DupUp3D) have no weights; the other rows as in 2.1. */
+static const char *original_key_22(const char *name, int nrb, char *buf, size_t n) {
+    char prefix[96];
+    int i, j, len = -1;
+    if (sscanf(name, "decoder.up_blocks.%d.resnets.%d.%n", &i, &j, &len) == 2 && len > 0) {
+        snprintf(prefix, sizeof prefix, "decoder.upsamples.%d.upsamples.%d.", i, j);
+        return compose_key(prefix, name + len, 1, buf, n);
+    }
+    if ((len = -1, sscanf(name, "decoder.up_blocks.%d.upsampler.%n", &i, &len) == 1) && len > 0) {
+        snprintf(prefix, sizeof prefix, "decoder.upsamples.%d.upsamples.%d.", i, nrb + 1);
+        return compose_key(prefix, name + len, 0, buf, n);
+    }
+    if ((len = -1, sscanf(name, "encoder.down_blocks.%d.resnets.%d.%n", &i, &j, &len) == 2) && len > 0) {
+        snprintf(prefix, sizeof prefix, "encoder.downsamples.%d.downsamples.%d.", i, j);
+        return compose_key(prefix, name + len, 1, buf, n);
+    }
+    if ((len = -1, sscanf(name, "encoder.down_blocks.%d.downsampler.%n", &i, &len) == 1) && len > 0) {
+        snprintf(prefix, sizeof prefix, "encoder.downsamples.%d.downsamples.%d.", i, nrb);
+        return compose_key(prefix, name + len, 0, buf, n);
+    }
+    if (!strncmp(name, "decoder.up_blocks.", 18) || !strncmp(name, "encoder.down_blocks.", 20)) return NULL;
+    return wan_vae_original_key(name, nrb, buf, n);
+}
+
 const char *wan_vae_original_key(const char *name, int nrb, char *buf, size_t n) {
     char prefix[96];
     const char *rest = NULL;
@@ -178,21 +220,16 @@ const char *wan_vae_original_key(const char *name, int nrb, char *buf, size_t n)
             rest = name + pl, residual = KEY_PREFIXES[k].residual;
         }
     }
-    if (!rest) return NULL;
-    const char *leaf = "";
-    for (size_t k = 0; residual && k < sizeof RESIDUAL / sizeof RESIDUAL[0]; k++) {
-        size_t pl = strlen(RESIDUAL[k].diffusers);
-        if (!strncmp(rest, RESIDUAL[k].diffusers, pl)) {
-            leaf = RESIDUAL[k].original, rest += pl;
-            break;
-        }
-    }
-    if ((size_t)snprintf(buf, n, "%s%s%s", prefix, leaf, rest) >= n) return NULL;
-    return buf;
+    return rest ? compose_key(prefix, rest, residual, buf, n) : NULL;
+}
+
+const char *wan_vae_original_key_config(const wan_vae_config *c, const char *name, char *buf, size_t n) {
+    return c->is_residual ? original_key_22(name, c->num_res_blocks, buf, n)
+                          : wan_vae_original_key(name, c->num_res_blocks, buf, n);
 }
 
 static const char *original_key_fn(void *user, const char *name, char *buf, size_t n) {
-    return wan_vae_original_key(name, *(const int *)user, buf, n);
+    return wan_vae_original_key_config(user, name, buf, n);
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -388,13 +425,8 @@ static wan_vae *load(const char *config_json, const char *weights, cvx_ctx *ctx)
                   "names): not a Wan VAE", cvx_weights_path(v->weights));
         goto fail;
     }
-    if (v->original_names && (v->cfg.is_residual || v->cfg.patch_size > 1)) {   /* no key table for 2.2 yet */
-        cvx_error("%s: original Wan key names with a Wan 2.2 VAE config (is_residual / patch_size): only the diffusers "
-                  "names are read for the Wan 2.2 VAE", cvx_weights_path(v->weights));
-        goto fail;
-    }
     vae_loader L = {.w = v->weights, .ctx = v->ctx, .time_pad = VAE_TIME_PAD_ZEROS,
-                    .key = v->original_names ? original_key_fn : NULL, .key_user = &v->cfg.num_res_blocks};
+                    .key = v->original_names ? original_key_fn : NULL, .key_user = &v->cfg};
     if (load_decoder(v, &L)) goto fail;
     L.next_cache = 0;   /* the encoder's caches are a set of their own */
     if (load_encoder(v, &L)) goto fail;

@@ -127,7 +127,8 @@ typedef struct wan_vae {
 wan_vae *wan_vae_load(const char *vae_dir, cvx_ctx *ctx);
 /* One weights file with either the diffusers names or the original Wan names (ComfyUI's
  * wan_2.1_vae.safetensors: encoder.conv1, encoder.downsamples.N.residual.K, middle.N, head.N,
- * decoder.upsamples.N, conv1 / conv2 = quant_conv / post_quant_conv); config_json NULL: the
+ * decoder.upsamples.N, conv1 / conv2 = quant_conv / post_quant_conv; the Wan 2.2 VAE's
+ * wan2.2_vae.safetensors with a 2.2 config: wan_vae_original_key_config); config_json NULL: the
  * AutoencoderKLWan defaults (= Wan 2.1). */
 wan_vae *wan_vae_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
 void wan_vae_free(wan_vae *v);
@@ -136,6 +137,10 @@ int wan_vae_config_load(wan_vae_config *c, const char *path);
 /* The checkpoint name of a diffusers-named tensor in the original Wan naming (num_res_blocks of
  * the model decides the decoder's flat upsamples index); NULL when it has none. */
 const char *wan_vae_original_key(const char *name, int num_res_blocks, char *buf, size_t n);
+/* The same for the VAE of config c: the Wan 2.1 table, or with is_residual (the Wan 2.2 VAE) the
+ * one of Wan2.2_VAE.pth / ComfyUI's wan2.2_vae.safetensors (encoder.downsamples.I.downsamples.J,
+ * decoder.upsamples.I.upsamples.J: diffusers' convert_vae_22 read backwards). */
+const char *wan_vae_original_key_config(const wan_vae_config *c, const char *name, char *buf, size_t n);
 
 /* ---- sizes ---- */
 int wan_vae_decoded_frames(const wan_vae *v, int F);                  /* 1 + temporal_ratio·(F − 1) */

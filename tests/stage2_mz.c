@@ -199,8 +199,9 @@ static void test_bad_files(void **state) {
     /* the weight stored twice */
     expect_edit_error(tmp, NULL, NULL, "transformer_blocks.1.ff.net.2.weight", CVX_F32, 128, 512,
                       "holds both 'transformer_blocks.1.ff.net.2.weight' and '" QW_FF2 "'");
-    /* ComfyUI's scaled fp8 (a scale per weight) */
-    expect_edit_error(tmp, NULL, NULL, "proj_out.scale_weight", CVX_F32, 1, 1, "scaled fp8");
+    /* a scale_weight (ComfyUI's scaled fp8) of two values beside the fp8 proj_out.weight */
+    expect_edit_error(tmp, NULL, NULL, "proj_out.scale_weight", CVX_F32, 1, 2,
+                      "tensor 'proj_out.scale_weight' is F32 with 2 elements, expected one float (a per-tensor scale)");
     /* a qweight where the config wants a conv kernel */
     expect_edit_error(tmp, NULL, "patch_embed.proj.weight", "patch_embed.proj.Q4_0_qweight", CVX_U8, 128, 18,
                       "tensor 'patch_embed.proj.Q4_0_qweight' (U8 [128, 18]) holds Q4_0 blocks of a [128, 32] linear "
