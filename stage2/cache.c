@@ -454,6 +454,16 @@ fail:
     return -1;
 }
 
+/* -1 when the kept streams have other sizes than this forward's share. */
+static int deepcache_check(const cvx_cache *c, const cvx_fwd *f) {
+    size_t na = (size_t)c->lnb * f->A * f->D;
+    if (resid_check(c, (size_t)c->lnb * (c->r1 - c->r0) * f->D)) return -1;
+    if (c->aux && c->n_aux != na)
+        return cvx_error("step cache: the kept aux stream has %zu values but this forward needs %zu (checkpoint of "
+                         "another run?)", c->n_aux, na);
+    return 0;
+}
+
 /* DeepCache: per branch, embed; a full step runs blocks 0 .. n−2, keeps h (this rank's rows) and
  * aux, runs block n−1; a cached step puts the kept streams in place of the embedded ones and runs
  * block n−1 only (the embedding's time signal is the current step's). The decision depends on the
@@ -463,14 +473,11 @@ static int deepcache_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io
     for (int j = 0; j < c->lnb; j++) {
         cvx_fwd f;
         if (embed(m, io, j, &f)) return -1;
-        size_t n = 0, na = (size_t)f.A * f.D;
-        if (setup_share(c, &f) || resid_check(c, (size_t)c->lnb * (n = (size_t)(c->r1 - c->r0) * f.D)) ||
-            (c->aux && c->n_aux != c->lnb * na &&
-             cvx_error("step cache: the kept aux stream has %zu values but this forward needs %zu (checkpoint of "
-                       "another run?)", c->n_aux, c->lnb * na))) {
+        if (setup_share(c, &f) || deepcache_check(c, &f)) {
             m->type->abort(m, &f);
             return -1;
         }
+        size_t n = (size_t)(c->r1 - c->r0) * f.D, na = (size_t)f.A * f.D;   /* per branch: kept rows, aux */
         if (j == 0) {
             full = cvx_deepcache_full_step(c, step);
             if (c->force) full = c->force(c->force_user, step);
