@@ -68,7 +68,9 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
     a->input_dir = default_dir;
     a->verbosity = 1, a->checkpoint_every = 1, a->sp_degree = 1;
     /* steps 0: 50, or as many as --timesteps gives (cvx_sample_resolve); guidance -1: the model's */
-    a->sp = (cvx_sample_params){.num_inference_steps = 0, .guidance_scale = -1, .seed = 42};
+    a->sp = (cvx_sample_params){.num_inference_steps = 0, .guidance_scale = -1, .seed = 42,
+                                .deepcache_start = CVX_DEEPCACHE_START, .deepcache_end = CVX_DEEPCACHE_END,
+                                .deepcache_interval = CVX_DEEPCACHE_INTERVAL};
     a->out_dtype = CVX_F32;
     a->cache_kind = CVX_CACHE_NONE;
     static const cvx_flag_choice dtypes[] = {
@@ -96,6 +98,9 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_STR_("noise_dtype", &sp->noise_dtype), CVX_FLAG_PARSE_("cache", parse_cache, &a->cache_kind, &sp->cache),
         CVX_FLAG_NUM_("cache_threshold", &a->cache_threshold, -1e6, 1e6, .given = &a->threshold_arg),
         CVX_FLAG_PARSE_("teacache_coefficients", parse_coeffs, a->teacache_coeffs, &a->coeffs_arg),
+        CVX_FLAG_INT_("deepcache_start", &sp->deepcache_start, 0, 1000000),
+        CVX_FLAG_INT_("deepcache_end", &sp->deepcache_end, 0, 1000000),
+        CVX_FLAG_INT_("deepcache_interval", &sp->deepcache_interval, 1, 1000000),
         CVX_FLAG_INT_("preview_every", &sp->preview_every, 0, 1000000),
         CVX_FLAG_PARSE_("preview", parse_preview, &a->preview_mode, &sp->preview),
         CVX_FLAG_STR_("transformer", &a->wfile[0]), CVX_FLAG_STR_("text_encoder", &a->wfile[1]),

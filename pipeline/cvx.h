@@ -177,10 +177,15 @@ typedef struct cvx_sample_params {
     const char *noise_dtype;      /* dtype of the initial latents and DPM step noise draws, as torch.randn(dtype=):
                                    * "f32" / "bf16" / "fp16"; NULL = follow the model's precision (bf16 → "bf16",
                                    * as a diffusers pipeline loaded in bf16 does); resolved to the canonical name */
-    /* step caching (docs/caching.md): "none" / "teacache" / "fbcache" (NULL = none); a threshold
-     * <= 0 turns it off; teacache_coefficients NULL = the published set for the model */
+    /* step caching (docs/caching.md): "none" / "teacache" / "fbcache" / "deepcache" (NULL = none); a
+     * threshold <= 0 turns teacache / fbcache off (deepcache has none: 0); teacache_coefficients
+     * NULL = the published set for the model */
     const char *cache;
     double cache_threshold;
+    /* deepcache: full steps before start, from end on and every interval-th from start, the others
+     * run the last block on the kept streams; interval 0 (a zeroed request) = the seed project's
+     * 11, 45, 4 for all three (cvx_sample_default_params and stage 2's flags start from those) */
+    int deepcache_start, deepcache_end, deepcache_interval;
     const double *teacache_coefficients;
     /* the family options: fields only some families use, each a row of the one table
      * cvx_family_options (pipeline/family.c: its flag, help, file keys, refusal); a family refuses

@@ -234,6 +234,9 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     (void)m;
     if (r->sp_dist && cvx_dist_size(r->sp_dist) > 1)
         return cvx_error("--sp %d: sequence parallelism is not wired for HunyuanVideo-1.5", cvx_dist_size(r->sp_dist));
+    if (!strcmp(r->cache, "teacache"))   /* docs/caching.md */
+        return cvx_error("--cache teacache: no TeaCache rule is published for HunyuanVideo-1.5 (ali-vilab/TeaCache's "
+                         "TeaCache4HunyuanVideo is for HunyuanVideo v1); use --cache fbcache or deepcache");
     return 0;
 }
 

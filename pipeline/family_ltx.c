@@ -283,12 +283,14 @@ static const char *const options[] = {"--guidance_rescale", "--timesteps", "--im
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     (void)m;
-    if (strcmp(r->cache, "none") != 0) return cvx_error("--cache %s: step caching is not wired for LTX-Video", r->cache);
     if (r->preview_every > 0 && r->conditioning && r->conditioning->mode == CVX_MODE_COND)
         return cvx_error("--preview_every: previews of the condition pipeline's packed latents are not wired");
     if (r->image_cond_noise_set && !(r->conditioning && r->conditioning->mode == CVX_MODE_COND))
         return cvx_error("--image_cond_noise_scale: re-noises the condition pipeline's conditions (give stage 1 "
                          "--condition)");
+    if (!strcmp(r->cache, "teacache"))   /* docs/caching.md */
+        return cvx_error("--cache teacache: TeaCache4LTX-Video's rule (block 0's modulated input over the CFG batch) is "
+                         "not implemented here; use --cache fbcache or deepcache");
     if (r->scheduler && strcmp(r->scheduler, cvx_scheduler_ltx.name) != 0)
         return cvx_error("--scheduler %s: LTX-Video runs its own schedule (ltx)", r->scheduler);
     return 0;

@@ -556,7 +556,11 @@ int cvx_sample_fingerprint(cvx_model *m, const cvx_sample_params *p, const char 
         cvx_fingerprint_set(fp, "attention", "%s", cvx_attention_name(att));
     cvx_fingerprint_set(fp, "noise_dtype", "%s", p->noise_dtype ? p->noise_dtype : "f32");
     cvx_fingerprint_set(fp, "cache", "%s", p->cache ? p->cache : "none");
-    if (p->cache && strcmp(p->cache, "none") != 0) {
+    if (p->cache && !strcmp(p->cache, "deepcache")) {
+        cvx_fingerprint_set(fp, "deepcache_start", "%d", p->deepcache_start);
+        cvx_fingerprint_set(fp, "deepcache_end", "%d", p->deepcache_end);
+        cvx_fingerprint_set(fp, "deepcache_interval", "%d", p->deepcache_interval);
+    } else if (p->cache && strcmp(p->cache, "none") != 0) {
         format_double(p->cache_threshold, gbuf, sizeof gbuf);   /* shortest exact form */
         cvx_fingerprint_set(fp, "cache_threshold", "%s", gbuf);
         const double *co = p->teacache_coefficients;
@@ -671,7 +675,11 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_gc, const cv
     json_object *upd = json_object_new_object();
     int on = p->cache && strcmp(p->cache, "none") != 0;
     json_object_object_add(upd, "cache", json_object_new_string(on ? p->cache : "none"));
-    if (on) {
+    if (on && !strcmp(p->cache, "deepcache")) {
+        json_object_object_add(upd, "deepcache_start", json_object_new_int(p->deepcache_start));
+        json_object_object_add(upd, "deepcache_end", json_object_new_int(p->deepcache_end));
+        json_object_object_add(upd, "deepcache_interval", json_object_new_int(p->deepcache_interval));
+    } else if (on) {
         char buf[64];
         format_double(p->cache_threshold, buf, sizeof buf);
         json_object_object_add(upd, "cache_threshold", json_object_new_double_s(p->cache_threshold, buf));
@@ -684,13 +692,16 @@ int cvx_genconfig_record_cache_set(cvx_outset *set, const char *out_gc, const cv
             json_object_object_add(upd, "teacache_coefficients", a);
             genconfig_options(upd, p, "teacache_coefficients");
         }
+    }
+    if (on) {
         json_object_object_add(upd, "cache_steps_computed", json_object_new_int64(l->cache_steps_computed));
         json_object_object_add(upd, "cache_steps_skipped", json_object_new_int64(l->cache_steps_skipped));
         json_object_object_add(upd, "cache_blocks_skipped", json_object_new_int64(l->cache_blocks_skipped));
     }
     /* the numbers of an earlier run's cache that this run did not set (all of them when off) */
     const char *const stale[] = {"cache_threshold", "teacache_coefficients", "cache_steps_computed",
-                                 "cache_steps_skipped", "cache_blocks_skipped"},
+                                 "cache_steps_skipped", "cache_blocks_skipped",
+                                 "deepcache_start", "deepcache_end", "deepcache_interval"},
                       *const opts_at[] = {"teacache_coefficients"};
     int rc = null_stale_keys(out_gc, upd, stale, (int)(sizeof stale / sizeof stale[0])) ||
              null_stale_options(out_gc, upd, opts_at, 1) ||

@@ -302,10 +302,14 @@ void cvx_sample_report(const cvx_run_files *out, const cvx_latents *lat, const c
     cvx_info("wrote %s (latents [1, %d, %d, %d, %d] %s, %s) and %s in %s (%.2f s/step), peak RSS "
              "%.0f MB", out->latents, lat->C, lat->T, lat->h, lat->w, dtype == CVX_BF16 ? "bf16" : "f32",
              steps, out->genconfig, dur, ran > 0 ? lat->seconds / ran : 0.0, cvx_peak_rss_bytes() / 1048576.0);
+    char how[64];
+    if (!strcmp(r->cache, "deepcache"))
+        snprintf(how, sizeof how, "deepcache %d-%d/%d", r->deepcache_start, r->deepcache_end, r->deepcache_interval);
+    else
+        snprintf(how, sizeof how, "%s@%g", r->cache, r->cache_threshold);
     if (strcmp(r->cache, "none") != 0)
-        cvx_info("cache %s@%g: %lld/%d steps computed, %lld skipped (%lld transformer blocks not run)", r->cache,
-                 r->cache_threshold, lat->cache_steps_computed, r->num_inference_steps - lat->steps_skipped,
-                 lat->cache_steps_skipped,
+        cvx_info("cache %s: %lld/%d steps computed, %lld skipped (%lld transformer blocks not run)", how,
+                 lat->cache_steps_computed, r->num_inference_steps - lat->steps_skipped, lat->cache_steps_skipped,
                  lat->cache_blocks_skipped);
     if (lat->previews)
         cvx_info("previews: %d written to %s, %.2f s in all (%.2f s each)", lat->previews, out->preview,

@@ -45,7 +45,8 @@ cvx_sample_params cvx_sample_default_params(const cvx_model *m) {
     const cvx_model_info *i = &m->info;
     return (cvx_sample_params){.frames = i->frames, .height = i->height, .width = i->width,
                                .num_inference_steps = DEFAULT_STEPS, .guidance_scale = i->guidance_scale,
-                               .scheduler = i->scheduler};
+                               .scheduler = i->scheduler, .deepcache_start = CVX_DEEPCACHE_START,
+                               .deepcache_end = CVX_DEEPCACHE_END, .deepcache_interval = CVX_DEEPCACHE_INTERVAL};
 }
 
 int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_params *r) {
@@ -89,7 +90,18 @@ int cvx_sample_resolve(cvx_model *m, const cvx_sample_params *p, cvx_sample_para
     cvx_cache_kind ck;
     if (!r->cache) r->cache = "none";
     if (cvx_cache_parse_kind(r->cache, &ck)) return -1;
-    if (ck == CVX_CACHE_NONE || !(r->cache_threshold > 0)) r->cache = "none", r->cache_threshold = 0;
+    if (ck == CVX_CACHE_DEEPCACHE) {
+        if (r->cache_threshold != 0)
+            return cvx_error("--cache_threshold %g: deepcache has no threshold (its steps are --deepcache_start, "
+                             "--deepcache_end, --deepcache_interval)", r->cache_threshold);
+        if (!r->deepcache_interval)   /* a zeroed request: the seed project's schedule */
+            r->deepcache_start = CVX_DEEPCACHE_START, r->deepcache_end = CVX_DEEPCACHE_END,
+            r->deepcache_interval = CVX_DEEPCACHE_INTERVAL;
+        cvx_cache dc = {0};
+        if (cvx_cache_set_deepcache(&dc, r->deepcache_start, r->deepcache_end, r->deepcache_interval)) return -1;
+    } else if (ck == CVX_CACHE_NONE || !(r->cache_threshold > 0)) {
+        r->cache = "none", r->cache_threshold = 0;
+    }
     if (cvx_family_check_options(m->family, r) || m->family->check_sample(m, r)) return -1;
     cvx_preview_mode pm;
     if (!r->preview) r->preview = "latent";
@@ -185,7 +197,9 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
     const cvx_loop_request req = {.frames = p.frames, .height = p.height, .width = p.width,
                                   .num_inference_steps = p.num_inference_steps, .guidance_scale = p.guidance_scale,
                                   .use_dynamic_cfg = p.use_dynamic_cfg, .seed = p.seed,
-                                  .cache_threshold = p.cache_threshold, .cfg_dist = p.cfg_dist, .sp_dist = p.sp_dist,
+                                  .cache_threshold = p.cache_threshold, .deepcache_start = p.deepcache_start,
+                                  .deepcache_end = p.deepcache_end, .deepcache_interval = p.deepcache_interval,
+                                  .cfg_dist = p.cfg_dist, .sp_dist = p.sp_dist,
                                   .world_dist = p.world_dist, .on_step = p.on_step ? relay_step : NULL,
                                   .on_step_user = &relay};
     cvx_loop_params *sp = &run.loop;
@@ -199,7 +213,11 @@ int cvx_sample(cvx_model *m, const cvx_sample_params *params, const cvx_embeddin
                             p.fingerprint};
     cvx_sample_result res;
     memcpy(out->teacache_coefficients, sp->teacache_coefficients, sizeof(double) * 5);
-    if (kind != CVX_CACHE_NONE)
+    if (kind == CVX_CACHE_DEEPCACHE)
+        cvx_info("step cache deepcache: full steps before %d, from %d on and every %d from %d; the others run the "
+                 "last block on the kept streams", p.deepcache_start, p.deepcache_end, p.deepcache_interval,
+                 p.deepcache_start);
+    else if (kind != CVX_CACHE_NONE)
         cvx_info("step cache %s, threshold %g%s", p.cache, p.cache_threshold, kind == CVX_CACHE_TEACACHE ?
                  (p.teacache_coefficients ? ", given coefficients" : ", the model's published coefficients") : "");
     cvx_preview pv = {.path = p.preview_path, .every = p.preview_every, .n_steps = p.num_inference_steps,

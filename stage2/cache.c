@@ -1,4 +1,4 @@
-/* Step caching: TeaCache and FirstBlockCache over the pieces of the transformer forward.
+/* Step caching: TeaCache, FirstBlockCache and DeepCache over the pieces of the transformer forward.
  * The rules are in cache.h; sources, quirks and figures in docs/caching.md. */
 #include "cache.h"
 
@@ -11,14 +11,15 @@
 #include "ops.h"
 
 int cvx_cache_parse_kind(const char *s, cvx_cache_kind *out) {
-    static const char *const names[] = {"none", "teacache", "fbcache"};
-    for (int k = 0; k < 3; k++)
+    static const char *const names[] = {"none", "teacache", "fbcache", "deepcache"};
+    for (int k = 0; k < 4; k++)
         if (!strcmp(s, names[k])) { *out = (cvx_cache_kind)k; return 0; }
-    return cvx_error("--cache must be none, teacache or fbcache, got '%s'", s);
+    return cvx_error("--cache must be none, teacache, fbcache or deepcache, got '%s'", s);
 }
 
 const char *cvx_cache_kind_name(cvx_cache_kind k) {
-    return k == CVX_CACHE_TEACACHE ? "teacache" : k == CVX_CACHE_FBCACHE ? "fbcache" : "none";
+    return k == CVX_CACHE_TEACACHE ? "teacache" : k == CVX_CACHE_FBCACHE ? "fbcache"
+                                  : k == CVX_CACHE_DEEPCACHE ? "deepcache" : "none";
 }
 
 double cvx_cache_default_threshold(cvx_cache_kind k) {
@@ -41,13 +42,14 @@ int cvx_teacache_parse_coefficients(const char *s, double out[5]) {
 int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const double coeffs[5],
                          int n_steps, int num_layers) {
     memset(c, 0, sizeof *c);
-    c->kind = threshold > 0 ? kind : CVX_CACHE_NONE;
+    c->kind = threshold > 0 || kind == CVX_CACHE_DEEPCACHE ? kind : CVX_CACHE_NONE;
     c->threshold = threshold;
     if (coeffs) memcpy(c->coeffs, coeffs, sizeof c->coeffs);
     c->n_steps = n_steps;
     c->num_layers = num_layers;
     c->last_compute = 1;
     c->first_computed = 1, c->last_computed = 1;
+    c->dc_start = CVX_DEEPCACHE_START, c->dc_end = CVX_DEEPCACHE_END, c->dc_interval = CVX_DEEPCACHE_INTERVAL;
     c->lay = (cvx_cache_layout){NULL, 1, 1, 1};
     c->lnb = 1;
     return num_layers ? cvx_cache_use_layers(c, num_layers) : 0;
@@ -58,7 +60,22 @@ int cvx_cache_use_layers(cvx_cache *c, int num_layers) {
     if (c->kind == CVX_CACHE_FBCACHE && num_layers < 2)
         return cvx_error("--cache fbcache needs a transformer with at least 2 blocks (block 0 decides, the rest are "
                          "cached), this one has %d", num_layers);
+    if (c->kind == CVX_CACHE_DEEPCACHE && num_layers < 2)
+        return cvx_error("--cache deepcache needs a transformer with at least 2 blocks (the streams before the last "
+                         "are kept), this one has %d", num_layers);
     return 0;
+}
+
+int cvx_cache_set_deepcache(cvx_cache *c, int start, int end, int interval) {
+    if (start < 0) return cvx_error("--deepcache_start must be >= 0, got %d", start);
+    if (end < start) return cvx_error("--deepcache_end %d must be >= --deepcache_start %d", end, start);
+    if (interval < 1) return cvx_error("--deepcache_interval must be >= 1, got %d", interval);
+    c->dc_start = start, c->dc_end = end, c->dc_interval = interval;
+    return 0;
+}
+
+int cvx_deepcache_full_step(const cvx_cache *c, int step) {
+    return step < c->dc_start || step >= c->dc_end || (step - c->dc_start) % c->dc_interval == 0;
 }
 
 void cvx_cache_free(cvx_cache *c) {
@@ -68,7 +85,8 @@ void cvx_cache_free(cvx_cache *c) {
     free(c->head_cur);
     free(c->hold);
     free(c->sums);
-    c->prev_e = c->resid = c->head_prev = c->head_cur = c->hold = NULL;
+    free(c->aux);
+    c->prev_e = c->resid = c->head_prev = c->head_cur = c->hold = c->aux = NULL;
     c->sums = NULL;
 }
 
@@ -76,13 +94,14 @@ void cvx_cache_reset(cvx_cache *c) {
     cvx_cache_free(c);
     c->acc = 0;
     c->E = 0;
-    c->n_resid = c->n_head = 0;
+    c->n_resid = c->n_head = c->n_aux = 0;
+    c->A = 0;
     c->global = 0;
     c->S = c->L = c->N = c->D = 0;   /* the next forward sets this rank's share again */
 }
 
 int64_t cvx_cache_blocks_skipped(const cvx_cache *c) {
-    int per = c->kind == CVX_CACHE_TEACACHE ? c->num_layers : c->kind == CVX_CACHE_FBCACHE ? c->num_layers - 1 : 0;
+    int per = c->kind == CVX_CACHE_TEACACHE ? c->num_layers : c->kind != CVX_CACHE_NONE ? c->num_layers - 1 : 0;
     return c->steps_skipped * per;
 }
 
@@ -197,27 +216,36 @@ static void share_copy(float *whole, float *share, int64_t rows, int b0, int nb,
     }
 }
 
-/* The whole-batch residual (head 0: [B, S, D]) or block-0 residual (head 1: [B, N, D]) from every
- * rank's share, returned at rank 0 (NULL elsewhere). A failed exchange stops the run (cvx_dist_die). */
+/* The rows [*lo, *hi) of `per` that rank w holds of the residual (head 0: [B, S, D]), the block-0
+ * residual (head 1: [B, N, D]) or DeepCache's aux stream (head 2: [B, A, D]: whole on every rank,
+ * sent by the first of each SP group). */
+static void head_rows(const cvx_cache *c, int w, int head, int *b0, int *nb, int64_t *lo, int64_t *hi, int64_t *per) {
+    int64_t rows[4];
+    share_of(c, w, b0, nb, rows);
+    *per = head == 0 ? c->S : head == 1 ? c->N : c->A;
+    *lo = head == 0 ? rows[0] : head == 1 ? rows[2] - c->L : 0;
+    *hi = head == 0 ? rows[1] : head == 1 ? rows[3] - c->L : w % c->lay.sp == 0 ? c->A : 0;
+}
+
+/* The whole batch of one of the heads above from every rank's share, returned at rank 0 (NULL
+ * elsewhere). A failed exchange stops the run (cvx_dist_die). */
 static float *gather_whole(const cvx_cache *c, const float *share, int head) {
     int p = cvx_dist_size(c->lay.group), b0, nb;
     size_t *bytes = cvx_malloc(sizeof(size_t) * p), total = 0;
-    int64_t rows[4];
+    int64_t lo, hi, per;
     for (int w = 0; w < p; w++) {
-        share_of(c, w, &b0, &nb, rows);
-        bytes[w] = (size_t)nb * (size_t)(head ? rows[3] - rows[2] : rows[1] - rows[0]) * c->D * sizeof(float);
+        head_rows(c, w, head, &b0, &nb, &lo, &hi, &per);
+        bytes[w] = (size_t)nb * (size_t)(hi - lo) * c->D * sizeof(float);
         total += bytes[w];
     }
     int root = my_rank(c) == 0;
     float *recv = root ? cvx_alloc_f32(total / sizeof(float) + 1) : NULL, *whole = NULL;
     if (cvx_dist_gatherv(c->lay.group, share, bytes, recv, 0)) cvx_dist_die_last_error(c->lay.group);
     if (root) {
-        int64_t per = head ? c->N : c->S;
-        whole = cvx_alloc_f32((size_t)c->lay.n_branches * per * c->D);                // [B, per, D]
+        whole = cvx_alloc_f32((size_t)c->lay.n_branches * per * c->D + 1);            // [B, per, D]
         size_t off = 0;
         for (int w = 0; w < p; w++) {
-            share_of(c, w, &b0, &nb, rows);
-            int64_t lo = head ? rows[2] - c->L : rows[0], hi = head ? rows[3] - c->L : rows[1];
+            head_rows(c, w, head, &b0, &nb, &lo, &hi, &per);
             share_copy(whole, recv + off, per, b0, nb, lo, hi, c->D, 1);
             off += bytes[w] / sizeof(float);
         }
@@ -236,6 +264,7 @@ static int setup_share(cvx_cache *c, const cvx_fwd *f) {
         c->r0 = rows[0], c->r1 = rows[1], c->v0 = rows[2], c->v1 = rows[3];
         CVX_CHECK(f->row0 == (size_t)c->r0 && f->nrows == (size_t)(c->r1 - c->r0));
     }
+    c->A = f->A;
     if (!c->global) return 0;
     size_t B = (size_t)c->lay.n_branches, D = (size_t)c->D;
     if (c->resid && c->n_resid != B * c->S * D)
@@ -244,6 +273,9 @@ static int setup_share(cvx_cache *c, const cvx_fwd *f) {
     if (c->head_prev && c->n_head != B * c->N * D)
         return cvx_error("step cache: the checkpoint's block-0 residual has %zu values but this run needs %zu "
                          "(checkpoint of another run?)", c->n_head, B * c->N * D);
+    if (c->aux && c->n_aux != B * c->A * D)
+        return cvx_error("step cache: the checkpoint's kept aux stream has %zu values but this run needs %zu "
+                         "(checkpoint of another run?)", c->n_aux, B * c->A * D);
     if (c->resid) {
         size_t n = (size_t)c->lnb * (c->r1 - c->r0) * D;
         float *mine = cvx_alloc_f32(n + 1);                                                // [lnb, r1 − r0, D]
@@ -257,6 +289,13 @@ static int setup_share(cvx_cache *c, const cvx_fwd *f) {
         share_copy(c->head_prev, mine, c->N, c->lb0, c->lnb, c->v0 - c->L, c->v1 - c->L, c->D, 0);
         free(c->head_prev);
         c->head_prev = mine, c->n_head = n;
+    }
+    if (c->aux) {
+        size_t n = (size_t)c->lnb * c->A * D;
+        float *mine = cvx_alloc_f32(n + 1);                                                // [lnb, A, D]
+        share_copy(c->aux, mine, c->A, c->lb0, c->lnb, 0, c->A, c->D, 0);
+        free(c->aux);
+        c->aux = mine, c->n_aux = n;
     }
     c->global = 0;
     return 0;
@@ -415,6 +454,53 @@ fail:
     return -1;
 }
 
+/* -1 when the kept streams have other sizes than this forward's share. */
+static int deepcache_check(const cvx_cache *c, const cvx_fwd *f) {
+    size_t na = (size_t)c->lnb * f->A * f->D;
+    if (resid_check(c, (size_t)c->lnb * (c->r1 - c->r0) * f->D)) return -1;
+    if (c->aux && c->n_aux != na)
+        return cvx_error("step cache: the kept aux stream has %zu values but this forward needs %zu (checkpoint of "
+                         "another run?)", c->n_aux, na);
+    return 0;
+}
+
+/* DeepCache: per branch, embed; a full step runs blocks 0 .. n−2, keeps h (this rank's rows) and
+ * aux, runs block n−1; a cached step puts the kept streams in place of the embedded ones and runs
+ * block n−1 only (the embedding's time signal is the current step's). The decision depends on the
+ * step index alone: the same on every rank and branch. */
+static int deepcache_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io *io) {
+    int full = 1, last = c->num_layers - 1;
+    for (int j = 0; j < c->lnb; j++) {
+        cvx_fwd f;
+        if (embed(m, io, j, &f)) return -1;
+        if (setup_share(c, &f) || deepcache_check(c, &f)) {
+            m->type->abort(m, &f);
+            return -1;
+        }
+        size_t n = (size_t)(c->r1 - c->r0) * f.D, na = (size_t)f.A * f.D;   /* per branch: kept rows, aux */
+        if (j == 0) {
+            full = cvx_deepcache_full_step(c, step);
+            if (c->force) full = c->force(c->force_user, step);
+            if (!c->resid || (na && !c->aux)) full = 1;   /* nothing kept yet (after a reset, say) */
+            resid_alloc(c, n * c->lnb);
+            if (na && !c->aux) c->aux = cvx_alloc_f32(c->lnb * na + 1), c->n_aux = c->lnb * na;
+            c->last_compute = full;
+        }
+        float *h = f.h + (size_t)c->r0 * f.D, *kept = c->resid + j * n, *kept_aux = na ? c->aux + j * na : NULL;
+        if (full) {
+            m->type->blocks(m, &f, 0, last);
+            memcpy(kept, h, n * sizeof(float));                                            // [r1 − r0, D]
+            if (na) memcpy(kept_aux, f.aux, na * sizeof(float));                           // [A, D]
+        } else {
+            memcpy(h, kept, n * sizeof(float));
+            if (na) memcpy(f.aux, kept_aux, na * sizeof(float));
+        }
+        m->type->blocks(m, &f, last, 1);
+        m->type->finalize(m, &f, io->out + j * io->out_n);
+    }
+    return full;
+}
+
 int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_input *in, const void *const *conds,
                    float *out) {
     step_io io = {*in, conds, m->n_out, out};
@@ -430,39 +516,50 @@ int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_in
         }
         return 0;
     }
-    int compute = c->kind == CVX_CACHE_TEACACHE ? teacache_step(m, c, step, &io) : fbcache_step(m, c, step, &io);
+    int compute = c->kind == CVX_CACHE_TEACACHE ? teacache_step(m, c, step, &io)
+                  : c->kind == CVX_CACHE_FBCACHE ? fbcache_step(m, c, step, &io) : deepcache_step(m, c, step, &io);
     if (compute < 0) return -1;
     if (compute) c->steps_computed++;
     else c->steps_skipped++;
     if (c->kind == CVX_CACHE_TEACACHE)
         cvx_debug("teacache step %d: rel %.6g p %.6g acc %.6g -> %s", step + 1, c->last_rel, c->last_p, c->last_acc,
                   compute ? "compute" : "skip");
-    else
+    else if (c->kind == CVX_CACHE_FBCACHE)
         cvx_debug("fbcache step %d: diff %.6g -> %s", step + 1, c->last_rel, compute ? "compute" : "skip");
+    else
+        cvx_debug("deepcache step %d: %s", step + 1, compute ? "full (streams kept)" : "last block on the kept streams");
     return 0;
 }
 
 /* ---- checkpoint ---- */
+/* The checkpoint's name of resid: DeepCache keeps a stream, the others a residual. */
+static const char *resid_name(const cvx_cache *c) {
+    return c->kind == CVX_CACHE_DEEPCACHE ? "deepcache_stream" : "cache_residual";
+}
+
 int cvx_cache_save(cvx_cache *c, cvx_st_writer *w) {
     if (!cvx_cache_active(c)) return 0;
-    const float *resid = c->resid, *head = c->head_prev;
-    size_t nr = c->n_resid, nh = c->n_head;
-    float *gr = NULL, *gh = NULL;
+    const float *resid = c->resid, *head = c->head_prev, *aux = c->aux;
+    size_t nr = c->n_resid, nh = c->n_head, na = c->n_aux;
+    float *gr = NULL, *gh = NULL, *ga = NULL;
     if (c->lay.group && !c->global) {   /* the shares to rank 0, in the one-process layout */
         size_t B = (size_t)c->lay.n_branches;
         if (resid) gr = gather_whole(c, resid, 0), nr = B * c->S * c->D;
         if (head) gh = gather_whole(c, head, 1), nh = B * c->N * c->D;
-        resid = gr, head = gh;
+        if (aux) ga = gather_whole(c, aux, 2), na = B * c->A * c->D;
+        resid = gr, head = gh, aux = ga;
     }
-    if (!w || my_rank(c) != 0) { free(gr); free(gh); return 0; }   /* the other ranks: sent */
+    if (!w || my_rank(c) != 0) { free(gr); free(gh); free(ga); return 0; }   /* the other ranks: sent */
     int64_t counts[2] = {c->steps_computed, c->steps_skipped}, two = 2, one = 1, n;
     int rc = cvx_stw_add(w, "cache_counts", CVX_I64, 1, &two, counts);
     rc |= cvx_stw_add(w, "teacache_acc", CVX_F64, 1, &one, &c->acc);
     if (c->prev_e) rc |= cvx_stw_add(w, "teacache_prev_e", CVX_F32, 1, (n = c->E, &n), c->prev_e);
-    if (resid) rc |= cvx_stw_add(w, "cache_residual", CVX_F32, 1, (n = (int64_t)nr, &n), resid);
+    if (resid) rc |= cvx_stw_add(w, resid_name(c), CVX_F32, 1, (n = (int64_t)nr, &n), resid);
     if (head) rc |= cvx_stw_add(w, "fbcache_head_residual", CVX_F32, 1, (n = (int64_t)nh, &n), head);
+    if (aux) rc |= cvx_stw_add(w, "deepcache_aux", CVX_F32, 1, (n = (int64_t)na, &n), aux);
     free(gr);
     free(gh);
+    free(ga);
     return rc;
 }
 
@@ -482,15 +579,16 @@ static int load_vec(const cvx_safetensors *st, const char *path, const char *nam
 
 int cvx_cache_load(cvx_cache *c, const cvx_safetensors *st, const char *path) {
     if (!cvx_cache_active(c)) return 0;
-    void *counts = NULL, *acc = NULL, *e = NULL, *r = NULL, *hp = NULL;
-    size_t nc = 0, na = 0, ne = 0, nr = 0, nh = 0;
+    void *counts = NULL, *acc = NULL, *e = NULL, *r = NULL, *hp = NULL, *ax = NULL;
+    size_t nc = 0, na = 0, ne = 0, nr = 0, nh = 0, nx = 0;
     if (load_vec(st, path, "cache_counts", CVX_I64, 8, &counts, &nc) || load_vec(st, path, "teacache_acc", CVX_F64, 8, &acc, &na) ||
-        load_vec(st, path, "teacache_prev_e", CVX_F32, 4, &e, &ne) || load_vec(st, path, "cache_residual", CVX_F32, 4, &r, &nr) ||
-        load_vec(st, path, "fbcache_head_residual", CVX_F32, 4, &hp, &nh))
+        load_vec(st, path, "teacache_prev_e", CVX_F32, 4, &e, &ne) || load_vec(st, path, resid_name(c), CVX_F32, 4, &r, &nr) ||
+        load_vec(st, path, "fbcache_head_residual", CVX_F32, 4, &hp, &nh) ||
+        load_vec(st, path, "deepcache_aux", CVX_F32, 4, &ax, &nx))
         goto fail;
     if (!counts || nc != 2 || !acc || na != 1 || !r) {
-        cvx_error("%s: step cache state (cache_counts, teacache_acc, cache_residual) missing: the checkpoint was "
-                  "written without --cache", path);
+        cvx_error("%s: step cache state (cache_counts, teacache_acc, %s) missing: the checkpoint was written without "
+                  "--cache %s", path, resid_name(c), cvx_cache_kind_name(c->kind));
         goto fail;
     }
     cvx_cache_free(c);
@@ -500,11 +598,12 @@ int cvx_cache_load(cvx_cache *c, const cvx_safetensors *st, const char *path) {
     c->prev_e = e, c->E = (int)ne;
     c->resid = r, c->n_resid = nr;
     c->head_prev = hp, c->n_head = nh;
+    c->aux = ax, c->n_aux = nx;
     c->global = 1;   /* cut to this rank's share at the next step */
     free(counts);
     free(acc);
     return 0;
 fail:
-    free(counts); free(acc); free(e); free(r); free(hp);
+    free(counts); free(acc); free(e); free(r); free(hp); free(ax);
     return -1;
 }

@@ -1,6 +1,8 @@
 /* Training-free step caching for any denoiser (stage2/denoiser.h): TeaCache (ali-vilab/TeaCache, its
- * CogVideoX / CogVideoX1.5 scripts) and FirstBlockCache (diffusers >= 0.35,
- * hooks/first_block_cache.py). The rules, sources and quirks: docs/caching.md.
+ * CogVideoX / CogVideoX1.5 scripts), FirstBlockCache (diffusers >= 0.35,
+ * hooks/first_block_cache.py) and DeepCache (the seed project's step cache for HunyuanVideo-1.5,
+ * yangwhale/gpu-tpu-pedia tpu/HunyuanVideo-1.5/generate_hunyuan_torchax_staged). The rules, sources
+ * and quirks: docs/caching.md.
  *
  * TeaCache, per step i of n (one decision for the whole CFG batch):
  *   i == 0 or i == n−1:  compute, acc = 0
@@ -17,8 +19,15 @@
  * and the rows added in (branch, token) order, so the decision is the same bytes on any rank
  * layout.
  *
+ * DeepCache, per step i (0-based): a full step iff i < start, i >= end, (i − start) % interval == 0,
+ * or nothing is kept yet (the seed project's no_cache_steps). A full step runs blocks 0 .. n−2,
+ * keeps the streams there (h, and the denoiser's aux stream: HunyuanVideo-1.5's text stream), runs
+ * block n−1; a cached step embeds (the current step's time signal), puts the kept streams in place
+ * of the embedded ones and runs block n−1 only. Then finalize as usual. No threshold.
+ *
  * Under MPI (--cfg_parallel, --sp) every rank takes the same decision: TeaCache's e depends on t
- * (and the constant ofs) alone; FBCache gathers the row sums. Residuals stay per rank.
+ * (and the constant ofs) alone; FBCache gathers the row sums; DeepCache's depends on the step
+ * index alone. Residuals and kept streams stay per rank.
  *
  * A threshold <= 0 turns caching off (plain forward, bit-identical, no buffers) — a deliberate
  * definition: upstream TeaCache at 0 can still skip with 2b/5b coefficients (p(x) < 0). */
@@ -31,7 +40,11 @@
 #include "safetensors.h"
 #include "stage2/denoiser.h"
 
-typedef enum { CVX_CACHE_NONE = 0, CVX_CACHE_TEACACHE, CVX_CACHE_FBCACHE } cvx_cache_kind;
+typedef enum { CVX_CACHE_NONE = 0, CVX_CACHE_TEACACHE, CVX_CACHE_FBCACHE, CVX_CACHE_DEEPCACHE } cvx_cache_kind;
+
+/* DeepCache's defaults: the seed project's stage2_transformer.py (--cache_start_step 11,
+ * --cache_end_step 45, --cache_step_interval 4) */
+enum { CVX_DEEPCACHE_START = 11, CVX_DEEPCACHE_END = 45, CVX_DEEPCACHE_INTERVAL = 4 };
 
 /* How the CFG batch [B, S, D] is spread over the ranks that run one forward together
  * (docs/distributed.md). One process: all of it. --cfg_parallel: branch c on CFG rank c;
@@ -45,11 +58,12 @@ typedef struct {
 } cvx_cache_layout;
 
 typedef struct {
-    cvx_cache_kind kind;      /* NONE also when the threshold is <= 0 */
+    cvx_cache_kind kind;      /* NONE also when the threshold is <= 0 (TeaCache, FBCache) */
     double threshold;
     int first_computed, last_computed;   /* TeaCache: steps always computed at the start / the end (1, 1;
                                           * TeaCache4Wan2.1's use_ret_steps: 5, 0) */
     double coeffs[5];               /* TeaCache p(x) = c0·x⁴ + c1·x³ + c2·x² + c3·x + c4 (np.poly1d order) */
+    int dc_start, dc_end, dc_interval;   /* DeepCache's window and interval (cvx_cache_set_deepcache) */
     int n_steps, num_layers;
     cvx_cache_layout lay;     /* one process with B = 1 until cvx_cache_set_layout */
     /* this rank's share, known from the first step: branches lb0 .. lb0 + lnb − 1, token rows
@@ -61,9 +75,13 @@ typedef struct {
     float *prev_e;                  /* [E] e of the previous step */
     int E;
     /* residual of the skipped blocks, this rank's share [lnb, r1 − r0, D] of [B, S, D]:
-     * TeaCache all blocks, FBCache blocks 1.. */
+     * TeaCache all blocks, FBCache blocks 1..; DeepCache: the kept stream h before the last block */
     float *resid;
     size_t n_resid;
+    /* DeepCache: the kept aux stream [lnb, A, D] of [B, A, D] (cvx_fwd.aux: whole on every rank) */
+    float *aux;
+    size_t n_aux;
+    int A;
     /* FBCache: P = block-0 video residual of the last computed step, X = this step's; this rank's
      * share [lnb, v1 − v0, D] of [B, N, D] */
     float *head_prev, *head_cur;
@@ -82,21 +100,28 @@ typedef struct {
     void *force_user;
 } cvx_cache;
 
-/* "none" / "teacache" / "fbcache" → kind; -1 + cvx_error naming --cache. */
+/* "none" / "teacache" / "fbcache" / "deepcache" → kind; -1 + cvx_error naming --cache. */
 int cvx_cache_parse_kind(const char *s, cvx_cache_kind *out);
 const char *cvx_cache_kind_name(cvx_cache_kind k);
-/* 0.2 for TeaCache (upstream's default), 0.05 for FBCache (diffusers' default). */
+/* 0.2 for TeaCache (upstream's default), 0.05 for FBCache (diffusers' default), 0 otherwise
+ * (DeepCache has none). */
 double cvx_cache_default_threshold(cvx_cache_kind k);
 /* "c0,c1,c2,c3,c4" → out; -1 + cvx_error naming --teacache_coefficients. */
 int cvx_teacache_parse_coefficients(const char *s, double out[5]);
 
-/* State for one run of n_steps. coeffs NULL = zeros (FBCache ignores them). The kind becomes
- * NONE when threshold <= 0. -1 + cvx_error when FBCache gets a model with < 2 blocks
- * (num_layers 0: not known yet, cvx_cache_use_layers before the first step). */
+/* State for one run of n_steps. coeffs NULL = zeros (FBCache ignores them). TeaCache and FBCache
+ * become NONE when threshold <= 0 (DeepCache ignores it). -1 + cvx_error when FBCache or
+ * DeepCache gets a model with < 2 blocks (num_layers 0: not known yet, cvx_cache_use_layers before
+ * the first step). DeepCache starts with the defaults (CVX_DEEPCACHE_*). */
 int cvx_cache_init(cvx_cache *c, cvx_cache_kind kind, double threshold, const double coeffs[5],
                          int n_steps, int num_layers);
 /* TeaCache: the first `first` and the last `last` steps always compute (default 1 and 1). */
 void cvx_cache_set_teacache_window(cvx_cache *c, int first, int last);
+/* DeepCache: full steps before `start`, from `end` on, and every `interval`-th from `start`;
+ * -1 + cvx_error naming the flag (start >= 0, end >= start, interval >= 1). */
+int cvx_cache_set_deepcache(cvx_cache *c, int start, int end, int interval);
+/* 1 when DeepCache's schedule runs step `step` in full (the seed project's no_cache_steps). */
+int cvx_deepcache_full_step(const cvx_cache *c, int step);
 /* The transformer's block count (the expert's); -1 + cvx_error when FBCache gets < 2 blocks. */
 int cvx_cache_use_layers(cvx_cache *c, int num_layers);
 /* Start over (the plan's cache_reset: an expert switch): the residuals, TeaCache's e_prev and
@@ -105,7 +130,8 @@ int cvx_cache_use_layers(cvx_cache *c, int num_layers);
 void cvx_cache_reset(cvx_cache *c);
 static inline int cvx_cache_active(const cvx_cache *c) { return c->kind != CVX_CACHE_NONE; }
 void cvx_cache_free(cvx_cache *c);
-/* Blocks not run so far: skipped steps × num_layers (TeaCache) or × (num_layers − 1) (FBCache). */
+/* Blocks not run so far: skipped steps × num_layers (TeaCache) or × (num_layers − 1) (FBCache,
+ * DeepCache). */
 int64_t cvx_cache_blocks_skipped(const cvx_cache *c);
 
 /* np.poly1d(c)(x) by Horner in double, c highest power first. */
@@ -137,8 +163,9 @@ int cvx_cache_step(cvx_denoiser *d, cvx_cache *c, int step, const cvx_denoise_in
                    float *out);
 
 /* Checkpoint: tensors cache_counts I64 [2] and, when present, teacache_acc F64 [1],
- * teacache_prev_e F32 [E], cache_residual F32 [B·S·D], fbcache_head_residual F32 [B·N·D] — the
- * whole batch as one process holds it, whatever the rank count. Collective over the layout's
+ * teacache_prev_e F32 [E], cache_residual F32 [B·S·D] (DeepCache: deepcache_stream),
+ * fbcache_head_residual F32 [B·N·D], deepcache_aux F32 [B·A·D] — the whole batch as one process
+ * holds it, whatever the rank count. Collective over the layout's
  * group: every rank sends its share to rank 0, which writes (w NULL on the other ranks). */
 int cvx_cache_save(cvx_cache *c, cvx_st_writer *w);
 /* Every rank reads the whole state; each keeps its share from the next step on. */

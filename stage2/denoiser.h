@@ -5,7 +5,12 @@
  * of a branch (text, masks, image tokens) is the family's own type behind one pointer.
  *
  * The pieces' float operations are those of the family's plain forward: embed, blocks(0,
- * num_layers), finalize gives the same bytes as `forward`. */
+ * num_layers), finalize gives the same bytes as `forward`, and so does any split of the blocks
+ * into consecutive calls (blocks(0, k), blocks(k, n − k)).
+ *
+ * Step caching drives them generically: "run blocks [0, k) and read the streams" is blocks(0, k)
+ * then f->h (and f->aux); "run from block k on given streams" is writing them into f->h (rows
+ * row0 .. row0 + nrows) and f->aux after embed, then blocks(k, ·). */
 #ifndef CVX_STAGE2_DENOISER_H
 #define CVX_STAGE2_DENOISER_H
 
@@ -20,6 +25,11 @@ typedef struct {
     float *h;                 /* [S, D] residual stream; a caller may point it at a copy between pieces (the
                                * pieces that follow use f->h) */
     const float *emb;         /* [E] the step's time signal the TeaCache rule compares */
+    /* what else the blocks update besides h, as A rows of D (HunyuanVideo-1.5's text stream
+     * [Lt, D]; NULL, A = 0: nothing — CogVideoX's text rows are in h, Wan's and LTX's context is
+     * read only). Whole on every rank. A caller may write into it between pieces (not repoint it). */
+    float *aux;
+    int A;
     size_t row0, nrows;       /* the rows of h the blocks compute on this rank (sequence parallelism) */
     void *impl;               /* the family's forward state */
 } cvx_fwd;

@@ -59,21 +59,26 @@ static int hd_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
         free(hf);
         return -1;
     }
-    /* the step cache works on the video stream; the text stream rides along in impl */
+    /* the step cache works on the video stream; the text stream, which the double-stream blocks
+     * update too, is the aux stream (DeepCache keeps it; only the video stream reaches the output) */
     *f = (cvx_fwd){.S = hf->S, .L = 0, .N = hf->S, .D = hf->D, .E = hf->D, .h = hf->h, .emb = hf->temb,
-                   .row0 = 0, .nrows = (size_t)hf->S, .impl = hf};
+                   .aux = hf->txt, .A = hf->Lt, .row0 = 0, .nrows = (size_t)hf->S, .impl = hf};
     return 0;
 }
 
+/* f->h may be a caller's copy (FBCache holds the first CFG branch's stream): the blocks run on it,
+ * hf->h stays the forward's own buffer (finalize frees it) */
 static void hd_blocks(cvx_denoiser *d, cvx_fwd *f, int first, int count) {
     hv15_fwd *hf = f->impl;
+    float *own = hf->h;
     hf->h = f->h;
     hv15_forward_blocks(tr(d), hf, first, count);
+    hf->h = own;
 }
 
 static void hd_finalize(cvx_denoiser *d, cvx_fwd *f, float *out) {
     hv15_fwd *hf = f->impl;
-    hf->h = f->h;
+    if (f->h != hf->h) memcpy(hf->h, f->h, sizeof(float) * (size_t)hf->B * hf->S * hf->D);   // [B, S, D]
     hv15_forward_finalize(tr(d), hf, out);
     free(hf);
     f->impl = NULL;

@@ -327,21 +327,6 @@ static void ltx_caption_projection(ltx_transformer *m, const float *text, int ro
     free(u);
 }
 
-/* One forward's sizes and buffers. */
-typedef struct {
-    int B, S, T, L, D;
-    size_t chunk;
-    float *h;          /* [B, S, D] residual stream */
-    float *temb;       /* [B·T, 6D] */
-    float *emb;        /* [B·T, D] embedded timestep */
-    float *ctx_txt;    /* [B, L, D] projected caption */
-    float *cos, *sin;  /* [S, D] rotary tables of the element being run */
-    const float *coords, *mask;
-    float *ws;         /* scratch */
-    float *pr1, *pr2;  /* [B, S, D] attention outputs kept for the probe, else NULL */
-    size_t r0, rn;     /* this rank's token rows (sequence parallelism; else 0, S) */
-} ltx_fwd;
-
 /* The modulation (shift, scale, gate, shift_mlp, scale_mlp, gate_mlp) of token s of element b:
  * ada = scale_shift_table + temb[b, s or 0] (row `which` of 6). */
 static inline float ada(const ltx_block_weights *bw, const ltx_fwd *f, int b, size_t s, int which, int k) {
@@ -491,8 +476,8 @@ static void ltx_feed_forward(ltx_transformer *m, const ltx_block_weights *bw, lt
 
 /* ------------------------------------------------------------------ forward */
 
-int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *text, const float *mask, int L,
-                const float *timestep, int T, const float *coords, float *out) {
+int ltx_forward_embed(ltx_transformer *m, const float *x, int B, int S, const float *text, const float *mask, int L,
+                      const float *timestep, int T, const float *coords, ltx_fwd *fp) {
     const ltx_config *c = &m->c;
     int D = c->num_attention_heads * c->attention_head_dim;
     if (B <= 0 || S <= 0 || L <= 0)
@@ -506,26 +491,27 @@ int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *t
     if (m->sp && (B != 1 || m->probe || S < cvx_dist_size(m->sp)))
         return cvx_error("ltx transformer: sequence parallelism runs one batch element of at least %d tokens without "
                          "probes (B=%d, S=%d)", cvx_dist_size(m->sp), B, S);
-    ltx_fwd f = {.B = B, .S = S, .T = T, .L = L, .D = D, .coords = coords, .mask = mask, .r0 = 0, .rn = (size_t)S};
+    *fp = (ltx_fwd){.B = B, .S = S, .T = T, .L = L, .D = D, .coords = coords, .mask = mask, .r0 = 0, .rn = (size_t)S};
+    ltx_fwd *f = fp;
     if (m->sp) {   /* this rank's rows of every row-wise part */
         int64_t lo, hi;
         cvx_dist_split_range(S, cvx_dist_size(m->sp), cvx_dist_rank(m->sp), &lo, &hi);
-        f.r0 = (size_t)lo, f.rn = (size_t)(hi - lo);
+        f->r0 = (size_t)lo, f->rn = (size_t)(hi - lo);
     }
-    f.chunk = m->chunk_rows > 0 ? (size_t)m->chunk_rows : 1024;
-    size_t cr = min_sz(f.chunk, (size_t)S);
+    f->chunk = m->chunk_rows > 0 ? (size_t)m->chunk_rows : 1024;
+    size_t cr = min_sz(f->chunk, (size_t)S);
     const size_t sp_heads = m->sp ? 3 * (size_t)S * (D / cvx_dist_size(m->sp)) : 0;   /* q, k, v head shards */
     size_t need[3] = {(3 * (size_t)S + cr) * D + sp_heads, 2 * (size_t)L * D + 2 * cr * D, 5 * cr * D};
     size_t ws = need[0];
     for (int i = 1; i < 3; i++) if (need[i] > ws) ws = need[i];
-    f.ws = cvx_alloc_f32(ws);
-    f.h = cvx_alloc_f32((size_t)B * S * D);
-    f.temb = cvx_alloc_f32((size_t)B * T * 6 * D);
-    f.emb = cvx_alloc_f32((size_t)B * T * D);
-    f.ctx_txt = cvx_alloc_f32((size_t)B * L * D);
-    f.cos = cvx_alloc_f32((size_t)S * D);
-    f.sin = cvx_alloc_f32((size_t)S * D);
-    if (m->probe) f.pr1 = cvx_alloc_f32((size_t)B * S * D), f.pr2 = cvx_alloc_f32((size_t)B * S * D);
+    f->ws = cvx_alloc_f32(ws);
+    f->h = f->h_own = cvx_alloc_f32((size_t)B * S * D);
+    f->temb = cvx_alloc_f32((size_t)B * T * 6 * D);
+    f->emb = cvx_alloc_f32((size_t)B * T * D);
+    f->ctx_txt = cvx_alloc_f32((size_t)B * L * D);
+    f->cos = cvx_alloc_f32((size_t)S * D);
+    f->sin = cvx_alloc_f32((size_t)S * D);
+    if (m->probe) f->pr1 = cvx_alloc_f32((size_t)B * S * D), f->pr2 = cvx_alloc_f32((size_t)B * S * D);
 
     if (m->probe) {   /* the rotary tables of every element, as upstream's [B, S, D] */
         float *pc = cvx_alloc_f32((size_t)B * S * D), *ps = cvx_alloc_f32((size_t)B * S * D);
@@ -536,51 +522,59 @@ int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *t
         free(pc);
         free(ps);
     }
-    cvx_linear(m->ctx, x, B * S, c->in_channels, m->proj_in_w, m->proj_in_b, f.h);  // [B·S, D]
-    probe(m, "proj_in", f.h, (size_t)B * S * D);
-    ltx_time_embed(m, timestep, B * T, f.temb, f.emb);                              // [B·T, 6D], [B·T, D]
-    probe(m, "time_embed.0", f.temb, (size_t)B * T * 6 * D);
-    probe(m, "time_embed.1", f.emb, (size_t)B * T * D);
-    ltx_caption_projection(m, text, B * L, f.ctx_txt);                              // [B·L, D]
-    probe(m, "caption_projection", f.ctx_txt, (size_t)B * L * D);
+    cvx_linear(m->ctx, x, B * S, c->in_channels, m->proj_in_w, m->proj_in_b, f->h);  // [B·S, D]
+    probe(m, "proj_in", f->h, (size_t)B * S * D);
+    ltx_time_embed(m, timestep, B * T, f->temb, f->emb);                             // [B·T, 6D], [B·T, D]
+    probe(m, "time_embed.0", f->temb, (size_t)B * T * 6 * D);
+    probe(m, "time_embed.1", f->emb, (size_t)B * T * D);
+    ltx_caption_projection(m, text, B * L, f->ctx_txt);                             // [B·L, D]
+    probe(m, "caption_projection", f->ctx_txt, (size_t)B * L * D);
+    return 0;
+}
 
+void ltx_forward_blocks(ltx_transformer *m, ltx_fwd *f, int first, int count) {
+    CVX_CHECK(first >= 0 && count >= 0 && first + count <= m->c.num_layers);
+    const int B = f->B, S = f->S, D = f->D;
     char name[64];
-    for (int i = 0; i < c->num_layers; i++) {
+    for (int i = first; i < first + count; i++) {
         const ltx_block_weights *bw = &m->blocks[i];
         for (int b = 0; b < B; b++) {
-            float *hb = f.h + (size_t)b * S * D;                                     // [S, D]
-            ltx_rope_tables(D, coords + (size_t)b * 3 * S, S, f.cos, f.sin);
-            ltx_self_attention(m, bw, &f, b, hb);
-            ltx_cross_attention(m, bw, &f, b, hb);
-            ltx_feed_forward(m, bw, &f, b, hb);
+            float *hb = f->h + (size_t)b * S * D;                                    // [S, D]
+            ltx_rope_tables(D, f->coords + (size_t)b * 3 * S, S, f->cos, f->sin);
+            ltx_self_attention(m, bw, f, b, hb);
+            ltx_cross_attention(m, bw, f, b, hb);
+            ltx_feed_forward(m, bw, f, b, hb);
         }
         if (m->probe) {
             snprintf(name, sizeof name, "blocks.%d.attn1", i);
-            probe(m, name, f.pr1, (size_t)B * S * D);
+            probe(m, name, f->pr1, (size_t)B * S * D);
             snprintf(name, sizeof name, "blocks.%d.attn2", i);
-            probe(m, name, f.pr2, (size_t)B * S * D);
+            probe(m, name, f->pr2, (size_t)B * S * D);
             snprintf(name, sizeof name, "blocks.%d", i);
-            probe(m, name, f.h, (size_t)B * S * D);
+            probe(m, name, f->h, (size_t)B * S * D);
         }
     }
+}
 
-    /* norm_out (LayerNorm, no affine, eps 1e-6); (shift, scale) = scale_shift_table + emb; proj_out */
-    /* (sequence parallelism: this rank's rows, then every rank's: the same prediction everywhere) */
-    const size_t R = m->sp ? f.rn : (size_t)B * S, hr0 = m->sp ? f.r0 : 0;
-    float *hl = f.h + hr0 * D;
+/* norm_out (LayerNorm, no affine, eps 1e-6); (shift, scale) = scale_shift_table + emb; proj_out
+ * (sequence parallelism: this rank's rows, then every rank's: the same prediction everywhere) */
+void ltx_forward_finalize(ltx_transformer *m, ltx_fwd *f, float *out) {
+    const int B = f->B, S = f->S, T = f->T, D = f->D;
+    const size_t R = m->sp ? f->rn : (size_t)B * S, hr0 = m->sp ? f->r0 : 0;
+    float *hl = f->h + hr0 * D;
     cvx_layernorm(hl, hl, (int)R, D, NULL, NULL, 1e-6f);
-    probe(m, "norm_out", f.h, (size_t)B * S * D);
+    probe(m, "norm_out", f->h, (size_t)B * S * D);
 #pragma omp parallel for schedule(static)
     for (size_t r = hr0; r < hr0 + R; r++) {
         size_t b = r / (size_t)S, s = r % (size_t)S;
-        const float *e = f.emb + (b * T + (T == 1 ? 0 : s)) * D;
-        float *hr = f.h + r * D;
+        const float *e = f->emb + (b * T + (T == 1 ? 0 : s)) * D;
+        float *hr = f->h + r * D;
         for (int k = 0; k < D; k++) {
             float shift = m->sst_out[k] + e[k], scale = m->sst_out[D + k] + e[k];
             hr[k] = hr[k] * (1.0f + scale) + shift;
         }
     }
-    const int Co = c->out_channels;
+    const int Co = m->c.out_channels;
     cvx_linear(m->ctx, hl, (int)R, D, m->proj_out_w, m->proj_out_b, out + hr0 * Co);  // [B·S, C_out]
     if (m->sp) {
         const int p = cvx_dist_size(m->sp);
@@ -590,15 +584,28 @@ int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *t
             cvx_dist_split_range(S, p, j, &lo, &hi);
             bytes[j] = (size_t)(hi - lo) * Co * sizeof(float);
         }
-        float *part = cvx_alloc_f32(f.rn * Co);
-        memcpy(part, out + f.r0 * Co, f.rn * Co * sizeof(float));
+        float *part = cvx_alloc_f32(f->rn * Co);
+        memcpy(part, out + f->r0 * Co, f->rn * Co * sizeof(float));
         const double t0 = cvx_time();
         if (cvx_dist_gatherv(m->sp, part, bytes, out, 0) || cvx_dist_bcast(m->sp, out, (size_t)S * Co * sizeof(float), 0))
             cvx_dist_die_last_error(m->sp);
-        m->comm_s += cvx_time() - t0, m->comm_bytes += (double)f.rn * Co * 4;
+        m->comm_s += cvx_time() - t0, m->comm_bytes += (double)f->rn * Co * 4;
         free(part), free(bytes);
     }
-    free(f.ws); free(f.h); free(f.temb); free(f.emb); free(f.ctx_txt); free(f.cos); free(f.sin);
-    free(f.pr1); free(f.pr2);
+    ltx_forward_abort(f);
+}
+
+void ltx_forward_abort(ltx_fwd *f) {
+    free(f->ws); free(f->h_own); free(f->temb); free(f->emb); free(f->ctx_txt); free(f->cos); free(f->sin);
+    free(f->pr1); free(f->pr2);
+    *f = (ltx_fwd){0};
+}
+
+int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *text, const float *mask, int L,
+                const float *timestep, int T, const float *coords, float *out) {
+    ltx_fwd f;
+    if (ltx_forward_embed(m, x, B, S, text, mask, L, timestep, T, coords, &f)) return -1;
+    ltx_forward_blocks(m, &f, 0, m->c.num_layers);
+    ltx_forward_finalize(m, &f, out);
     return 0;
 }

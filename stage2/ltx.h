@@ -62,6 +62,33 @@ void ltx_rope_tables(int D, const float *coords, int S, float *cos_out, float *s
 int ltx_forward(ltx_transformer *m, const float *x, int B, int S, const float *text, const float *mask, int L,
                 const float *timestep, int T, const float *coords, float *out);
 
+/* The same forward in pieces (step caching, stage2/cache.h): embed (proj_in, the time embedding,
+ * the caption projection), blocks first .. first + count − 1, finalize (norm_out, its modulation,
+ * proj_out; frees the buffers). embed + blocks(0, num_layers) + finalize gives the bytes of
+ * ltx_forward, and so does any split of the blocks. Forwards may be alive at once; they run one
+ * after the other. */
+typedef struct {
+    int B, S, T, L, D;
+    size_t chunk;
+    float *h;          /* [B, S, D] residual stream: the forward's own buffer, or a caller's copy it
+                        * pointed h at between pieces (the pieces that follow run on it) */
+    float *h_own;      /* the forward's own [B, S, D] (freed at the end) */
+    float *temb;       /* [B·T, 6D] */
+    float *emb;        /* [B·T, D] embedded timestep */
+    float *ctx_txt;    /* [B, L, D] projected caption */
+    float *cos, *sin;  /* [S, D] rotary tables of the element being run */
+    const float *coords, *mask;   /* borrowed: live until finalize */
+    float *ws;         /* scratch */
+    float *pr1, *pr2;  /* [B, S, D] attention outputs kept for the probe, else NULL */
+    size_t r0, rn;     /* this rank's token rows (sequence parallelism; else 0, S) */
+} ltx_fwd;
+/* -1 + cvx_error as ltx_forward (nothing to free). */
+int ltx_forward_embed(ltx_transformer *m, const float *x, int B, int S, const float *text, const float *mask, int L,
+                      const float *timestep, int T, const float *coords, ltx_fwd *f);
+void ltx_forward_blocks(ltx_transformer *m, ltx_fwd *f, int first, int count);
+void ltx_forward_finalize(ltx_transformer *m, ltx_fwd *f, float *out);
+void ltx_forward_abort(ltx_fwd *f);
+
 /* Tests and debugging: called with each intermediate of the next forwards as upstream's module
  * outputs ("proj_in" [B, S, D], "time_embed.0" temb [B·T, 6D], "time_embed.1" embedded timestep
  * [B·T, D], "caption_projection" [B, L, D], "rope.0" / "rope.1" [B, S, D], "blocks.{i}.attn1" /

@@ -44,35 +44,81 @@ static int ld_prepare(cvx_denoiser *d, int F, int H, int W) {
     return 0;
 }
 
+/* The packed input p->x and timesteps p->t of `in`; T: 1 or S (per-token timesteps). The
+ * condition pipeline's latents come packed; its timestep is min(t, (1 − mask)·1000) per token. */
+static int ld_input(cvx_denoiser *d, const cvx_denoise_input *in) {
+    ltx_priv *p = d->priv;
+    const int C = ltx_get_config(tr(d))->in_channels, S = d->F * d->H * d->W;
+    if (p->cmask) {
+        memcpy(p->x, in->x, sizeof(float) * d->n_latent);
+        ltx_per_token_timesteps((float)in->t, p->cmask, S, p->t);
+        return S;
+    }
+    ltx_pack_latents(in->x, 1, C, d->F, d->H, d->W, p->x);   /* [C, F, H, W] -> [S, C] */
+    if (!in->t_tokens) {
+        p->t[0] = (float)in->t;   /* the scheduler's values are float32 (exact in double) */
+        return 1;
+    }
+    CVX_CHECK(in->n_t == (size_t)S);
+    memcpy(p->t, in->t_tokens, sizeof(float) * S);
+    return S;
+}
+
+/* The prediction p->v [S, C] -> out: unpacked, or as it is for the condition pipeline's packed loop. */
+static void ld_output(cvx_denoiser *d, int C, float *out) {
+    ltx_priv *p = d->priv;
+    if (p->cmask) memcpy(out, p->v, sizeof(float) * d->n_out);
+    else ltx_unpack_latents(p->v, 1, C, d->F, d->H, d->W, out);
+}
+
 static int ld_forward(cvx_denoiser *d, const cvx_denoise_input *in, float *out) {
     ltx_priv *p = d->priv;
     const ltx_text_cond *c = in->cond;
-    const int C = ltx_get_config(tr(d))->in_channels, S = d->F * d->H * d->W;
-    if (p->cmask) {   /* packed already; timestep min(t, (1 − mask)·1000) per token */
-        ltx_per_token_timesteps((float)in->t, p->cmask, S, p->t);
-        return ltx_forward(tr(d), in->x, 1, S, c->text, c->mask, c->L, p->t, S, p->coords, out);
-    }
-    ltx_pack_latents(in->x, 1, C, d->F, d->H, d->W, p->x);   /* [C, F, H, W] -> [S, C] */
-    int T = 1;
-    if (in->t_tokens) {
-        CVX_CHECK(in->n_t == (size_t)S);
-        memcpy(p->t, in->t_tokens, sizeof(float) * S);
-        T = S;
-    } else {
-        p->t[0] = (float)in->t;   /* the scheduler's values are float32 (exact in double) */
-    }
+    const int C = ltx_get_config(tr(d))->in_channels, S = d->F * d->H * d->W, T = ld_input(d, in);
     if (ltx_forward(tr(d), p->x, 1, S, c->text, c->mask, c->L, p->t, T, p->coords, p->v)) return -1;
-    ltx_unpack_latents(p->v, 1, C, d->F, d->H, d->W, out);
+    ld_output(d, C, out);
     return 0;
 }
 
+/* ---- the forward in pieces (step caching): the packed token stream is h, no text rows ---- */
 static int ld_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
-    (void)d, (void)in, (void)f;
-    return cvx_error("--cache: step caching is not wired for LTX-Video");
+    ltx_priv *p = d->priv;
+    const ltx_text_cond *c = in->cond;
+    const int S = d->F * d->H * d->W, T = ld_input(d, in);
+    ltx_fwd *lf = cvx_malloc(sizeof *lf);
+    if (ltx_forward_embed(tr(d), p->x, 1, S, c->text, c->mask, c->L, p->t, T, p->coords, lf)) {
+        free(lf);
+        return -1;
+    }
+    /* (sequence parallelism: the blocks compute this rank's rows lf->r0 .. + lf->rn) */
+    *f = (cvx_fwd){.S = S, .L = 0, .N = S, .D = lf->D, .E = lf->D, .h = lf->h, .emb = lf->emb, .row0 = lf->r0,
+                   .nrows = lf->rn, .impl = lf};
+    return 0;
 }
-static void ld_blocks(cvx_denoiser *d, cvx_fwd *f, int first, int count) { (void)d, (void)f, (void)first, (void)count; }
-static void ld_finalize(cvx_denoiser *d, cvx_fwd *f, float *out) { (void)d, (void)f, (void)out; }
-static void ld_abort(cvx_denoiser *d, cvx_fwd *f) { (void)d, (void)f; }
+
+static void ld_blocks(cvx_denoiser *d, cvx_fwd *f, int first, int count) {
+    ltx_fwd *lf = f->impl;
+    lf->h = f->h;
+    ltx_forward_blocks(tr(d), lf, first, count);
+}
+
+static void ld_finalize(cvx_denoiser *d, cvx_fwd *f, float *out) {
+    ltx_priv *p = d->priv;
+    ltx_fwd *lf = f->impl;
+    lf->h = f->h;
+    ltx_forward_finalize(tr(d), lf, p->v);
+    ld_output(d, ltx_get_config(tr(d))->out_channels, out);
+    free(lf);
+    f->impl = NULL;
+}
+
+static void ld_abort(cvx_denoiser *d, cvx_fwd *f) {
+    (void)d;
+    if (!f->impl) return;
+    ltx_forward_abort(f->impl);
+    free(f->impl);
+    f->impl = NULL;
+}
 
 static int ld_set_sp(cvx_denoiser *d, struct cvx_dist *sp) { return ltx_set_sp(tr(d), sp); }
 

@@ -121,6 +121,9 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
      * the first step to run (a resumed run's) */
     if (cvx_cache_init(&cache, p->cache_kind, r->cache_threshold, p->teacache_coefficients, n_steps, 0)) goto done;
     cvx_cache_set_teacache_window(&cache, plan->teacache_first, plan->teacache_last);
+    if (cache.kind == CVX_CACHE_DEEPCACHE &&
+        cvx_cache_set_deepcache(&cache, r->deepcache_start, r->deepcache_end, r->deepcache_interval))
+        goto done;
     /* the whole CFG batch's decisions on every rank; each keeps the residuals of its share */
     cvx_cache_set_layout(&cache, &(cvx_cache_layout){r->world_dist && cvx_dist_size(r->world_dist) > 1
                                                                      ? r->world_dist : cd ? cd : sd,

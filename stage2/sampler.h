@@ -41,6 +41,7 @@ typedef struct {
     int use_dynamic_cfg;
     uint64_t seed;
     double cache_threshold;       /* step caching (cvx_loop_params.cache_kind): <= 0 off */
+    int deepcache_start, deepcache_end, deepcache_interval;   /* deepcache's schedule (stage2/cache.h) */
     struct cvx_dist *cfg_dist, *sp_dist, *world_dist;   /* MPI groups, NULL = none (see below) */
     /* called after every step (every rank), NULL = none */
     void (*on_step)(void *user, const cvx_loop_step *info);

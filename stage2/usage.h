@@ -65,15 +65,20 @@ static void usage(FILE *f) {
         "                              pays). Recorded as stage2_attention\n"
         "  --noise_dtype D             f32, bf16 or fp16: dtype of the torch.randn draws (initial latents,\n"
         "                              DPM noise); default: bf16 with --precision bf16, else f32 (as diffusers)\n"
-        "  --cache none|teacache|fbcache  training-free step caching (default none; docs/caching.md):\n"
-        "                              teacache skips all blocks while the accumulated change of the\n"
-        "                              timestep embedding stays under the threshold (published per-model\n"
-        "                              coefficients); fbcache runs block 0 and skips the rest while its\n"
-        "                              residual changes less than the threshold\n"
+        "  --cache none|teacache|fbcache|deepcache  training-free step caching (default none;\n"
+        "                              docs/caching.md): teacache skips all blocks while the accumulated\n"
+        "                              change of the timestep embedding stays under the threshold\n"
+        "                              (published per-model coefficients); fbcache runs block 0 and skips\n"
+        "                              the rest while its residual changes less than the threshold;\n"
+        "                              deepcache runs only the last block on the streams kept by the last\n"
+        "                              full step, on a fixed schedule (below)\n"
         "  --cache_threshold X         teacache: 0.1 (~1.3-1.4x upstream), 0.2 (default, ~1.8x), 0.3\n"
         "                              (~2.1-2.3x); fbcache: 0.05 (default), 0.1, 0.2. <= 0 = off\n"
         "  --teacache_coefficients c0,c1,c2,c3,c4  the rescaling polynomial (highest power first)\n"
-        "                              instead of the model's published set\n");
+        "                              instead of the model's published set\n"
+        "  --deepcache_start S --deepcache_end E --deepcache_interval K  deepcache's schedule (0-based\n"
+        "                              steps): full before S, from E on and every K-th from S; default\n"
+        "                              11, 45, 4 (the seed project's: ~half of 50 steps cached)\n");
     cvx_stage2_options_help(f, "teacache_coefficients");   /* the family options' lines (pipeline/family.c) */
     fprintf(f,
         "  --preview_every K           every K steps write <output_dir>/" CVX_PREVIEW_FILE ", a contact sheet of\n"

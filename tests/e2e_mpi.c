@@ -5,8 +5,9 @@
  * MPI builds: stage2 --cfg_parallel on 2 ranks gives the same bytes as one process (2b DDIM and
  * 5b DPM + rotary + dynamic CFG); --sp 2, --cfg_parallel --sp 2 (a 4-head model) and --sp 3 (the
  * golden 3-head models) match one process within SP_TOL (bit-identical here); --resume with a different rank count;
- * --cache teacache / fbcache (steps skipped) on --cfg_parallel, --sp 2 and both: the same bytes and
- * counts as one process, resumed across rank counts, the checkpoint the same bytes; one error line for a
+ * --cache teacache / fbcache / deepcache (steps skipped) on --cfg_parallel, --sp 2 and both: the same
+ * bytes and counts as one process, resumed across rank counts, the checkpoint the same bytes (DeepCache
+ * on HunyuanVideo-1.5 --cfg_parallel too: its kept text stream); one error line for a
  * wrong rank count, a rank with other inputs, a missing checkpoint; a rank that dies stops the
  * run without output; stage3 tiles on 2 and 3 ranks give the same bytes as one process; stage1
  * under mpirun works (rank 0) and the others are quiet; LoRA adapters on --cfg_parallel, --sp 3 and
@@ -312,6 +313,35 @@ static void test_cache_ranks(void **state) {
     tu_rmrf(r.dir);
 }
 
+/* DeepCache (steps 0 1 [2] 3: step 2 runs the last block on the kept streams): --cfg_parallel, --sp 2
+ * and both on the 4-head CogVideoX fixture, and HunyuanVideo-1.5 on --cfg_parallel (no --sp there),
+ * whose checkpoint also holds the kept text stream (deepcache_aux): stopped before the cached step
+ * on 2 ranks, the same checkpoint bytes as one process, resumed on the other count. */
+#define DEEPCACHE_ARGS "--cache deepcache --deepcache_start 1 --deepcache_end 4 --deepcache_interval 2"
+static void test_deepcache_ranks(void **state) {
+    (void)state;
+    run_dirs r;
+    setup(&r, MODEL_4HEADS, "--num_inference_steps 4 --guidance_scale 6 --seed 42");
+    char one[256], x[256], y[256], a[300], b[300];
+    cache_run(&r, "one_dc", 1, DEEPCACHE_ARGS, one, sizeof one);
+    cache_ranks_case(&r, "dc", DEEPCACHE_ARGS, one);
+    tu_rmrf(r.dir);
+    setup(&r, "models/hunyuanvideo15-tiny-random", "--num_inference_steps 4 --seed 42");
+    cache_run(&r, "one_hv", 1, DEEPCACHE_ARGS, one, sizeof one);
+    cache_run(&r, "cfg_hv", 2, DEEPCACHE_ARGS " --cfg_parallel", x, sizeof x);
+    assert_same_run(one, x, "HunyuanVideo-1.5 deepcache: -np 2 --cfg_parallel");
+    cache_run(&r, "x", 2, DEEPCACHE_ARGS " --cfg_parallel --stop_after_steps 2", x, sizeof x);
+    cache_run(&r, "y", 1, DEEPCACHE_ARGS " --stop_after_steps 2", y, sizeof y);
+    snprintf(a, sizeof a, "%s/stage2_checkpoint.safetensors", x);
+    snprintf(b, sizeof b, "%s/stage2_checkpoint.safetensors", y);
+    assert_same_bytes(a, b);
+    cache_run(&r, "x", 1, DEEPCACHE_ARGS " --resume", x, sizeof x);
+    cache_run(&r, "y", 2, DEEPCACHE_ARGS " --cfg_parallel --resume", y, sizeof y);
+    assert_same_run(one, x, "HunyuanVideo-1.5 deepcache: -np 2 --cfg_parallel stop + one process resume");
+    assert_same_run(one, y, "HunyuanVideo-1.5 deepcache: one process stop + -np 2 --cfg_parallel resume");
+    tu_rmrf(r.dir);
+}
+
 static void test_cfg_parallel_2b_ddim(void **state) {
     (void)state;
     cfg_parallel_case(MODEL_2B, "--num_inference_steps 4 --guidance_scale 6 --seed 42");
@@ -612,6 +642,7 @@ int main(void) {
         cmocka_unit_test(test_sp3_golden),
         cmocka_unit_test(test_sp_resume),
         cmocka_unit_test(test_cache_ranks),
+        cmocka_unit_test(test_deepcache_ranks),
         cmocka_unit_test(test_cfg_parallel_2b_ddim),
         cmocka_unit_test(test_cfg_parallel_5b_dpm_dynamic),
         cmocka_unit_test(test_resume_other_rank_count),
