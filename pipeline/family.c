@@ -23,7 +23,7 @@ const cvx_family_option cvx_family_options[] = {
     {"--teacache_ret_steps", ret_steps_set,
      "--teacache_ret_steps: TeaCache publishes its use_ret_steps variant for Wan 2.1 only"},
     {"--guidance_scale_2", guidance_2_set, "--guidance_scale_2 is Wan 2.2 A14B's (the low-noise expert's guidance)"},
-    {"--guidance_rescale", rescale_set, "--guidance_rescale is LTX-Video's (this pipeline has no guidance rescale)"},
+    {"--guidance_rescale", rescale_set, "--guidance_rescale is LTX-Video's and HunyuanVideo-1.5's (this pipeline has no guidance rescale)"},
     {0},
 };
 

@@ -38,7 +38,8 @@
 typedef struct {
     hv15_config tcfg;                /* transformer/config.json (when m->has_denoiser_config) */
     hv15_vae_config vcfg;            /* vae/config.json, or the real model's defaults */
-    cvx_cfg_guider guider;           /* guider/guider_config.json (upstream defaults when absent) */
+    cvx_guider guider;               /* guider/guider_config.json (upstream defaults when absent) */
+    double window[2];                /* the guider's start, stop: CFG on steps int(start·N) <= i < int(stop·N) */
     bpe_tokenizer *tok;              /* tokenizer/ (Qwen2) */
     qwen_model qwen;
     int qwen_loaded;
@@ -67,7 +68,7 @@ static void fill_info(cvx_model *m) {
     i->frames = 121, i->height = big ? 720 : 480, i->width = big ? 1280 : 848, i->fps = 24;
     i->text_len = HV15_MLLM_MAX_LENGTH;
     i->text_dim = m->has_denoiser_config ? S(m)->tcfg.text_embed_dim : 3584;
-    i->guidance_scale = S(m)->guider.guidance_scale;
+    i->guidance_scale = S(m)->guider.scale;
 }
 
 static int hv15_open(cvx_model *m) {
@@ -81,13 +82,12 @@ static int hv15_open(cvx_model *m) {
     if (hv15_vae_config_load(&s->vcfg, m->has_vae_config ? path : NULL)) return -1;
     cvx_component_path(m, "guider", "guider_config.json", path, sizeof path);
     if (cvx_is_file(path)) {
-        if (cvx_cfg_guider_load(&s->guider, path)) return -1;
+        if (cvx_guider_load(path, &s->guider, s->window)) return -1;
     } else {
         /* no guider config (a bare directory): the 480p / 720p T2V checkpoints' guider */
-        s->guider = (cvx_cfg_guider){.guidance_scale = 6.0, .start = 0.0, .stop = 1.0, .enabled = 1};
+        s->guider = (cvx_guider){.scale = 6.0, .rescale_unguided = 1};
+        s->window[0] = 0.0, s->window[1] = 1.0;
     }
-    if (s->guider.use_original_formulation)
-        return cvx_error("%s: key 'use_original_formulation' is true: not supported", path);
     fill_info(m);
     return 0;
 }
@@ -392,8 +392,13 @@ done:
 }
 
 /* ---- stage 2 ---- */
+static const char *const options[] = {"--guidance_rescale", NULL};
+
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
-    (void)m;
+    const double g = r->guidance_scale;
+    if (!S(m)->guider.original && g < 1.0 && fabs(g - 1.0) > 1e-9)
+        return cvx_error("--guidance_scale %g: HunyuanVideo-1.5's guider would run CFG with a scale below 1 (towards "
+                         "the negative prompt); not supported: give 1 to turn guidance off, or a scale above 1", g);
     if (r->sp_dist && cvx_dist_size(r->sp_dist) > 1)
         return cvx_error("--sp %d: sequence parallelism is not wired for HunyuanVideo-1.5", cvx_dist_size(r->sp_dist));
     return 0;
@@ -484,11 +489,15 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     hv15_denoiser_init(&run->den, s->transformer);
     run->preview_rgb = (cvx_latent_rgb){0};
     cvx_sample_run_defaults(run, emb);
-    /* the guider: CFG on the steps of its window (start·N <= i < stop·N) unless the scale is ~1 */
-    cvx_cfg_guider g = s->guider;
-    g.guidance_scale = p->guidance_scale;
+    /* the guider (--guidance_scale over its scale): CFG on the steps of its window, the conditional
+     * branch alone on the others (the no-guidance scale; rescale as the guider's) */
+    cvx_guider g = s->guider, off = s->guider;
+    g.scale = p->guidance_scale;
+    if (!g.original && fabs(g.scale - 1.0) <= 1e-9 * fmax(fabs(g.scale), 1.0)) g.scale = 1.0;   /* isclose */
+    off.scale = g.original ? 0.0 : 1.0;
+    if (p->guidance_rescale > 0) g.rescale = off.rescale = p->guidance_rescale;   /* --guidance_rescale */
     for (int i = 0; i < run->plan.n_steps; i++)
-        run->plan.steps[i].guide = (cvx_guider){.scale = cvx_cfg_guider_enabled(&g, i, N) ? p->guidance_scale : 1.0};
+        run->plan.steps[i].guide = cvx_guider_window_has(s->window, i, N) ? g : off;
     return 0;
 }
 
@@ -553,5 +562,5 @@ const cvx_family cvx_family_hunyuan15 = {
     .open = hv15_open, .close = hv15_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode,
-    .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
+    .options = options, .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
 };

@@ -10,7 +10,9 @@
  * Checked: image_embeds and the image latents (mode × scaling_factor) 1e-5, the branches'
  * embeddings 1e-4, the timesteps exact, final latents 1e-4, decoded video and frames 1e-3; the
  * CLI's stage-1 files and latents the same; refusals (an image to the T2V model, no image to the
- * I2V model) one line. */
+ * I2V model) one line. The guider config's step window and guidance_rescale reach the plan: with
+ * start 0.5 the first half of the steps run the conditional branch alone (guidance 1 in the step
+ * record), the others CFG; the rescaled run differs from the plain one. */
 #include "golden_harness.h"
 
 #include <unistd.h>
@@ -62,6 +64,16 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* the model with its own guider/guider_config.json (a copy of the directory's symlinks) */
+static void model_with_guider(char *dir, size_t n, const char *guider_json) {
+    char cmd[2048], path[512];
+    tu_mkdtemp(dir, n);
+    snprintf(cmd, sizeof cmd, "cp -P %s/* %s/ && rm %s/guider && mkdir %s/guider", model, dir, dir, dir);
+    tu_run_ok(cmd);
+    snprintf(path, sizeof path, "%s/guider/guider_config.json", dir);
+    tu_write(path, guider_json, strlen(guider_json));
+}
+
 /* frames [3, T, H, W] in [-1, 1] vs frames_np [1, T, H, W, 3] = clamp(x/2 + 0.5, 0, 1) */
 static void check_frames_np(gh_case *c, const float *f, int T, int H, int W, double tol) {
     size_t n;
@@ -99,6 +111,10 @@ typedef struct {
 static void on_step(void *user, const cvx_step_info *info) {
     step_log *l = user;
     if (l->n < 16) l->t[l->n++] = info->timestep;
+}
+
+static void on_guidance(void *user, const cvx_step_info *info) {
+    if (info->step < 4) ((double *)user)[info->step] = info->guidance;
 }
 
 static void test_api(void **state) {
@@ -255,10 +271,52 @@ static void test_programs(void **state) {
     tu_rmrf(dir);
 }
 
+static void test_guider_window(void **state) {
+    (void)state;
+    char dir[300];
+    model_with_guider(dir, sizeof dir,
+                      "{\"_class_name\": \"ClassifierFreeGuidance\", \"guidance_scale\": 6.0, \"start\": 0.5}");
+    cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 2});
+    if (!m) fail_msg("%s", cvx_last_error());
+    cvx_conditioning cond;
+    cvx_embeddings emb;
+    cvx_cond_set more;
+    const char *texts[2] = {"", "a red ball"};
+    if (cvx_encode_conditioning(m, &(cvx_conditioning_params){.image = image, .max_frames = 5}, NULL, NULL, &cond) ||
+        cvx_encode(m, &(cvx_encode_params){.prompt = texts[1], .negative_prompt = texts[0]}, NULL, NULL, &emb) ||
+        cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &more))
+        fail_msg("%s", cvx_last_error());
+    for (int k = 0; k < more.n; k++) {   /* rows [negative, prompt] */
+        const size_t nk = (size_t)more.t[k].L * more.t[k].D;
+        more.t[k].negative = malloc(nk * sizeof(float));
+        memcpy(more.t[k].negative, more.t[k].prompt, nk * sizeof(float));
+        memmove(more.t[k].prompt, more.t[k].prompt + nk, nk * sizeof(float));
+    }
+    cvx_sample_params sp = cvx_sample_default_params(m);
+    sp.frames = 5, sp.height = 48, sp.width = 48, sp.num_inference_steps = 4, sp.seed = 1;
+    sp.cond_more = &more, sp.conditioning = &cond;
+    double gs[4] = {0};
+    sp.on_step = on_guidance, sp.on_step_user = gs;
+    cvx_latents a, b;
+    if (cvx_sample(m, &sp, &emb, NULL, NULL, &a)) fail_msg("%s", cvx_last_error());
+    assert_true(gs[0] == 1.0 && gs[1] == 1.0 && gs[2] == 6.0 && gs[3] == 6.0);
+    sp.guidance_rescale = 0.7;   /* --guidance_rescale over the config's 0 */
+    if (cvx_sample(m, &sp, &emb, NULL, NULL, &b)) fail_msg("%s", cvx_last_error());
+    const size_t n = (size_t)a.C * a.T * a.h * a.w;
+    assert_true(memcmp(a.data, b.data, n * sizeof(float)) != 0);
+    cvx_latents_free(&a), cvx_latents_free(&b);
+    cvx_embeddings_free(&emb);
+    cvx_cond_set_free(&more);
+    cvx_conditioning_free(&cond);
+    cvx_model_close(m);
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api),
         cmocka_unit_test(test_programs),
+        cmocka_unit_test(test_guider_window),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
