@@ -399,9 +399,8 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     if (!S(m)->guider.original && g < 1.0 && fabs(g - 1.0) > 1e-9)
         return cvx_error("--guidance_scale %g: HunyuanVideo-1.5's guider would run CFG with a scale below 1 (towards "
                          "the negative prompt); not supported: give 1 to turn guidance off, or a scale above 1", g);
-    if (r->sp_dist && cvx_dist_size(r->sp_dist) > 1)
-        return cvx_error("--sp %d: sequence parallelism is not wired for HunyuanVideo-1.5", cvx_dist_size(r->sp_dist));
-    return 0;
+    if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
+    return hv15_sp_check(&S(m)->tcfg, r->sp_dist ? cvx_dist_size(r->sp_dist) : 1);
 }
 
 typedef struct {
