@@ -33,10 +33,11 @@ const cvx_family_option cvx_family_options[] = {
      .meta_after = "dtype_info", .genconfig_after = "fps",
      .refusal = "--use_dynamic_cfg is CogVideoX's (WanPipeline has no dynamic guidance)"},
     {"guidance_rescale", CVX_OPTION_NUM, OPT(guidance_rescale), 0, 1,
-     .help = "  --guidance_rescale R        LTX-Video: rescale the guided prediction toward the conditional\n"
-             "                              one's std (diffusers guidance_rescale, in [0, 1]; default 0)\n",
+     .help = "  --guidance_rescale R        LTX-Video, HunyuanVideo-1.5 (over its guider config's): rescale the\n"
+             "                              guided prediction toward the conditional one's std (diffusers\n"
+             "                              guidance_rescale, in [0, 1]; default 0)\n",
      .key = "guidance_rescale", .help_after = "guidance_scale", .fp_after = "scheduler",
-     .refusal = "--guidance_rescale is LTX-Video's (this pipeline has no guidance rescale)"},
+     .refusal = "--guidance_rescale is LTX-Video's and HunyuanVideo-1.5's (this pipeline has no guidance rescale)"},
     /* every family takes --fps (stage 3's frame rate, generation_config.json's generic "fps"); LTX-Video's
      * rotary positions use it as their frame_rate */
     {"fps", CVX_OPTION_INT, OPT(frame_rate), 1, 1000, .set_above_zero = 1,

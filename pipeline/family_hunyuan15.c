@@ -1,9 +1,13 @@
-/* The HunyuanVideo-1.5 family (HunyuanVideo15Pipeline, text-to-video; diffusers v0.36.0): the
- * Qwen2.5-VL MLLM prompt encoder and the glyph/ByT5 encoder (stage 1), HunyuanVideo15Transformer3DModel
- * with the pipeline's explicit sigmas and the ClassifierFreeGuidance guider (stage 2),
- * AutoencoderKLHunyuanVideo15 (stage 3) — its row of the family table (pipeline/family.h).
- * The conditioning per branch is the staged pipeline's four tensors: prompt_embeds [1000, D_qwen],
- * prompt_embeds_mask [1000], prompt_embeds_2 [256, D_byt5], prompt_embeds_mask_2 [256]. */
+/* The HunyuanVideo-1.5 family (HunyuanVideo15Pipeline text-to-video and
+ * HunyuanVideo15ImageToVideoPipeline; diffusers v0.36.0): the Qwen2.5-VL MLLM prompt encoder and the
+ * glyph/ByT5 encoder, for I2V the SigLIP image embeddings and the VAE-encoded first frame (stage 1),
+ * HunyuanVideo15Transformer3DModel with the pipeline's explicit sigmas and the ClassifierFreeGuidance
+ * guider (stage 2), AutoencoderKLHunyuanVideo15 (stage 3) — its row of the family table
+ * (pipeline/family.h). The conditioning per branch is the staged pipeline's four tensors:
+ * prompt_embeds [1000, D_qwen], prompt_embeds_mask [1000], prompt_embeds_2 [256, D_byt5],
+ * prompt_embeds_mask_2 [256]; I2V adds stage1_conditioning.safetensors (the image's latent
+ * distribution [1, C, 1, h, w] and image_embeds [1, 729, D_siglip]; the seed project's staged
+ * scripts run T2V only: their stage 2 passes no image condition and zero vision states). */
 #include "pipeline/components.h"
 
 #include <math.h>
@@ -15,8 +19,12 @@
 #include "error.h"
 #include "fileio.h"
 #include "validate.h"
+#include "image.h"
+#include "resize.h"
 #include "stage1/bpe.h"
 #include "stage1/byt5.h"
+#include "stage1/clip_image_processor.h"
+#include "stage1/clip_vision.h"
 #include "stage1/glyph.h"
 #include "stage1/qwen2_5_vl.h"
 #include "stage1/t5.h"
@@ -25,11 +33,13 @@
 #include "stage2/hunyuan15_family.h"
 #include "stage2/scheduler_flow.h"
 #include "stage3/hunyuan15_vae.h"
+#include "latent_dist.h"
 
 typedef struct {
     hv15_config tcfg;                /* transformer/config.json (when m->has_denoiser_config) */
     hv15_vae_config vcfg;            /* vae/config.json, or the real model's defaults */
-    cvx_cfg_guider guider;           /* guider/guider_config.json (upstream defaults when absent) */
+    cvx_guider guider;               /* guider/guider_config.json (upstream defaults when absent) */
+    double window[2];                /* the guider's start, stop: CFG on steps int(start·N) <= i < int(stop·N) */
     bpe_tokenizer *tok;              /* tokenizer/ (Qwen2) */
     qwen_model qwen;
     int qwen_loaded;
@@ -38,6 +48,8 @@ typedef struct {
     int byt5_loaded;
     hv15_transformer *transformer;
     hv15_vae *vae;
+    clip_vision *siglip;             /* image_encoder/ (I2V) */
+    clip_image_processor proc;       /* feature_extractor/ */
 } hv15_state;
 
 static hv15_state *S(const cvx_model *m) { return m->fam; }
@@ -56,7 +68,7 @@ static void fill_info(cvx_model *m) {
     i->frames = 121, i->height = big ? 720 : 480, i->width = big ? 1280 : 848, i->fps = 24;
     i->text_len = HV15_MLLM_MAX_LENGTH;
     i->text_dim = m->has_denoiser_config ? S(m)->tcfg.text_embed_dim : 3584;
-    i->guidance_scale = S(m)->guider.guidance_scale;
+    i->guidance_scale = S(m)->guider.scale;
 }
 
 static int hv15_open(cvx_model *m) {
@@ -70,13 +82,12 @@ static int hv15_open(cvx_model *m) {
     if (hv15_vae_config_load(&s->vcfg, m->has_vae_config ? path : NULL)) return -1;
     cvx_component_path(m, "guider", "guider_config.json", path, sizeof path);
     if (cvx_is_file(path)) {
-        if (cvx_cfg_guider_load(&s->guider, path)) return -1;
+        if (cvx_guider_load(path, &s->guider, s->window)) return -1;
     } else {
         /* no guider config (a bare directory): the 480p / 720p T2V checkpoints' guider */
-        s->guider = (cvx_cfg_guider){.guidance_scale = 6.0, .start = 0.0, .stop = 1.0, .enabled = 1};
+        s->guider = (cvx_guider){.scale = 6.0, .rescale_unguided = 1};
+        s->window[0] = 0.0, s->window[1] = 1.0;
     }
-    if (s->guider.use_original_formulation)
-        return cvx_error("%s: key 'use_original_formulation' is true: not supported", path);
     fill_info(m);
     return 0;
 }
@@ -92,6 +103,7 @@ static void hv15_close(cvx_model *m) {
     }
     hv15_free(s->transformer);
     hv15_vae_free(s->vae);
+    clip_vision_free(s->siglip);
     free(s);
     m->fam = NULL;
 }
@@ -220,24 +232,166 @@ fail:
     return rc;
 }
 
+/* The pipeline class decides the mode (the transformer's task_type does not: the 480p T2V
+ * checkpoint says "i2v"); a directory without model_index.json takes both. */
 static int check_mode(cvx_model *m, cvx_mode mode) {
-    if (mode != CVX_MODE_T2V)
-        return cvx_error("%s: HunyuanVideo-1.5 runs text-to-video here (image-to-video and video-to-video are not "
-                         "wired yet)", m->dir);
-    if (m->has_denoiser_config && S(m)->tcfg.i2v)
-        return cvx_error("%s/transformer is an image-to-video model (task_type i2v): not wired yet", m->dir);
+    if (mode == CVX_MODE_V2V)
+        return cvx_error("--video: HunyuanVideo-1.5 has no video-to-video pipeline (give an --image or nothing)");
+    if (mode == CVX_MODE_I2V && !strcmp(m->pipeline_class, "HunyuanVideo15Pipeline"))
+        return cvx_error("--image: %s is a HunyuanVideo15Pipeline (text-to-video); image-to-video needs a "
+                         "HunyuanVideo15ImageToVideoPipeline model (HunyuanVideo-1.5-Diffusers-*_i2v)", m->dir);
+    if (mode == CVX_MODE_T2V && !strcmp(m->pipeline_class, "HunyuanVideo15ImageToVideoPipeline"))
+        return cvx_error("%s is a HunyuanVideo15ImageToVideoPipeline: give stage 1 an --image", m->dir);
     return 0;
 }
 
+/* ---- stage 1: image-to-video ---- */
+static int load_image_encoder(cvx_model *m) {
+    hv15_state *s = S(m);
+    if (s->siglip) return 0;
+    char dir[4200], proc[4200];
+    if (cvx_model_component(m->dir, "image_encoder", "config.json", dir, sizeof dir) ||
+        cvx_model_component(m->dir, "feature_extractor", "preprocessor_config.json", proc, sizeof proc) ||
+        clip_image_processor_load(&s->proc, proc))
+        return -1;
+    s->siglip = clip_vision_load(dir, m->ctx);
+    return s->siglip ? 0 : -1;
+}
+
+/* Python's round(x, 5): correctly rounded (glibc's printf is exact, ties to even like Python's). */
+static double round5(double x) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.5f", x);
+    return strtod(buf, NULL);
+}
+
+/* HunyuanVideo15ImageProcessor.calculate_default_height_width(h, w, target_size): the bucket of
+ * generate_crop_size_list(target_size, 16) (max ratio 4) whose rounded h/w ratio is closest to the
+ * image's, from the side that does not exceed it (aspect >= 1: ratios <= aspect, else >= aspect);
+ * the first on ties. */
+static int default_size(int target, int patch, int ih, int iw, int *H, int *W) {
+    const int n = (int)nearbyint(((double)target / patch) * ((double)target / patch));   /* round() */
+    const double aspect = (double)ih / (double)iw;
+    double best = INFINITY;
+    *H = *W = 0;
+    for (int wp = n, hp = 1; wp > 0;) {
+        if ((double)(wp > hp ? wp : hp) / (wp > hp ? hp : wp) <= 4.0) {
+            const int bh = wp * patch, bw = hp * patch;   /* the list's (h, w) as the caller reads it */
+            const double d = round5((double)bh / (double)bw) - aspect;
+            if ((aspect >= 1 ? d <= 0 : d >= 0) && fabs(d) < best) best = fabs(d), *H = bh, *W = bw;
+        }
+        if ((hp + 1) * wp <= n) hp++;
+        else wp--;
+    }
+    return *H ? 0 : cvx_error("target_size %d: no bucket fits a %dx%d image", target, iw, ih);
+}
+
+/* VaeImageProcessor._resize_and_crop: resize (Pillow LANCZOS) to cover W×H keeping the aspect
+ * ratio, paste centred on a black W×H image. out: [H][W][3]. */
+static void resize_and_crop(const uint8_t *rgb, int iw, int ih, int W, int H, uint8_t *out) {
+    const double ratio = (double)W / H, src_ratio = (double)iw / ih;
+    const int sw = ratio > src_ratio ? W : iw * H / ih, sh = ratio <= src_ratio ? H : ih * W / iw;
+    uint8_t *tmp = cvx_malloc((size_t)sw * sh * 3);
+    cvx_resize_lanczos_rgb8(rgb, iw, ih, tmp, sw, sh);
+    const int x0 = W / 2 - sw / 2, y0 = H / 2 - sh / 2;
+    memset(out, 0, (size_t)W * H * 3);
+    for (int y = 0; y < H; y++) {
+        const int sy = y - y0;
+        if (sy < 0 || sy >= sh) continue;
+        for (int x = 0; x < W; x++) {
+            const int sx = x - x0;
+            if (sx >= 0 && sx < sw) memcpy(out + ((size_t)y * W + x) * 3, tmp + ((size_t)sy * sw + sx) * 3, 3);
+        }
+    }
+    free(tmp);
+}
+
+/* The size checks stage 2 will make, before anything is encoded. */
+static int check_size(cvx_model *m, int frames, int height, int width) {
+    if (!m->has_denoiser_config) return 0;
+    cvx_loop_request req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
+    cvx_loop_params lp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
+                          .vae_scale_temporal = m->info.vae_scale_temporal};
+    cvx_latent_shape sh;
+    return hv15_latent_shape_for(&S(m)->tcfg, &lp, S(m)->vcfg.latent_channels, &sh);
+}
+
+/* HunyuanVideo15ImageToVideoPipeline's image: the size (--height/--width, else the bucket of
+ * calculate_default_height_width), resize "crop"; image_embeds = SigLIP(SiglipImageProcessor(image))
+ * .last_hidden_state; the VAE's latent distribution of the image as one frame (stage 2 takes its
+ * mode × scaling_factor as cond_latents frame 0). */
+static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out) {
+    (void)progress, (void)user;
+    memset(out, 0, sizeof *out);
+    if (!p->image || p->video) return check_mode(m, CVX_MODE_V2V);
+    if (check_mode(m, CVX_MODE_I2V)) return -1;
+    if (!p->height != !p->width)
+        return cvx_error("--height/--width: give both or neither (neither: the bucket of the image's aspect ratio)");
+    const int frames = p->max_frames ? p->max_frames : m->info.frames;
+    cvx_rgb_frames rgb;
+    if (cvx_image_load(p->image, &rgb)) return -1;
+    int rc = -1, H = p->height, W = p->width;
+    uint8_t *img = NULL;
+    float *px = NULL, *moments = NULL;
+    if (!H) {
+        const int target = m->has_denoiser_config ? S(m)->tcfg.target_size : 640;
+        if (default_size(target, m->info.vae_scale_spatial, rgb.height, rgb.width, &H, &W)) goto done;
+        cvx_info("%s: %dx%d image -> %dx%d (the closest aspect-ratio bucket of target_size %d)", p->image, rgb.width,
+                 rgb.height, W, H, target);
+    }
+    if (check_size(m, frames, H, W)) goto done;
+    img = cvx_malloc((size_t)W * H * 3);
+    resize_and_crop(rgb.rgb, rgb.width, rgb.height, W, H, img);
+    /* SigLIP */
+    if (load_image_encoder(m)) goto done;
+    hv15_state *s = S(m);
+    int ow, oh;
+    clip_image_output_size(&s->proc, W, H, &ow, &oh);
+    px = cvx_alloc_f32((size_t)3 * ow * oh);
+    clip_image_preprocess(&s->proc, img, W, H, px);
+    out->image_L = s->siglip->cfg.tokens, out->image_D = s->siglip->cfg.hidden_size;
+    out->image_embeds = cvx_alloc_f32((size_t)out->image_L * out->image_D);
+    if (clip_vision_last_hidden_state(s->siglip, px, out->image_embeds)) goto done;
+    free(px);
+    /* the VAE: u8/255·2−1 (do_resize False), one frame */
+    px = cvx_alloc_f32((size_t)3 * W * H);
+    cvx_preprocess_image(img, W, H, W, H, px);
+    if (load_vae(m)) goto done;
+    int F, h, w;
+    if (hv15_vae_encoded_shape(s->vae, 1, H, W, &F, &h, &w)) goto done;
+    const int C = hv15_vae_get_config(s->vae)->latent_channels;
+    cvx_info("encoding %s: %dx%d with SigLIP and the HunyuanVideo-1.5 VAE (the first frame's condition)", p->image, W,
+             H);
+    moments = cvx_alloc_f32((size_t)2 * C * h * w);
+    if (hv15_vae_encode(s->vae, px, 1, H, W, NULL, moments)) goto done;
+    out->mean = cvx_alloc_f32((size_t)C * h * w);
+    out->std = cvx_alloc_f32((size_t)C * h * w);
+    vae_latent_dist(moments, C, (size_t)h * w, out->mean, NULL, out->std);
+    out->mode = CVX_MODE_I2V;
+    out->C = C, out->T = F, out->h = h, out->w = w;
+    out->frames = frames, out->height = H, out->width = W;
+    rc = 0;
+done:
+    if (rc) cvx_conditioning_free(out);
+    free(img), free(px), free(moments);
+    cvx_rgb_frames_free(&rgb);
+    return rc;
+}
+
 /* ---- stage 2 ---- */
+static const char *const options[] = {"--guidance_rescale", NULL};
+
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
-    (void)m;
-    if (r->sp_dist && cvx_dist_size(r->sp_dist) > 1)
-        return cvx_error("--sp %d: sequence parallelism is not wired for HunyuanVideo-1.5", cvx_dist_size(r->sp_dist));
+    const double g = r->guidance_scale;
+    if (!S(m)->guider.original && g < 1.0 && fabs(g - 1.0) > 1e-9)
+        return cvx_error("--guidance_scale %g: HunyuanVideo-1.5's guider would run CFG with a scale below 1 (towards "
+                         "the negative prompt); not supported: give 1 to turn guidance off, or a scale above 1", g);
     if (!strcmp(r->cache, "teacache"))   /* docs/caching.md */
         return cvx_error("--cache teacache: no TeaCache rule is published for HunyuanVideo-1.5 (ali-vilab/TeaCache's "
                          "TeaCache4HunyuanVideo is for HunyuanVideo v1); use --cache fbcache or deepcache");
-    return 0;
+    if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
+    return hv15_sp_check(&S(m)->tcfg, r->sp_dist ? cvx_dist_size(r->sp_dist) : 1);
 }
 
 typedef struct {
@@ -260,16 +414,43 @@ static const float *cond_tensor(const cvx_sample_params *p, const char *name, in
     return NULL;
 }
 
+/* prepare_cond_latents_and_mask: cond_latents = the image latents (mode × scaling_factor) on latent
+ * frame 0, zeros after; mask = 1 on frame 0; the image embeddings go to both CFG branches. */
+static int prepare_i2v(cvx_model *m, const hv15_config *c, const cvx_conditioning *ic, cvx_sample_run *run) {
+    const cvx_latent_shape *sh = &run->shape;
+    if (ic->mode != CVX_MODE_I2V) return check_mode(m, ic->mode);
+    if (ic->C != sh->channels || ic->T != 1 || ic->h != sh->height || ic->w != sh->width)
+        return cvx_error("image-to-video conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, 1, %d, %d] "
+                         "(the image's latents: one frame at the video's size)", ic->C, ic->T, ic->h, ic->w,
+                         sh->channels, sh->height, sh->width);
+    if (!ic->image_embeds || ic->image_L != HV15_IMAGE_TOKENS || ic->image_D != c->image_embed_dim)
+        return cvx_error("image-to-video conditioning: image_embeds [%d, %d], the transformer expects [%d, %d] "
+                         "(SigLIP's last_hidden_state, image_embed_dim)", ic->image_L, ic->image_D, HV15_IMAGE_TOKENS,
+                         c->image_embed_dim);
+    const size_t hw = (size_t)sh->height * sh->width, fhw = hw * sh->frames;
+    const float sf = (float)S(m)->vcfg.scaling_factor;
+    run->cond = cvx_calloc(((size_t)sh->channels + 1) * fhw, sizeof(float));   // [C + 1, F, h, w]
+    for (int ch = 0; ch < sh->channels; ch++)
+        for (size_t i = 0; i < hw; i++) run->cond[ch * fhw + i] = ic->mean[ch * hw + i] * sf;
+    for (size_t i = 0; i < hw; i++) run->cond[sh->channels * fhw + i] = 1.0f;
+    run->image_tokens = cvx_alloc_f32((size_t)ic->image_L * ic->image_D);
+    memcpy(run->image_tokens, ic->image_embeds, sizeof(float) * ic->image_L * ic->image_D);
+    run->loop.cond = run->cond;
+    run->loop.image_tokens = run->image_tokens, run->loop.image_L = ic->image_L;
+    return 0;
+}
+
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
     if (load_transformer(m)) return -1;
     hv15_state *s = S(m);
     const hv15_config *c = hv15_get_config(s->transformer);
     cvx_loop_params *lp = &run->loop;
-    if (p->conditioning && p->conditioning->mode != CVX_MODE_T2V) return check_mode(m, p->conditioning->mode);
-    if (c->i2v) return check_mode(m, CVX_MODE_T2V);
+    const cvx_conditioning *ic = p->conditioning;
+    if (check_mode(m, ic ? ic->mode : CVX_MODE_T2V)) return -1;
     cvx_latent_shape *sh = &run->shape;
     if (hv15_latent_shape_for(c, lp, s->vcfg.latent_channels, sh)) return -1;
+    if (ic && prepare_i2v(m, c, ic, run)) return -1;
     const int N = p->num_inference_steps;
     hv15_run *r = cvx_calloc(1, sizeof *r);
     run->fam_run = r, run->fam_run_free = run_free;
@@ -284,7 +465,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
                             .text_mask = cond_tensor(p, "prompt_embeds_mask", !b),
                             .text2 = cond_tensor(p, "prompt_embeds_2", !b),
                             .text2_mask = cond_tensor(p, "prompt_embeds_mask_2", !b), .L2 = HV15_BYT5_MAX_LENGTH,
-                            .L_img = 729};
+                            .image = run->image_tokens, .L_img = HV15_IMAGE_TOKENS, .channels = run->cond};
         run->branch[b] = hb;
     }
     if (!r->branch[1].text_mask || !r->branch[1].text2 || !r->branch[1].text2_mask)
@@ -298,11 +479,15 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     hv15_denoiser_init(&run->den, s->transformer);
     run->preview_rgb = (cvx_latent_rgb){0};
     cvx_sample_run_defaults(run, emb);
-    /* the guider: CFG on the steps of its window (start·N <= i < stop·N) unless the scale is ~1 */
-    cvx_cfg_guider g = s->guider;
-    g.guidance_scale = p->guidance_scale;
+    /* the guider (--guidance_scale over its scale): CFG on the steps of its window, the conditional
+     * branch alone on the others (the no-guidance scale; rescale as the guider's) */
+    cvx_guider g = s->guider, off = s->guider;
+    g.scale = p->guidance_scale;
+    if (!g.original && fabs(g.scale - 1.0) <= 1e-9 * fmax(fabs(g.scale), 1.0)) g.scale = 1.0;   /* isclose */
+    off.scale = g.original ? 0.0 : 1.0;
+    if (p->guidance_rescale > 0) g.rescale = off.rescale = p->guidance_rescale;   /* --guidance_rescale */
     for (int i = 0; i < run->plan.n_steps; i++)
-        run->plan.steps[i].guide = (cvx_guider){.scale = cvx_cfg_guider_enabled(&g, i, N) ? p->guidance_scale : 1.0};
+        run->plan.steps[i].guide = cvx_guider_window_has(s->window, i, N) ? g : off;
     return 0;
 }
 
@@ -351,7 +536,7 @@ static int lora_targets(cvx_model *m, cvx_lora_target **out) {
     return hv15_lora_targets(S(m)->transformer, out);
 }
 
-static const char *const hv15_classes[] = {"HunyuanVideo15Pipeline", NULL};
+static const char *const hv15_classes[] = {"HunyuanVideo15Pipeline", "HunyuanVideo15ImageToVideoPipeline", NULL};
 static const char *const hv15_components[] = {"transformer/HunyuanVideo15Transformer3DModel",
     "vae/AutoencoderKLHunyuanVideo15", "text_encoder/Qwen2_5_VLTextModel", "text_encoder_2/T5EncoderModel",
     "image_encoder/SiglipVisionModel", NULL};
@@ -359,6 +544,7 @@ static const char *const hv15_components[] = {"transformer/HunyuanVideo15Transfo
 const cvx_family cvx_family_hunyuan15 = {
     .name = "HunyuanVideo-1.5", .classes = hv15_classes, .component_classes = hv15_components,
     .open = hv15_open, .close = hv15_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
-    .encode_texts = encode_texts, .encode_more = encode_more, .check_mode = check_mode,
-    .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = cvx_latents_out_copy, .decode = decode,
+    .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
+    .check_mode = check_mode,
+    .options = options, .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = cvx_latents_out_copy, .decode = decode,
 };

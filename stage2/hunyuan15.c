@@ -5,9 +5,11 @@
  * txt [B, Lt, D], Lt = L_img + L2 + L, reordered per element as upstream so that its valid rows
  * are a prefix: the joint attention of a block then runs over the S + n_valid rows [video | valid
  * text] only, and the masked-out rows get 0 from the attention (torch >= 2.5 _safe_softmax), which
- * is what upstream's m_i & m_j mask gives. Every block runs one batch element at a time. */
+ * is what upstream's m_i & m_j mask gives. Every block runs one batch element at a time. Under
+ * sequence parallelism (hv15_set_sp) a rank's blocks compute its range of the video rows. */
 #include "hunyuan15_internal.h"
 
+#include "dist.h"
 #include "error.h"
 #include "gemm.h"
 #include "ops.h"
@@ -300,11 +302,47 @@ static void feed_forward(hv15_transformer *m, const hv15_linear *ff1, const hv15
 /* One HunyuanVideo15TransformerBlock on element b: AdaLayerNormZero modulations of the video and
  * text streams; joint attention over [video | text] (q/k/v with bias, per-head RMSNorm, RoPE on
  * the video rows); gated residuals; the feed-forwards. */
+/* The joint attention of one element under sequence parallelism: q, k, v [nr + nt, D] (this
+ * rank's video rows, then the text rows, normed and rotated) → head shards [S + nt, D/p] (the video
+ * rows by all-to-all, the text rows' columns of this rank's heads), the attention over the S +
+ * n_valid valid rows, then back: the video rows to this rank's rows, the text rows' heads gathered
+ * from every rank. Output in q. A failed exchange stops the run. */
+static void joint_attention_sp(hv15_transformer *m, const hv15_fwd *f, float *q, float *k, float *v, int nt,
+                               int n_valid) {
+    const hv15_config *c = &m->c;
+    int p = cvx_dist_size(m->sp), r = cvx_dist_rank(m->sp), heads = c->num_attention_heads, hd = c->attention_head_dim;
+    int D = f->D, S = f->S, nr = f->nrows, hp = heads / p, Dh = hp * hd, N = S + nt, nv = S + n_valid;
+    float *sh[3] = {m->sp_buf, m->sp_buf + (size_t)N * Dh, m->sp_buf + 2 * (size_t)N * Dh};   // [N, Dh] each
+    float *src[3] = {q, k, v};
+    for (int j = 0; j < 3; j++) {
+        if (cvx_dist_seq_to_heads(m->sp, src[j], sh[j], S, heads, hd)) cvx_dist_die_last_error(m->sp);
+        for (int t = 0; t < nt; t++)
+            memcpy(sh[j] + (size_t)(S + t) * Dh, src[j] + (size_t)(nr + t) * D + (size_t)r * Dh, sizeof(float) * Dh);
+    }
+    double t0 = cvx_time();
+    cvx_attention_transformer(m->ctx, sh[0], Dh, sh[1], sh[2], Dh, sh[0], Dh, nv, nv, hp, hd,
+                              (float)(1.0 / sqrt((double)hd)), NULL);
+    if (N > nv) memset(sh[0] + (size_t)nv * Dh, 0, sizeof(float) * (size_t)(N - nv) * Dh);
+    m->stats.t_attention += cvx_time() - t0;
+    m->stats.flop_attention += 4.0 * nv * (double)nv * Dh;
+    if (cvx_dist_heads_to_seq(m->sp, sh[0], q, S, heads, hd)) cvx_dist_die_last_error(m->sp);   // [nr, D]
+    if (!nt) return;
+    float *all = sh[1];   /* k's shard is free now: every rank's text heads [p][nt, Dh] */
+    if (cvx_dist_allgather(m->sp, sh[0] + (size_t)S * Dh, sizeof(float) * (size_t)nt * Dh, all))
+        cvx_dist_die_last_error(m->sp);
+    for (int j = 0; j < p; j++)
+        for (int t = 0; t < nt; t++)
+            memcpy(q + (size_t)(nr + t) * D + (size_t)j * Dh, all + ((size_t)j * nt + t) * Dh, sizeof(float) * Dh);
+}
+
+/* One HunyuanVideo15TransformerBlock on element b: AdaLayerNormZero modulations of the video and
+ * text streams; joint attention over [video | text] (q/k/v with bias, per-head RMSNorm, RoPE on
+ * the video rows); gated residuals; the feed-forwards. The video rows are this rank's (row0, nrows). */
 static void hv15_block_forward(hv15_transformer *m, const hv15_block *bw, const hv15_fwd *f, int b) {
     const hv15_config *c = &m->c;
-    int D = f->D, S = f->S, hd = c->attention_head_dim, heads = c->num_attention_heads;
+    int D = f->D, S = f->nrows, hd = c->attention_head_dim, heads = c->num_attention_heads;
     int nt = m->full_text ? f->Lt : f->n_valid[b], N = S + nt, nv = S + f->n_valid[b];
-    float *hb = f->h + (size_t)b * S * D, *tb = f->txt + (size_t)b * f->Lt * D;
+    float *hb = f->h + ((size_t)b * f->S + f->row0) * D, *tb = f->txt + (size_t)b * f->Lt * D;
     /* (shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp) of each stream */
     float *mv = cvx_malloc(sizeof(float) * 12 * (size_t)D), *mt = mv + 6 * D;
     modulation(m, f->temb + (size_t)b * D, D, &bw->norm1, mv);
@@ -314,8 +352,14 @@ static void hv15_block_forward(hv15_transformer *m, const hv15_block *bw, const 
         m->ws_cap = 4 * (size_t)N * D;
         m->ws = cvx_alloc_f32(m->ws_cap);
     }
+    if (m->sp && m->sp_cap < 3 * (size_t)(f->S + nt) * (D / cvx_dist_size(m->sp))) {
+        free(m->sp_buf);
+        m->sp_cap = 3 * (size_t)(f->S + nt) * (D / cvx_dist_size(m->sp));
+        m->sp_buf = cvx_alloc_f32(m->sp_cap);
+    }
     float *xn = m->ws, *q = xn + (size_t)N * D, *k = q + (size_t)N * D, *v = k + (size_t)N * D;   // [N, D] each
     float *xt = xn + (size_t)S * D, *qt = q + (size_t)S * D, *kt = k + (size_t)S * D, *vt = v + (size_t)S * D;
+    const float *rc = f->rope_cos + (size_t)f->row0 * hd, *rs = f->rope_sin + (size_t)f->row0 * hd;
     modulated_layernorm(xn, hb, S, D, mv, mv + D);                                       // [S, D]
     modulated_layernorm(xt, tb, nt, D, mt, mt + D);                                      // [nt, D]
     linear(m, xn, S, &bw->q, q);
@@ -328,9 +372,10 @@ static void hv15_block_forward(hv15_transformer *m, const hv15_block *bw, const 
     cvx_rmsnorm(k, k, S * heads, hd, bw->norm_k, HV15_EPS);
     cvx_rmsnorm(qt, qt, nt * heads, hd, bw->norm_added_q, HV15_EPS);
     cvx_rmsnorm(kt, kt, nt * heads, hd, bw->norm_added_k, HV15_EPS);
-    cvx_rope_interleaved(q, S, heads, hd, D, f->rope_cos, f->rope_sin);
-    cvx_rope_interleaved(k, S, heads, hd, D, f->rope_cos, f->rope_sin);
-    attention_prefix(m, q, k, v, N, nv, 0, q);                                           // [N, D]
+    cvx_rope_interleaved(q, S, heads, hd, D, rc, rs);
+    cvx_rope_interleaved(k, S, heads, hd, D, rc, rs);
+    if (m->sp) joint_attention_sp(m, f, q, k, v, nt, f->n_valid[b]);                    // [N, D]
+    else attention_prefix(m, q, k, v, N, nv, 0, q);                                      // [N, D]
     linear(m, q, S, &bw->o, xn);                                                         // [S, D]
     gated_residual(hb, xn, S, D, mv + 2 * D);
     linear(m, qt, nt, &bw->add_o, xt);                                                   // [nt, D]
@@ -365,7 +410,16 @@ int hv15_forward_embed(hv15_transformer *m, const float *x, int B, int F, int H,
         return cvx_error("transformer: bad conditioning sizes L2=%d L_img=%d", in->L2, in->L_img);
     int pf = F / pt, ph = H / p, pw = W / p, S = pf * ph * pw, L = in->L, L2 = in->L2, Li = in->L_img;
     int Lt = Li + L2 + L;
-    *f = (hv15_fwd){.B = B, .F = F, .H = H, .W = W, .pf = pf, .ph = ph, .pw = pw, .S = S, .D = D, .Lt = Lt};
+    if (m->sp && (B != 1 || S < cvx_dist_size(m->sp)))
+        return cvx_error("transformer: sequence parallelism runs one batch element of at least %d video tokens per "
+                         "forward (got B=%d, %d tokens)", cvx_dist_size(m->sp), B, S);
+    *f = (hv15_fwd){.B = B, .F = F, .H = H, .W = W, .pf = pf, .ph = ph, .pw = pw, .S = S, .D = D, .Lt = Lt,
+                    .row0 = 0, .nrows = S};
+    if (m->sp) {
+        int64_t lo, hi;
+        cvx_dist_split_range(S, cvx_dist_size(m->sp), cvx_dist_rank(m->sp), &lo, &hi);
+        f->row0 = (int)lo, f->nrows = (int)(hi - lo);
+    }
     f->t2v = !in->image || all_zero(in->image, (size_t)B * Li * c->image_embed_dim);
     f->t_start = cvx_time();
 
@@ -426,18 +480,36 @@ static void unpatchify(const hv15_config *c, const float *tok, const hv15_fwd *f
             }
 }
 
+/* Sequence parallelism: every rank's proj_out rows [its rows, P] to every rank → tok [S, P]. */
+static void sp_gather_rows(hv15_transformer *m, const hv15_fwd *f, const float *mine, float *tok, int P) {
+    int p = cvx_dist_size(m->sp);
+    size_t *plan = cvx_malloc(4 * (size_t)p * sizeof *plan);
+    size_t *sc = plan, *sd = plan + p, *rc = plan + 2 * p, *rd = plan + 3 * p;   /* counts, offsets (floats) */
+    for (int j = 0; j < p; j++) {
+        int64_t lo, hi;
+        cvx_dist_split_range(f->S, p, j, &lo, &hi);
+        sc[j] = (size_t)f->nrows * P, sd[j] = 0;
+        rc[j] = (size_t)(hi - lo) * P, rd[j] = (size_t)lo * P;
+    }
+    if (cvx_dist_alltoallv_f32(m->sp, mine, sc, sd, tok, rc, rd)) cvx_dist_die_last_error(m->sp);
+    free(plan);
+}
+
 /* norm_out (AdaLayerNormContinuous: (scale, shift) = linear(SiLU(temb)), scale first), proj_out,
  * unpatchify. */
 void hv15_forward_finalize(hv15_transformer *m, hv15_fwd *f, float *out) {
     const hv15_config *c = &m->c;
     int D = f->D, S = f->S, P = c->out_channels * c->patch_size_t * c->patch_size * c->patch_size;
     size_t per = (size_t)c->out_channels * f->F * f->H * f->W;
-    float *e = cvx_malloc(sizeof(float) * 2 * (size_t)D), *y = cvx_alloc_f32((size_t)S * D);
+    float *e = cvx_malloc(sizeof(float) * 2 * (size_t)D), *y = cvx_alloc_f32((size_t)S * (D + P));
     float *tok = cvx_alloc_f32((size_t)S * P);
     for (int b = 0; b < f->B; b++) {
+        const int nr = f->nrows;
+        float *mine = m->sp ? y + (size_t)nr * D : tok;                                  // [nr, P]
         modulation(m, f->temb + (size_t)b * D, D, &m->norm_out, e);                      // [scale | shift]
-        modulated_layernorm(y, f->h + (size_t)b * S * D, S, D, e + D, e);
-        linear(m, y, S, &m->proj_out, tok);                                              // [S, P]
+        modulated_layernorm(y, f->h + ((size_t)b * S + f->row0) * D, nr, D, e + D, e);
+        linear(m, y, nr, &m->proj_out, mine);
+        if (m->sp) sp_gather_rows(m, f, mine, tok, P);                                   // [S, P]
         unpatchify(c, tok, f, out + (size_t)b * per);
     }
     free(e); free(y); free(tok);
@@ -456,5 +528,19 @@ int hv15_forward(hv15_transformer *m, const float *x, int B, int F, int H, int W
     if (hv15_forward_embed(m, x, B, F, H, W, cond, &f)) return -1;
     hv15_forward_blocks(m, &f, 0, m->c.num_layers);
     hv15_forward_finalize(m, &f, out);
+    return 0;
+}
+
+int hv15_sp_check(const hv15_config *c, int sp) {
+    if (sp > 1 && c->num_attention_heads % sp)
+        return cvx_error("--sp %d: must divide the %d attention heads of this model (sequence parallelism splits the "
+                         "heads between the ranks)", sp, c->num_attention_heads);
+    return 0;
+}
+
+int hv15_set_sp(hv15_transformer *m, struct cvx_dist *sp) {
+    int p = sp ? cvx_dist_size(sp) : 1;
+    if (hv15_sp_check(&m->c, p)) return -1;
+    m->sp = p > 1 ? sp : NULL;
     return 0;
 }

@@ -20,6 +20,8 @@
 #include "context.h"
 #include "safetensors.h"
 
+struct cvx_dist;
+
 typedef struct {
     int in_channels, out_channels;
     int num_attention_heads, attention_head_dim;   /* D = heads · head_dim */
@@ -97,6 +99,7 @@ typedef struct {
     int Lt;                    /* text stream rows per element: L_img + L2 + L */
     int *n_valid;              /* [B] valid rows of each element's text stream (a prefix after reordering) */
     int t2v;                   /* the image tokens are masked out */
+    int row0, nrows;           /* the video rows the blocks compute on this rank (all S without --sp) */
     float *h;                  /* [B, S, D] video stream, owned */
     float *txt;                /* [B, Lt, D] text stream (reordered; invalid rows as upstream), owned */
     float *temb;               /* [B, D] time embedding, owned */
@@ -115,6 +118,16 @@ void hv15_forward_finalize(hv15_transformer *m, hv15_fwd *f, float *out);
 void hv15_forward_abort(hv15_fwd *f);
 /* embed + blocks(0, num_layers) + finalize. */
 int hv15_forward(hv15_transformer *m, const float *x, int B, int F, int H, int W, const hv15_cond *cond, float *out);
+
+/* Ulysses sequence parallelism (docs/distributed.md), as wan_set_sp: the forwards that follow run
+ * on the ranks of `sp` (borrowed; NULL or one rank: off), one batch element per forward. Each rank
+ * keeps its range of the video rows (cvx_dist_split_range(S, sp, rank)) through the blocks and
+ * the whole text stream (computed alike on every rank); the joint attention runs heads/sp heads
+ * over all video rows and the text (all-to-alls for the video rows, this rank's head columns of
+ * the text, an all-gather of the text's heads after); the proj_out rows are gathered at the end,
+ * so every rank returns the whole prediction. hv15_sp_check: sp must divide the heads. */
+int hv15_sp_check(const hv15_config *c, int sp);
+int hv15_set_sp(hv15_transformer *m, struct cvx_dist *sp);
 
 /* Compute the padded (masked-out) rows of the text stream too (default off: they do not change
  * the output). */

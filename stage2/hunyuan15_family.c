@@ -62,7 +62,7 @@ static int hd_embed(cvx_denoiser *d, const cvx_denoise_input *in, cvx_fwd *f) {
     /* the step cache works on the video stream; the text stream, which the double-stream blocks
      * update too, is the aux stream (DeepCache keeps it; only the video stream reaches the output) */
     *f = (cvx_fwd){.S = hf->S, .L = 0, .N = hf->S, .D = hf->D, .E = hf->D, .h = hf->h, .emb = hf->temb,
-                   .aux = hf->txt, .A = hf->Lt, .row0 = 0, .nrows = (size_t)hf->S, .impl = hf};
+                   .aux = hf->txt, .A = hf->Lt, .row0 = (size_t)hf->row0, .nrows = (size_t)hf->nrows, .impl = hf};
     return 0;
 }
 
@@ -92,11 +92,7 @@ static void hd_abort(cvx_denoiser *d, cvx_fwd *f) {
     f->impl = NULL;
 }
 
-/* no sequence parallelism (the family row refuses --sp) */
-static int hd_set_sp(cvx_denoiser *d, struct cvx_dist *sp) {
-    (void)d;
-    return sp ? cvx_error("sequence parallelism is not wired for the HunyuanVideo-1.5 transformer") : 0;
-}
+static int hd_set_sp(cvx_denoiser *d, struct cvx_dist *sp) { return hv15_set_sp(tr(d), sp); }
 
 static void hd_comm(cvx_denoiser *d, double *seconds, double *bytes) {
     (void)d;

@@ -7,6 +7,10 @@
 #include "stage2/hunyuan15.h"
 #include "stage2/sampler.h"
 
+/* The image tokens of the text stream: SigLIP so400m-patch14-384's (384/14)² (I2V's image_embeds;
+ * T2V's zero image_embeds have the same length). */
+#define HV15_IMAGE_TOKENS 729
+
 /* One CFG branch's conditioning (in.cond points to one): the staged pipeline's four tensors of the
  * branch (masks as 0/1 floats), the image embeddings (NULL: text-to-video) and the extra input
  * channels cat[cond_latents, mask] [latent + 1, F, H, W] (NULL: zeros, text-to-video). */

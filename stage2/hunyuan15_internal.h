@@ -50,6 +50,9 @@ struct hv15_transformer {
     int full_text;
     float *ws;                                       /* the blocks' q, k, v and normed rows, grown as needed */
     size_t ws_cap;
+    struct cvx_dist *sp;                             /* Ulysses sequence parallelism (borrowed), NULL: off */
+    float *sp_buf;                                   /* q, k, v head shards [S + text, D/sp] each */
+    size_t sp_cap;
     hv15_stats stats;
     cvx_ctx *ctx;
     int owns_ctx;

@@ -223,6 +223,7 @@ void hv15_free(hv15_transformer *m) {
     free(m->img_norm_in_w); free(m->img_norm_in_b); free(m->img_norm_out_w); free(m->img_norm_out_b);
     free(m->cond_type);
     free(m->ws);
+    free(m->sp_buf);
     cvx_weights_close(m->w);
     if (m->owns_ctx) cvx_ctx_free(m->ctx);
     free(m);

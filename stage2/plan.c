@@ -36,7 +36,7 @@ void cvx_plan_switch_below(cvx_sample_plan *pl, const double *timesteps, double 
 
 int cvx_plan_uses_cfg(const cvx_sample_plan *pl) {
     for (int i = 0; i < pl->n_steps; i++)
-        if (pl->steps[i].guide.scale > 1.0) return 1;
+        if (cvx_guider_active(&pl->steps[i].guide)) return 1;
     return 0;
 }
 

@@ -62,7 +62,7 @@ void cvx_plan_free(cvx_sample_plan *pl);
  * with guidance g, the step cache reset at the first of them. */
 void cvx_plan_switch_below(cvx_sample_plan *pl, const double *timesteps, double boundary_t, int expert,
                            const cvx_guider *g);
-/* Any step with guidance (scale > 1): the run has two branches. */
+/* Any step with guidance (cvx_guider_active): the run has two branches. */
 int cvx_plan_uses_cfg(const cvx_sample_plan *pl);
 /* "experts 0,0,1,1; resets 2" (the checkpoint's record of the plan); "" for one expert without resets. */
 void cvx_plan_describe(const cvx_sample_plan *pl, char *buf, size_t n);

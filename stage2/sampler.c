@@ -187,12 +187,9 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
         if (cd && !frc) frc = cvx_dist_allgather(cd, branch, n * sizeof(float), out);
         comm_s += cvx_time() - tc;   /* includes waiting for the slower rank */
         if (frc) goto done;
-        if (cfg && ps->guide.scale > 1.0) {
-            cvx_cfg_combine(out, out + n, g, n, pred);
-            cvx_cfg_rescale(out + n, ps->guide.rescale, n, pred);
-        } else {
-            memcpy(pred, cfg ? out + n : out, n * sizeof(float));   /* the conditional branch */
-        }
+        const int guided = cfg && cvx_guider_active(&ps->guide);
+        /* guided: [uncond, cond] combined; else the conditional branch (as it is, or rescaled) */
+        cvx_guider_apply(&ps->guide, g, guided ? out : NULL, cfg ? out + n : out, n, pred);
 
         s->type->step(s, t0i + i, pred, latents, n, &gen, prev);
         memcpy(latents, prev, n * sizeof(float));
@@ -206,7 +203,7 @@ int cvx_sample_loop(const cvx_sample_plan *plan, cvx_scheduler *s, const cvx_loo
         cvx_debug("step %d/%d t=%g guidance %.6g", done_steps, n_steps, t, g);
         if (hook) hook(hook_ctx, i, latents, sh);
         if (r->on_step)
-            r->on_step(r->on_step_user, &(cvx_loop_step){i, n_steps, t, cfg && ps->guide.scale > 1.0 ? g : 1.0,
+            r->on_step(r->on_step_user, &(cvx_loop_step){i, n_steps, t, guided ? g : 1.0,
                                                            cvx_cache_active(&cache) ? cache.last_compute : -1,
                                                            cvx_time() - t_step, latents, n, ps->expert});
 

@@ -63,8 +63,9 @@ static void run_case(const char *name, const char *transformer_case) {
     if (!m) fail_msg("%s", cvx_last_error());
     flow_scheduler s;
     ASSERT_OK(flow_scheduler_load(&s, gh_path(&c, "model/scheduler/scheduler_config.json"), FLOW_FROM_CONFIG, 0));
-    cvx_cfg_guider g;
-    ASSERT_OK(cvx_cfg_guider_load(&g, gh_path(&c, "model/guider/guider_config.json")));
+    cvx_guider g;
+    double win[2];
+    ASSERT_OK(cvx_guider_load(gh_path(&c, "model/guider/guider_config.json"), &g, win));
     const int N = (int)gh_int(gh_json(&c, "call.num_inference_steps"));
     double *sg = cvx_malloc(sizeof(double) * N);
     flow_linear_sigmas(N, sg);
@@ -77,7 +78,7 @@ static void run_case(const char *name, const char *transformer_case) {
     const size_t n = (size_t)il->numel;
     float *own_c[4], *own_u[4] = {0};
     branch bc = branch_of(&c, "", own_c), bu = {0};
-    const int cfg = cvx_cfg_guider_enabled(&g, 0, N);
+    const int cfg = cvx_guider_active(&g) && cvx_guider_window_has(win, 0, N);
     assert_int_equal(cfg, gh_json(&c, "cfg") && json_object_get_boolean(gh_json(&c, "cfg")));
     if (cfg) bu = branch_of(&c, "negative_", own_u);
     float *condlat = gh_f32(&c, NULL, "cond_latents_concat"), *mask = gh_f32(&c, NULL, "mask_concat");
@@ -135,8 +136,9 @@ static void run_case(const char *name, const char *transformer_case) {
     flow_state *fs = flow_state_new(&s, n);
     for (int i = 0; i < N; i++) {
         call(m, x, condlat, mask, C, F, H, W, &bc, image, s.timesteps[i], pc);
-        if (cvx_cfg_guider_enabled(&g, i, N)) call(m, x, condlat, mask, C, F, H, W, &bu, image, s.timesteps[i], pu);
-        cvx_cfg_guider_apply(&g, i, N, pc, pu, n, pred);
+        const int both = cvx_guider_active(&g) && cvx_guider_window_has(win, i, N);
+        if (both) call(m, x, condlat, mask, C, F, H, W, &bu, image, s.timesteps[i], pu);
+        cvx_guider_apply(&g, g.scale, both ? pu : NULL, pc, n, pred);
         flow_step(&s, fs, i, pred, x, n, next);
         memcpy(x, next, sizeof(float) * n);
         snprintf(what, sizeof what, "step%d.latents_after", i);

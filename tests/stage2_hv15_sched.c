@@ -85,44 +85,83 @@ static void write_text(const char *path, const char *text) {
     fclose(fp);
 }
 
+/* the guider's prediction at step i of n as the plan makes it (window, scale, formulation) */
+static void guided(const cvx_guider *g, const double win[2], int i, int n, const float *cond, const float *un,
+                   size_t cnt, float *out) {
+    const int both = cvx_guider_active(g) && cvx_guider_window_has(win, i, n);
+    cvx_guider_apply(g, g->scale, both ? un : NULL, cond, cnt, out);
+}
+
 static void test_guider(void **st) {
     (void)st;
     gh_case c;
     gh_open(&c, SCHED_CASE);
-    cvx_cfg_guider g;
-    ASSERT_OK(cvx_cfg_guider_load(&g, SCHED_CASE "/guider_config.json"));   /* the e2e checkpoints' (g = 6) */
-    assert_true(g.guidance_scale == 6.0 && cvx_cfg_guider_enabled(&g, 0, 50) && cvx_cfg_guider_enabled(&g, 49, 50));
-    cvx_cfg_guider nocfg;
-    ASSERT_OK(cvx_cfg_guider_load(&nocfg, SCHED_CASE "/guider_config_nocfg.json"));   /* distilled: g = 1 */
-    assert_false(cvx_cfg_guider_enabled(&nocfg, 0, 50));
+    cvx_guider g;
+    double win[2];
+    ASSERT_OK(cvx_guider_load(SCHED_CASE "/guider_config.json", &g, win));   /* the e2e checkpoints' (g = 6) */
+    assert_true(g.scale == 6.0 && cvx_guider_active(&g) && cvx_guider_window_has(win, 0, 50) &&
+                cvx_guider_window_has(win, 49, 50));
+    cvx_guider nocfg;
+    ASSERT_OK(cvx_guider_load(SCHED_CASE "/guider_config_nocfg.json", &nocfg, win));   /* distilled: g = 1 */
+    assert_false(cvx_guider_active(&nocfg));
     const char *scales[3] = {"6", "3.5", "1"};
     for (int k = 0; k < 3; k++) {
-        g.guidance_scale = atof(scales[k]);
-        int both = cvx_cfg_guider_enabled(&g, 0, 4);
+        g.scale = atof(scales[k]);
+        int both = cvx_guider_active(&g);
         assert_int_equal(both ? 2 : 1, gh_int(gh_get(gh_get(gh_json(&c, "guider"), scales[k]), "num_conditions")));
         size_t cnt;
         float *cond = gh_f32(&c, &cnt, "cfg%s.pred_cond", scales[k]), *un = gh_f32(&c, NULL, "cfg%s.pred_uncond", scales[k]);
         float *out = cvx_alloc_f32(cnt);
-        cvx_cfg_guider_apply(&g, 0, 4, cond, both ? un : NULL, cnt, out);
+        guided(&g, win, 0, 4, cond, un, cnt, out);
         char name[32];
         snprintf(name, sizeof name, "cfg%s.pred", scales[k]);
         gh_expect_exact(&c, name, out, cnt);
+        /* use_original_formulation: cond + g·(cond − uncond); off at g ≈ 0 (then cond) */
+        cvx_guider o = g;
+        o.original = 1;
+        guided(&o, win, 0, 4, cond, un, cnt, out);
+        const float gf = (float)g.scale;
+        for (size_t i = 0; i < cnt; i++) assert_true(out[i] == cond[i] + gf * (cond[i] - un[i]));
+        o.scale = 0;
+        assert_false(cvx_guider_active(&o));
+        guided(&o, win, 0, 4, cond, un, cnt, out);
+        assert_memory_equal(out, cond, cnt * sizeof(float));
         free(cond), free(un), free(out);
     }
-    /* start / stop window (int truncation of start·N, stop·N) and bad configs */
-    g.guidance_scale = 6, g.start = 0.25, g.stop = 0.75;
-    assert_false(cvx_cfg_guider_enabled(&g, 0, 4));
-    assert_true(cvx_cfg_guider_enabled(&g, 1, 4) && cvx_cfg_guider_enabled(&g, 2, 4));
-    assert_false(cvx_cfg_guider_enabled(&g, 3, 4));
+    /* start / stop window (int truncation of start·N, stop·N) and the config's keys */
     char dir[] = "/tmp/cvx_hv15g_XXXXXX", p[256];
     assert_non_null(mkdtemp(dir));
     snprintf(p, sizeof p, "%s/guider_config.json", dir);
-    write_text(p, "{\"_class_name\": \"ClassifierFreeGuidance\", \"guidance_rescale\": 0.7}");
-    assert_int_equal(cvx_cfg_guider_load(&g, p), -1);
-    assert_non_null(strstr(cvx_last_error(), "guidance_rescale"));
-    write_text(p, "{\"_class_name\": \"AdaptiveProjectedGuidance\"}");
-    assert_int_equal(cvx_cfg_guider_load(&g, p), -1);
-    assert_non_null(strstr(cvx_last_error(), "ClassifierFreeGuidance"));
+    write_text(p, "{\"_class_name\": \"ClassifierFreeGuidance\", \"guidance_scale\": 6, \"start\": 0.25, "
+                  "\"stop\": 0.75, \"guidance_rescale\": 0.7, \"use_original_formulation\": true}");
+    ASSERT_OK(cvx_guider_load(p, &g, win));
+    assert_true(win[0] == 0.25 && win[1] == 0.75 && g.rescale == 0.7 && g.original && g.rescale_unguided);
+    assert_false(cvx_guider_window_has(win, 0, 4));
+    assert_true(cvx_guider_window_has(win, 1, 4) && cvx_guider_window_has(win, 2, 4));
+    assert_false(cvx_guider_window_has(win, 3, 4));
+    write_text(p, "{\"_class_name\": \"ClassifierFreeGuidance\", \"enabled\": false, \"guidance_scale\": 6}");
+    ASSERT_OK(cvx_guider_load(p, &g, win));
+    assert_false(cvx_guider_active(&g));
+    const char *const bad[][2] = {
+        {"{\"_class_name\": \"AdaptiveProjectedGuidance\"}", "ClassifierFreeGuidance"},
+        {"{\"guidance_scale\": 6, \"adaptive_projected_guidance_momentum\": 0.5}", "adaptive_projected_guidance_momentum"},
+        {"{\"start\": 1.0}", "'start'"},
+        {"{\"start\": 0.5, \"stop\": 0.25}", "'stop'"},
+        {"{\"guidance_rescale\": -0.5}", "guidance_rescale"},
+        {"{\"guidance_scale\": 0.5}", "below 1"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        write_text(p, bad[k][0]);
+        assert_int_equal(cvx_guider_load(p, &g, win), -1);
+        if (!strstr(cvx_last_error(), bad[k][1])) fail_msg("%s: %s", bad[k][0], cvx_last_error());
+        assert_null(strchr(cvx_last_error(), '\n'));
+    }
+    /* rescale_noise_cfg on a cond-only step (the guider rescales whether or not CFG ran): ratio 1,
+     * φ·x + (1 − φ)·x in float32 */
+    float x[5] = {0.1f, -2.5f, 3.25f, 7.0f, -0.3f}, y[5];
+    cvx_guider r = {.scale = 1.0, .rescale = 0.7, .rescale_unguided = 1};
+    cvx_guider_apply(&r, 1.0, NULL, x, 5, y);
+    for (int i = 0; i < 5; i++) assert_true(y[i] == 0.7f * (x[i] * 1.0f) + (float)(1.0 - 0.7) * x[i]);
     unlink(p);
     rmdir(dir);
     gh_close(&c);
