@@ -376,4 +376,5 @@ const cvx_family cvx_family_hunyuan15 = {
     .open = hv15_open, .close = hv15_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .check_mode = check_mode,
     .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
+    .gguf_rules = &hv15_gguf_rules,
 };
