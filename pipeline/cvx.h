@@ -38,6 +38,9 @@ typedef struct {
      * key names; CogVideoX: diffusers names) and text encoder (HF or llama.cpp names) as
      * .safetensors or GGUF (ggml block-quantized weights stay quantized); VAE (Wan only) */
     const char *transformer_file, *text_encoder_file, *vae_file;
+    /* the second text encoder's single file (HunyuanVideo-1.5's ByT5: ComfyUI's
+     * byt5_small_glyphxl_fp16.safetensors, HF T5 names), NULL = the directory's text_encoder_2/ */
+    const char *text_encoder_2_file;
     /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
      * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
     const cvx_lora_spec *loras;

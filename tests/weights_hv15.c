@@ -8,8 +8,14 @@
  *   - GGUF Q8_0 with city96's "hyvid" rules (stage2/quantize.h) from both layouts: the same
  *     tensors kept / quantized by either name; each within 1e-5 of the f32 forward over the GGUF's
  *     dequantized weights; the distance to the f32 model printed and bounded (< 2e-2);
+ *   - the three programs on models/hunyuanvideo15-tiny-random (the same transformer) with ComfyUI's
+ *     four files made here: --text_encoder (qwen_2.5_vl_7b: "model." names), --text_encoder_2
+ *     (byt5_small_glyphxl: HF T5 names), --transformer (original names, ComfyUI's prefix), --vae
+ *     (the original VAE names, the conversion script read backwards): embeddings, latents and
+ *     frames byte-identical to the diffusers directory's run;
  *   - bad inputs: a truncated file, another family's file, a HunyuanVideo 1.0 file, a tensor of
- *     the wrong shape in a GGUF, a fused qkv that is not 3 · hidden: one clear line each. */
+ *     the wrong shape in a GGUF, a fused qkv that is not 3 · hidden, a scaled-fp8 text encoder, a
+ *     truncated --text_encoder_2: one clear line each, no output written. */
 #include "golden_harness.h"
 
 #include "gguf.h"
@@ -346,11 +352,146 @@ static void test_bad_inputs(void **state) {
     tu_rmrf(dir);
 }
 
+
+/* ------------------------------------------------------------------ the programs */
+
+#define TINY "models/hunyuanvideo15-tiny-random"
+#define PROMPT "'A sign that says \"OPEN\" on a door' --negative_prompt 'blurry'"
+#define FLAGS "--num_inference_steps 2 --frames 5 --height 32 --width 48 --seed 3"
+
+/* The original VAE name of diffusers' `name` (convert_hunyuan_video_15_vae_checkpoint_to_diffusers
+ * read backwards). */
+static void vae_orig(const char *name, char *out, size_t n) {
+    static const char *const mid[][2] = {
+        {"mid_block.resnets.0.", "mid.block_1."}, {"mid_block.resnets.1.", "mid.block_2."},
+        {"mid_block.attentions.0.norm.", "mid.attn_1.norm."}, {"mid_block.attentions.0.to_q.", "mid.attn_1.q."},
+        {"mid_block.attentions.0.to_k.", "mid.attn_1.k."}, {"mid_block.attentions.0.to_v.", "mid.attn_1.v."},
+        {"mid_block.attentions.0.proj_out.", "mid.attn_1.proj_out."}};
+    char side[8], kind[8], rest[200];
+    int i, r;
+    if (sscanf(name, "%7[a-z].%7[a-z]_blocks.%d.resnets.%d.%199s", side, kind, &i, &r, rest) == 5) {
+        snprintf(out, n, "%s.%s.%d.block.%d.%s", side, kind, i, r, rest);
+        return;
+    }
+    if (sscanf(name, "%7[a-z].%7[a-z]_blocks.%d.%*[a-z]samplers.0.%199s", side, kind, &i, rest) == 4) {
+        snprintf(out, n, "%s.%s.%d.%ssample.%s", side, kind, i, kind, rest);
+        return;
+    }
+    for (size_t k = 0; k < sizeof mid / sizeof mid[0]; k++) {
+        const char *at = strstr(name, mid[k][0]);
+        if (at) {
+            snprintf(out, n, "%.*s%s%s", (int)(at - name), name, mid[k][1], at + strlen(mid[k][0]));
+            return;
+        }
+    }
+    snprintf(out, n, "%s", name);
+}
+
+/* src's tensors renamed (vae: vae_orig; else `prefix` put before each name) into dst, plus one
+ * extra tensor `extra` (NULL: none). */
+static void copy_renamed(const char *src, const char *dst, int vae, const char *prefix, const char *extra) {
+    cvx_weights *w = cvx_weights_open(src);
+    ASSERT_NONNULL(w);
+    cvx_st_writer *st = cvx_stw_new();
+    char key[256];
+    for (int i = 0; i < cvx_weights_count(w); i++) {
+        const cvx_tensor *t = cvx_weights_at(w, i);
+        if (vae) vae_orig(t->name, key, sizeof key);
+        else snprintf(key, sizeof key, "%s%s", prefix, t->name);
+        ASSERT_OK(cvx_stw_add(st, key, t->dtype, t->ndim, t->shape, t->data));
+    }
+    const float one = 1;
+    if (extra) ASSERT_OK(cvx_stw_add(st, extra, CVX_F32, 1, (const int64_t[]){1}, &one));
+    ASSERT_OK(cvx_stw_write(st, dst));
+    cvx_stw_free(st);
+    cvx_weights_close(w);
+}
+
+/* Every tensor of a and b the same bytes (metadata name the run's own paths). */
+static void same_tensors(const char *a, const char *b) {
+    cvx_safetensors *x = tu_open(a), *y = tu_open(b);
+    assert_int_equal(cvx_st_count(x), cvx_st_count(y));
+    for (int i = 0; i < cvx_st_count(x); i++) {
+        const cvx_tensor *t = cvx_st_tensor(x, i), *u = cvx_st_find(y, t->name);
+        if (!u || u->nbytes != t->nbytes || memcmp(t->data, u->data, t->nbytes))
+            fail_msg("%s: tensor %s differs from %s's", b, t->name, a);
+    }
+    print_message("  %s: %d tensors = the directory run's\n", b, cvx_st_count(x));
+    cvx_st_close(x);
+    cvx_st_close(y);
+}
+
+static void test_programs(void **state) {
+    (void)state;
+    char dir[64], a[128], b[128], qwen[160], byt5[160], tr[160], vae[160], cmd[4000], s1[256], s2[256], s3[256], p[300],
+        q[300];
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    tu_program(s3, sizeof s3, "stage3");
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/dir_run", dir);
+    snprintf(b, sizeof b, "%s/comfy_run", dir);
+    snprintf(qwen, sizeof qwen, "%s/qwen_2.5_vl_7b.safetensors", dir);
+    snprintf(byt5, sizeof byt5, "%s/byt5_small_glyphxl_fp16.safetensors", dir);
+    snprintf(tr, sizeof tr, "%s/hunyuanvideo1.5_720p_t2v_fp16.safetensors", dir);
+    snprintf(vae, sizeof vae, "%s/hunyuanvideo15_vae_fp16.safetensors", dir);
+    copy_renamed(TINY "/text_encoder/model.safetensors", qwen, 0, "model.", NULL);
+    copy_renamed(TINY "/text_encoder_2/model.safetensors", byt5, 0, "", NULL);
+    write_original(tr, PREFIX, 0);
+    copy_renamed(TINY "/vae/diffusion_pytorch_model.safetensors", vae, 1, "", NULL);
+    char flags1[400], flags2[200], flags3[200];
+    snprintf(flags1, sizeof flags1, "--text_encoder %s --text_encoder_2 %s", qwen, byt5);
+    snprintf(flags2, sizeof flags2, "--transformer %s", tr);
+    snprintf(flags3, sizeof flags3, "--vae %s", vae);
+    for (int k = 0; k < 2; k++) {
+        const char *out = k ? b : a;
+        snprintf(cmd, sizeof cmd, "%s --quiet --prompt " PROMPT " --model_dir " TINY " --output_dir %s %s && "
+                 "%s --quiet --input_dir %s " FLAGS " %s && "
+                 "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors %s",
+                 s1, out, k ? flags1 : "", s2, out, k ? flags2 : "", s3, out, out, out, k ? flags3 : "");
+        tu_run_ok(cmd);
+    }
+    static const char *const outs[] = {"stage1_embeddings.safetensors", "stage2_latents.safetensors",
+                                       "frames.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", a, outs[i]);
+        snprintf(q, sizeof q, "%s/%s", b, outs[i]);
+        same_tensors(p, q);
+    }
+
+    /* bad text-encoder files: one line, nothing written */
+    char err[4096], bad[160], out[160];
+    snprintf(bad, sizeof bad, "%s/qwen_2.5_vl_7b_fp8_scaled.safetensors", dir);
+    copy_renamed(TINY "/text_encoder/model.safetensors", bad, 0, "model.", "model.layers.0.mlp.down_proj.scale_weight");
+    snprintf(out, sizeof out, "%s/bad_run", dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir " TINY " --output_dir %s --text_encoder %s", s1, out, bad);
+    assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
+    print_message("  %s", err);
+    assert_non_null(strstr(err, "scaled fp8"));
+    assert_int_equal(tu_count_substr(err, "\n"), 1);
+    size_t n;
+    char *bytes = cvx_read_file(byt5, &n);
+    ASSERT_NONNULL(bytes);
+    snprintf(bad, sizeof bad, "%s/byt5_truncated.safetensors", dir);
+    tu_write(bad, bytes, n - 100);
+    free(bytes);
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir " TINY " --output_dir %s --text_encoder_2 %s", s1, out,
+             bad);
+    assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
+    print_message("  %s", err);
+    assert_non_null(strstr(err, "byt5_truncated.safetensors"));
+    assert_int_equal(tu_count_substr(err, "\n"), 1);
+    snprintf(p, sizeof p, "%s/stage1_embeddings.safetensors", out);
+    assert_false(cvx_is_file(p));
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_original_names),
         cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_programs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
