@@ -11,6 +11,10 @@
  *     dequantized weights; the distance to f32 printed and bounded;
  *   - LoRA (diffusers "transformer." keys and ComfyUI / trainer "diffusion_model." keys): a random
  *     rank-4 adapter against the weights merged here (W + alpha/r · B A), unfused and fused;
+ *   - the programs: --transformer FILE --vae FILE (the same single file) = the directory's run
+ *     (latents, frames: same bytes); --lora FILE vs --transformer with the merged weights (latents
+ *     rel L2 <= 1e-4); --quantize Q8_0 --transformer_out then --transformer FILE.gguf (distance to
+ *     the f32 latents printed, bounded);
  *   - bad inputs: truncated single file, another family's file, a transformer-only file as VAE, a
  *     GGUF tensor of the wrong shape: one clear line each. */
 #include "golden_harness.h"
@@ -402,10 +406,107 @@ static void test_bad_inputs(void **state) {
     tu_rmrf(dir);
 }
 
+
+/* ---- the programs ---- */
+
+#define FLAGS "--num_inference_steps 2 --frames 9 --height 64 --width 64 --seed 5"
+
+static float *latents_of(const char *dir, size_t *n) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/stage2_latents.safetensors", dir);
+    cvx_safetensors *st = tu_open(p);
+    const cvx_tensor *t = cvx_st_find(st, "latents");
+    ASSERT_NONNULL(t);
+    *n = (size_t)t->numel;
+    float *x = cvx_tensor_f32_dup(t);
+    cvx_st_close(st);
+    return x;
+}
+
+static void same_tensors(const char *a, const char *b) {
+    cvx_safetensors *x = tu_open(a), *y = tu_open(b);
+    assert_int_equal(cvx_st_count(x), cvx_st_count(y));
+    for (int i = 0; i < cvx_st_count(x); i++) {
+        const cvx_tensor *t = cvx_st_tensor(x, i), *u = cvx_st_find(y, t->name);
+        if (!u || u->nbytes != t->nbytes || memcmp(t->data, u->data, t->nbytes))
+            fail_msg("%s: tensor %s differs from %s's", b, t->name, a);
+    }
+    print_message("  %s: %d tensors = the directory run's\n", b, cvx_st_count(x));
+    cvx_st_close(x);
+    cvx_st_close(y);
+}
+
+static void test_programs(void **state) {
+    (void)state;
+    char dir[64], s1[256], s2[256], s3[256], cmd[4000], file[160], lora[160], merged[160], gguf[160], p[300], q[300];
+    tu_program(s1, sizeof s1, "stage1");
+    tu_program(s2, sizeof s2, "stage2");
+    tu_program(s3, sizeof s3, "stage3");
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(file, sizeof file, "%s/ltx-video-2b-v0.9-tiny.safetensors", dir);
+    snprintf(lora, sizeof lora, "%s/lora.safetensors", dir);
+    snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
+    snprintf(gguf, sizeof gguf, "%s/ltx-Q8_0.gguf", dir);
+    write_single_file(file, 0);
+    write_lora(lora, merged, "diffusion_model");
+    /* stage 1 once; every stage-2 run reads a copy of its files */
+    snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a lake at dawn' --model_dir " MODEL " --output_dir %s/s1", s1, dir);
+    tu_run_ok(cmd);
+    static const struct { const char *name, *s2flags, *s3flags; } runs[] = {
+        {"dir", "", ""}, {"single", "--transformer %1$s", "--vae %1$s"}, {"lora", "--lora %2$s", NULL},
+        {"merged", "--transformer %3$s", NULL}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        char f2[600], f3[600];
+        snprintf(f2, sizeof f2, runs[r].s2flags, file, lora, merged);
+        snprintf(cmd, sizeof cmd, "mkdir -p %1$s/%2$s && cp %1$s/s1/* %1$s/%2$s/ && %3$s --quiet --input_dir %1$s/%2$s "
+                 FLAGS " %4$s", dir, runs[r].name, s2, f2);
+        tu_run_ok(cmd);
+        if (!runs[r].s3flags) continue;
+        snprintf(f3, sizeof f3, runs[r].s3flags, file);
+        snprintf(cmd, sizeof cmd, "%1$s --quiet --input_dir %2$s/%3$s --output_video %2$s/%3$s/v.mp4 --output_frames "
+                 "%2$s/%3$s/frames.safetensors %4$s", s3, dir, runs[r].name, f3);
+        tu_run_ok(cmd);
+    }
+    static const char *const outs[] = {"stage2_latents.safetensors", "frames.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/dir/%s", dir, outs[i]);
+        snprintf(q, sizeof q, "%s/single/%s", dir, outs[i]);
+        same_tensors(p, q);
+    }
+    size_t n, n2;
+    snprintf(p, sizeof p, "%s/lora", dir);
+    snprintf(q, sizeof q, "%s/merged", dir);
+    float *zl = latents_of(p, &n), *zm = latents_of(q, &n2);
+    snprintf(p, sizeof p, "%s/dir", dir);
+    float *z0 = latents_of(p, &n2);
+    const double e = cvx_rel_l2(zl, zm, n), moved = cvx_rel_l2(z0, zm, n);
+    print_message("  --lora vs merged weights: latents rel L2 %.3g (tol 1e-4); the LoRA moves them by %.3g\n", e, moved);
+    assert_true(e <= 1e-4 && moved > 1e-3);
+
+    /* --quantize through stage 2, then the GGUF as --transformer */
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir " MODEL " --quantize Q8_0 --transformer_out %s", s2, gguf);
+    tu_run_ok(cmd);
+    cvx_weights *w = cvx_weights_open(gguf);
+    ASSERT_NONNULL(w);
+    assert_string_equal(cvx_gguf_get_str(cvx_weights_gguf(w), "general.architecture"), "ltxv");
+    ASSERT_NONNULL(tensor_named(w, "patchify_proj.weight"));
+    cvx_weights_close(w);
+    snprintf(cmd, sizeof cmd, "mkdir -p %1$s/q && cp %1$s/s1/* %1$s/q/ && %2$s --quiet --input_dir %1$s/q " FLAGS
+             " --transformer %3$s", dir, s2, gguf);
+    tu_run_ok(cmd);
+    snprintf(p, sizeof p, "%s/q", dir);
+    float *zq = latents_of(p, &n2);
+    const double dq = cvx_rel_l2(zq, z0, n);
+    print_message("  Q8_0 GGUF latents vs f32: rel L2 %.3g\n", dq);
+    assert_true(dq > 0 && dq < 5e-2);
+    free(zl); free(zm); free(z0); free(zq);
+    tu_rmrf(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vae_name_table), cmocka_unit_test(test_single_file), cmocka_unit_test(test_gguf),
-        cmocka_unit_test(test_lora),           cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_lora),           cmocka_unit_test(test_bad_inputs), cmocka_unit_test(test_programs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
