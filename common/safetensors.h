@@ -98,7 +98,8 @@ int cvx_weights_rename(cvx_weights *w, const char *label, int (*rename)(const ch
                        void *user);
 /* After cvx_weights_rename: `name` is rows [row0, row0 + rows) of src's first dimension, in place
  * (a fused qkv's q), or src's dtype and shape over `data` (src->nbytes malloc'ed bytes, owned by w
- * from now on, freed on error too). 0, or -1 + cvx_error (the name is taken). */
+ * from now on, freed on error too). 0, or -1 + cvx_error (the name is taken). Adds move the table:
+ * make them all before looking anything up. */
 int cvx_weights_add_rows(cvx_weights *w, const char *name, const cvx_tensor *src, int64_t row0, int64_t rows);
 int cvx_weights_add_data(cvx_weights *w, const char *name, const cvx_tensor *src, void *data);
 /* Python's chained str.replace over rules {from, to} in order (the key tables of diffusers'

@@ -33,10 +33,10 @@ struct cvx_weights {
     char *names;        /* the renaming's label for messages; NULL: the file's own names */
 };
 
-/* ---- a file with other names than the model code's (cvx_weights_rename) ----
- * Each entry is a copy of a file tensor under the model's name (t first: find() returns &t and the
- * shape message above reads src back from it), or a tensor made from one (rows of it, or bytes the
- * weights own). */
+/* ---- a file with other names than the model code's (cvx_weights_rename, at the end) ----
+ * Each entry is a copy of a file tensor under the model's name (t first: find() returns &t and
+ * cvx_weights_get's shape message reads src back from it), or a tensor made from one (rows of it,
+ * or bytes the weights own). */
 typedef struct named {
     cvx_tensor t;
     const cvx_tensor *src;   /* the file's tensor it comes from */

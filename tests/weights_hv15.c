@@ -459,6 +459,33 @@ static void test_programs(void **state) {
         same_tensors(p, q);
     }
 
+    /* --quantize from ComfyUI's file (city96-compatible names), then that GGUF as --transformer */
+    char gguf[160];
+    snprintf(gguf, sizeof gguf, "%s/hunyuanvideo1.5-Q8_0.gguf", dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir " TINY " --transformer %s --quantize Q8_0 --transformer_out %s", s2,
+             tr, gguf);
+    tu_run_ok(cmd);
+    cvx_weights *g = cvx_weights_open(gguf);
+    ASSERT_NONNULL(g);
+    assert_string_equal(cvx_gguf_get_str(cvx_weights_gguf(g), "general.architecture"), "hyvid");
+    assert_string_equal(cvx_dtype_name(gguf_tensor(g, "double_blocks.0.img_mlp.fc1.weight")->dtype), "Q8_0");
+    cvx_weights_close(g);
+    snprintf(cmd, sizeof cmd, "mkdir -p %1$s/q && cp %1$s/stage1_embeddings.safetensors %1$s/generation_config.json %2$s/q/ "
+             "&& %3$s --quiet --input_dir %2$s/q " FLAGS " --transformer %4$s", a, dir, s2, gguf);
+    tu_run_ok(cmd);
+    snprintf(p, sizeof p, "%s/stage2_latents.safetensors", a);
+    snprintf(q, sizeof q, "%s/q/stage2_latents.safetensors", dir);
+    cvx_safetensors *za = tu_open(p), *zq = tu_open(q);
+    const cvx_tensor *ta = cvx_st_find(za, "latents"), *tq = cvx_st_find(zq, "latents");
+    ASSERT_NONNULL(ta);
+    ASSERT_NONNULL(tq);
+    float *fa = cvx_tensor_f32_dup(ta), *fq = cvx_tensor_f32_dup(tq);
+    const double dq = cvx_rel_l2(fq, fa, (size_t)ta->numel);
+    print_message("  Q8_0 GGUF (from the ComfyUI file) latents vs f32: rel L2 %.3g\n", dq);
+    assert_true(dq > 0 && dq < 5e-2);
+    free(fa), free(fq);
+    cvx_st_close(za), cvx_st_close(zq);
+
     /* bad text-encoder files: one line, nothing written */
     char err[4096], bad[160], out[160];
     snprintf(bad, sizeof bad, "%s/qwen_2.5_vl_7b_fp8_scaled.safetensors", dir);

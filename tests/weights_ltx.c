@@ -500,6 +500,19 @@ static void test_programs(void **state) {
     print_message("  Q8_0 GGUF latents vs f32: rel L2 %.3g\n", dq);
     assert_true(dq > 0 && dq < 5e-2);
     free(zl); free(zm); free(z0); free(zq);
+
+    /* a transformer-only single file as stage 3's --vae: one line, no video written */
+    char err[4096], tonly[160];
+    snprintf(tonly, sizeof tonly, "%s/transformer_only.safetensors", dir);
+    write_single_file(tonly, 1);
+    snprintf(cmd, sizeof cmd, "%1$s --quiet --input_dir %2$s/dir --output_video %2$s/dir/bad.mp4 --vae %3$s", s3, dir,
+             tonly);
+    assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
+    print_message("  %s", err);
+    assert_non_null(strstr(err, "not an LTX-Video VAE"));
+    assert_int_equal(tu_count_substr(err, "\n"), 1);
+    snprintf(p, sizeof p, "%s/dir/bad.mp4", dir);
+    assert_false(cvx_is_file(p));
     tu_rmrf(dir);
 }
 
