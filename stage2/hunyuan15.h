@@ -48,7 +48,7 @@ int hv15_config_load(const char *config_json, hv15_config *c);
 hv15_transformer *hv15_load(const char *transformer_dir, cvx_ctx *ctx);
 /* The same from a config.json and a weights file (or directory / index.json, or GGUF), with
  * diffusers' names or the original ones (Tencent's / ComfyUI's hunyuanvideo1.5_*.safetensors, with
- * or without "model.diffusion_model."): the table in hunyuan15_load.c. */
+ * or without "model.diffusion_model."): the table in stage2/hunyuan15_names.c. */
 hv15_transformer *hv15_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
 void hv15_free(hv15_transformer *m);
 const hv15_config *hv15_get_config(const hv15_transformer *m);
@@ -60,7 +60,11 @@ cvx_ctx *hv15_ctx(const hv15_transformer *m);
  * self_attn_qkv and the final layer's swapped modulation have none), the weight/bias tensors the
  * forward passes to cvx_linear. *out is allocated (free()); returns the count. */
 struct cvx_lora_target;
-/* city96's GGUF rules for this model ("hyvid"): stage2/quantize.h, hunyuan15_load.c. */
+/* Which names the opened weights use; the original ones renamed to diffusers' (cvx_weights_rename;
+ * the refiner's fused qkv split, the final modulation's halves swapped): stage2/hunyuan15_names.c.
+ * -1 + cvx_error for a file that is no HunyuanVideo-1.5 transformer (a HunyuanVideo 1.0 one named). */
+int hv15_original_layout(cvx_weights *w, const hv15_config *c);
+/* city96's GGUF rules for this model ("hyvid"): stage2/quantize.h, stage2/hunyuan15_names.c. */
 extern const struct cvx_gguf_rules hv15_gguf_rules;
 int hv15_lora_targets(const hv15_transformer *m, struct cvx_lora_target **out);
 
