@@ -208,6 +208,7 @@ ltx_transformer *ltx_load(const char *dir, cvx_ctx *ctx) {
 static void lora_add(cvx_lora_target *t, int *n, const cvx_tensor *w, const cvx_tensor *b, const char *name) {
     snprintf(t[*n].name, sizeof t[*n].name, "%s", name);
     t[*n].alias[0] = 0;   /* diffusers' LTX converter only strips "diffusion_model.": the names are the same */
+    t[*n].prefix_only = 1;
     t[*n].w = w, t[*n].b = b;
     (*n)++;
 }

@@ -470,7 +470,7 @@ static void test_programs(void **state) {
     assert_string_equal(cvx_gguf_get_str(cvx_weights_gguf(g), "general.architecture"), "hyvid");
     assert_string_equal(cvx_dtype_name(gguf_tensor(g, "double_blocks.0.img_mlp.fc1.weight")->dtype), "Q8_0");
     cvx_weights_close(g);
-    snprintf(cmd, sizeof cmd, "mkdir -p %1$s/q && cp %1$s/stage1_embeddings.safetensors %1$s/generation_config.json %2$s/q/ "
+    snprintf(cmd, sizeof cmd, "mkdir -p %2$s/q && cp %1$s/stage1_embeddings.safetensors %1$s/generation_config.json %2$s/q/ "
              "&& %3$s --quiet --input_dir %2$s/q " FLAGS " --transformer %4$s", a, dir, s2, gguf);
     tu_run_ok(cmd);
     snprintf(p, sizeof p, "%s/stage2_latents.safetensors", a);

@@ -9,8 +9,9 @@
  *   - GGUF Q8_0 with city96's "ltxv" rules: original names without the prefix, no VAE tensor; from
  *     the diffusers layout and from the single file the same forward bytes; = f32 over the GGUF's
  *     dequantized weights; the distance to f32 printed and bounded;
- *   - LoRA (diffusers "transformer." keys and ComfyUI / trainer "diffusion_model." keys): a random
- *     rank-4 adapter against the weights merged here (W + alpha/r · B A), unfused and fused;
+ *   - LoRA (diffusers "transformer." keys and ComfyUI / trainer "diffusion_model." keys, whose .alpha
+ *     diffusers does not apply for LTX): a random rank-4 adapter against the weights merged here
+ *     (W + B A), unfused and fused;
  *   - the programs: --transformer FILE --vae FILE (the same single file) = the directory's run
  *     (latents, frames: same bytes); --lora FILE vs --transformer with the merged weights (latents
  *     rel L2 <= 1e-4); --quantize Q8_0 --transformer_out then --transformer FILE.gguf (distance to
@@ -264,7 +265,7 @@ enum { NMOD = sizeof LORA_MODULES / sizeof LORA_MODULES[0] };
 /* A random rank-R LoRA over LORA_MODULES (prefix "transformer." or "diffusion_model."), and the
  * tiny transformer with the deltas merged: W + 1.0 · B A (no alpha: scale lora_alpha / r = 1 as
  * diffusers sets lora_alpha = r when a file has none). */
-static void write_lora(const char *lora, const char *merged, const char *prefix) {
+static void write_lora_alpha(const char *lora, const char *merged, const char *prefix, int alpha) {
     cvx_weights *t = cvx_weights_open(TDIR);
     ASSERT_NONNULL(t);
     cvx_st_writer *lw = cvx_stw_new(), *mw = cvx_stw_new();
@@ -286,6 +287,9 @@ static void write_lora(const char *lora, const char *merged, const char *prefix)
         ASSERT_OK(cvx_stw_add(lw, key, CVX_F32, 2, (const int64_t[]){R, I}, AB[k][0]));
         snprintf(key, sizeof key, "%s.%s.lora_B.weight", prefix, LORA_MODULES[k]);
         ASSERT_OK(cvx_stw_add(lw, key, CVX_F32, 2, (const int64_t[]){O, R}, AB[k][1]));
+        const float a8 = 8;   /* 2·r: diffusers ignores it for LTX-Video (its converter only strips the prefix) */
+        snprintf(key, sizeof key, "%s.%s.alpha", prefix, LORA_MODULES[k]);
+        if (alpha) ASSERT_OK(cvx_stw_add(lw, key, CVX_F32, 0, (const int64_t[]){1}, &a8));
     }
     for (int i = 0; i < cvx_weights_count(t); i++) {
         const cvx_tensor *x = cvx_weights_at(t, i);
@@ -314,6 +318,10 @@ static void write_lora(const char *lora, const char *merged, const char *prefix)
 }
 
 /* The diffusers-layout model with the LoRA attached (common/lora.h, as the pipeline attaches it). */
+static void write_lora(const char *lora, const char *merged, const char *prefix) {
+    write_lora_alpha(lora, merged, prefix, 0);
+}
+
 static float *forward_lora(const char *lora, int fuse) {
     ltx_transformer *m = ltx_load_file(TDIR "config.json", TDIR, NULL);
     ASSERT_NONNULL(m);
@@ -341,12 +349,12 @@ static void test_lora(void **state) {
     snprintf(comfy, sizeof comfy, "%s/lora_comfy.safetensors", dir);
     snprintf(merged, sizeof merged, "%s/merged.safetensors", dir);
     write_lora(lora, merged, "transformer");
-    write_lora(comfy, NULL, "diffusion_model");
+    write_lora_alpha(comfy, NULL, "diffusion_model", 1);
     float *want = forward_of(merged), *base = forward_of(TDIR);
     float *a = forward_lora(lora, 0), *b = forward_lora(lora, 1), *c = forward_lora(comfy, 0);
     const double ea = cvx_rel_l2(a, want, B * S * C), eb = cvx_rel_l2(b, want, B * S * C),
                  ec = cvx_rel_l2(c, want, B * S * C), moved = cvx_rel_l2(base, want, B * S * C);
-    print_message("  LoRA vs merged weights: rel L2 %.3g unfused, %.3g fused, %.3g ComfyUI keys (tol 1e-5); the "
+    print_message("  LoRA vs merged weights: rel L2 %.3g unfused, %.3g fused, %.3g ComfyUI keys + .alpha (tol 1e-5); the "
                   "LoRA moves the output by %.3g\n", ea, eb, ec, moved);
     assert_true(ea <= 1e-5 && eb <= 1e-5 && ec <= 1e-5);
     assert_true(moved > 1e-3);
