@@ -101,9 +101,10 @@ void cvx_ggufw_free(cvx_gguf_writer *w);
 int cvx_ggufw_kv_str(cvx_gguf_writer *w, const char *key, const char *value);
 int cvx_ggufw_kv_u32(cvx_gguf_writer *w, const char *key, uint32_t value);
 int cvx_ggufw_kv_arr_i32(cvx_gguf_writer *w, const char *key, const int32_t *v, int n);
-/* A tensor of a ggml type (quant.h's table: F32, F16, BF16, Q*): its index, or -1 + cvx_error (name
- * longer than ggml's 63 bytes, a row that is not whole blocks, a name added twice). data may be NULL
- * (then `fill` produces it). */
+/* A tensor of a ggml type (quant.h's table: F32, F16, BF16, Q*): its index, or -1 + cvx_error (a
+ * name longer than 127 bytes: city96's GGML_MAX_NAME 128, the original HunyuanVideo names reach
+ * 66; a row that is not whole blocks; a name added twice). data may be NULL (then `fill` produces
+ * it). */
 int cvx_ggufw_tensor(cvx_gguf_writer *w, const char *name, int ndim, const int64_t *shape, cvx_dtype type,
                      const void *data);
 int cvx_ggufw_count(const cvx_gguf_writer *w);

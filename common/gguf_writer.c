@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { ALIGN = 32, MAX_NAME = 63 /* ggml's GGML_MAX_NAME - 1 */ };
+enum { ALIGN = 32, MAX_NAME = 127 /* GGML_MAX_NAME - 1 as city96's lcpp.patch sets it (128) for image models */ };
 
 typedef struct {
     char *key;
@@ -98,7 +98,8 @@ int cvx_ggufw_tensor(cvx_gguf_writer *w, const char *name, int ndim, const int64
                      const void *data) {
     char sh[160];
     if (strlen(name) > MAX_NAME)
-        return cvx_error("gguf writer: tensor name '%s' is %zu bytes, ggml reads at most %d", name, strlen(name), MAX_NAME);
+        return cvx_error("gguf writer: tensor name '%s' is %zu bytes, ggml (city96's GGML_MAX_NAME) reads at most %d", name,
+                         strlen(name), MAX_NAME);
     if (!cvx_quant_of(type))
         return cvx_error("gguf writer: tensor '%s': dtype %s is not a ggml type", name, cvx_dtype_name(type));
     if (ndim < 1 || ndim > CVX_MAX_DIMS)

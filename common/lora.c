@@ -206,7 +206,10 @@ static int match_target(lmod *m, const cvx_lora_target *t, int nt) {
             m->kind = KIND_ORIGINAL;   /* original names: the converter's semantics */
             return i;
         }
-        if (m->kind == KIND_ORIGINAL && !strcmp(m->name, t[i].name)) return i;
+        if (m->kind == KIND_ORIGINAL && !strcmp(m->name, t[i].name)) {
+            if (t[i].prefix_only) m->kind = KIND_DIFFUSERS;
+            return i;
+        }
     }
     return -1;
 }

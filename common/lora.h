@@ -45,6 +45,9 @@ typedef struct cvx_lora_target {
     char alias[CVX_LORA_NAME];   /* the original checkpoint's name ("blocks.0.self_attn.q"), "" if none */
     const cvx_tensor *w;         /* [out, in], the pointer the model passes to cvx_linear */
     const cvx_tensor *b;         /* [out] or NULL */
+    int prefix_only;             /* 1: "diffusion_model.<name>" keys are diffusers keys under another
+                                  * prefix (LTX-Video's converter only strips it): diffusers' semantics,
+                                  * no alpha folding */
 } cvx_lora_target;
 
 /* One adapter to load: a file and its set_adapters weight. */

@@ -88,6 +88,26 @@ int cvx_weights_identity(const char *path, char *out, size_t n);
  * Safetensors files and GGUFs without the key: 0. */
 int cvx_weights_check_arch(const cvx_weights *w, const char *arch, const char *family);
 
+/* ---- a file whose names are not the model code's (a converted layout: original / ComfyUI names) ----
+ * After cvx_weights_rename, cvx_weights_find / _get take the model code's names only: file tensor i
+ * (cvx_weights_at order) is known as the name rename() writes to out when it returns 1, and hidden
+ * when it returns 0 (another component's tensors in a combined file, tensors handled below).
+ * `label` ("original LTX-Video names") ends the missing-tensor message; shape messages name the
+ * file's tensor too. cvx_weights_at / _count still list the file's own tensors. 0, or -1 +
+ * cvx_error when two file tensors get one name. */
+int cvx_weights_rename(cvx_weights *w, const char *label, int (*rename)(const char *name, char *out, size_t n, void *user),
+                       void *user);
+/* After cvx_weights_rename: `name` is rows [row0, row0 + rows) of src's first dimension, in place
+ * (a fused qkv's q), or src's dtype and shape over `data` (src->nbytes malloc'ed bytes, owned by w
+ * from now on, freed on error too). 0, or -1 + cvx_error (the name is taken). Adds move the table:
+ * make them all before looking anything up. */
+int cvx_weights_add_rows(cvx_weights *w, const char *name, const cvx_tensor *src, int64_t row0, int64_t rows);
+int cvx_weights_add_data(cvx_weights *w, const char *name, const cvx_tensor *src, void *data);
+/* Python's chained str.replace over rules {from, to} in order (the key tables of diffusers'
+ * converters): every occurrence of rules[0][0] replaced, then of rules[1][0] in the result, ...
+ * Names up to 511 bytes. */
+void cvx_str_replace_rules(const char *in, const char *const (*rules)[2], int nrules, char *out, size_t n);
+
 /* Helpers for printing shapes in messages: writes "[1, 226, 4096]". */
 const char *cvx_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 

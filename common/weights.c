@@ -30,7 +30,20 @@ struct cvx_weights {
     cvx_tensor *gt;     /* its tensors (file order), shapes as the model sees them (see open_gguf) */
     struct qview *qv;   /* safetensors qweights as `<module>.weight` views (see open_qweights), by name */
     int nqv;
+    struct named *nm;   /* after cvx_weights_rename: the model code's names, sorted (see below) */
+    int nnm, cap_nm;
+    char *names;        /* the renaming's label for messages; NULL: the file's own names */
 };
+
+/* ---- a file with other names than the model code's (cvx_weights_rename, at the end) ----
+ * Each entry is a copy of a file tensor under the model's name (t first: find() returns &t and
+ * cvx_weights_get's shape message reads src back from it), or a tensor made from one (rows of it,
+ * or bytes the weights own). */
+typedef struct named {
+    cvx_tensor t;
+    const cvx_tensor *src;   /* the file's tensor it comes from */
+    void *own;               /* bytes owned (cvx_weights_add_data), else NULL */
+} named;
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -366,11 +379,17 @@ void cvx_weights_close(cvx_weights *w) {
     free(w->gt);
     for (int i = 0; i < w->nqv; i++) free((char *)w->qv[i].t.name), free(w->qv[i].owned);
     free(w->qv);
+    for (int i = 0; i < w->nnm; i++) free((char *)w->nm[i].t.name), free(w->nm[i].own);
+    free(w->nm);
+    free(w->names);
     free(w->path);
     free(w);
 }
 
+static const cvx_tensor *find_named(const cvx_weights *w, const char *name);
+
 const cvx_tensor *cvx_weights_find(const cvx_weights *w, const char *name) {
+    if (w->names) return find_named(w, name);
     if (w->gguf) {
         const cvx_gguf_tensor *gt = cvx_gguf_find(w->gguf, name);
         return gt ? &w->gt[gt - cvx_gguf_tensor_at(w->gguf, 0)] : NULL;
@@ -411,6 +430,7 @@ static void qview_shape_error(const qview *v, const int64_t *shape, int ndim) {
 const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const int64_t *shape, int ndim) {
     const cvx_tensor *t = cvx_weights_find(w, name);
     char want[160], got[160];
+    if (!t && w->names) { cvx_error("%s: tensor '%s' is missing (%s)", w->path, name, w->names); return NULL; }
     if (!t) { cvx_error("%s: tensor '%s' is missing", w->path, name); return NULL; }
     if (!cvx_dtype_to_f32_ok(t->dtype)) {
         cvx_error("%s: tensor '%s' has dtype %s, expected a float type (F32, BF16, F16, F8_E4M3) or a GGUF block "
@@ -422,6 +442,12 @@ const cvx_tensor *cvx_weights_get(const cvx_weights *w, const char *name, const 
     const qview *v = ok ? NULL : find_qview(w, name);
     if (v && !v->owned) {
         qview_shape_error(v, shape, ndim);
+        return NULL;
+    }
+    if (!ok && w->names) {
+        cvx_error("%s: tensor '%s' ('%s' in the file) has shape %s, expected %s (from the config)", t->file, name,
+                  ((const named *)(const void *)t)->src->name, cvx_shape_str(t->ndim, t->shape, got, sizeof got),
+                  cvx_shape_str(ndim, shape, want, sizeof want));
         return NULL;
     }
     if (!ok) {
@@ -557,4 +583,94 @@ int cvx_weights_check_arch(const cvx_weights *w, const char *arch, const char *f
         return cvx_error("%s: general.architecture is '%s', expected '%s': not a %s transformer GGUF", w->path, a, arch,
                          family);
     return 0;
+}
+
+/* ---- a file with other names than the model code's: cvx_weights_rename ---- */
+
+static int cmp_named(const void *a, const void *b) { return strcmp(((const named *)a)->t.name, ((const named *)b)->t.name); }
+
+static const cvx_tensor *find_named(const cvx_weights *w, const char *name) {
+    named key = {.t.name = name};
+    const named *n = w->nnm ? bsearch(&key, w->nm, (size_t)w->nnm, sizeof *w->nm, cmp_named) : NULL;
+    return n ? &n->t : NULL;
+}
+
+/* Adds (name -> t), keeping nm sorted; a name given twice is an error. */
+static int add_named(cvx_weights *w, const char *name, const cvx_tensor *t, const cvx_tensor *src, void *own) {
+    const named *had = (const named *)(const void *)find_named(w, name);
+    if (had) {
+        free(own);
+        return cvx_error("%s: tensors '%s' and '%s' both stand for '%s' (%s)", w->path, had->src->name, src->name, name,
+                         w->names);
+    }
+    if (w->nnm == w->cap_nm) {
+        w->cap_nm = w->cap_nm ? 2 * w->cap_nm : 256;
+        w->nm = cvx_realloc(w->nm, (size_t)w->cap_nm * sizeof *w->nm);
+    }
+    size_t at = 0;
+    while (at < (size_t)w->nnm && strcmp(w->nm[at].t.name, name) < 0) at++;
+    memmove(w->nm + at + 1, w->nm + at, ((size_t)w->nnm - at) * sizeof *w->nm);
+    w->nm[at] = (named){.t = *t, .src = src, .own = own};
+    w->nm[at].t.name = strdup(name);
+    w->nnm++;
+    return 0;
+}
+
+int cvx_weights_rename(cvx_weights *w, const char *label, int (*rename)(const char *name, char *out, size_t n, void *user),
+                       void *user) {
+    CVX_CHECK(!w->names);
+    const int n = cvx_weights_count(w);
+    /* collect then sort once: add_named's insertion is for the few derived tensors */
+    w->names = strdup(label);
+    w->nm = cvx_calloc((size_t)n + 1, sizeof *w->nm);
+    w->cap_nm = n + 1;
+    char out[512];
+    for (int i = 0; i < n; i++) {
+        const cvx_tensor *t = cvx_weights_at(w, i);
+        if (!rename(t->name, out, sizeof out, user)) continue;
+        w->nm[w->nnm] = (named){.t = *t, .src = t};
+        w->nm[w->nnm++].t.name = strdup(out);
+    }
+    qsort(w->nm, (size_t)w->nnm, sizeof *w->nm, cmp_named);
+    for (int i = 1; i < w->nnm; i++)
+        if (!strcmp(w->nm[i - 1].t.name, w->nm[i].t.name))
+            return cvx_error("%s: tensors '%s' and '%s' both stand for '%s' (%s)", w->path, w->nm[i - 1].src->name,
+                             w->nm[i].src->name, w->nm[i].t.name, label);
+    return 0;
+}
+
+int cvx_weights_add_rows(cvx_weights *w, const char *name, const cvx_tensor *src, int64_t row0, int64_t rows) {
+    CVX_CHECK(w->names && src->ndim >= 1 && row0 >= 0 && rows > 0 && row0 + rows <= src->shape[0]);
+    const size_t row_bytes = src->nbytes / (size_t)src->shape[0];
+    cvx_tensor t = *src;
+    t.shape[0] = rows;
+    t.numel = src->numel / src->shape[0] * rows;
+    t.nbytes = row_bytes * (size_t)rows;
+    t.data = (const char *)src->data + row_bytes * (size_t)row0;
+    return add_named(w, name, &t, src, NULL);
+}
+
+int cvx_weights_add_data(cvx_weights *w, const char *name, const cvx_tensor *src, void *data) {
+    CVX_CHECK(w->names);
+    cvx_tensor t = *src;
+    t.data = data;
+    return add_named(w, name, &t, src, data);
+}
+
+void cvx_str_replace_rules(const char *in, const char *const (*rules)[2], int nrules, char *out, size_t n) {
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s", in);
+    for (int r = 0; r < nrules; r++) {
+        const char *from = rules[r][0], *to = rules[r][1], *p = a, *hit;
+        const size_t fl = strlen(from);
+        size_t len = 0;
+        if (!fl || !strstr(a, from)) continue;
+        while ((hit = strstr(p, from)) && len < sizeof b) {   /* str.replace: every occurrence, left to right */
+            len += (size_t)snprintf(b + len, sizeof b - len, "%.*s%s", (int)(hit - p), p, to);
+            p = hit + fl;
+        }
+        if (len < sizeof b) snprintf(b + len, sizeof b - len, "%s", p);
+        memcpy(a, b, sizeof a);
+    }
+    snprintf(out, n, "%s", a);
 }

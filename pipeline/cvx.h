@@ -41,6 +41,9 @@ typedef struct {
     /* Wan 2.2 A14B: the second expert (diffusers' transformer_2, the low-noise one) as a single file
      * (ComfyUI's *_low_noise_14B_* or city96's *-LowNoise-*.gguf), beside transformer_file's high-noise one */
     const char *transformer_2_file;
+    /* the second text encoder's single file (HunyuanVideo-1.5's ByT5: ComfyUI's
+     * byt5_small_glyphxl_fp16.safetensors, HF T5 names), NULL = the directory's text_encoder_2/ */
+    const char *text_encoder_2_file;
     /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
      * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
     const cvx_lora_spec *loras;

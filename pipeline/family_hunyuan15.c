@@ -120,7 +120,10 @@ static int load_qwen(cvx_model *m) {
     snprintf(cfg, sizeof cfg, "%s/config.json", te_dir);
     if (qwen_config_load(&qc, cfg)) return -1;
     if (!s->tok && !(s->tok = bpe_load(tok_dir))) return -1;
-    if (qwen_load(&s->qwen, te_dir, qc.num_layers - HV15_MLLM_SKIP_LAYERS, m->ctx)) return -1;
+    if (m->text_encoder_file[0] ? qwen_load_file(&s->qwen, m->text_encoder_file, cfg, qc.num_layers - HV15_MLLM_SKIP_LAYERS,
+                                                 m->ctx)
+                                : qwen_load(&s->qwen, te_dir, qc.num_layers - HV15_MLLM_SKIP_LAYERS, m->ctx))
+        return -1;
     s->qwen_loaded = 1;
     cvx_info("Qwen2.5-VL text model: %d of %d layers, hidden %d, %d heads (%d KV)", s->qwen.n_loaded,
              qc.num_layers, qc.hidden_size, qc.num_heads, qc.num_kv_heads);
@@ -135,7 +138,10 @@ static int load_byt5(cvx_model *m) {
         cvx_model_component(m->dir, "text_encoder_2", "config.json", te_dir, sizeof te_dir) ||
         byt5_tokenizer_load(&s->tok2, tok_dir))
         return -1;
-    if (t5_build(&s->byt5, te_dir, m->ctx)) {
+    char cfg[4300];
+    snprintf(cfg, sizeof cfg, "%s/config.json", te_dir);
+    if (m->text_encoder_2_file[0] ? t5_build_file(&s->byt5, m->text_encoder_2_file, cfg, m->ctx)
+                                  : t5_build(&s->byt5, te_dir, m->ctx)) {
         byt5_tokenizer_free(&s->tok2);
         return -1;
     }
@@ -547,4 +553,5 @@ const cvx_family cvx_family_hunyuan15 = {
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode,
     .options = options, .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = cvx_latents_out_copy, .decode = decode,
+    .gguf_rules = &hv15_gguf_rules,
 };

@@ -89,7 +89,13 @@ static int load_transformer(cvx_model *m) {
     if (s->transformer) return 0;
     char dir[4200];
     if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-    s->transformer = ltx_load(dir, m->ctx);
+    if (m->transformer_file[0]) {   /* a single file (the original LTX-Video one too) with the directory's config */
+        char cfg[4300];
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        s->transformer = ltx_load_file(cfg, m->transformer_file, m->ctx);
+    } else {
+        s->transformer = ltx_load(dir, m->ctx);
+    }
     return s->transformer ? 0 : -1;
 }
 
@@ -98,7 +104,13 @@ static int load_vae(cvx_model *m) {
     if (s->vae) return 0;
     char dir[4200];
     if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;
-    s->vae = ltx_vae_load(dir, m->ctx);
+    if (m->vae_file[0]) {   /* a single file: the original LTX-Video one may be the --transformer file too */
+        char cfg[4300];
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        s->vae = ltx_vae_load_file(cfg, m->vae_file, m->ctx);
+    } else {
+        s->vae = ltx_vae_load(dir, m->ctx);
+    }
     return s->vae ? 0 : -1;
 }
 
@@ -556,8 +568,8 @@ static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) 
 }
 
 static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    (void)m, (void)out;
-    return cvx_error("LoRA adapters are not wired for LTX-Video");
+    if (load_transformer(m)) return -1;
+    return ltx_lora_targets(S(m)->transformer, out);
 }
 
 static const char *const ltx_classes[] = {"LTXPipeline", "LTXImageToVideoPipeline", "LTXConditionPipeline", NULL};
@@ -571,4 +583,5 @@ const cvx_family cvx_family_ltx = {
     .check_mode = check_mode, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
     .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
     .decode_uses_generator = 1,
+    .gguf_rules = &ltx_gguf_rules,
 };

@@ -18,6 +18,7 @@ struct cvx_model {
     int has_denoiser_config, has_vae_config;   /* the transformer's / the VAE's config was found */
     char transformer_file[4096], text_encoder_file[4096], vae_file[4096];   /* cvx_model_params' ("" = none) */
     char transformer_2_file[4096];   /* cvx_model_params' (Wan 2.2 A14B's low-noise expert; "" = none) */
+    char text_encoder_2_file[4096];
     char scheduler_name[32];         /* the scheduler config's type ("ddim"), "" if absent or unknown */
     /* LoRA adapters (cvx_model_params'; pipeline/adapters.c) */
     cvx_lora_spec loras[CVX_MAX_LORAS];

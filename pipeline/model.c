@@ -47,6 +47,7 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
     snprintf(m->vae_file, sizeof m->vae_file, "%s", p->vae_file ? p->vae_file : "");
     snprintf(m->transformer_2_file, sizeof m->transformer_2_file, "%s",
              p->transformer_2_file ? p->transformer_2_file : "");
+    snprintf(m->text_encoder_2_file, sizeof m->text_encoder_2_file, "%s", p->text_encoder_2_file ? p->text_encoder_2_file : "");
     if (cvx_model_set_loras(m, p)) goto fail;
     if (!(m->family = cvx_family_for(m->dir, m->pipeline_class, sizeof m->pipeline_class))) goto fail;
     if (m->family->open(m)) goto fail;

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
     const char *output_dir = DEFAULT_OUTPUT_DIR, *prompts_file = NULL, *precision_arg = NULL;
     int L = 0, threads = 0, verbosity = 1;
     cvx_conditioning_params cp = {0};   /* --image / --video: I2V / V2V conditioning */
-    const char *wfile[3] = {NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae single files */
+    const char *wfile[4] = {NULL, NULL, NULL, NULL};   /* --transformer, --text_encoder, --vae, --text_encoder_2 */
     int int8 = 0;
     static condition_list conds;   /* --condition: LTX-Video's condition pipeline */
     const cvx_flag flags[] = {
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
         CVX_FLAG_STR_("video", &cp.video), CVX_FLAG_INT_("frames", &cp.max_frames, 1, 65536),
         CVX_FLAG_INT_("height", &cp.height, 1, 65536), CVX_FLAG_INT_("width", &cp.width, 1, 65536),
         CVX_FLAG_STR_("precision", &precision_arg), CVX_FLAG_STR_("transformer", &wfile[0]), CVX_FLAG_STR_("text_encoder", &wfile[1]),
-        CVX_FLAG_STR_("vae", &wfile[2]), CVX_FLAG_BOOL_("int8", &int8, 1),
+        CVX_FLAG_STR_("vae", &wfile[2]), CVX_FLAG_STR_("text_encoder_2", &wfile[3]), CVX_FLAG_BOOL_("int8", &int8, 1),
         CVX_FLAG_PARSE_("condition", parse_condition, &conds, &conds.given), {0}};
     if (cvx_flags_parse(flags, argc, argv)) return usage(stdout), cvx_dist_free(world), 0;
     if (!prompt == !prompts_file) cvx_die("give exactly one of --prompt TEXT and --prompts_file FILE (see --help)");
@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
     if (cvx_precision_from_cli(precision_arg, CVX_WORK_MATMUL, &precision)) cvx_die_last_error();
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = threads, .precision = precision,
                                                       .transformer_file = wfile[0], .text_encoder_file = wfile[1],
-                                                      .vae_file = wfile[2], .int8 = int8});
+                                                      .vae_file = wfile[2], .text_encoder_2_file = wfile[3], .int8 = int8});
     if (!m) cvx_die_last_error();
     /* the image / video first: a bad input fails before the text encoder is mapped */
     cvx_conditioning cond = {0};

@@ -48,7 +48,9 @@ int hv15_config_load(const char *config_json, hv15_config *c);
 /* Load config.json and map the weights of a diffusers `transformer/` directory; every tensor is
  * looked up and shape-checked here. ctx: borrowed, or NULL for a private one. NULL + cvx_error. */
 hv15_transformer *hv15_load(const char *transformer_dir, cvx_ctx *ctx);
-/* The same from a config.json and a weights file (or directory / index.json). */
+/* The same from a config.json and a weights file (or directory / index.json, or GGUF), with
+ * diffusers' names or the original ones (Tencent's / ComfyUI's hunyuanvideo1.5_*.safetensors, with
+ * or without "model.diffusion_model."): the table in stage2/hunyuan15_names.c. */
 hv15_transformer *hv15_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
 void hv15_free(hv15_transformer *m);
 const hv15_config *hv15_get_config(const hv15_transformer *m);
@@ -60,6 +62,12 @@ cvx_ctx *hv15_ctx(const hv15_transformer *m);
  * self_attn_qkv and the final layer's swapped modulation have none), the weight/bias tensors the
  * forward passes to cvx_linear. *out is allocated (free()); returns the count. */
 struct cvx_lora_target;
+/* Which names the opened weights use; the original ones renamed to diffusers' (cvx_weights_rename;
+ * the refiner's fused qkv split, the final modulation's halves swapped): stage2/hunyuan15_names.c.
+ * -1 + cvx_error for a file that is no HunyuanVideo-1.5 transformer (a HunyuanVideo 1.0 one named). */
+int hv15_original_layout(cvx_weights *w, const hv15_config *c);
+/* city96's GGUF rules for this model ("hyvid"): stage2/quantize.h, stage2/hunyuan15_names.c. */
+extern const struct cvx_gguf_rules hv15_gguf_rules;
 int hv15_lora_targets(const hv15_transformer *m, struct cvx_lora_target **out);
 
 /* The conditioning of one forward (B batch elements). Masks are 0/1 floats as the pipeline hands

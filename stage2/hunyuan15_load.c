@@ -138,6 +138,11 @@ hv15_transformer *hv15_load_file(const char *config_json, const char *weights, c
     hv15_config *c = &m->c;
     if (hv15_config_load(config_json, c)) { free(m); return NULL; }
     if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
+    if (cvx_weights_check_arch(m->w, "hyvid", "HunyuanVideo-1.5") || hv15_original_layout(m->w, c)) {
+        cvx_weights_close(m->w);
+        free(m);
+        return NULL;
+    }
     m->owns_ctx = ctx == NULL;
     m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim;

@@ -11,6 +11,7 @@
 #include "error.h"
 #include "fileio.h"
 #include "gemm.h"
+#include "lora.h"
 #include "ops.h"
 #include "safetensors.h"
 #include "validate.h"
@@ -157,16 +158,16 @@ fail:
     return -1;
 }
 
-ltx_transformer *ltx_load(const char *dir, cvx_ctx *ctx) {
-    char path[4096];
-    if (cvx_path_join(path, sizeof path, dir, "config.json")) {
-        cvx_error("%s: path too long", dir);
-        return NULL;
-    }
+ltx_transformer *ltx_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
     ltx_transformer *m = cvx_calloc(1, sizeof *m);
     ltx_config *c = &m->c;
-    if (ltx_config_load(path, c)) { free(m); return NULL; }
-    if (!(m->w = cvx_weights_open(dir))) { free(m); return NULL; }
+    if (ltx_config_load(config_json, c)) { free(m); return NULL; }
+    if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
+    if (cvx_weights_check_arch(m->w, "ltxv", "LTX-Video") || ltx_original_layout(m->w)) {
+        cvx_weights_close(m->w);
+        free(m);
+        return NULL;
+    }
     m->owns_ctx = ctx == NULL;
     m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, Cap = c->caption_channels;
@@ -195,6 +196,59 @@ fail:
 }
 #undef GET
 #undef GETF
+
+ltx_transformer *ltx_load(const char *dir, cvx_ctx *ctx) {
+    char path[4096];
+    if (cvx_path_join(path, sizeof path, dir, "config.json")) {
+        cvx_error("%s: path too long", dir);
+        return NULL;
+    }
+    return ltx_load_file(path, dir, ctx);
+}
+
+/* ------------------------------------------------------------------ LoRA targets */
+
+static void lora_add(cvx_lora_target *t, int *n, const cvx_tensor *w, const cvx_tensor *b, const char *name) {
+    snprintf(t[*n].name, sizeof t[*n].name, "%s", name);
+    t[*n].alias[0] = 0;   /* diffusers' LTX converter only strips "diffusion_model.": the names are the same */
+    t[*n].prefix_only = 1;
+    t[*n].w = w, t[*n].b = b;
+    (*n)++;
+}
+
+int ltx_lora_targets(const ltx_transformer *m, cvx_lora_target **out) {
+    const ltx_config *c = &m->c;
+    int n = 0, cap = 8 + 10 * c->num_layers;
+    cvx_lora_target *t = cvx_calloc((size_t)cap, sizeof *t);
+    char name[CVX_LORA_NAME];
+    static const char *const proj[4] = {"to_q", "to_k", "to_v", "to_out.0"};
+    for (int i = 0; i < c->num_layers; i++) {
+        const ltx_block_weights *b = &m->blocks[i];
+        const ltx_attn_weights *at[2] = {&b->attn1, &b->attn2};
+        for (int a = 0; a < 2; a++) {
+            const cvx_tensor *w[4] = {at[a]->q_w, at[a]->k_w, at[a]->v_w, at[a]->o_w};
+            const cvx_tensor *bb[4] = {at[a]->q_b, at[a]->k_b, at[a]->v_b, at[a]->o_b};
+            for (int k = 0; k < 4; k++) {
+                snprintf(name, sizeof name, "transformer_blocks.%d.attn%d.%s", i, a + 1, proj[k]);
+                lora_add(t, &n, w[k], bb[k], name);
+            }
+        }
+        snprintf(name, sizeof name, "transformer_blocks.%d.ff.net.0.proj", i);
+        lora_add(t, &n, b->ff1_w, b->ff1_b, name);
+        snprintf(name, sizeof name, "transformer_blocks.%d.ff.net.2", i);
+        lora_add(t, &n, b->ff2_w, b->ff2_b, name);
+    }
+    lora_add(t, &n, m->proj_in_w, m->proj_in_b, "proj_in");
+    lora_add(t, &n, m->t1_w, m->t1_b, "time_embed.emb.timestep_embedder.linear_1");
+    lora_add(t, &n, m->t2_w, m->t2_b, "time_embed.emb.timestep_embedder.linear_2");
+    lora_add(t, &n, m->tlin_w, m->tlin_b, "time_embed.linear");
+    lora_add(t, &n, m->cap1_w, m->cap1_b, "caption_projection.linear_1");
+    lora_add(t, &n, m->cap2_w, m->cap2_b, "caption_projection.linear_2");
+    lora_add(t, &n, m->proj_out_w, m->proj_out_b, "proj_out");
+    CVX_CHECK(n <= cap);
+    *out = t;
+    return n;
+}
 
 void ltx_free(ltx_transformer *m) {
     if (!m) return;

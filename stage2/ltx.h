@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "context.h"
+#include "safetensors.h"
 
 typedef struct {
     int in_channels, out_channels;
@@ -30,6 +31,19 @@ int ltx_config_load(const char *config_json, ltx_config *c);
 /* Config + weights of a diffusers `transformer/` directory (one file or sharded), every tensor
  * looked up and shape-checked here. ctx: borrowed, or NULL for a private one. NULL + cvx_error. */
 ltx_transformer *ltx_load(const char *transformer_dir, cvx_ctx *ctx);
+/* The same from a config.json and a weights file (or directory, index.json, GGUF) with diffusers'
+ * names or the original LTX-Video single file's (ltx-video-2b-v0.9*.safetensors, the 13B files:
+ * "model.diffusion_model." keys beside the VAE's "vae." ones): stage2/ltx_names.c. */
+ltx_transformer *ltx_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
+/* Which names the opened weights use; the original ones renamed to diffusers' (cvx_weights_rename).
+ * -1 + cvx_error for a file that is no LTX-Video transformer. */
+int ltx_original_layout(cvx_weights *w);
+/* city96's GGUF rules for this model ("ltxv"): stage2/quantize.h, stage2/ltx_names.c. */
+extern const struct cvx_gguf_rules ltx_gguf_rules;
+/* The linear layers for LoRA adapters (common/lora.h): diffusers module names, which LTX-Video's
+ * ComfyUI / trainer LoRAs use too behind "diffusion_model."; *out allocated, returns the count. */
+struct cvx_lora_target;
+int ltx_lora_targets(const ltx_transformer *m, struct cvx_lora_target **out);
 void ltx_free(ltx_transformer *m);
 const ltx_config *ltx_get_config(const ltx_transformer *m);
 cvx_ctx *ltx_ctx(const ltx_transformer *m);

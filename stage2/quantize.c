@@ -126,6 +126,7 @@ int cvx_quantize_to_gguf(const cvx_weights *src, const cvx_gguf_rules *rules, un
         if (!strncmp(name, "model.diffusion_model.", 22)) name += 22;   /* ComfyUI's prefix, as convert.py strips it */
         if (rules->rename) rules->rename(src, name, x->name, sizeof x->name);
         else snprintf(x->name, sizeof x->name, "%s", name);
+        if (!x->name[0]) continue;   /* another component's tensor (the VAE of a combined file): left out */
         if (t->dtype != CVX_F32 && t->dtype != CVX_BF16 && t->dtype != CVX_F16) {
             rc = cvx_error("%s: tensor '%s' has dtype %s; a GGUF is made from F32, BF16 or F16 weights", t->file,
                            t->name, cvx_dtype_name(t->dtype));
@@ -152,7 +153,7 @@ int cvx_quantize_to_gguf(const cvx_weights *src, const cvx_gguf_rules *rules, un
     }
     /* the file's order: the source's, a > 4-D tensor right after its bias (fix_5d_tensors.py) */
     for (int i = 0; i < n && !rc; i++) {
-        if (e[i].src->ndim > MAX_CONVERT_DIMS) continue;
+        if (!e[i].name[0] || e[i].src->ndim > MAX_CONVERT_DIMS) continue;
         order[n_order++] = i;
         if (!ends_with(e[i].name, ".bias")) continue;
         char w[128];
@@ -163,6 +164,7 @@ int cvx_quantize_to_gguf(const cvx_weights *src, const cvx_gguf_rules *rules, un
     for (int j = 0; j < n && !rc; j++) {   /* a > 4-D tensor without a bias: at the end */
         int placed = 0;
         for (int k = 0; k < n_order; k++) placed |= order[k] == j;
+        placed |= !e[j].name[0];
         if (!placed) order[n_order++] = j;
     }
 

@@ -26,7 +26,8 @@ typedef struct cvx_gguf_rules {
     const char *const *keep;      /* name substrings never quantized (lcpp.patch), NULL-terminated */
     const char *const *hiprec;    /* name substrings stored F32 (convert.py keys_hiprec), NULL-terminated */
     /* The file's name of source tensor `name` (the "model.diffusion_model." prefix already stripped),
-     * e.g. diffusers -> original Wan names; NULL: unchanged. */
+     * e.g. diffusers -> original Wan names; "" leaves the tensor out (the VAE in LTX-Video's
+     * combined file); NULL: unchanged. */
     void (*rename)(const cvx_weights *src, const char *name, char *out, size_t n);
 } cvx_gguf_rules;
 

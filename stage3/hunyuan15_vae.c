@@ -213,7 +213,7 @@ hv15_vae *hv15_vae_load_file(const char *config_json, const char *weights, cvx_c
     v->owns_ctx = ctx == NULL;
     v->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     v->weights = cvx_weights_open(weights);
-    if (!v->weights) goto fail;
+    if (!v->weights || hv15_vae_original_layout(v->weights)) goto fail;
     vae_loader L = {.w = v->weights, .ctx = v->ctx, .time_pad = VAE_TIME_PAD_REPLICATE, .space_replicate = 1};
     if (load_decoder(v, &L)) goto fail;
     L.next_cache = 0;

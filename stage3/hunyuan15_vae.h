@@ -25,6 +25,7 @@
 
 #include "context.h"
 #include "rng.h"
+#include "safetensors.h"
 
 #define HV15_VAE_MAX_LEVELS 8
 
@@ -44,7 +45,12 @@ int hv15_vae_config_load(hv15_vae_config *c, const char *path);
 /* A diffusers `vae/` directory (config.json + weights). ctx: borrowed, or NULL for a private one.
  * NULL + cvx_error naming the missing / mis-shaped tensor. */
 hv15_vae *hv15_vae_load(const char *vae_dir, cvx_ctx *ctx);
+/* The same from a config.json and a weights file with diffusers' names or the original ones
+ * (ComfyUI's hunyuanvideo15_vae_fp16.safetensors): stage3/hunyuan15_vae_names.c. */
 hv15_vae *hv15_vae_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
+/* Which names the opened weights use; the original ones renamed to diffusers' (cvx_weights_rename).
+ * -1 + cvx_error for a file that is no HunyuanVideo-1.5 VAE. */
+int hv15_vae_original_layout(cvx_weights *w);
 void hv15_vae_free(hv15_vae *v);
 const hv15_vae_config *hv15_vae_get_config(const hv15_vae *v);
 

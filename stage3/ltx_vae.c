@@ -352,9 +352,18 @@ ltx_vae *ltx_vae_load(const char *dir, cvx_ctx *ctx) {
         cvx_error("%s: path too long", dir);
         return NULL;
     }
+    return ltx_vae_load_file(path, dir, ctx);
+}
+
+ltx_vae *ltx_vae_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
     ltx_vae *v = cvx_calloc(1, sizeof *v);
-    if (ltx_vae_config_load(path, &v->c)) { free(v); return NULL; }
-    if (!(v->w = cvx_weights_open(dir))) { free(v); return NULL; }
+    if (ltx_vae_config_load(config_json, &v->c)) { free(v); return NULL; }
+    if (!(v->w = cvx_weights_open(weights))) { free(v); return NULL; }
+    if (ltx_vae_original_layout(v->w)) {
+        cvx_weights_close(v->w);
+        free(v);
+        return NULL;
+    }
     v->owns_ctx = ctx == NULL;
     v->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     vae_loader L = {.w = v->w, .ctx = v->ctx, .time_pad = VAE_TIME_PAD_REPLICATE};

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "context.h"
+#include "safetensors.h"
 
 #define LTX_VAE_MAX_BLOCKS 8
 
@@ -57,6 +58,16 @@ int ltx_vae_config_load(const char *config_json, ltx_vae_config *c);
 /* Config + weights of a diffusers `vae/` directory, every tensor shape-checked here.
  * ctx: borrowed, or NULL for a private one. NULL + cvx_error. */
 ltx_vae *ltx_vae_load(const char *vae_dir, cvx_ctx *ctx);
+/* The same from a config.json and a weights file with diffusers' names or the original LTX-Video
+ * single file's (its "vae." tensors; the same file may hold the transformer): stage3/ltx_vae_names.c. */
+ltx_vae *ltx_vae_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
+/* Which names the opened weights use; the original ones renamed to diffusers' (cvx_weights_rename),
+ * the layout told as upstream tells it (the encoder's conv_out input width 2048: 0.9.5+; the
+ * decoder's last_time_embedder: 0.9.1; else 0.9.0). -1 + cvx_error for a file with no LTX VAE. */
+int ltx_vae_original_layout(cvx_weights *w);
+/* diffusers' name of the original single file's `name` for layout `variant` (90, 91, 95) into out:
+ * 1, or 0 when upstream drops it (not a "vae." key, the per_channel_statistics it removes). */
+int ltx_vae_original_name(const char *name, int variant, char *out, size_t n);
 void ltx_vae_free(ltx_vae *v);
 const ltx_vae_config *ltx_vae_get_config(const ltx_vae *v);
 /* The checkpoint's latents_mean / latents_std buffers [latent_channels] (f32, owned by v). */

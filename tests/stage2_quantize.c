@@ -51,9 +51,9 @@ static void test_writer_roundtrip(void **state) {
         for (int r = 0; r < rows; r++) tr->from_f32_ref(x + (size_t)r * K, (char *)q[t] + rb * r, K);
         assert_int_equal(cvx_ggufw_tensor(w, tr->name, 2, (const int64_t[]){rows, K}, tr->dtype, q[t]), t);
     }
-    /* refusals: a name longer than ggml's 63 bytes, rows that are not whole blocks, a name twice */
-    char longname[80];
-    memset(longname, 'a', 70), longname[70] = 0;
+    /* refusals: a name longer than 127 bytes (city96's GGML_MAX_NAME), rows that are not whole blocks, a name twice */
+    char longname[160];
+    memset(longname, 'a', 128), longname[128] = 0;
     assert_int_equal(cvx_ggufw_tensor(w, longname, 1, (const int64_t[]){32}, CVX_F32, x), -1);
     assert_int_equal(cvx_ggufw_tensor(w, "bad", 2, (const int64_t[]){2, 100}, CVX_Q4_K, x), -1);
     assert_non_null(strstr(cvx_last_error(), "not whole Q4_K blocks"));
