@@ -175,7 +175,7 @@ with torch.no_grad():
         txt2 = torch.randn(1, 256, 1472).to(dt)
         mask2 = torch.zeros(1, 256, dtype=torch.long)
         img = torch.zeros(1, 729, 1152).to(dt)
-        t = torch.tensor([937.5])
+        t = torch.tensor([937.5]).to(dt)   # the pipeline passes the timestep in the latents' dtype (time_embed casts to it)
         print("hv15 %s: latent [1,65,%d,%d,%d] = %d tokens, %d layers" % (a.dtype, lf, lh, lw, lf * lh * lw, a.layers),
               file=sys.stderr, flush=True)
         r = timeit(lambda: m(x, t, txt, mask, encoder_hidden_states_2=txt2, encoder_attention_mask_2=mask2,
