@@ -14,7 +14,8 @@ prints one JSON object {"median_s", "runs_s", "cpu_s" (median process CPU s), "a
   hv15      one HunyuanVideo15Transformer3DModel forward (one CFG branch, batch 1: bench_hv15's call): 8.3B widths,
             --layers double-stream blocks (2 refiner blocks), latent [1, 65, (F-1)/4+1, H/16, W/16], MLLM text
             1000 rows with --text valid, ByT5 256 rows all masked, image tokens zero (T2V)
-  hv15vae   AutoencoderKLHunyuanVideo15 (real config) .decode of [1, 32, --latent], untiled
+  hv15vae   AutoencoderKLHunyuanVideo15 (real config) .decode of [1, 32, --latent], untiled (f32 only on torch 1.13:
+            its replication_pad3d has no BFloat16 CPU kernel)
   qwen      Qwen2_5_VLTextModel (Qwen2.5-VL-7B text widths, --layers layers) on one prompt padded to --tokens
             (the pipeline's 108 + 1000) with --text valid tokens, output_hidden_states as the pipeline calls it
   wan5      one CFG step of WanTransformer3DModel at Wan2.2-TI2V-5B widths (2 forwards of batch 1, text 512),
