@@ -144,11 +144,13 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.c.o $(ALL_LIBS)
 # make bench PART=...: only some parts, a comma list of kernels (bench_kernels), attention
 # (bench_attention at the 2b length of 13 frames, f32, bf16 and int8), t5, tr2b, tr5b, vae (side by side);
 # wan (= wan13,wan14,wanvae,umt5): Wan 2.1 beside PyTorch and stable-diffusion.cpp
-# (bench/side_by_side_wan.sh); wangguf: our Q8_0 / Q4_K_M GGUFs, ours and sd.cpp on the same files.
+# (bench/side_by_side_wan.sh); wangguf: our Q8_0 / Q4_K_M GGUFs, ours and sd.cpp on the same files;
+# hv15, wan22, ltx: HunyuanVideo-1.5 (transformer, Qwen2.5-VL text model, VAE), Wan 2.2 TI2V-5B (+ its VAE),
+# LTX-Video 2B (+ its VAE) beside PyTorch and sd.cpp (bench/side_by_side_video.sh).
 # Ctrl-C or SIGTERM stop it at once. make bench-all: every bench program.
 BENCH_THREADS ?= 2
 BENCH_CASES   ?= t5,tr2b,tr5b,vae
-BENCH_PARTS   := kernels attention t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5 wangguf
+BENCH_PARTS   := kernels attention t5 tr2b tr5b vae wan wan13 wan14 wanvae umt5 wangguf hv15 wan22 ltx
 comma         := ,
 PART          ?= kernels,$(BENCH_CASES)
 BENCH_LIST    = $(subst $(comma), ,$(PART))
@@ -161,7 +163,12 @@ BENCH_NEEDED  = $(if $(filter kernels,$(BENCH_LIST)),$(BUILD)/bench/bench_kernel
                 $(if $(filter wan wan13 wan14,$(BENCH_LIST)),$(BUILD)/bench/bench_wan_stage2) \
                 $(if $(filter wan wanvae,$(BENCH_LIST)),$(BUILD)/bench/bench_wan_vae) \
                 $(if $(filter wan umt5,$(BENCH_LIST)),$(BUILD)/bench/bench_stage1 $(BUILD)/bench/bench_kernels) \
-                $(if $(filter wangguf,$(BENCH_LIST)),$(BUILD)/bench/bench_quant $(BUILD)/bench/bench_kernels)
+                $(if $(filter wangguf,$(BENCH_LIST)),$(BUILD)/bench/bench_quant $(BUILD)/bench/bench_kernels) \
+                $(if $(BENCH_VIDEO),$(BUILD)/bench/bench_kernels) \
+                $(if $(filter hv15,$(BENCH_LIST)),$(BUILD)/bench/bench_hv15 $(BUILD)/bench/bench_qwen $(BUILD)/bench/bench_vae_dir) \
+                $(if $(filter wan22,$(BENCH_LIST)),$(BUILD)/bench/bench_wan_stage2 $(BUILD)/bench/bench_wan_vae) \
+                $(if $(filter ltx,$(BENCH_LIST)),$(BUILD)/bench/bench_ltx_stage2 $(BUILD)/bench/bench_vae_dir)
+BENCH_VIDEO   = $(subst $(eval) ,$(comma),$(strip $(filter hv15 wan22 ltx,$(BENCH_LIST))))
 ifneq ($(filter bench,$(MAKECMDGOALS)),)
   ifneq ($(strip $(filter-out $(BENCH_PARTS),$(BENCH_LIST))),)
     $(error make bench: unknown PART '$(strip $(filter-out $(BENCH_PARTS),$(BENCH_LIST)))': give a comma list of $(BENCH_PARTS))
@@ -175,6 +182,7 @@ bench: $(BENCH_NEEDED)
 	$(if $(filter attention,$(BENCH_LIST)),$(BUILD)/bench/bench_attention 2476 30 f32 3 && \
 	  $(BUILD)/bench/bench_attention 2476 30 bf16 3 && $(BUILD)/bench/bench_attention 2476 30 int8 3)
 	$(if $(BENCH_SBS),BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side.sh $(BENCH_SBS))
+	$(if $(BENCH_VIDEO),BUILD=$(BUILD) THREADS=$(BENCH_THREADS) sh bench/side_by_side_video.sh $(BENCH_VIDEO))
 bench-all: $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 	@echo "== bench/omp_under_load.sh (issue 14: alone vs beside CPU hogs)"; sh bench/omp_under_load.sh $(BUILD)

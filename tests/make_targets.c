@@ -62,6 +62,7 @@ static void test_bench_parts(void **state) {
         {"PART=tr2b", {"side_by_side.sh tr2b", NULL}, "bench_attention 2476"},
         {"PART=attention", {"bench_attention 2476 30 f32 3", "bench_attention 2476 30 bf16 3"}, "side_by_side"},
         {"PART=kernels", {"bench_kernels 2 3 quick", NULL}, "side_by_side"},
+        {"PART=hv15,ltx", {"side_by_side_video.sh hv15,ltx", NULL}, "side_by_side.sh"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[256];
