@@ -290,7 +290,14 @@ static int load_decoder(ltx_vae *v, vae_loader *L) {
         if (get_temb(L, "decoder", 2 * och, &v->dec_temb)) return -1;
         if (!(t = vae_loader_get(L, "decoder.scale_shift_table", CVX_SHAPE(2, och)))) return -1;
         v->dec_sst = cvx_tensor_f32_dup(t);
-        if (!(t = vae_loader_get(L, "decoder.timestep_scale_multiplier", CVX_SHAPE(1)))) return -1;
+        /* a 0-d parameter as diffusers saves it ([1] in some conversions) */
+        t = vae_loader_get(L, "decoder.timestep_scale_multiplier", NULL, 0);
+        if (!t) {
+            char first[512];
+            snprintf(first, sizeof first, "%s", cvx_last_error());
+            if (!(t = vae_loader_get(L, "decoder.timestep_scale_multiplier", CVX_SHAPE(1))))
+                return cvx_error("%s (or shape [] : %s)", cvx_last_error(), first);
+        }
         float *m = cvx_tensor_f32_dup(t);
         v->dec_tsm = m[0];
         free(m);

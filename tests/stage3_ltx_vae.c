@@ -158,6 +158,49 @@ static void test_bad_checkpoints(void **state) {
     tu_rmrf(dir);
 }
 
+/* decoder.timestep_scale_multiplier as diffusers saves it (a 0-d parameter) gives the bytes of
+ * the [1] form the goldens carry. */
+static void test_scalar_multiplier(void **state) {
+    (void)state;
+    char dir[256], sub[300], cmd[2048], wts[400], orig[400];
+    tu_mkdtemp(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/vae", dir);
+    snprintf(cmd, sizeof cmd, "cp -r " LTX_DATA "vae095_decode_encode/model/vae %s && chmod -R u+w %s", sub, sub);
+    tu_run_ok(cmd);
+    snprintf(wts, sizeof wts, "%s/diffusion_pytorch_model.safetensors", sub);
+    snprintf(orig, sizeof orig, "%s/orig.safetensors", dir);
+    rename(wts, orig);
+    ltx_vae *a = ltx_vae_load(LTX_DATA "vae095_decode_encode/model/vae", NULL);
+    ASSERT_NONNULL(a);
+    cvx_safetensors *st = tu_open(orig);
+    const cvx_tensor *m = cvx_st_find(st, "decoder.timestep_scale_multiplier");
+    ASSERT_NONNULL(m);
+    assert_int_equal(m->ndim, 1);
+    float *val = cvx_tensor_f32_dup(m);
+    assert_true(val[0] != 1.0f);   /* the decode below sees it */
+    tu_st_copy_edit(orig, wts, "decoder.timestep_scale_multiplier", "decoder.timestep_scale_multiplier", CVX_F32, 0,
+                    NULL, val);
+    cvx_st_close(st);
+    ltx_vae *b = ltx_vae_load(sub, NULL);
+    if (!b) fail_msg("%s", cvx_last_error());
+    const int lc = ltx_vae_get_config(a)->latent_channels, F = 2, H = 2, W = 2;
+    size_t nz = (size_t)lc * F * H * W, nv = (size_t)3 * (8 * (F - 1) + 1) * 32 * H * 32 * W;
+    float *z = malloc(sizeof(float) * nz), *va = malloc(sizeof(float) * nv), *vb = malloc(sizeof(float) * nv);
+    for (size_t i = 0; i < nz; i++) z[i] = (float)((i * 37 % 19) - 9) / 9.0f;
+    ASSERT_OK(ltx_vae_decode(a, z, F, H, W, 0.05f, va));
+    ASSERT_OK(ltx_vae_decode(b, z, F, H, W, 0.05f, vb));
+    assert_memory_equal(va, vb, sizeof(float) * nv);
+    /* neither [] nor [1]: one line naming the tensor */
+    float two[2] = {val[0], val[0]};
+    tu_st_copy_edit(orig, wts, "decoder.timestep_scale_multiplier", "decoder.timestep_scale_multiplier", CVX_F32, 1,
+                    (const int64_t[]){2}, two);
+    assert_null(ltx_vae_load(sub, NULL));
+    assert_non_null(strstr(cvx_last_error(), "decoder.timestep_scale_multiplier"));
+    ltx_vae_free(a), ltx_vae_free(b);
+    free(z), free(va), free(vb), free(val);
+    tu_rmrf(dir);
+}
+
 static void test_decode_090(void **state) { (void)state; decode_cases("vae090_decode_encode"); }
 static void test_decode_095(void **state) { (void)state; decode_cases("vae095_decode_encode"); }
 
@@ -166,6 +209,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_090),
         cmocka_unit_test(test_decode_095),
+        cmocka_unit_test(test_scalar_multiplier),
         cmocka_unit_test(test_encode_090),
         cmocka_unit_test(test_encode_095),
         cmocka_unit_test(test_bad_checkpoints),
