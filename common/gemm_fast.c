@@ -70,6 +70,7 @@ struct cvx_kernels {
     int qdot, q8_force;            /* quantized weights: cvx_qdot, cvx_q8_kernel (gemm_quant.h) */
     pack_entry *pk;                /* pre-packed weights */
     int npk, cap_pk, pack_warned;
+    int pack_given;                /* budget set by the caller or CVX_PACK_BUDGET_MB: MemAvailable not consulted */
     size_t pack_bytes, pack_budget;
 };
 
@@ -102,7 +103,10 @@ cvx_kernels *cvx_kernels_new(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     kc->pack_budget = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : 0;
     const char *b = getenv("CVX_PACK_BUDGET_MB");
-    if (b && b[0]) kc->pack_budget = (size_t)strtoull(b, NULL, 10) << 20;
+    if (b && b[0]) {
+        kc->pack_budget = (size_t)strtoull(b, NULL, 10) << 20;
+        kc->pack_given = 1;
+    }
     return kc;
 }
 
@@ -126,7 +130,10 @@ void cvx_kernels_unpack(cvx_kernels *kc) {
     kc->pack_bytes = 0;
 }
 
-void cvx_kernels_set_pack_budget(cvx_kernels *kc, size_t bytes) { kc->pack_budget = bytes; }
+void cvx_kernels_set_pack_budget(cvx_kernels *kc, size_t bytes) {
+    kc->pack_budget = bytes;
+    kc->pack_given = 1;
+}
 size_t cvx_kernels_pack_bytes(const cvx_kernels *kc) { return kc->pack_bytes; }
 int cvx_kernels_pack_count(const cvx_kernels *kc) { return kc->npk; }
 
@@ -526,8 +533,8 @@ static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const
         *e = kc->pk[--kc->npk];
         break;
     }
-    size_t need = (size_t)N * K * (kind == PACK_ONEDNN ? 2 : 4), avail = mem_available();
-    size_t margin = (size_t)2 << 30;
+    size_t need = (size_t)N * K * (kind == PACK_ONEDNN ? 2 : 4), avail = kc->pack_given ? (size_t)-1 : mem_available();
+    size_t margin = (size_t)4 << 30;   /* left for activations and the page cache */
     if (kc->pack_bytes + need > kc->pack_budget || avail < margin || need > avail - margin) {
         if (!kc->pack_warned)
             cvx_warn("%s: weight [%d, %d] not pre-packed (%zu MiB packed, budget %zu MiB, %zu MiB available); "

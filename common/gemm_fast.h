@@ -67,7 +67,8 @@ void cvx_kernels_set_reorder(cvx_kernels *kc, int on);
  * the per-call conversion (the same numbers into the same kernel). Entries are keyed by (W->data,
  * shape, dtype, path) and a 16-point sample of W's bytes, so a weight unmapped and another mapped at
  * the same address is not served a stale copy. Budget: CVX_PACK_BUDGET_MB (env, read when the context
- * is made; 0 disables) or cvx_kernels_set_pack_budget, default half the physical RAM; a weight that
+ * is made; 0 disables) or cvx_kernels_set_pack_budget (either is taken as given); by default half the
+ * physical RAM and never past /proc/meminfo's MemAvailable less 4 GiB at the time; a weight that
  * would not fit is read in place as before, and the first such weight logs one cvx_warn line. */
 void cvx_kernels_set_pack_budget(cvx_kernels *kc, size_t bytes);   /* 0: never pack */
 size_t cvx_kernels_pack_bytes(const cvx_kernels *kc);              /* bytes held by packed weights */
