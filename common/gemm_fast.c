@@ -69,7 +69,7 @@ struct cvx_kernels {
     scratch ext[CVX_KERNELS_SCRATCH_SLOTS];   /* cvx_kernels_scratch (the quantized linear's tiles) */
     int qdot, q8_force;            /* quantized weights: cvx_qdot, cvx_q8_kernel (gemm_quant.h) */
     pack_entry *pk;                /* pre-packed weights */
-    int npk, cap_pk, pack_warned;
+    int npk, cap_pk, pack_full;   /* pack_full: over budget once; no more packing until unpack/new budget */
     int pack_given;                /* budget set by the caller or CVX_PACK_BUDGET_MB: MemAvailable not consulted */
     size_t pack_bytes, pack_budget;
 };
@@ -128,11 +128,13 @@ void cvx_kernels_unpack(cvx_kernels *kc) {
     kc->pk = NULL;
     kc->npk = kc->cap_pk = 0;
     kc->pack_bytes = 0;
+    kc->pack_full = 0;
 }
 
 void cvx_kernels_set_pack_budget(cvx_kernels *kc, size_t bytes) {
     kc->pack_budget = bytes;
     kc->pack_given = 1;
+    kc->pack_full = 0;
 }
 size_t cvx_kernels_pack_bytes(const cvx_kernels *kc) { return kc->pack_bytes; }
 int cvx_kernels_pack_count(const cvx_kernels *kc) { return kc->npk; }
@@ -527,21 +529,21 @@ static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const
     for (int i = 0; i < kc->npk; i++) {
         pack_entry *e = &kc->pk[i];
         if (e->src != W->data || e->N != N || e->K != K || e->dt != W->dtype || e->kind != kind) continue;
-        if (e->sample == sample) return e;
+        if (e->sample == sample) return e->buf ? e : NULL;   /* buf NULL: oneDNN could not pack it */
         kc->pack_bytes -= e->bytes;   /* another weight now lives at this address: repack */
         free(e->buf);
         *e = kc->pk[--kc->npk];
         break;
     }
+    if (kc->pack_full) return NULL;
     size_t need = (size_t)N * K * (kind == PACK_ONEDNN ? 2 : 4), avail = kc->pack_given ? (size_t)-1 : mem_available();
     size_t margin = (size_t)4 << 30;   /* left for activations and the page cache */
     if (kc->pack_bytes + need > kc->pack_budget || avail < margin || need > avail - margin) {
-        if (!kc->pack_warned)
-            cvx_warn("%s: weight [%d, %d] not pre-packed (%zu MiB packed, budget %zu MiB, %zu MiB available); "
-                     "it and any further weights that do not fit are read in place",
-                     W->file, N, K, kc->pack_bytes >> 20, kc->pack_budget >> 20,
-                     avail == (size_t)-1 ? (size_t)0 : avail >> 20);
-        kc->pack_warned = 1;
+        cvx_warn("%s: weight [%d, %d] not pre-packed (%zu MiB packed, budget %zu MiB, %zu MiB available); "
+                 "it and the weights after it are read in place",
+                 W->file, N, K, kc->pack_bytes >> 20, kc->pack_budget >> 20,
+                 avail == (size_t)-1 ? (size_t)0 : avail >> 20);
+        kc->pack_full = 1;
         return NULL;
     }
     pack_entry e = {W->data, N, K, kind, W->dtype, sample, NULL, 0, {0}};
@@ -549,9 +551,8 @@ static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const
     scratch tmp = {NULL, 0};
     if (kind == PACK_ONEDNN) {
         cvx_mat b = W->dtype == CVX_BF16 ? wb : convert_mat(&wb, K, N, CVX_BF16, 1, &tmp);
-        int rc = pack_onednn(kc, M, &b, &e);
+        if (pack_onednn(kc, M, &b, &e)) e.buf = NULL, e.bytes = 0;   /* kept: not tried again */
         scratch_free(&tmp);
-        if (rc) return NULL;
     } else {   /* the very conversion cvx_matmul makes per call: the same numbers */
         convert_mat(&wb, K, N, CVX_F32, kind == PACK_F32_ROUNDED, &tmp);
         e.buf = tmp.p;
@@ -563,7 +564,8 @@ static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const
     }
     kc->pk[kc->npk] = e;
     kc->pack_bytes += e.bytes;
-    return &kc->pk[kc->npk++];
+    kc->npk++;
+    return e.buf ? &kc->pk[kc->npk - 1] : NULL;
 }
 
 /* x · Wᵀ on a packed weight; -1 without an error when oneDNN's primitive for this M wants another

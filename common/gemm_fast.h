@@ -69,10 +69,10 @@ void cvx_kernels_set_reorder(cvx_kernels *kc, int on);
  * the same address is not served a stale copy. Budget: CVX_PACK_BUDGET_MB (env, read when the context
  * is made; 0 disables) or cvx_kernels_set_pack_budget (either is taken as given); by default half the
  * physical RAM and never past /proc/meminfo's MemAvailable less 4 GiB at the time; a weight that
- * would not fit is read in place as before, and the first such weight logs one cvx_warn line. */
+ * would not fit is read in place as before, and so are all after it (one cvx_warn line names it). */
 void cvx_kernels_set_pack_budget(cvx_kernels *kc, size_t bytes);   /* 0: never pack */
 size_t cvx_kernels_pack_bytes(const cvx_kernels *kc);              /* bytes held by packed weights */
-int cvx_kernels_pack_count(const cvx_kernels *kc);                 /* weights packed */
+int cvx_kernels_pack_count(const cvx_kernels *kc);   /* weights packed (or that oneDNN could not pack) */
 /* Drop every packed weight (cvx_kernels_trim does too; call when the weights are closed). */
 void cvx_kernels_unpack(cvx_kernels *kc);
 /* Drop cached primitives, scratch and packed weights (e.g. between stages). */
