@@ -539,10 +539,11 @@ static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const
     size_t need = (size_t)N * K * (kind == PACK_ONEDNN ? 2 : 4), avail = kc->pack_given ? (size_t)-1 : mem_available();
     size_t margin = (size_t)4 << 30;   /* left for activations and the page cache */
     if (kc->pack_bytes + need > kc->pack_budget || avail < margin || need > avail - margin) {
-        cvx_warn("%s: weight [%d, %d] not pre-packed (%zu MiB packed, budget %zu MiB, %zu MiB available); "
+        char av[48] = "";
+        if (avail != (size_t)-1) snprintf(av, sizeof av, ", %zu MiB available", avail >> 20);
+        cvx_warn("%s: weight [%d, %d] not pre-packed (%zu MiB packed, budget %zu MiB%s); "
                  "it and the weights after it are read in place",
-                 W->file, N, K, kc->pack_bytes >> 20, kc->pack_budget >> 20,
-                 avail == (size_t)-1 ? (size_t)0 : avail >> 20);
+                 W->file, N, K, kc->pack_bytes >> 20, kc->pack_budget >> 20, av);
         kc->pack_full = 1;
         return NULL;
     }
