@@ -1,8 +1,8 @@
 /* Kernel rates against this machine's measured peaks (bench_peaks.h: f32 FMA, bf16 vdpbf16ps and
  * int8 vpdpbusd loops, every thread), then per GEMM shape: OpenBLAS cblas_sgemm (cvx_sgemm),
  * cvx_matmul f32 (oneDNN), cvx_linear_p bf16 (bf16 weights read in place, x converted per call),
- * oneDNN bf16 with the weights reordered once to its blocked layout (the cached-reorder variant, not
- * used by the library: see docs/performance.md), the bf16 fallback; attention f32 vs bf16; a VAE
+ * cvx_linear_p bf16 on the weight pre-packed in the context (gemm_fast.h), oneDNN bf16 with the
+ * weights reordered once by hand, the bf16 fallback in place and pre-packed; attention f32 vs bf16; a VAE
  * convolution in f32 and bf16; oneDNN's int8 GEMM; and a closing table of each op family's share of
  * its peak. Best of `reps` runs (other processes share the cores: the best is the least disturbed).
  * Usage: bench_kernels [threads] [reps] [quick] */
@@ -175,13 +175,14 @@ static void int8_family(int reps, double pk_int8, family *fam, int *nfam) {
     dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
 }
 
-enum { V_BLAS, V_DNNL, V_F32, V_BF16, V_BF16_REO, V_BF16_BLK, V_FALLBACK, V_COUNT };
+enum { V_BLAS, V_DNNL, V_F32, V_BF16, V_BF16_REO, V_BF16_PACKED, V_BF16_BLK, V_FALLBACK, V_FALLBACK_PACKED, V_COUNT };
 /* cvx_matmul f32: cvx_sgemm_fixed on every CPU (the same bits at any thread count and on any CPU);
  * the two library sgemms beside it, threaded their own way */
 static const char *vname[V_COUNT] = {"openblas sgemm f32", "oneDNN sgemm f32", "cvx_matmul f32",
                                      "cvx_linear_p bf16 W in place",
-                                     "cvx_linear_p bf16 reorder/call", "oneDNN bf16 W reordered once",
-                                     "bf16 fallback (widen+f32)"};
+                                     "cvx_linear_p bf16 reorder/call", "cvx_linear_p bf16 pre-packed",
+                                     "oneDNN bf16 W reordered once", "bf16 fallback (widen+f32)",
+                                     "bf16 fallback pre-packed"};
 
 int main(int argc, char **argv) {
     cvx_set_program_name(argv[0]);
@@ -227,7 +228,11 @@ int main(int argc, char **argv) {
                 if (cpu->avx512_bf16) rate[v] = dnnl_bf16_blocked(M, N, K, xb, wb, y, reps, &reorder_s, &crate[v]);
                 continue;
             }
-            if (v == V_FALLBACK && si > 0) continue;   /* ≈ the f32 rate; once is enough */
+            /* the fallback rows are what bf16 runs on without bf16 units: only there at every shape */
+            if ((v == V_FALLBACK || v == V_FALLBACK_PACKED) && si > 0 && cvx_kernels_bf16_native(kc)) continue;
+            /* in place unless the row is a packed one (its warm-up call packs the weight) */
+            cvx_kernels_unpack(kc);
+            cvx_kernels_set_pack_budget(kc, v == V_BF16_PACKED || v == V_FALLBACK_PACKED ? (size_t)8 << 30 : 0);
             if (v == V_BF16_REO && M < 8192) continue;  /* the library reorders only from 8192 rows */
             double best = 1e30, cbest = 1e30;
             for (int r = 0; r <= reps; r++) {
@@ -241,8 +246,10 @@ int main(int argc, char **argv) {
                     cvx_linear_p(kc, CVX_PRECISION_BF16, x, M, K, &Wb, NULL, y);
                     cvx_kernels_set_reorder(kc, 1);
                     break;
-                case V_BF16_REO: cvx_linear_p(kc, CVX_PRECISION_BF16, x, M, K, &Wb, NULL, y); break;
+                case V_BF16_REO:
+                case V_BF16_PACKED: cvx_linear_p(kc, CVX_PRECISION_BF16, x, M, K, &Wb, NULL, y); break;
                 case V_FALLBACK:
+                case V_FALLBACK_PACKED:
                     cvx_kernels_force(kc, CVX_KPATH_NO_BF16);
                     cvx_linear_p(kc, CVX_PRECISION_BF16, x, M, K, &Wb, NULL, y);
                     cvx_kernels_force(kc, CVX_KPATH_AUTO);
@@ -266,6 +273,7 @@ int main(int argc, char **argv) {
                    vname[v], rate[v], 100 * rate[v] / (bf ? pk_bf16 : pk_f32), bf ? "bf16" : "f32", rate[v] / top,
                    crate[v], 100 * crate[v] / (bf ? pk_bf16 : pk_f32));
         }
+        cvx_kernels_unpack(kc);
         if (reorder_s > 0) printf("  (one reorder of W to the blocked layout: %.1f ms)\n", reorder_s * 1e3);
         if (si == 0) {
             fam[nfam++] = (family){"linear f32 (cvx_matmul, 2432x1920x1920)", rate[V_F32], crate[V_F32], pk_f32, "f32"};

@@ -9,8 +9,10 @@
 #include "gemm_quant.h"
 
 #include <dnnl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { CACHE_SLOTS = 64 };
 /* From this many rows on, bf16 weights are reordered per call into oneDNN's blocked layout (a
@@ -42,6 +44,18 @@ typedef struct {
     size_t cap;
 } scratch;
 
+/* A pre-packed linear weight (gemm_fast.h, "Pre-packed linear weights"). */
+enum { PACK_ONEDNN = 1, PACK_F32_ROUNDED = 2, PACK_F32 = 3 };
+typedef struct {
+    const void *src;        /* W->data */
+    int N, K, kind;
+    cvx_dtype dt;
+    uint64_t sample;        /* 16 points of W's bytes: a new weight at a reused address is not a hit */
+    void *buf;
+    size_t bytes;
+    dnnl_memory_desc_t md;  /* PACK_ONEDNN: the layout oneDNN chose for dnnl_format_tag_any */
+} pack_entry;
+
 struct cvx_kernels {
     cvx_cpu_features cpu;        /* the kernels' view: detected, AVX-512 masked off by CVX_KPATH_AVX2 */
     cvx_cpu_features detected;
@@ -54,6 +68,10 @@ struct cvx_kernels {
     scratch sa, sb, sbias, sblk;   /* converted A, converted B, f32 bias, blocked B */
     scratch ext[CVX_KERNELS_SCRATCH_SLOTS];   /* cvx_kernels_scratch (the quantized linear's tiles) */
     int qdot, q8_force;            /* quantized weights: cvx_qdot, cvx_q8_kernel (gemm_quant.h) */
+    pack_entry *pk;                /* pre-packed weights */
+    int npk, cap_pk, pack_full;   /* pack_full: over budget once; no more packing until unpack/new budget */
+    int pack_given;                /* budget set by the caller or CVX_PACK_BUDGET_MB: MemAvailable not consulted */
+    size_t pack_bytes, pack_budget;
 };
 
 static void *scratch_get(scratch *s, size_t bytes) {
@@ -82,6 +100,13 @@ cvx_kernels *cvx_kernels_new(void) {
         cvx_error("oneDNN: cannot create the CPU engine/stream");
         return NULL;
     }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    kc->pack_budget = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : 0;
+    const char *b = getenv("CVX_PACK_BUDGET_MB");
+    if (b && b[0]) {
+        kc->pack_budget = (size_t)strtoull(b, NULL, 10) << 20;
+        kc->pack_given = 1;
+    }
     return kc;
 }
 
@@ -97,7 +122,25 @@ static void drop_slot(prim_slot *s) {
     memset(s, 0, sizeof *s);
 }
 
+void cvx_kernels_unpack(cvx_kernels *kc) {
+    for (int i = 0; i < kc->npk; i++) free(kc->pk[i].buf);
+    free(kc->pk);
+    kc->pk = NULL;
+    kc->npk = kc->cap_pk = 0;
+    kc->pack_bytes = 0;
+    kc->pack_full = 0;
+}
+
+void cvx_kernels_set_pack_budget(cvx_kernels *kc, size_t bytes) {
+    kc->pack_budget = bytes;
+    kc->pack_given = 1;
+    kc->pack_full = 0;
+}
+size_t cvx_kernels_pack_bytes(const cvx_kernels *kc) { return kc->pack_bytes; }
+int cvx_kernels_pack_count(const cvx_kernels *kc) { return kc->npk; }
+
 void cvx_kernels_trim(cvx_kernels *kc) {
+    cvx_kernels_unpack(kc);
     for (int i = 0; i < CACHE_SLOTS; i++) drop_slot(&kc->slot[i]);
     scratch_free(&kc->sa);
     scratch_free(&kc->sb);
@@ -141,8 +184,13 @@ int cvx_kernels_bf16_native(const cvx_kernels *kc) {
 
 int cvx_kernels_avx512(const cvx_kernels *kc) { return kc->cpu.avx512f; }
 
+/* bf16 products on oneDNN's bf16 matmul: the CPU's bf16 units, or forced (oneDNN emulates). */
+static int onednn_bf16(const cvx_kernels *kc) {
+    return cvx_kernels_bf16_native(kc) || (kc->force == CVX_KPATH_ONEDNN_BF16 && kc->cpu.avx512f);
+}
+
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p) {
-    if (p == CVX_PRECISION_BF16) return cvx_kernels_bf16_native(kc) ? "onednn-bf16" : "fallback-bf16";
+    if (p == CVX_PRECISION_BF16) return onednn_bf16(kc) ? "onednn-bf16" : "fallback-bf16";
     if (kc->force == CVX_KPATH_LIBRARY_F32) return "onednn-f32 (library)";
     return cvx_kernels_avx512(kc) ? "fixed-f32-avx512" : "fixed-f32";
 }
@@ -329,17 +377,23 @@ static prim_slot *get_prim(cvx_kernels *kc, const prim_key *key) {
 
 /* 0 on success, -1 when oneDNN has no primitive for it (caller falls back). */
 static int run_dnnl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, const cvx_mat *A, const cvx_mat *B,
-                       const float *bias, float beta, float *C, int ldc) {
+                    const float *bias, float beta, float *C, int ldc, const pack_entry *pk) {
     prim_key key;
     memset(&key, 0, sizeof key);   /* padding too: the key is compared with memcmp */
     key.M = M; key.N = N; key.K = K; key.prec = p; key.has_bias = bias != NULL; key.ldc = ldc; key.beta = beta;
-    key.blocked = p == CVX_PRECISION_BF16 && M >= REORDER_MIN_M && !kc->no_reorder;
+    key.blocked = p == CVX_PRECISION_BF16 && (pk || (M >= REORDER_MIN_M && !kc->no_reorder));
     key.ta = dnnl_dt(A->dtype);
     key.tb = dnnl_dt(B->dtype);
     strides_of(A, key.sa);
     strides_of(B, key.sb);
     prim_slot *s = get_prim(kc, &key);
     if (!s) return -1;
+    if (pk) {   /* pre-packed: only when this shape's primitive wants the layout it was packed in */
+        const dnnl_memory_desc_t *want = NULL;
+        if (!s->mb_blk || dnnl_memory_get_memory_desc(s->mb_blk, &want) != dnnl_success || !want ||
+            !dnnl_memory_desc_equal(want, &pk->md))
+            return -1;
+    }
     if (s->sgemm_tiles && kc->force != CVX_KPATH_LIBRARY_F32) {
         fixed_matmul(kc, M, N, K, A, B, bias, beta, C, ldc);
         return 0;
@@ -347,12 +401,13 @@ static int run_dnnl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, const
     dnnl_memory_set_data_handle(s->ma, (void *)A->data);
     dnnl_memory_set_data_handle(s->mb, (void *)B->data);
     dnnl_memory_set_data_handle(s->mc, C);
-    if (s->reorder) {   /* B into the blocked layout, in the context's scratch (one matrix at a time) */
+    if (pk) dnnl_memory_set_data_handle(s->mb_blk, pk->buf);
+    else if (s->reorder) {   /* B into the blocked layout, in the context's scratch (one matrix at a time) */
         dnnl_memory_set_data_handle(s->mb_blk, scratch_get(&kc->sblk, s->blk_bytes));
         dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, s->mb}, {DNNL_ARG_TO, s->mb_blk}};
         if (dnnl_primitive_execute(s->reorder, kc->stream, 2, ra) != dnnl_success) return -1;
     }
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->ma}, {DNNL_ARG_WEIGHTS, s->reorder ? s->mb_blk : s->mb},
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->ma}, {DNNL_ARG_WEIGHTS, pk || s->reorder ? s->mb_blk : s->mb},
                                {DNNL_ARG_DST, s->mc}};
     int nargs = 3;
     if (bias) {
@@ -364,8 +419,9 @@ static int run_dnnl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, const
     return 0;
 }
 
-int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, const float *bias,
-               float beta, float *C, int ldc) {
+/* b_ready: B is already what the f32 path reads (a packed f32 weight: converted, rounded in bf16 mode). */
+static int matmul_impl(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B,
+                       const float *bias, float beta, float *C, int ldc, int b_ready) {
     if (check_mat(&A, M, K, "A") || check_mat(&B, K, N, "B")) return -1;
     if (M <= 0 || N <= 0) return 0;
     if (K <= 0) {   /* empty sum: C = bias + beta·C */
@@ -376,23 +432,154 @@ int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A,
             }
         return 0;
     }
-    if (p == CVX_PRECISION_BF16 && cvx_kernels_bf16_native(kc)) {
+    if (p == CVX_PRECISION_BF16 && onednn_bf16(kc) && !b_ready) {
         /* bf16 units: every operand bf16 (stored bf16 read in place). */
         cvx_mat a = A.dtype == CVX_BF16 ? A : convert_mat(&A, M, K, CVX_BF16, 1, &kc->sa);
         cvx_mat b = B.dtype == CVX_BF16 ? B : convert_mat(&B, K, N, CVX_BF16, 1, &kc->sb);
-        if (run_dnnl(kc, p, M, N, K, &a, &b, bias, beta, C, ldc) == 0) return 0;
+        if (run_dnnl(kc, p, M, N, K, &a, &b, bias, beta, C, ldc, NULL) == 0) return 0;
         /* no bf16 primitive here: the f32 path below, from the original operands */
     }
     /* f32 arithmetic: operands f32, rounded to bf16 first in bf16 mode (the fallback). */
     int round = p == CVX_PRECISION_BF16;
     if (A.dtype != CVX_F32 || round) A = convert_mat(&A, M, K, CVX_F32, round, &kc->sa);
-    if (B.dtype != CVX_F32 || round) B = convert_mat(&B, K, N, CVX_F32, round, &kc->sb);
+    if (!b_ready && (B.dtype != CVX_F32 || round)) B = convert_mat(&B, K, N, CVX_F32, round, &kc->sb);
     /* f32 mode: the fixed chains (CPU-independent bits). The bf16 fallback may take oneDNN's f32
      * matmul (brgemm on AVX-512: faster, its own k order); so may the benchmarks' LIBRARY_F32. */
     int library = round ? kc->force != CVX_KPATH_NO_ONEDNN : kc->force == CVX_KPATH_LIBRARY_F32;
-    if (!library || run_dnnl(kc, CVX_PRECISION_F32, M, N, K, &A, &B, bias, beta, C, ldc))
+    if (!library || run_dnnl(kc, CVX_PRECISION_F32, M, N, K, &A, &B, bias, beta, C, ldc, NULL))
         fixed_matmul(kc, M, N, K, &A, &B, bias, beta, C, ldc);
     return 0;
+}
+
+int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A, cvx_mat B, const float *bias,
+               float beta, float *C, int ldc) {
+    return matmul_impl(kc, p, M, N, K, A, B, bias, beta, C, ldc, 0);
+}
+
+/* ---- pre-packed linear weights ---- */
+
+static uint64_t sample_of(const void *data, size_t nbytes) {
+    const unsigned char *b = data;
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 16 && nbytes >= 4; i++) {
+        uint32_t v;
+        memcpy(&v, b + (nbytes - 4) / 15 * (size_t)i, 4);
+        h = (h ^ v) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Bytes the machine can still give (MemAvailable), or SIZE_MAX when unknown. */
+static size_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return (size_t)-1;
+    char line[256];
+    size_t kb = (size_t)-1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb == (size_t)-1 ? kb : kb << 10;
+}
+
+/* Reorder Wᵀ (B = [K, N], W's plain [N, K] storage, bf16) into the layout oneDNN's matmul picks for
+ * M rows; fills e->md, e->buf, e->bytes. 0, or -1 (no such primitive: the weight stays in place). */
+static int pack_onednn(cvx_kernels *kc, int M, const cvx_mat *b, pack_entry *e) {
+    dnnl_memory_desc_t ma, mb, mb_any, mc;
+    dnnl_dims_t da = {M, e->K}, db = {e->K, e->N}, dc = {M, e->N}, sa = {e->K, 1}, sc = {e->N, 1}, sb;
+    strides_of(b, sb);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t from = NULL, to = NULL;
+    int ok = dnnl_memory_desc_init_by_strides(&ma, 2, da, dnnl_bf16, sa) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&mb, 2, db, dnnl_bf16, sb) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&mb_any, 2, db, dnnl_bf16, dnnl_format_tag_any) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &ma, &mb_any, NULL, &mc) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &md, NULL, kc->eng, NULL) == dnnl_success;
+    const dnnl_memory_desc_t *blk = ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    ok = blk && dnnl_reorder_primitive_desc_create(&rpd, &mb, kc->eng, blk, kc->eng, NULL) == dnnl_success &&
+         dnnl_primitive_create(&reorder, rpd) == dnnl_success;
+    if (ok) {
+        e->md = *blk;
+        e->bytes = dnnl_memory_desc_get_size(blk);
+        e->buf = cvx_alloc_aligned_at(e->bytes + 64, __FILE__, __LINE__);
+        ok = dnnl_memory_create(&from, &mb, kc->eng, (void *)b->data) == dnnl_success &&
+             dnnl_memory_create(&to, blk, kc->eng, e->buf) == dnnl_success;
+        dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        ok = ok && dnnl_primitive_execute(reorder, kc->stream, 2, ra) == dnnl_success &&
+             dnnl_stream_wait(kc->stream) == dnnl_success;
+        if (!ok) { free(e->buf); e->buf = NULL; }
+    }
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return ok ? 0 : -1;
+}
+
+/* The packed copy of W for this path, made on first use; NULL: read W in place (f32 W in f32 mode,
+ * packing off, over budget, or no primitive). */
+static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const cvx_tensor *W, int N, int K) {
+    int kind = p == CVX_PRECISION_BF16 ? (onednn_bf16(kc) ? PACK_ONEDNN : PACK_F32_ROUNDED)
+                                       : (W->dtype == CVX_F32 ? 0 : PACK_F32);
+    if (!kind || !kc->pack_budget) return NULL;
+    uint64_t sample = sample_of(W->data, (size_t)N * K * cvx_dtype_size(W->dtype));
+    for (int i = 0; i < kc->npk; i++) {
+        pack_entry *e = &kc->pk[i];
+        if (e->src != W->data || e->N != N || e->K != K || e->dt != W->dtype || e->kind != kind) continue;
+        if (e->sample == sample) return e->buf ? e : NULL;   /* buf NULL: oneDNN could not pack it */
+        kc->pack_bytes -= e->bytes;   /* another weight now lives at this address: repack */
+        free(e->buf);
+        *e = kc->pk[--kc->npk];
+        break;
+    }
+    if (kc->pack_full) return NULL;
+    size_t need = (size_t)N * K * (kind == PACK_ONEDNN ? 2 : 4), avail = kc->pack_given ? (size_t)-1 : mem_available();
+    size_t margin = (size_t)4 << 30;   /* left for activations and the page cache */
+    if (kc->pack_bytes + need > kc->pack_budget || avail < margin || need > avail - margin) {
+        char av[48] = "";
+        if (avail != (size_t)-1) snprintf(av, sizeof av, ", %zu MiB available", avail >> 20);
+        cvx_warn("%s: weight [%d, %d] not pre-packed (%zu MiB packed, budget %zu MiB%s); "
+                 "it and the weights after it are read in place",
+                 W->file, N, K, kc->pack_bytes >> 20, kc->pack_budget >> 20, av);
+        kc->pack_full = 1;
+        return NULL;
+    }
+    pack_entry e = {W->data, N, K, kind, W->dtype, sample, NULL, 0, {0}};
+    cvx_mat wb = {W->data, W->dtype, K, 1};
+    scratch tmp = {NULL, 0};
+    if (kind == PACK_ONEDNN) {
+        cvx_mat b = W->dtype == CVX_BF16 ? wb : convert_mat(&wb, K, N, CVX_BF16, 1, &tmp);
+        if (pack_onednn(kc, M, &b, &e)) e.buf = NULL, e.bytes = 0;   /* kept: not tried again */
+        scratch_free(&tmp);
+    } else {   /* the very conversion cvx_matmul makes per call: the same numbers */
+        convert_mat(&wb, K, N, CVX_F32, kind == PACK_F32_ROUNDED, &tmp);
+        e.buf = tmp.p;
+        e.bytes = tmp.cap;
+    }
+    if (kc->npk == kc->cap_pk) {
+        kc->cap_pk = kc->cap_pk ? 2 * kc->cap_pk : 64;
+        kc->pk = cvx_realloc(kc->pk, sizeof *kc->pk * (size_t)kc->cap_pk);
+    }
+    kc->pk[kc->npk] = e;
+    kc->pack_bytes += e.bytes;
+    kc->npk++;
+    return e.buf ? &kc->pk[kc->npk - 1] : NULL;
+}
+
+/* x · Wᵀ on a packed weight; -1 without an error when oneDNN's primitive for this M wants another
+ * layout (the caller reads W in place). */
+static int linear_packed(cvx_kernels *kc, cvx_precision p, const pack_entry *e, int M, const cvx_mat *x,
+                         const float *bias, float *y) {
+    if (e->kind != PACK_ONEDNN) {
+        cvx_mat b = {e->buf, CVX_F32, e->K, 1};
+        return matmul_impl(kc, p, M, e->N, e->K, *x, b, bias, 0.0f, y, e->N, 1);
+    }
+    cvx_mat a = convert_mat(x, M, e->K, CVX_BF16, 1, &kc->sa);
+    cvx_mat b = {e->buf, CVX_BF16, e->K, 1};   /* only its dtype is read: the layout is e->md */
+    return run_dnnl(kc, p, M, e->N, e->K, &a, &b, bias, 0.0f, y, e->N, e);
 }
 
 int cvx_gemm_p(cvx_kernels *kc, cvx_precision p, int trans_a, int trans_b, int M, int N, int K, const float *A,
@@ -421,5 +608,7 @@ int cvx_linear_p(cvx_kernels *kc, cvx_precision p, const float *x, int M, int K,
     if (cvx_dtype_is_quant(W->dtype))   /* GGUF block types: dequantized tiles or int8 (gemm_quant.h) */
         return cvx_linear_quant(kc, p, (cvx_qdot)kc->qdot, x, M, K, W, bias, y);
     cvx_mat xa = {x, CVX_F32, K, 0}, wb = {W->data, W->dtype, K, 1};   /* B = Wᵀ: [K, N] */
+    const pack_entry *e = M > 0 && N > 0 && K > 0 && W->data ? pack_for(kc, p, M, W, N, K) : NULL;
+    if (e && linear_packed(kc, p, e, M, &xa, bias, y) == 0) return 0;
     return cvx_matmul(kc, p, M, N, K, xa, wb, bias, 0.0f, y, N);
 }

@@ -36,6 +36,9 @@ typedef enum {
                                 * and thread count (what cvx_sgemm_fixed costs) */
     CVX_KPATH_AVX2 = 4,      /* act as an AVX2-only CPU: no AVX-512 kernel (f32 on the AVX2 tiles,
                               * bf16 widened); env CVX_ISA=avx2 sets it on every new context */
+    CVX_KPATH_ONEDNN_BF16 = 5, /* tests/benchmarks: oneDNN's bf16 matmul even without bf16 units
+                                * (oneDNN 2.x emulates bf16 on AVX-512: its gemm:jit), so the
+                                * "onednn-bf16" code (pre-packed weights included) runs on any AVX-512 CPU */
 } cvx_kpath;
 
 typedef struct cvx_kernels cvx_kernels;
@@ -54,7 +57,25 @@ int cvx_kernels_bf16_native(const cvx_kernels *kc);
 /* 1 (default): bf16 products with M >= 8192 rows reorder B per call into oneDNN's blocked layout
  * (transient, one matrix); 0: always read B in place (benchmarks compare the two). */
 void cvx_kernels_set_reorder(cvx_kernels *kc, int on);
-/* Drop cached primitives and scratch (e.g. between stages). */
+/* Pre-packed linear weights (cvx_linear_p): each weight matrix W is prepared ONCE, on first use,
+ * into what the GEMM reads, and kept in the context beside the mmapped file:
+ *   onednn-bf16  : W as bf16 in the layout oneDNN's matmul picks for dnnl_format_tag_any (its
+ *                  blocked layout on AVX512_BF16/AMX; 2 bytes/param), reordered once;
+ *   fallback-bf16: W widened to f32 and rounded to bf16 (4 bytes/param), what every call converted;
+ *   f32 with a bf16/f16/fp8 W: W widened to f32 (4 bytes/param), what every call converted.
+ * An f32 W in f32 mode is read in place (no copy). The f32 and fallback results are bit-identical to
+ * the per-call conversion (the same numbers into the same kernel). Entries are keyed by (W->data,
+ * shape, dtype, path) and a 16-point sample of W's bytes, so a weight unmapped and another mapped at
+ * the same address is not served a stale copy. Budget: CVX_PACK_BUDGET_MB (env, read when the context
+ * is made; 0 disables) or cvx_kernels_set_pack_budget (either is taken as given); by default half the
+ * physical RAM and never past /proc/meminfo's MemAvailable less 4 GiB at the time; a weight that
+ * would not fit is read in place as before, and so are all after it (one cvx_warn line names it). */
+void cvx_kernels_set_pack_budget(cvx_kernels *kc, size_t bytes);   /* 0: never pack */
+size_t cvx_kernels_pack_bytes(const cvx_kernels *kc);              /* bytes held by packed weights */
+int cvx_kernels_pack_count(const cvx_kernels *kc);   /* weights packed (or that oneDNN could not pack) */
+/* Drop every packed weight (cvx_kernels_trim does too; call when the weights are closed). */
+void cvx_kernels_unpack(cvx_kernels *kc);
+/* Drop cached primitives, scratch and packed weights (e.g. between stages). */
 void cvx_kernels_trim(cvx_kernels *kc);
 /* Bytes of conversion scratch currently held (for RSS accounting in benchmarks). */
 size_t cvx_kernels_scratch_bytes(const cvx_kernels *kc);
