@@ -140,3 +140,14 @@ int cvx_expert_paths(const cvx_model *m, int expert, char *cfg, size_t cn, char 
                          weights, flag);
     return 0;
 }
+
+int cvx_image_encoder_load(cvx_model *m, const char *processor, clip_image_processor *proc, clip_vision **enc) {
+    if (*enc) return 0;
+    char dir[4200], cfg[4200];
+    if (cvx_model_component(m->dir, "image_encoder", "config.json", dir, sizeof dir) ||
+        cvx_model_component(m->dir, processor, "preprocessor_config.json", cfg, sizeof cfg) ||
+        clip_image_processor_load(proc, cfg))
+        return -1;
+    *enc = clip_vision_load(dir, m->ctx);
+    return *enc ? 0 : -1;
+}

@@ -7,6 +7,7 @@
 #define CVX_PIPELINE_COMPONENTS_H
 
 #include "pipeline/internal.h"
+#include "stage1/clip_vision.h"
 #include "stage1/t5.h"
 #include "stage1/t5_tokenizer.h"
 
@@ -75,5 +76,10 @@ typedef struct {
  * error names the label and the item). out freed on error. */
 int cvx_decode_items(const cvx_decode_params *p, const cvx_decode_plan *plan, const float *z, int B, int C, int T,
                      int h, int w, const char *label, cvx_progress_fn progress, void *user, cvx_frames *out);
+
+/* ---- an image encoder (CLIP for Wan I2V, SigLIP for HunyuanVideo-1.5 I2V): image_encoder/ and the
+ * preprocessor_config.json in the folder `processor` ("image_processor", "feature_extractor") ----
+ * Maps it once (*enc set: 0 at once). -1 + cvx_error */
+int cvx_image_encoder_load(cvx_model *m, const char *processor, clip_image_processor *proc, clip_vision **enc);
 
 #endif

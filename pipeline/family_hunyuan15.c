@@ -253,15 +253,7 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
 
 /* ---- stage 1: image-to-video ---- */
 static int load_image_encoder(cvx_model *m) {
-    hv15_state *s = S(m);
-    if (s->siglip) return 0;
-    char dir[4200], proc[4200];
-    if (cvx_model_component(m->dir, "image_encoder", "config.json", dir, sizeof dir) ||
-        cvx_model_component(m->dir, "feature_extractor", "preprocessor_config.json", proc, sizeof proc) ||
-        clip_image_processor_load(&s->proc, proc))
-        return -1;
-    s->siglip = clip_vision_load(dir, m->ctx);
-    return s->siglip ? 0 : -1;
+    return cvx_image_encoder_load(m, "feature_extractor", &S(m)->proc, &S(m)->siglip);
 }
 
 /* Python's round(x, 5): correctly rounded (glibc's printf is exact, ties to even like Python's). */

@@ -159,15 +159,7 @@ static int load_vae(cvx_model *m) {
 }
 
 static int load_image_encoder(cvx_model *m) {
-    wan_state *s = S(m);
-    if (s->clip) return 0;
-    char dir[4200], proc[4200];
-    if (cvx_model_component(m->dir, "image_encoder", "config.json", dir, sizeof dir) ||
-        cvx_model_component(m->dir, "image_processor", "preprocessor_config.json", proc, sizeof proc) ||
-        clip_image_processor_load(&s->proc, proc))
-        return -1;
-    s->clip = clip_vision_load(dir, m->ctx);
-    return s->clip ? 0 : -1;
+    return cvx_image_encoder_load(m, "image_processor", &S(m)->proc, &S(m)->clip);
 }
 
 /* ---- stage 1: text ---- */
