@@ -79,13 +79,23 @@ void vae_cache_free(vae_cache *c) {
 
 /* ------------------------------------------------------------------ convolutions */
 
+/* oneDNN's bf16 convolution primitive: in bf16 mode, when $CVX_VAE_CONV=onednn (tests and
+ * benchmarks; off by default until its primitives and reordered weights are cached per conv). */
+static int vae_conv_onednn_bf16(const cvx_ctx *ctx) {
+    const char *e = getenv("CVX_VAE_CONV");
+    return ctx->precision == CVX_PRECISION_BF16 && ctx->kernels && e && strcmp(e, "onednn") == 0;
+}
+
 void vae_conv_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
     int taps = c->kt * c->kh * c->kw;
     cvx_ctx *ctx = c->ctx;
     double t0 = cvx_time();
     float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
     /* The transformed weights go to a scratch reused by every conv (no fresh pages per call). */
-    if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
+    if (vae_conv_onednn_bf16(ctx)) {
+        if (cvx_conv3d_onednn_bf16(ctx, xp, c->cin, Tp, Hp, Wp, c->w, bias, c->cout, c->kt, c->kh, c->kw, y))
+            cvx_die("%s", cvx_last_error());
+    } else if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
         float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 36 * c->cout * c->cin);
         cvx_conv_winograd4_weights(ctx, c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
         cvx_conv3d_winograd4(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
