@@ -59,6 +59,37 @@ static void test_conv_shapes(void **state) {
     }
 }
 
+/* The context's cache: a weight is reordered once (same output, no new bytes on the second call),
+ * a second shape reuses it if the layout matches, another weight tensor adds its own copy. */
+static void test_cache(void **state) {
+    (void)state;
+    const int Cin = 32, Cout = 16, kt = 3, Tp = 4, Hp = 9, Wp = 10;
+    const size_t nx = (size_t)Cin * Tp * Hp * Wp, nw = (size_t)Cout * Cin * kt * 9,
+                 ny = (size_t)Cout * (Tp - 2) * (Hp - 2) * (Wp - 2);
+    uint64_t r = 5;
+    float *xp = cvx_alloc_f32(nx), *w = cvx_alloc_f32(nw), *w2 = cvx_alloc_f32(nw), *b = cvx_alloc_f32((size_t)Cout);
+    fill(xp, nx, &r), fill(w, nw, &r), fill(w2, nw, &r), fill(b, (size_t)Cout, &r);
+    cvx_tensor t = {.name = "w", .dtype = CVX_F32, .ndim = 1, .shape = {(int64_t)nw}, .numel = (int64_t)nw,
+                    .data = w, .nbytes = sizeof(float) * nw, .file = "(test)"};
+    cvx_tensor t2 = t;
+    t2.data = w2;
+    float *y[3] = {cvx_alloc_f32(ny), cvx_alloc_f32(ny), cvx_alloc_f32(ny)}, *yr = cvx_alloc_f32(ny);
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    ASSERT_NONNULL(ctx);
+    ASSERT_OK(cvx_conv3d_onednn_bf16(ctx, xp, Cin, Tp, Hp, Wp, &t, b, Cout, kt, 3, 3, y[0]));
+    const size_t bytes = cvx_conv_onednn_bytes(ctx->conv_onednn);
+    assert_true(bytes >= nw * 2);   /* bf16, maybe padded */
+    ASSERT_OK(cvx_conv3d_onednn_bf16(ctx, xp, Cin, Tp, Hp, Wp, &t, b, Cout, kt, 3, 3, y[1]));
+    assert_int_equal(cvx_conv_onednn_bytes(ctx->conv_onednn), bytes);
+    assert_memory_equal(y[0], y[1], sizeof(float) * ny);
+    ASSERT_OK(cvx_conv3d_onednn_bf16(ctx, xp, Cin, Tp, Hp, Wp, &t2, b, Cout, kt, 3, 3, y[2]));
+    assert_int_equal(cvx_conv_onednn_bytes(ctx->conv_onednn), 2 * bytes);
+    cvx_conv3d_padded_ref(xp, Cin, Tp, Hp, Wp, w2, b, Cout, kt, 3, 3, yr);
+    ASSERT_REL_L2(y[2], yr, ny, TOL_CONV_BF16);
+    cvx_ctx_free(ctx);
+    free(xp), free(w), free(w2), free(b), free(y[0]), free(y[1]), free(y[2]), free(yr);
+}
+
 /* golden [1, T, C, h, w] -> ours [1, C, T, h, w] */
 static float *to_ctw(const cvx_tensor *t) {
     int64_t T = t->shape[1], C = t->shape[2], HW = t->shape[3] * t->shape[4];
@@ -164,6 +195,7 @@ static void test_wan_vae(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_shapes),
+        cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cogvideox_vae),
         cmocka_unit_test(test_wan_vae),
     };
