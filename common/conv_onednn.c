@@ -4,7 +4,8 @@
  *   - one primitive per shape, with its reorders: plain f32 src -> the chosen bf16 layout (the
  *     bf16 rounding happens in this reorder), the chosen f32 dst layout -> plain y;
  *   - each weight reordered ONCE into the chosen bf16 layout, keyed by its tensor (address, data,
- *     shape) and that layout; held until the context is freed (cvx_conv_onednn_free). */
+ *     shape, a 16-word sample of its bytes) and that layout; held until the context is freed
+ *     (cvx_conv_onednn_free). */
 #include "conv.h"
 
 #include <dnnl.h>
@@ -29,6 +30,7 @@ typedef struct {
     const cvx_tensor *t;
     const void *data;
     int dims[5];
+    uint64_t sample;         /* 16 of its bytes' words: another weight mapped at the same address is not it */
     dnnl_memory_desc_t md;   /* the layout it was reordered into */
     dnnl_memory_t mem;
 } conv_weight;
@@ -142,12 +144,26 @@ static conv_prim *prim_of(struct cvx_conv_onednn *c, const int dims[8], int has_
     return &c->prims[c->nprims++];
 }
 
+static uint64_t sample_of(const cvx_tensor *w) {
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *b = w->data;
+    const size_t n = w->nbytes;
+    for (int i = 0; i < 16 && n >= 4; i++) {
+        uint32_t v;
+        memcpy(&v, b + (n - 4) / 15 * (size_t)i, 4);
+        h = (h ^ v) * 1099511628211ULL;
+    }
+    return h;
+}
+
 /* The weight w [Cout, Cin, kt, kh, kw] in layout md as bf16, reordered on first use. */
 static dnnl_memory_t weight_of(struct cvx_conv_onednn *c, const cvx_tensor *w, const int dims[5],
                                const dnnl_memory_desc_t *md) {
+    const uint64_t sample = sample_of(w);
     for (int i = 0; i < c->nwts; i++) {
         const conv_weight *e = &c->wts[i];
-        if (e->t == w && e->data == w->data && !memcmp(e->dims, dims, sizeof e->dims) && dnnl_memory_desc_equal(&e->md, md))
+        if (e->t == w && e->data == w->data && e->sample == sample && !memcmp(e->dims, dims, sizeof e->dims) &&
+            dnnl_memory_desc_equal(&e->md, md))
             return e->mem;
     }
     dnnl_memory_desc_t plain;
@@ -168,7 +184,7 @@ static dnnl_memory_t weight_of(struct cvx_conv_onednn *c, const cvx_tensor *w, c
     }
     c->wts = realloc(c->wts, sizeof *c->wts * (size_t)(c->nwts + 1));
     if (!c->wts) cvx_die("out of memory (oneDNN conv weights)");
-    c->wts[c->nwts] = (conv_weight){.t = w, .data = w->data, .md = *md, .mem = dst};
+    c->wts[c->nwts] = (conv_weight){.t = w, .data = w->data, .sample = sample, .md = *md, .mem = dst};
     memcpy(c->wts[c->nwts].dims, dims, sizeof c->wts[c->nwts].dims);
     return c->wts[c->nwts++].mem;
 }

@@ -79,11 +79,15 @@ void vae_cache_free(vae_cache *c) {
 
 /* ------------------------------------------------------------------ convolutions */
 
-/* oneDNN's bf16 convolution primitive: in bf16 mode, when $CVX_VAE_CONV=onednn (tests and
- * benchmarks; off by default until its primitives and reordered weights are cached per conv). */
+/* oneDNN's bf16 convolution primitive instead of Winograd F(2×2): in bf16 mode, on a CPU with bf16
+ * units (AVX512_BF16 / AMX), or anywhere with $CVX_VAE_CONV=onednn (tests, benchmarks: emulated
+ * bf16 there); $CVX_VAE_CONV=winograd keeps Winograd. f32 mode never takes it. */
 static int vae_conv_onednn_bf16(const cvx_ctx *ctx) {
+    if (ctx->precision != CVX_PRECISION_BF16 || !ctx->kernels) return 0;
     const char *e = getenv("CVX_VAE_CONV");
-    return ctx->precision == CVX_PRECISION_BF16 && ctx->kernels && e && strcmp(e, "onednn") == 0;
+    if (e && strcmp(e, "onednn") == 0) return 1;
+    if (e && strcmp(e, "winograd") == 0) return 0;
+    return cvx_kernels_bf16_native(ctx->kernels);
 }
 
 void vae_conv_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
