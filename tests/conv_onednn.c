@@ -1,7 +1,8 @@
 /* oneDNN's bf16 convolution primitive (common/conv_onednn.c, cvx_conv3d_onednn_bf16) against the
  * f32 reference convolution at several shapes and kernel sizes, and the VAEs decoding with it
  * ($CVX_VAE_CONV=onednn in bf16 mode, stage3/vae_conv.c) against the f32 goldens within the bf16
- * bounds the other bf16 tests state (0.04 relative L2 for a decode). On a CPU without bf16 units
+ * bounds the other bf16 tests state (0.04 relative L2 for a decode): CogVideoX, Wan 2.1,
+ * HunyuanVideo-1.5. On a CPU without bf16 units
  * oneDNN emulates bf16 on AVX-512: the same numbers, not the speed. */
 #include "testutil.h"
 
@@ -11,6 +12,7 @@
 #include "gemm_fast.h"
 #include "golden_harness.h"
 #include "pipeline/cogvideox.h"
+#include "stage3/hunyuan15_vae.h"
 #include "stage3/wan_vae.h"
 
 #define TOL_CONV_BF16 1e-2      /* as precision_bf16's direct / F(2×2) bf16 convs */
@@ -183,6 +185,7 @@ static void test_wan_vae(void **state) {
     setenv("CVX_VAE_CONV", "onednn", 1);
     float *got = wan_decode(v, z, F, h, w);
     unsetenv("CVX_VAE_CONV");
+    assert_true(cvx_conv_onednn_bytes(v->ctx->conv_onednn) > 0);   /* the oneDNN path ran */
     double e = cvx_rel_l2(got, want, nd);
     print_message("  Wan bf16 decode f5 with oneDNN conv vs f32 golden: rel L2 = %.3e (bound %.2f)\n", e,
                   TOL_DECODED_BF16);
@@ -192,12 +195,49 @@ static void test_wan_vae(void **state) {
     wan_vae_free(v);
 }
 
+/* HunyuanVideo-1.5 VAE (golden_hv15 vae_decode, 5 latent frames; replicate-padded causal convs) in
+ * bf16 with oneDNN's conv. */
+static void test_hv15_vae(void **state) {
+    (void)state;
+    gh_case c;
+    gh_open(&c, "tests/data/golden_hv15/vae_decode");
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    ASSERT_NONNULL(ctx);
+    ASSERT_OK(cvx_ctx_set_precision(ctx, CVX_PRECISION_BF16));
+    hv15_vae *v = hv15_vae_load("tests/data/golden_hv15/vae_decode/model/vae", ctx);
+    ASSERT_NONNULL(v);
+    const cvx_tensor *lt = gh_tensor(&c, "f5.latents");
+    const int F = (int)lt->shape[2], h = (int)lt->shape[3], w = (int)lt->shape[4];
+    const int r = hv15_vae_get_config(v)->spatial_ratio;
+    const size_t n = (size_t)3 * hv15_vae_decoded_frames(v, F) * h * r * w * r;
+    float *lat = cvx_tensor_f32_dup(lt), *z = cvx_alloc_f32(lt->numel), *got = cvx_alloc_f32(n);
+    hv15_vae_unscale(v, lat, (size_t)lt->numel, z);
+    setenv("CVX_VAE_CONV", "onednn", 1);
+    const double f0 = ctx->flops;
+    ASSERT_OK(hv15_vae_decode(v, z, F, h, w, NULL, got));
+    unsetenv("CVX_VAE_CONV");
+    assert_true(ctx->flops > f0);
+    assert_true(cvx_conv_onednn_bytes(ctx->conv_onednn) > 0);   /* the oneDNN path ran */
+    size_t nd;
+    float *want = gh_f32(&c, &nd, "f5.decoded");
+    assert_int_equal(nd, n);
+    double e = cvx_rel_l2(got, want, n);
+    print_message("  HunyuanVideo-1.5 bf16 decode f5 with oneDNN conv vs f32 golden: rel L2 = %.3e (bound %.2f)\n", e,
+                  TOL_DECODED_BF16);
+    assert_true(e <= TOL_DECODED_BF16);
+    free(want), free(got), free(z), free(lat);
+    gh_close(&c);
+    hv15_vae_free(v);
+    cvx_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_shapes),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cogvideox_vae),
         cmocka_unit_test(test_wan_vae),
+        cmocka_unit_test(test_hv15_vae),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
