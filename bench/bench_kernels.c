@@ -86,7 +86,9 @@ typedef struct {
 } family;
 
 /* A VAE-like kt×3×3 convolution (128 → 128 channels, 3 frames of 60×60, pre-padded) with the
- * algorithm each precision uses: f32 Winograd F(4×4), bf16 F(2×2); rates in direct-equivalent FLOPs. */
+ * algorithm each precision uses: f32 Winograd F(4×4), bf16 F(2×2), and oneDNN's bf16 convolution
+ * primitive (CVX_VAE_CONV=onednn; per call: primitive, weight reorder, src/dst reorders included;
+ * emulated bf16 on a CPU without AVX512_BF16); rates in direct-equivalent FLOPs. */
 static void conv_families(cvx_kernels *kc, int reps, double pk_f32, double pk_bf16, family *fam, int *nfam) {
     (void)kc;
     const int C = 128, T = 3, H = 60, W = 60, kt = 3, Tp = T + kt - 1, Hp = H + 2, Wp = W + 2;
@@ -99,7 +101,8 @@ static void conv_families(cvx_kernels *kc, int reps, double pk_f32, double pk_bf
     wt.dtype = CVX_F32, wt.ndim = 5, wt.shape[0] = C, wt.shape[1] = C, wt.shape[2] = kt, wt.shape[3] = wt.shape[4] = 3;
     wt.numel = (int64_t)nw, wt.data = w, wt.file = "bench";
     double flop = 2.0 * C * C * kt * 9 * T * H * W;
-    for (int bf = 0; bf < 2; bf++) {
+    for (int v = 0; v < 3; v++) {
+        const int bf = v > 0;
         cvx_ctx *ctx = cvx_ctx_new(cvx_threads());
         if (cvx_ctx_set_precision(ctx, bf ? CVX_PRECISION_BF16 : CVX_PRECISION_F32)) cvx_die_last_error();
         double best = 1e30, cbest = 1e30;
@@ -107,13 +110,21 @@ static void conv_families(cvx_kernels *kc, int reps, double pk_f32, double pk_bf
         else cvx_conv_winograd_weights(ctx, &wt, C, C, kt, U);
         for (int r = 0; r <= reps; r++) {
             double t = cvx_time(), c = bench_cpu_s();
-            if (ctx->conv_algo == CVX_CONV_WINOGRAD4) cvx_conv3d_winograd4(ctx, xp, C, Tp, Hp, Wp, U, NULL, C, kt, y);
-            else cvx_conv3d_winograd(ctx, xp, C, Tp, Hp, Wp, U, NULL, C, kt, y);
+            if (v == 2) {
+                if (cvx_conv3d_onednn_bf16(ctx, xp, C, Tp, Hp, Wp, &wt, NULL, C, kt, 3, 3, y)) cvx_die_last_error();
+            } else if (ctx->conv_algo == CVX_CONV_WINOGRAD4) {
+                cvx_conv3d_winograd4(ctx, xp, C, Tp, Hp, Wp, U, NULL, C, kt, y);
+            } else {
+                cvx_conv3d_winograd(ctx, xp, C, Tp, Hp, Wp, U, NULL, C, kt, y);
+            }
             t = cvx_time() - t, c = bench_cpu_s() - c;
             if (r > 0 && t < best) best = t;
             if (r > 0 && c < cbest) cbest = c;
         }
-        fam[(*nfam)++] = (family){bf ? "conv 3x3x3 bf16 (Winograd F(2x2), 128 ch)" : "conv 3x3x3 f32 (Winograd F(4x4), 128 ch)",
+        static const char *names[3] = {"conv 3x3x3 f32 (Winograd F(4x4), 128 ch)",
+                                       "conv 3x3x3 bf16 (Winograd F(2x2), 128 ch)",
+                                       "conv 3x3x3 bf16 (oneDNN conv, 128 ch)"};
+        fam[(*nfam)++] = (family){names[v],
                                   flop / best * 1e-9, flop / (cbest / cvx_threads()) * 1e-9, bf ? pk_bf16 : pk_f32,
                                   bf ? "bf16" : "f32"};
         cvx_ctx_free(ctx);

@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "conv.h"
 #include "cpu.h"
 #include "error.h"
 #include "gemm_fast.h"
@@ -67,6 +68,7 @@ void cvx_ctx_free(cvx_ctx *ctx) {
     if (!ctx) return;
     cvx_ctx_release_scratch(ctx);
     cvx_kernels_free(ctx->kernels);
+    cvx_conv_onednn_free(ctx->conv_onednn);
     free(ctx);
 }
 

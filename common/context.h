@@ -74,6 +74,7 @@ typedef struct cvx_ctx {
     /* the GEMM kernels (oneDNN f32/bf16, primitives cached per shape; created after the thread
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */
     cvx_kernels *kernels;
+    struct cvx_conv_onednn *conv_onednn;   /* oneDNN bf16 conv primitives + reordered weights (conv.h) */
     int fallback_noted;          /* the "bf16 without bf16 units" note was printed */
     int int8;                    /* GGUF block-quantized weights: int8 dot products (cvx_ctx_set_int8) */
     cvx_attention_mode attention;   /* the transformers' attention kernel (cvx_ctx_set_attention) */

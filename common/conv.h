@@ -43,6 +43,17 @@ void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp,
 void cvx_conv_winograd4_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst);
 void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                           int Cout, int kt, float *y);
+/* The same convolution through oneDNN's bf16 convolution primitive (common/conv_onednn.c): src and
+ * weights w [Cout, Cin, kt, kh, kw] (any float dtype) rounded to bf16, f32 accumulation, f32 bias
+ * and dst y [Cout, Tp−kt+1, Hp−kh+1, Wp−kw+1]. Without bf16 units oneDNN emulates bf16 on AVX-512
+ * (correct, not faster). Primitives cached per shape and each weight reordered once into the
+ * primitive's layout, held in ctx->conv_onednn (weights keyed by tensor address, data and shape)
+ * until cvx_ctx_free. 0, or -1 + cvx_error when oneDNN has no such primitive.
+ * Reference: cvx_conv3d_padded_ref. */
+int cvx_conv3d_onednn_bf16(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const cvx_tensor *w,
+                           const float *bias, int Cout, int kt, int kh, int kw, float *y);
+void cvx_conv_onednn_free(struct cvx_conv_onednn *c);              /* (cvx_ctx_free calls it) */
+size_t cvx_conv_onednn_bytes(const struct cvx_conv_onednn *c);    /* bytes of reordered weights held */
 /* (The Winograd scratch per block of tile rows is ctx->winograd_budget floats.) */
 
 /* 1×1×1 convolution: y[Cout, N] = w[Cout, Cin] · x[Cin, N] + bias. w f32 (widened by the caller). */

@@ -79,13 +79,27 @@ void vae_cache_free(vae_cache *c) {
 
 /* ------------------------------------------------------------------ convolutions */
 
+/* oneDNN's bf16 convolution primitive instead of Winograd F(2×2): in bf16 mode, on a CPU with bf16
+ * units (AVX512_BF16 / AMX), or anywhere with $CVX_VAE_CONV=onednn (tests, benchmarks: emulated
+ * bf16 there); $CVX_VAE_CONV=winograd keeps Winograd. f32 mode never takes it. */
+static int vae_conv_onednn_bf16(const cvx_ctx *ctx) {
+    if (ctx->precision != CVX_PRECISION_BF16 || !ctx->kernels) return 0;
+    const char *e = getenv("CVX_VAE_CONV");
+    if (e && strcmp(e, "onednn") == 0) return 1;
+    if (e && strcmp(e, "winograd") == 0) return 0;
+    return cvx_kernels_bf16_native(ctx->kernels);
+}
+
 void vae_conv_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y) {
     int taps = c->kt * c->kh * c->kw;
     cvx_ctx *ctx = c->ctx;
     double t0 = cvx_time();
     float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
     /* The transformed weights go to a scratch reused by every conv (no fresh pages per call). */
-    if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
+    if (vae_conv_onednn_bf16(ctx)) {
+        if (cvx_conv3d_onednn_bf16(ctx, xp, c->cin, Tp, Hp, Wp, c->w, bias, c->cout, c->kt, c->kh, c->kw, y))
+            cvx_die("%s", cvx_last_error());
+    } else if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
         float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 36 * c->cout * c->cin);
         cvx_conv_winograd4_weights(ctx, c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
         cvx_conv3d_winograd4(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
