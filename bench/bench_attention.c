@@ -5,7 +5,8 @@
  * warm-up, wall-clock and per CPU-second (the rate the cores give while they run it: other processes
  * share them; run with OMP_WAIT_POLICY=PASSIVE), against the peak of the precision's dot product
  * measured here (bench_peaks.h). Usage:
- *   bench_attention [S] [heads] [f32|bf16|bf16-portable|int8|int8pv] [reps] [head_dim]
+ *   bench_attention [S] [heads] [f32|f32-avx2|bf16|bf16-portable|int8|int8pv] [reps] [head_dim]
+ * (f32: the AVX-512 kernels where the CPU has them, as the models run it; f32-avx2: the AVX2 ones, same bits)
  * (CogVideoX-2b at 13 frames: 2476 30 bf16; 49 frames: 17776 30 bf16; Wan2.1-1.3B 81 frames 480p:
  * 32760 12 bf16 3 128); bf16-portable: the path of CPUs without AVX512_BF16. int8's % is of the peak of
  * its PV product (vdpbf16ps, or the f32 FMA where bf16 is widened): its QK half runs on int8 units. */
@@ -28,12 +29,13 @@ int main(int argc, char **argv) {
     int S = argc > 1 ? atoi(argv[1]) : 4096, heads = argc > 2 ? atoi(argv[2]) : 4, hd = argc > 5 ? atoi(argv[5]) : 64;
     int D = heads * hd;
     int portable = argc > 3 && strcmp(argv[3], "bf16-portable") == 0;
+    int f32_avx2 = argc > 3 && strcmp(argv[3], "f32-avx2") == 0;
     int pv8 = argc > 3 && strcmp(argv[3], "int8pv") == 0;
     int int8 = pv8 || (argc > 3 && strcmp(argv[3], "int8") == 0);
     int bf16 = portable || (argc > 3 && strcmp(argv[3], "bf16") == 0), reps = argc > 4 ? atoi(argv[4]) : 1;
     if (S <= 0 || heads <= 0 || reps <= 0 || hd <= 0 || hd % 2 ||
-        (argc > 3 && !bf16 && !int8 && strcmp(argv[3], "f32") != 0)) {
-        cvx_error("usage: bench_attention [S > 0] [heads > 0] [f32|bf16|bf16-portable|int8|int8pv] [reps > 0] [head_dim > 0, "
+        (argc > 3 && !bf16 && !int8 && !f32_avx2 && strcmp(argv[3], "f32") != 0)) {
+        cvx_error("usage: bench_attention [S > 0] [heads > 0] [f32|f32-avx2|bf16|bf16-portable|int8|int8pv] [reps > 0] [head_dim > 0, "
                   "even]");
         return 1;
     }
@@ -47,6 +49,8 @@ int main(int argc, char **argv) {
         k[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
         v[i] = (float)(i % 997) * 1e-3f;
     }
+    cvx_cpu_features cpu;
+    cvx_cpu_detect(&cpu);
     double best = 1e30, cbest = 1e30;
     float scale = 1.0f / sqrtf((float)hd);
     for (int r = 0; r <= reps; r++) {   /* r = 0: warm-up on 256 query rows */
@@ -55,7 +59,7 @@ int main(int argc, char **argv) {
         if (pv8) cvx_attention_int8_pv8(kc, q, D, k, v, D, o, D, sq, S, heads, hd, scale, NULL);
         else if (int8) cvx_attention_int8(kc, q, D, k, v, D, o, D, sq, S, heads, hd, scale, NULL);
         else if (bf16) cvx_attention_bf16(kc, q, D, k, v, D, o, D, sq, S, heads, hd, scale, NULL);
-        else cvx_attention(q, D, k, v, D, o, D, sq, S, heads, hd, scale, NULL);
+        else cvx_attention_isa(cpu.avx512f && !f32_avx2, q, D, k, v, D, o, D, sq, S, heads, hd, scale, NULL);
         t = cvx_time() - t, c = bench_cpu_s() - c;
         if (r > 0 && t < best) best = t;
         if (r > 0 && c < cbest) cbest = c;
@@ -75,8 +79,6 @@ int main(int argc, char **argv) {
         err = cvx_rel_l2(o, o32, (size_t)nr * D);
         free(o32);
     }
-    cvx_cpu_features cpu;
-    cvx_cpu_detect(&cpu);
     int native = (bf16 || int8) && kc && cvx_kernels_bf16_native(kc);
     double peak = native ? bench_best_rate(bench_peak_dpbf16, 2000000, 8)
                          : cpu.avx512f ? bench_best_rate(bench_peak_fma512, 2000000, 8)
@@ -85,7 +87,7 @@ int main(int argc, char **argv) {
     if (int8) printf("(int8 QK path: %s)\n", cvx_attention_int8_path(kc));
     printf("attention %s S=%d heads=%d hd=%d: %.3f s, %.1f GFLOP/s, per CPU-s %.1f GFLOP/s = %.1f%% of the %s peak "
            "%.0f (threads %d, best of %d; output hash %016llx)\n",
-           pv8 ? "int8-qk+int8-pv" : int8 ? (native ? "int8" : "int8-qk+widened-pv") : bf16 ? (native ? "bf16" : "bf16-widened") : "f32", S, heads, hd, best, flop / best * 1e-9, per_cpu,
+           pv8 ? "int8-qk+int8-pv" : int8 ? (native ? "int8" : "int8-qk+widened-pv") : bf16 ? (native ? "bf16" : "bf16-widened") : f32_avx2 || !cpu.avx512f ? "f32 (AVX2)" : "f32 (AVX-512)", S, heads, hd, best, flop / best * 1e-9, per_cpu,
            100 * per_cpu / peak, native ? "vdpbf16ps" : "f32 FMA", peak, cvx_threads(), reps, (unsigned long long)hash);
     if (err >= 0) printf("  rel L2 vs f32 attention (first 256 query rows): %.3g\n", err);
     free(q); free(k); free(v); free(o);

@@ -9,7 +9,8 @@
  *     acc += p · v_tile                    (6×16 kernel over the keys, v tile copied contiguous)
  *   out = acc / l.
  * OpenBLAS calls on these small shapes spent much of their time packing; here only the k and
- * v tiles are copied, once per job.  */
+ * v tiles are copied, once per job. On AVX-512 CPUs (cvx_attention_isa) the two products run
+ * 6×32 / 6×64 zmm kernels of the same chains: equal bits, twice the width. */
 #include "error.h"
 #include "ops.h"
 #include "vecmath.h"
@@ -97,6 +98,103 @@ static void pv_rows(int R, const float *p, int ldp, const float *v, int ld_v, in
     }
 }
 
+/* AVX-512 forms of the two kernels (CPUs with avx512f, chosen per call): the same chains —
+ * every s[r, j] and acc[r, c] is one FMA sequence over d or j in the same order, only the vector
+ * width holding it differs — so the bits equal the AVX2 kernels' (tests/common_attention.c).
+ * qk: 6 rows × NP key panels of 16 (one zmm per panel), pv: 6 rows × NV×16 output columns. */
+#define AVX512_INLINE static inline __attribute__((always_inline, target("avx512f")))
+#define AVX512 __attribute__((target("avx512f")))
+
+AVX512_INLINE void qk_block512(int R, int NP, const float *q, int ld_q, const float *kt, int hd, float scale, float *s,
+                               int lds) {
+    __m512 c[6][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; p++) c[r][p] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        __m512 b[2];
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; p++) b[p] = _mm512_loadu_ps(kt + (size_t)p * hd * 16 + (size_t)d * 16);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m512 a = _mm512_set1_ps(q[(size_t)r * ld_q + d]);
+#pragma GCC unroll 2
+            for (int p = 0; p < NP; p++) c[r][p] = _mm512_fmadd_ps(a, b[p], c[r][p]);
+        }
+    }
+    __m512 vs = _mm512_set1_ps(scale);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; p++) _mm512_storeu_ps(s + (size_t)r * lds + p * 16, _mm512_mul_ps(c[r][p], vs));
+}
+
+AVX512_INLINE void pv_block512(int R, int NV, const float *p, int ldp, const float *v, int ld_v, int nk, float *acc,
+                               int ld_acc, int first) {
+    __m512 c[6][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) c[r][u] = _mm512_setzero_ps();
+    for (int j = 0; j < nk; j++) {
+        __m512 b[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) b[u] = _mm512_loadu_ps(v + (size_t)j * ld_v + u * 16);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; r++) {
+            __m512 a = _mm512_set1_ps(p[(size_t)r * ldp + j]);
+#pragma GCC unroll 4
+            for (int u = 0; u < NV; u++) c[r][u] = _mm512_fmadd_ps(a, b[u], c[r][u]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) {
+            float *a = acc + (size_t)r * ld_acc + u * 16;
+            __m512 x = first ? c[r][u] : _mm512_add_ps(c[r][u], _mm512_loadu_ps(a));
+            _mm512_storeu_ps(a, x);
+        }
+}
+
+/* s rows [R, nkp] of one sub-tile: 2 panels (32 keys) at a time, then the odd panel. */
+AVX512_INLINE void qk_tile512(int R, const float *q, int ld_q, const float *kt, int nkp, int hd, float scale, float *s) {
+    int j = 0;
+    for (; j + 32 <= nkp; j += 32) qk_block512(R, 2, q, ld_q, kt + (size_t)j * hd, hd, scale, s + j, nkp);
+    if (j < nkp) qk_block512(R, 1, q, ld_q, kt + (size_t)j * hd, hd, scale, s + j, nkp);
+}
+
+/* acc rows [R, hd] += p rows [R, nk] · v [nk, hd]: 64 columns at a time, then 32, then 16. */
+AVX512_INLINE void pv_tile512(int R, const float *p, int ldp, const float *v, int hd, int nk, float *acc, int first) {
+    int c = 0;
+    for (; c + 64 <= hd; c += 64) pv_block512(R, 4, p, ldp, v + c, hd, nk, acc + c, hd, first);
+    if (c + 32 <= hd) { pv_block512(R, 2, p, ldp, v + c, hd, nk, acc + c, hd, first); c += 32; }
+    if (c < hd) pv_block512(R, 1, p, ldp, v + c, hd, nk, acc + c, hd, first);
+}
+
+static AVX512 void qk_rows512(int R, const float *q, int ld_q, const float *kt, int nkp, int hd, float scale, float *s) {
+    switch (R) {
+    case 6: qk_tile512(6, q, ld_q, kt, nkp, hd, scale, s); break;
+    case 5: qk_tile512(5, q, ld_q, kt, nkp, hd, scale, s); break;
+    case 4: qk_tile512(4, q, ld_q, kt, nkp, hd, scale, s); break;
+    case 3: qk_tile512(3, q, ld_q, kt, nkp, hd, scale, s); break;
+    case 2: qk_tile512(2, q, ld_q, kt, nkp, hd, scale, s); break;
+    default: qk_tile512(1, q, ld_q, kt, nkp, hd, scale, s); break;
+    }
+}
+
+static AVX512 void pv_rows512(int R, const float *p, int ldp, const float *v, int hd, int nk, float *acc, int first) {
+    switch (R) {
+    case 6: pv_tile512(6, p, ldp, v, hd, nk, acc, first); break;
+    case 5: pv_tile512(5, p, ldp, v, hd, nk, acc, first); break;
+    case 4: pv_tile512(4, p, ldp, v, hd, nk, acc, first); break;
+    case 3: pv_tile512(3, p, ldp, v, hd, nk, acc, first); break;
+    case 2: pv_tile512(2, p, ldp, v, hd, nk, acc, first); break;
+    default: pv_tile512(1, p, ldp, v, hd, nk, acc, first); break;
+    }
+}
+
 static inline float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -181,8 +279,9 @@ typedef struct {
 
 /* One job: nq ≤ QB query rows of one head against all Skv keys. q, k, v, out point at the
  * head's first column; bias (or NULL) at [nq, Skv] with row stride ld_bias. */
-static void attention_job(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
-                          int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias, job_scratch *w) {
+static void attention_job(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                          int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
+                          job_scratch *w) {
     float *m = w->m, *l = w->l, *acc = w->acc;
     for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
     for (int k0 = 0; k0 < Skv; k0 += KT) {
@@ -195,9 +294,13 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
             int ns = nq - i0 < QS ? nq - i0 : QS;
             float *s = w->s;                                                    /* [ns, nkp] */
             for (int r = 0; r < ns; r += 6)
-                for (int j = 0; j < nkp; j += 16)
-                    qk_rows(ns - r < 6 ? ns - r : 6, q + (size_t)(i0 + r) * ld_q, ld_q, w->kt + (size_t)j * hd, 16,
-                            hd, scale, s + (size_t)r * nkp + j, nkp);
+                if (avx512)
+                    qk_rows512(ns - r < 6 ? ns - r : 6, q + (size_t)(i0 + r) * ld_q, ld_q, w->kt, nkp, hd, scale,
+                               s + (size_t)r * nkp);
+                else
+                    for (int j = 0; j < nkp; j += 16)
+                        qk_rows(ns - r < 6 ? ns - r : 6, q + (size_t)(i0 + r) * ld_q, ld_q, w->kt + (size_t)j * hd, 16,
+                                hd, scale, s + (size_t)r * nkp + j, nkp);
             for (int r = 0; r < ns; r++) {
                 int i = i0 + r;
                 float *sr = s + (size_t)r * nkp;
@@ -215,9 +318,13 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
                 }
             }
             for (int r = 0; r < ns; r += 6)
-                for (int c = 0; c < hd; c += 16)
-                    pv_rows(ns - r < 6 ? ns - r : 6, s + (size_t)r * nkp, nkp, w->vt + c, hd, nk,
-                            acc + (size_t)(i0 + r) * hd + c, hd, first);
+                if (avx512)
+                    pv_rows512(ns - r < 6 ? ns - r : 6, s + (size_t)r * nkp, nkp, w->vt, hd, nk,
+                               acc + (size_t)(i0 + r) * hd, first);
+                else
+                    for (int c = 0; c < hd; c += 16)
+                        pv_rows(ns - r < 6 ? ns - r : 6, s + (size_t)r * nkp, nkp, w->vt + c, hd, nk,
+                                acc + (size_t)(i0 + r) * hd + c, hd, first);
         }
     }
     for (int i = 0; i < nq; i++) {
@@ -226,8 +333,8 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
     }
 }
 
-void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
-                        int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+void cvx_attention_isa(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
     if (hd % 16 || Sq <= 0 || Skv <= 0) {
         cvx_attention_tiled(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
         return;
@@ -246,14 +353,25 @@ void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int
         for (int job = 0; job < jobs; job++) {
             int h = job / qblocks, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
             const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
-            attention_job(q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, k + (size_t)h * hd, v + (size_t)h * hd, ld_kv,
+            attention_job(avx512, q + (size_t)q0 * ld_q + (size_t)h * hd, ld_q, k + (size_t)h * hd, v + (size_t)h * hd, ld_kv,
                           out + (size_t)q0 * ld_o + (size_t)h * hd, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
         }
         free(w.kt); free(w.vt); free(w.s); free(w.acc); free(w.m); free(w.l);
     }
 }
 
+void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
+                        int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    cvx_attention_isa(0, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+}
+
 #else /* no AVX2/FMA: the portable tiled version */
+
+void cvx_attention_isa(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    (void)avx512;
+    cvx_attention_tiled(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+}
 
 void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
                         int Sq, int Skv, int heads, int hd, float scale, const float *bias) {

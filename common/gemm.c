@@ -113,7 +113,8 @@ void cvx_attention_ctx(cvx_ctx *ctx, const float *q, int ld_q, const float *k, c
     if (ctx->precision == CVX_PRECISION_BF16 && ctx->kernels)
         cvx_attention_bf16(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
     else
-        cvx_attention(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+        cvx_attention_isa(ctx->kernels && cvx_kernels_avx512(ctx->kernels), q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv,
+                          heads, hd, scale, bias);
 }
 
 void cvx_attention_transformer(cvx_ctx *ctx, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
@@ -129,6 +130,9 @@ void cvx_attention_transformer(cvx_ctx *ctx, const float *q, int ld_q, const flo
     case CVX_ATTENTION_BF16:
         cvx_attention_bf16(ctx->kernels, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
         break;
-    default: cvx_attention(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias); break;
+    default:
+        cvx_attention_isa(ctx->kernels && cvx_kernels_avx512(ctx->kernels), q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv,
+                          heads, hd, scale, bias);
+        break;
     }
 }

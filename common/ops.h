@@ -42,9 +42,13 @@ void cvx_softmax_rows(float *x, int rows, int cols);         /* in place, numeri
  * (except the caller's bias). out may be q itself (same ld): each job reads its own block of
  * q before writing the same block of out.
  * cvx_attention uses AVX2/FMA micro-kernels when head_dim % 16 == 0 (common/attention.c),
- * else cvx_attention_tiled, the portable version built on cvx_sgemm (common/attention_tiled.c). */
+ * else cvx_attention_tiled, the portable version built on cvx_sgemm (common/attention_tiled.c).
+ * cvx_attention_isa(avx512 != 0, ...) runs the AVX-512 form of the same kernels (the caller has
+ * checked the CPU: cvx_kernels_avx512): the same bits as cvx_attention, at twice the vector width. */
 void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
                    int Sq, int Skv, int heads, int hd, float scale, const float *bias);
+void cvx_attention_isa(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 void cvx_attention_tiled(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
                          int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 /* Straightforward reference (full score matrix per head) for tests. */

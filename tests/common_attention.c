@@ -22,6 +22,13 @@ static float urand(void) {
     return (float)(st >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
 }
 
+static int avx512_cpu(void) {
+    cvx_kernels *kc = cvx_kernels_new();
+    int r = kc && cvx_kernels_avx512(kc);
+    cvx_kernels_free(kc);
+    return r;
+}
+
 /* q, k, v with a row stride wider than heads·hd (as the transformer's [S, D] rows with heads in
  * column blocks), optional bias, Skv below and above one key tile, Sq not a tile multiple. */
 static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) {
@@ -43,6 +50,14 @@ static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) 
     /* columns outside the heads are untouched */
     for (int i = 0; i < Sq; i++)
         for (int c = heads * hd; c < ldo; c++) assert_true(o1[(size_t)i * ldo + c] == 0.0f);
+    /* the AVX-512 kernels (where the CPU has them): the same chains, so the same bits */
+    if (avx512_cpu()) {
+        float *o4 = calloc((size_t)Sq * ldo, sizeof(float));
+        cvx_attention_isa(1, q, ld, k, v, ld, o4, ldo, Sq, Skv, heads, hd, scale, bias);
+        assert_memory_equal(o1, o4, sizeof(float) * (size_t)Sq * ldo);
+        printf("    AVX-512 kernels: the same bits\n");
+        free(o4);
+    }
     /* in place: out = q (the transformer writes the heads' outputs over q) */
     {
         float *qq = malloc(sizeof(float) * (size_t)Sq * ld);
@@ -136,6 +151,13 @@ static void test_multi_tile(void **s) { (void)s; check(300, 2500, 2, 64, 0, 3); 
 static void test_bias(void **s) { (void)s; check(130, 1100, 2, 32, 1, 2); }
 static void test_peaky(void **s) { (void)s; check(64, 1500, 1, 64, 0, 12); }   /* large logits: max tracking */
 static void test_fallback(void **s) { (void)s; check(40, 70, 2, 8, 0, 1); }      /* hd 8: the portable path */
+/* hd 128 (two 64-column PV blocks), hd 80 (64 + 16) and 48 (32 + 16), odd key-panel counts (an AVX-512 qk tail) */
+static void test_widths(void **s) {
+    (void)s;
+    check(25, 535, 3, 128, 1, 2);
+    check(19, 300, 2, 80, 0, 1);
+    check(8, 17, 2, 48, 0, 1);
+}
 
 static void test_exp(void **s) {
     (void)s;
@@ -169,7 +191,7 @@ static void test_exp(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exp), cmocka_unit_test(test_small), cmocka_unit_test(test_multi_tile),
-        cmocka_unit_test(test_bias), cmocka_unit_test(test_peaky), cmocka_unit_test(test_fallback),
+        cmocka_unit_test(test_bias), cmocka_unit_test(test_peaky), cmocka_unit_test(test_fallback), cmocka_unit_test(test_widths),
         cmocka_unit_test(test_bf16_vs_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
