@@ -104,12 +104,45 @@ static void component_class(const char *dir, const char *component, char *cls, s
     cvx_config_free(&c);
 }
 
-/* A directory without model_index.json (components only): the rows' component_classes entries
- * are tried by their position in the rows (every row's first entry, its transformer, first; then
- * every row's second, ...), a row before the rows after it; the first entry whose component's
- * config names its class decides. */
+/* The directory's component of a component_classes entry ("vae/AutoencoderKLWan"): its config
+ * names that class. */
+static int has_component(const char *dir, const char *entry) {
+    const char *slash = strchr(entry, '/');
+    char component[64], cls[256];
+    CVX_CHECK(slash && (size_t)(slash - entry) < sizeof component);
+    snprintf(component, sizeof component, "%.*s", (int)(slash - entry), entry);
+    component_class(dir, component, cls, sizeof cls);
+    return cls[0] && !strcmp(cls, slash + 1);
+}
+
+/* The rows that list `entry` (a "component/Class" some row names), as "A and B" into names;
+ * their count. */
+static int rows_listing(const char *entry, const cvx_family **first, char *names, size_t n) {
+    int count = 0;
+    names[0] = 0;
+    for (int f = 0; cvx_families[f]; f++)
+        for (int k = 0; cvx_families[f]->component_classes[k]; k++)
+            if (!strcmp(cvx_families[f]->component_classes[k], entry)) {
+                if (!count++) *first = cvx_families[f];
+                snprintf(names + strlen(names), n - strlen(names), "%s%s", count > 1 ? " and " : "",
+                         cvx_families[f]->name);
+                break;
+            }
+    return count;
+}
+
+/* A directory without model_index.json (components only) is the family of its transformer (each
+ * row's first component_classes entry); without a transformer config, of a component that one row
+ * alone lists (the rows' entries by position, a row before the rows after it). A directory whose
+ * components are all shared by several rows (a T5 text encoder alone: CogVideoX's and
+ * LTX-Video's, whose stage 1 differ in text length and mask) is ambiguous: one error line naming
+ * the candidates and the way out (docs/architecture.md). */
 static const cvx_family *family_of_components(const char *dir) {
-    for (int pos = 0;; pos++) {
+    for (int f = 0; cvx_families[f]; f++)
+        if (has_component(dir, cvx_families[f]->component_classes[0])) return cvx_families[f];
+    const cvx_family *shared = NULL;
+    char shared_entry[128] = "", shared_names[256] = "";
+    for (int pos = 1;; pos++) {
         int any = 0;
         for (int f = 0; cvx_families[f]; f++) {
             const char *const *cc = cvx_families[f]->component_classes;
@@ -117,14 +150,23 @@ static const cvx_family *family_of_components(const char *dir) {
             while (k < pos && cc[k]) k++;
             if (!cc[k]) continue;
             any = 1;
-            const char *slash = strchr(cc[k], '/');
-            char component[64], cls[256];
-            CVX_CHECK(slash && (size_t)(slash - cc[k]) < sizeof component);
-            snprintf(component, sizeof component, "%.*s", (int)(slash - cc[k]), cc[k]);
-            component_class(dir, component, cls, sizeof cls);
-            if (cls[0] && !strcmp(cls, slash + 1)) return cvx_families[f];
+            if (!has_component(dir, cc[k])) continue;
+            const cvx_family *first = NULL;
+            char names[256];
+            if (rows_listing(cc[k], &first, names, sizeof names) == 1) return first;
+            if (!shared) {   /* the first shared one names the candidates */
+                shared = first;
+                snprintf(shared_entry, sizeof shared_entry, "%s", cc[k]);
+                snprintf(shared_names, sizeof shared_names, "%s", names);
+            }
         }
         if (!any) break;
+    }
+    if (shared) {
+        cvx_error("%s: no model_index.json and no transformer config, and its %s is a component of %s: which "
+                  "pipeline is ambiguous (give a model_index.json naming it, or the transformer's config.json)", dir,
+                  shared_entry, shared_names);
+        return NULL;
     }
     char list[2048] = "";
     for (int f = 0; cvx_families[f]; f++)

@@ -176,8 +176,10 @@ extern const cvx_family *const cvx_families[];
 extern const cvx_family cvx_family_cogvideox, cvx_family_wan, cvx_family_hunyuan15, cvx_family_ltx;
 
 /* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
- * the file is absent), else the family whose component_classes its components' configs name (no
- * default family). NULL + one cvx_error naming the directory or class and the supported ones. */
+ * the file is absent), else, from its components' configs, the family of its transformer, else
+ * of a component one row alone lists (no default family; a directory whose components several
+ * rows share — a T5 text encoder alone — is ambiguous). NULL + one cvx_error naming the directory
+ * or class and the supported ones (ambiguous: the candidates). */
 const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n);
 
 #endif
