@@ -61,6 +61,23 @@ const cvx_family_option cvx_family_options[] = {
 };
 #undef OPT
 
+#define DOPT(field) offsetof(cvx_decode_params, field)
+/* Stage 3's rows (family.h): LTX-Video 0.9.5+'s timestep-conditioned VAE */
+const cvx_decode_option cvx_decode_options[] = {
+    {"decode_timestep", CVX_OPTION_NUM, DOPT(decode_timestep), 0, 1, .set_bit = 1,
+     .help = "  --decode_timestep T          LTX-Video 0.9.5+ VAE: the decoder's timestep (default 0.05)\n",
+     .help_after = "fps",
+     .refusal = "--decode_timestep is LTX-Video's (its timestep-conditioned VAE's decode timestep)"},
+    {"decode_noise_scale", CVX_OPTION_NUM, DOPT(decode_noise_scale), 0, 1, .set_bit = 2,
+     .help = "  --decode_noise_scale S       LTX-Video 0.9.5+ VAE: decodes (1-S)·z + S·noise, the noise drawn\n"
+             "                               from stage 2's generator after the loop (default 0.025; with\n"
+             "                               --decode_timestep alone: T)\n",
+     .help_after = "fps",
+     .refusal = "--decode_noise_scale is LTX-Video's (its timestep-conditioned VAE's decode noise)"},
+    {0},
+};
+#undef DOPT
+
 void *cvx_family_option_field(const cvx_family_option *o, cvx_sample_params *r) { return (char *)r + o->offset; }
 
 double cvx_family_option_value(const cvx_family_option *o, const cvx_sample_params *r) {
@@ -74,13 +91,24 @@ int cvx_family_option_is_set(const cvx_family_option *o, const cvx_sample_params
     return o->set_above_zero ? v > 0 : v != 0;
 }
 
+/* Is `name` ("decode_timestep") among a row's flags ("--decode_timestep", NULL-terminated)? */
+static int row_lists(const char *const *flags, const char *name) {
+    for (int k = 0; flags && flags[k]; k++)
+        if (!strcmp(flags[k] + 2, name)) return 1;
+    return 0;
+}
+
 int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r) {
     for (const cvx_family_option *o = cvx_family_options; o->name; o++) {
-        if (!o->refusal || !cvx_family_option_is_set(o, r)) continue;
-        int k = 0;
-        while (f->options && f->options[k] && strcmp(f->options[k] + 2, o->name) != 0) k++;
-        if (!f->options || !f->options[k]) return cvx_error("%s", o->refusal);
+        if (o->refusal && cvx_family_option_is_set(o, r) && !row_lists(f->options, o->name))
+            return cvx_error("%s", o->refusal);
     }
+    return 0;
+}
+
+int cvx_family_check_decode_options(const cvx_family *f, const cvx_decode_params *p) {
+    for (const cvx_decode_option *o = cvx_decode_options; o->name; o++)
+        if ((p->decode_set & o->set_bit) && !row_lists(f->decode_options, o->name)) return cvx_error("%s", o->refusal);
     return 0;
 }
 

@@ -292,6 +292,7 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
 }
 
 static const char *const options[] = {"--guidance_rescale", "--timesteps", "--image_cond_noise_scale", NULL};
+static const char *const decode_options[] = {"--decode_timestep", "--decode_noise_scale", NULL};
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     (void)m;
@@ -582,6 +583,6 @@ const cvx_family cvx_family_ltx = {
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
     .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
-    .decode_uses_generator = 1,
+    .decode_uses_generator = 1, .decode_options = decode_options,
     .gguf_rules = &ltx_gguf_rules,
 };

@@ -4,9 +4,12 @@
  *   one row alone lists; a T5 alone (CogVideoX's and LTX-Video's) is ambiguous: one line naming both;
  * - cvx_family_options: the stage-2 flag table, the integer options' finish, the rows' refusals and
  *   the families' option lists agree, and generation_config.json records an option as its row says
- *   (when set, the always-recorded ones always, a stale one of an earlier run nulled). */
+ *   (when set, the always-recorded ones always, a stale one of an earlier run nulled);
+ * - cvx_decode_options (stage 3's): the flags, the given-bits, the rows' refusals; cvx_lora_flags:
+ *   the LoRA flags' experts and joined list. */
 #include "testutil.h"
 
+#include <getopt.h>
 #include <json-c/json.h>
 #include <sys/stat.h>
 
@@ -230,10 +233,71 @@ static void test_genconfig_options(void **state) {
     tu_rmrf(dir);
 }
 
+/* Stage 3's family options (cvx_decode_options): each row a stage-3 flag into its field, given ->
+ * its decode_set bit (cvx_stage3_args_finish); the rows that list it take it, the others refuse
+ * with the row's one line; --help prints each row's lines. */
+static void test_decode_options_table(void **state) {
+    (void)state;
+    static cvx_stage3_args a;
+    cvx_stage3_args_init(&a, "x");
+    int bits = 0;
+    for (const cvx_decode_option *o = cvx_decode_options; o->name; o++) {
+        const cvx_flag *f = find_flag(a.flags, o->name);
+        if (!f) fail_msg("stage-3 option %s: no flag", o->name);
+        assert_ptr_equal(f->dest, (char *)&a.dp + o->offset);
+        assert_non_null(o->refusal);
+        assert_non_null(strstr(o->help, o->name));
+        assert_int_equal(bits & o->set_bit, 0);   /* one bit each */
+        bits |= o->set_bit;
+    }
+    char *argv[] = {"stage3", "--decode_noise_scale", "0.02", NULL};
+    optind = 1;   /* getopt's state, after another test's parse */
+    assert_int_equal(cvx_flags_parse(a.flags, 3, argv), 0);
+    cvx_stage3_args_finish(&a);
+    assert_int_equal(a.dp.decode_set, 2);
+    assert_true(a.dp.decode_noise_scale == 0.02);
+    /* a family whose row lists it takes it; the others refuse with the row's line */
+    for (const cvx_decode_option *o = cvx_decode_options; o->name; o++) {
+        const cvx_decode_params p = {.decode_set = o->set_bit};
+        ASSERT_OK(cvx_family_check_decode_options(&cvx_family_ltx, &p));
+        for (int k = 0; cvx_families[k]; k++) {
+            if (cvx_families[k] == &cvx_family_ltx) continue;
+            assert_int_equal(cvx_family_check_decode_options(cvx_families[k], &p), -1);
+            assert_string_equal(cvx_last_error(), o->refusal);
+        }
+    }
+    const cvx_decode_params none = {0};
+    for (int k = 0; cvx_families[k]; k++) ASSERT_OK(cvx_family_check_decode_options(cvx_families[k], &none));
+}
+
+/* The LoRA flags (cvx_lora_flags): a stage-2 flag each; the values in the order given with their
+ * experts, joined with the rows' tags (what the ranks agree on). */
+static void test_lora_flags_table(void **state) {
+    (void)state;
+    static cvx_stage2_args a;
+    cvx_stage2_args_init(&a, "x");
+    for (const cvx_lora_flag *l = cvx_lora_flags; l->name; l++) {
+        if (!find_flag(a.flags, l->name)) fail_msg("LoRA flag %s: no stage-2 flag", l->name);
+        assert_non_null(strstr(l->help, l->name));
+    }
+    char *argv[] = {"stage2", "--lora_low", "b.safetensors:0.5", "--lora", "a.safetensors", "--lora_high",
+                    "c.safetensors:0.7", NULL};
+    optind = 1;
+    assert_int_equal(cvx_flags_parse(a.flags, 7, argv), 0);
+    assert_int_equal(a.loras.n, 3);
+    assert_int_equal(a.loras.expert[0], 2);
+    assert_int_equal(a.loras.expert[1], 0);
+    assert_int_equal(a.loras.expert[2], 1);
+    assert_string_equal(a.loras.path[0], "b.safetensors");
+    assert_true(a.loras.spec[0].weight == 0.5 && a.loras.spec[1].weight == 1.0 && a.loras.spec[2].weight == 0.7);
+    assert_string_equal(a.loras.joined, "low:b.safetensors:0.5 a.safetensors high:c.safetensors:0.7");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unrecognised_dir), cmocka_unit_test(test_component_dirs),
         cmocka_unit_test(test_t5_only_dir),
-        cmocka_unit_test(test_options_table), cmocka_unit_test(test_genconfig_options)};
+        cmocka_unit_test(test_options_table), cmocka_unit_test(test_genconfig_options),
+        cmocka_unit_test(test_decode_options_table), cmocka_unit_test(test_lora_flags_table)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
