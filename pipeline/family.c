@@ -162,9 +162,10 @@ static int rows_listing(const char *entry, const cvx_family **first, char *names
 /* A directory without model_index.json (components only) is the family of its transformer (each
  * row's first component_classes entry); without a transformer config, of a component that one row
  * alone lists (the rows' entries by position, a row before the rows after it). A directory whose
- * components are all shared by several rows (a T5 text encoder alone: CogVideoX's and
- * LTX-Video's, whose stage 1 differ in text length and mask) is ambiguous: one error line naming
- * the candidates and the way out (docs/architecture.md). */
+ * components several rows share (a T5 text encoder alone: CogVideoX's and LTX-Video's, whose
+ * stage 1 differ in text length and mask) serves stage 1 only (stage 2 and 3 need the transformer
+ * or the VAE): the first row that lists it, the candidates and the way to choose named in a --verbose
+ * line (docs/architecture.md). */
 static const cvx_family *family_of_components(const char *dir) {
     for (int f = 0; cvx_families[f]; f++)
         if (has_component(dir, cvx_families[f]->component_classes[0])) return cvx_families[f];
@@ -191,10 +192,10 @@ static const cvx_family *family_of_components(const char *dir) {
         if (!any) break;
     }
     if (shared) {
-        cvx_error("%s: no model_index.json and no transformer config, and its %s is a component of %s: which "
-                  "pipeline is ambiguous (give a model_index.json naming it, or the transformer's config.json)", dir,
-                  shared_entry, shared_names);
-        return NULL;
+        cvx_debug("%s: no model_index.json and no transformer config; its %s is a component of %s: read as %s's "
+                  "(a model_index.json naming the pipeline, or the transformer's config.json, chooses)", dir,
+                  shared_entry, shared_names, shared->name);
+        return shared;
     }
     char list[2048] = "";
     for (int f = 0; cvx_families[f]; f++)

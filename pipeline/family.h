@@ -203,9 +203,10 @@ extern const cvx_family cvx_family_cogvideox, cvx_family_wan, cvx_family_hunyuan
 
 /* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
  * the file is absent), else, from its components' configs, the family of its transformer, else
- * of a component one row alone lists (no default family; a directory whose components several
- * rows share — a T5 text encoder alone — is ambiguous). NULL + one cvx_error naming the directory
- * or class and the supported ones (ambiguous: the candidates). */
+ * of a component one row alone lists, else of a component several rows share (a T5 text encoder
+ * alone, which only stage 1 can use: the first row listing it, named with the candidates in a
+ * --verbose line). No default family: NULL + one cvx_error naming the directory or class and the
+ * supported ones. */
 const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n);
 
 #endif
