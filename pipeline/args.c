@@ -47,21 +47,36 @@ static void copy_table(cvx_flag *dst, const cvx_flag *src, size_t n) {
     memcpy(dst, src, n * sizeof *src);
 }
 
-static int parse_lora_expert(const char *v, cvx_lora_list *l, int expert) {
+const cvx_lora_flag cvx_lora_flags[CVX_LORA_FLAGS + 1] = {
+    {"lora", 0, "",
+     "  --lora FILE[:WEIGHT]        a LoRA adapter on the transformer (repeatable; weight default 1, combined as\n"
+     "                              diffusers' set_adapters). Keys: diffusers/PEFT, original Wan / ComfyUI /\n"
+     "                              Kijai (lora_down/up + alpha, diff_b), kohya lora_unet_; scaled as diffusers\n"
+     "                              does (docs/usage.md \"LoRA\"). Applied beside the weights (y += s·B(A·x));\n"
+     "                              recorded in generation_config.json and the checkpoint (--resume refuses another set)\n"
+     "                              Wan 2.2 A14B: on both experts (re-attached at the switch)\n"},
+    {"lora_high", 1, "high:",
+     "  --lora_high FILE[:WEIGHT]   Wan 2.2 A14B: a LoRA on the high-noise expert (transformer) only\n"},
+    {"lora_low", 2, "low:",
+     "  --lora_low FILE[:WEIGHT]    Wan 2.2 A14B: a LoRA on the low-noise expert (transformer_2) only (the\n"
+     "                              lightx2v Wan 2.2 distill LoRAs ship such a pair)\n"},
+    {0},
+};
+
+/* One value of a LoRA flag row (dest: its cvx_lora_dest) appended to the list. */
+static int parse_lora(const char *v, void *dest) {
+    const struct cvx_lora_dest *d = dest;
+    cvx_lora_list *l = d->list;
     if (l->n == CVX_MAX_LORAS) return cvx_error("--lora: at most %d adapters", CVX_MAX_LORAS);
     if (cvx_lora_spec_parse(v, l->path[l->n], sizeof l->path[l->n], &l->spec[l->n].weight)) return -1;
     l->spec[l->n].path = l->path[l->n];
     size_t k = strlen(l->joined);
-    snprintf(l->joined + k, sizeof l->joined - k, "%s%s%s", k ? " " : "", expert ? (expert == 1 ? "high:" : "low:") : "",
-             v);
-    *(expert == 1 ? &l->given_high : expert == 2 ? &l->given_low : &l->given) = l->joined;
-    l->expert[l->n] = expert;
+    snprintf(l->joined + k, sizeof l->joined - k, "%s%s%s", k ? " " : "", d->row->tag, v);
+    l->given[d->row - cvx_lora_flags] = l->joined;
+    l->expert[l->n] = d->row->expert;
     l->n++;
     return 0;
 }
-static int parse_lora(const char *v, void *dest) { return parse_lora_expert(v, dest, 0); }
-static int parse_lora_high(const char *v, void *dest) { return parse_lora_expert(v, dest, 1); }
-static int parse_lora_low(const char *v, void *dest) { return parse_lora_expert(v, dest, 2); }
 
 void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
     memset(a, 0, sizeof *a);
@@ -105,9 +120,6 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_PARSE_("preview", parse_preview, &a->preview_mode, &sp->preview),
         CVX_FLAG_STR_("transformer", &a->wfile[0]), CVX_FLAG_STR_("text_encoder", &a->wfile[1]),
         CVX_FLAG_STR_("vae", &a->wfile[2]), CVX_FLAG_STR_("transformer_2", &a->wfile[3]),
-        CVX_FLAG_PARSE_("lora", parse_lora, &a->loras, &a->loras.given),
-        CVX_FLAG_PARSE_("lora_high", parse_lora_high, &a->loras, &a->loras.given_high),
-        CVX_FLAG_PARSE_("lora_low", parse_lora_low, &a->loras, &a->loras.given_low),
         CVX_FLAG_BOOL_("lora_fuse", &a->lora_fuse, 1), CVX_FLAG_NUM_("flow_shift", &sp->flow_shift, 1e-6, 1e6),
         CVX_FLAG_BOOL_("int8", &a->int8, 1), CVX_FLAG_STR_("quantize", &a->quantize),
         CVX_FLAG_STR_("transformer_out", &a->transformer_out, CVX_PER_RANK), CVX_FLAG_BOOL_("pure", &a->pure, 1),
@@ -117,7 +129,12 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir) {
         CVX_FLAG_PARSE_("image_cond_noise_scale", parse_cond_noise, sp, &a->cond_noise_arg)};
     const size_t n = sizeof flags / sizeof flags[0];
     copy_table(a->flags, flags, n);
-    cvx_flag *f = a->flags + n;   /* then a row per family option, from its table */
+    cvx_flag *f = a->flags + n;
+    for (int i = 0; cvx_lora_flags[i].name; i++, f++) {   /* then the LoRA flags, from their table */
+        a->loras.dest[i] = (struct cvx_lora_dest){&a->loras, &cvx_lora_flags[i]};
+        *f = (cvx_flag)CVX_FLAG_PARSE_(cvx_lora_flags[i].name, parse_lora, &a->loras.dest[i], &a->loras.given[i]);
+    }
+    /* then a row per family option, from its table */
     for (int i = 0; cvx_family_options[i].name; i++) {
         const cvx_family_option *o = &cvx_family_options[i];
         CVX_CHECK(i < CVX_ARGS_MAX_OPTIONS && f - a->flags < CVX_ARGS_MAX_FLAGS - 1);
@@ -143,11 +160,15 @@ void cvx_stage2_options_help(FILE *f, const char *after) {
         if (o->help_after && !strcmp(o->help_after, after)) fputs(o->help, f);
 }
 
+void cvx_stage2_lora_help(FILE *f) {
+    for (const cvx_lora_flag *l = cvx_lora_flags; l->name; l++) fputs(l->help, f);
+}
+
 void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {
     memset(a, 0, sizeof *a);
     a->input_dir = default_dir;
     a->crf = 18, a->verbosity = 1;
-    a->dp = (cvx_decode_params){.tiling = CVX_TILING_AUTO, .decode_timestep = -1, .decode_noise_scale = -1};
+    a->dp = (cvx_decode_params){.tiling = CVX_TILING_AUTO};
     static const cvx_flag_choice tilings[] = {
         {"auto", CVX_TILING_AUTO}, {"on", CVX_TILING_ON}, {"off", CVX_TILING_OFF}, {0}};
     /* the files are per rank (rank 0 writes; the latents and the VAE are compared by content) */
@@ -164,8 +185,24 @@ void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir) {
         CVX_FLAG_BOOL_("quiet", &a->verbosity, 0, CVX_PER_RANK), CVX_FLAG_BOOL_("verbose", &a->verbosity, 2, CVX_PER_RANK),
         CVX_FLAG_HELP_(), CVX_FLAG_STR_("precision", &a->precision_arg), CVX_FLAG_STR_("transformer", &a->wfile[0]),
         CVX_FLAG_STR_("text_encoder", &a->wfile[1]), CVX_FLAG_STR_("vae", &a->wfile[2]),
-        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999),
-        CVX_FLAG_NUM_("decode_timestep", &a->dp.decode_timestep, 0, 1),
-        CVX_FLAG_NUM_("decode_noise_scale", &a->dp.decode_noise_scale, 0, 1), {0}};
-    copy_table(a->flags, flags, sizeof flags / sizeof flags[0]);
+        CVX_FLAG_INT_("prompt_index", &a->prompt_index, 1, 9999)};
+    const size_t n = sizeof flags / sizeof flags[0];
+    copy_table(a->flags, flags, n);
+    cvx_flag *f = a->flags + n;   /* then a row per stage-3 family option, from its table */
+    for (int i = 0; cvx_decode_options[i].name; i++, f++) {
+        const cvx_decode_option *o = &cvx_decode_options[i];
+        CVX_CHECK(o->type == CVX_OPTION_NUM && i < CVX_ARGS_MAX_OPTIONS && f - a->flags < CVX_ARGS_MAX_FLAGS - 1);
+        *f = (cvx_flag)CVX_FLAG_NUM_(o->name, (char *)&a->dp + o->offset, o->lo, o->hi, .given = &a->option_given[i]);
+    }
+    *f = (cvx_flag){0};
+}
+
+void cvx_stage3_args_finish(cvx_stage3_args *a) {
+    for (int i = 0; cvx_decode_options[i].name; i++)
+        if (a->option_given[i]) a->dp.decode_set |= cvx_decode_options[i].set_bit;
+}
+
+void cvx_stage3_options_help(FILE *f, const char *after) {
+    for (const cvx_decode_option *o = cvx_decode_options; o->name; o++)
+        if (o->help_after && !strcmp(o->help_after, after)) fputs(o->help, f);
 }

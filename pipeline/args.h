@@ -18,15 +18,33 @@
 #define CVX_ARGS_MAX_TIMESTEPS 1000
 #define CVX_ARGS_MAX_OPTIONS 16   /* rows of cvx_family_options (pipeline/family.h) */
 
-/* --lora FILE[:WEIGHT], repeatable: the adapters in the order given; `given` joins every value
- * given (what the MPI ranks agree on). */
+/* The LoRA flags of stage 2, an adapters table (one row each, pipeline/args.c): the flag, the
+ * transformer it attaches to (0 every one; 1 the high-noise expert `transformer`, 2 the low-noise
+ * `transformer_2`: Wan 2.2 A14B's, cvx_model_params.lora_experts, refused by a model of one
+ * transformer in pipeline/adapters.c), its tag in the joined list ("high:") and its --help lines.
+ * The flag rows and stage 2's --help iterate it. */
+typedef struct {
+    const char *name;   /* "lora_high"; NULL ends the table */
+    int expert;
+    const char *tag;    /* prefix of its values in cvx_lora_list.joined ("" for --lora) */
+    const char *help;
+} cvx_lora_flag;
+#define CVX_LORA_FLAGS 3
+extern const cvx_lora_flag cvx_lora_flags[CVX_LORA_FLAGS + 1];
+
+/* --lora FILE[:WEIGHT] (and the other rows of cvx_lora_flags), repeatable: the adapters in the
+ * order given; `given` joins every value given (what the MPI ranks agree on). */
 typedef struct {
     cvx_lora_spec spec[CVX_MAX_LORAS];
     int expert[CVX_MAX_LORAS];   /* 0 --lora, 1 --lora_high, 2 --lora_low (cvx_model_params.lora_experts) */
     char path[CVX_MAX_LORAS][4096];
     int n;
     char joined[CVX_MAX_LORAS * 512];
-    const char *given, *given_high, *given_low;   /* --lora, --lora_high, --lora_low: `joined` once given */
+    const char *given[CVX_LORA_FLAGS];   /* per row of cvx_lora_flags: `joined` once given */
+    struct cvx_lora_dest {               /* the flag rows' destinations: the list and the row */
+        void *list;
+        const cvx_lora_flag *row;
+    } dest[CVX_LORA_FLAGS];
 } cvx_lora_list;
 
 typedef struct {
@@ -57,6 +75,8 @@ void cvx_stage2_args_init(cvx_stage2_args *a, const char *default_dir);
 void cvx_stage2_args_finish(cvx_stage2_args *a);
 /* stage 2's --help lines of the family options placed after the flag `after` (their rows' help_after). */
 void cvx_stage2_options_help(FILE *f, const char *after);
+/* stage 2's --help lines of the LoRA flags (cvx_lora_flags). */
+void cvx_stage2_lora_help(FILE *f);
 
 typedef struct {
     const char *input_dir, *latents_arg, *output_arg, *model_id, *model_dir, *png_dir, *sheet, *frames_out,
@@ -64,9 +84,15 @@ typedef struct {
     const char *wfile[3];
     int fps, crf, threads, verbosity, overwrite;
     int prompt_index;   /* --prompt_index N: the files of stage 2's run with that number (0: none) */
-    cvx_decode_params dp;
+    cvx_decode_params dp;   /* the stage-3 family options' flags are made from their table (decode_set: after
+                             * cvx_stage3_args_finish) */
+    const char *option_given[CVX_ARGS_MAX_OPTIONS];   /* a stage-3 family option as given (NULL: not given) */
     cvx_flag flags[CVX_ARGS_MAX_FLAGS];
 } cvx_stage3_args;
 void cvx_stage3_args_init(cvx_stage3_args *a, const char *default_dir);
+/* After cvx_flags_parse: the stage-3 family options given into dp.decode_set (their rows' set_bit). */
+void cvx_stage3_args_finish(cvx_stage3_args *a);
+/* stage 3's --help lines of the family options placed after the flag `after` (cvx_decode_options). */
+void cvx_stage3_options_help(FILE *f, const char *after);
 
 #endif

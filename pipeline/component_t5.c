@@ -59,6 +59,26 @@ static int tokenize_one(const cvx_t5_encoder *e, const cvx_t5_style *st, const c
     return rc;
 }
 
+int cvx_t5_mask_tensor(cvx_t5_encoder *e, cvx_model *m, const cvx_t5_style *st, const char *name,
+                       const char *const *texts, const char *const *labels, int n, int L, cvx_cond_tensor *out) {
+    if (cvx_t5_load(e, m, st)) return -1;
+    int64_t *ids = cvx_malloc((size_t)L * sizeof *ids), *mask = cvx_malloc((size_t)L * sizeof *mask), len;
+    float *f = cvx_alloc_f32((size_t)n * L);
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        rc = tokenize_one(e, st, texts[i], labels ? labels[i] : NULL, L, ids, mask, &len);
+        for (int k = 0; k < L && !rc; k++) f[(size_t)i * L + k] = (float)mask[k];
+    }
+    free(ids);
+    free(mask);
+    if (rc) {
+        free(f);
+        return -1;
+    }
+    *out = (cvx_cond_tensor){.name = name, .prompt = f, .L = L, .D = 1, .is_mask = 1};
+    return 0;
+}
+
 int cvx_t5_encode_texts(cvx_t5_encoder *e, cvx_model *m, const cvx_t5_style *st, const char *const *texts,
                         const char *const *labels, int n, int L, cvx_progress_fn progress, void *user, float *out) {
     if (cvx_t5_load(e, m, st)) return -1;

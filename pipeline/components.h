@@ -46,6 +46,10 @@ int cvx_t5_load(cvx_t5_encoder *e, cvx_model *m, const cvx_t5_style *st);
 void cvx_t5_free(cvx_t5_encoder *e);
 /* One text -> ids [L], mask [L] (padding to L, truncation; the length warning names `label`). */
 int cvx_t5_tokenize(const cvx_t5_encoder *e, const char *text, const char *label, int L, int64_t *ids, int64_t *mask);
+/* The tokenizer's attention masks of n texts (after the style's prompt cleaning) as the cond tensor
+ * `name` [n, L] (0/1 floats; LTX-Video's prompt_attention_mask): *out set. Loads the encoder first. */
+int cvx_t5_mask_tensor(cvx_t5_encoder *e, cvx_model *m, const cvx_t5_style *st, const char *name,
+                       const char *const *texts, const char *const *labels, int n, int L, cvx_cond_tensor *out);
 /* n texts -> out [n, L, d_model] in batches of a few sequences (progress: "<name> layers"); a
  * non-finite row is an error naming the text's label. Loads the encoder first. */
 int cvx_t5_encode_texts(cvx_t5_encoder *e, cvx_model *m, const cvx_t5_style *st, const char *const *texts,

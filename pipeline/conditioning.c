@@ -371,3 +371,54 @@ void cvx_prepared_free(cvx_prepared *p) {
     free(p->image_latents);
     memset(p, 0, sizeof *p);
 }
+
+int cvx_conditioning_fits(const cvx_conditioning *c, int C, int T, int h, int w, const char *what, const char *hint) {
+    if (c->C == C && c->T == T && c->h == h && c->w == w) return 0;
+    return cvx_error("%s conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, %d, %d, %d]%s", what, c->C,
+                     c->T, c->h, c->w, C, T, h, w, hint);
+}
+
+void cvx_sample_run_i2v(cvx_sample_run *run, float *cond, const cvx_conditioning *c) {
+    run->cond = cond;
+    run->loop.cond = cond;
+    if (c->image_embeds) {
+        run->image_tokens = cvx_alloc_f32((size_t)c->image_L * c->image_D);
+        memcpy(run->image_tokens, c->image_embeds, sizeof(float) * c->image_L * c->image_D);
+    }
+    run->loop.image_tokens = run->image_tokens, run->loop.image_L = c->image_L;
+}
+
+const float *cvx_cond_more_find(const cvx_sample_params *p, const char *name, int negative) {
+    for (int k = 0; p->cond_more && k < p->cond_more->n; k++)
+        if (!strcmp(p->cond_more->t[k].name, name)) return negative ? p->cond_more->t[k].negative : p->cond_more->t[k].prompt;
+    return NULL;
+}
+
+int cvx_check_latent_size(const cvx_model *m, int frames, int H, int W,
+                          int (*shape)(const void *user, const cvx_loop_params *lp, cvx_latent_shape *sh),
+                          const void *user, cvx_latent_shape *sh) {
+    memset(sh, 0, sizeof *sh);
+    if (!m->has_denoiser_config) return 0;
+    cvx_loop_request req = {.frames = frames, .height = H, .width = W, .num_inference_steps = 1};
+    const cvx_loop_params lp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
+                                .vae_scale_temporal = m->info.vae_scale_temporal};
+    return shape(user, &lp, sh);
+}
+
+void cvx_log_latents(const cvx_sample_params *p, const cvx_latent_shape *sh, const char *note) {
+    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->channels,
+             sh->frames - sh->pad_frames, sh->height, sh->width, note);
+}
+
+void cvx_frames_concat(float *dst, const float *const *src, const int *T, int n, int C, size_t hw) {
+    int Ttot = 0;
+    for (int k = 0; k < n; k++) Ttot += T[k];
+    for (int c = 0; c < C; c++)
+        for (int k = 0, t0 = 0; k < n; t0 += T[k], k++)
+            memcpy(dst + ((size_t)c * Ttot + t0) * hw, src[k] + (size_t)c * T[k] * hw, (size_t)T[k] * hw * sizeof(float));
+}
+
+void cvx_frames_slice(const float *src, int C, int Ttot, int t0, int T, size_t hw, float *dst) {
+    for (int c = 0; c < C; c++)
+        memcpy(dst + (size_t)c * T * hw, src + ((size_t)c * Ttot + t0) * hw, (size_t)T * hw * sizeof(float));
+}

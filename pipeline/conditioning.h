@@ -47,6 +47,29 @@ int cvx_prepare_v2v(const cvx_conditioning *c, cvx_scheduler *sched, double stre
                     cvx_loop_params *lp, cvx_generator *gen, float **init,
                     void (*to_x0)(void *user, float *sample, float *x0), void *user);
 
+/* The latents stage 1 encoded fit the loop's [C, T, h, w]: 0, or -1 + "<what> conditioning latents
+ * [..] do not fit the loop's [..]<hint>" (what: "image-to-video"; hint: "" or " (...)"). */
+int cvx_conditioning_fits(const cvx_conditioning *c, int C, int T, int h, int w, const char *what, const char *hint);
+/* An image-to-video run's extra input: cond (taken: the run frees it) as the loop's channels, and
+ * the conditioning's image embeddings (if any, copied) as its image tokens. */
+void cvx_sample_run_i2v(cvx_sample_run *run, float *cond, const cvx_conditioning *c);
+/* The further conditioning tensor `name` of the request (its negative prompt's rows with
+ * `negative`), NULL when absent. */
+const float *cvx_cond_more_find(const cvx_sample_params *p, const char *name, int negative);
+/* The size checks stage 2 will make, in stage 1 before anything is encoded: `shape` (the family's
+ * latent shape rule over the request, user its config) for frames × H × W at the model's VAE
+ * factors; 0 without a transformer config (reported by the call that needs it). */
+int cvx_check_latent_size(const cvx_model *m, int frames, int H, int W,
+                          int (*shape)(const void *user, const cvx_loop_params *lp, cvx_latent_shape *sh),
+                          const void *user, cvx_latent_shape *sh);
+/* Latents of several items along T: dst [C, ΣT_k, hw] from the n blocks src[k] [C, T[k], hw], per
+ * channel in order (the conditioning file's layout of LTX-Video's conditions); slice: src
+ * [C, Ttot, hw]'s frames [t0, t0 + T) -> dst [C, T, hw]. */
+void cvx_frames_concat(float *dst, const float *const *src, const int *T, int n, int C, size_t hw);
+void cvx_frames_slice(const float *src, int C, int Ttot, int t0, int T, size_t hw, float *dst);
+/* stage 2's log line of the video and its latents [1, C, T, h, w] (the loop's frames less pad). */
+void cvx_log_latents(const cvx_sample_params *p, const cvx_latent_shape *sh, const char *note);
+
 /* xxh64 of the mode, mean and std: identifies the conditioning in the checkpoint fingerprint. */
 uint64_t cvx_conditioning_hash(const cvx_conditioning *c);
 

@@ -61,6 +61,23 @@ const cvx_family_option cvx_family_options[] = {
 };
 #undef OPT
 
+#define DOPT(field) offsetof(cvx_decode_params, field)
+/* Stage 3's rows (family.h): LTX-Video 0.9.5+'s timestep-conditioned VAE */
+const cvx_decode_option cvx_decode_options[] = {
+    {"decode_timestep", CVX_OPTION_NUM, DOPT(decode_timestep), 0, 1, .set_bit = 1,
+     .help = "  --decode_timestep T          LTX-Video 0.9.5+ VAE: the decoder's timestep (default 0.05)\n",
+     .help_after = "fps",
+     .refusal = "--decode_timestep is LTX-Video's (its timestep-conditioned VAE's decode timestep)"},
+    {"decode_noise_scale", CVX_OPTION_NUM, DOPT(decode_noise_scale), 0, 1, .set_bit = 2,
+     .help = "  --decode_noise_scale S       LTX-Video 0.9.5+ VAE: decodes (1-S)·z + S·noise, the noise drawn\n"
+             "                               from stage 2's generator after the loop (default 0.025; with\n"
+             "                               --decode_timestep alone: T)\n",
+     .help_after = "fps",
+     .refusal = "--decode_noise_scale is LTX-Video's (its timestep-conditioned VAE's decode noise)"},
+    {0},
+};
+#undef DOPT
+
 void *cvx_family_option_field(const cvx_family_option *o, cvx_sample_params *r) { return (char *)r + o->offset; }
 
 double cvx_family_option_value(const cvx_family_option *o, const cvx_sample_params *r) {
@@ -74,13 +91,24 @@ int cvx_family_option_is_set(const cvx_family_option *o, const cvx_sample_params
     return o->set_above_zero ? v > 0 : v != 0;
 }
 
+/* Is `name` ("decode_timestep") among a row's flags ("--decode_timestep", NULL-terminated)? */
+static int row_lists(const char *const *flags, const char *name) {
+    for (int k = 0; flags && flags[k]; k++)
+        if (!strcmp(flags[k] + 2, name)) return 1;
+    return 0;
+}
+
 int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r) {
     for (const cvx_family_option *o = cvx_family_options; o->name; o++) {
-        if (!o->refusal || !cvx_family_option_is_set(o, r)) continue;
-        int k = 0;
-        while (f->options && f->options[k] && strcmp(f->options[k] + 2, o->name) != 0) k++;
-        if (!f->options || !f->options[k]) return cvx_error("%s", o->refusal);
+        if (o->refusal && cvx_family_option_is_set(o, r) && !row_lists(f->options, o->name))
+            return cvx_error("%s", o->refusal);
     }
+    return 0;
+}
+
+int cvx_family_check_decode_options(const cvx_family *f, const cvx_decode_params *p) {
+    for (const cvx_decode_option *o = cvx_decode_options; o->name; o++)
+        if ((p->decode_set & o->set_bit) && !row_lists(f->decode_options, o->name)) return cvx_error("%s", o->refusal);
     return 0;
 }
 
@@ -104,12 +132,46 @@ static void component_class(const char *dir, const char *component, char *cls, s
     cvx_config_free(&c);
 }
 
-/* A directory without model_index.json (components only): the rows' component_classes entries
- * are tried by their position in the rows (every row's first entry, its transformer, first; then
- * every row's second, ...), a row before the rows after it; the first entry whose component's
- * config names its class decides. */
+/* The directory's component of a component_classes entry ("vae/AutoencoderKLWan"): its config
+ * names that class. */
+static int has_component(const char *dir, const char *entry) {
+    const char *slash = strchr(entry, '/');
+    char component[64], cls[256];
+    CVX_CHECK(slash && (size_t)(slash - entry) < sizeof component);
+    snprintf(component, sizeof component, "%.*s", (int)(slash - entry), entry);
+    component_class(dir, component, cls, sizeof cls);
+    return cls[0] && !strcmp(cls, slash + 1);
+}
+
+/* The rows that list `entry` (a "component/Class" some row names), as "A and B" into names;
+ * their count. */
+static int rows_listing(const char *entry, const cvx_family **first, char *names, size_t n) {
+    int count = 0;
+    names[0] = 0;
+    for (int f = 0; cvx_families[f]; f++)
+        for (int k = 0; cvx_families[f]->component_classes[k]; k++)
+            if (!strcmp(cvx_families[f]->component_classes[k], entry)) {
+                if (!count++) *first = cvx_families[f];
+                snprintf(names + strlen(names), n - strlen(names), "%s%s", count > 1 ? " and " : "",
+                         cvx_families[f]->name);
+                break;
+            }
+    return count;
+}
+
+/* A directory without model_index.json (components only) is the family of its transformer (each
+ * row's first component_classes entry); without a transformer config, of a component that one row
+ * alone lists (the rows' entries by position, a row before the rows after it). A directory whose
+ * components several rows share (a T5 text encoder alone: CogVideoX's and LTX-Video's, whose
+ * stage 1 differ in text length and mask) serves stage 1 only (stage 2 and 3 need the transformer
+ * or the VAE): the first row that lists it, the candidates and the way to choose named in a --verbose
+ * line (docs/architecture.md). */
 static const cvx_family *family_of_components(const char *dir) {
-    for (int pos = 0;; pos++) {
+    for (int f = 0; cvx_families[f]; f++)
+        if (has_component(dir, cvx_families[f]->component_classes[0])) return cvx_families[f];
+    const cvx_family *shared = NULL;
+    char shared_entry[128] = "", shared_names[256] = "";
+    for (int pos = 1;; pos++) {
         int any = 0;
         for (int f = 0; cvx_families[f]; f++) {
             const char *const *cc = cvx_families[f]->component_classes;
@@ -117,14 +179,23 @@ static const cvx_family *family_of_components(const char *dir) {
             while (k < pos && cc[k]) k++;
             if (!cc[k]) continue;
             any = 1;
-            const char *slash = strchr(cc[k], '/');
-            char component[64], cls[256];
-            CVX_CHECK(slash && (size_t)(slash - cc[k]) < sizeof component);
-            snprintf(component, sizeof component, "%.*s", (int)(slash - cc[k]), cc[k]);
-            component_class(dir, component, cls, sizeof cls);
-            if (cls[0] && !strcmp(cls, slash + 1)) return cvx_families[f];
+            if (!has_component(dir, cc[k])) continue;
+            const cvx_family *first = NULL;
+            char names[256];
+            if (rows_listing(cc[k], &first, names, sizeof names) == 1) return first;
+            if (!shared) {   /* the first shared one names the candidates */
+                shared = first;
+                snprintf(shared_entry, sizeof shared_entry, "%s", cc[k]);
+                snprintf(shared_names, sizeof shared_names, "%s", names);
+            }
         }
         if (!any) break;
+    }
+    if (shared) {
+        cvx_debug("%s: no model_index.json and no transformer config; its %s is a component of %s: read as %s's "
+                  "(a model_index.json naming the pipeline, or the transformer's config.json, chooses)", dir,
+                  shared_entry, shared_names, shared->name);
+        return shared;
     }
     char list[2048] = "";
     for (int f = 0; cvx_families[f]; f++)

@@ -100,6 +100,25 @@ double cvx_family_option_value(const cvx_family_option *o, const cvx_sample_para
 int cvx_family_option_is_set(const cvx_family_option *o, const cvx_sample_params *r);
 void *cvx_family_option_field(const cvx_family_option *o, cvx_sample_params *r);
 
+/* A stage-3 family option: a field of cvx_decode_params that only some families' VAEs use, one row of
+ * the one table cvx_decode_options[] (pipeline/family.c), its single source: stage 3's flag and
+ * the given-bit it sets (pipeline/args.c), its --help lines (stage3/usage.h) and the refusal
+ * (cvx_decode_check and cvx_decode refuse a given option that the model's row, its
+ * decode_options, does not list). Adding one: its field in cvx_decode_params and its row. */
+typedef struct {
+    const char *name;        /* the flag without "--" ("decode_timestep"); NULL ends the table */
+    cvx_option_type type;    /* CVX_OPTION_NUM: a double field, the flag takes a finite number in [lo, hi] */
+    size_t offset;           /* offsetof(cvx_decode_params, field) */
+    double lo, hi;
+    int set_bit;             /* the bit of cvx_decode_params.decode_set that marks it given (not given:
+                              * the model's value) */
+    const char *help;        /* its lines in stage 3's --help, after the flag help_after's */
+    const char *help_after;
+    const char *key;         /* its key where a file records it; NULL: none does (stage 3 writes the video) */
+    const char *refusal;     /* the error line for a model whose row does not list it */
+} cvx_decode_option;
+extern const cvx_decode_option cvx_decode_options[];   /* terminated by a NULL name */
+
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
     const char *const *classes;    /* the model_index.json `_class_name`s it serves, NULL-terminated */
@@ -163,6 +182,9 @@ typedef struct cvx_family {
     /* the decode draws noise continuing the sampler's generator (LTX-Video 0.9.5+): stage 2 hands
      * it over (cvx_latents.generator, the latents file's 'generator_state') */
     int decode_uses_generator;
+    /* the stage-3 options (cvx_decode_options) it takes, as their flags ("--decode_timestep"),
+     * NULL-terminated (NULL: none) */
+    const char *const *decode_options;
 
     /* ---- making a GGUF of the transformer (stage2/quantize.h; NULL: not supported) ---- */
     const struct cvx_gguf_rules *gguf_rules;
@@ -171,13 +193,20 @@ typedef struct cvx_family {
 /* Every option of the table set in r is one the row takes: 0, or -1 + the option's refusal. */
 int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r);
 
+/* Every stage-3 option of the table given in p (its decode_set bit) is one the row takes: 0, or -1
+ * + the option's refusal. */
+int cvx_family_check_decode_options(const cvx_family *f, const cvx_decode_params *p);
+
 /* The table (pipeline/family.c), NULL-terminated. */
 extern const cvx_family *const cvx_families[];
 extern const cvx_family cvx_family_cogvideox, cvx_family_wan, cvx_family_hunyuan15, cvx_family_ltx;
 
 /* The family of a model directory: model_index.json's `_class_name` (its value into cls, "" when
- * the file is absent), else the family whose component_classes its components' configs name (no
- * default family). NULL + one cvx_error naming the directory or class and the supported ones. */
+ * the file is absent), else, from its components' configs, the family of its transformer, else
+ * of a component one row alone lists, else of a component several rows share (a T5 text encoder
+ * alone, which only stage 1 can use: the first row listing it, named with the candidates in a
+ * --verbose line). No default family: NULL + one cvx_error naming the directory or class and the
+ * supported ones. */
 const cvx_family *cvx_family_for(const char *dir, char *cls, size_t cls_n);
 
 #endif

@@ -130,13 +130,15 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
 
 /* The latent shape the transformer will run on, checking the size (and for V2V the frame
  * count) against the model as stage 2 will: the errors come before anything is encoded. */
+static int shape_t2v(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
+    return cogvideox_latent_shape_for(&S(m)->tcfg, lp, 0, sh);
+}
+static int shape_i2v(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
+    return cogvideox_latent_shape_for(&S(m)->tcfg, lp, 1, sh);
+}
 static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
-    if (!m->has_denoiser_config) return 0;
-    cvx_loop_request req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
-    cvx_loop_params sp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
-                          .vae_scale_temporal = m->info.vae_scale_temporal};
     cvx_latent_shape sh;
-    if (cogvideox_latent_shape_for(&S(m)->tcfg, &sp, mode == CVX_MODE_I2V, &sh)) return -1;
+    if (cvx_check_latent_size(m, frames, height, width, mode == CVX_MODE_I2V ? shape_i2v : shape_t2v, m, &sh)) return -1;
     if (mode == CVX_MODE_V2V && sh.pad_frames)   /* upstream raises instead of padding */
         return cvx_error("--video: %d frames make %d latent frames, not a multiple of patch_size_t %d (CogVideoX1.5 "
                          "video-to-video): use %d or %d frames", frames, sh.frames - sh.pad_frames,
@@ -224,22 +226,12 @@ int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_s
         return cvx_prepare_v2v(c, sched, strength, sh->numel, sp, &out->gen, &out->init, v2v_to_x0, &v);
     }
     /* I2V: latent_dist.sample(generator), the generator's first draws (in --noise_dtype, as the
-     * pipeline's dtype draws them), then the noise × init_noise_sigma 1.0 */
-    const cvx_dtype nd = (cvx_dtype)sp->noise_dtype;
-    float *sample = cvx_alloc_f32(chw);
+     * pipeline's dtype draws them), × vae_scaling_factor_image (or 1 / it: invert_scale_latents,
+     * 1.5), then the noise × init_noise_sigma 1.0 */
     cvx_generator_seed(&out->gen, sp->req->seed);
-    if (vae_latent_sample_as(c->mean, c->std, chw, &out->gen, nd, sample)) {
-        free(sample);
+    if (cogvideox_i2v_latents(c->mean, c->std, chw, sh->numel, (float)(S(m)->vcfg.invert_scale_latents ? 1.0 / sf : sf),
+                              &out->gen, (cvx_dtype)sp->noise_dtype, &out->image_latents, &out->init))
         return -1;
-    }
-    /* vae_scaling_factor_image · x, or 1 / it · x (invert_scale_latents, 1.5): a python float times
-     * a float32 tensor, the scalar rounded to float32 */
-    const float k = (float)(S(m)->vcfg.invert_scale_latents ? 1.0 / sf : sf);
-    out->image_latents = cvx_calloc(sh->numel, sizeof(float));   // [F, C, h, w]: frame 0, then zeros
-    for (size_t i = 0; i < chw; i++) out->image_latents[i] = k * sample[i];
-    out->init = cvx_alloc_f32(sh->numel);   // [F, C, h, w]
-    cvx_randn_as(&out->gen, nd, out->init, sh->numel);
-    free(sample);
     sp->cond = out->image_latents;
     sp->init_latents = out->init;
     sp->init_generator = &out->gen;
@@ -282,9 +274,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
              c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, p->num_inference_steps,
              p->guidance_scale, p->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)p->seed);
     /* the layout stage2_latents.safetensors has: [1, C, T, h, w] (the loop runs [T, C, h, w]) */
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->channels,
-             sh->frames - sh->pad_frames, sh->height, sh->width,
-             sh->pad_frames ? " (the loop runs 1 padding frame more)" : "");
+    cvx_log_latents(p, sh, sh->pad_frames ? " (the loop runs 1 padding frame more)" : "");
     if (p->conditioning) {
         cvx_prepared prep;
         if (cogvideox_prepare_conditioned(m, p->conditioning, sched, p->strength, sp, sh, &prep)) return -1;

@@ -9,6 +9,7 @@
  * distribution [1, C, 1, h, w] and image_embeds [1, 729, D_siglip]; the seed project's staged
  * scripts run T2V only: their stage 2 passes no image condition and zero vision states). */
 #include "pipeline/components.h"
+#include "pipeline/conditioning.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,14 +21,9 @@
 #include "fileio.h"
 #include "validate.h"
 #include "image.h"
-#include "resize.h"
-#include "stage1/bpe.h"
-#include "stage1/byt5.h"
 #include "stage1/clip_image_processor.h"
 #include "stage1/clip_vision.h"
-#include "stage1/glyph.h"
-#include "stage1/qwen2_5_vl.h"
-#include "stage1/t5.h"
+#include "stage1/hunyuan15_inputs.h"
 #include "stage2/guidance.h"
 #include "stage2/hunyuan15.h"
 #include "stage2/hunyuan15_family.h"
@@ -112,21 +108,12 @@ static void hv15_close(cvx_model *m) {
 static int load_qwen(cvx_model *m) {
     hv15_state *s = S(m);
     if (s->qwen_loaded) return 0;
-    char tok_dir[4200], te_dir[4200], cfg[4300];
-    qwen_config qc;
+    char tok_dir[4200], te_dir[4200];
     if (cvx_model_component(m->dir, "tokenizer", "vocab.json", tok_dir, sizeof tok_dir) ||
-        cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir))
-        return -1;
-    snprintf(cfg, sizeof cfg, "%s/config.json", te_dir);
-    if (qwen_config_load(&qc, cfg)) return -1;
-    if (!s->tok && !(s->tok = bpe_load(tok_dir))) return -1;
-    if (m->text_encoder_file[0] ? qwen_load_file(&s->qwen, m->text_encoder_file, cfg, qc.num_layers - HV15_MLLM_SKIP_LAYERS,
-                                                 m->ctx)
-                                : qwen_load(&s->qwen, te_dir, qc.num_layers - HV15_MLLM_SKIP_LAYERS, m->ctx))
+        cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
+        hv15_mllm_load(&s->qwen, &s->tok, tok_dir, te_dir, m->text_encoder_file[0] ? m->text_encoder_file : NULL, m->ctx))
         return -1;
     s->qwen_loaded = 1;
-    cvx_info("Qwen2.5-VL text model: %d of %d layers, hidden %d, %d heads (%d KV)", s->qwen.n_loaded,
-             qc.num_layers, qc.hidden_size, qc.num_heads, qc.num_kv_heads);
     return 0;
 }
 
@@ -136,15 +123,9 @@ static int load_byt5(cvx_model *m) {
     char tok_dir[4200], te_dir[4200];
     if (cvx_model_component(m->dir, "tokenizer_2", "tokenizer_config.json", tok_dir, sizeof tok_dir) ||
         cvx_model_component(m->dir, "text_encoder_2", "config.json", te_dir, sizeof te_dir) ||
-        byt5_tokenizer_load(&s->tok2, tok_dir))
+        hv15_byt5_load(&s->byt5, &s->tok2, tok_dir, te_dir, m->text_encoder_2_file[0] ? m->text_encoder_2_file : NULL,
+                       m->ctx))
         return -1;
-    char cfg[4300];
-    snprintf(cfg, sizeof cfg, "%s/config.json", te_dir);
-    if (m->text_encoder_2_file[0] ? t5_build_file(&s->byt5, m->text_encoder_2_file, cfg, m->ctx)
-                                  : t5_build(&s->byt5, te_dir, m->ctx)) {
-        byt5_tokenizer_free(&s->tok2);
-        return -1;
-    }
     s->byt5_loaded = 1;
     return 0;
 }
@@ -214,28 +195,17 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
     (void)progress, (void)user;
     if (load_qwen(m) || load_byt5(m)) return -1;
     hv15_state *s = S(m);
-    enum { L = HV15_MLLM_MAX_LENGTH, C = HV15_MLLM_CROP_START, L2 = HV15_BYT5_MAX_LENGTH };
+    enum { L = HV15_MLLM_MAX_LENGTH, L2 = HV15_BYT5_MAX_LENGTH };
     const int D2 = s->byt5.cfg.d_model;
     out->n = 3;
     out->t[0] = (cvx_cond_tensor){"prompt_embeds_mask", cvx_alloc_f32((size_t)n * L), NULL, L, 1, 1};
     out->t[1] = (cvx_cond_tensor){"prompt_embeds_2", cvx_alloc_f32((size_t)n * L2 * D2), NULL, L2, D2, 0};
     out->t[2] = (cvx_cond_tensor){"prompt_embeds_mask_2", cvx_alloc_f32((size_t)n * L2), NULL, L2, 1, 1};
-    int64_t *ids = cvx_malloc(sizeof(int64_t) * (C + L)), *mask = cvx_malloc(sizeof(int64_t) * (C + L));
-    int rc = -1, i;
-    for (i = 0; i < n; i++) {
-        if (hv15_mllm_tokens(s->tok, texts[i], ids, mask, NULL)) goto fail;
-        for (int k = 0; k < L; k++) out->t[0].prompt[(size_t)i * L + k] = (float)mask[C + k];
-        if (hv15_byt5_prompt_embeds(&s->byt5, &s->tok2, texts[i], out->t[1].prompt + (size_t)i * L2 * D2, mask))
-            goto fail;
-        for (int k = 0; k < L2; k++) out->t[2].prompt[(size_t)i * L2 + k] = (float)mask[k];
-        if (cvx_check_finite(out->t[1].prompt + (size_t)i * L2 * D2, (size_t)L2 * D2, "prompt_embeds_2")) goto fail;
-    }
-    rc = 0;
-fail:
-    if (rc) cvx_error_prefix("%s", labels ? labels[i] : "a text");
-    free(ids);
-    free(mask);
-    return rc;
+    for (int i = 0; i < n; i++)
+        if (hv15_prompt_more(s->tok, &s->byt5, &s->tok2, texts[i], out->t[0].prompt + (size_t)i * L,
+                             out->t[1].prompt + (size_t)i * L2 * D2, out->t[2].prompt + (size_t)i * L2))
+            return cvx_error_prefix("%s", labels ? labels[i] : "a text");
+    return 0;
 }
 
 /* The pipeline class decides the mode (the transformer's task_type does not: the 480p T2V
@@ -256,62 +226,9 @@ static int load_image_encoder(cvx_model *m) {
     return cvx_image_encoder_load(m, "feature_extractor", &S(m)->proc, &S(m)->siglip);
 }
 
-/* Python's round(x, 5): correctly rounded (glibc's printf is exact, ties to even like Python's). */
-static double round5(double x) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%.5f", x);
-    return strtod(buf, NULL);
-}
-
-/* HunyuanVideo15ImageProcessor.calculate_default_height_width(h, w, target_size): the bucket of
- * generate_crop_size_list(target_size, 16) (max ratio 4) whose rounded h/w ratio is closest to the
- * image's, from the side that does not exceed it (aspect >= 1: ratios <= aspect, else >= aspect);
- * the first on ties. */
-static int default_size(int target, int patch, int ih, int iw, int *H, int *W) {
-    const int n = (int)nearbyint(((double)target / patch) * ((double)target / patch));   /* round() */
-    const double aspect = (double)ih / (double)iw;
-    double best = INFINITY;
-    *H = *W = 0;
-    for (int wp = n, hp = 1; wp > 0;) {
-        if ((double)(wp > hp ? wp : hp) / (wp > hp ? hp : wp) <= 4.0) {
-            const int bh = wp * patch, bw = hp * patch;   /* the list's (h, w) as the caller reads it */
-            const double d = round5((double)bh / (double)bw) - aspect;
-            if ((aspect >= 1 ? d <= 0 : d >= 0) && fabs(d) < best) best = fabs(d), *H = bh, *W = bw;
-        }
-        if ((hp + 1) * wp <= n) hp++;
-        else wp--;
-    }
-    return *H ? 0 : cvx_error("target_size %d: no bucket fits a %dx%d image", target, iw, ih);
-}
-
-/* VaeImageProcessor._resize_and_crop: resize (Pillow LANCZOS) to cover W×H keeping the aspect
- * ratio, paste centred on a black W×H image. out: [H][W][3]. */
-static void resize_and_crop(const uint8_t *rgb, int iw, int ih, int W, int H, uint8_t *out) {
-    const double ratio = (double)W / H, src_ratio = (double)iw / ih;
-    const int sw = ratio > src_ratio ? W : iw * H / ih, sh = ratio <= src_ratio ? H : ih * W / iw;
-    uint8_t *tmp = cvx_malloc((size_t)sw * sh * 3);
-    cvx_resize_lanczos_rgb8(rgb, iw, ih, tmp, sw, sh);
-    const int x0 = W / 2 - sw / 2, y0 = H / 2 - sh / 2;
-    memset(out, 0, (size_t)W * H * 3);
-    for (int y = 0; y < H; y++) {
-        const int sy = y - y0;
-        if (sy < 0 || sy >= sh) continue;
-        for (int x = 0; x < W; x++) {
-            const int sx = x - x0;
-            if (sx >= 0 && sx < sw) memcpy(out + ((size_t)y * W + x) * 3, tmp + ((size_t)sy * sw + sx) * 3, 3);
-        }
-    }
-    free(tmp);
-}
-
 /* The size checks stage 2 will make, before anything is encoded. */
-static int check_size(cvx_model *m, int frames, int height, int width) {
-    if (!m->has_denoiser_config) return 0;
-    cvx_loop_request req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
-    cvx_loop_params lp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
-                          .vae_scale_temporal = m->info.vae_scale_temporal};
-    cvx_latent_shape sh;
-    return hv15_latent_shape_for(&S(m)->tcfg, &lp, S(m)->vcfg.latent_channels, &sh);
+static int shape_of(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
+    return hv15_latent_shape_for(&S(m)->tcfg, lp, S(m)->vcfg.latent_channels, sh);
 }
 
 /* HunyuanVideo15ImageToVideoPipeline's image: the size (--height/--width, else the bucket of
@@ -334,24 +251,19 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     float *px = NULL, *moments = NULL;
     if (!H) {
         const int target = m->has_denoiser_config ? S(m)->tcfg.target_size : 640;
-        if (default_size(target, m->info.vae_scale_spatial, rgb.height, rgb.width, &H, &W)) goto done;
+        if (hv15_image_bucket(target, m->info.vae_scale_spatial, rgb.height, rgb.width, &H, &W)) goto done;
         cvx_info("%s: %dx%d image -> %dx%d (the closest aspect-ratio bucket of target_size %d)", p->image, rgb.width,
                  rgb.height, W, H, target);
     }
-    if (check_size(m, frames, H, W)) goto done;
+    cvx_latent_shape sh;
+    if (cvx_check_latent_size(m, frames, H, W, shape_of, m, &sh)) goto done;
     img = cvx_malloc((size_t)W * H * 3);
-    resize_and_crop(rgb.rgb, rgb.width, rgb.height, W, H, img);
+    hv15_resize_and_crop(rgb.rgb, rgb.width, rgb.height, W, H, img);
     /* SigLIP */
     if (load_image_encoder(m)) goto done;
     hv15_state *s = S(m);
-    int ow, oh;
-    clip_image_output_size(&s->proc, W, H, &ow, &oh);
-    px = cvx_alloc_f32((size_t)3 * ow * oh);
-    clip_image_preprocess(&s->proc, img, W, H, px);
     out->image_L = s->siglip->cfg.tokens, out->image_D = s->siglip->cfg.hidden_size;
-    out->image_embeds = cvx_alloc_f32((size_t)out->image_L * out->image_D);
-    if (clip_vision_last_hidden_state(s->siglip, px, out->image_embeds)) goto done;
-    free(px);
+    if (!(out->image_embeds = clip_vision_last_hidden_state_rgb8(s->siglip, &s->proc, img, W, H))) goto done;
     /* the VAE: u8/255·2−1 (do_resize False), one frame */
     px = cvx_alloc_f32((size_t)3 * W * H);
     cvx_preprocess_image(img, W, H, W, H, px);
@@ -404,37 +316,20 @@ static void run_free(void *p) {
     free(r);
 }
 
-/* A named tensor of the cond set (prompt or negative). */
-static const float *cond_tensor(const cvx_sample_params *p, const char *name, int negative) {
-    for (int k = 0; p->cond_more && k < p->cond_more->n; k++)
-        if (!strcmp(p->cond_more->t[k].name, name))
-            return negative ? p->cond_more->t[k].negative : p->cond_more->t[k].prompt;
-    return NULL;
-}
-
 /* prepare_cond_latents_and_mask: cond_latents = the image latents (mode × scaling_factor) on latent
  * frame 0, zeros after; mask = 1 on frame 0; the image embeddings go to both CFG branches. */
 static int prepare_i2v(cvx_model *m, const hv15_config *c, const cvx_conditioning *ic, cvx_sample_run *run) {
     const cvx_latent_shape *sh = &run->shape;
     if (ic->mode != CVX_MODE_I2V) return check_mode(m, ic->mode);
-    if (ic->C != sh->channels || ic->T != 1 || ic->h != sh->height || ic->w != sh->width)
-        return cvx_error("image-to-video conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, 1, %d, %d] "
-                         "(the image's latents: one frame at the video's size)", ic->C, ic->T, ic->h, ic->w,
-                         sh->channels, sh->height, sh->width);
+    if (cvx_conditioning_fits(ic, sh->channels, 1, sh->height, sh->width, "image-to-video",
+                              " (the image's latents: one frame at the video's size)"))
+        return -1;
     if (!ic->image_embeds || ic->image_L != HV15_IMAGE_TOKENS || ic->image_D != c->image_embed_dim)
         return cvx_error("image-to-video conditioning: image_embeds [%d, %d], the transformer expects [%d, %d] "
                          "(SigLIP's last_hidden_state, image_embed_dim)", ic->image_L, ic->image_D, HV15_IMAGE_TOKENS,
                          c->image_embed_dim);
-    const size_t hw = (size_t)sh->height * sh->width, fhw = hw * sh->frames;
-    const float sf = (float)S(m)->vcfg.scaling_factor;
-    run->cond = cvx_calloc(((size_t)sh->channels + 1) * fhw, sizeof(float));   // [C + 1, F, h, w]
-    for (int ch = 0; ch < sh->channels; ch++)
-        for (size_t i = 0; i < hw; i++) run->cond[ch * fhw + i] = ic->mean[ch * hw + i] * sf;
-    for (size_t i = 0; i < hw; i++) run->cond[sh->channels * fhw + i] = 1.0f;
-    run->image_tokens = cvx_alloc_f32((size_t)ic->image_L * ic->image_D);
-    memcpy(run->image_tokens, ic->image_embeds, sizeof(float) * ic->image_L * ic->image_D);
-    run->loop.cond = run->cond;
-    run->loop.image_tokens = run->image_tokens, run->loop.image_L = ic->image_L;
+    cvx_sample_run_i2v(run, hv15_i2v_channels(ic->mean, sh->channels, sh->frames, sh->height, sh->width,
+                                              (float)S(m)->vcfg.scaling_factor), ic);
     return 0;
 }
 
@@ -460,9 +355,9 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     for (int b = 0; b < 2; b++) {
         hv15_branch *hb = &r->branch[b];
         *hb = (hv15_branch){.text = b ? emb->prompt : emb->negative, .L = emb->L,
-                            .text_mask = cond_tensor(p, "prompt_embeds_mask", !b),
-                            .text2 = cond_tensor(p, "prompt_embeds_2", !b),
-                            .text2_mask = cond_tensor(p, "prompt_embeds_mask_2", !b), .L2 = HV15_BYT5_MAX_LENGTH,
+                            .text_mask = cvx_cond_more_find(p, "prompt_embeds_mask", !b),
+                            .text2 = cvx_cond_more_find(p, "prompt_embeds_2", !b),
+                            .text2_mask = cvx_cond_more_find(p, "prompt_embeds_mask_2", !b), .L2 = HV15_BYT5_MAX_LENGTH,
                             .image = run->image_tokens, .L_img = HV15_IMAGE_TOKENS, .channels = run->cond};
         run->branch[b] = hb;
     }
@@ -472,20 +367,13 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     cvx_info("HunyuanVideo-1.5 transformer: %d layers, %d heads x %d; %s scheduler, %d steps, guidance %g%s, seed %llu",
              c->num_layers, c->num_attention_heads, c->attention_head_dim, sched->type->name, N, p->guidance_scale,
              p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", p->frames, p->width, p->height, sh->channels,
-             sh->frames, sh->height, sh->width);
+    cvx_log_latents(p, sh, "");
     hv15_denoiser_init(&run->den, s->transformer);
     run->preview_rgb = (cvx_latent_rgb){0};
     cvx_sample_run_defaults(run, emb);
     /* the guider (--guidance_scale over its scale): CFG on the steps of its window, the conditional
-     * branch alone on the others (the no-guidance scale; rescale as the guider's) */
-    cvx_guider g = s->guider, off = s->guider;
-    g.scale = p->guidance_scale;
-    if (!g.original && fabs(g.scale - 1.0) <= 1e-9 * fmax(fabs(g.scale), 1.0)) g.scale = 1.0;   /* isclose */
-    off.scale = g.original ? 0.0 : 1.0;
-    if (p->guidance_rescale > 0) g.rescale = off.rescale = p->guidance_rescale;   /* --guidance_rescale */
-    for (int i = 0; i < run->plan.n_steps; i++)
-        run->plan.steps[i].guide = cvx_guider_window_has(s->window, i, N) ? g : off;
+     * branch alone on the others; --guidance_rescale over its rescale */
+    cvx_plan_guider_window(&run->plan, &s->guider, s->window, p->guidance_scale, p->guidance_rescale);
     return 0;
 }
 

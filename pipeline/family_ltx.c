@@ -3,6 +3,7 @@
  * AutoencoderKLLTXVideo (0.9.0 and the timestep-conditioned 0.9.5+ decoder) — its row of the
  * family table (pipeline/family.h). The schedule is the "ltx" scheduler (stage2/scheduler_ltx.h). */
 #include "pipeline/components.h"
+#include "pipeline/conditioning.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@
 #include "stage2/scheduler_ltx.h"
 #include "latent_dist.h"
 #include "stage3/ltx_vae.h"
-#include "stage3/ltx_vae_tiles.h"
+#include "stage3/ltx_vae_pipeline.h"
 
 #define TEXT_LEN 128           /* LTXPipeline's max_sequence_length */
 #define DEFAULT_GUIDANCE 3.0   /* LTXPipeline.__call__'s guidance_scale */
@@ -87,30 +88,18 @@ static const cvx_t5_style T5_STYLE = {.name = "T5", .masked_fn = masked_encoder}
 static int load_transformer(cvx_model *m) {
     ltx_state *s = S(m);
     if (s->transformer) return 0;
-    char dir[4200];
-    if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-    if (m->transformer_file[0]) {   /* a single file (the original LTX-Video one too) with the directory's config */
-        char cfg[4300];
-        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-        s->transformer = ltx_load_file(cfg, m->transformer_file, m->ctx);
-    } else {
-        s->transformer = ltx_load(dir, m->ctx);
-    }
+    cvx_component_src src;   /* a single file (the original LTX-Video one too) with the directory's config */
+    if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1, NULL, &src)) return -1;
+    s->transformer = src.file ? ltx_load_file(src.cfg, src.file, m->ctx) : ltx_load(src.dir, m->ctx);
     return s->transformer ? 0 : -1;
 }
 
 static int load_vae(cvx_model *m) {
     ltx_state *s = S(m);
     if (s->vae) return 0;
-    char dir[4200];
-    if (cvx_model_component(m->dir, "vae", "config.json", dir, sizeof dir)) return -1;
-    if (m->vae_file[0]) {   /* a single file: the original LTX-Video one may be the --transformer file too */
-        char cfg[4300];
-        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-        s->vae = ltx_vae_load_file(cfg, m->vae_file, m->ctx);
-    } else {
-        s->vae = ltx_vae_load(dir, m->ctx);
-    }
+    cvx_component_src src;   /* a single file: the original LTX-Video one may be the --transformer file too */
+    if (cvx_component_find(m, "vae", "--vae", m->vae_file, 1, NULL, &src)) return -1;
+    s->vae = src.file ? ltx_vae_load_file(src.cfg, src.file, m->ctx) : ltx_vae_load(src.dir, m->ctx);
     return s->vae ? 0 : -1;
 }
 
@@ -135,24 +124,8 @@ static int encode_texts(cvx_model *m, const char *const *texts, const char *cons
 static int encode_more(cvx_model *m, const char *const *texts, const char *const *labels, int n,
                        cvx_progress_fn progress, void *user, cvx_cond_set *out) {
     (void)progress, (void)user;
-    if (cvx_t5_load(&S(m)->te, m, &T5_STYLE)) return -1;
-    const int L = TEXT_LEN;
-    int64_t *ids = cvx_malloc((size_t)L * sizeof *ids), *mask = cvx_malloc((size_t)L * sizeof *mask);
-    float *f = cvx_alloc_f32((size_t)n * L);
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        rc = cvx_t5_tokenize(&S(m)->te, texts[i], labels ? labels[i] : NULL, L, ids, mask);
-        for (int k = 0; k < L && !rc; k++) f[(size_t)i * L + k] = (float)mask[k];
-    }
-    free(ids);
-    free(mask);
-    if (rc) {
-        free(f);
-        return -1;
-    }
     out->n = 1;
-    out->t[0] = (cvx_cond_tensor){.name = "prompt_attention_mask", .prompt = f, .L = L, .D = 1, .is_mask = 1};
-    return 0;
+    return cvx_t5_mask_tensor(&S(m)->te, m, &T5_STYLE, "prompt_attention_mask", texts, labels, n, TEXT_LEN, &out->t[0]);
 }
 
 static int check_mode(cvx_model *m, cvx_mode mode) {
@@ -169,7 +142,7 @@ static int encode_condition(cvx_model *m, const cvx_condition_spec *c, int num_f
     cvx_rgb_frames rgb;
     if (cvx_video_load(c->path, 0, &rgb)) return -1;
     int n = rgb.frames, rc = -1;
-    float *px = NULL, *moments = NULL, *logvar = NULL;
+    float *px = NULL;
     if (n > 1) {   /* a video: trim_conditioning_sequence */
         if (num_frames - c->frame_index < 1) {
             cvx_error("--condition %s:%d: frame %d is past the video's %d frames", c->path, c->frame_index,
@@ -183,18 +156,14 @@ static int encode_condition(cvx_model *m, const cvx_condition_spec *c, int num_f
         cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", c->path, rgb.width, rgb.height, W, H);
     px = cvx_alloc_f32((size_t)3 * n * H * W);
     cvx_preprocess_frames(rgb.rgb, n, rgb.width, rgb.height, W, H, px);
-    const int C = ltx_vae_get_config(S(m)->vae)->latent_channels, T = (n - 1) / 8 + 1;
-    const size_t thw = (size_t)T * (H / 32) * (W / 32);
-    moments = cvx_alloc_f32(2 * C * thw);
     cvx_info("encoding %s: %d frame%s %dx%d with the LTX VAE (condition at frame %d, strength %g)", c->path, n,
              n == 1 ? "" : "s", W, H, c->frame_index, c->strength);
-    if (ltx_vae_encode(S(m)->vae, px, n, H, W, moments)) goto done;
-    *mean = cvx_alloc_f32(C * thw), *std = cvx_alloc_f32(C * thw), logvar = cvx_alloc_f32(C * thw);
-    vae_latent_dist(moments, C, thw, *mean, logvar, *std);
-    *item = (cvx_condition_item){.frame_index = c->frame_index, .T = T, .frames = n, .strength = c->strength};
+    if (ltx_vae_encode_dist(S(m)->vae, px, n, H, W, mean, std)) goto done;
+    *item = (cvx_condition_item){.frame_index = c->frame_index, .T = (n - 1) / 8 + 1, .frames = n,
+                                 .strength = c->strength};
     rc = 0;
 done:
-    free(px), free(moments), free(logvar);
+    free(px);
     cvx_rgb_frames_free(&rgb);
     return rc;
 }
@@ -208,21 +177,16 @@ static int encode_conditions(cvx_model *m, const cvx_conditioning_params *p, cvx
     if (ltx_latent_grid(frames, H, W, &F, &h, &w) || load_vae(m)) return -1;
     const int C = ltx_vae_get_config(S(m)->vae)->latent_channels, n = p->n_conditions;
     float *mean[CVX_MAX_CONDITIONS] = {0}, *std[CVX_MAX_CONDITIONS] = {0};
-    int rc = 0, T = 0;
+    int rc = 0, T = 0, Tk[CVX_MAX_CONDITIONS];
     for (int k = 0; k < n && !rc; k++) {
         rc = encode_condition(m, &p->conditions[k], frames, H, W, &mean[k], &std[k], &out->items[k]);
-        T += rc ? 0 : out->items[k].T;
+        T += rc ? 0 : (Tk[k] = out->items[k].T);
     }
     if (!rc) {   /* [C, ΣT, h, w]: per channel, the conditions' frames in order */
         const size_t hw = (size_t)h * w;
         out->mean = cvx_alloc_f32((size_t)C * T * hw), out->std = cvx_alloc_f32((size_t)C * T * hw);
-        for (int c = 0, t0 = 0; c < C; c++, t0 = 0)
-            for (int k = 0; k < n; k++) {
-                const size_t len = (size_t)out->items[k].T * hw, src = (size_t)c * len, dst = ((size_t)c * T + t0) * hw;
-                memcpy(out->mean + dst, mean[k] + src, len * sizeof(float));
-                memcpy(out->std + dst, std[k] + src, len * sizeof(float));
-                t0 += out->items[k].T;
-            }
+        cvx_frames_concat(out->mean, (const float *const *)mean, Tk, n, C, hw);
+        cvx_frames_concat(out->std, (const float *const *)std, Tk, n, C, hw);
         out->mode = CVX_MODE_COND, out->n_items = n;
         S(m)->condition_pipeline = 1;
         out->C = C, out->T = T, out->h = h, out->w = w;
@@ -252,7 +216,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     cvx_rgb_frames rgb;
     if (cvx_image_load(p->image, &rgb)) return -1;
     int rc = -1;
-    float *px = NULL, *moments = NULL, *logvar = NULL;
+    float *px = NULL;
     if (rgb.frames < 1) {
         cvx_error("%s: no frames", p->image);
         goto done;
@@ -262,20 +226,15 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     px = cvx_alloc_f32((size_t)3 * H * W);
     cvx_preprocess_image(rgb.rgb, rgb.width, rgb.height, W, H, px);
     if (load_vae(m)) goto done;
-    const int C = ltx_vae_get_config(S(m)->vae)->latent_channels;
-    const size_t hw = (size_t)h * w;
-    moments = cvx_alloc_f32(2 * C * hw);
     cvx_info("encoding %s: %dx%d with the LTX VAE", p->image, W, H);
-    if (ltx_vae_encode(S(m)->vae, px, 1, H, W, moments)) goto done;
-    out->mean = cvx_alloc_f32(C * hw), out->std = cvx_alloc_f32(C * hw), logvar = cvx_alloc_f32(C * hw);
-    vae_latent_dist(moments, C, hw, out->mean, logvar, out->std);
+    if (ltx_vae_encode_dist(S(m)->vae, px, 1, H, W, &out->mean, &out->std)) goto done;
     out->mode = CVX_MODE_I2V;
-    out->C = C, out->T = 1, out->h = h, out->w = w;
+    out->C = ltx_vae_get_config(S(m)->vae)->latent_channels, out->T = 1, out->h = h, out->w = w;
     out->frames = 1, out->height = H, out->width = W;
     rc = 0;
 done:
     if (rc) cvx_conditioning_free(out);
-    free(px), free(moments), free(logvar);
+    free(px);
     cvx_rgb_frames_free(&rgb);
     return rc;
 }
@@ -292,6 +251,7 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
 }
 
 static const char *const options[] = {"--guidance_rescale", "--timesteps", "--image_cond_noise_scale", NULL};
+static const char *const decode_options[] = {"--decode_timestep", "--decode_noise_scale", NULL};
 
 static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     (void)m;
@@ -330,30 +290,17 @@ static void ltx_run_free(void *p) {
  * leave frame 0 and its tokens get timestep 0. */
 static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, cvx_sample_run *run) {
     const cvx_latent_shape *sh = &run->shape;
-    const int C = sh->channels;
-    const size_t hw = (size_t)sh->height * sh->width, fhw = hw * sh->frames;
-    if (c->C != C || c->T != 1 || c->h != sh->height || c->w != sh->width)
-        return cvx_error("image-to-video conditioning latents [%d, %d, %d, %d] do not fit [%d, 1, %d, %d]", c->C, c->T,
-                         c->h, c->w, C, sh->height, sh->width);
-    if (load_vae(m)) return -1;
-    const cvx_dtype nd = (cvx_dtype)run->loop.noise_dtype;
-    float *img = cvx_alloc_f32((size_t)C * hw), *noise = cvx_alloc_f32(sh->numel);
+    const size_t hw = (size_t)sh->height * sh->width;
+    if (cvx_conditioning_fits(c, sh->channels, 1, sh->height, sh->width, "image-to-video", "") || load_vae(m)) return -1;
+    const ltx_vae *v = S(m)->vae;
     cvx_generator_seed(&run->gen, run->loop.req->seed);
-    int rc = vae_latent_sample_as(c->mean, c->std, (size_t)C * hw, &run->gen, nd, img);
-    if (!rc) rc = cvx_randn_as(&run->gen, nd, noise, sh->numel);
-    if (!rc) {
-        const ltx_vae *v = S(m)->vae;
-        ltx_normalize_latents(img, 1, C, hw, ltx_vae_latents_mean(v), ltx_vae_latents_std(v),
-                              (float)ltx_vae_get_config(v)->scaling_factor);
-        run->init = noise;
-        for (int ch = 0; ch < C; ch++) memcpy(noise + ch * fhw, img + ch * hw, hw * sizeof(float));
-        run->loop.init_latents = run->init, run->loop.init_generator = &run->gen;
-        ltx_scheduler_keep_first(sched, C, fhw, hw);
-    } else {
-        free(noise);
-    }
-    free(img);
-    return rc;
+    if (ltx_i2v_prepare(c->mean, c->std, sh->channels, sh->frames, sh->height, sh->width, ltx_vae_latents_mean(v),
+                        ltx_vae_latents_std(v), (float)ltx_vae_get_config(v)->scaling_factor, &run->gen,
+                        (cvx_dtype)run->loop.noise_dtype, &run->init))
+        return -1;
+    run->loop.init_latents = run->init, run->loop.init_generator = &run->gen;
+    ltx_scheduler_keep_first(sched, sh->channels, hw * sh->frames, hw);
+    return 0;
 }
 
 /* LTXConditionPipeline.prepare_latents (stage2/ltx_cond.h) and its loop: the latents become packed
@@ -373,11 +320,8 @@ static int prepare_condition(cvx_model *m, const cvx_sample_params *p, const cvx
     for (int k = 0, t0 = 0; k < c->n_items; t0 += c->items[k].T, k++) {
         const int T = c->items[k].T;
         float *mean = parts + (size_t)2 * C * t0 * hw, *std = mean + (size_t)C * T * hw;
-        for (int ch = 0; ch < C; ch++) {
-            const size_t src = ((size_t)ch * c->T + t0) * hw, len = (size_t)T * hw;
-            memcpy(mean + ch * len, c->mean + src, len * sizeof(float));
-            memcpy(std + ch * len, c->std + src, len * sizeof(float));
-        }
+        cvx_frames_slice(c->mean, C, c->T, t0, T, hw, mean);
+        cvx_frames_slice(c->std, C, c->T, t0, T, hw, std);
         conds[k] = (ltx_condition){mean, std, T, c->items[k].frame_index, (float)c->items[k].strength};
     }
     const ltx_vae *v = S(m)->vae;
@@ -488,12 +432,6 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 /* the decoded video's floats above which --tiling auto tiles (64 M: 121 frames of 768×512 are 143 M) */
 #define AUTO_TILING_FLOATS (64.0 * 1024 * 1024)
 
-/* a tile size's stride: 7/8 of it in multiples of 32 (upstream: 448 for 512), at least 32 */
-static int tile_stride(int size) {
-    const int s = size * 7 / 8 / 32 * 32;
-    return s < 32 ? 32 : s;
-}
-
 /* LTXPipeline after the loop: denormalise; a timestep-conditioned VAE (0.9.5+) decodes
  * (1 − s)·z + s·noise at decode_timestep, the noise drawn from the run's generator after all its
  * draws (p->generator); frames stay unclamped here (the caller maps clamp(v/2 + 0.5)). */
@@ -524,11 +462,9 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     /* tiles: --tiling on, or auto for a video above AUTO_TILING_FLOATS (upstream's sizes; a
      * --tile_sample_min_* size strides at 7/8 of it, as 448 of 512) */
     ltx_vae_tiling tiling;
-    ltx_vae_tiling_default(&tiling);
+    ltx_vae_tiling_for(p->tile_height, p->tile_width, &tiling);
     const int tile = p->tiling == CVX_TILING_ON ||
                      (p->tiling == CVX_TILING_AUTO && (double)3 * To * out->H * out->W > AUTO_TILING_FLOATS);
-    if (p->tile_height) tiling.min_height = p->tile_height, tiling.stride_height = tile_stride(p->tile_height);
-    if (p->tile_width) tiling.min_width = p->tile_width, tiling.stride_width = tile_stride(p->tile_width);
     out->data = cvx_calloc((size_t)B, sizeof *out->data);
     const int root = !p->dist || cvx_dist_rank(p->dist) == 0;
     float *z = cvx_alloc_f32(n1 * B), *noise = tc ? cvx_alloc_f32(n1 * B) : NULL;
@@ -582,6 +518,6 @@ const cvx_family cvx_family_ltx = {
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
     .check_mode = check_mode, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
     .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
-    .decode_uses_generator = 1,
+    .decode_uses_generator = 1, .decode_options = decode_options,
     .gguf_rules = &ltx_gguf_rules,
 };

@@ -132,17 +132,11 @@ static int load_expert(cvx_model *m, int expert) {
             cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS))
             return -1;
         s->transformer = wan_load_file(cfg, dir, m->ctx);
-    } else if (m->transformer_file[0]) {
-        cvx_component_path(m, "transformer", "config.json", cfg, sizeof cfg);
-        if (!cvx_is_file(cfg))
-            return cvx_error("--transformer %s: the model directory %s has no transformer/config.json to go with it",
-                             m->transformer_file, m->dir);
-        if (cvx_weights_fit_memory(m->transformer_file, WAN_SMALLER_WEIGHTS)) return -1;
-        s->transformer = wan_load_file(cfg, m->transformer_file, m->ctx);
-    } else {
-        if (cvx_model_component(m->dir, "transformer", "config.json", dir, sizeof dir)) return -1;
-        if (cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS)) return -1;
-        s->transformer = wan_load(dir, m->ctx);
+    } else {   /* the directory, or --transformer's file with its config.json */
+        cvx_component_src src;
+        if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1, WAN_SMALLER_WEIGHTS, &src))
+            return -1;
+        s->transformer = src.file ? wan_load_file(src.cfg, src.file, m->ctx) : wan_load(src.dir, m->ctx);
     }
     return s->transformer ? 0 : -1;
 }
@@ -194,13 +188,12 @@ static int check_mode(cvx_model *m, cvx_mode mode) {
 }
 
 /* The size checks stage 2 will make, before anything is encoded. */
+static int shape_of(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
+    return wan_latent_shape_for(&S(m)->tcfg, lp, S(m)->vcfg.z_dim, sh);
+}
 static int check_size(cvx_model *m, int frames, int height, int width) {
-    if (!m->has_denoiser_config) return 0;
-    cvx_loop_request req = {.frames = frames, .height = height, .width = width, .num_inference_steps = 1};
-    cvx_loop_params lp = {.req = &req, .vae_scale_spatial = m->info.vae_scale_spatial,
-                          .vae_scale_temporal = m->info.vae_scale_temporal};
     cvx_latent_shape sh;
-    return wan_latent_shape_for(&S(m)->tcfg, &lp, S(m)->vcfg.z_dim, &sh);
+    return cvx_check_latent_size(m, frames, height, width, shape_of, m, &sh);
 }
 
 /* The CLIP image embeddings of the original image (WanImageToVideoPipeline.encode_image). */
@@ -297,9 +290,7 @@ static void v2v_to_x0(void *user, float *sample, float *x0) {
 static int prepare_v2v(cvx_model *m, const cvx_conditioning *c, const cvx_sample_params *p, cvx_scheduler *sched,
                        cvx_sample_run *run) {
     const cvx_latent_shape *sh = &run->shape;
-    if (c->C != sh->channels || c->T != sh->frames || c->h != sh->height || c->w != sh->width)
-        return cvx_error("video-to-video conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, %d, %d, %d]",
-                         c->C, c->T, c->h, c->w, sh->channels, sh->frames, sh->height, sh->width);
+    if (cvx_conditioning_fits(c, sh->channels, sh->frames, sh->height, sh->width, "video-to-video", "")) return -1;
     v2v_norm n = {&S(m)->vcfg, sh->frames, sh->height, sh->width};
     return cvx_prepare_v2v(c, sched, p->strength, sh->numel, &run->loop, &run->gen, &run->init, v2v_to_x0, &n);
 }
@@ -309,21 +300,15 @@ static int prepare_v2v(cvx_model *m, const cvx_conditioning *c, const cvx_sample
  * loop; the image embeddings go to both CFG branches. */
 static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run *run) {
     const cvx_latent_shape *sh = &run->shape;
-    if (c->C != sh->channels || c->T != sh->frames || c->h != sh->height || c->w != sh->width)
-        return cvx_error("image-to-video conditioning latents [%d, %d, %d, %d] do not fit the loop's [%d, %d, %d, %d] "
-                         "(stage 1 encodes the image for a video of --frames frames: give stage 1 the same --frames)",
-                         c->C, c->T, c->h, c->w, sh->channels, sh->frames, sh->height, sh->width);
+    if (cvx_conditioning_fits(c, sh->channels, sh->frames, sh->height, sh->width, "image-to-video",
+                              " (stage 1 encodes the image for a video of --frames frames: give stage 1 the same --frames)"))
+        return -1;
     if (S(m)->tcfg.image_dim > 0 &&   /* Wan 2.2 I2V-A14B: no image encoder */
         (!c->image_embeds || c->image_L != I2V_IMAGE_TOKENS || c->image_D != S(m)->tcfg.image_dim))
         return cvx_error("image-to-video conditioning: image_embeds [%d, %d], the transformer expects [%d, %d]",
                          c->image_L, c->image_D, I2V_IMAGE_TOKENS, S(m)->tcfg.image_dim);
-    run->cond = wan_i2v_condition(&S(m)->vcfg, c->mean, sh->frames, sh->height, sh->width);   // [4 + z, F, h, w]
-    if (c->image_embeds) {
-        run->image_tokens = cvx_alloc_f32((size_t)c->image_L * c->image_D);
-        memcpy(run->image_tokens, c->image_embeds, sizeof(float) * c->image_L * c->image_D);
-    }
-    run->loop.cond = run->cond;
-    run->loop.image_tokens = run->image_tokens, run->loop.image_L = c->image_L;
+    /* [4 + z, F, h, w] */
+    cvx_sample_run_i2v(run, wan_i2v_condition(&S(m)->vcfg, c->mean, sh->frames, sh->height, sh->width), c);
     return 0;
 }
 
@@ -420,8 +405,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
              c->num_layers, c->num_attention_heads, c->attention_head_dim, c->image_dim ? ", image-to-video" : "",
              sched->type->name, p->num_inference_steps, p->guidance_scale,
              p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", p->frames, p->width, p->height, sh->channels,
-             sh->frames, sh->height, sh->width);
+    cvx_log_latents(p, sh, "");
     if (mode == CVX_MODE_V2V) {
         if (prepare_v2v(m, p->conditioning, p, sched, run)) return -1;
     } else if (mode == CVX_MODE_I2V && !S(m)->pc.expand_timesteps && prepare_i2v(m, p->conditioning, run)) {
@@ -469,17 +453,8 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
      * upstream, 720x1280 ~15 GB tiles (~3.3 GB) */
     wan_vae_tiling tl;
     const int mode = p->tiling == CVX_TILING_ON ? 1 : p->tiling == CVX_TILING_OFF ? -1 : 0;
-    const int tiled = wan_vae_choose_tiling(v, mode, p->tile_height, p->tile_width, T, h, w, WAN_AUTO_TILING_BUDGET, &tl);
-    if (tiled && wan_vae_tiling_check(v, &tl)) return -1;
-    if (p->tiling == CVX_TILING_ON && !tiled)
-        cvx_info("tiling on: latents %dx%d fit one tile of %dx%d samples: decoding untiled", w, h, tl.min_w, tl.min_h);
-    if (tiled)
-        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE in tiles of %dx%d samples (~%.1f GB peak)", B,
-                 C, T, h, w, tl.min_w, tl.min_h, wan_vae_estimate_peak_bytes(v, T, h, w, &tl) / 1e9);
-    else
-        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE (untiled, ~%.1f GB estimated peak%s)", B, C, T,
-                 h, w, wan_vae_estimate_peak_bytes(v, T, h, w, NULL) / 1e9,
-                 p->tiling == CVX_TILING_OFF ? ", --tiling off" : "");
+    const int tiled = wan_vae_plan_decode(v, mode, p->tile_height, p->tile_width, B, T, h, w, WAN_AUTO_TILING_BUDGET, &tl);
+    if (tiled < 0) return -1;
     if (p->dist && cvx_dist_size(p->dist) > 1) cvx_info("Wan VAE decode: rank 0 decodes alone");
     wan_decode d = {v, T, h, w, tiled ? &tl : NULL};
     const cvx_decode_plan plan = {decode_item,  &d, wan_vae_decode_steps(v, T, h, w, d.tl), 0, wan_vae_decoded_frames(v, T),

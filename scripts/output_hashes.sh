@@ -53,6 +53,27 @@ run wan_lora "$P --model_dir $M/model" "--model_dir $M/model $WS --lora $M/lora_
 M=$A/e2e_gguf_wan_q4_k
 run wan_gguf "$P --model_dir $M/model" "--model_dir $M/model $WS --transformer $M/wan-Q4_K_M.gguf" "--model_dir $M/model"
 
+# HunyuanVideo-1.5, LTX-Video (T2V, I2V, conditions, the timestep-conditioned VAE's decode options),
+# Wan 2.2 (TI2V-5B T2V / I2V, A14B's two experts)
+HV=models/hunyuanvideo15-tiny-random
+run hv15_t2v "$P --model_dir $HV" "--model_dir $HV --frames 9 --height 32 --width 48 --num_inference_steps 3 --seed 7" "--model_dir $HV"
+LTX=models/ltx-tiny-random
+LS="--frames 9 --height 64 --width 96 --num_inference_steps 3 --seed 7"
+run ltx_t2v "$P --model_dir $LTX" "--model_dir $LTX $LS" "--model_dir $LTX"
+L=tests/data/golden_ltx
+M=$L/e2e_i2v/pipeline_model
+run ltx_i2v "$P --model_dir $M --image $L/e2e_i2v/image.png --height 64 --width 96" "--model_dir $M $LS" "--model_dir $M"
+M=$L/e2e_condition/pipeline_model
+run ltx_cond "$P --model_dir $M --condition $L/e2e_condition/condition0.png:0:1 --frames 9 --height 64 --width 96" "--model_dir $M $LS" "--model_dir $M"
+M=$L/e2e_t2v_tsvae/pipeline_model
+run ltx_tsvae "$P --model_dir $M" "--model_dir $M $LS" "--model_dir $M"
+run ltx_tsvae_dt "$P --model_dir $M" "--model_dir $M $LS" "--model_dir $M --decode_timestep 0.03 --decode_noise_scale 0.02"
+T22=models/wan2.2-ti2v-tiny-random
+run wan22_ti2v_t2v "$P --model_dir $T22" "--model_dir $T22 --frames 9 --height 64 --width 96 --num_inference_steps 3 --seed 7" "--model_dir $T22"
+run wan22_ti2v_i2v "$P --model_dir $T22 --image tests/data/golden_wan22/e2e_ti2v_i2v/image.png --frames 9 --height 64 --width 96" "--model_dir $T22 --num_inference_steps 3 --seed 7" "--model_dir $T22"
+A22=models/wan2.2-a14b-tiny-random
+run wan22_a14b "$P --model_dir $A22" "--model_dir $A22 --frames 9 --height 32 --width 48 --num_inference_steps 4 --seed 7 --guidance_scale_2 2.5" "--model_dir $A22"
+
 # stop after 2 of 4 steps (with a cache), resume: the latents are the uninterrupted run's
 for fam in cog wan; do
   if [ $fam = cog ]; then M=$COG; S="--num_inference_steps 4 --seed 7"; else M=$WAN; S="$WS --num_inference_steps 4"; fi

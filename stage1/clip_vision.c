@@ -273,17 +273,28 @@ int clip_vision_last_hidden_state(clip_vision *m, const float *pixels, float *ou
     return 0;
 }
 
-float *clip_vision_encode_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w, int h) {
+/* An RGB8 image through the image processor, then `encode`: [tokens, hidden_size] (allocated). */
+static float *encode_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w, int h,
+                          int (*encode)(clip_vision *m, const float *pixels, float *out)) {
     int ow, oh;
     clip_image_output_size(p, w, h, &ow, &oh);
     float *px = cvx_alloc_f32((size_t)3 * ow * oh);
     clip_image_preprocess(p, rgb, w, h, px);
     float *out = cvx_alloc_f32((size_t)m->cfg.tokens * m->cfg.hidden_size);
-    const int rc = clip_vision_encode(m, px, out);
+    const int rc = encode(m, px, out);
     free(px);
     if (rc) {
         free(out);
         return NULL;
     }
     return out;
+}
+
+float *clip_vision_encode_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w, int h) {
+    return encode_rgb8(m, p, rgb, w, h, clip_vision_encode);
+}
+
+float *clip_vision_last_hidden_state_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w,
+                                          int h) {
+    return encode_rgb8(m, p, rgb, w, h, clip_vision_last_hidden_state);
 }

@@ -98,5 +98,9 @@ int clip_vision_encode(clip_vision *m, const float *pixels, float *out);
 float *clip_vision_encode_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w, int h);
 /* last_hidden_state: every layer, then (SigLIP) post_layernorm; HunyuanVideo-1.5's image_embeds. */
 int clip_vision_last_hidden_state(clip_vision *m, const float *pixels, float *out);
+/* The same from an RGB8 image w×h through the image processor: [tokens, hidden_size] (allocated),
+ * or NULL + cvx_error. */
+float *clip_vision_last_hidden_state_rgb8(clip_vision *m, const clip_image_processor *p, const uint8_t *rgb, int w,
+                                          int h);
 
 #endif

@@ -9,6 +9,8 @@
 #include "error.h"
 #include "ops.h"
 #include "stage2/quantize.h"
+#include "latent_dist.h"
+#include "rng_lowp.h"
 
 /* ---- GGUF (stage2/quantize.h) ----
  * No upstream GGUF converter knows CogVideoX; city96's DiT habits: diffusers names unchanged, the
@@ -292,4 +294,20 @@ const cvx_latent_rgb cogvideox_latent_rgb_5b = {
 void cogvideox_latent_rgb(double scaling_factor, cvx_latent_rgb *out) {
     *out = cogvideox_latent_rgb_5b;
     out->gain = (float)(3.5 / scaling_factor);   /* the wrapper's gain 5 on model-space latents = 3.5 on VAE-space ones at 0.7 */
+}
+
+int cogvideox_i2v_latents(const float *mean, const float *std, size_t chw, size_t n, float k, cvx_generator *g,
+                          cvx_dtype sample_dtype, float **image_latents, float **init) {
+    float *sample = cvx_alloc_f32(chw);
+    *image_latents = *init = NULL;
+    if (vae_latent_sample_as(mean, std, chw, g, sample_dtype, sample)) {
+        free(sample);
+        return -1;
+    }
+    *image_latents = cvx_calloc(n, sizeof(float));   // [F, C, h, w]: frame 0, then zeros
+    for (size_t i = 0; i < chw; i++) (*image_latents)[i] = k * sample[i];
+    *init = cvx_alloc_f32(n);   // [F, C, h, w]
+    cvx_randn_as(g, sample_dtype, *init, n);
+    free(sample);
+    return 0;
 }

@@ -51,4 +51,11 @@ const char *cogvideox_teacache_coefficients(const cogvideox_config *c, double ou
 extern const cvx_latent_rgb cogvideox_latent_rgb_5b;
 void cogvideox_latent_rgb(double scaling_factor, cvx_latent_rgb *out);
 
+/* CogVideoXImageToVideoPipeline.prepare_latents: image_latents [F, C, h, w] (allocated) = k ·
+ * latent_dist.sample (mean, std [C, h, w]: the generator's first draws, in sample_dtype; k the
+ * scaling factor or its inverse, a Python float times a float32 tensor) on frame 0, zeros after;
+ * *init [F, C, h, w] (allocated) the noise drawn next. n = F·C·h·w. -1 + cvx_error, nothing allocated. */
+int cogvideox_i2v_latents(const float *mean, const float *std, size_t chw, size_t n, float k, cvx_generator *g,
+                          cvx_dtype sample_dtype, float **image_latents, float **init);
+
 #endif

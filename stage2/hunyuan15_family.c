@@ -138,3 +138,12 @@ int hv15_latent_shape_for(const hv15_config *c, const cvx_loop_params *p, int la
     out->numel = (size_t)out->frames * out->channels * out->height * out->width;
     return 0;
 }
+
+float *hv15_i2v_channels(const float *mean, int C, int F, int h, int w, float scaling_factor) {
+    const size_t hw = (size_t)h * w, fhw = hw * F;
+    float *cond = cvx_calloc(((size_t)C + 1) * fhw, sizeof(float));   // [C + 1, F, h, w]
+    for (int ch = 0; ch < C; ch++)
+        for (size_t i = 0; i < hw; i++) cond[ch * fhw + i] = mean[ch * hw + i] * scaling_factor;
+    for (size_t i = 0; i < hw; i++) cond[C * fhw + i] = 1.0f;
+    return cond;
+}

@@ -28,6 +28,11 @@ typedef struct {
  * cvx_denoiser_free. */
 void hv15_denoiser_init(cvx_denoiser *d, hv15_transformer *m);
 
+/* prepare_cond_latents_and_mask of HunyuanVideo15ImageToVideoPipeline: cat[cond_latents, mask]
+ * [C + 1, F, h, w] (allocated): the image latents' mode [C, h, w] × scaling_factor on latent frame
+ * 0, zeros after; the mask 1 on frame 0. */
+float *hv15_i2v_channels(const float *mean, int C, int F, int h, int w, float scaling_factor);
+
 /* The latent shape [1, C, (frames − 1)/4 + 1, height/16, width/16] after checking frames = 4k+1 and
  * height / width multiples of vae_scale·patch. -1 + a clear cvx_error naming the flag. */
 int hv15_latent_shape_for(const hv15_config *c, const cvx_loop_params *p, int latent_channels, cvx_latent_shape *out);

@@ -10,6 +10,7 @@
 #include "error.h"
 #include "stage2/ltx_pack.h"
 #include "latent_dist.h"
+#include "rng_lowp.h"
 
 
 void ltx_i2v_initial_latents(const float *image_latent, const float *noise, int C, int F, int h, int w,
@@ -150,4 +151,22 @@ int ltx_condition_prepare(const ltx_condition *conds, int n, int C, int F, int h
 void ltx_condition_run_free(ltx_condition_run *r) {
     free(r->latents), free(r->mask), free(r->video_coords);
     memset(r, 0, sizeof *r);
+}
+
+int ltx_i2v_prepare(const float *mean, const float *std, int C, int F, int h, int w, const float *latents_mean,
+                    const float *latents_std, float scaling, cvx_generator *g, cvx_dtype sample_dtype, float **init) {
+    const size_t hw = (size_t)h * w, fhw = hw * F;
+    float *img = cvx_alloc_f32((size_t)C * hw), *noise = cvx_alloc_f32((size_t)C * fhw);
+    int rc = vae_latent_sample_as(mean, std, (size_t)C * hw, g, sample_dtype, img);
+    if (!rc) rc = cvx_randn_as(g, sample_dtype, noise, (size_t)C * fhw);
+    if (!rc) {
+        ltx_normalize_latents(img, 1, C, hw, latents_mean, latents_std, scaling);
+        for (int ch = 0; ch < C; ch++) memcpy(noise + ch * fhw, img + ch * hw, hw * sizeof(float));
+    } else {
+        free(noise);
+        noise = NULL;
+    }
+    free(img);
+    *init = noise;
+    return rc;
 }

@@ -16,6 +16,13 @@
 void ltx_i2v_initial_latents(const float *image_latent, const float *noise, int C, int F, int h, int w,
                              float *latents, float *mask);
 
+/* LTXImageToVideoPipeline.prepare_latents in the loop's layout [C, F, h, w] (allocated into *init):
+ * the image latent (latent_dist.sample of mean, std [C, h, w]: the generator's first draws, in
+ * sample_dtype) normalised (latents_mean / std, scaling) on latent frame 0, the noise (the next
+ * draws, [C, F, h, w]) elsewhere. -1 + cvx_error, *init NULL. */
+int ltx_i2v_prepare(const float *mean, const float *std, int C, int F, int h, int w, const float *latents_mean,
+                    const float *latents_std, float scaling, cvx_generator *g, cvx_dtype sample_dtype, float **init);
+
 /* The transformer's per-token timestep of one batch row: t·(1 − mask) [S] (frame-0 tokens 0). */
 void ltx_i2v_timesteps(float t, const float *mask, int S, float *out);
 

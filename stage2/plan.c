@@ -1,6 +1,7 @@
 /* The per-step plan (plan.h). */
 #include "plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,4 +63,14 @@ static void single_release(cvx_expert_provider *p, int i) { (void)p, (void)i; }
 
 void cvx_single_expert(cvx_expert_provider *p, cvx_denoiser *d) {
     *p = (cvx_expert_provider){.n = 1, .acquire = single_acquire, .release = single_release, .single = d};
+}
+
+void cvx_plan_guider_window(cvx_sample_plan *pl, const cvx_guider *guider, const double window[2], double scale,
+                            double rescale) {
+    cvx_guider g = *guider, off = *guider;
+    g.scale = scale;
+    if (!g.original && fabs(g.scale - 1.0) <= 1e-9 * fmax(fabs(g.scale), 1.0)) g.scale = 1.0;   /* isclose */
+    off.scale = g.original ? 0.0 : 1.0;
+    if (rescale > 0) g.rescale = off.rescale = rescale;
+    for (int i = 0; i < pl->n_steps; i++) pl->steps[i].guide = cvx_guider_window_has(window, i, pl->n_steps) ? g : off;
 }

@@ -62,6 +62,12 @@ void cvx_plan_free(cvx_sample_plan *pl);
  * with guidance g, the step cache reset at the first of them. */
 void cvx_plan_switch_below(cvx_sample_plan *pl, const double *timesteps, double boundary_t, int expert,
                            const cvx_guider *g);
+/* diffusers' ClassifierFreeGuidance guider over the plan's steps (all of the run: n_steps = N):
+ * `guider` with `scale` (the request's: isclose to 1 is 1 unless `original`) on the steps of its
+ * window (cvx_guider_window_has), the no-guidance scale (1, 0 with `original`) on the others;
+ * rescale > 0 overrides the guider's rescale on every step. */
+void cvx_plan_guider_window(cvx_sample_plan *pl, const cvx_guider *guider, const double window[2], double scale,
+                            double rescale);
 /* Any step with guidance (cvx_guider_active): the run has two branches. */
 int cvx_plan_uses_cfg(const cvx_sample_plan *pl);
 /* "experts 0,0,1,1; resets 2" (the checkpoint's record of the plan); "" for one expert without resets. */

@@ -87,16 +87,9 @@ static void usage(FILE *f) {
         "                              factor table, ms); vae: latent frame 0 decoded by the real VAE\n"
         "                              (seconds to minutes at real sizes); default latent\n"
         "  --flow_shift S              the flow schedulers' shift (unipc flow_shift, euler shift) instead of\n"
-        "                              scheduler_config.json's (Wan; distilled LoRAs publish theirs: docs/models.md)\n"
-        "  --lora FILE[:WEIGHT]        a LoRA adapter on the transformer (repeatable; weight default 1, combined as\n"
-        "                              diffusers' set_adapters). Keys: diffusers/PEFT, original Wan / ComfyUI /\n"
-        "                              Kijai (lora_down/up + alpha, diff_b), kohya lora_unet_; scaled as diffusers\n"
-        "                              does (docs/usage.md \"LoRA\"). Applied beside the weights (y += s·B(A·x));\n"
-        "                              recorded in generation_config.json and the checkpoint (--resume refuses another set)\n"
-        "                              Wan 2.2 A14B: on both experts (re-attached at the switch)\n"
-        "  --lora_high FILE[:WEIGHT]   Wan 2.2 A14B: a LoRA on the high-noise expert (transformer) only\n"
-        "  --lora_low FILE[:WEIGHT]    Wan 2.2 A14B: a LoRA on the low-noise expert (transformer_2) only (the\n"
-        "                              lightx2v Wan 2.2 distill LoRAs ship such a pair)\n"
+        "                              scheduler_config.json's (Wan; distilled LoRAs publish theirs: docs/models.md)\n");
+    cvx_stage2_lora_help(f);   /* the LoRA flags' lines (pipeline/args.c cvx_lora_flags) */
+    fprintf(f,
         "  --lora_fuse                 merge the LoRAs into private copies of the layers they touch (faster steps,\n"
         "                              that much more memory; docs/performance.md \"LoRA\")\n"
         "  --transformer FILE          the transformer's weights from one file instead of the model\n"

@@ -37,6 +37,7 @@ int main(int argc, char **argv) {
     cvx_stage3_args_init(&a, DEFAULT_INPUT_DIR);
     if (cvx_flags_parse(a.flags, argc, argv)) return writer ? usage(stdout) : (void)0, cvx_dist_free(world), 0;
     cvx_par_check_flags(world, a.flags);   /* MPI: the same decode settings on every rank (pipeline/args.c) */
+    cvx_stage3_args_finish(&a);            /* the family options given (--decode_timestep, ...) */
     const char *input_dir = a.input_dir, *latents_arg = a.latents_arg, *output_arg = a.output_arg,
                *model_id = a.model_id, *model_dir = a.model_dir, *png_dir = a.png_dir, *sheet = a.sheet,
                *frames_out = a.frames_out;
@@ -89,8 +90,6 @@ int main(int argc, char **argv) {
     void *sampler_gen = NULL;
     if (cvx_latents_read_generator(lat_path, &sampler_gen)) cvx_par_fail(world);
     dp.generator = sampler_gen;
-    if (dp.decode_timestep >= 0) dp.decode_set |= 1;
-    if (dp.decode_noise_scale >= 0) dp.decode_set |= 2;
     if (cvx_decode(m, &dp, z, s[0], s[1], s[2], s[3], s[4], lat_path, NULL, NULL, &fr)) cvx_par_fail(world);
     free(z);
     free(sampler_gen);

@@ -19,11 +19,10 @@ static void usage(FILE *f) {
         "                               tensor 'latents' [B, C, T, H, W], F32, BF16 or F16\n"
         "  --output_video PATH          MP4 to write (default <input_dir>/output_video.mp4)\n"
         "  --fps N                      frames per second (default: generation_config.json 'fps',\n"
-        "                               else the model's: 8 for CogVideoX, 16 for CogVideoX1.5 and Wan)\n"
-        "  --decode_timestep T          LTX-Video 0.9.5+ VAE: the decoder's timestep (default 0.05)\n"
-        "  --decode_noise_scale S       LTX-Video 0.9.5+ VAE: decodes (1-S)·z + S·noise, the noise drawn\n"
-        "                               from stage 2's generator after the loop (default 0.025; with\n"
-        "                               --decode_timestep alone: T)\n"
+        "                               else the model's: 8 for CogVideoX, 16 for CogVideoX1.5 and Wan)\n",
+        DEFAULT_INPUT_DIR);
+    cvx_stage3_options_help(f, "fps");   /* the family options' lines (pipeline/family.c) */
+    fprintf(f,
         "  --prompt_index N             a --prompts_file batch: stage2_latents_NNNN.safetensors and\n"
         "                               generation_config_NNNN.json in, output_video_NNNN.mp4 out\n"
         "  --model_id ORG/NAME          hub id looked up in the local HuggingFace cache (nothing is\n"
@@ -61,8 +60,7 @@ static void usage(FILE *f) {
         "\n"
         "Frames are post-processed as upstream: clamp(x/2 + 0.5, 0, 1), x255 rounded to 8 bits.\n"
         "Odd frame sizes are padded to even (last row/column repeated) for yuv420p. With B > 1 the\n"
-        "sample i > 0 goes to <output_video stem>_<i>.mp4.\n",
-        DEFAULT_INPUT_DIR);
+        "sample i > 0 goes to <output_video stem>_<i>.mp4.\n");
 }
 
 #endif

@@ -209,6 +209,10 @@ void wan_vae_sample(const float *mean, const float *logvar, size_t n, cvx_genera
  * decode's estimated peak is over auto_budget bytes; mode < 0: off (0). */
 int wan_vae_choose_tiling(const wan_vae *v, int mode, int tile_h, int tile_w, int F, int h, int w, double auto_budget,
                           wan_vae_tiling *t);
+/* The same, checked (wan_vae_tiling_check) and logged with the latents' shape [B, C, F, h, w] (the
+ * tile size, or the untiled estimated peak): tiled 1 / untiled 0, or -1 + cvx_error. */
+int wan_vae_plan_decode(const wan_vae *v, int mode, int tile_h, int tile_w, int B, int F, int h, int w,
+                        double auto_budget, wan_vae_tiling *t);
 /* wan_vae_decode into one video [3, decoded_frames, h·r, w·r] (allocated); NULL + cvx_error. */
 float *wan_vae_decode_video(const wan_vae *v, const float *latents, int F, int h, int w, const wan_vae_tiling *tiling,
                             cvx_progress *p);

@@ -33,6 +33,21 @@ static int take_frames(void *user, const float *frames, int t0, int n, int H, in
     return 0;
 }
 
+int wan_vae_plan_decode(const wan_vae *v, int mode, int tile_h, int tile_w, int B, int F, int h, int w,
+                        double auto_budget, wan_vae_tiling *t) {
+    const int C = v->cfg.z_dim, tiled = wan_vae_choose_tiling(v, mode, tile_h, tile_w, F, h, w, auto_budget, t);
+    if (tiled && wan_vae_tiling_check(v, t)) return -1;
+    if (mode > 0 && !tiled)
+        cvx_info("tiling on: latents %dx%d fit one tile of %dx%d samples: decoding untiled", w, h, t->min_w, t->min_h);
+    if (tiled)
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE in tiles of %dx%d samples (~%.1f GB peak)", B,
+                 C, F, h, w, t->min_w, t->min_h, wan_vae_estimate_peak_bytes(v, F, h, w, t) / 1e9);
+    else
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with the Wan VAE (untiled, ~%.1f GB estimated peak%s)", B, C, F,
+                 h, w, wan_vae_estimate_peak_bytes(v, F, h, w, NULL) / 1e9, mode < 0 ? ", --tiling off" : "");
+    return tiled;
+}
+
 float *wan_vae_decode_video(const wan_vae *v, const float *latents, int F, int h, int w, const wan_vae_tiling *tiling,
                             cvx_progress *p) {
     const int To = wan_vae_decoded_frames(v, F);

@@ -1,11 +1,15 @@
 /* The family table's data (pipeline/family.h):
  * - cvx_family_for: a directory no row recognises is refused with one line (no default family);
- *   a component-only directory (the golden dirs) resolves by any component's class;
+ *   a component-only directory (the golden dirs) resolves by its transformer, else by a component
+ *   one row alone lists; a T5 alone (CogVideoX's and LTX-Video's: stage 1 only) is the first row's;
  * - cvx_family_options: the stage-2 flag table, the integer options' finish, the rows' refusals and
  *   the families' option lists agree, and generation_config.json records an option as its row says
- *   (when set, the always-recorded ones always, a stale one of an earlier run nulled). */
+ *   (when set, the always-recorded ones always, a stale one of an earlier run nulled);
+ * - cvx_decode_options (stage 3's): the flags, the given-bits, the rows' refusals; cvx_lora_flags:
+ *   the LoRA flags' experts and joined list. */
 #include "testutil.h"
 
+#include <getopt.h>
 #include <json-c/json.h>
 #include <sys/stat.h>
 
@@ -59,7 +63,6 @@ static void test_component_dirs(void **state) {
     } cases[] = {
         {"tests/data/golden/transformer_2b/model", "CogVideoX"},
         {"tests/data/golden/vae_2b/model", "CogVideoX"},
-        {"tests/data/golden/t5/model", "CogVideoX"},
         {"tests/data/golden_wan/transformer_1.3b/model", "Wan"},
         {"tests/data/golden_wan/vae_decode/model", "Wan"},
         {"tests/data/golden_wan/umt5/model", "Wan"},
@@ -73,8 +76,6 @@ static void test_component_dirs(void **state) {
         {"tests/data/golden_hv15/e2e_i2v_siglip/model", "HunyuanVideo-1.5"},
         {"tests/data/golden_ltx/transformer_2b/model", "LTX-Video"},
         {"tests/data/golden_ltx/vae095_decode_encode/model", "LTX-Video"},
-        /* a T5 alone: the first row that lists it (CogVideoX's and LTX-Video's text encoder are one class) */
-        {"tests/data/golden_ltx/text/model", "CogVideoX"},
         /* with model_index.json */
         {"models/cogvideox-tiny-random", "CogVideoX"},
         {"models/wan2.1-tiny-random", "Wan"},
@@ -88,6 +89,50 @@ static void test_component_dirs(void **state) {
         if (!f) fail_msg("%s: %s", cases[i].dir, cvx_last_error());
         print_message("  %-52s %s\n", cases[i].dir, f->name);
         assert_string_equal(f->name, cases[i].family);
+    }
+}
+
+/* A T5 alone is CogVideoX's and LTX-Video's text encoder (one class; their stage 1 differ in text
+ * length and mask): a directory with nothing else serves stage 1 only and is read as the first
+ * row's (CogVideoX, as stage 1 always did); a model_index.json, the transformer's config or a
+ * component one row alone lists (the VAE) decides. */
+static void test_t5_only_dir(void **state) {
+    (void)state;
+    static const char *const t5_dirs[] = {"tests/data/golden/t5/model", "tests/data/golden_ltx/text/model"};
+    char cls[256];
+    for (int i = 0; i < 2; i++) {
+        const cvx_family *f = cvx_family_for(t5_dirs[i], cls, sizeof cls);
+        if (!f) fail_msg("%s: %s", t5_dirs[i], cvx_last_error());
+        assert_string_equal(f->name, "CogVideoX");
+    }
+    /* the T5 beside a component one row alone lists, or a transformer config, or a model_index.json */
+    static const struct {
+        const char *comp, *file, *text, *family;
+    } decide[] = {
+        {"vae", "config.json", "{\"_class_name\": \"AutoencoderKLLTXVideo\"}", "LTX-Video"},
+        {"transformer", "config.json", "{\"_class_name\": \"LTXVideoTransformer3DModel\"}", "LTX-Video"},
+        {"vae", "config.json", "{\"_class_name\": \"AutoencoderKLCogVideoX\"}", "CogVideoX"},
+        {NULL, "model_index.json", "{\"_class_name\": \"LTXPipeline\"}", "LTX-Video"},
+    };
+    for (size_t k = 0; k < sizeof decide / sizeof decide[0]; k++) {
+        char dir[64], sub[128], path[200];
+        tu_mkdtemp(dir, sizeof dir);
+        snprintf(sub, sizeof sub, "%s/text_encoder", dir);
+        assert_int_equal(mkdir(sub, 0755), 0);
+        snprintf(path, sizeof path, "%s/config.json", sub);
+        write_text(path, "{\"architectures\": [\"T5EncoderModel\"]}");
+        if (decide[k].comp) {
+            snprintf(sub, sizeof sub, "%s/%s", dir, decide[k].comp);
+            assert_int_equal(mkdir(sub, 0755), 0);
+        } else {
+            snprintf(sub, sizeof sub, "%s", dir);
+        }
+        snprintf(path, sizeof path, "%s/%s", sub, decide[k].file);
+        write_text(path, decide[k].text);
+        const cvx_family *f = cvx_family_for(dir, cls, sizeof cls);
+        if (!f) fail_msg("%s: %s", dir, cvx_last_error());
+        assert_string_equal(f->name, decide[k].family);
+        tu_rmrf(dir);
     }
 }
 
@@ -191,9 +236,71 @@ static void test_genconfig_options(void **state) {
     tu_rmrf(dir);
 }
 
+/* Stage 3's family options (cvx_decode_options): each row a stage-3 flag into its field, given ->
+ * its decode_set bit (cvx_stage3_args_finish); the rows that list it take it, the others refuse
+ * with the row's one line; --help prints each row's lines. */
+static void test_decode_options_table(void **state) {
+    (void)state;
+    static cvx_stage3_args a;
+    cvx_stage3_args_init(&a, "x");
+    int bits = 0;
+    for (const cvx_decode_option *o = cvx_decode_options; o->name; o++) {
+        const cvx_flag *f = find_flag(a.flags, o->name);
+        if (!f) fail_msg("stage-3 option %s: no flag", o->name);
+        assert_ptr_equal(f->dest, (char *)&a.dp + o->offset);
+        assert_non_null(o->refusal);
+        assert_non_null(strstr(o->help, o->name));
+        assert_int_equal(bits & o->set_bit, 0);   /* one bit each */
+        bits |= o->set_bit;
+    }
+    char *argv[] = {"stage3", "--decode_noise_scale", "0.02", NULL};
+    optind = 1;   /* getopt's state, after another test's parse */
+    assert_int_equal(cvx_flags_parse(a.flags, 3, argv), 0);
+    cvx_stage3_args_finish(&a);
+    assert_int_equal(a.dp.decode_set, 2);
+    assert_true(a.dp.decode_noise_scale == 0.02);
+    /* a family whose row lists it takes it; the others refuse with the row's line */
+    for (const cvx_decode_option *o = cvx_decode_options; o->name; o++) {
+        const cvx_decode_params p = {.decode_set = o->set_bit};
+        ASSERT_OK(cvx_family_check_decode_options(&cvx_family_ltx, &p));
+        for (int k = 0; cvx_families[k]; k++) {
+            if (cvx_families[k] == &cvx_family_ltx) continue;
+            assert_int_equal(cvx_family_check_decode_options(cvx_families[k], &p), -1);
+            assert_string_equal(cvx_last_error(), o->refusal);
+        }
+    }
+    const cvx_decode_params none = {0};
+    for (int k = 0; cvx_families[k]; k++) ASSERT_OK(cvx_family_check_decode_options(cvx_families[k], &none));
+}
+
+/* The LoRA flags (cvx_lora_flags): a stage-2 flag each; the values in the order given with their
+ * experts, joined with the rows' tags (what the ranks agree on). */
+static void test_lora_flags_table(void **state) {
+    (void)state;
+    static cvx_stage2_args a;
+    cvx_stage2_args_init(&a, "x");
+    for (const cvx_lora_flag *l = cvx_lora_flags; l->name; l++) {
+        if (!find_flag(a.flags, l->name)) fail_msg("LoRA flag %s: no stage-2 flag", l->name);
+        assert_non_null(strstr(l->help, l->name));
+    }
+    char *argv[] = {"stage2", "--lora_low", "b.safetensors:0.5", "--lora", "a.safetensors", "--lora_high",
+                    "c.safetensors:0.7", NULL};
+    optind = 1;
+    assert_int_equal(cvx_flags_parse(a.flags, 7, argv), 0);
+    assert_int_equal(a.loras.n, 3);
+    assert_int_equal(a.loras.expert[0], 2);
+    assert_int_equal(a.loras.expert[1], 0);
+    assert_int_equal(a.loras.expert[2], 1);
+    assert_string_equal(a.loras.path[0], "b.safetensors");
+    assert_true(a.loras.spec[0].weight == 0.5 && a.loras.spec[1].weight == 1.0 && a.loras.spec[2].weight == 0.7);
+    assert_string_equal(a.loras.joined, "low:b.safetensors:0.5 a.safetensors high:c.safetensors:0.7");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unrecognised_dir), cmocka_unit_test(test_component_dirs),
-        cmocka_unit_test(test_options_table), cmocka_unit_test(test_genconfig_options)};
+        cmocka_unit_test(test_t5_only_dir),
+        cmocka_unit_test(test_options_table), cmocka_unit_test(test_genconfig_options),
+        cmocka_unit_test(test_decode_options_table), cmocka_unit_test(test_lora_flags_table)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
