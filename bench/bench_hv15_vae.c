@@ -3,9 +3,10 @@
  * spatial, ×4 temporal (random weights, bf16 by default as the published files; a diffusers dir
  * written to a temp dir and mmapped), decoding random latents [32, (frames − 1)/4 + 1, H/16, W/16]
  * untiled or tiled (upstream's enable_tiling: 256 px tiles, overlap 0.25).
- * Prints the wall and process CPU time of the decode and the peak RSS (the weights' mapped pages,
- * the decoder's working set and the output video [3, T, H, W] f32), and one line:
- *   RESULT case=hv15_vae frames=<T> height=<H> width=<W> tiled=<0|1> seconds=.. cpu_seconds=.. peak_rss_gb=..
+ * Loads the decoder only (as stage 3). Prints the wall and process CPU time of the decode, the
+ * convolutions' FLOPs, the peak RSS (the weights' mapped pages, the decoder's working set and the
+ * output video [3, T, H, W] f32) and the peak after loading, and one line:
+ *   RESULT case=hv15_vae frames=<T> height=<H> width=<W> tiled=<0|1> seconds=.. cpu_seconds=.. peak_rss_gb=.. conv_gflop=..
  * The decode streams one latent frame at a time, so the working set does not grow with the frame
  * count (the output does): compare two frame counts to see it. The machine may be shared:
  * compare CPU seconds, not wall time.
@@ -168,8 +169,10 @@ int main(int argc, char **argv) {
     int status;
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
         cvx_die("writing the random VAE failed");
-    hv15_vae *v = hv15_vae_load(dir, NULL);
+    cvx_ctx *ctx = cvx_ctx_new(cvx_threads());
+    hv15_vae *v = hv15_vae_load_parts(dir, ctx, VAE_PART_DECODER);   /* as stage 3: the encoder not read */
     if (!v) cvx_die_last_error();
+    const double rss_loaded = peak_rss_gb();
     const int F = (frames - 1) / 4 + 1, h = height / 16, w = width / 16;
     const size_t nz = (size_t)32 * F * h * w;
     float *z = cvx_alloc_f32(nz), *video = cvx_alloc_f32((size_t)3 * frames * height * width);
@@ -179,13 +182,15 @@ int main(int argc, char **argv) {
     const double t0 = cvx_time(), c0 = cpu_seconds();
     if (hv15_vae_decode(v, z, F, h, w, tiled ? &tl : NULL, video)) cvx_die_last_error();
     const double secs = cvx_time() - t0, cpu = cpu_seconds() - c0;
-    printf("decode [32, %d, %d, %d] -> %d frames %dx%d (%s): %.2f s wall, %.2f s CPU, peak RSS %.2f GB\n", F, h, w,
-           frames, width, height, tiled ? "tiled" : "untiled", secs, cpu, peak_rss_gb());
-    printf("RESULT case=hv15_vae frames=%d height=%d width=%d tiled=%d seconds=%.3f cpu_seconds=%.3f peak_rss_gb=%.3f\n",
-           frames, height, width, tiled, secs, cpu, peak_rss_gb());
+    printf("decode [32, %d, %d, %d] -> %d frames %dx%d (%s): %.2f s wall, %.2f s CPU, peak RSS %.2f GB (%.2f GB "
+           "after loading), %.1f GFLOP of convs (%.1f s wall in them)\n", F, h, w, frames, width, height,
+           tiled ? "tiled" : "untiled", secs, cpu, peak_rss_gb(), rss_loaded, ctx->conv_flops * 1e-9, ctx->conv_seconds);
+    printf("RESULT case=hv15_vae frames=%d height=%d width=%d tiled=%d seconds=%.3f cpu_seconds=%.3f peak_rss_gb=%.3f "
+           "conv_gflop=%.1f\n", frames, height, width, tiled, secs, cpu, peak_rss_gb(), ctx->conv_flops * 1e-9);
     free(z);
     free(video);
     hv15_vae_free(v);
+    cvx_ctx_free(ctx);
     bm_rm_dir(dir);
     return 0;
 }

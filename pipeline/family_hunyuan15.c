@@ -141,12 +141,15 @@ static int load_transformer(cvx_model *m) {
     return s->transformer ? 0 : -1;
 }
 
-static int load_vae(cvx_model *m) {
+/* The VAE half a step needs (VAE_PART_DECODER: stage 3, VAE_PART_ENCODER: the I2V condition):
+ * the other half's tensors are not read. */
+static int load_vae(cvx_model *m, int part) {
     hv15_state *s = S(m);
-    if (s->vae) return 0;
+    if (s->vae) return hv15_vae_load_more(s->vae, part);
     cvx_component_src src;   /* a single file without vae/config.json: the defaults */
     if (cvx_component_find(m, "vae", "--vae", m->vae_file, 0, NULL, &src)) return -1;
-    s->vae = src.file ? hv15_vae_load_file(src.cfg[0] ? src.cfg : NULL, src.file, m->ctx) : hv15_vae_load(src.dir, m->ctx);
+    s->vae = src.file ? hv15_vae_load_file_parts(src.cfg[0] ? src.cfg : NULL, src.file, m->ctx, part)
+                      : hv15_vae_load_parts(src.dir, m->ctx, part);
     return s->vae ? 0 : -1;
 }
 
@@ -267,7 +270,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     /* the VAE: u8/255·2−1 (do_resize False), one frame */
     px = cvx_alloc_f32((size_t)3 * W * H);
     cvx_preprocess_image(img, W, H, W, H, px);
-    if (load_vae(m)) goto done;
+    if (load_vae(m, VAE_PART_ENCODER)) goto done;
     int F, h, w;
     if (hv15_vae_encoded_shape(s->vae, 1, H, W, &F, &h, &w)) goto done;
     const int C = hv15_vae_get_config(s->vae)->latent_channels;
@@ -381,7 +384,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
 /* latents / scaling_factor, vae.decode (untiled unless asked) */
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
-    if (load_vae(m)) return -1;
+    if (load_vae(m, VAE_PART_DECODER)) return -1;
     const hv15_vae *v = S(m)->vae;
     const hv15_vae_config *vc = hv15_vae_get_config(v);
     if (cvx_decode_check_latents(m, "the HunyuanVideo-1.5 VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h,

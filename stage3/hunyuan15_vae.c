@@ -204,7 +204,27 @@ static int load_encoder(hv15_vae *v, vae_loader *L) {
     return 0;
 }
 
-hv15_vae *hv15_vae_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
+/* One half's tensors (a retry after a failure starts from nothing: the failed half's levels freed). */
+static int load_half(hv15_vae *v, int part) {
+    vae_loader L = {.w = v->weights, .ctx = v->ctx, .time_pad = VAE_TIME_PAD_REPLICATE, .space_replicate = 1};
+    hv15_vae_level *lv = part == VAE_PART_DECODER ? v->up : v->down;
+    for (int i = 0; i < HV15_VAE_MAX_LEVELS; i++) free(lv[i].res);
+    memset(lv, 0, sizeof(hv15_vae_level) * HV15_VAE_MAX_LEVELS);
+    if (part == VAE_PART_DECODER ? load_decoder(v, &L) : load_encoder(v, &L)) return -1;
+    v->parts |= part;
+    return 0;
+}
+
+int hv15_vae_load_more(hv15_vae *v, int parts) {
+    for (int part = VAE_PART_DECODER; part <= VAE_PART_ENCODER; part <<= 1)
+        if ((parts & part) && !(v->parts & part) && load_half(v, part)) return -1;
+    return 0;
+}
+
+int hv15_vae_parts_loaded(const hv15_vae *v) { return v->parts; }
+
+hv15_vae *hv15_vae_load_file_parts(const char *config_json, const char *weights, cvx_ctx *ctx, int parts) {
+    CVX_CHECK(parts >= VAE_PART_DECODER && parts <= VAE_PART_BOTH);
     hv15_vae *v = cvx_calloc(1, sizeof *v);
     if (hv15_vae_config_load(&v->c, config_json)) {
         free(v);
@@ -213,25 +233,27 @@ hv15_vae *hv15_vae_load_file(const char *config_json, const char *weights, cvx_c
     v->owns_ctx = ctx == NULL;
     v->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
     v->weights = cvx_weights_open(weights);
-    if (!v->weights || hv15_vae_original_layout(v->weights)) goto fail;
-    vae_loader L = {.w = v->weights, .ctx = v->ctx, .time_pad = VAE_TIME_PAD_REPLICATE, .space_replicate = 1};
-    if (load_decoder(v, &L)) goto fail;
-    L.next_cache = 0;
-    if (load_encoder(v, &L)) goto fail;
+    if (!v->weights || hv15_vae_original_layout(v->weights) || hv15_vae_load_more(v, parts)) {
+        hv15_vae_free(v);
+        return NULL;
+    }
     return v;
-fail:
-    hv15_vae_free(v);
-    return NULL;
 }
 
-hv15_vae *hv15_vae_load(const char *vae_dir, cvx_ctx *ctx) {
+hv15_vae *hv15_vae_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
+    return hv15_vae_load_file_parts(config_json, weights, ctx, VAE_PART_BOTH);
+}
+
+hv15_vae *hv15_vae_load_parts(const char *vae_dir, cvx_ctx *ctx, int parts) {
     char path[4096];
     if (cvx_path_join(path, sizeof path, vae_dir, "config.json")) {
         cvx_error("%s: path too long", vae_dir);
         return NULL;
     }
-    return hv15_vae_load_file(path, vae_dir, ctx);
+    return hv15_vae_load_file_parts(path, vae_dir, ctx, parts);
 }
+
+hv15_vae *hv15_vae_load(const char *vae_dir, cvx_ctx *ctx) { return hv15_vae_load_parts(vae_dir, ctx, VAE_PART_BOTH); }
 
 void hv15_vae_free(hv15_vae *v) {
     if (!v) return;

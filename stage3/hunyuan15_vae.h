@@ -26,6 +26,7 @@
 #include "context.h"
 #include "rng.h"
 #include "safetensors.h"
+#include "vae_parts.h"
 
 #define HV15_VAE_MAX_LEVELS 8
 
@@ -42,12 +43,20 @@ typedef struct hv15_vae hv15_vae;
 
 /* config.json (path NULL: upstream defaults = the real model) -> c, range-checked. -1 + cvx_error. */
 int hv15_vae_config_load(hv15_vae_config *c, const char *path);
-/* A diffusers `vae/` directory (config.json + weights). ctx: borrowed, or NULL for a private one.
- * NULL + cvx_error naming the missing / mis-shaped tensor. */
+/* A diffusers `vae/` directory (config.json + weights), both halves. ctx: borrowed, or NULL for a
+ * private one. NULL + cvx_error naming the missing / mis-shaped tensor. */
 hv15_vae *hv15_vae_load(const char *vae_dir, cvx_ctx *ctx);
 /* The same from a config.json and a weights file with diffusers' names or the original ones
  * (ComfyUI's hunyuanvideo15_vae_fp16.safetensors): stage3/hunyuan15_vae_names.c. */
 hv15_vae *hv15_vae_load_file(const char *config_json, const char *weights, cvx_ctx *ctx);
+/* The same loading only `parts` (vae_parts: VAE_PART_DECODER to decode, VAE_PART_ENCODER to
+ * encode): the other half's tensors are neither looked up nor read (may be absent or damaged). */
+hv15_vae *hv15_vae_load_parts(const char *vae_dir, cvx_ctx *ctx, int parts);
+hv15_vae *hv15_vae_load_file_parts(const char *config_json, const char *weights, cvx_ctx *ctx, int parts);
+/* Load the halves of `parts` that v lacks (one model first decoding, then encoding). 0, or -1 +
+ * cvx_error naming the missing / mis-shaped tensor (v keeps the halves it had). */
+int hv15_vae_load_more(hv15_vae *v, int parts);
+int hv15_vae_parts_loaded(const hv15_vae *v);   /* the vae_parts loaded */
 /* Which names the opened weights use; the original ones renamed to diffusers' (cvx_weights_rename).
  * -1 + cvx_error for a file that is no HunyuanVideo-1.5 VAE. */
 int hv15_vae_original_layout(cvx_weights *w);
@@ -68,7 +77,7 @@ int hv15_vae_decoded_frames(const hv15_vae *v, int F);   /* 1 + temporal_ratio·
 
 /* vae.decode(z).sample without clamp: z [latent_channels, F, h, w] (the pipeline divides the
  * latents by scaling_factor first: hv15_vae_unscale) → video [3, T, 16h, 16w] (caller-allocated).
- * tiling NULL: untiled. -1 + cvx_error. */
+ * tiling NULL: untiled. -1 + cvx_error (also when v lacks its decoder). */
 int hv15_vae_decode(const hv15_vae *v, const float *z, int F, int h, int w, const hv15_vae_tiling *tiling,
                     float *video);
 /* z = latents / scaling_factor (in place allowed). */
@@ -76,7 +85,7 @@ void hv15_vae_unscale(const hv15_vae *v, const float *latents, size_t n, float *
 
 /* vae.encode(video).latent_dist: video [3, T, H, W] (T = 1 + 4k, H, W multiples of the spatial
  * ratio) → the moments [2·latent_channels, F, h, w] (caller-allocated; vae_latent_dist splits
- * them: stage3/latent_dist.h). tiling NULL: untiled. -1 + cvx_error. */
+ * them: stage3/latent_dist.h). tiling NULL: untiled. -1 + cvx_error (also when v lacks its encoder). */
 int hv15_vae_encode(const hv15_vae *v, const float *video, int T, int H, int W, const hv15_vae_tiling *tiling,
                     float *moments);
 /* Latent shape of a T×H×W video; -1 + cvx_error when the sizes do not fit the model. */

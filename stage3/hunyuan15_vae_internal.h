@@ -34,6 +34,7 @@ struct hv15_vae {
     void *weights;             /* cvx_weights * */
     cvx_ctx *ctx;
     int owns_ctx;
+    int parts;                 /* vae_parts loaded */
     vae_conv dec_in, dec_out;
     hv15_vae_mid dec_mid;
     hv15_vae_level up[HV15_VAE_MAX_LEVELS];

@@ -106,6 +106,9 @@ static int *tile_sizes(int size, int tile, int stride, int num, int den, int *co
 
 int hv15_vae_decode(const hv15_vae *v, const float *z, int F, int h, int w, const hv15_vae_tiling *t, float *video) {
     const int r = v->c.spatial_ratio;
+    if (!(v->parts & VAE_PART_DECODER))
+        return cvx_error("%s: vae decode: the HunyuanVideo-1.5 VAE was loaded without its decoder",
+                         cvx_weights_path(v->weights));
     if (F < 1 || h < 1 || w < 1) return cvx_error("vae decode: bad latent size %d×%d×%d (F×h×w)", F, h, w);
     if (t && tiling_check(v, t)) return -1;
     const int tlh = t ? t->min_h / r : 0, tlw = t ? t->min_w / r : 0;
@@ -167,6 +170,9 @@ int hv15_vae_encode(const hv15_vae *v, const float *video, int T, int H, int W, 
                     float *moments) {
     const int r = v->c.spatial_ratio;
     int F, h, w;
+    if (!(v->parts & VAE_PART_ENCODER))
+        return cvx_error("%s: vae encode: the HunyuanVideo-1.5 VAE was loaded without its encoder",
+                         cvx_weights_path(v->weights));
     if (hv15_vae_encoded_shape(v, T, H, W, &F, &h, &w)) return -1;
     if (t && tiling_check(v, t)) return -1;
     if (!t || (W <= t->min_w && H <= t->min_h)) {

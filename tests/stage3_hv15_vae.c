@@ -283,6 +283,123 @@ static void test_errors(void **s) {
     hv15_vae_free(v);
 }
 
+/* ------------------------------------------------------------------ one half only */
+
+/* dir/ = the golden VAE without the tensor `drop` and with `bad` reshaped (its first dimension
+ * halved: a damaged checkpoint), config.json copied. */
+static void write_broken_vae(const char *dir, const char *drop, const char *bad) {
+    char path[512];
+    cvx_weights *src = cvx_weights_open(VAE_DIR);
+    assert_non_null(src);
+    cvx_st_writer *w = cvx_stw_new();
+    int dropped = 0, damaged = 0;
+    for (int i = 0; i < cvx_weights_count(src); i++) {
+        const cvx_tensor *t = cvx_weights_at(src, i);
+        if (!strcmp(t->name, drop)) {
+            dropped = 1;
+            continue;
+        }
+        int64_t shape[CVX_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        if (!strcmp(t->name, bad)) shape[0] /= 2, damaged = 1;
+        ASSERT_OK(cvx_stw_add(w, t->name, t->dtype, t->ndim, shape, t->data));
+    }
+    assert_true(dropped && damaged);
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    ASSERT_OK(cvx_stw_write(w, path));
+    cvx_stw_free(w);
+    cvx_weights_close(src);
+    size_t n;
+    char *cfg = cvx_read_file(VAE_DIR "/config.json", &n);
+    assert_non_null(cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    tu_write(path, cfg, n);
+    free(cfg);
+}
+
+/* the error is one line naming `what` */
+static void expect_error_line(const char *what) {
+    const char *e = cvx_last_error();
+    print_message("  error: %s\n", e);
+    assert_non_null(strstr(e, what));
+    assert_null(strchr(e, '\n'));
+}
+
+/* A decode-only load reads no encoder tensor (here missing or mis-shaped: it decodes the golden
+ * case bit-identically to the whole model, encoding then fails with one line), and the reverse;
+ * hv15_vae_load_more adds the other half to a model. */
+static void test_parts(void **s) {
+    (void)s;
+    gh_case c;
+    gh_open(&c, DEC_CASE);
+    hv15_vae *full = load();
+    const cvx_tensor *lt = gh_tensor(&c, "f2.latents");
+    const int F = (int)lt->shape[2], h = (int)lt->shape[3], w = (int)lt->shape[4];
+    const int T = hv15_vae_decoded_frames(full, F), H = 16 * h, W = 16 * w;
+    float *z = cvx_tensor_f32_dup(lt);
+    hv15_vae_unscale(full, z, (size_t)lt->numel, z);
+    const size_t nv = (size_t)3 * T * H * W, nm = (size_t)2 * hv15_vae_get_config(full)->latent_channels * F * h * w;
+    float *want = cvx_alloc_f32(nv), *got = cvx_alloc_f32(nv), *video = cvx_alloc_f32(nv);
+    float *mwant = cvx_alloc_f32(nm), *mgot = cvx_alloc_f32(nm);
+    ASSERT_OK(hv15_vae_decode(full, z, F, h, w, NULL, want));
+    ASSERT_OK(hv15_vae_encode(full, want, T, H, W, NULL, mwant));
+    memcpy(video, want, sizeof(float) * nv);
+    assert_int_equal(hv15_vae_parts_loaded(full), VAE_PART_BOTH);
+
+    /* the golden weights themselves, one half at a time: the same bits */
+    hv15_vae *v = hv15_vae_load_parts(VAE_DIR, NULL, VAE_PART_DECODER);
+    assert_non_null(v);
+    assert_int_equal(hv15_vae_parts_loaded(v), VAE_PART_DECODER);
+    ASSERT_OK(hv15_vae_decode(v, z, F, h, w, NULL, got));
+    assert_memory_equal(got, want, sizeof(float) * nv);
+    assert_int_equal(hv15_vae_encode(v, video, T, H, W, NULL, mgot), -1);
+    expect_error_line("loaded without its encoder");
+    ASSERT_OK(hv15_vae_load_more(v, VAE_PART_ENCODER));                 /* then asked to encode */
+    assert_int_equal(hv15_vae_parts_loaded(v), VAE_PART_BOTH);
+    ASSERT_OK(hv15_vae_encode(v, video, T, H, W, NULL, mgot));
+    assert_memory_equal(mgot, mwant, sizeof(float) * nm);
+    hv15_vae_free(v);
+
+    /* encoder tensors missing / damaged: decoding does not notice */
+    char dir[256];
+    tu_mkdtemp(dir, sizeof dir);
+    write_broken_vae(dir, "encoder.conv_in.conv.weight", "encoder.mid_block.attentions.0.to_q.weight");
+    assert_null(hv15_vae_load(dir, NULL));
+    expect_error_line("encoder.conv_in.conv.weight");
+    v = hv15_vae_load_parts(dir, NULL, VAE_PART_DECODER);
+    if (!v) fail_msg("%s", cvx_last_error());
+    memset(got, 0, sizeof(float) * nv);
+    ASSERT_OK(hv15_vae_decode(v, z, F, h, w, NULL, got));
+    assert_memory_equal(got, want, sizeof(float) * nv);
+    assert_int_equal(hv15_vae_load_more(v, VAE_PART_ENCODER), -1);
+    expect_error_line("encoder.conv_in.conv.weight");
+    assert_int_equal(hv15_vae_parts_loaded(v), VAE_PART_DECODER);       /* kept what it had */
+    assert_int_equal(hv15_vae_encode(v, video, T, H, W, NULL, mgot), -1);
+    expect_error_line("without its encoder");
+    ASSERT_OK(hv15_vae_decode(v, z, F, h, w, NULL, got));
+    assert_memory_equal(got, want, sizeof(float) * nv);
+    hv15_vae_free(v);
+    tu_rmrf(dir);
+
+    /* decoder tensors missing / damaged: encoding does not notice */
+    tu_mkdtemp(dir, sizeof dir);
+    write_broken_vae(dir, "decoder.up_blocks.0.upsamplers.0.conv.conv.weight", "decoder.conv_out.conv.bias");
+    v = hv15_vae_load_parts(dir, NULL, VAE_PART_ENCODER);
+    if (!v) fail_msg("%s", cvx_last_error());
+    ASSERT_OK(hv15_vae_encode(v, video, T, H, W, NULL, mgot));
+    assert_memory_equal(mgot, mwant, sizeof(float) * nm);
+    assert_int_equal(hv15_vae_decode(v, z, F, h, w, NULL, got), -1);
+    expect_error_line("without its decoder");
+    assert_int_equal(hv15_vae_load_more(v, VAE_PART_DECODER), -1);
+    expect_error_line("decoder.up_blocks.0.upsamplers.0.conv.conv.weight");
+    hv15_vae_free(v);
+    tu_rmrf(dir);
+
+    free(z), free(want), free(got), free(video), free(mwant), free(mgot);
+    hv15_vae_free(full);
+    gh_close(&c);
+}
+
 int main(void) {
     cvx_set_verbosity(0);
     const struct CMUnitTest tests[] = {
@@ -290,6 +407,7 @@ int main(void) {
         cmocka_unit_test(test_encode),
         cmocka_unit_test(test_tiled),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
