@@ -71,6 +71,11 @@ typedef struct {
     void (*blocks)(cvx_denoiser *d, cvx_fwd *f, int first, int count);
     void (*finalize)(cvx_denoiser *d, cvx_fwd *f, float *out);   /* frees f's buffers */
     void (*abort)(cvx_denoiser *d, cvx_fwd *f);                   /* frees f's buffers without output */
+    /* Ulysses sequence parallelism over `sp` (NULL: off); -1 + cvx_error when the heads do not split */
+    int (*set_sp)(cvx_denoiser *d, struct cvx_dist *sp);
+    /* time in exchanges and bytes sent by this rank since the model was loaded (sequence parallelism) */
+    void (*comm)(cvx_denoiser *d, double *seconds, double *bytes_sent);
+    void (*free)(cvx_denoiser *d);   /* the adapter's state; not the model */
     /* TeaCache on the family's own probe (NULL: the generic rule on f->emb). teacache_input writes
      * what the rule compares for this rank's video rows, [nrows, D] (L = 0) — LTX-Video: block 0's
      * modulated input norm1(h)·(1 + scale_msa) + shift_msa; the rule then takes the rel-L1 over the
@@ -78,11 +83,6 @@ typedef struct {
      * its modulation on this rank's rows of f->h, in place (sets f->out_normed). */
     void (*teacache_input)(cvx_denoiser *d, cvx_fwd *f, float *out);
     void (*output_norm)(cvx_denoiser *d, cvx_fwd *f);
-    /* Ulysses sequence parallelism over `sp` (NULL: off); -1 + cvx_error when the heads do not split */
-    int (*set_sp)(cvx_denoiser *d, struct cvx_dist *sp);
-    /* time in exchanges and bytes sent by this rank since the model was loaded (sequence parallelism) */
-    void (*comm)(cvx_denoiser *d, double *seconds, double *bytes_sent);
-    void (*free)(cvx_denoiser *d);   /* the adapter's state; not the model */
 } cvx_denoiser_type;
 
 struct cvx_denoiser {
