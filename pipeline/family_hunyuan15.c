@@ -301,8 +301,8 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
         return cvx_error("--guidance_scale %g: HunyuanVideo-1.5's guider would run CFG with a scale below 1 (towards "
                          "the negative prompt); not supported: give 1 to turn guidance off, or a scale above 1", g);
     if (!strcmp(r->cache, "teacache"))   /* docs/caching.md */
-        return cvx_error("--cache teacache: no TeaCache rule is published for HunyuanVideo-1.5 (ali-vilab/TeaCache's "
-                         "TeaCache4HunyuanVideo is for HunyuanVideo v1); use --cache fbcache or deepcache");
+        return cvx_error("--cache teacache: ali-vilab/TeaCache publishes no rule for HunyuanVideo-1.5 (its "
+                         "TeaCache4HunyuanVideo is for HunyuanVideo v1; docs/caching.md); use --cache fbcache or deepcache");
     if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
     return hv15_sp_check(&S(m)->tcfg, r->sp_dist ? cvx_dist_size(r->sp_dist) : 1);
 }

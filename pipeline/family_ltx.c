@@ -18,6 +18,7 @@
 #include "rng.h"
 #include "rng_lowp.h"
 #include "validate.h"
+#include "stage2/cache.h"
 #include "stage2/ltx.h"
 #include "stage2/ltx_cond.h"
 #include "stage2/ltx_family.h"
@@ -260,9 +261,6 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     if (r->image_cond_noise_set && !(r->conditioning && r->conditioning->mode == CVX_MODE_COND))
         return cvx_error("--image_cond_noise_scale: re-noises the condition pipeline's conditions (give stage 1 "
                          "--condition)");
-    if (!strcmp(r->cache, "teacache"))   /* docs/caching.md */
-        return cvx_error("--cache teacache: TeaCache4LTX-Video's rule (block 0's modulated input over the CFG batch) is "
-                         "not implemented here; use --cache fbcache or deepcache");
     if (r->scheduler && strcmp(r->scheduler, cvx_scheduler_ltx.name) != 0)
         return cvx_error("--scheduler %s: LTX-Video runs its own schedule (ltx)", r->scheduler);
     return 0;
@@ -365,6 +363,12 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         return cvx_error("--guidance_rescale %g: must be in [0, 1]", p->guidance_rescale);
     *sh = (cvx_latent_shape){.frames = F, .channels = c->in_channels, .height = H, .width = W,
                              .numel = (size_t)c->in_channels * F * H * W, .channels_major = 1};
+    double *tc = run->loop.teacache_coefficients;   /* TeaCache4LTX-Video (docs/caching.md) */
+    if (p->teacache_coefficients) memcpy(tc, p->teacache_coefficients, sizeof(double) * 5);
+    else if (!ltx_teacache_coefficients(c, tc) && run->loop.cache_kind == CVX_CACHE_TEACACHE)
+        return cvx_error("--cache teacache: TeaCache4LTX-Video publishes coefficients for LTX-Video 0.9.1 (2B) only, "
+                         "this transformer is %d wide; give --teacache_coefficients or use --cache fbcache or deepcache",
+                         c->num_attention_heads * c->attention_head_dim);
     const cvx_cond_set *more = p->cond_more;
     if (!more || more->n != 1 || !more->t[0].is_mask || more->t[0].L != emb->L)
         return cvx_error("the LTX conditioning needs prompt_attention_mask [%d] beside prompt_embeds", emb->L);

@@ -388,15 +388,16 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     if (a14b && p->teacache_ret_steps)
         return cvx_error("--teacache_ret_steps: no TeaCache rule is published for Wan 2.2 A14B");
     if (a14b && run->loop.cache_kind == CVX_CACHE_TEACACHE && !p->teacache_coefficients)
-        return cvx_error("--cache teacache: TeaCache publishes no coefficients for Wan 2.2 (A14B's two experts); give "
-                         "--teacache_coefficients or use --cache fbcache");
+        return cvx_error("--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only, not Wan 2.2 A14B "
+                         "(docs/caching.md); give --teacache_coefficients or use --cache fbcache or deepcache");
     const wan_config *c = &S(m)->tcfg;
     cvx_loop_params *lp = &run->loop;   /* the request and the pipeline's part filled in */
     if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
     else if (!wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients) &&
              lp->cache_kind == CVX_CACHE_TEACACHE)
-        return cvx_error("--cache teacache: TeaCache publishes no coefficients for this Wan transformer (%d wide, %d "
-                         "latent channels); give --teacache_coefficients",
+        return cvx_error("--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only, not this "
+                         "transformer (%d wide, %d latent channels; Wan 2.2 TI2V-5B: docs/caching.md); give "
+                         "--teacache_coefficients or use --cache fbcache or deepcache",
                          c->num_attention_heads * c->attention_head_dim, c->out_channels);
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;

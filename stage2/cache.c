@@ -124,28 +124,34 @@ void cvx_cache_set_teacache_window(cvx_cache *c, int first, int last) {
     c->first_computed = first, c->last_computed = last;
 }
 
-int cvx_teacache_decide(cvx_cache *c, int step, const float *e, int E) {
+int cvx_teacache_rule(cvx_cache *c, int step, int have_prev, double rel) {
     int compute;
     c->last_rel = c->last_p = NAN;
-    if (step < c->first_computed || step >= c->n_steps - c->last_computed || !c->prev_e || c->E != E) {
+    if (step < c->first_computed || step >= c->n_steps - c->last_computed || !have_prev) {
         compute = 1;
         c->acc = 0;
     } else {
-        c->last_rel = cvx_rel_l1(e, c->prev_e, (size_t)E);
-        c->last_p = cvx_poly1d(c->coeffs, c->last_rel);
+        c->last_rel = rel;
+        c->last_p = cvx_poly1d(c->coeffs, rel);
         c->acc += c->last_p;
         compute = !(c->acc < c->threshold);   /* strict <, and NaN computes */
         if (compute) c->acc = 0;
     }
     if (c->force) compute = c->force(c->force_user, step);
-    if (!c->prev_e || c->E != E) {
+    c->last_acc = c->acc;
+    c->last_compute = compute;
+    return compute;
+}
+
+int cvx_teacache_decide(cvx_cache *c, int step, const float *e, int E) {
+    const int have = c->prev_e && c->E == E;
+    const int compute = cvx_teacache_rule(c, step, have, have ? cvx_rel_l1(e, c->prev_e, (size_t)E) : NAN);
+    if (!have) {
         free(c->prev_e);
         c->prev_e = cvx_alloc_f32((size_t)E);
         c->E = E;
     }
     memcpy(c->prev_e, e, sizeof(float) * (size_t)E);   /* e_prev follows every step, skipped or not */
-    c->last_acc = c->acc;
-    c->last_compute = compute;
     return compute;
 }
 
@@ -370,11 +376,10 @@ static int teacache_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io 
     return compute;
 }
 
-/* FBCache's rule on this step's block-0 residual X (head_cur) against P (head_prev): the row
- * sums of this rank's share, every rank's gathered (fixed-size parts: lnb · ⌈S/sp⌉ rows), added
- * in (branch, token) order. */
-static int fbcache_rule(cvx_cache *c, int step) {
-    if (!c->head_prev) return cvx_fbcache_decide(c, step, 0, NAN, 0);
+/* Σ|X − P| / Σ|P| over the whole batch's video rows, X = head_cur and P = head_prev (this rank's
+ * share [lnb, v1 − v0, D] of each): the row sums of the share, every rank's gathered (fixed-size
+ * parts: lnb · ⌈S/sp⌉ rows), added in (branch, token) order. *den: Σ|P|. */
+static double batch_rel(cvx_cache *c, double *den) {
     size_t B = (size_t)c->lay.n_branches, N = (size_t)c->N, vr = (size_t)(c->v1 - c->v0);
     size_t maxr = (size_t)(c->S + c->lay.sp - 1) / c->lay.sp, part = 2 * (size_t)c->lnb * maxr;
     int p = c->lay.group ? cvx_dist_size(c->lay.group) : 1;
@@ -396,8 +401,76 @@ static int fbcache_rule(cvx_cache *c, int step) {
                        2 * n * sizeof(double));
         }
     }
-    double den, rel = cvx_fbcache_rel(all, B * N, &den);
+    return cvx_fbcache_rel(all, B * N, den);
+}
+
+/* FBCache's rule on this step's block-0 residual X (head_cur) against P (head_prev). */
+static int fbcache_rule(cvx_cache *c, int step) {
+    if (!c->head_prev) return cvx_fbcache_decide(c, step, 0, NAN, 0);
+    double den, rel = batch_rel(c, &den);
     return cvx_fbcache_decide(c, step, 1, rel, den);
+}
+
+/* -1 when head_prev has another size than this step's share [lnb, v1 − v0, D]. */
+static int head_check(const cvx_cache *c, size_t vn) {
+    if (c->head_prev && c->n_head != c->lnb * vn)
+        return cvx_error("step cache: the cached %s has %zu values but this forward needs %zu (checkpoint of another "
+                         "run?)", c->kind == CVX_CACHE_TEACACHE ? "previous TeaCache input" : "block-0 residual",
+                         c->n_head, c->lnb * vn);
+    return 0;
+}
+
+/* Branch j's stream moved to c->hold when another branch follows (a model may keep one h). */
+static void hold_branch(cvx_cache *c, int j, cvx_fwd *f) {
+    if (j + 1 >= c->lnb) return;
+    size_t hn = (size_t)c->S * c->D;
+    if (!c->hold) c->hold = cvx_alloc_f32(hn);
+    memcpy(c->hold, f->h, hn * sizeof(float));                                           // [S, D]
+    f->h = c->hold;
+}
+
+/* TeaCache on the family's probe (TeaCache4LTX-Video): per branch, embed and the probe X
+ * (head_cur); the rule on Σ|X − P| / Σ|P| over the whole batch, P = the previous step's X
+ * (head_prev); per branch, the blocks and the output norm (keeping R = h_normed − h_embedded) or
+ * R added in their place; the projection. X becomes P every step, skipped or not. */
+static int teacache_probe_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io *io) {
+    cvx_fwd f[2];
+    int nf = 0;
+    size_t n = 0, vn = 0;
+    for (int j = 0; j < c->lnb; j++) {
+        if (embed(m, io, j, &f[j])) goto fail;
+        nf++;
+        if (setup_share(c, &f[j])) goto fail;
+        n = (size_t)(c->r1 - c->r0) * c->D, vn = (size_t)(c->v1 - c->v0) * c->D;
+        if (resid_check(c, c->lnb * n) || head_check(c, vn)) goto fail;
+        if (!c->head_cur) c->head_cur = cvx_alloc_f32(c->lnb * vn + 1);
+        hold_branch(c, j, &f[j]);
+        m->type->teacache_input(m, &f[j], c->head_cur + j * vn);                       // [v1 − v0, D]
+    }
+    double den = 0, rel = c->head_prev ? batch_rel(c, &den) : NAN;
+    int compute = cvx_teacache_rule(c, step, c->head_prev != NULL, rel);
+    if (!c->resid) compute = 1;
+    resid_alloc(c, c->lnb * n);
+    for (int j = 0; j < c->lnb; j++) {
+        float *h = f[j].h + (size_t)c->r0 * c->D, *R = c->resid + j * n;                // [r1 − r0, D]
+        if (compute) {
+            memcpy(R, h, n * sizeof(float));                                               // h after embed
+            m->type->blocks(m, &f[j], 0, c->num_layers);
+            m->type->output_norm(m, &f[j]);
+            sub_from(R, h, n);                                                             // R = h_normed − h_embed
+        } else {
+            add_to(h, R, n);
+            f[j].out_normed = 1;
+        }
+        m->type->finalize(m, &f[j], io->out + j * io->out_n);
+    }
+    float *t = c->head_prev;   /* P ← X */
+    c->head_prev = c->head_cur, c->n_head = c->lnb * vn;
+    c->head_cur = t;
+    return compute;
+fail:
+    for (int k = 0; k < nf; k++) m->type->abort(m, &f[k]);
+    return -1;
 }
 
 /* FBCache: per branch, embed and block 0 (the model has one h: the first branch's stream waits
@@ -411,19 +484,9 @@ static int fbcache_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io *
         nf++;
         if (setup_share(c, &f[j])) goto fail;
         n = (size_t)(c->r1 - c->r0) * c->D, vn = (size_t)(c->v1 - c->v0) * c->D;
-        if (resid_check(c, c->lnb * n)) goto fail;
-        if (c->head_prev && c->n_head != c->lnb * vn) {
-            cvx_error("step cache: the cached block-0 residual has %zu values but this forward needs %zu (checkpoint "
-                      "of another run?)", c->n_head, c->lnb * vn);
-            goto fail;
-        }
+        if (resid_check(c, c->lnb * n) || head_check(c, vn)) goto fail;
         if (!c->head_cur) c->head_cur = cvx_alloc_f32(c->lnb * vn + 1);
-        if (j + 1 < c->lnb) {
-            size_t hn = (size_t)c->S * c->D;
-            if (!c->hold) c->hold = cvx_alloc_f32(hn);
-            memcpy(c->hold, f[j].h, hn * sizeof(float));                                   // [S, D]
-            f[j].h = c->hold;
-        }
+        hold_branch(c, j, &f[j]);
         float *X = c->head_cur + j * vn, *hv = f[j].h + (size_t)c->v0 * c->D;           // [v1 − v0, D]
         memcpy(X, hv, vn * sizeof(float));
         m->type->blocks(m, &f[j], 0, 1);
@@ -516,7 +579,8 @@ int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_in
         }
         return 0;
     }
-    int compute = c->kind == CVX_CACHE_TEACACHE ? teacache_step(m, c, step, &io)
+    int compute = c->kind == CVX_CACHE_TEACACHE ? (m->type->teacache_input ? teacache_probe_step(m, c, step, &io)
+                                                                            : teacache_step(m, c, step, &io))
                   : c->kind == CVX_CACHE_FBCACHE ? fbcache_step(m, c, step, &io) : deepcache_step(m, c, step, &io);
     if (compute < 0) return -1;
     if (compute) c->steps_computed++;
@@ -535,6 +599,10 @@ int cvx_cache_step(cvx_denoiser *m, cvx_cache *c, int step, const cvx_denoise_in
 /* The checkpoint's name of resid: DeepCache keeps a stream, the others a residual. */
 static const char *resid_name(const cvx_cache *c) {
     return c->kind == CVX_CACHE_DEEPCACHE ? "deepcache_stream" : "cache_residual";
+}
+/* ... and of head_prev: FBCache's block-0 residual, or the previous TeaCache probe (TeaCache4LTX-Video). */
+static const char *head_name(const cvx_cache *c) {
+    return c->kind == CVX_CACHE_TEACACHE ? "teacache_prev_input" : "fbcache_head_residual";
 }
 
 int cvx_cache_save(cvx_cache *c, cvx_st_writer *w) {
@@ -555,7 +623,7 @@ int cvx_cache_save(cvx_cache *c, cvx_st_writer *w) {
     rc |= cvx_stw_add(w, "teacache_acc", CVX_F64, 1, &one, &c->acc);
     if (c->prev_e) rc |= cvx_stw_add(w, "teacache_prev_e", CVX_F32, 1, (n = c->E, &n), c->prev_e);
     if (resid) rc |= cvx_stw_add(w, resid_name(c), CVX_F32, 1, (n = (int64_t)nr, &n), resid);
-    if (head) rc |= cvx_stw_add(w, "fbcache_head_residual", CVX_F32, 1, (n = (int64_t)nh, &n), head);
+    if (head) rc |= cvx_stw_add(w, head_name(c), CVX_F32, 1, (n = (int64_t)nh, &n), head);
     if (aux) rc |= cvx_stw_add(w, "deepcache_aux", CVX_F32, 1, (n = (int64_t)na, &n), aux);
     free(gr);
     free(gh);
@@ -583,7 +651,7 @@ int cvx_cache_load(cvx_cache *c, const cvx_safetensors *st, const char *path) {
     size_t nc = 0, na = 0, ne = 0, nr = 0, nh = 0, nx = 0;
     if (load_vec(st, path, "cache_counts", CVX_I64, 8, &counts, &nc) || load_vec(st, path, "teacache_acc", CVX_F64, 8, &acc, &na) ||
         load_vec(st, path, "teacache_prev_e", CVX_F32, 4, &e, &ne) || load_vec(st, path, resid_name(c), CVX_F32, 4, &r, &nr) ||
-        load_vec(st, path, "fbcache_head_residual", CVX_F32, 4, &hp, &nh) ||
+        load_vec(st, path, head_name(c), CVX_F32, 4, &hp, &nh) ||
         load_vec(st, path, "deepcache_aux", CVX_F32, 4, &ax, &nx))
         goto fail;
     if (!counts || nc != 2 || !acc || na != 1 || !r) {

@@ -11,6 +11,10 @@
  * with e = the time(+ofs) embedding before SiLU (row 0) and p = np.poly1d(coefficients). A
  * computed step stores R = h_after_blocks − h_before_blocks over both streams (text and video
  * rows); a skipped step adds R to the current patch embedding instead of running the blocks.
+ * A denoiser with teacache_input (TeaCache4LTX-Video) has its own probe instead of e: block 0's
+ * modulated input of every branch, the rel-L1 over the whole CFG batch (summed as FBCache's, below;
+ * the previous step's probe kept per rank, as FBCache's P), and R spans the blocks and the output
+ * norm with its modulation: a skipped step projects h_embedded + R.
  *
  * FirstBlockCache, per step: block 0 always runs; r = its residual on the video rows [B, N, D];
  * with P = r of the last computed step: compute iff there is no P, Σ|P| == 0, or
@@ -26,7 +30,7 @@
  * of the embedded ones and runs block n−1 only. Then finalize as usual. No threshold.
  *
  * Under MPI (--cfg_parallel, --sp) every rank takes the same decision: TeaCache's e depends on t
- * (and the constant ofs) alone; FBCache gathers the row sums; DeepCache's depends on the step
+ * (and the constant ofs) alone; FBCache and TeaCache on a family probe gather the row sums; DeepCache's depends on the step
  * index alone. Residuals and kept streams stay per rank.
  *
  * A threshold <= 0 turns caching off (plain forward, bit-identical, no buffers) — a deliberate
@@ -82,8 +86,9 @@ typedef struct {
     float *aux;
     size_t n_aux;
     int A;
-    /* FBCache: P = block-0 video residual of the last computed step, X = this step's; this rank's
-     * share [lnb, v1 − v0, D] of [B, N, D] */
+    /* FBCache: P = block-0 video residual of the last computed step, X = this step's; TeaCache on a
+     * family probe (denoiser teacache_input): P = the previous step's probe, X = this step's; this
+     * rank's share [lnb, v1 − v0, D] of [B, N, D] */
     float *head_prev, *head_cur;
     size_t n_head;
     int global;                     /* resid / head_prev hold the whole batch (read from a checkpoint):
@@ -139,7 +144,10 @@ double cvx_poly1d(const double c[5], double x);
 /* Σ|x − prev| / Σ|prev| in double, sequential (deterministic). */
 double cvx_rel_l1(const float *x, const float *prev, size_t n);
 
-/* The TeaCache rule for step `step` given e [E]; updates the state; 1 = compute, 0 = skip. */
+/* The TeaCache rule for step `step` given the rel-L1 of its probe against the previous step's
+ * (have_prev 0: none yet → compute); updates acc; 1 = compute, 0 = skip. */
+int cvx_teacache_rule(cvx_cache *c, int step, int have_prev, double rel);
+/* The same on e [E] (the generic probe); e_prev follows. */
 int cvx_teacache_decide(cvx_cache *c, int step, const float *e, int E);
 /* FBCache's rel-L1 in blocks that do not depend on how the batch is spread over ranks: for each
  * of `rows` video rows of D values, sums[2·i] = Σ|r − P| and sums[2·i + 1] = Σ|P| in double, in
@@ -164,7 +172,8 @@ int cvx_cache_step(cvx_denoiser *d, cvx_cache *c, int step, const cvx_denoise_in
 
 /* Checkpoint: tensors cache_counts I64 [2] and, when present, teacache_acc F64 [1],
  * teacache_prev_e F32 [E], cache_residual F32 [B·S·D] (DeepCache: deepcache_stream),
- * fbcache_head_residual F32 [B·N·D], deepcache_aux F32 [B·A·D] — the whole batch as one process
+ * fbcache_head_residual F32 [B·N·D] (TeaCache on a family probe: teacache_prev_input),
+ * deepcache_aux F32 [B·A·D] — the whole batch as one process
  * holds it, whatever the rank count. Collective over the layout's
  * group: every rank sends its share to rank 0, which writes (w NULL on the other ranks). */
 int cvx_cache_save(cvx_cache *c, cvx_st_writer *w);

@@ -31,6 +31,8 @@ typedef struct {
     float *aux;
     int A;
     size_t row0, nrows;       /* the rows of h the blocks compute on this rank (sequence parallelism) */
+    int out_normed;           /* h already went through the output norm and its modulation (type->output_norm,
+                               * or a caller that wrote such a stream into h): finalize projects only */
     void *impl;               /* the family's forward state */
 } cvx_fwd;
 
@@ -74,6 +76,13 @@ typedef struct {
     /* time in exchanges and bytes sent by this rank since the model was loaded (sequence parallelism) */
     void (*comm)(cvx_denoiser *d, double *seconds, double *bytes_sent);
     void (*free)(cvx_denoiser *d);   /* the adapter's state; not the model */
+    /* TeaCache on the family's own probe (NULL: the generic rule on f->emb). teacache_input writes
+     * what the rule compares for this rank's video rows, [nrows, D] (L = 0) — LTX-Video: block 0's
+     * modulated input norm1(h)·(1 + scale_msa) + shift_msa; the rule then takes the rel-L1 over the
+     * whole CFG batch and the cached residual spans the blocks and output_norm: the output norm and
+     * its modulation on this rank's rows of f->h, in place (sets f->out_normed). */
+    void (*teacache_input)(cvx_denoiser *d, cvx_fwd *f, float *out);
+    void (*output_norm)(cvx_denoiser *d, cvx_fwd *f);
 } cvx_denoiser_type;
 
 struct cvx_denoiser {

@@ -610,9 +610,17 @@ void ltx_forward_blocks(ltx_transformer *m, ltx_fwd *f, int first, int count) {
     }
 }
 
-/* norm_out (LayerNorm, no affine, eps 1e-6); (shift, scale) = scale_shift_table + emb; proj_out
- * (sequence parallelism: this rank's rows, then every rank's: the same prediction everywhere) */
-void ltx_forward_finalize(ltx_transformer *m, ltx_fwd *f, float *out) {
+/* TeaCache4LTX-Video's probe: block 0's norm1(h)·(1 + scale_msa) + shift_msa, as its self-attention
+ * computes it, on this rank's rows of each element. */
+void ltx_forward_block0_input(ltx_transformer *m, const ltx_fwd *f, float *out) {
+    for (int b = 0; b < f->B; b++)
+        ltx_modulated_rmsnorm(m, &m->blocks[0], f, b, f->r0, (int)f->rn, f->h + ((size_t)b * f->S + f->r0) * f->D,
+                              out + (size_t)b * f->rn * f->D, 0);                    // [rn, D]
+}
+
+/* norm_out (LayerNorm, no affine, eps 1e-6); (shift, scale) = scale_shift_table + emb, in place on
+ * this rank's rows (sequence parallelism) or all */
+void ltx_forward_output_norm(ltx_transformer *m, ltx_fwd *f) {
     const int B = f->B, S = f->S, T = f->T, D = f->D;
     const size_t R = m->sp ? f->rn : (size_t)B * S, hr0 = m->sp ? f->r0 : 0;
     float *hl = f->h + hr0 * D;
@@ -628,6 +636,16 @@ void ltx_forward_finalize(ltx_transformer *m, ltx_fwd *f, float *out) {
             hr[k] = hr[k] * (1.0f + scale) + shift;
         }
     }
+    f->out_normed = 1;
+}
+
+/* the output norm (unless done), proj_out (sequence parallelism: this rank's rows, then every
+ * rank's: the same prediction everywhere) */
+void ltx_forward_finalize(ltx_transformer *m, ltx_fwd *f, float *out) {
+    const int S = f->S, D = f->D;
+    const size_t R = m->sp ? f->rn : (size_t)f->B * S, hr0 = m->sp ? f->r0 : 0;
+    float *hl = f->h + hr0 * D;
+    if (!f->out_normed) ltx_forward_output_norm(m, f);
     const int Co = m->c.out_channels;
     cvx_linear(m->ctx, hl, (int)R, D, m->proj_out_w, m->proj_out_b, out + hr0 * Co);  // [B·S, C_out]
     if (m->sp) {

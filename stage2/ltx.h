@@ -95,6 +95,8 @@ typedef struct {
     float *ws;         /* scratch */
     float *pr1, *pr2;  /* [B, S, D] attention outputs kept for the probe, else NULL */
     size_t r0, rn;     /* this rank's token rows (sequence parallelism; else 0, S) */
+    int out_normed;    /* h went through norm_out and its modulation (ltx_forward_output_norm, or a caller
+                        * that wrote such a stream): finalize runs proj_out only */
 } ltx_fwd;
 /* -1 + cvx_error as ltx_forward (nothing to free). */
 int ltx_forward_embed(ltx_transformer *m, const float *x, int B, int S, const float *text, const float *mask, int L,
@@ -102,6 +104,12 @@ int ltx_forward_embed(ltx_transformer *m, const float *x, int B, int S, const fl
 void ltx_forward_blocks(ltx_transformer *m, ltx_fwd *f, int first, int count);
 void ltx_forward_finalize(ltx_transformer *m, ltx_fwd *f, float *out);
 void ltx_forward_abort(ltx_fwd *f);
+/* TeaCache4LTX-Video's probe: block 0's modulated input norm1(h)·(1 + scale_msa) + shift_msa (the
+ * bytes its self-attention computes) on this rank's rows of h after embed, out [B, rn, D]. */
+void ltx_forward_block0_input(ltx_transformer *m, const ltx_fwd *f, float *out);
+/* The first part of finalize: norm_out and its modulation on this rank's rows of h, in place;
+ * finalize then runs proj_out only (TeaCache4LTX-Video's residual spans this). */
+void ltx_forward_output_norm(ltx_transformer *m, ltx_fwd *f);
 
 /* Tests and debugging: called with each intermediate of the next forwards as upstream's module
  * outputs ("proj_in" [B, S, D], "time_embed.0" temb [B·T, 6D], "time_embed.1" embedded timestep

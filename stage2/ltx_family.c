@@ -102,10 +102,27 @@ static void ld_blocks(cvx_denoiser *d, cvx_fwd *f, int first, int count) {
     ltx_forward_blocks(tr(d), lf, first, count);
 }
 
+/* TeaCache4LTX-Video (ali-vilab/TeaCache, TeaCache4LTX-Video/teacache_ltx.py lines 60-67): block 0's
+ * modulated input, this rank's rows [nrows, D] */
+static void ld_teacache_input(cvx_denoiser *d, cvx_fwd *f, float *out) {
+    ltx_fwd *lf = f->impl;
+    lf->h = f->h;
+    ltx_forward_block0_input(tr(d), lf, out);
+}
+
+/* norm_out and its modulation in place (the same script's cached residual ends there, line 126) */
+static void ld_output_norm(cvx_denoiser *d, cvx_fwd *f) {
+    ltx_fwd *lf = f->impl;
+    lf->h = f->h;
+    ltx_forward_output_norm(tr(d), lf);
+    f->out_normed = 1;
+}
+
 static void ld_finalize(cvx_denoiser *d, cvx_fwd *f, float *out) {
     ltx_priv *p = d->priv;
     ltx_fwd *lf = f->impl;
     lf->h = f->h;
+    lf->out_normed = f->out_normed;
     ltx_forward_finalize(tr(d), lf, p->v);
     ld_output(d, ltx_get_config(tr(d))->out_channels, out);
     free(lf);
@@ -135,8 +152,8 @@ static void ld_free(cvx_denoiser *d) {
 
 static const cvx_denoiser_type ltx_denoiser = {
     .name = "LTX-Video transformer", .prepare = ld_prepare, .forward = ld_forward, .embed = ld_embed,
-    .blocks = ld_blocks, .finalize = ld_finalize, .abort = ld_abort, .set_sp = ld_set_sp, .comm = ld_comm,
-    .free = ld_free,
+    .blocks = ld_blocks, .finalize = ld_finalize, .abort = ld_abort, .teacache_input = ld_teacache_input,
+    .output_norm = ld_output_norm, .set_sp = ld_set_sp, .comm = ld_comm, .free = ld_free,
 };
 
 void ltx_denoiser_init(cvx_denoiser *d, ltx_transformer *m, double frame_rate) {
@@ -148,4 +165,20 @@ void ltx_denoiser_init(cvx_denoiser *d, ltx_transformer *m, double frame_rate) {
 void ltx_denoiser_set_condition(cvx_denoiser *d, const float *mask, const float *video_coords, int tokens) {
     ltx_priv *p = d->priv;
     p->cmask = mask, p->video_coords = video_coords, p->tokens = tokens;
+}
+
+/* ali-vilab/TeaCache @ 7c10efc, TeaCache4LTX-Video/teacache_ltx.py line 72 (a-r-r-o-w/LTX-Video-0.9.1-diffusers) */
+static const struct { const char *name; int max_dim; double c[5]; } teacache_sets[] = {
+    {"LTX-Video-0.9.1", 2048, {2.14700694e+01, -1.28016453e+01, 2.31279151e+00, 7.92487521e-01, 9.69274326e-03}},
+};
+
+const char *ltx_teacache_coefficients(const ltx_config *c, double out[5]) {
+    const int dim = c->num_attention_heads * c->attention_head_dim;
+    memset(out, 0, sizeof(double) * 5);
+    for (size_t k = 0; k < sizeof teacache_sets / sizeof *teacache_sets; k++)
+        if (dim <= teacache_sets[k].max_dim) {
+            memcpy(out, teacache_sets[k].c, sizeof teacache_sets[k].c);
+            return teacache_sets[k].name;
+        }
+    return NULL;
 }

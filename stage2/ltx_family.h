@@ -26,4 +26,9 @@ void ltx_denoiser_init(cvx_denoiser *d, ltx_transformer *m, double frame_rate);
  * video_coords [3, tokens] and token k's timestep is min(t, (1 − mask[k])·1000). Borrowed. */
 void ltx_denoiser_set_condition(cvx_denoiser *d, const float *mask, const float *video_coords, int tokens);
 
+/* TeaCache4LTX-Video's coefficients (np.poly1d order) for this transformer, and the set's name:
+ * published for LTX-Video 0.9.1 (2B, 2048 wide), taken for every transformer up to that width; NULL
+ * (out zeroed) for the 13B ones (4096 wide: none published). docs/caching.md. */
+const char *ltx_teacache_coefficients(const ltx_config *c, double out[5]);
+
 #endif

@@ -1,6 +1,6 @@
 /* Step caching on every family's denoiser through the API (cvx_encode / cvx_sample), on the tiny
  * random models of models/: HunyuanVideo-1.5 and LTX-Video (FBCache and DeepCache; TeaCache is
- * refused for both, docs/caching.md), CogVideoX, Wan 2.1 and Wan 2.2 A14B (DeepCache: the generic
+ * refused on HunyuanVideo-1.5, docs/caching.md; LTX-Video's: tests/stage2_cache_ltx.c), CogVideoX, Wan 2.1 and Wan 2.2 A14B (DeepCache: the generic
  * block split they already had for FBCache; A14B's expert switch drops the kept streams).
  *
  *   DeepCache, interval 1: every step full → the uncached run's bytes (the split forward is exact)
@@ -9,8 +9,9 @@
  *             kept streams, HV1.5's text stream included, come from the checkpoint)
  *   FBCache, threshold 1e-300 (every step computes) → the uncached run's bytes; 1e6 (every step
  *             after the first skips) → N−1 skipped, latents differ, twice the same bytes
- *   --cache teacache on HV1.5 / LTX: one line naming the missing rule; --cache_threshold with
- *             deepcache: refused
+ *   --cache teacache on HV1.5, Wan 2.2 TI2V-5B and A14B: one line naming the missing rule and the
+ *             caches that run;
+ *             --cache_threshold with deepcache: refused (HV1.5, LTX)
  *   stage 2's flags: --deepcache_* in the fingerprint (a resume with another interval is refused)
  *             and in generation_config.json. */
 #include "testutil.h"
@@ -28,6 +29,7 @@ static const fam LTX = {"models/ltx-tiny-random", 9, 64, 96};
 static const fam COG = {"models/cogvideox-tiny-random", 0, 0, 0};
 static const fam WAN = {"models/wan2.1-tiny-random", 9, 48, 64};
 static const fam A14B = {"models/wan2.2-a14b-tiny-random", 9, 48, 64};
+static const fam TI2V = {"models/wan2.2-ti2v-tiny-random", 9, 64, 64};
 
 #define STEPS 6
 static const char *const NEG = "blurry, low quality", *const POS = "a red fox running through fresh snow";
@@ -197,10 +199,13 @@ static void test_refusals(void **s) {
         cvx_latents l;
         cvx_sample_params sp = x.sp;
         sp.cache = "teacache", sp.cache_threshold = 0.2;
-        assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
-        print_message("  %s: %s\n", fs[k]->model, cvx_last_error());
-        assert_non_null(strstr(cvx_last_error(), "--cache teacache"));
-        assert_non_null(strstr(cvx_last_error(), k == 0 ? "no TeaCache rule is published" : "TeaCache4LTX-Video"));
+        if (k == 0) {   /* LTX-Video runs TeaCache4LTX-Video */
+            assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
+            print_message("  %s: %s\n", fs[k]->model, cvx_last_error());
+            assert_non_null(strstr(cvx_last_error(), "--cache teacache"));
+            assert_non_null(strstr(cvx_last_error(), "ali-vilab/TeaCache publishes no rule for HunyuanVideo-1.5"));
+            assert_non_null(strstr(cvx_last_error(), "fbcache or deepcache"));
+        }
         sp = deepcache(&x, 1, STEPS, 2);
         sp.cache_threshold = 0.1;
         assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
@@ -208,6 +213,26 @@ static void test_refusals(void **s) {
         sp = deepcache(&x, 3, 2, 1);
         assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
         assert_non_null(strstr(cvx_last_error(), "--deepcache_end 2 must be >= --deepcache_start 3"));
+        fx_close(&x);
+    }
+}
+
+/* Wan 2.2 (TI2V-5B, A14B): TeaCache's authors publish no coefficients; one line naming the caches
+ * that run, nothing run. */
+static void test_refusals_wan22(void **s) {
+    (void)s;
+    const fam *fs[2] = {&TI2V, &A14B};
+    for (int k = 0; k < 2; k++) {
+        fx x;
+        fx_open(&x, fs[k]);
+        cvx_latents l;
+        cvx_sample_params sp = x.sp;
+        sp.cache = "teacache", sp.cache_threshold = 0.2;
+        assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
+        print_message("  %s: %s\n", fs[k]->model, cvx_last_error());
+        assert_non_null(strstr(cvx_last_error(), "--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only"));
+        assert_non_null(strstr(cvx_last_error(), "give --teacache_coefficients or use --cache fbcache or deepcache"));
+        assert_null(strchr(cvx_last_error(), '\n'));
         fx_close(&x);
     }
 }
@@ -283,7 +308,8 @@ int main(void) {
         cmocka_unit_test(test_deepcache_wan),        cmocka_unit_test(test_deepcache_wan22_a14b),
         cmocka_unit_test(test_deepcache_resume_hv15), cmocka_unit_test(test_deepcache_resume_ltx),
         cmocka_unit_test(test_fbcache_hv15),         cmocka_unit_test(test_fbcache_ltx),
-        cmocka_unit_test(test_refusals),             cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_refusals),             cmocka_unit_test(test_refusals_wan22),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

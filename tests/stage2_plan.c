@@ -105,8 +105,9 @@ static int f_set_sp(cvx_denoiser *d, struct cvx_dist *sp) {
 }
 static void f_comm(cvx_denoiser *d, double *s, double *b) { (void)d, *s = 0, *b = 0; }
 
-static const cvx_denoiser_type fake_type = {"fake expert", f_prepare, f_forward, f_embed, f_blocks,
-                                            f_finalize, f_abort, f_set_sp, f_comm, NULL};
+static const cvx_denoiser_type fake_type = {.name = "fake expert", .prepare = f_prepare, .forward = f_forward,
+                                            .embed = f_embed, .blocks = f_blocks, .finalize = f_finalize,
+                                            .abort = f_abort, .set_sp = f_set_sp, .comm = f_comm};
 
 /* ---- the provider: two experts, one resident at a time ---- */
 typedef struct {
