@@ -557,9 +557,16 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
     conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, U, Ub, bias, Cout, kt, y);
 }
 
+cvx_conv_algo cvx_conv_algo_for(const cvx_ctx *ctx, int kh, int kw, int H, int W) {
+    if (kh != 3 || kw != 3) return CVX_CONV_DIRECT;
+    if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && ((H + 3) / 4) * ((W + 3) / 4) < CVX_WINOGRAD4_MIN_TILES)
+        return CVX_CONV_WINOGRAD2;
+    return ctx->conv_algo;
+}
+
 void cvx_conv3d_tensor(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const cvx_tensor *w,
                        const float *bias, int Cout, int kt, int kh, int kw, float *y) {
-    const cvx_conv_algo algo = kh == 3 && kw == 3 ? ctx->conv_algo : CVX_CONV_DIRECT;
+    const cvx_conv_algo algo = cvx_conv_algo_for(ctx, kh, kw, Hp - kh + 1, Wp - kw + 1);
     const int bf = conv_bf16(ctx);
     const void *pw = cvx_conv_weights(ctx, w, algo, Cout, Cin, kt, kt * kh * kw, bf);
     const float *f = bf ? NULL : pw;

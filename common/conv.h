@@ -61,10 +61,18 @@ size_t cvx_conv_wcache_bytes(const cvx_ctx *ctx);              /* bytes held by 
 int cvx_conv_wcache_count(const cvx_ctx *ctx);                 /* weights cached */
 void cvx_conv_wcache_trim(struct cvx_conv_wcache *c);   /* drop the weights (cvx_ctx_release_scratch) */
 void cvx_conv_wcache_free(struct cvx_conv_wcache *c);   /* (cvx_ctx_free calls it) */
+/* The algorithm cvx_conv3d_tensor runs for a kh×kw kernel over H×W output frames: shifted GEMMs
+ * unless 3×3; the context's conv_algo, except that F(4×4) gives way to F(2×2) on frames of fewer
+ * than CVX_WINOGRAD4_MIN_TILES 4×4 tiles (≤ 16×16 + a bit): there the F(4×4) products are
+ * [Cout, kt·Cin]·[kt·Cin, a few tiles], bound by reading its 36-point weights (4× the kernel), and
+ * F(2×2) (16 points) ran 2–2.3× faster per CPU-second (Cascade Lake, 2 threads: 512 channels at
+ * 16×16, 1024 at 8×8); from 32×32 on F(4×4) is the faster (1.3–1.6×). */
+enum { CVX_WINOGRAD4_MIN_TILES = 32 };
+cvx_conv_algo cvx_conv_algo_for(const cvx_ctx *ctx, int kh, int kw, int H, int W);
 /* Valid 3D convolution of a pre-padded input (contract of cvx_conv3d_padded) with the weights of
- * tensor w [Cout, Cin, kt, kh, kw] (any float dtype): 3×3 spatial kernels through the context's
- * conv_algo (Winograd F(4×4) / F(2×2) or shifted GEMMs), others shifted GEMMs; the weights in that
- * layout and precision from cvx_conv_weights. Bit-identical to transforming them at every call. */
+ * tensor w [Cout, Cin, kt, kh, kw] (any float dtype) through cvx_conv_algo_for's algorithm, the
+ * weights in that layout and precision from cvx_conv_weights: the bits of transforming them at
+ * every call and running cvx_conv3d_winograd4 / _winograd / cvx_conv3d_padded. */
 void cvx_conv3d_tensor(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const cvx_tensor *w,
                        const float *bias, int Cout, int kt, int kh, int kw, float *y);
 /* The same convolution through oneDNN's bf16 convolution primitive (common/conv_onednn.c): src and

@@ -1,5 +1,6 @@
 /* Conv weights transformed once per context (common/conv_wcache.c, cvx_conv_weights /
  * cvx_conv3d_tensor) give the bits of the per-call transform:
+ *   - which layout a conv runs (cvx_conv_algo_for: F(4×4) only on frames of ≥ 32 of its tiles);
  *   - one conv, every layout (shifted GEMMs, Winograd F(2×2), F(4×4)), f32 and bf16 mode, f32 and
  *     bf16 weight tensors: cvx_conv3d_tensor (first call makes the entry, second reads it) ==
  *     the public per-call functions, byte for byte; a weight rewritten at the same address is made
@@ -33,7 +34,7 @@ static cvx_ctx *new_ctx(cvx_precision p, cvx_conv_algo algo, size_t budget) {
 static void conv_per_call(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const cvx_tensor *w,
                           const float *b, int Cout, int kt, int kh, int kw, float *y) {
     const int taps = kt * kh * kw;
-    const int wino = kh == 3 && kw == 3 ? (int)ctx->conv_algo : 0;
+    const int wino = (int)cvx_conv_algo_for(ctx, kh, kw, Hp - kh + 1, Wp - kw + 1);
     float *U = cvx_alloc_f32((size_t)(wino == 4 ? 36 * kt : wino == 2 ? 16 * kt : taps) * Cout * Cin);
     if (wino == 4) {
         cvx_conv_winograd4_weights(ctx, w, Cout, Cin, kt, U);
@@ -55,9 +56,9 @@ static void assert_same_bits(const float *a, const float *b, size_t n, const cha
     if (bad) fail_msg("%s: %zu floats differ from the per-call transform", what, bad);
 }
 
-static void test_conv(void **s) {
-    (void)s;
-    const int Cin = 24, Cout = 20, Tp = 4, Hp = 13, Wp = 18;
+/* Every layout, precision and weight dtype on one grid (13×18: F(2×2) where F(4×4) is asked for;
+ * 26×34: 48 tiles, F(4×4)). */
+static void check_conv(int Cin, int Cout, int Tp, int Hp, int Wp) {
     const int shapes[3][3] = {{3, 3, 3}, {1, 3, 3}, {3, 1, 1}};   /* kt, kh, kw */
     const cvx_conv_algo algos[3] = {CVX_CONV_DIRECT, CVX_CONV_WINOGRAD2, CVX_CONV_WINOGRAD4};
     float *xp = cvx_alloc_f32((size_t)Cin * Tp * Hp * Wp), *b = cvx_alloc_f32((size_t)Cout);
@@ -105,6 +106,11 @@ static void test_conv(void **s) {
     free(xp), free(b);
 }
 
+static void test_conv(void **s) {
+    (void)s;
+    for (int big = 0; big < 2; big++) check_conv(24, 20, 4, big ? 26 : 13, big ? 34 : 18);
+}
+
 /* A budget for one weight: the first is kept, the second is transformed at every call (same bits). */
 static void test_budget(void **s) {
     (void)s;
@@ -117,8 +123,8 @@ static void test_budget(void **s) {
                      .nbytes = nw * 4};
     cvx_tensor t2 = t1;
     t2.name = "w2", t2.data = w2;
-    const size_t one = (size_t)36 * Cout * kt * Cin * sizeof(float);   /* F(4×4) layout of one weight */
-    cvx_ctx *ctx = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD4, one + one / 2), *ref = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD4, 0);
+    const size_t one = (size_t)16 * Cout * kt * Cin * sizeof(float);   /* F(2×2) layout of one weight (8×8) */
+    cvx_ctx *ctx = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD2, one + one / 2), *ref = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD2, 0);
     float *y = cvx_alloc_f32(ny), *yr = cvx_alloc_f32(ny);
     cvx_conv3d_tensor(ctx, xp, Cin, Tp, Hp, Wp, &t1, NULL, Cout, kt, 3, 3, y);
     assert_int_equal(cvx_conv_wcache_count(ctx), 1);
@@ -136,6 +142,23 @@ static void test_budget(void **s) {
     assert_int_equal(cvx_conv_wcache_count(ctx), 0);
     cvx_ctx_free(ctx), cvx_ctx_free(ref);
     free(xp), free(w1), free(w2), free(y), free(yr);
+}
+
+/* F(4×4) gives way to F(2×2) on frames of fewer than 32 of its tiles; other kernels: shifted GEMMs. */
+static void test_algo_for(void **s) {
+    (void)s;
+    cvx_ctx *w4 = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD4, 0), *w2 = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD2, 0);
+    assert_int_equal(cvx_conv_algo_for(w4, 3, 3, 8, 8), CVX_CONV_WINOGRAD2);
+    assert_int_equal(cvx_conv_algo_for(w4, 3, 3, 16, 16), CVX_CONV_WINOGRAD2);     /* 16 tiles */
+    assert_int_equal(cvx_conv_algo_for(w4, 3, 3, 16, 28), CVX_CONV_WINOGRAD2);     /* 28 */
+    assert_int_equal(cvx_conv_algo_for(w4, 3, 3, 16, 29), CVX_CONV_WINOGRAD4);     /* 4 × 8 = 32 */
+    assert_int_equal(cvx_conv_algo_for(w4, 3, 3, 30, 53), CVX_CONV_WINOGRAD4);
+    assert_int_equal(cvx_conv_algo_for(w4, 1, 1, 64, 64), CVX_CONV_DIRECT);
+    assert_int_equal(cvx_conv_algo_for(w4, 3, 1, 64, 64), CVX_CONV_DIRECT);
+    assert_int_equal(cvx_conv_algo_for(w2, 3, 3, 64, 64), CVX_CONV_WINOGRAD2);
+    w2->conv_algo = CVX_CONV_DIRECT;
+    assert_int_equal(cvx_conv_algo_for(w2, 3, 3, 64, 64), CVX_CONV_DIRECT);
+    cvx_ctx_free(w4), cvx_ctx_free(w2);
 }
 
 /* ------------------------------------------------------------------ whole decodes */
@@ -274,7 +297,7 @@ static void test_decode_ltx(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv),         cmocka_unit_test(test_budget),     cmocka_unit_test(test_decode_hv15),
+        cmocka_unit_test(test_conv),         cmocka_unit_test(test_budget),     cmocka_unit_test(test_algo_for),     cmocka_unit_test(test_decode_hv15),
         cmocka_unit_test(test_decode_wan22), cmocka_unit_test(test_decode_ltx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
