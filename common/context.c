@@ -62,6 +62,7 @@ void cvx_ctx_release_scratch(cvx_ctx *ctx) {
         all[i]->cap = 0;
     }
     if (ctx->kernels) cvx_kernels_trim(ctx->kernels);
+    cvx_conv_wcache_trim(ctx->conv_wcache);
 }
 
 void cvx_ctx_free(cvx_ctx *ctx) {
@@ -69,6 +70,7 @@ void cvx_ctx_free(cvx_ctx *ctx) {
     cvx_ctx_release_scratch(ctx);
     cvx_kernels_free(ctx->kernels);
     cvx_conv_onednn_free(ctx->conv_onednn);
+    cvx_conv_wcache_free(ctx->conv_wcache);
     free(ctx);
 }
 

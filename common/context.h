@@ -75,6 +75,7 @@ typedef struct cvx_ctx {
      * count is set). NULL only if oneDNN could not start: then f32 runs on OpenBLAS. */
     cvx_kernels *kernels;
     struct cvx_conv_onednn *conv_onednn;   /* oneDNN bf16 conv primitives + reordered weights (conv.h) */
+    struct cvx_conv_wcache *conv_wcache;   /* convs' packed / Winograd-transformed weights (cvx_conv_weights) */
     int fallback_noted;          /* the "bf16 without bf16 units" note was printed */
     int int8;                    /* GGUF block-quantized weights: int8 dot products (cvx_ctx_set_int8) */
     cvx_attention_mode attention;   /* the transformers' attention kernel (cvx_ctx_set_attention) */

@@ -58,8 +58,9 @@ void cvx_conv_pack_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin,
                 dst[((size_t)k * Cout + co) * Cin + ci] = wf[((size_t)co * Cin + ci) * taps + k];
 }
 
-void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
-                       int Cout, int kt, int kh, int kw, float *y) {
+/* The shifted-GEMM convolution with its packed weights as f32 (wpk) or, in bf16 mode, as bf16 (wb). */
+static void conv3d_direct(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk,
+                          const uint16_t *wb, const float *bias, int Cout, int kt, int kh, int kw, float *y) {
     const int T = Tp - kt + 1, H = Hp - kh + 1, W = Wp - kw + 1;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HWp = (size_t)Hp * Wp, chan = (size_t)Tp * HWp, HW = (size_t)H * W;
@@ -69,8 +70,7 @@ void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, i
     if (nt < 1) nt = 1;
     if (nt > T) nt = T;
     float *grid = cvx_scratch_get(&ctx->conv_grid, (size_t)Cout * nt * HWp);   /* reused across calls */
-    const int bf = conv_bf16(ctx);
-    const uint16_t *wb = bf ? bf16_copy(&ctx->bf16_w, wpk, (size_t)kt * kh * kw * Cout * Cin) : NULL;
+    const int bf = wb != NULL;
     const uint16_t *xb = bf ? bf16_copy(&ctx->bf16_x, xp, (size_t)Cin * chan) : NULL;
     for (int t0 = 0; t0 < T; t0 += nt) {
         int n_t = T - t0 < nt ? T - t0 : nt;
@@ -101,6 +101,12 @@ void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, i
                     for (int xx = 0; xx < W; xx++) o[(size_t)yy * W + xx] = g[(size_t)yy * Wp + xx] + bv;
             }
     }
+}
+
+void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
+                       int Cout, int kt, int kh, int kw, float *y) {
+    const uint16_t *wb = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, wpk, (size_t)kt * kh * kw * Cout * Cin) : NULL;
+    conv3d_direct(ctx, xp, Cin, Tp, Hp, Wp, wpk, wb, bias, Cout, kt, kh, kw, y);
 }
 
 void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *w, const float *bias,
@@ -295,14 +301,14 @@ static int winograd_block_rows(cvx_ctx *ctx, size_t per_row, int th) {
     return R;
 }
 
-void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
-                         int Cout, int kt, float *y) {
+/* F(2×2) with its transformed weights as f32 (U) or, in bf16 mode, as bf16 (Ub). */
+static void conv3d_winograd2(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U,
+                             const uint16_t *Ub, const float *bias, int Cout, int kt, float *y) {
     const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 1) / 2, tw = (W + 1) / 2;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
     /* Tile rows per block: V [16, Cin, Tp, nt] + M [16, Cout, T, nt] within the budget. */
     const int R = winograd_block_rows(ctx, (size_t)16 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
-    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)16 * Cout * kt * Cin) : NULL;
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
         float *V = ctx->winograd.data;                                           // [16, Tp, Cin, nt]
@@ -367,6 +373,12 @@ void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp,
     }
 }
 
+void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+                         int Cout, int kt, float *y) {
+    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)16 * Cout * kt * Cin) : NULL;
+    conv3d_winograd2(ctx, xp, Cin, Tp, Hp, Wp, U, Ub, bias, Cout, kt, y);
+}
+
 /* ------------------------------------------------------------------ Winograd F(4×4, 3×3) */
 /* Interpolation points 0, ±1, ±2, ∞ (Lavin & Gray): 36 products per 16 outputs. */
 /* Bᵀ = [4 0 −5 0 1 0; 0 −4 −4 1 1 0; 0 4 −4 −1 1 0; 0 −2 −1 2 1 0; 0 2 −1 −2 1 0; 0 4 0 −5 0 1],
@@ -410,13 +422,13 @@ void cvx_conv_winograd4_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int
     }
 }
 
-void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
-                          int Cout, int kt, float *y) {
+/* F(4×4) with its transformed weights as f32 (U) or, in bf16 mode, as bf16 (Ub). */
+static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U,
+                             const uint16_t *Ub, const float *bias, int Cout, int kt, float *y) {
     const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 3) / 4, tw = (W + 3) / 4;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
     const int R = winograd_block_rows(ctx, (size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
-    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)36 * Cout * kt * Cin) : NULL;
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
         float *V = ctx->winograd.data;                                           // [36, Tp, Cin, nt]
@@ -537,4 +549,29 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
             free(s), free(yv);
         }
     }
+}
+
+void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
+                          int Cout, int kt, float *y) {
+    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)36 * Cout * kt * Cin) : NULL;
+    conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, U, Ub, bias, Cout, kt, y);
+}
+
+cvx_conv_algo cvx_conv_algo_for(const cvx_ctx *ctx, int kh, int kw, int H, int W) {
+    if (kh != 3 || kw != 3) return CVX_CONV_DIRECT;
+    if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && ((H + 3) / 4) * ((W + 3) / 4) < CVX_WINOGRAD4_MIN_TILES)
+        return CVX_CONV_WINOGRAD2;
+    return ctx->conv_algo;
+}
+
+void cvx_conv3d_tensor(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const cvx_tensor *w,
+                       const float *bias, int Cout, int kt, int kh, int kw, float *y) {
+    const cvx_conv_algo algo = cvx_conv_algo_for(ctx, kh, kw, Hp - kh + 1, Wp - kw + 1);
+    const int bf = conv_bf16(ctx);
+    const void *pw = cvx_conv_weights(ctx, w, algo, Cout, Cin, kt, kt * kh * kw, bf);
+    const float *f = bf ? NULL : pw;
+    const uint16_t *b = bf ? pw : NULL;
+    if (algo == CVX_CONV_WINOGRAD4) conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, f, b, bias, Cout, kt, y);
+    else if (algo == CVX_CONV_WINOGRAD2) conv3d_winograd2(ctx, xp, Cin, Tp, Hp, Wp, f, b, bias, Cout, kt, y);
+    else conv3d_direct(ctx, xp, Cin, Tp, Hp, Wp, f, b, bias, Cout, kt, kh, kw, y);
 }

@@ -43,6 +43,38 @@ void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp,
 void cvx_conv_winograd4_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst);
 void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                           int Cout, int kt, float *y);
+/* Transformed weights held by the context (common/conv_wcache.c): the weights w [Cout, Cin, taps] of a
+ * conv in the layout algo's kernel reads — CVX_CONV_DIRECT: cvx_conv_pack_weights [taps, Cout, Cin];
+ * WINOGRAD2 / WINOGRAD4: cvx_conv_winograd_weights / cvx_conv_winograd4_weights (taps = 9·kt) — as f32
+ * (bf16 = 0: const float *) or rounded to bf16 (bf16 = 1: const uint16_t *, RNE as every conv's
+ * per-call conversion). Made on first use and held in ctx->conv_wcache until cvx_ctx_free /
+ * cvx_ctx_release_scratch, keyed by the tensor (address, data, dtype, a 16-word sample of its bytes),
+ * shape, layout and dtype: the same numbers the per-call transform gives, once per context instead
+ * of once per call. Budget: CVX_PACK_BUDGET_MB (read when the cache is first used; 0 disables) or
+ * cvx_conv_wcache_set_budget, else half the physical RAM and never past MemAvailable less 4 GiB;
+ * over it, the weights are made into the context's scratch (conv_w, bf16_w) on every call as before,
+ * valid until the next conv (one cvx_warn line names the first such weight). */
+const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
+                             int taps, int bf16);
+void cvx_conv_wcache_set_budget(cvx_ctx *ctx, size_t bytes);   /* 0: never cache (per-call transforms) */
+size_t cvx_conv_wcache_bytes(const cvx_ctx *ctx);              /* bytes held by cached weights */
+int cvx_conv_wcache_count(const cvx_ctx *ctx);                 /* weights cached */
+void cvx_conv_wcache_trim(struct cvx_conv_wcache *c);   /* drop the weights (cvx_ctx_release_scratch) */
+void cvx_conv_wcache_free(struct cvx_conv_wcache *c);   /* (cvx_ctx_free calls it) */
+/* The algorithm cvx_conv3d_tensor runs for a kh×kw kernel over H×W output frames: shifted GEMMs
+ * unless 3×3; the context's conv_algo, except that F(4×4) gives way to F(2×2) on frames of fewer
+ * than CVX_WINOGRAD4_MIN_TILES 4×4 tiles (≤ 16×16 + a bit): there the F(4×4) products are
+ * [Cout, kt·Cin]·[kt·Cin, a few tiles], bound by reading its 36-point weights (4× the kernel), and
+ * F(2×2) (16 points) ran 2–2.3× faster per CPU-second (Cascade Lake, 2 threads: 512 channels at
+ * 16×16, 1024 at 8×8); from 32×32 on F(4×4) is the faster (1.3–1.6×). */
+enum { CVX_WINOGRAD4_MIN_TILES = 32 };
+cvx_conv_algo cvx_conv_algo_for(const cvx_ctx *ctx, int kh, int kw, int H, int W);
+/* Valid 3D convolution of a pre-padded input (contract of cvx_conv3d_padded) with the weights of
+ * tensor w [Cout, Cin, kt, kh, kw] (any float dtype) through cvx_conv_algo_for's algorithm, the
+ * weights in that layout and precision from cvx_conv_weights: the bits of transforming them at
+ * every call and running cvx_conv3d_winograd4 / _winograd / cvx_conv3d_padded. */
+void cvx_conv3d_tensor(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const cvx_tensor *w,
+                       const float *bias, int Cout, int kt, int kh, int kw, float *y);
 /* The same convolution through oneDNN's bf16 convolution primitive (common/conv_onednn.c): src and
  * weights w [Cout, Cin, kt, kh, kw] (any float dtype) rounded to bf16, f32 accumulation, f32 bias
  * and dst y [Cout, Tp−kt+1, Hp−kh+1, Wp−kw+1]. Without bf16 units oneDNN emulates bf16 on AVX-512

@@ -192,6 +192,7 @@ void cogvideox_vae_free(cogvideox_vae_decoder *d) {
     for (int i = 0; i < d->num_blocks; i++) free(d->up[i].resnets);
     if (d->weights) cvx_weights_close(d->weights);
     if (d->owns_ctx) cvx_ctx_free(d->ctx);
+    else if (d->ctx) vae_conv_forget(d->ctx);
     memset(d, 0, sizeof *d);
 }
 

@@ -260,6 +260,7 @@ void hv15_vae_free(hv15_vae *v) {
     for (int i = 0; i < HV15_VAE_MAX_LEVELS; i++) free(v->up[i].res), free(v->down[i].res);
     if (v->weights) cvx_weights_close(v->weights);
     if (v->owns_ctx) cvx_ctx_free(v->ctx);
+    else if (v->ctx) vae_conv_forget(v->ctx);
     free(v);
 }
 

@@ -406,6 +406,7 @@ void ltx_vae_free(ltx_vae *v) {
     free(v->latents_std);
     cvx_weights_close(v->w);
     if (v->owns_ctx) cvx_ctx_free(v->ctx);
+    else if (v->ctx) vae_conv_forget(v->ctx);
     free(v);
 }
 

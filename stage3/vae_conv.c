@@ -54,6 +54,8 @@ int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout
     return 0;
 }
 
+void vae_conv_forget(cvx_ctx *ctx) { cvx_conv_wcache_trim(ctx->conv_wcache); }
+
 /* ------------------------------------------------------------------ caches */
 
 void vae_cache_init(vae_cache *c, int n) {
@@ -95,22 +97,11 @@ void vae_conv_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp,
     cvx_ctx *ctx = c->ctx;
     double t0 = cvx_time();
     float *bias = cvx_tensor_f32_dup(c->b);                     // [Cout]
-    /* The transformed weights go to a scratch reused by every conv (no fresh pages per call). */
     if (vae_conv_onednn_bf16(ctx)) {
         if (cvx_conv3d_onednn_bf16(ctx, xp, c->cin, Tp, Hp, Wp, c->w, bias, c->cout, c->kt, c->kh, c->kw, y))
             cvx_die("%s", cvx_last_error());
-    } else if (ctx->conv_algo == CVX_CONV_WINOGRAD4 && c->kh == 3 && c->kw == 3) {
-        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 36 * c->cout * c->cin);
-        cvx_conv_winograd4_weights(ctx, c->w, c->cout, c->cin, c->kt, U);  // [36, Cout, kt·Cin]
-        cvx_conv3d_winograd4(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
-    } else if (ctx->conv_algo == CVX_CONV_WINOGRAD2 && c->kh == 3 && c->kw == 3) {
-        float *U = cvx_scratch_get(&ctx->conv_w, (size_t)c->kt * 16 * c->cout * c->cin);
-        cvx_conv_winograd_weights(ctx, c->w, c->cout, c->cin, c->kt, U);   // [16, Cout, kt·Cin]
-        cvx_conv3d_winograd(ctx, xp, c->cin, Tp, Hp, Wp, U, bias, c->cout, c->kt, y);
-    } else {
-        float *wpk = cvx_scratch_get(&ctx->conv_w, (size_t)taps * c->cout * c->cin);
-        cvx_conv_pack_weights(ctx, c->w, c->cout, c->cin, taps, wpk);   // [taps, Cout, Cin]
-        cvx_conv3d_padded(ctx, xp, c->cin, Tp, Hp, Wp, wpk, bias, c->cout, c->kt, c->kh, c->kw, y);
+    } else {   /* weights transformed once per context (cvx_conv_weights) */
+        cvx_conv3d_tensor(ctx, xp, c->cin, Tp, Hp, Wp, c->w, bias, c->cout, c->kt, c->kh, c->kw, y);
     }
     ctx->conv_flops += 2.0 * c->cout * c->cin * taps * (double)(Tp - c->kt + 1) * (Hp - c->kh + 1) * (Wp - c->kw + 1);
     free(bias);
@@ -216,8 +207,7 @@ void vae_conv2d_s2_ref(const float *x, int Cin, int T, int H, int W, const float
 void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float *y) {
     const int Cin = c->cin, Cout = c->cout, Ho = (H - 2) / 2 + 1, Wo = (W - 2) / 2 + 1;
     const size_t N = (size_t)Ho * Wo;
-    float *wpk = cvx_alloc_f32((size_t)9 * Cout * Cin);       // [9, Cout, Cin]
-    cvx_conv_pack_weights(c->ctx, c->w, Cout, Cin, 9, wpk);
+    const float *wpk = cvx_conv_weights(c->ctx, c->w, CVX_CONV_DIRECT, Cout, Cin, 1, 9, 0);   // [9, Cout, Cin]
     float *bias = cvx_tensor_f32_dup(c->b);
     float *xs = cvx_alloc_f32((size_t)Cin * N);               // [Cin, Ho·Wo]: one tap's strided view
     float *acc = cvx_alloc_f32((size_t)Cout * N);             // [Cout, Ho·Wo]
@@ -246,5 +236,5 @@ void vae_conv2d_s2(const vae_conv *c, const float *x, int T, int H, int W, float
             for (size_t i = 0; i < N; i++) d[i] = s[i] + bias[co];
         }
     }
-    free(acc), free(xs), free(bias), free(wpk);
+    free(acc), free(xs), free(bias);
 }

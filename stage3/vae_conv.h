@@ -73,9 +73,15 @@ const cvx_tensor *vae_loader_get(vae_loader *L, const char *name, const int64_t 
 int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout, int kt, int kh, int kw, int is2d,
                  int causal);
 
+/* The weights closed: drop what the context keeps for them (transformed conv weights,
+ * cvx_conv_weights), so a context that outlives a VAE does not hold copies of dead tensors.
+ * The VAEs' free functions call it when their context is borrowed. */
+void vae_conv_forget(cvx_ctx *ctx);
+
 /* Valid convolution of a padded input xp[Cin, Tp, Hp, Wp] -> y[Cout, Tp−kt+1, Hp−kh+1, Wp−kw+1]
  * (bias added) with the context's conv algorithm (Winograd for 3×3 spatial kernels); weights
- * widened / transformed at use into the context's scratch. Counted in ctx->conv_flops/seconds. */
+ * widened / transformed once per context (cvx_conv3d_tensor, cvx_conv_weights: held by the context
+ * within CVX_PACK_BUDGET_MB). Counted in ctx->conv_flops/seconds. */
 void vae_conv_padded(const vae_conv *c, const float *xp, int Tp, int Hp, int Wp, float *y);
 
 /* A 1×1×1 conv on x[cin, N] -> y[cout, N] (bias added; counted in the context's conv FLOPs). */

@@ -454,6 +454,7 @@ void wan_vae_free(wan_vae *v) {
     for (int i = 0; i < WAN_VAE_MAX_LEVELS; i++) free(v->up[i].resnets), free(v->down[i].resnets);
     if (v->weights) cvx_weights_close(v->weights);
     if (v->owns_ctx) cvx_ctx_free(v->ctx);
+    else if (v->ctx) vae_conv_forget(v->ctx);
     free(v);
 }
 

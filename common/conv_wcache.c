@@ -1,0 +1,165 @@
+/* Convolution weights in their kernels' layouts, made once per context (conv.h, cvx_conv_weights).
+ *
+ * A VAE runs every conv layer once per chunk of frames (and per spatial tile); transforming its
+ * weights at every call (G g Gᵀ of every 3×3 kernel, then the bf16 rounding in bf16 mode) costs as
+ * much as the conv itself at small latents. Here each (tensor, layout, dtype) is made on first use
+ * into a buffer the context owns; the next calls read it. The numbers are those of the per-call
+ * path (same functions on the same input), so the outputs are bit-identical. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conv.h"
+#include "dtype.h"
+#include "error.h"
+#include "gemm_fast.h"
+
+typedef struct {
+    const cvx_tensor *t;
+    const void *data;
+    cvx_dtype dtype;
+    uint64_t sample;   /* 16 words of its bytes: another weight mapped at the same address is not it */
+    int algo, bf16, Cout, Cin, kt, taps;
+    void *buf;
+    size_t bytes;
+} wentry;
+
+struct cvx_conv_wcache {
+    wentry *e;
+    int n, cap;
+    size_t bytes, budget;
+    int given;   /* budget set by the caller or CVX_PACK_BUDGET_MB: MemAvailable not consulted */
+    int full;    /* over budget once: per-call transforms from then on (until trimmed) */
+};
+
+static struct cvx_conv_wcache *cache_of(cvx_ctx *ctx) {
+    if (ctx->conv_wcache) return ctx->conv_wcache;
+    struct cvx_conv_wcache *c = cvx_calloc(1, sizeof *c);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    c->budget = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : 0;
+    const char *b = getenv("CVX_PACK_BUDGET_MB");
+    if (b && b[0]) c->budget = (size_t)strtoull(b, NULL, 10) << 20, c->given = 1;
+    return ctx->conv_wcache = c;
+}
+
+void cvx_conv_wcache_trim(struct cvx_conv_wcache *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) free(c->e[i].buf);
+    c->n = 0, c->bytes = 0, c->full = 0;
+}
+
+void cvx_conv_wcache_free(struct cvx_conv_wcache *c) {
+    if (!c) return;
+    cvx_conv_wcache_trim(c);
+    free(c->e);
+    free(c);
+}
+
+void cvx_conv_wcache_set_budget(cvx_ctx *ctx, size_t bytes) {
+    struct cvx_conv_wcache *c = cache_of(ctx);
+    c->budget = bytes, c->given = 1, c->full = 0;
+}
+
+size_t cvx_conv_wcache_bytes(const cvx_ctx *ctx) { return ctx->conv_wcache ? ctx->conv_wcache->bytes : 0; }
+int cvx_conv_wcache_count(const cvx_ctx *ctx) { return ctx->conv_wcache ? ctx->conv_wcache->n : 0; }
+
+static uint64_t sample_of(const cvx_tensor *w) {
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *b = w->data;
+    const size_t n = w->nbytes;
+    for (int i = 0; i < 16 && n >= 4; i++) {
+        uint32_t v;
+        memcpy(&v, b + (n - 4) / 15 * (size_t)i, 4);
+        h = (h ^ v) * 1099511628211ULL;
+    }
+    return h;
+}
+
+/* Bytes the machine can still give (MemAvailable), or SIZE_MAX when unknown. */
+static size_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return (size_t)-1;
+    char line[256];
+    size_t kb = (size_t)-1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb == (size_t)-1 ? kb : kb << 10;
+}
+
+/* Floats of the f32 layout: [taps, Cout, Cin] packed, [16 | 36, Cout, kt·Cin] Winograd. */
+static size_t layout_floats(cvx_conv_algo algo, int Cout, int Cin, int kt, int taps) {
+    const size_t n = algo == CVX_CONV_WINOGRAD4 ? 36 : algo == CVX_CONV_WINOGRAD2 ? 16 : 0;
+    return n ? n * Cout * (size_t)kt * Cin : (size_t)taps * Cout * Cin;
+}
+
+/* The f32 layout of w written to dst (the per-call path's functions). */
+static void make_f32(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt, int taps,
+                     float *dst) {
+    if (algo == CVX_CONV_WINOGRAD4) cvx_conv_winograd4_weights(ctx, w, Cout, Cin, kt, dst);
+    else if (algo == CVX_CONV_WINOGRAD2) cvx_conv_winograd_weights(ctx, w, Cout, Cin, kt, dst);
+    else cvx_conv_pack_weights(ctx, w, Cout, Cin, taps, dst);
+}
+
+/* The weights made into the context's scratch, as at every call before the cache. */
+static const void *per_call(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
+                            int taps, int bf16) {
+    const size_t n = layout_floats(algo, Cout, Cin, kt, taps);
+    float *f = cvx_scratch_get(&ctx->conv_w, n);
+    make_f32(ctx, w, algo, Cout, Cin, kt, taps, f);
+    if (!bf16) return f;
+    uint16_t *b = (uint16_t *)cvx_scratch_get(&ctx->bf16_w, (n + 1) / 2);
+    cvx_f32_to_bf16_fast(f, b, n);
+    return b;
+}
+
+const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
+                             int taps, int bf16) {
+    CVX_CHECK(algo == CVX_CONV_DIRECT || taps == 9 * kt);
+    struct cvx_conv_wcache *c = cache_of(ctx);
+    if (!c->budget) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
+    const uint64_t sample = sample_of(w);
+    for (int i = 0; i < c->n; i++) {
+        wentry *e = &c->e[i];
+        if (e->t != w || e->data != w->data || e->dtype != w->dtype || e->algo != (int)algo || e->bf16 != bf16 ||
+            e->Cout != Cout || e->Cin != Cin || e->kt != kt || e->taps != taps)
+            continue;
+        if (e->sample == sample) return e->buf;
+        c->bytes -= e->bytes;   /* another weight now lives at this address: make it again */
+        free(e->buf);
+        *e = c->e[--c->n];
+        break;
+    }
+    if (c->full) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
+    const size_t n = layout_floats(algo, Cout, Cin, kt, taps), need = n * (bf16 ? 2 : 4);
+    const size_t avail = c->given ? (size_t)-1 : mem_available(), margin = (size_t)4 << 30;
+    if (c->bytes + need > c->budget || avail < margin || need > avail - margin) {
+        char av[48] = "";
+        if (avail != (size_t)-1) snprintf(av, sizeof av, ", %zu MiB available", avail >> 20);
+        cvx_warn("%s: conv weight [%d, %d, %d taps] not kept transformed (%zu MiB kept, budget %zu MiB%s); "
+                 "it and the conv weights after it are transformed at every call",
+                 w->file ? w->file : "(conv)", Cout, Cin, taps, c->bytes >> 20, c->budget >> 20, av);
+        c->full = 1;
+        return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
+    }
+    void *buf;
+    if (bf16) {   /* f32 layout in the scratch, rounded once into the entry */
+        float *f = cvx_scratch_get(&ctx->conv_w, n);
+        make_f32(ctx, w, algo, Cout, Cin, kt, taps, f);
+        buf = cvx_alloc_aligned_at(need, __FILE__, __LINE__);
+        cvx_f32_to_bf16_fast(f, buf, n);
+    } else {
+        buf = cvx_alloc_f32(n);
+        make_f32(ctx, w, algo, Cout, Cin, kt, taps, buf);
+    }
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->e = realloc(c->e, sizeof *c->e * (size_t)c->cap);
+        if (!c->e) cvx_die("out of memory (conv weight cache)");
+    }
+    c->e[c->n++] = (wentry){w, w->data, w->dtype, sample, (int)algo, bf16, Cout, Cin, kt, taps, buf, need};
+    c->bytes += need;
+    return buf;
+}
