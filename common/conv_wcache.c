@@ -38,7 +38,13 @@ static struct cvx_conv_wcache *cache_of(cvx_ctx *ctx) {
     if (ctx->conv_wcache) return ctx->conv_wcache;
     struct cvx_conv_wcache *c = cvx_calloc(1, sizeof *c);
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    c->budget = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 2 : 0;
+    /* default: a quarter of the RAM, at most 4 GiB — the decode's activations (a video VAE's causal
+     * frames: 5–13 GB at 480p–720p untiled) come after the weights are cached, so the cache must
+     * leave them room; the largest decoders (HunyuanVideo-1.5: ~14 GB transformed in f32) keep
+     * their first layers and transform the rest per call */
+    const size_t cap = (size_t)4 << 30;
+    c->budget = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : 0;
+    if (c->budget > cap) c->budget = cap;
     const char *b = getenv("CVX_PACK_BUDGET_MB");
     if (b && b[0]) c->budget = (size_t)strtoull(b, NULL, 10) << 20, c->given = 1;
     return ctx->conv_wcache = c;
