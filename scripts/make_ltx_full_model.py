@@ -12,8 +12,10 @@ diffusers layout, for the whole-video timing in docs/performance.md ("LTX-Video 
 The configs are those of ../shared/golden_ltx/real_configs.md (diffusers' convert_ltx_to_diffusers.py).
 Tensor names and shapes come from upstream's own classes (diffusers / transformers of ../shared/peer/refsrc_h15),
 built without initialising their weights (nothing touched, so nothing resident); the values are random:
-matrices / convolutions N(0, 1/fan_in), embeddings N(0, 1), biases N(0, 0.02^2), norm weights 1, and the
-values the constructors set themselves (scale_shift_table, timestep_scale_multiplier, latents_mean/std) kept.
+matrices / convolutions N(0, 1/fan_in), T5's token embedding N(0, 1) (its relative-position bias N(0, 0.1^2)),
+biases N(0, 0.02^2), norm weights 1, and the values the constructors set themselves (scale_shift_table,
+timestep_scale_multiplier as the 0-d tensor diffusers saves, latents_mean/std) kept. --only rewrites some
+components (e.g. the T5 file alone); the small test model of the same widths: --layers 2 --t5-layers 1.
 
   /usr/bin/python3 scripts/make_ltx_full_model.py OUT_DIR [--layers 28] [--t5-layers 24] [--only transformer,...]
 
