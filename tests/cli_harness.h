@@ -4,8 +4,10 @@
  *
  *   return cmocka_run_group_tests(tests, cli_setup, NULL);   // the programs' paths into s1, s2, s3
  *   cli_stage1(WG, name, model, dir, "--image …");          // the case's prompts through stage 1
+ *   cli_case_call k; cli_case_call_load(&k, "e2e_2b");       // a CogVideoX case's call, typed
  *   cli_check(WG, name, file, "latents", "final_latents", 1e-4);
  *   cli_check_frames(WG, name, frames_file);
+ *   cli_stage23_resumed(WG, name, dir, dir2, "--seed 42 …");  // stages 2 and 3 checked, stop + resume
  *   if (!cli_same_file(a, b)) fail_msg(…);
  */
 #ifndef CVX_CLI_HARNESS_H
@@ -37,6 +39,45 @@ static inline void cli_call_str(const char *root, const char *name, const char *
     assert_true(json_object_object_get_ex(cfg.root, "call", &call));
     out[0] = 0;
     if (json_object_object_get_ex(call, key, &v) && v) snprintf(out, n, "%s", json_object_get_string(v));
+    cvx_config_free(&cfg);
+}
+
+/* A CogVideoX golden case's call (tests/data/golden/<name>/case.json): prompts, size, steps,
+ * guidance, seed, dynamic CFG, and for V2V the strength and the video's frame count (the
+ * top-level num_frames when the call has none). */
+typedef struct {
+    const char *name;
+    char prompt[512], negative[512];
+    int64_t frames, height, width, steps, seed;
+    double guidance, strength;   /* strength 0 when the call has none */
+    int dynamic;
+} cli_case_call;
+
+static inline void cli_case_call_load(cli_case_call *c, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, GOLDEN "/%s/case.json", name);
+    cvx_config cfg;
+    ASSERT_OK(cvx_config_load(&cfg, path));
+    json_object *call;
+    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
+    cvx_config cc = {.root = call};
+    snprintf(cc.path, sizeof cc.path, "%s:call", path);
+    const char *s;
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    ASSERT_OK(cvx_cfg_str(&cc, "prompt", &s));
+    snprintf(c->prompt, sizeof c->prompt, "%s", s);
+    ASSERT_OK(cvx_cfg_str(&cc, "negative_prompt", &s));
+    snprintf(c->negative, sizeof c->negative, "%s", s);
+    if (cvx_cfg_has(&cc, "num_frames")) ASSERT_OK(cvx_cfg_int(&cc, "num_frames", &c->frames));
+    else ASSERT_OK(cvx_cfg_int(&cfg, "num_frames", &c->frames));
+    ASSERT_OK(cvx_cfg_int(&cc, "height", &c->height));
+    ASSERT_OK(cvx_cfg_int(&cc, "width", &c->width));
+    ASSERT_OK(cvx_cfg_int(&cc, "num_inference_steps", &c->steps));
+    ASSERT_OK(cvx_cfg_int(&cc, "seed", &c->seed));
+    ASSERT_OK(cvx_cfg_num(&cc, "guidance_scale", &c->guidance));
+    ASSERT_OK(cvx_cfg_bool(&cc, "use_dynamic_cfg", &c->dynamic));
+    if (cvx_cfg_has(&cc, "strength")) ASSERT_OK(cvx_cfg_num(&cc, "strength", &c->strength));
     cvx_config_free(&cfg);
 }
 
@@ -117,6 +158,32 @@ static inline int cli_same_file(const char *a, const char *b) {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
     return system(cmd) == 0;
+}
+
+/* A text-to-video run past stage 1 (dir holds stage 1's files, dir2 is empty): stage 2 with flags,
+ * its latents against the case's final_latents (1e-4); stage 3 (video and frames), its frames
+ * against frames_np (1e-3); then stage 2 in dir2 on a copy of stage 1's files stopped after 2
+ * steps and resumed: the same latents bytes as the straight run. */
+static inline void cli_stage23_resumed(const char *root, const char *name, const char *dir, const char *dir2,
+                                       const char *flags) {
+    char cmd[4096], path[512], path2[512];
+    snprintf(cmd, sizeof cmd, "cp %s/stage1_embeddings.safetensors %s/generation_config.json %s/", dir, dir, dir2);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s %s", s2, dir, flags);
+    tu_run_ok(cmd);
+    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
+    cli_check(root, name, path, "latents", "final_latents", 1e-4);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors",
+             s3, dir, dir, dir);
+    tu_run_ok(cmd);
+    snprintf(path2, sizeof path2, "%s/frames.safetensors", dir);
+    cli_check_frames(root, name, path2);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s %s --stop_after_steps 2", s2, dir2, flags);
+    tu_run_ok(cmd);
+    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s %s --resume", s2, dir2, flags);
+    tu_run_ok(cmd);
+    snprintf(path2, sizeof path2, "%s/stage2_latents.safetensors", dir2);
+    assert_true(cli_same_file(path, path2));
 }
 
 #endif

@@ -24,7 +24,7 @@ static void stage1(const char *dir) {
 
 static void test_t2v_programs(void **state) {
     (void)state;
-    char dir[256], dir2[256], cmd[4096], path[512], path2[512];
+    char dir[256], dir2[256], path[512];
     tu_mkdtemp(dir, sizeof dir);
     tu_mkdtemp(dir2, sizeof dir2);
     stage1(dir);
@@ -36,25 +36,8 @@ static void test_t2v_programs(void **state) {
         cli_check(HG, "e2e_t2v", path, names[k], names[k], 1e-4);
         cli_check(HG, "e2e_t2v", path, neg, neg, 1e-4);
     }
-    snprintf(cmd, sizeof cmd, "cp %s/stage1_embeddings.safetensors %s/generation_config.json %s/", dir, dir, dir2);
-    tu_run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " FLAGS, s2, dir);
-    tu_run_ok(cmd);
-    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    cli_check(HG, "e2e_t2v", path, "latents", "final_latents", 1e-4);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors",
-             s3, dir, dir, dir);
-    tu_run_ok(cmd);
-    snprintf(path2, sizeof path2, "%s/frames.safetensors", dir);
-    cli_check_frames(HG, "e2e_t2v", path2);
-
-    /* stopped after 2 of 4 steps, resumed: the same bytes */
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " FLAGS " --stop_after_steps 2", s2, dir2);
-    tu_run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " FLAGS " --resume", s2, dir2);
-    tu_run_ok(cmd);
-    snprintf(path2, sizeof path2, "%s/stage2_latents.safetensors", dir2);
-    assert_true(cli_same_file(path, path2));
+    /* the rest of the run; stopped after 2 of 4 steps, resumed: the same bytes */
+    cli_stage23_resumed(HG, "e2e_t2v", dir, dir2, FLAGS);
     tu_rmrf(dir);
     tu_rmrf(dir2);
 }
