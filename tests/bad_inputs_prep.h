@@ -214,8 +214,9 @@ static void rewrite_checkpoint(const char *D, const char *key, const char *value
     cvx_st_close(st);
     free(buf);
 }
-static void p_checkpoint_bad_generator(const char *D, const char *X) {
-    (void)X;
+/* a real checkpoint of this run with tensor `name` changed in place by edit (its data lies inside
+ * the file's bytes, written back) */
+static void edit_checkpoint_tensor(const char *D, const char *name, void (*edit)(const cvx_tensor *t)) {
     make_checkpoint(D, "");
     char p[512];
     snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
@@ -224,54 +225,37 @@ static void p_checkpoint_bad_generator(const char *D, const char *X) {
     assert_non_null(buf);
     cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
     ASSERT_NONNULL(st);
-    const cvx_tensor *g = cvx_st_find(st, "generator");
-    assert_non_null(g);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    assert_non_null(t);
+    edit(t);
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+}
+static void exhaust_generator(const cvx_tensor *g) {
     assert_int_equal(g->nbytes, sizeof(cvx_generator));
     cvx_generator gen;
     memcpy(&gen, g->data, sizeof gen);
     gen.next = CVX_MT_N;
     gen.left = CVX_MT_N;
-    memcpy((char *)g->data, &gen, sizeof gen);   /* the data lies inside buf */
-    cvx_st_close(st);
-    tu_write(p, buf, n);
-    free(buf);
+    memcpy((char *)g->data, &gen, sizeof gen);
+}
+static void p_checkpoint_bad_generator(const char *D, const char *X) {
+    (void)X;
+    edit_checkpoint_tensor(D, "generator", exhaust_generator);
     rewrite_checkpoint(D, NULL, NULL, 1);
 }
 /* one bit of the latents flipped, or the step set to the total: resumed with exit 0 (issue 21) */
-static void p_checkpoint_flipped_bit(const char *D, const char *X) {
-    (void)X;
-    make_checkpoint(D, "");
-    char p[512];
-    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
-    size_t n;
-    char *buf = cvx_read_file(p, &n);
-    assert_non_null(buf);
-    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
-    ASSERT_NONNULL(st);
-    const cvx_tensor *t = cvx_st_find(st, "latents");
-    assert_non_null(t);
-    ((unsigned char *)t->data)[13] ^= 0x01;   /* the data lies inside buf: a low mantissa bit */
-    cvx_st_close(st);
-    tu_write(p, buf, n);
-    free(buf);
+static void flip_bit(const cvx_tensor *t) { ((unsigned char *)t->data)[13] ^= 0x01; }   /* a low mantissa bit */
+static void p_checkpoint_flipped_bit(const char *D, const char *X) { (void)X; edit_checkpoint_tensor(D, "latents", flip_bit); }
+static void step_to_total(const cvx_tensor *t) {
+    assert_true(t->dtype == CVX_I64);
+    const int64_t total = 2;   /* TU_STAGE2_SMALL's steps */
+    memcpy((void *)t->data, &total, sizeof total);
 }
 static void p_checkpoint_step_total(const char *D, const char *X) {
     (void)X;
-    make_checkpoint(D, "");
-    char p[512];
-    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
-    size_t n;
-    char *buf = cvx_read_file(p, &n);
-    assert_non_null(buf);
-    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
-    ASSERT_NONNULL(st);
-    const cvx_tensor *t = cvx_st_find(st, "step");
-    assert_true(t && t->dtype == CVX_I64);
-    const int64_t total = 2;   /* TU_STAGE2_SMALL's steps */
-    memcpy((void *)t->data, &total, sizeof total);
-    cvx_st_close(st);
-    tu_write(p, buf, n);
-    free(buf);
+    edit_checkpoint_tensor(D, "step", step_to_total);
     rewrite_checkpoint(D, "steps_done", "2", 1);
 }
 static void p_checkpoint_v1(const char *D, const char *X) {   /* an older build's: no content hash */
