@@ -53,20 +53,9 @@ static void write_ltx(const char *dir, int heads, int hd, int layers, cvx_dtype 
     BM_ADD("caption_projection.linear_2.weight", sD, 0, D, D);
     BM_ADD("caption_projection.linear_2.bias", 0.1f, 0, D);
     for (int i = 0; i < layers; i++) {
-        const char *attn[] = {"attn1", "attn2"}, *proj[] = {"to_q", "to_k", "to_v", "to_out.0"};
-        for (int a = 0; a < 2; a++) {
-            for (int k = 0; k < 4; k++) {
-                snprintf(name, sizeof name, "transformer_blocks.%d.%s.%s.weight", i, attn[a], proj[k]);
-                BM_ADD(name, sD, 0, D, D);
-                snprintf(name, sizeof name, "transformer_blocks.%d.%s.%s.bias", i, attn[a], proj[k]);
-                BM_ADD(name, 0.1f, 0, D);
-            }
-            snprintf(name, sizeof name, "transformer_blocks.%d.%s.norm_q.weight", i, attn[a]);
-            BM_ADD(name, 0.1f, 1, D);
-            snprintf(name, sizeof name, "transformer_blocks.%d.%s.norm_k.weight", i, attn[a]);
-            BM_ADD(name, 0.1f, 1, D);
-        }
 #define N_(s) (snprintf(name, sizeof name, "transformer_blocks.%d.%s", i, s), name)
+        bm_add_attention(w, store, N_("attn1"), D);
+        bm_add_attention(w, store, N_("attn2"), D);
         BM_ADD(N_("ff.net.0.proj.weight"), sD, 0, 4 * D, D);
         BM_ADD(N_("ff.net.0.proj.bias"), 0.1f, 0, 4 * D);
         BM_ADD(N_("ff.net.2.weight"), 0.5f * sD, 0, D, 4 * D);

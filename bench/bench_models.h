@@ -40,6 +40,24 @@ static inline void bm_add_random(cvx_st_writer *w, cvx_dtype store, const char *
     bm_add_random(w, store, name, sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), (int64_t[]){__VA_ARGS__}, \
                   scale, offset)
 
+/* The self- and cross-attention of a DiT block: `prefix`.to_q / to_k / to_v / to_out.0 .weight
+ * [D, D] (scale 1/sqrt(D)) and .bias [D], then norm_q / norm_k .weight [D] (around 1). */
+static inline void bm_add_attention(cvx_st_writer *w, cvx_dtype store, const char *prefix, int64_t D) {
+    static const char *const proj[] = {"to_q", "to_k", "to_v", "to_out.0"};
+    const float sD = 1.0f / sqrtf((float)D);
+    char name[300];   /* prefix (< 256) + suffix */
+    for (int k = 0; k < 4; k++) {
+        snprintf(name, sizeof name, "%s.%s.weight", prefix, proj[k]);
+        BM_ADD(name, sD, 0, D, D);
+        snprintf(name, sizeof name, "%s.%s.bias", prefix, proj[k]);
+        BM_ADD(name, 0.1f, 0, D);
+    }
+    snprintf(name, sizeof name, "%s.norm_q.weight", prefix);
+    BM_ADD(name, 0.1f, 1, D);
+    snprintf(name, sizeof name, "%s.norm_k.weight", prefix);
+    BM_ADD(name, 0.1f, 1, D);
+}
+
 static inline FILE *bm_open_config(const char *dir) {
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -145,20 +163,9 @@ static inline void bm_write_wan_ch(const char *dir, int heads, int layers, int f
     BM_ADD("condition_embedder.text_embedder.linear_2.weight", sD, 0, D, D);
     BM_ADD("condition_embedder.text_embedder.linear_2.bias", 0.1f, 0, D);
     for (int i = 0; i < layers; i++) {
-        const char *attn[] = {"attn1", "attn2"}, *proj[] = {"to_q", "to_k", "to_v", "to_out.0"};
-        for (int a = 0; a < 2; a++) {
-            for (int k = 0; k < 4; k++) {
-                snprintf(name, sizeof name, "blocks.%d.%s.%s.weight", i, attn[a], proj[k]);
-                BM_ADD(name, sD, 0, D, D);
-                snprintf(name, sizeof name, "blocks.%d.%s.%s.bias", i, attn[a], proj[k]);
-                BM_ADD(name, 0.1f, 0, D);
-            }
-            snprintf(name, sizeof name, "blocks.%d.%s.norm_q.weight", i, attn[a]);
-            BM_ADD(name, 0.1f, 1, D);
-            snprintf(name, sizeof name, "blocks.%d.%s.norm_k.weight", i, attn[a]);
-            BM_ADD(name, 0.1f, 1, D);
-        }
 #define N_(s) (snprintf(name, sizeof name, "blocks.%d.%s", i, s), name)
+        bm_add_attention(w, store, N_("attn1"), D);
+        bm_add_attention(w, store, N_("attn2"), D);
         BM_ADD(N_("norm2.weight"), 0.1f, 1, D);
         BM_ADD(N_("norm2.bias"), 0.1f, 0, D);
         BM_ADD(N_("ffn.net.0.proj.weight"), sD, 0, Fd, D);

@@ -7,6 +7,7 @@
 #include "error.h"
 #include "fileio.h"
 #include "lora.h"
+#include "transformer_load.h"
 #include "validate.h"
 
 #include <stdio.h>
@@ -136,15 +137,12 @@ fail:
 hv15_transformer *hv15_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
     hv15_transformer *m = cvx_calloc(1, sizeof *m);
     hv15_config *c = &m->c;
-    if (hv15_config_load(config_json, c)) { free(m); return NULL; }
-    if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
-    if (cvx_weights_check_arch(m->w, "hyvid", "HunyuanVideo-1.5") || hv15_original_layout(m->w, c)) {
-        cvx_weights_close(m->w);
+    if (hv15_config_load(config_json, c) || !(m->w = cvx_weights_open_family(weights, "hyvid", "HunyuanVideo-1.5"))) {
         free(m);
         return NULL;
     }
-    m->owns_ctx = ctx == NULL;
-    m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
+    m->ctx = cvx_ctx_or_new(ctx, &m->owns_ctx);
+    if (hv15_original_layout(m->w, c)) goto fail;
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim;
     const int64_t T = c->text_embed_dim, T2 = c->text_embed_2_dim, I = c->image_embed_dim;
     const int64_t P = (int64_t)c->out_channels * c->patch_size_t * c->patch_size * c->patch_size;
@@ -203,11 +201,7 @@ fail:
 
 hv15_transformer *hv15_load(const char *transformer_dir, cvx_ctx *ctx) {
     char path[4096];
-    if (cvx_path_join(path, sizeof path, transformer_dir, "config.json")) {
-        cvx_error("%s: path too long", transformer_dir);
-        return NULL;
-    }
-    return hv15_load_file(path, transformer_dir, ctx);
+    return cvx_dir_config_json(path, sizeof path, transformer_dir) ? NULL : hv15_load_file(path, transformer_dir, ctx);
 }
 
 void hv15_free(hv15_transformer *m) {

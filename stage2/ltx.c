@@ -14,6 +14,7 @@
 #include "lora.h"
 #include "ops.h"
 #include "safetensors.h"
+#include "transformer_load.h"
 #include "validate.h"
 
 #include <math.h>
@@ -22,10 +23,7 @@
 #include <string.h>
 
 /* One LTXAttention: to_q, to_k, to_v, to_out.0 (+ biases) and the RMSNorms over all heads. */
-typedef struct {
-    const cvx_tensor *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
-    float *norm_q, *norm_k;                                 /* [D] */
-} ltx_attn_weights;
+typedef cvx_attn_weights ltx_attn_weights;
 
 typedef struct {
     ltx_attn_weights attn1, attn2;
@@ -122,31 +120,13 @@ out:
 #define GET(dst, name, ...) do { if (!((dst) = cvx_weights_get(m->w, name, CVX_SHAPE(__VA_ARGS__)))) goto fail; } while (0)
 #define GETF(dst, name, ...) do { const cvx_tensor *t_; GET(t_, name, __VA_ARGS__); (dst) = cvx_tensor_f32_dup(t_); } while (0)
 
-static int ltx_load_attention(ltx_transformer *m, int i, const char *which, ltx_attn_weights *a) {
-    const int64_t D = (int64_t)m->c.num_attention_heads * m->c.attention_head_dim;
-    char name[256];
-#define N_(suffix) (snprintf(name, sizeof name, "transformer_blocks.%d.%s.%s", i, which, suffix), name)
-    GET(a->q_w, N_("to_q.weight"), D, D);
-    GET(a->q_b, N_("to_q.bias"), D);
-    GET(a->k_w, N_("to_k.weight"), D, D);
-    GET(a->k_b, N_("to_k.bias"), D);
-    GET(a->v_w, N_("to_v.weight"), D, D);
-    GET(a->v_b, N_("to_v.bias"), D);
-    GET(a->o_w, N_("to_out.0.weight"), D, D);
-    GET(a->o_b, N_("to_out.0.bias"), D);
-    GETF(a->norm_q, N_("norm_q.weight"), D);
-    GETF(a->norm_k, N_("norm_k.weight"), D);
-#undef N_
-    return 0;
-fail:
-    return -1;
-}
-
 static int ltx_load_block(ltx_transformer *m, int i, ltx_block_weights *b) {
     const int64_t D = (int64_t)m->c.num_attention_heads * m->c.attention_head_dim;
     char name[256];
-    if (ltx_load_attention(m, i, "attn1", &b->attn1) || ltx_load_attention(m, i, "attn2", &b->attn2)) return -1;
 #define N_(suffix) (snprintf(name, sizeof name, "transformer_blocks.%d.%s", i, suffix), name)
+    if (cvx_attn_weights_load(cvx_weights_getter_plain, m->w, N_("attn1"), D, &b->attn1) ||
+        cvx_attn_weights_load(cvx_weights_getter_plain, m->w, N_("attn2"), D, &b->attn2))
+        return -1;
     GET(b->ff1_w, N_("ff.net.0.proj.weight"), 4 * D, D);
     GET(b->ff1_b, N_("ff.net.0.proj.bias"), 4 * D);
     GET(b->ff2_w, N_("ff.net.2.weight"), D, 4 * D);
@@ -161,15 +141,12 @@ fail:
 ltx_transformer *ltx_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
     ltx_transformer *m = cvx_calloc(1, sizeof *m);
     ltx_config *c = &m->c;
-    if (ltx_config_load(config_json, c)) { free(m); return NULL; }
-    if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
-    if (cvx_weights_check_arch(m->w, "ltxv", "LTX-Video") || ltx_original_layout(m->w)) {
-        cvx_weights_close(m->w);
+    if (ltx_config_load(config_json, c) || !(m->w = cvx_weights_open_family(weights, "ltxv", "LTX-Video"))) {
         free(m);
         return NULL;
     }
-    m->owns_ctx = ctx == NULL;
-    m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
+    m->ctx = cvx_ctx_or_new(ctx, &m->owns_ctx);
+    if (ltx_original_layout(m->w)) goto fail;
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, Cap = c->caption_channels;
     GET(m->proj_in_w, "proj_in.weight", D, c->in_channels);
     GET(m->proj_in_b, "proj_in.bias", D);
@@ -199,11 +176,7 @@ fail:
 
 ltx_transformer *ltx_load(const char *dir, cvx_ctx *ctx) {
     char path[4096];
-    if (cvx_path_join(path, sizeof path, dir, "config.json")) {
-        cvx_error("%s: path too long", dir);
-        return NULL;
-    }
-    return ltx_load_file(path, dir, ctx);
+    return cvx_dir_config_json(path, sizeof path, dir) ? NULL : ltx_load_file(path, dir, ctx);
 }
 
 /* ------------------------------------------------------------------ LoRA targets */
@@ -255,7 +228,8 @@ void ltx_free(ltx_transformer *m) {
     if (m->blocks)
         for (int i = 0; i < m->c.num_layers; i++) {
             ltx_block_weights *b = &m->blocks[i];
-            free(b->attn1.norm_q); free(b->attn1.norm_k); free(b->attn2.norm_q); free(b->attn2.norm_k);
+            cvx_attn_weights_free(&b->attn1);
+            cvx_attn_weights_free(&b->attn2);
             free(b->sst);
         }
     free(m->blocks);

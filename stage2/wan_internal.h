@@ -5,15 +5,13 @@
 
 #include "wan.h"
 #include "safetensors.h"
+#include "transformer_load.h"
 
 struct cvx_dist;
 
 /* One WanAttention's projections: to_q, to_k, to_v, to_out.0 [D, D] (+ bias), and the RMSNorms
  * over the whole inner dim on q and k (weights [D], f32 copies). */
-typedef struct {
-    const cvx_tensor *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b;
-    float *norm_q, *norm_k;
-} wan_attn_weights;
+typedef cvx_attn_weights wan_attn_weights;
 
 /* One WanTransformerBlock. */
 typedef struct {

@@ -194,32 +194,19 @@ static const cvx_tensor *wan_get(const wan_transformer *m, const char *dname, co
 #define GET(dst, name, ...) do { if (!((dst) = wan_get(m, name, CVX_SHAPE(__VA_ARGS__)))) goto fail; } while (0)
 #define GETF(dst, name, ...) do { const cvx_tensor *t_; GET(t_, name, __VA_ARGS__); (dst) = cvx_tensor_f32_dup(t_); } while (0)
 
-static int wan_load_attention(wan_transformer *m, int i, const char *which, wan_attn_weights *a) {
-    const int64_t D = (int64_t)m->c.num_attention_heads * m->c.attention_head_dim;
-    char name[256];
-#define N_(suffix) (snprintf(name, sizeof name, "blocks.%d.%s.%s", i, which, suffix), name)
-    GET(a->q_w, N_("to_q.weight"), D, D);
-    GET(a->q_b, N_("to_q.bias"), D);
-    GET(a->k_w, N_("to_k.weight"), D, D);
-    GET(a->k_b, N_("to_k.bias"), D);
-    GET(a->v_w, N_("to_v.weight"), D, D);
-    GET(a->v_b, N_("to_v.bias"), D);
-    GET(a->o_w, N_("to_out.0.weight"), D, D);
-    GET(a->o_b, N_("to_out.0.bias"), D);
-    GETF(a->norm_q, N_("norm_q.weight"), D);
-    GETF(a->norm_k, N_("norm_k.weight"), D);
-#undef N_
-    return 0;
-fail:
-    return -1;
+/* wan_get as a cvx_weights_getter */
+static const cvx_tensor *wan_getter(const void *m, const char *dname, const int64_t *shape, int ndim) {
+    return wan_get(m, dname, shape, ndim);
 }
 
 static int wan_load_block(wan_transformer *m, int i, wan_block_weights *b) {
     const wan_config *c = &m->c;
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, Fd = c->ffn_dim;
     char name[256];
-    if (wan_load_attention(m, i, "attn1", &b->attn1) || wan_load_attention(m, i, "attn2", &b->attn2)) return -1;
 #define N_(suffix) (snprintf(name, sizeof name, "blocks.%d.%s", i, suffix), name)
+    if (cvx_attn_weights_load(wan_getter, m, N_("attn1"), D, &b->attn1) ||
+        cvx_attn_weights_load(wan_getter, m, N_("attn2"), D, &b->attn2))
+        return -1;
     if (c->added_kv_proj_dim) {
         int64_t A = c->added_kv_proj_dim;
         GET(b->add_k_w, N_("attn2.add_k_proj.weight"), D, A);
@@ -266,11 +253,12 @@ static void wan_build_rope(wan_transformer *m) {
 wan_transformer *wan_load_file(const char *config_json, const char *weights, cvx_ctx *ctx) {
     wan_transformer *m = cvx_calloc(1, sizeof *m);
     wan_config *c = &m->c;
-    if (wan_config_load(config_json, c)) { free(m); return NULL; }
-    if (!(m->w = cvx_weights_open(weights))) { free(m); return NULL; }
-    m->owns_ctx = ctx == NULL;
-    m->ctx = ctx ? ctx : cvx_ctx_new(cvx_threads());
-    if (cvx_weights_check_arch(m->w, "wan", "Wan") || wan_detect_names(m)) goto fail;
+    if (wan_config_load(config_json, c) || !(m->w = cvx_weights_open_family(weights, "wan", "Wan"))) {
+        free(m);
+        return NULL;
+    }
+    m->ctx = cvx_ctx_or_new(ctx, &m->owns_ctx);
+    if (wan_detect_names(m)) goto fail;
     const int64_t D = (int64_t)c->num_attention_heads * c->attention_head_dim, Fq = c->freq_dim, T = c->text_dim;
     const int64_t P = (int64_t)c->out_channels * c->patch_t * c->patch_h * c->patch_w;
     const cvx_tensor *pw;
@@ -317,16 +305,7 @@ fail:
 
 wan_transformer *wan_load(const char *transformer_dir, cvx_ctx *ctx) {
     char path[4096];
-    if (cvx_path_join(path, sizeof path, transformer_dir, "config.json")) {
-        cvx_error("%s: path too long", transformer_dir);
-        return NULL;
-    }
-    return wan_load_file(path, transformer_dir, ctx);
-}
-
-static void wan_free_attention(wan_attn_weights *a) {
-    free(a->norm_q);
-    free(a->norm_k);
+    return cvx_dir_config_json(path, sizeof path, transformer_dir) ? NULL : wan_load_file(path, transformer_dir, ctx);
 }
 
 void wan_free(wan_transformer *m) {
@@ -334,8 +313,8 @@ void wan_free(wan_transformer *m) {
     if (m->blocks)
         for (int i = 0; i < m->c.num_layers; i++) {
             wan_block_weights *b = &m->blocks[i];
-            wan_free_attention(&b->attn1);
-            wan_free_attention(&b->attn2);
+            cvx_attn_weights_free(&b->attn1);
+            cvx_attn_weights_free(&b->attn2);
             free(b->norm_added_k); free(b->norm2_w); free(b->norm2_b); free(b->sst);
         }
     free(m->blocks);

@@ -214,8 +214,9 @@ static void rewrite_checkpoint(const char *D, const char *key, const char *value
     cvx_st_close(st);
     free(buf);
 }
-static void p_checkpoint_bad_generator(const char *D, const char *X) {
-    (void)X;
+/* a real checkpoint of this run with tensor `name` changed in place by edit (its data lies inside
+ * the file's bytes, written back) */
+static void edit_checkpoint_tensor(const char *D, const char *name, void (*edit)(const cvx_tensor *t)) {
     make_checkpoint(D, "");
     char p[512];
     snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
@@ -224,54 +225,37 @@ static void p_checkpoint_bad_generator(const char *D, const char *X) {
     assert_non_null(buf);
     cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
     ASSERT_NONNULL(st);
-    const cvx_tensor *g = cvx_st_find(st, "generator");
-    assert_non_null(g);
+    const cvx_tensor *t = cvx_st_find(st, name);
+    assert_non_null(t);
+    edit(t);
+    cvx_st_close(st);
+    tu_write(p, buf, n);
+    free(buf);
+}
+static void exhaust_generator(const cvx_tensor *g) {
     assert_int_equal(g->nbytes, sizeof(cvx_generator));
     cvx_generator gen;
     memcpy(&gen, g->data, sizeof gen);
     gen.next = CVX_MT_N;
     gen.left = CVX_MT_N;
-    memcpy((char *)g->data, &gen, sizeof gen);   /* the data lies inside buf */
-    cvx_st_close(st);
-    tu_write(p, buf, n);
-    free(buf);
+    memcpy((char *)g->data, &gen, sizeof gen);
+}
+static void p_checkpoint_bad_generator(const char *D, const char *X) {
+    (void)X;
+    edit_checkpoint_tensor(D, "generator", exhaust_generator);
     rewrite_checkpoint(D, NULL, NULL, 1);
 }
 /* one bit of the latents flipped, or the step set to the total: resumed with exit 0 (issue 21) */
-static void p_checkpoint_flipped_bit(const char *D, const char *X) {
-    (void)X;
-    make_checkpoint(D, "");
-    char p[512];
-    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
-    size_t n;
-    char *buf = cvx_read_file(p, &n);
-    assert_non_null(buf);
-    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
-    ASSERT_NONNULL(st);
-    const cvx_tensor *t = cvx_st_find(st, "latents");
-    assert_non_null(t);
-    ((unsigned char *)t->data)[13] ^= 0x01;   /* the data lies inside buf: a low mantissa bit */
-    cvx_st_close(st);
-    tu_write(p, buf, n);
-    free(buf);
+static void flip_bit(const cvx_tensor *t) { ((unsigned char *)t->data)[13] ^= 0x01; }   /* a low mantissa bit */
+static void p_checkpoint_flipped_bit(const char *D, const char *X) { (void)X; edit_checkpoint_tensor(D, "latents", flip_bit); }
+static void step_to_total(const cvx_tensor *t) {
+    assert_true(t->dtype == CVX_I64);
+    const int64_t total = 2;   /* TU_STAGE2_SMALL's steps */
+    memcpy((void *)t->data, &total, sizeof total);
 }
 static void p_checkpoint_step_total(const char *D, const char *X) {
     (void)X;
-    make_checkpoint(D, "");
-    char p[512];
-    snprintf(p, sizeof p, "%s/stage2_checkpoint.safetensors", D);
-    size_t n;
-    char *buf = cvx_read_file(p, &n);
-    assert_non_null(buf);
-    cvx_safetensors *st = cvx_st_open_memory(buf, n, p);
-    ASSERT_NONNULL(st);
-    const cvx_tensor *t = cvx_st_find(st, "step");
-    assert_true(t && t->dtype == CVX_I64);
-    const int64_t total = 2;   /* TU_STAGE2_SMALL's steps */
-    memcpy((void *)t->data, &total, sizeof total);
-    cvx_st_close(st);
-    tu_write(p, buf, n);
-    free(buf);
+    edit_checkpoint_tensor(D, "step", step_to_total);
     rewrite_checkpoint(D, "steps_done", "2", 1);
 }
 static void p_checkpoint_v1(const char *D, const char *X) {   /* an older build's: no content hash */
@@ -324,6 +308,23 @@ static void poke(const char *dir, const char *rel, const char *name, size_t inde
     snprintf(p, sizeof p, "%s/%s", dir, rel);
     tu_poke_f32(p, name, index, v);
 }
+/* X's copy of the model with one text edit (edit) or one element set (poke) */
+static void model_edit(const char *X, const char *rel, const char *from, const char *to) {
+    model_copy(X);
+    edit(X, rel, from, to);
+}
+static void model_poke(const char *X, const char *rel, const char *name, size_t index, float v) {
+    model_copy(X);
+    poke(X, rel, name, index, v);
+}
+/* one element of D's data file `<stem>.safetensors` set to v, its hash `<stem>_xxh64` recorded again */
+static void poke_rehashed(const char *D, const char *stem, const char *name, size_t index, float v) {
+    char rel[128], key[128];
+    snprintf(rel, sizeof rel, "%s.safetensors", stem);
+    snprintf(key, sizeof key, "%s_xxh64", stem);
+    poke(D, rel, name, index, v);
+    rehash(D, rel, key);
+}
 static void p_s1_nul_line(const char *D, const char *X) {   /* "A panda\0 on fire": was read as "A panda" */
     (void)D;
     char p[512];
@@ -345,47 +346,33 @@ static void p_genconfig_bad_hash(const char *D, const char *X) {
 }
 static void p_t5_layers(const char *D, const char *X) {
     (void)D;
-    model_copy(X);
-    edit(X, "model/text_encoder/config.json", "\"num_layers\": 2", "\"num_layers\": 1000000000");
+    model_edit(X, "model/text_encoder/config.json", "\"num_layers\": 2", "\"num_layers\": 1000000000");
 }
 static void p_transformer_layers(const char *D, const char *X) {
     (void)D;
-    model_copy(X);
-    edit(X, "model/transformer/config.json", "\"num_layers\": 2", "\"num_layers\": 1e9");
+    model_edit(X, "model/transformer/config.json", "\"num_layers\": 2", "\"num_layers\": 1e9");
 }
 static void p_transformer_heads_zero(const char *D, const char *X) {
     (void)D;
-    model_copy(X);
-    edit(X, "model/transformer/config.json", "\"num_attention_heads\": 3", "\"num_attention_heads\": 0");
+    model_edit(X, "model/transformer/config.json", "\"num_attention_heads\": 3", "\"num_attention_heads\": 0");
 }
 static void p_vae_scaling_zero(const char *D, const char *X) {
     (void)D;
-    model_copy(X);
-    edit(X, "model/vae/config.json", "\"scaling_factor\": 1.15258426", "\"scaling_factor\": 0");
+    model_edit(X, "model/vae/config.json", "\"scaling_factor\": 1.15258426", "\"scaling_factor\": 0");
 }
 static void p_vae_layers(const char *D, const char *X) {
     (void)D;
-    model_copy(X);
-    edit(X, "model/vae/config.json", "\"layers_per_block\": 1", "\"layers_per_block\": 1000000000");
+    model_edit(X, "model/vae/config.json", "\"layers_per_block\": 1", "\"layers_per_block\": 1000000000");
 }
-static void p_nan_embeddings(const char *D, const char *X) {
-    (void)X;
-    poke(D, "stage1_embeddings.safetensors", "prompt_embeds", 5, NAN);
-    rehash(D, "stage1_embeddings.safetensors", "stage1_embeddings_xxh64");
-}
-static void p_inf_negative(const char *D, const char *X) {
-    (void)X;
-    poke(D, "stage1_embeddings.safetensors", "negative_prompt_embeds", 77, -INFINITY);
-    rehash(D, "stage1_embeddings.safetensors", "stage1_embeddings_xxh64");
-}
+static void p_nan_embeddings(const char *D, const char *X) { (void)X; poke_rehashed(D, "stage1_embeddings", "prompt_embeds", 5, NAN); }
+static void p_inf_negative(const char *D, const char *X) { (void)X; poke_rehashed(D, "stage1_embeddings", "negative_prompt_embeds", 77, -INFINITY); }
 static void p_embeddings_other(const char *D, const char *X) {   /* valid, but not the file the config describes */
     (void)X;
     poke(D, "stage1_embeddings.safetensors", "prompt_embeds", 0, 0.5f);
 }
 static void p_nan_weight(const char *D, const char *X) {
     (void)D;
-    model_copy(X);
-    poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
+    model_poke(X, "model/transformer/diffusion_pytorch_model.safetensors", "proj_out.bias", 0, NAN);
 }
 /* a good checkpoint after step 1 with the copied model, then a NaN weight written in place (the
  * resume is refused: the model changed; the checkpoint of step 1 stays as it was) */
@@ -410,21 +397,12 @@ static void p_out_genconfig_corrupt(const char *D, const char *X) {
     assert_int_equal(mkdir(p, 0755), 0);
     put(X, "out/generation_config.json", "{\"fps\": \"eight\", ");
 }
-static void p_inf_latents(const char *D, const char *X) {
-    (void)X;
-    poke(D, "stage2_latents.safetensors", "latents", 3, INFINITY);
-    rehash(D, "stage2_latents.safetensors", "stage2_latents_xxh64");
-}
-static void p_nan_latents(const char *D, const char *X) {
-    (void)X;
-    poke(D, "stage2_latents.safetensors", "latents", 100, NAN);
-    rehash(D, "stage2_latents.safetensors", "stage2_latents_xxh64");
-}
+static void p_inf_latents(const char *D, const char *X) { (void)X; poke_rehashed(D, "stage2_latents", "latents", 3, INFINITY); }
+static void p_nan_latents(const char *D, const char *X) { (void)X; poke_rehashed(D, "stage2_latents", "latents", 100, NAN); }
 static void p_latents_other(const char *D, const char *X) { (void)X; poke(D, "stage2_latents.safetensors", "latents", 0, 0.25f); }
 static void p_nan_vae_weight(const char *D, const char *X) {
     (void)D;
-    model_copy(X);
-    poke(X, "model/vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.conv.bias", 1, NAN);
+    model_poke(X, "model/vae/diffusion_pytorch_model.safetensors", "decoder.conv_out.conv.bias", 1, NAN);
 }
 /* an image-to-video model (the golden I2V 5b) whose VAE encoder makes NaN, and its image (issue 21:
  * stage 1 wrote an all-NaN conditioning file and exited 0) */

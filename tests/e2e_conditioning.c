@@ -6,8 +6,7 @@
  * frames ≤ 1e-3 relative L2. Through the API: the image latents (the seeded encoder sample ×
  * scaling factor) ≤ 1e-4 and the initial noise, the generator's next draw, bit for bit.
  * Bad inputs: one clear error and no output. */
-#include "testutil.h"
-#include "config.h"
+#include "cli_harness.h"
 #include "fileio.h"
 #include "pipeline/family_cogvideox.h"
 #include "stage2/cogvideox_family.h"
@@ -15,45 +14,6 @@
 
 #include <math.h>
 #include <sys/stat.h>
-
-typedef struct {
-    const char *name;
-    char prompt[512], negative[512];
-    int64_t frames, height, width, steps, seed;
-    double guidance, strength;
-    int dynamic;
-} cond_case;
-
-
-static void load_case(cond_case *c, const char *name) {
-    char path[512];
-    snprintf(path, sizeof path, GOLDEN "/%s/case.json", name);
-    cvx_config cfg;
-    ASSERT_OK(cvx_config_load(&cfg, path));
-    json_object *call;
-    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
-    cvx_config cc = {.root = call};
-    snprintf(cc.path, sizeof cc.path, "%s:call", path);
-    const char *s;
-    memset(c, 0, sizeof *c);
-    c->name = name;
-    ASSERT_OK(cvx_cfg_str(&cc, "prompt", &s));
-    snprintf(c->prompt, sizeof c->prompt, "%s", s);
-    ASSERT_OK(cvx_cfg_str(&cc, "negative_prompt", &s));
-    snprintf(c->negative, sizeof c->negative, "%s", s);
-    /* V2V: the frame count is the video's (case.json's top-level num_frames) */
-    if (cvx_cfg_has(&cc, "num_frames")) ASSERT_OK(cvx_cfg_int(&cc, "num_frames", &c->frames));
-    else ASSERT_OK(cvx_cfg_int(&cfg, "num_frames", &c->frames));
-    ASSERT_OK(cvx_cfg_int(&cc, "height", &c->height));
-    ASSERT_OK(cvx_cfg_int(&cc, "width", &c->width));
-    ASSERT_OK(cvx_cfg_int(&cc, "num_inference_steps", &c->steps));
-    ASSERT_OK(cvx_cfg_int(&cc, "seed", &c->seed));
-    ASSERT_OK(cvx_cfg_num(&cc, "guidance_scale", &c->guidance));
-    ASSERT_OK(cvx_cfg_bool(&cc, "use_dynamic_cfg", &c->dynamic));
-    if (cvx_cfg_has(&cc, "strength")) ASSERT_OK(cvx_cfg_num(&cc, "strength", &c->strength));
-    cvx_config_free(&cfg);
-}
-
 
 /* golden [1, T, C, h, w] (frames from f0 on) -> ours [1, C, T − f0, h, w] */
 static float *golden_latents_cf(const cvx_tensor *gt, int f0) {
@@ -78,15 +38,12 @@ static void compare_tensor(cvx_safetensors *ours, const char *ours_name, cvx_saf
 
 /* stage1 (--image / --video) -> stage2 -> stage3, every output against the golden pipeline. */
 static void run_cli_case(const char *name, int is_video, int pad_frames) {
-    cond_case c;
-    load_case(&c, name);
-    char dir[256], cmd[4096], qp[1100], qn[1100], model[512], s1[256], s2[256], s3[256], path[512], input[512];
+    cli_case_call c;
+    cli_case_call_load(&c, name);
+    char dir[256], cmd[4096], qp[1100], qn[1100], model[512], path[512], input[512];
     tu_mkdtemp(dir, sizeof dir);
     snprintf(model, sizeof model, GOLDEN "/%s/model", name);
     snprintf(input, sizeof input, GOLDEN "/%s/%s", name, is_video ? "video" : "image.png");
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
     tu_shell_quote(qp, sizeof qp, c.prompt);
     tu_shell_quote(qn, sizeof qn, c.negative);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s %s %s "
@@ -132,14 +89,9 @@ static void run_cli_case(const char *name, int is_video, int pad_frames) {
     compare_tensor(fr, "decoded", gold, "decoded", 1e-3);
     /* frames_np = clamp(x/2 + 0.5, 0, 1) as [1, F, H, W, 3] */
     const cvx_tensor *dt = cvx_st_find(gold, "decoded"), *np = cvx_st_find(gold, "frames_np");
-    const int64_t F = dt->shape[2], HW = dt->shape[3] * dt->shape[4];
-    float *dec = tu_f32(fr, "decoded", NULL), *post = cvx_alloc_f32(np->numel), *wantnp = cvx_tensor_f32_dup(np);
-    for (int64_t ch = 0; ch < 3; ch++)
-        for (int64_t f = 0; f < F; f++)
-            for (int64_t p = 0; p < HW; p++) {
-                float v = dec[(ch * F + f) * HW + p] * 0.5f + 0.5f;
-                post[(f * HW + p) * 3 + ch] = v < 0 ? 0 : v > 1 ? 1 : v;
-            }
+    assert_int_equal(np->numel, dt->numel);
+    float *dec = tu_f32(fr, "decoded", NULL), *wantnp = cvx_tensor_f32_dup(np);
+    float *post = gh_frames_np(dec, dt->shape[2], dt->shape[3] * dt->shape[4]);
     print_message("  frames_np:\n");
     ASSERT_REL_L2(post, wantnp, (size_t)np->numel, 1e-3);
     free(dec), free(post), free(wantnp);
@@ -156,8 +108,8 @@ static void test_cli_v2v_5b(void **s) { (void)s; run_cli_case("e2e_v2v_5b", 1, 0
 /* The API's prepare_latents: image latents (the encoder sample × or ÷ the scaling factor in
  * frame 0, zeros after) and the initial noise drawn right after the encoder sample. */
 static void api_i2v_prepare(const char *name) {
-    cond_case c;
-    load_case(&c, name);
+    cli_case_call c;
+    cli_case_call_load(&c, name);
     char dir[256], path[512];
     snprintf(dir, sizeof dir, GOLDEN "/%s/model", name);
     snprintf(path, sizeof path, GOLDEN "/%s/image.png", name);
@@ -207,8 +159,8 @@ static void test_api_i2v_15(void **s) { (void)s; api_i2v_prepare("e2e_i2v_1.5");
  * expected values are built here from the same seed and shapes, bit for bit. The conditioning is
  * synthetic (no VAE encode needed): prepare_latents only reads its mean and std. */
 static void api_prepare_noise_dtype(const char *name, int v2v, cvx_dtype nd) {
-    cond_case c;
-    load_case(&c, name);
+    cli_case_call c;
+    cli_case_call_load(&c, name);
     char dir[256], path[512];
     snprintf(dir, sizeof dir, GOLDEN "/%s/model", name);
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});
@@ -275,8 +227,8 @@ static void test_api_v2v_noise_bf16(void **s) { (void)s; api_prepare_noise_dtype
  * dropped on the way (a regression of the family refactor: f32 draws for every I2V/V2V run). */
 static void test_api_sample_noise_dtype_reaches_prepare(void **s) {
     (void)s;
-    cond_case c;
-    load_case(&c, "e2e_v2v_5b");
+    cli_case_call c;
+    cli_case_call_load(&c, "e2e_v2v_5b");
     char dir[256];
     snprintf(dir, sizeof dir, GOLDEN "/e2e_v2v_5b/model");
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = dir, .threads = 1});   /* f32 */
@@ -341,7 +293,7 @@ static void expect_fail(const char *cmd, const char *needle, const char *out_dir
 
 static void test_bad_inputs(void **s) {
     (void)s;
-    char dir[256], empty[300], notimg[300], s1[256], s2[256], cmd[4096];
+    char dir[256], empty[300], notimg[300], cmd[4096];
     tu_mkdtemp(dir, sizeof dir);
     snprintf(empty, sizeof empty, "%s/empty_frames", dir);
     snprintf(notimg, sizeof notimg, "%s/not_an_image.png", dir);
@@ -350,8 +302,6 @@ static void test_bad_inputs(void **s) {
     char out[300];
     snprintf(out, sizeof out, "%s/out", dir);
     assert_int_equal(mkdir(out, 0755), 0);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
     const char *i2v = GOLDEN "/e2e_i2v_5b/model", *t2v = GOLDEN "/e2e_5b/model";
     /* unreadable image */
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image %s", s1, i2v, out, notimg);
@@ -410,10 +360,8 @@ static void test_bad_inputs(void **s) {
 /* A T2V stage-1 run after an I2V one removes the stale conditioning; stage 2 checks the size. */
 static void test_stale_and_size(void **s) {
     (void)s;
-    char dir[256], s1[256], s2[256], cmd[4096], path[512];
+    char dir[256], cmd[4096], path[512];
     tu_mkdtemp(dir, sizeof dir);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
     const char *i2v = GOLDEN "/e2e_i2v_5b/model";
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s --output_dir %s --image " GOLDEN
              "/e2e_i2v_5b/image.png --height 48 --width 64", s1, i2v, dir);
@@ -436,11 +384,9 @@ static void test_stale_and_size(void **s) {
  * conditioning_frames, stage 2's strength). */
 static void test_v2v_then_t2v_keys(void **s) {
     (void)s;
-    char dir[256], cmd[4096], s1[256], s2[256], gc[512];
+    char dir[256], cmd[4096], gc[512];
     const char *model = GOLDEN "/e2e_v2v_5b/model";
     tu_mkdtemp(dir, sizeof dir);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
     snprintf(gc, sizeof gc, "%s/generation_config.json", dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
@@ -483,11 +429,9 @@ static void rehash_conditioning(const char *dir) {
  * loop (not a "diverged" at step 1, nor NaN latents). */
 static void test_nonfinite_conditioning(void **s) {
     (void)s;
-    char dir[256], cmd[4096], s1[256], s2[256], path[512];
+    char dir[256], cmd[4096], path[512];
     const char *model = GOLDEN "/e2e_v2v_5b/model";
     tu_mkdtemp(dir, sizeof dir);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
     tu_run_ok(cmd);
@@ -511,11 +455,9 @@ static void test_nonfinite_conditioning(void **s) {
  * (changed, or left from an earlier I2V/V2V run after a T2V stage-1 run). */
 static void test_conditioning_pair(void **s) {
     (void)s;
-    char dir[256], cmd[4096], s1[256], s2[256], path[512], keep[512], s1cmd[2048];
+    char dir[256], cmd[4096], path[512], keep[512], s1cmd[2048];
     const char *model = GOLDEN "/e2e_v2v_5b/model";
     tu_mkdtemp(dir, sizeof dir);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
     snprintf(s1cmd, sizeof s1cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
     tu_run_ok(s1cmd);
@@ -544,13 +486,11 @@ static void test_conditioning_pair(void **s) {
  * latents), and a resume with another --strength is refused naming it. */
 static void test_v2v_resume(void **s) {
     (void)s;
-    cond_case c;
-    load_case(&c, "e2e_v2v_5b");
-    char dir[256], cmd[4096], qp[1100], s1[256], s2[256], path[512], base[2048];
+    cli_case_call c;
+    cli_case_call_load(&c, "e2e_v2v_5b");
+    char dir[256], cmd[4096], qp[1100], path[512], base[2048];
     const char *model = GOLDEN "/e2e_v2v_5b/model";
     tu_mkdtemp(dir, sizeof dir);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
     tu_shell_quote(qp, sizeof qp, c.prompt);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, qp, model, dir);
@@ -604,11 +544,9 @@ static void test_steps_text(void **s) {
  * stop. 4 steps at strength 0.6: 2 skipped, 2 run. */
 static void test_v2v_summary_counts_steps_run(void **s) {
     (void)s;
-    char dir[256], cmd[4096], err[8192], s1[256], s2[256], base[2048];
+    char dir[256], cmd[4096], err[8192], base[2048];
     const char *model = GOLDEN "/e2e_v2v_5b/model";
     tu_mkdtemp(dir, sizeof dir);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt 'a cat' --model_dir %s --output_dir %s --video " GOLDEN
              "/e2e_v2v_5b/video --height 48 --width 64", s1, model, dir);
     tu_run_ok(cmd);
@@ -694,5 +632,5 @@ int main(void) {
         cmocka_unit_test(test_v2v_summary_counts_steps_run),
         cmocka_unit_test(test_make_video_strength),
     };
-    return cmocka_run_group_tests_name("e2e_conditioning", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("e2e_conditioning", tests, cli_setup, NULL);
 }

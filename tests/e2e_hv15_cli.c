@@ -5,27 +5,16 @@
  * (the four tensors per branch as F32 of bf16 values, masks included, dtype_info "bfloat16");
  * bad inputs (HunyuanVideo embeddings to a Wan transformer and the reverse, a glyph tensor of the
  * wrong width) get one line and leave no output behind. */
-#include "testutil.h"
-#include "dtype.h"
-#include "safetensors.h"
+#include "cli_harness.h"
 
 #include <sys/stat.h>
 
 #define MODEL "models/hunyuanvideo15-tiny-random"
-#define GOLD "tests/data/golden_hv15/e2e_t2v/expected.safetensors"
+#define HG "tests/data/golden_hv15"
+#define GOLD HG "/e2e_t2v/expected.safetensors"
 #define WAN_MODEL "tests/data/golden_wan/e2e_t2v_1.3b/model"
 #define PROMPT "'A cat walks on the grass, realistic' --negative_prompt 'low quality, blurry'"
 #define FLAGS "--num_inference_steps 4 --frames 9 --height 32 --width 48 --seed 42"
-
-static char s1[256], s2[256], s3[256];
-
-static int setup(void **state) {
-    (void)state;
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
-    return 0;
-}
 
 static void stage1(const char *dir) {
     char cmd[2048];
@@ -33,63 +22,9 @@ static void stage1(const char *dir) {
     tu_run_ok(cmd);
 }
 
-/* a tensor as floats (I64 masks converted) */
-static float *as_f32(const cvx_safetensors *st, const char *name, size_t *n) {
-    const cvx_tensor *t = cvx_st_find(st, name);
-    if (!t) fail_msg("tensor %s missing", name);
-    *n = (size_t)t->numel;
-    if (t->dtype != CVX_I64) return cvx_tensor_f32_dup(t);
-    float *v = malloc(*n * sizeof(float));
-    for (size_t i = 0; i < *n; i++) {
-        int64_t x;
-        memcpy(&x, (const char *)t->data + i * 8, 8);
-        v[i] = (float)x;
-    }
-    return v;
-}
-
-static void check(const char *file, const char *got, const char *want, double tol) {
-    cvx_safetensors *g = tu_open(GOLD), *f = tu_open(file);
-    size_t n, m;
-    float *a = as_f32(f, got, &n), *b = as_f32(g, want, &m);
-    assert_int_equal(n, m);
-    print_message("  %s: ", want);
-    ASSERT_REL_L2(a, b, n, tol);
-    free(a), free(b);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
-static void check_frames(const char *file) {
-    cvx_safetensors *g = tu_open(GOLD), *f = tu_open(file);
-    const cvx_tensor *ft = cvx_st_find(f, "decoded");
-    assert_non_null(ft);
-    float *d = cvx_tensor_f32_dup(ft);
-    size_t n;
-    float *want = tu_f32(g, "frames_np", &n);
-    const int64_t T = ft->shape[2], HW = ft->shape[3] * ft->shape[4];
-    assert_int_equal(n, (size_t)(3 * T * HW));
-    float *post = malloc(n * sizeof(float));
-    for (int64_t c = 0; c < 3; c++)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t p = 0; p < HW; p++) {
-                float v = d[(c * T + t) * HW + p] * 0.5f + 0.5f;
-                post[(t * HW + p) * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
-            }
-    print_message("  frames_np: ");
-    ASSERT_REL_L2(post, want, n, 1e-3);
-    free(d), free(want), free(post);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
-static int same_file(const char *a, const char *b) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
-    return system(cmd) == 0;
-}
-
 static void test_t2v_programs(void **state) {
     (void)state;
-    char dir[256], dir2[256], cmd[4096], path[512], path2[512];
+    char dir[256], dir2[256], path[512];
     tu_mkdtemp(dir, sizeof dir);
     tu_mkdtemp(dir2, sizeof dir2);
     stage1(dir);
@@ -98,28 +33,11 @@ static void test_t2v_programs(void **state) {
     for (int k = 0; k < 4; k++) {
         char neg[64];
         snprintf(neg, sizeof neg, "negative_%s", names[k]);
-        check(path, names[k], names[k], 1e-4);
-        check(path, neg, neg, 1e-4);
+        cli_check(HG, "e2e_t2v", path, names[k], names[k], 1e-4);
+        cli_check(HG, "e2e_t2v", path, neg, neg, 1e-4);
     }
-    snprintf(cmd, sizeof cmd, "cp %s/stage1_embeddings.safetensors %s/generation_config.json %s/", dir, dir, dir2);
-    tu_run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " FLAGS, s2, dir);
-    tu_run_ok(cmd);
-    snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check(path, "latents", "final_latents", 1e-4);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors",
-             s3, dir, dir, dir);
-    tu_run_ok(cmd);
-    snprintf(path2, sizeof path2, "%s/frames.safetensors", dir);
-    check_frames(path2);
-
-    /* stopped after 2 of 4 steps, resumed: the same bytes */
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " FLAGS " --stop_after_steps 2", s2, dir2);
-    tu_run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " FLAGS " --resume", s2, dir2);
-    tu_run_ok(cmd);
-    snprintf(path2, sizeof path2, "%s/stage2_latents.safetensors", dir2);
-    assert_true(same_file(path, path2));
+    /* the rest of the run; stopped after 2 of 4 steps, resumed: the same bytes */
+    cli_stage23_resumed(HG, "e2e_t2v", dir, dir2, FLAGS);
     tu_rmrf(dir);
     tu_rmrf(dir2);
 }
@@ -142,8 +60,7 @@ static void test_tpu_file(void **state) {
             snprintf(name, sizeof name, "%s%s", b ? "negative_" : "", names[k]);
             const cvx_tensor *t = cvx_st_find(g, name);
             assert_non_null(t);
-            size_t nv;
-            float *v = as_f32(g, name, &nv);
+            float *v = cli_values(t);
             for (int64_t i = 0; i < t->numel; i++) v[i] = cvx_bf16_to_f32(cvx_f32_to_bf16(v[i]));
             ASSERT_OK(cvx_stw_add_f32(w, name, CVX_F32, t->ndim, t->shape, v));
             free(v);
@@ -158,7 +75,7 @@ static void test_tpu_file(void **state) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir " MODEL " " FLAGS, s2, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check(path, "latents", "final_latents", 1e-2);
+    cli_check(HG, "e2e_t2v", path, "latents", "final_latents", 1e-2);
     tu_rmrf(dir);
 }
 
@@ -198,8 +115,7 @@ static void test_bad_inputs(void **state) {
         cvx_st_writer *w = cvx_stw_new();
         for (int i = 0; i < cvx_st_count(st); i++) {
             const cvx_tensor *t = cvx_st_tensor(st, i);
-            size_t nv;
-            float *v = as_f32(st, t->name, &nv);
+            float *v = cli_values(t);
             int64_t shape[4];
             memcpy(shape, t->shape, sizeof(int64_t) * t->ndim);
             if (!strcmp(t->name, "prompt_embeds_2")) shape[2] = 23;
@@ -231,5 +147,5 @@ int main(void) {
         cmocka_unit_test(test_tpu_file),
         cmocka_unit_test(test_bad_inputs),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, cli_setup, NULL);
 }

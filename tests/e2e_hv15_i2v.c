@@ -74,24 +74,6 @@ static void model_with_guider(char *dir, size_t n, const char *guider_json) {
     tu_write(path, guider_json, strlen(guider_json));
 }
 
-/* frames [3, T, H, W] in [-1, 1] vs frames_np [1, T, H, W, 3] = clamp(x/2 + 0.5, 0, 1) */
-static void check_frames_np(gh_case *c, const float *f, int T, int H, int W, double tol) {
-    size_t n;
-    float *want = gh_f32(c, &n, "frames_np");
-    const size_t hw = (size_t)H * W;
-    assert_int_equal(n, 3 * (size_t)T * hw);
-    float *got = malloc(n * sizeof(float));
-    for (size_t t = 0; t < (size_t)T; t++)
-        for (size_t i = 0; i < hw; i++)
-            for (int ch = 0; ch < 3; ch++) {
-                float v = f[((size_t)ch * T + t) * hw + i] / 2.0f + 0.5f;
-                got[(t * hw + i) * 3 + ch] = v < 0 ? 0 : v > 1 ? 1 : v;
-            }
-    gh_check_rel_l2(c, "frames_np", got, want, n, tol);
-    free(got);
-    free(want);
-}
-
 /* the image latents the pipeline concatenates: mean × scaling_factor (float32) */
 static void check_image_latents(gh_case *c, const float *mean, size_t n) {
     size_t ng;
@@ -195,7 +177,7 @@ static void test_api(void **state) {
     float *dec = gh_f32(&c, &n, "decoded");
     assert_int_equal(n, (size_t)3 * fr.T * fr.H * fr.W);
     gh_check_rel_l2(&c, "decoded", fr.data[0], dec, n, 1e-3);
-    check_frames_np(&c, fr.data[0], fr.T, fr.H, fr.W, 1e-3);
+    gh_check_frames_np(&c, fr.data[0], fr.T, fr.H, fr.W, 1e-3);
     cvx_frames_free(&fr);
     free(dec), free(fin);
     cvx_latents_free(&lat);

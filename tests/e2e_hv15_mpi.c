@@ -4,13 +4,13 @@
  * channels) under --sp 2 likewise; --sp 3 (does not divide the heads): one error line.
  * --threads 1 everywhere: results depend on the thread count, not on the rank count. Without MPI
  * in the build: nothing to run (said in one line). */
-#include "testutil.h"
+#include "cli_harness.h"
 
 #ifdef CVX_USE_MPI
 #define MODEL "models/hunyuanvideo15-tiny-random"
 #define ARGS "--quiet --threads 1 --num_inference_steps 3 --frames 5 --height 32 --width 48 --seed 3"
 
-static char s1[256], s2[256], dir[256];
+static char dir[256];
 
 static void mpirun(char *buf, size_t n, int np) {
     snprintf(buf, n,
@@ -37,12 +37,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static int same_file(const char *a, const char *b) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
-    return system(cmd) == 0;
-}
-
 /* stage 2 with `flags` in one process (into one/) and under mpirun -np np with `mpi_flags` (into
  * many/): the same latents file */
 static void same_as_one(const char *in, const char *flags, int np, const char *mpi_flags) {
@@ -60,7 +54,7 @@ static void same_as_one(const char *in, const char *flags, int np, const char *m
     if (rc != 0 || err[0]) fail_msg("mpirun -np %d stage2 %s: exit %d, stderr:\n%s", np, mpi_flags, rc, err);
     snprintf(a, sizeof a, "%s/stage2_latents.safetensors", one);
     snprintf(b, sizeof b, "%s/stage2_latents.safetensors", many);
-    if (!same_file(a, b)) fail_msg("%s (np %d) differs from one process", mpi_flags, np);
+    if (!cli_same_file(a, b)) fail_msg("%s (np %d) differs from one process", mpi_flags, np);
     print_message("  %s on %d ranks: the same bytes as one process\n", mpi_flags, np);
 }
 
@@ -105,7 +99,7 @@ static void test_sp_i2v(void **state) {
     if (rc != 0 || err[0]) fail_msg("mpirun -np 2 stage2 --sp 2 (I2V): exit %d, stderr:\n%s", rc, err);
     snprintf(a, sizeof a, "%s/stage2_latents.safetensors", one);
     snprintf(b, sizeof b, "%s/stage2_latents.safetensors", many);
-    assert_true(same_file(a, b));
+    assert_true(cli_same_file(a, b));
 }
 
 static void test_sp3_refused(void **state) {

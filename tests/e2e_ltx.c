@@ -6,11 +6,9 @@
  * dynamic shift; e2e_t2v_tsvae: the 0.9.5 VAE whose decode noise continues the sampler's
  * generator, guidance_rescale 0.7, frame rate 24; e2e_i2v (LTXImageToVideoPipeline: the image
  * encoded, sampled first, kept in latent frame 0). Plus foreign embeddings. */
-#include "golden_harness.h"
+#include "api_harness.h"
 
 #include <math.h>
-
-#include "pipeline/cvx.h"
 
 #define LTX_GOLDEN "tests/data/golden_ltx"
 
@@ -121,29 +119,19 @@ static void t2v_case(const char *name) {
     for (int i = 0; i < rec.n; i++)
         if (rec.t[i] != gh_num(gh_at(ts, i))) fail_msg("%s: timestep %d is %.9g, expected %.9g", name, i, rec.t[i],
                                                        gh_num(gh_at(ts, i)));
-    float *fin = gh_f32(&w.c, &n, "final_latents");
-    assert_int_equal(n, (size_t)lat.C * lat.T * lat.h * lat.w);
-    gh_check_rel_l2(&w.c, "final_latents (golden embeddings)", lat.data, fin, n, 1e-4);
+    float *fin = gh_f32(&w.c, NULL, "final_latents");
+    ah_check_latents(&w.c, "final_latents (golden embeddings)", &lat, fin);
     assert_non_null(lat.generator);
     cvx_latents_free(&lat);
     sp.on_step = NULL;
     if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
-    gh_check_rel_l2(&w.c, "final_latents", lat.data, fin, n, 1e-4);
+    ah_check_latents(&w.c, "final_latents", &lat, fin);
 
     /* stage 3: the golden latents (with our generator: the same draws), then ours */
     cvx_decode_params dp = {.decode_set = w.has_decode ? 3 : 0, .decode_timestep = w.decode_t,
                             .decode_noise_scale = w.decode_s, .generator = lat.generator};
     cvx_frames fr;
-    if (cvx_decode(m, &dp, fin, 1, lat.C, lat.T, lat.h, lat.w, "final_latents", NULL, NULL, &fr))
-        fail_msg("%s", cvx_last_error());
-    size_t nd;
-    float *dec = gh_f32(&w.c, &nd, "decoded");
-    assert_int_equal(nd, (size_t)3 * fr.T * fr.H * fr.W);
-    gh_check_rel_l2(&w.c, "decoded (golden latents)", fr.data[0], dec, nd, 1e-4);
-    cvx_frames_free(&fr);
-    if (cvx_decode(m, &dp, lat.data, 1, lat.C, lat.T, lat.h, lat.w, "latents", NULL, NULL, &fr))
-        fail_msg("%s", cvx_last_error());
-    gh_check_rel_l2(&w.c, "decoded", fr.data[0], dec, nd, 1e-3);
+    ah_check_decode(&w.c, m, &dp, fin, &lat, &fr);
     /* frames = clamp(decoded/2 + 0.5, 0, 1) against the golden uint8 frames (±1 at .5 boundaries) */
     const cvx_tensor *u8 = gh_tensor(&w.c, "frames_uint8");
     const size_t hw = (size_t)fr.H * fr.W;
@@ -163,7 +151,7 @@ static void t2v_case(const char *name) {
                          -1);
         assert_non_null(strstr(cvx_last_error(), "generator"));
     }
-    free(dec), free(fin), free(pe), free(ne), free(pm), free(nm);
+    free(fin), free(pe), free(ne), free(pm), free(nm);
     cvx_latents_free(&lat);
     cvx_cond_set_free(&more);
     cvx_embeddings_free(&emb);

@@ -3,34 +3,9 @@
  * 2's latents (1e-4), stage 3's frames (1e-3) — e2e_t2v_tsvae's decode noise continues stage 2's
  * generator through the latents file's 'generator_state' —; a stopped and resumed stage 2 gives
  * the same bytes; e2e_i2v (the image through stage 1's conditioning file); the embeddings of one family refused by the other's model with one line. */
-#include "testutil.h"
-#include "config.h"
-#include "safetensors.h"
-#include "dtype.h"
+#include "cli_harness.h"
 
 #define LG "tests/data/golden_ltx"
-
-static char s1[256], s2[256], s3[256];
-
-static int setup(void **state) {
-    (void)state;
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
-    return 0;
-}
-
-static void call_str(const char *name, const char *key, char *out, size_t n) {
-    char path[512];
-    snprintf(path, sizeof path, LG "/%s/case.json", name);
-    cvx_config cfg;
-    ASSERT_OK(cvx_config_load(&cfg, path));
-    json_object *call, *v;
-    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
-    out[0] = 0;
-    if (json_object_object_get_ex(call, key, &v) && v) snprintf(out, n, "%s", json_object_get_string(v));
-    cvx_config_free(&cfg);
-}
 
 /* the case's whole model: pipeline_model/ where model/ holds only what the stage tests read */
 static const char *model_of(const char *name) {
@@ -40,78 +15,24 @@ static const char *model_of(const char *name) {
     return buf;
 }
 
-static void stage1(const char *name, const char *dir) {
-    char p[1024], neg[1024], qp[1100], qn[1100], cmd[4096];
-    call_str(name, "prompt", p, sizeof p);
-    call_str(name, "negative_prompt", neg, sizeof neg);
-    tu_shell_quote(qp, sizeof qp, p);
-    tu_shell_quote(qn, sizeof qn, neg);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --output_dir %s", s1, qp,
-             qn, model_of(name), dir);
-    tu_run_ok(cmd);
-}
-
-static float *values(const cvx_tensor *t);
-
-/* tensor `got` of file (F32, or an I64 mask) against `want` of the case */
-static void check(const char *name, const char *file, const char *got, const char *want, double tol) {
-    char path[512];
-    snprintf(path, sizeof path, LG "/%s/expected.safetensors", name);
-    cvx_safetensors *g = tu_open(path), *f = tu_open(file);
-    const cvx_tensor *a = cvx_st_find(f, got), *b = cvx_st_find(g, want);
-    assert_non_null(a);
-    assert_non_null(b);
-    float *x = values(a), *y = values(b);
-    const size_t n = (size_t)a->numel;
-    assert_int_equal(n, (size_t)b->numel);
-    print_message("  %s %s: ", name, want);
-    if (tol == 0) {
-        for (size_t i = 0; i < n; i++)
-            if (x[i] != y[i]) fail_msg("%s: %s[%zu] = %g, expected %g", file, got, i, x[i], y[i]);
-        print_message("exact\n");
-    } else {
-        ASSERT_REL_L2(x, y, n, tol);
-    }
-    free(x), free(y);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
-/* a tensor's values as floats (an I64 mask too) */
-static float *values(const cvx_tensor *t) {
-    if (t->dtype != CVX_I64) return cvx_tensor_f32_dup(t);
-    float *f = malloc(sizeof(float) * (size_t)t->numel);
-    for (int64_t i = 0; i < t->numel; i++) {
-        int64_t v;
-        memcpy(&v, (const char *)t->data + 8 * i, 8);
-        f[i] = (float)v;
-    }
-    return f;
-}
-
-static int same_file(const char *a, const char *b) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
-    return system(cmd) == 0;
-}
-
 static void run_case(const char *name, const char *flags) {
     char dir[64], cmd[4096], lat[200], frames[200], gc[1024], lat2[200];
     tu_mkdtemp(dir, sizeof dir);
-    stage1(name, dir);
+    cli_stage1(LG, name, model_of(name), dir, "");
     snprintf(lat, sizeof lat, "%s/stage1_embeddings.safetensors", dir);
-    check(name, lat, "prompt_embeds", "prompt_embeds", 1e-4);
-    check(name, lat, "negative_prompt_embeds", "negative_prompt_embeds", 1e-4);
-    check(name, lat, "prompt_attention_mask", "prompt_attention_mask", 0);
-    check(name, lat, "negative_prompt_attention_mask", "negative_attention_mask", 0);
+    cli_check(LG, name, lat, "prompt_embeds", "prompt_embeds", 1e-4);
+    cli_check(LG, name, lat, "negative_prompt_embeds", "negative_prompt_embeds", 1e-4);
+    cli_check(LG, name, lat, "prompt_attention_mask", "prompt_attention_mask", 0);
+    cli_check(LG, name, lat, "negative_prompt_attention_mask", "negative_attention_mask", 0);
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s %s", s2, model_of(name), dir, flags);
     tu_run_ok(cmd);
     snprintf(lat, sizeof lat, "%s/stage2_latents.safetensors", dir);
-    check(name, lat, "latents", "final_latents", 1e-4);
+    cli_check(LG, name, lat, "latents", "final_latents", 1e-4);
     snprintf(frames, sizeof frames, "%s/frames.safetensors", dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s --output_frames %s", s3, model_of(name), dir,
              frames);
     tu_run_ok(cmd);
-    check(name, frames, "decoded", "decoded", 1e-3);
+    cli_check(LG, name, frames, "decoded", "decoded", 1e-3);
 
     /* stop after 2 steps, resume: the same latents file */
     snprintf(lat2, sizeof lat2, "%s/full.safetensors", dir);
@@ -122,7 +43,7 @@ static void run_case(const char *name, const char *flags) {
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --resume", gc);
     tu_run_ok(cmd);
-    if (!same_file(lat, lat2)) fail_msg("%s: the resumed run's latents differ from the straight run's", name);
+    if (!cli_same_file(lat, lat2)) fail_msg("%s: the resumed run's latents differ from the straight run's", name);
     tu_rmrf(dir);
 }
 
@@ -140,25 +61,19 @@ static void test_t2v_tsvae(void **s) {
 /* LTXImageToVideoPipeline through the programs: stage 1 encodes the image, stage 2 samples it first */
 static void test_i2v(void **s) {
     (void)s;
-    char dir[64], cmd[4096], p[1024], neg[1024], qp[1100], qn[1100], path[300];
+    char dir[64], cmd[4096], path[300];
     tu_mkdtemp(dir, sizeof dir);
-    call_str("e2e_i2v", "prompt", p, sizeof p);
-    call_str("e2e_i2v", "negative_prompt", neg, sizeof neg);
-    tu_shell_quote(qp, sizeof qp, p);
-    tu_shell_quote(qn, sizeof qn, neg);
     const char *model = LG "/e2e_i2v/pipeline_model";
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir %s --image " LG
-             "/e2e_i2v/image.png --height 64 --width 96 --output_dir %s", s1, qp, qn, model, dir);
-    tu_run_ok(cmd);
+    cli_stage1(LG, "e2e_i2v", model, dir, "--image " LG "/e2e_i2v/image.png --height 64 --width 96");
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s --frames 9 --num_inference_steps 4 "
              "--guidance_scale 3 --seed 44", s2, model, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check("e2e_i2v", path, "latents", "final_latents", 1e-4);
+    cli_check(LG, "e2e_i2v", path, "latents", "final_latents", 1e-4);
     snprintf(path, sizeof path, "%s/frames.safetensors", dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s --output_frames %s", s3, model, dir, path);
     tu_run_ok(cmd);
-    check("e2e_i2v", path, "decoded", "decoded", 1e-3);
+    cli_check(LG, "e2e_i2v", path, "decoded", "decoded", 1e-3);
     tu_rmrf(dir);
 }
 
@@ -167,7 +82,7 @@ static void test_foreign_embeddings(void **s) {
     (void)s;
     char dir[64], cmd[4096], err[4096], path[300];
     tu_mkdtemp(dir, sizeof dir);
-    stage1("e2e_t2v", dir);
+    cli_stage1(LG, "e2e_t2v", model_of("e2e_t2v"), dir, "");
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir tests/data/golden_wan/e2e_t2v_1.3b/model --input_dir %s "
              "--frames 5 --height 16 --width 16 --num_inference_steps 2", s2, dir);
     assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
@@ -197,5 +112,5 @@ int main(void) {
         cmocka_unit_test(test_i2v),
         cmocka_unit_test(test_foreign_embeddings),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, cli_setup, NULL);
 }

@@ -8,8 +8,7 @@
  * distilled timesteps, no CFG, no re-noising. Checked: the timesteps (exact), the final latents
  * (1e-4), the decoded video (1e-3; its decode noise continues the generator after every draw),
  * a stopped and resumed stage 2 (the same bytes), and the bad inputs' one line. */
-#include "golden_harness.h"
-#include "testutil.h"
+#include "cli_harness.h"
 
 #include "pipeline/cvx.h"
 
@@ -173,32 +172,6 @@ static void test_api_condition_distilled(void **s) { (void)s; api_case("e2e_cond
 
 /* ---- the three programs ---- */
 
-static char s1[256], s2[256], s3[256];
-
-static int setup(void **state) {
-    (void)state;
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
-    return 0;
-}
-
-/* tensor `got` of `file` against `want` of the case at rel L2 tol */
-static void check(const char *name, const char *file, const char *got, const char *want, double tol) {
-    char path[512];
-    snprintf(path, sizeof path, LG "/%s/expected.safetensors", name);
-    cvx_safetensors *g = tu_open(path), *f = tu_open(file);
-    const cvx_tensor *a = cvx_st_find(f, got), *b = cvx_st_find(g, want);
-    assert_non_null(a);
-    assert_non_null(b);
-    float *x = cvx_tensor_f32_dup(a), *y = cvx_tensor_f32_dup(b);
-    assert_int_equal(a->numel, b->numel);
-    print_message("  %s %s: ", name, want);
-    ASSERT_REL_L2(x, y, (size_t)a->numel, tol);
-    free(x), free(y);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
 static void cli_case(const char *name) {
     gh_case c;
     ccase k;
@@ -215,7 +188,7 @@ static void cli_case(const char *name) {
              "%d --height %d --width %d", s1, qp, qn, model, dir, conds, k.frames, k.height, k.width);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage1_embeddings.safetensors", dir);
-    check(name, path, "prompt_embeds", "prompt_embeds", 1e-4);
+    cli_check(LG, name, path, "prompt_embeds", "prompt_embeds", 1e-4);
     int at = snprintf(flags, sizeof flags, "--guidance_scale %g --seed %llu --fps %g --image_cond_noise_scale %g",
                       k.guidance, (unsigned long long)k.seed, k.fps, k.noise_scale);
     if (k.n_timesteps) {
@@ -228,12 +201,12 @@ static void cli_case(const char *name) {
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s %s", s2, model, dir, flags);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check(name, path, "latents", "final_latents", 1e-4);
+    cli_check(LG, name, path, "latents", "final_latents", 1e-4);
     char frames[300];
     snprintf(frames, sizeof frames, "%s/frames.safetensors", dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --input_dir %s --output_frames %s", s3, model, dir, frames);
     tu_run_ok(cmd);
-    check(name, frames, "decoded", "decoded", 1e-3);
+    cli_check(LG, name, frames, "decoded", "decoded", 1e-3);
 
     /* stop after 2 steps, resume: the same latents file (the re-noising draws continue the generator) */
     snprintf(lat2, sizeof lat2, "%s/full.safetensors", dir);
@@ -299,5 +272,5 @@ int main(void) {
         cmocka_unit_test(test_cli_condition_distilled),
         cmocka_unit_test(test_cli_bad_inputs),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, cli_setup, NULL);
 }

@@ -7,22 +7,12 @@
  *   - stage 2's "video ... -> latents [...]" line shows the shape the latents file has
  *     ([1, C, T, h, w]), for CogVideoX (whose loop runs [T, C, h, w]) and Wan;
  *   - a size that is not a multiple of 16 is refused with the nearest ones that are. */
-#include "testutil.h"
+#include "cli_harness.h"
 
 #include <sys/stat.h>
 
 #define COG "models/cogvideox-tiny-random"
 #define WAN "models/wan2.1-tiny-random"
-
-static char s1[256], s2[256], s3[256];
-
-static int setup(void **state) {
-    (void)state;
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
-    return 0;
-}
 
 static int exists(const char *dir, const char *name) {
     char p[512];
@@ -225,5 +215,5 @@ int main(void) {
         cmocka_unit_test(test_latents_line_layout),
         cmocka_unit_test(test_size_error_suggests),
     };
-    return cmocka_run_group_tests_name("e2e_newcomer", tests, setup, NULL);
+    return cmocka_run_group_tests_name("e2e_newcomer", tests, cli_setup, NULL);
 }

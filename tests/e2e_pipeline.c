@@ -2,56 +2,17 @@
  * reproduce upstream's CogVideoXPipeline (embeddings and latents ≤ 1e-4, decoded frames ≤ 1e-3
  * relative L2), for DDIM (2b-style), DPM (5b-style) and DPM with dynamic CFG; and `make
  * pipeline` re-runs only the stages whose inputs or settings changed. */
-#include "testutil.h"
-#include "config.h"
+#include "cli_harness.h"
 
 #include <math.h>
 #include <sys/stat.h>
 
-typedef struct {
-    const char *name;
-    char prompt[512], negative[512];
-    int64_t frames, height, width, steps, seed;
-    double guidance;
-    int dynamic;
-} e2e_case;
-
-
-static void load_case(e2e_case *c, const char *name) {
-    char path[512];
-    snprintf(path, sizeof path, GOLDEN "/%s/case.json", name);
-    cvx_config cfg;
-    ASSERT_OK(cvx_config_load(&cfg, path));
-    json_object *call;
-    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
-    cvx_config cc = {.root = call};
-    snprintf(cc.path, sizeof cc.path, "%s:call", path);
-    const char *s;
-    c->name = name;
-    ASSERT_OK(cvx_cfg_str(&cc, "prompt", &s));
-    snprintf(c->prompt, sizeof c->prompt, "%s", s);
-    ASSERT_OK(cvx_cfg_str(&cc, "negative_prompt", &s));
-    snprintf(c->negative, sizeof c->negative, "%s", s);
-    ASSERT_OK(cvx_cfg_int(&cc, "num_frames", &c->frames));
-    ASSERT_OK(cvx_cfg_int(&cc, "height", &c->height));
-    ASSERT_OK(cvx_cfg_int(&cc, "width", &c->width));
-    ASSERT_OK(cvx_cfg_int(&cc, "num_inference_steps", &c->steps));
-    ASSERT_OK(cvx_cfg_int(&cc, "seed", &c->seed));
-    ASSERT_OK(cvx_cfg_num(&cc, "guidance_scale", &c->guidance));
-    ASSERT_OK(cvx_cfg_bool(&cc, "use_dynamic_cfg", &c->dynamic));
-    cvx_config_free(&cfg);
-}
-
-
 static void run_case(const char *name) {
-    e2e_case c;
-    load_case(&c, name);
-    char dir[256], cmd[4096], qp[1100], qn[1100], model[512], s1[256], s2[256], s3[256], path[512];
+    cli_case_call c;
+    cli_case_call_load(&c, name);
+    char dir[256], cmd[4096], qp[1100], qn[1100], model[512], path[512];
     tu_mkdtemp(dir, sizeof dir);
     snprintf(model, sizeof model, GOLDEN "/%s/model", name);
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
     tu_shell_quote(qp, sizeof qp, c.prompt);
     tu_shell_quote(qn, sizeof qn, c.negative);
 
@@ -115,14 +76,8 @@ static void run_case(const char *name) {
     ASSERT_REL_L2(got, want, (size_t)dt->numel, 1e-3);
     /* frames_np = clamp(x/2 + 0.5, 0, 1) as [B, F, H, W, 3] */
     const cvx_tensor *np = cvx_st_find(gold, "frames_np");
-    int64_t F = dt->shape[2], HH = dt->shape[3], WW = dt->shape[4];
-    float *post = cvx_alloc_f32(np->numel), *wantnp = cvx_tensor_f32_dup(np);
-    for (int64_t ch = 0; ch < 3; ch++)
-        for (int64_t f = 0; f < F; f++)
-            for (int64_t p = 0; p < HH * WW; p++) {
-                float v = got[(ch * F + f) * HH * WW + p] * 0.5f + 0.5f;
-                post[(f * HH * WW + p) * 3 + ch] = v < 0 ? 0 : v > 1 ? 1 : v;
-            }
+    assert_int_equal(np->numel, dt->numel);
+    float *post = gh_frames_np(got, dt->shape[2], dt->shape[3] * dt->shape[4]), *wantnp = cvx_tensor_f32_dup(np);
     ASSERT_REL_L2(post, wantnp, (size_t)np->numel, 1e-3);
     free(got); free(want); free(post); free(wantnp);
     cvx_st_close(fr);
@@ -187,5 +142,5 @@ int main(void) {
         cmocka_unit_test(test_e2e_5b_dynamic_cfg),
         cmocka_unit_test(test_make_reruns_only_what_changed),
     };
-    return cmocka_run_group_tests_name("e2e_pipeline", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("e2e_pipeline", tests, cli_setup, NULL);
 }

@@ -4,11 +4,9 @@
  * each stage also fed the golden inputs so an error is pinned to its stage, and the decoded frames
  * (1e-3). T2V with CFG (1.3B-style and 14B-style, empty negative prompt), without CFG, V2V and
  * I2V. The programs run the same cases in tests/e2e_wan_cli.c. */
-#include "golden_harness.h"
+#include "api_harness.h"
 
 #include <math.h>
-
-#include "pipeline/cogvideox.h"
 
 #define WAN_GOLDEN "tests/data/golden_wan"
 
@@ -47,24 +45,6 @@ static cvx_model *open_model(const wcase *w) {
     return m;
 }
 
-/* frames [3, T, H, W] in [-1, 1] vs the golden frames_np [1, T, H, W, 3] = clamp(x/2 + 0.5, 0, 1) */
-static void check_frames_np(wcase *w, const cvx_frames *f, double tol) {
-    size_t n;
-    float *want = gh_f32(&w->c, &n, "frames_np");
-    const size_t hw = (size_t)f->H * f->W, T = (size_t)f->T;
-    assert_int_equal(n, 3 * T * hw);
-    float *got = malloc(n * sizeof(float));
-    for (size_t t = 0; t < T; t++)
-        for (size_t i = 0; i < hw; i++)
-            for (int c = 0; c < 3; c++) {
-                float v = f->data[0][((size_t)c * T + t) * hw + i] / 2.0f + 0.5f;
-                got[(t * hw + i) * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
-            }
-    gh_check_rel_l2(&w->c, "frames_np", got, want, n, tol);
-    free(got);
-    free(want);
-}
-
 /* The whole text-to-video run, then each stage on the golden inputs. */
 static void t2v_case(const char *name) {
     wcase w;
@@ -94,29 +74,19 @@ static void t2v_case(const char *name) {
     cvx_embeddings gold = {pe, ne, emb.L, emb.D};
     cvx_latents lat;
     if (cvx_sample(m, &sp, &gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
-    float *fin = gh_f32(&w.c, &n, "final_latents");
-    assert_int_equal(n, (size_t)lat.C * lat.T * lat.h * lat.w);
-    gh_check_rel_l2(&w.c, "final_latents (golden embeddings)", lat.data, fin, n, 1e-4);
+    float *fin = gh_f32(&w.c, NULL, "final_latents");
+    ah_check_latents(&w.c, "final_latents (golden embeddings)", &lat, fin);
     cvx_latents_free(&lat);
     if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
-    gh_check_rel_l2(&w.c, "final_latents", lat.data, fin, n, 1e-4);
+    ah_check_latents(&w.c, "final_latents", &lat, fin);
 
     /* stage 3 from the golden final latents and from ours */
     cvx_decode_params dp = {0};
     cvx_frames fr;
-    if (cvx_decode(m, &dp, fin, 1, lat.C, lat.T, lat.h, lat.w, "final_latents", NULL, NULL, &fr))
-        fail_msg("%s", cvx_last_error());
-    size_t nd;
-    float *dec = gh_f32(&w.c, &nd, "decoded");
-    assert_int_equal(nd, (size_t)3 * fr.T * fr.H * fr.W);
-    gh_check_rel_l2(&w.c, "decoded (golden latents)", fr.data[0], dec, nd, 1e-4);
+    ah_check_decode(&w.c, m, &dp, fin, &lat, &fr);
+    gh_check_frames_np(&w.c, fr.data[0], fr.T, fr.H, fr.W, 1e-3);
     cvx_frames_free(&fr);
-    if (cvx_decode(m, &dp, lat.data, 1, lat.C, lat.T, lat.h, lat.w, "latents", NULL, NULL, &fr))
-        fail_msg("%s", cvx_last_error());
-    gh_check_rel_l2(&w.c, "decoded", fr.data[0], dec, nd, 1e-3);
-    check_frames_np(&w, &fr, 1e-3);
-    cvx_frames_free(&fr);
-    free(dec), free(fin), free(pe), free(ne);
+    free(fin), free(pe), free(ne);
     cvx_latents_free(&lat);
     cvx_embeddings_free(&emb);
     cvx_model_close(m);
@@ -157,7 +127,7 @@ static void test_v2v(void **state) {
     cvx_frames fr;
     if (cvx_decode(m, &dp, lat.data, 1, lat.C, lat.T, lat.h, lat.w, "latents", NULL, NULL, &fr))
         fail_msg("%s", cvx_last_error());
-    check_frames_np(&w, &fr, 1e-3);
+    gh_check_frames_np(&w.c, fr.data[0], fr.T, fr.H, fr.W, 1e-3);
     cvx_frames_free(&fr);
     free(fin);
     cvx_embeddings_free(&emb);
@@ -195,7 +165,7 @@ static void test_i2v(void **state) {
     cvx_frames fr;
     if (cvx_decode(m, &dp, lat.data, 1, lat.C, lat.T, lat.h, lat.w, "latents", NULL, NULL, &fr))
         fail_msg("%s", cvx_last_error());
-    check_frames_np(&w, &fr, 1e-3);
+    gh_check_frames_np(&w.c, fr.data[0], fr.T, fr.H, fr.W, 1e-3);
     cvx_frames_free(&fr);
     free(fin), free(pe), free(ne), free(ie);
     cvx_latents_free(&lat);

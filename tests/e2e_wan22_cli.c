@@ -4,118 +4,49 @@
  * experts, --guidance_scale_2); an A14B stage 2 stopped after the expert switch and resumed gives
  * the same bytes; a Wan 2.1 latent file to the 2.2 VAE is one line and no output. The API runs the
  * same cases in tests/e2e_wan22.c. */
-#include "testutil.h"
-#include "config.h"
-#include "safetensors.h"
+#include "cli_harness.h"
 
 #include <sys/stat.h>
 
 #define WG "tests/data/golden_wan22"
 
-static char s1[256], s2[256], s3[256];
-
-static int setup(void **state) {
-    (void)state;
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
-    return 0;
-}
-
-/* call.<key> of a case as a string ("" when absent or null) */
-static void call_str(const char *name, const char *key, char *out, size_t n) {
-    char path[512];
-    snprintf(path, sizeof path, WG "/%s/case.json", name);
-    cvx_config cfg;
-    ASSERT_OK(cvx_config_load(&cfg, path));
-    json_object *call, *v;
-    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
-    out[0] = 0;
-    if (json_object_object_get_ex(call, key, &v) && v) snprintf(out, n, "%s", json_object_get_string(v));
-    cvx_config_free(&cfg);
-}
-
-static void check(const char *name, const char *file, const char *got, const char *want, double tol) {
-    char path[512];
-    snprintf(path, sizeof path, WG "/%s/expected.safetensors", name);
-    cvx_safetensors *g = tu_open(path), *f = tu_open(file);
-    size_t n, m;
-    float *a = tu_f32(f, got, &n), *b = tu_f32(g, want, &m);
-    assert_int_equal(n, m);
-    print_message("  %s %s: ", name, want);
-    ASSERT_REL_L2(a, b, n, tol);
-    free(a), free(b);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
-/* decoded frames [1, 3, T, H, W] of stage 3's --output_frames vs frames_np [1, T, H, W, 3] */
-static void check_frames(const char *name, const char *file) {
-    char path[512];
-    snprintf(path, sizeof path, WG "/%s/expected.safetensors", name);
-    cvx_safetensors *g = tu_open(path), *f = tu_open(file);
-    const cvx_tensor *ft = cvx_st_find(f, "decoded");
-    assert_non_null(ft);
-    float *d = cvx_tensor_f32_dup(ft);
-    size_t n;
-    float *want = tu_f32(g, "frames_np", &n);
-    const int64_t T = ft->shape[2], HW = ft->shape[3] * ft->shape[4];
-    assert_int_equal(n, (size_t)(3 * T * HW));
-    float *post = malloc(n * sizeof(float));
-    for (int64_t c = 0; c < 3; c++)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t p = 0; p < HW; p++) {
-                float v = d[(c * T + t) * HW + p] * 0.5f + 0.5f;
-                post[(t * HW + p) * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
-            }
-    print_message("  %s frames_np: ", name);
-    ASSERT_REL_L2(post, want, n, 1e-3);
-    free(d), free(want), free(post);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
 /* The case's stage-2 flags (steps, size, guidance, guidance_2, seed) */
 static void stage2_flags(const char *name, char *out, size_t n) {
     char steps[32], fr[32], h[32], w[32], g[32], g2[32], seed[32];
-    call_str(name, "num_inference_steps", steps, sizeof steps);
-    call_str(name, "num_frames", fr, sizeof fr);
-    call_str(name, "height", h, sizeof h);
-    call_str(name, "width", w, sizeof w);
-    call_str(name, "guidance_scale", g, sizeof g);
-    call_str(name, "guidance_scale_2", g2, sizeof g2);
-    call_str(name, "seed", seed, sizeof seed);
+    cli_call_str(WG, name, "num_inference_steps", steps, sizeof steps);
+    cli_call_str(WG, name, "num_frames", fr, sizeof fr);
+    cli_call_str(WG, name, "height", h, sizeof h);
+    cli_call_str(WG, name, "width", w, sizeof w);
+    cli_call_str(WG, name, "guidance_scale", g, sizeof g);
+    cli_call_str(WG, name, "guidance_scale_2", g2, sizeof g2);
+    cli_call_str(WG, name, "seed", seed, sizeof seed);
     snprintf(out, n, "--num_inference_steps %s --frames %s --height %s --width %s --guidance_scale %s --seed %s%s%s",
              steps, fr, h, w, g, seed, g2[0] ? " --guidance_scale_2 " : "", g2);
 }
 
 /* One case through the three programs into dir. */
 static void run_case(const char *name, const char *dir) {
-    char p[1024], neg[1024], qp[1100], qn[1100], img[256], fr[32], h[32], w[32], extra[600], flags[400];
+    char img[256], fr[32], h[32], w[32], extra[600], flags[400];
     char cmd[4096], path[512];
-    call_str(name, "prompt", p, sizeof p);
-    call_str(name, "negative_prompt", neg, sizeof neg);
-    call_str(name, "image", img, sizeof img);
-    call_str(name, "num_frames", fr, sizeof fr);
-    call_str(name, "height", h, sizeof h);
-    call_str(name, "width", w, sizeof w);
-    tu_shell_quote(qp, sizeof qp, p);
-    tu_shell_quote(qn, sizeof qn, neg);
+    cli_call_str(WG, name, "image", img, sizeof img);
+    cli_call_str(WG, name, "num_frames", fr, sizeof fr);
+    cli_call_str(WG, name, "height", h, sizeof h);
+    cli_call_str(WG, name, "width", w, sizeof w);
     extra[0] = 0;
     if (img[0]) snprintf(extra, sizeof extra, "--image " WG "/%s/%s --frames %s --height %s --width %s", name, img, fr, h, w);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir " WG "/%s/model --output_dir %s %s",
-             s1, qp, qn, name, dir, extra);
-    tu_run_ok(cmd);
+    cli_stage1(WG, name, NULL, dir, extra);
     snprintf(path, sizeof path, "%s/stage1_embeddings.safetensors", dir);
-    check(name, path, "prompt_embeds", "prompt_embeds", 1e-4);
+    cli_check(WG, name, path, "prompt_embeds", "prompt_embeds", 1e-4);
     stage2_flags(name, flags, sizeof flags);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s %s", s2, dir, flags);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check(name, path, "latents", "final_latents", 1e-4);
+    cli_check(WG, name, path, "latents", "final_latents", 1e-4);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors",
              s3, dir, dir, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/frames.safetensors", dir);
-    check_frames(name, path);
+    cli_check_frames(WG, name, path);
 }
 
 static void program_case(const char *name) {
@@ -169,5 +100,5 @@ int main(void) {
         cmocka_unit_test(test_ti2v_t2v), cmocka_unit_test(test_ti2v_i2v), cmocka_unit_test(test_a14b_i2v),
         cmocka_unit_test(test_a14b_t2v_resume_and_bad_latents),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, cli_setup, NULL);
 }

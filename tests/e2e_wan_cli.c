@@ -3,10 +3,7 @@
  * WanPipeline for T2V and V2V/I2V; a stopped and resumed stage 2 gives the same bytes; under
  * MPI (--cfg_parallel, --sp) the same bytes as one process; step caching runs; and the bad inputs
  * of issue 20 get one line and leave no output behind. */
-#include "testutil.h"
-#include "config.h"
-#include "safetensors.h"
-#include "dtype.h"
+#include "cli_harness.h"
 #include "pipeline/cogvideox.h"
 #include "pipeline/stage_files.h"
 
@@ -16,87 +13,6 @@
 
 #define WG "tests/data/golden_wan"
 
-static char s1[256], s2[256], s3[256];
-
-static int setup(void **state) {
-    (void)state;
-    tu_program(s1, sizeof s1, "stage1");
-    tu_program(s2, sizeof s2, "stage2");
-    tu_program(s3, sizeof s3, "stage3");
-    return 0;
-}
-
-
-/* call.<key> of a case as a string ("" when absent) */
-static void call_str(const char *name, const char *key, char *out, size_t n) {
-    char path[512];
-    snprintf(path, sizeof path, WG "/%s/case.json", name);
-    cvx_config cfg;
-    ASSERT_OK(cvx_config_load(&cfg, path));
-    json_object *call, *v;
-    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
-    out[0] = 0;
-    if (json_object_object_get_ex(call, key, &v) && v) snprintf(out, n, "%s", json_object_get_string(v));
-    cvx_config_free(&cfg);
-}
-
-/* stage 1 of a case into dir (the case's prompts; extra: --image / --video flags) */
-static void stage1(const char *name, const char *dir, const char *extra) {
-    char p[1024], neg[1024], qp[1100], qn[1100], cmd[4096];
-    call_str(name, "prompt", p, sizeof p);
-    call_str(name, "negative_prompt", neg, sizeof neg);
-    tu_shell_quote(qp, sizeof qp, p);
-    tu_shell_quote(qn, sizeof qn, neg);
-    snprintf(cmd, sizeof cmd, "%s --quiet --prompt %s --negative_prompt %s --model_dir " WG "/%s/model --output_dir %s %s",
-             s1, qp, qn, name, dir, extra);
-    tu_run_ok(cmd);
-}
-
-/* relative L2 of tensor `got` in file a against `want` of the case's expected.safetensors */
-static void check(const char *name, const char *file, const char *got, const char *want, double tol) {
-    char path[512];
-    snprintf(path, sizeof path, WG "/%s/expected.safetensors", name);
-    cvx_safetensors *g = tu_open(path), *f = tu_open(file);
-    size_t n, m;
-    float *a = tu_f32(f, got, &n), *b = tu_f32(g, want, &m);
-    assert_int_equal(n, m);
-    print_message("  %s %s: ", name, want);
-    ASSERT_REL_L2(a, b, n, tol);
-    free(a), free(b);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
-/* decoded frames [1, 3, T, H, W] of stage 3's --output_frames vs frames_np [1, T, H, W, 3] */
-static void check_frames(const char *name, const char *file) {
-    char path[512];
-    snprintf(path, sizeof path, WG "/%s/expected.safetensors", name);
-    cvx_safetensors *g = tu_open(path), *f = tu_open(file);
-    const cvx_tensor *ft = cvx_st_find(f, "decoded");
-    assert_non_null(ft);
-    float *d = cvx_tensor_f32_dup(ft);
-    size_t n;
-    float *want = tu_f32(g, "frames_np", &n);
-    const int64_t T = ft->shape[2], HW = ft->shape[3] * ft->shape[4];
-    assert_int_equal(n, (size_t)(3 * T * HW));
-    float *post = malloc(n * sizeof(float));
-    for (int64_t c = 0; c < 3; c++)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t p = 0; p < HW; p++) {
-                float v = d[(c * T + t) * HW + p] * 0.5f + 0.5f;
-                post[(t * HW + p) * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
-            }
-    print_message("  %s frames_np: ", name);
-    ASSERT_REL_L2(post, want, n, 1e-3);
-    free(d), free(want), free(post);
-    cvx_st_close(f), cvx_st_close(g);
-}
-
-static int same_file(const char *a, const char *b) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
-    return system(cmd) == 0;
-}
-
 #define T2V_FLAGS "--num_inference_steps 4 --frames 9 --height 48 --width 64 --seed 42"
 
 /* T2V: the three programs against the golden run; stop + resume and MPI give the same bytes. */
@@ -105,30 +21,15 @@ static void test_t2v_programs(void **state) {
     char dir[256], dir2[256], cmd[4096], path[512], path2[512];
     tu_mkdtemp(dir, sizeof dir);
     tu_mkdtemp(dir2, sizeof dir2);
-    stage1("e2e_t2v_1.3b", dir, "");
+    cli_stage1(WG, "e2e_t2v_1.3b", NULL, dir, "");
     snprintf(path, sizeof path, "%s/stage1_embeddings.safetensors", dir);
-    check("e2e_t2v_1.3b", path, "prompt_embeds", "prompt_embeds", 1e-4);
-    check("e2e_t2v_1.3b", path, "negative_prompt_embeds", "negative_prompt_embeds", 1e-4);
-    snprintf(cmd, sizeof cmd, "cp %s/stage1_embeddings.safetensors %s/generation_config.json %s/", dir, dir, dir2);
-    tu_run_ok(cmd);
-
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS, s2, dir);
-    tu_run_ok(cmd);
+    cli_check(WG, "e2e_t2v_1.3b", path, "prompt_embeds", "prompt_embeds", 1e-4);
+    cli_check(WG, "e2e_t2v_1.3b", path, "negative_prompt_embeds", "negative_prompt_embeds", 1e-4);
+    /* the rest of the run; killed after 2 of 4 steps, resumed: the same bytes (UniPC's multistep state
+     * in the checkpoint) */
+    cli_stage23_resumed(WG, "e2e_t2v_1.3b", dir, dir2, T2V_FLAGS);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check("e2e_t2v_1.3b", path, "latents", "final_latents", 1e-4);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors",
-             s3, dir, dir, dir);
-    tu_run_ok(cmd);
-    snprintf(path2, sizeof path2, "%s/frames.safetensors", dir);
-    check_frames("e2e_t2v_1.3b", path2);
-
-    /* killed after 2 of 4 steps, resumed: the same bytes (UniPC's multistep state in the checkpoint) */
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS " --stop_after_steps 2", s2, dir2);
-    tu_run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS " --resume", s2, dir2);
-    tu_run_ok(cmd);
     snprintf(path2, sizeof path2, "%s/stage2_latents.safetensors", dir2);
-    assert_true(same_file(path, path2));
     /* a resume with another step count is refused by name */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS " --stop_after_steps 1", s2, dir2);
     tu_run_ok(cmd);
@@ -144,7 +45,7 @@ static void test_t2v_programs(void **state) {
     assert_non_null(strstr(err, "flow_shift=5"));
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS " --resume --flow_shift 3", s2, dir2);
     tu_run_ok(cmd);
-    assert_true(same_file(path, path2));
+    assert_true(cli_same_file(path, path2));
 
 #ifdef CVX_USE_MPI
     /* CFG-parallel on 2 ranks and Ulysses over the 3 heads on 3 ranks: one process's bytes */
@@ -159,7 +60,7 @@ static void test_t2v_programs(void **state) {
         snprintf(cmd, sizeof cmd, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
                  "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 mpirun -q --oversubscribe %s", tail);
         tu_run_ok(cmd);
-        assert_true(same_file(path, path2));
+        assert_true(cli_same_file(path, path2));
     }
     /* --threads 2 above and the one-process run (all cores): the same bytes */
 #endif
@@ -173,7 +74,7 @@ static void test_caching(void **state) {
     (void)state;
     char dir[256], cmd[4096], err[8192], a[512], b[512];
     tu_mkdtemp(dir, sizeof dir);
-    stage1("e2e_t2v_1.3b", dir, "");
+    cli_stage1(WG, "e2e_t2v_1.3b", NULL, dir, "");
     snprintf(cmd, sizeof cmd, "%s --input_dir %s --output_dir %s/none " T2V_FLAGS, s2, dir, dir);
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s --output_dir %s/tc " T2V_FLAGS " --cache teacache --cache_threshold 1e-9",
@@ -212,25 +113,25 @@ static void test_v2v_i2v_programs(void **state) {
     char dir[256], cmd[4096], path[512], extra[512];
     tu_mkdtemp(dir, sizeof dir);
     snprintf(extra, sizeof extra, "--video " WG "/e2e_v2v/video --height 48 --width 64");
-    stage1("e2e_v2v", dir, extra);
+    cli_stage1(WG, "e2e_v2v", NULL, dir, extra);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --num_inference_steps 5 --strength 0.6 --seed 45", s2, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check("e2e_v2v", path, "latents", "final_latents", 1e-4);
+    cli_check(WG, "e2e_v2v", path, "latents", "final_latents", 1e-4);
     tu_rmrf(dir);
 
     tu_mkdtemp(dir, sizeof dir);
     snprintf(extra, sizeof extra, "--image " WG "/e2e_i2v/image.png --frames 9 --height 48 --width 64");
-    stage1("e2e_i2v", dir, extra);
+    cli_stage1(WG, "e2e_i2v", NULL, dir, extra);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --num_inference_steps 3 --seed 46", s2, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    check("e2e_i2v", path, "latents", "final_latents", 1e-4);
+    cli_check(WG, "e2e_i2v", path, "latents", "final_latents", 1e-4);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_video %s/v.mp4 --output_frames %s/frames.safetensors",
              s3, dir, dir, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/frames.safetensors", dir);
-    check_frames("e2e_i2v", path);
+    cli_check_frames(WG, "e2e_i2v", path);
     /* --strength is V2V's: refused for I2V */
     char err[4096];
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --num_inference_steps 3 --strength 0.5", s2, dir);
@@ -284,7 +185,7 @@ static void test_tpu_files(void **state) {
     free(lat);
     cvx_st_close(g);
     /* ours -> theirs: stage 1 writes prompt_embeds / negative_prompt_embeds [1, 512, D] F32 + dtype_info */
-    stage1("e2e_t2v_1.3b", dir, "");
+    cli_stage1(WG, "e2e_t2v_1.3b", NULL, dir, "");
     snprintf(path, sizeof path, "%s/stage1_embeddings.safetensors", dir);
     cvx_safetensors *e = tu_open(path);
     const char *names[2] = {"prompt_embeds", "negative_prompt_embeds"};
@@ -314,7 +215,7 @@ static void test_bad_inputs(void **state) {
     (void)state;
     char dir[256], cmd[4096], path[512];
     tu_mkdtemp(dir, sizeof dir);
-    stage1("e2e_t2v_1.3b", dir, "");
+    cli_stage1(WG, "e2e_t2v_1.3b", NULL, dir, "");
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
     /* frames not 4k+1 */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --frames 10 --height 48 --width 64", s2, dir);
@@ -396,5 +297,5 @@ int main(void) {
         cmocka_unit_test(test_tpu_files),
         cmocka_unit_test(test_bad_inputs),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, cli_setup, NULL);
 }

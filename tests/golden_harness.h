@@ -157,6 +157,19 @@ static inline size_t gh_numel(json_object *shape) {
     return n;
 }
 
+/* The pipelines' frames (output_type "np") of decoded frames [3, T, H·W] in [-1, 1]:
+ * clamp(x/2 + 0.5, 0, 1) laid out [T, H·W, 3], newly allocated. */
+static inline float *gh_frames_np(const float *d, int64_t T, int64_t HW) {
+    float *post = malloc(sizeof(float) * (size_t)(3 * T * HW));
+    for (int64_t c = 0; c < 3; c++)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t p = 0; p < HW; p++) {
+                float v = d[(c * T + t) * HW + p] * 0.5f + 0.5f;
+                post[(t * HW + p) * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
+            }
+    return post;
+}
+
 /* ---------------------------------------------------------------- counted parity checks */
 
 /* f32 relative L2 error ≤ tol (printed either way). */
@@ -189,6 +202,18 @@ static inline void gh_check_exact_f32(gh_case *c, const char *what, const float 
     print_message("  %s %-36s %zu values, %zu mismatches\n", c->name, what, n, bad);
     if (bad) fail_msg("%s %s: %zu of %zu values differ", c->name, what, bad, n);
     c->checks++;
+}
+
+/* Decoded frames [3, T, H, W] in [-1, 1] against the case's frames_np [1, T, H, W, 3]
+ * (gh_frames_np of them): the same count and relative L2 <= tol. */
+static inline void gh_check_frames_np(gh_case *c, const float *frames, int64_t T, int64_t H, int64_t W, double tol) {
+    size_t n;
+    float *want = gh_f32(c, &n, "frames_np");
+    assert_int_equal(n, (size_t)(3 * T * H * W));
+    float *got = gh_frames_np(frames, T, H * W);
+    gh_check_rel_l2(c, "frames_np", got, want, n, tol);
+    free(got);
+    free(want);
 }
 
 /* Golden F32 tensor `name` equals got[0..n) bit for bit and has exactly n values. */

@@ -12,35 +12,12 @@
 #include "rng.h"
 #include "stage3/video.h"
 #include "stage3/wan_vae.h"
+#include "wan_vae_harness.h"
 
 #define DEC_CASE "tests/data/golden_wan22/vae22_decode"
 #define ENC_CASE "tests/data/golden_wan22/vae22_encode"
 #define VAE_DIR DEC_CASE "/model/vae"
 #define TOL 1e-5
-
-typedef struct {
-    float *video;   /* [3, T, H, W] */
-    int T, H, W, next_t0, calls;
-} collect;
-
-static int collect_frames(void *user, const float *frames, int t0, int n, int H, int W) {
-    collect *c = user;
-    if (t0 != c->next_t0 || t0 + n > c->T || H != c->H || W != c->W) fail_msg("frames %d+%d (%dx%d) out of order", t0, n, H, W);
-    const size_t f = (size_t)H * W;
-    for (int ch = 0; ch < 3; ch++)
-        memcpy(c->video + ((size_t)ch * c->T + t0) * f, frames + (size_t)ch * n * f, sizeof(float) * n * f);
-    c->calls++, c->next_t0 += n;
-    return 0;
-}
-
-static float *decode_z(const wan_vae *v, const float *z, int F, int h, int w, const wan_vae_tiling *t, int clamp) {
-    collect c = {.T = wan_vae_decoded_frames(v, F), .H = h * v->spatial_ratio, .W = w * v->spatial_ratio};
-    c.video = cvx_alloc_f32((size_t)3 * c.T * c.H * c.W);
-    ASSERT_OK(wan_vae_decode_z(v, z, F, h, w, t, clamp, collect_frames, &c, NULL));
-    assert_int_equal(c.next_t0, c.T);
-    assert_int_equal(c.calls, F);
-    return c.video;
-}
 
 static wan_vae *load_f32(void) {
     wan_vae *v = wan_vae_load(VAE_DIR, NULL);
@@ -89,13 +66,13 @@ static void decode_case(gh_case *c, wan_vae *v, const char *name) {
     float *raw_want = gh_f32(c, &nd, "%s.decoded_unclamped", name), *want = gh_f32(c, NULL, "%s.decoded", name);
     const int H = h * 16, W = w * 16;
     gh_check_true(c, "decoded shape", (size_t)3 * T * H * W == nd);
-    float *raw = decode_z(v, z, F, h, w, NULL, 0);
+    float *raw = wv_decode_z(v, z, F, h, w, NULL, 0);
     snprintf(what, sizeof what, "%s.decoded_unclamped", name);
     gh_check_rel_l2(c, what, raw, raw_want, nd, TOL);
 
-    collect col = {.T = T, .H = H, .W = W};
+    wv_collect col = {.T = T, .H = H, .W = W};
     col.video = cvx_alloc_f32(nd);
-    ASSERT_OK(wan_vae_decode(v, lat, F, h, w, NULL, collect_frames, &col, NULL));
+    ASSERT_OK(wan_vae_decode(v, lat, F, h, w, NULL, wv_collect_frames, &col, NULL));
     snprintf(what, sizeof what, "%s.decoded", name);
     gh_check_rel_l2(c, what, col.video, want, nd, TOL);
     int clamped = 0;
@@ -271,25 +248,6 @@ static void test_shortcuts(void **s) {
 
 /* ------------------------------------------------------------------ tiling, sizes, errors */
 
-/* upstream blend_v / blend_h, literally (b modified in place) on [C, T, Hx, Wx] tiles */
-static void ref_blend_v(const float *a, int Ha, float *b, int Hb, int CT, int W, int ext) {
-    ext = ext < Ha ? ext : Ha, ext = ext < Hb ? ext : Hb;
-    for (int y = 0; y < ext; y++)
-        for (int c = 0; c < CT; c++)
-            for (int x = 0; x < W; x++) {
-                float *bb = &b[((size_t)c * Hb + y) * W + x];
-                *bb = a[((size_t)c * Ha + Ha - ext + y) * W + x] * (float)(1 - (double)y / ext) + *bb * (float)((double)y / ext);
-            }
-}
-static void ref_blend_h(const float *a, int Wa, float *b, int Wb, int CT, int H, int ext) {
-    ext = ext < Wa ? ext : Wa, ext = ext < Wb ? ext : Wb;
-    for (int x = 0; x < ext; x++)
-        for (size_t row = 0; row < (size_t)CT * H; row++) {
-            float *bb = &b[row * Wb + x];
-            *bb = a[row * Wa + Wa - ext + x] * (float)(1 - (double)x / ext) + *bb * (float)((double)x / ext);
-        }
-}
-
 /* tiled_decode as diffusers 0.36 writes it for patch_size 2: every tile decoded alone (here the
  * untiled decode of its latent region, patchified back: a permutation), blended on the 12-channel
  * patchified samples with extents (min − stride)/2, [:stride/2, :stride/2] of each kept,
@@ -305,13 +263,8 @@ static float *ref_tiled(const wan_vae *v, const float *z, int F, int h, int w, c
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             const int i0 = i * slh, j0 = j * slw, lh = h - i0 < tlh ? h - i0 : tlh, lw = w - j0 < tlw ? w - j0 : tlw;
-            float *zt = cvx_alloc_f32((size_t)zc * F * lh * lw);
-            for (int c = 0; c < zc; c++)
-                for (int f = 0; f < F; f++)
-                    for (int y = 0; y < lh; y++)
-                        memcpy(zt + (((size_t)c * F + f) * lh + y) * lw, z + (((size_t)c * F + f) * h + i0 + y) * w + j0,
-                               sizeof(float) * lw);
-            float *px = decode_z(v, zt, F, lh, lw, NULL, 0);
+            float *zt = wv_latent_tile(z, zc, F, h, w, i0, j0, lh, lw);
+            float *px = wv_decode_z(v, zt, F, lh, lw, NULL, 0);
             th[i] = lh * dr, tw[j] = lw * dr;
             tiles[i * cols + j] = cvx_alloc_f32((size_t)C * T * th[i] * tw[j]);
             wan_vae_patchify(px, 3, T, lh * r, lw * r, p, tiles[i * cols + j]);
@@ -322,8 +275,8 @@ static float *ref_tiled(const wan_vae *v, const float *z, int F, int h, int w, c
         int kh = 0;
         for (int j = 0, x0 = 0; j < cols; j++) {
             float *b = tiles[i * cols + j];
-            if (i > 0) ref_blend_v(tiles[(i - 1) * cols + j], th[i - 1], b, th[i], C * T, tw[j], bh);
-            if (j > 0) ref_blend_h(tiles[i * cols + j - 1], tw[j - 1], b, tw[j], C * T, th[i], bw);
+            if (i > 0) wv_ref_blend_v(tiles[(i - 1) * cols + j], th[i - 1], b, th[i], C * T, tw[j], bh);
+            if (j > 0) wv_ref_blend_h(tiles[i * cols + j - 1], tw[j - 1], b, tw[j], C * T, th[i], bw);
             kh = th[i] < sh ? th[i] : sh;
             const int kw = tw[j] < sw ? tw[j] : sw;
             for (int c = 0; c < C * T; c++)
@@ -355,18 +308,18 @@ static void test_tiled(void **s) {
     ASSERT_OK(wan_vae_tiling_check(v, &t));
     assert_true(wan_vae_tiling_applies(v, h, w, &t));
     assert_int_equal(wan_vae_decode_steps(v, F, h, w, &t), F * 3 * 3);
-    float *tiled = decode_z(v, z, F, h, w, &t, 1), *ref = ref_tiled(v, z, F, h, w, &t);
+    float *tiled = wv_decode_z(v, z, F, h, w, &t, 1), *ref = ref_tiled(v, z, F, h, w, &t);
     print_message("  tiled vs upstream-order tiled reference: rel L2 = %.3g, %s\n", cvx_rel_l2(tiled, ref, nd),
                   memcmp(tiled, ref, sizeof(float) * nd) ? "bytes differ" : "bit-identical");
     assert_true(memcmp(tiled, ref, sizeof(float) * nd) == 0);
-    float *plain = decode_z(v, z, F, h, w, NULL, 1);
+    float *plain = wv_decode_z(v, z, F, h, w, NULL, 1);
     const double d = cvx_rel_l2(tiled, plain, nd);
     print_message("  tiled vs untiled (the approximation tiling makes): rel L2 = %.3g\n", d);
     assert_true(d > 0 && d < 1.0);   /* 4×6-latent tiles of a random latent: a coarse approximation */
     wan_vae_tiling big;
     wan_vae_tiling_default(&big);
     assert_false(wan_vae_tiling_applies(v, h, w, &big));
-    float *same = decode_z(v, z, F, h, w, &big, 1);
+    float *same = wv_decode_z(v, z, F, h, w, &big, 1);
     assert_true(memcmp(same, plain, sizeof(float) * nd) == 0);
     wan_vae_tiling bad = {.min_h = 56, .min_w = 96, .stride_h = 48, .stride_w = 64};   /* 56: not a multiple of 16 */
     assert_int_equal(wan_vae_tiling_check(v, &bad), -1);
@@ -532,7 +485,7 @@ static void test_other_config(void **s) {
     cvx_generator_seed(&g, 9);
     cvx_randn(&g, z, (size_t)zc * F * h * w);
     for (int c = 0; c < zc; c++) memcpy(z2 + (size_t)c * 2 * h * w, z + (size_t)c * F * h * w, sizeof(float) * 2 * h * w);
-    float *long_v = decode_z(v, z, F, h, w, NULL, 0), *short_v = decode_z(v, z2, 2, h, w, NULL, 0);
+    float *long_v = wv_decode_z(v, z, F, h, w, NULL, 0), *short_v = wv_decode_z(v, z2, 2, h, w, NULL, 0);
     const int T = wan_vae_decoded_frames(v, F), T2 = wan_vae_decoded_frames(v, 2), H = h * 16, W = w * 16;
     assert_int_equal(T, 9);
     double sum = 0;

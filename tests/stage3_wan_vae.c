@@ -9,47 +9,12 @@
 #include "rng.h"
 #include "stage3/video.h"
 #include "stage3/wan_vae.h"
+#include "wan_vae_harness.h"
 
 #define DEC_CASE "tests/data/golden_wan/vae_decode"
 #define ENC_CASE "tests/data/golden_wan/vae_encode"
 #define VAE_DIR DEC_CASE "/model/vae"
 #define TOL 1e-5
-
-/* ------------------------------------------------------------------ frame collection */
-
-typedef struct {
-    float *video;   /* [3, T, H, W] */
-    int T, H, W;
-    int next_t0, calls, batch[64];
-} collect;
-
-static int collect_frames(void *user, const float *frames, int t0, int n, int H, int W) {
-    collect *c = user;
-    if (t0 != c->next_t0 || t0 + n > c->T || H != c->H || W != c->W) fail_msg("frames %d+%d (%dx%d) out of order", t0, n, H, W);
-    const size_t f = (size_t)H * W;
-    for (int ch = 0; ch < 3; ch++)
-        memcpy(c->video + ((size_t)ch * c->T + t0) * f, frames + (size_t)ch * n * f, sizeof(float) * n * f);
-    if (c->calls < 64) c->batch[c->calls] = n;
-    c->calls++, c->next_t0 += n;
-    return 0;
-}
-
-static void collect_init(collect *c, int T, int H, int W) {
-    memset(c, 0, sizeof *c);
-    c->T = T, c->H = H, c->W = W;
-    c->video = cvx_alloc_f32((size_t)3 * T * H * W);
-}
-
-/* Decode z [zc, F, h, w] (clamp or not, tiled or not) into a new [3, T, H, W]. */
-static float *decode_z(const wan_vae *v, const float *z, int F, int h, int w, const wan_vae_tiling *t, int clamp) {
-    collect c;
-    collect_init(&c, wan_vae_decoded_frames(v, F), h * v->spatial_ratio, w * v->spatial_ratio);
-    ASSERT_OK(wan_vae_decode_z(v, z, F, h, w, t, clamp, collect_frames, &c, NULL));
-    assert_int_equal(c.next_t0, c.T);
-    assert_int_equal(c.calls, F);
-    for (int k = 0; k < F && k < 64; k++) assert_int_equal(c.batch[k], k ? v->temporal_ratio : 1);
-    return c.video;
-}
 
 /* ------------------------------------------------------------------ golden decode */
 
@@ -66,16 +31,16 @@ static void decode_case(gh_case *c, wan_vae *v, const char *name, double tol) {
 
     size_t nd;
     float *raw_want = gh_f32(c, &nd, "%s.decoded_unclamped", name), *want = gh_f32(c, NULL, "%s.decoded", name);
-    float *raw = decode_z(v, z, F, h, w, NULL, 0);
+    float *raw = wv_decode_z(v, z, F, h, w, NULL, 0);
     const int T = wan_vae_decoded_frames(v, F), H = h * 8, W = w * 8;
     gh_check_true(c, "decoded shape", gh_tensor(c, "%s.decoded", name)->shape[2] == T && (size_t)3 * T * H * W == nd);
     snprintf(what, sizeof what, "%s.decoded_unclamped", name);
     gh_check_rel_l2(c, what, raw, raw_want, nd, tol);
 
     /* the entry point the pipeline calls: normalised latents -> clamped frames */
-    collect col;
-    collect_init(&col, T, H, W);
-    ASSERT_OK(wan_vae_decode(v, lat, F, h, w, NULL, collect_frames, &col, NULL));
+    wv_collect col;
+    wv_collect_init(&col, T, H, W);
+    ASSERT_OK(wan_vae_decode(v, lat, F, h, w, NULL, wv_collect_frames, &col, NULL));
     snprintf(what, sizeof what, "%s.decoded", name);
     gh_check_rel_l2(c, what, col.video, want, nd, tol);
     for (size_t i = 0; i < nd; i++) assert_true(col.video[i] >= -1.0f && col.video[i] <= 1.0f);
@@ -200,7 +165,7 @@ static void test_bf16(void **s) {
     const int F = (int)lt->shape[2], h = (int)lt->shape[3], w = (int)lt->shape[4];
     float *z = gh_f32(&c, NULL, "f5.z");
     size_t nd;
-    float *want = gh_f32(&c, &nd, "f5.decoded_unclamped"), *got = decode_z(v, z, F, h, w, NULL, 0);
+    float *want = gh_f32(&c, &nd, "f5.decoded_unclamped"), *got = wv_decode_z(v, z, F, h, w, NULL, 0);
     double e = cvx_rel_l2(got, want, nd);
     print_message("  bf16 decode f5 vs f32 golden: rel L2 = %.3g (bound 0.04)\n", e);
     assert_true(e <= 0.04);
@@ -223,25 +188,6 @@ static void test_bf16(void **s) {
 
 /* ------------------------------------------------------------------ tiling */
 
-/* upstream blend_v / blend_h, literally (b modified in place) on [3, T, Hx, Wx] tiles */
-static void ref_blend_v(const float *a, int Ha, float *b, int Hb, int T, int W, int ext) {
-    ext = ext < Ha ? ext : Ha, ext = ext < Hb ? ext : Hb;
-    for (int y = 0; y < ext; y++)
-        for (int c = 0; c < 3 * T; c++)
-            for (int x = 0; x < W; x++) {
-                float *bb = &b[((size_t)c * Hb + y) * W + x];
-                *bb = a[((size_t)c * Ha + Ha - ext + y) * W + x] * (float)(1 - (double)y / ext) + *bb * (float)((double)y / ext);
-            }
-}
-static void ref_blend_h(const float *a, int Wa, float *b, int Wb, int T, int H, int ext) {
-    ext = ext < Wa ? ext : Wa, ext = ext < Wb ? ext : Wb;
-    for (int x = 0; x < ext; x++)
-        for (size_t row = 0; row < (size_t)3 * T * H; row++) {
-            float *bb = &b[row * Wb + x];
-            *bb = a[row * Wa + Wa - ext + x] * (float)(1 - (double)x / ext) + *bb * (float)((double)x / ext);
-        }
-}
-
 /* tiled_decode as upstream writes it: every tile decoded alone (unclamped), blended with the
  * one above and the one to the left, [:stride, :stride] of each kept, concatenated, cropped,
  * clamped. */
@@ -254,13 +200,8 @@ static float *ref_tiled(const wan_vae *v, const float *z, int F, int h, int w, c
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             const int i0 = i * slh, j0 = j * slw, lh = h - i0 < tlh ? h - i0 : tlh, lw = w - j0 < tlw ? w - j0 : tlw;
-            float *zt = cvx_alloc_f32((size_t)zc * F * lh * lw);
-            for (int c = 0; c < zc; c++)
-                for (int f = 0; f < F; f++)
-                    for (int y = 0; y < lh; y++)
-                        memcpy(zt + (((size_t)c * F + f) * lh + y) * lw, z + (((size_t)c * F + f) * h + i0 + y) * w + j0,
-                               sizeof(float) * lw);
-            tiles[i * cols + j] = decode_z(v, zt, F, lh, lw, NULL, 0);
+            float *zt = wv_latent_tile(z, zc, F, h, w, i0, j0, lh, lw);
+            tiles[i * cols + j] = wv_decode_z(v, zt, F, lh, lw, NULL, 0);
             th[i] = lh * r, tw[j] = lw * r;
             free(zt);
         }
@@ -269,8 +210,8 @@ static float *ref_tiled(const wan_vae *v, const float *z, int F, int h, int w, c
         int kh = 0;
         for (int j = 0, x0 = 0; j < cols; j++) {
             float *b = tiles[i * cols + j];
-            if (i > 0) ref_blend_v(tiles[(i - 1) * cols + j], th[i - 1], b, th[i], T, tw[j], t->min_h - t->stride_h);
-            if (j > 0) ref_blend_h(tiles[i * cols + j - 1], tw[j - 1], b, tw[j], T, th[i], t->min_w - t->stride_w);
+            if (i > 0) wv_ref_blend_v(tiles[(i - 1) * cols + j], th[i - 1], b, th[i], 3 * T, tw[j], t->min_h - t->stride_h);
+            if (j > 0) wv_ref_blend_h(tiles[i * cols + j - 1], tw[j - 1], b, tw[j], 3 * T, th[i], t->min_w - t->stride_w);
             kh = th[i] < t->stride_h ? th[i] : t->stride_h;
             const int kw = tw[j] < t->stride_w ? tw[j] : t->stride_w;
             for (int c = 0; c < 3 * T; c++)
@@ -302,19 +243,19 @@ static void test_tiled(void **s) {
     ASSERT_OK(wan_vae_tiling_check(v, &t));
     assert_true(wan_vae_tiling_applies(v, h, w, &t));
     assert_int_equal(wan_vae_decode_steps(v, F, h, w, &t), F * 3 * 3);
-    float *tiled = decode_z(v, z, F, h, w, &t, 1), *ref = ref_tiled(v, z, F, h, w, &t);
+    float *tiled = wv_decode_z(v, z, F, h, w, &t, 1), *ref = ref_tiled(v, z, F, h, w, &t);
     double e = cvx_rel_l2(tiled, ref, nd);
     print_message("  tiled vs upstream-order tiled reference: rel L2 = %.3g, %s\n", e,
                   memcmp(tiled, ref, sizeof(float) * nd) ? "bytes differ" : "bit-identical");
     assert_true(memcmp(tiled, ref, sizeof(float) * nd) == 0);
-    float *plain = decode_z(v, z, F, h, w, NULL, 1);
+    float *plain = wv_decode_z(v, z, F, h, w, NULL, 1);
     print_message("  tiled vs untiled (the approximation tiling makes): rel L2 = %.3g\n", cvx_rel_l2(tiled, plain, nd));
     assert_true(cvx_rel_l2(tiled, plain, nd) < 0.5);
     /* a latent inside one tile is not tiled: the same bytes as untiled */
     wan_vae_tiling big;
     wan_vae_tiling_default(&big);
     assert_false(wan_vae_tiling_applies(v, h, w, &big));
-    float *same = decode_z(v, z, F, h, w, &big, 1);
+    float *same = wv_decode_z(v, z, F, h, w, &big, 1);
     assert_true(memcmp(same, plain, sizeof(float) * nd) == 0);
     /* sizes that would misalign the tiles are refused with one line */
     wan_vae_tiling bad = {.min_h = 60, .min_w = 96, .stride_h = 48, .stride_w = 64};
@@ -433,7 +374,7 @@ static void test_original_names(void **s) {
     const cvx_tensor *lt = gh_tensor(&c, "f2.latents");
     const int F = (int)lt->shape[2], h = (int)lt->shape[3], w = (int)lt->shape[4];
     const size_t nd = (size_t)3 * wan_vae_decoded_frames(a, F) * h * 8 * w * 8;
-    float *da = decode_z(a, z, F, h, w, NULL, 1), *db = decode_z(b, z, F, h, w, NULL, 1);
+    float *da = wv_decode_z(a, z, F, h, w, NULL, 1), *db = wv_decode_z(b, z, F, h, w, NULL, 1);
     assert_true(memcmp(da, db, sizeof(float) * nd) == 0);
     free(da), free(db), free(z);
     gh_close(&c);

@@ -17,6 +17,7 @@
  *     the wrong shape in a GGUF, a fused qkv that is not 3 · hidden, a scaled-fp8 text encoder, a
  *     truncated --text_encoder_2: one clear line each, no output written. */
 #include "golden_harness.h"
+#include "weights_harness.h"
 
 #include "gguf.h"
 #include "stage2/hunyuan15.h"
@@ -212,33 +213,6 @@ static const cvx_tensor *gguf_tensor(const cvx_weights *w, const char *name) {
     return NULL;
 }
 
-static void quantize(const char *src, const char *dst) {
-    unsigned ft;
-    int pure;
-    ASSERT_OK(cvx_quantize_parse_type("Q8_0", &ft, &pure));
-    cvx_weights *w = cvx_weights_open(src);
-    ASSERT_NONNULL(w);
-    ASSERT_OK(cvx_quantize_to_gguf(w, &hv15_gguf_rules, ft, pure, dst, NULL));
-    cvx_weights_close(w);
-}
-
-/* Every tensor of a GGUF dequantized to F32 under its own name: the f32 reference of its numbers. */
-static void write_dequantized(const char *gguf, const char *dst) {
-    cvx_weights *w = cvx_weights_open(gguf);
-    ASSERT_NONNULL(w);
-    cvx_st_writer *st = cvx_stw_new();
-    for (int i = 0; i < cvx_weights_count(w); i++) {
-        const cvx_tensor *t = cvx_weights_at(w, i);
-        float *d = cvx_alloc_f32((size_t)t->numel);
-        cvx_tensor_to_f32(t, d);
-        ASSERT_OK(cvx_stw_add(st, t->name, CVX_F32, t->ndim, t->shape, d));
-        free(d);
-    }
-    ASSERT_OK(cvx_stw_write(st, dst));
-    cvx_stw_free(st);
-    cvx_weights_close(w);
-}
-
 static void test_gguf(void **state) {
     (void)state;
     char dir[64], orig[128], g_diff[128], g_orig[128], deq[128];
@@ -248,8 +222,8 @@ static void test_gguf(void **state) {
     snprintf(g_orig, sizeof g_orig, "%s/hv15-Q8_0.gguf", dir);
     snprintf(deq, sizeof deq, "%s/dequantized.safetensors", dir);
     write_original(orig, "", 0);
-    quantize(MODEL "diffusion_pytorch_model.safetensors", g_diff);
-    quantize(orig, g_orig);
+    wh_quantize_q8_0(MODEL "diffusion_pytorch_model.safetensors", g_diff, &hv15_gguf_rules);
+    wh_quantize_q8_0(orig, g_orig, &hv15_gguf_rules);
 
     /* the rules: the refiner / embedders / output layer kept (F16 base), the blocks' matrices Q8_0 */
     cvx_weights *gd = cvx_weights_open(g_diff), *go = cvx_weights_open(g_orig);
@@ -280,11 +254,11 @@ static void test_gguf(void **state) {
     /* each GGUF = the f32 forward over its own dequantized weights (the original-named one read
      * through the name table); the two differ only where the tiny model's q/k/v (1,024 values)
      * stay F32 unfused while the fused qkv is large enough to be F16 */
-    write_dequantized(g_diff, deq);
+    wh_write_dequantized(g_diff, deq);
     float *ref = forward_of(&in, deq);
     gh_check_rel_l2(&in.c, "Q8_0 (diffusers names) vs f32 over its dequantized weights", qd, ref, in.n_out, 1e-5);
     free(ref);
-    write_dequantized(g_orig, deq);
+    wh_write_dequantized(g_orig, deq);
     ref = forward_of(&in, deq);
     gh_check_rel_l2(&in.c, "Q8_0 (original names) vs f32 over its dequantized weights", qo, ref, in.n_out, 1e-5);
     const double d = cvx_rel_l2(qd, f32, in.n_out), d2 = cvx_rel_l2(qo, f32, in.n_out);
@@ -346,7 +320,7 @@ static void test_bad_inputs(void **state) {
                     CVX_F32, 2, (const int64_t[]){32, 64}, wide);
     free(wide);
     snprintf(p, sizeof p, "%s/bad_shape.gguf", dir);
-    quantize(q, p);
+    wh_quantize_q8_0(q, p, &hv15_gguf_rules);
     expect_error(p, (const char *const[]){"bad_shape.gguf", "transformer_blocks.0.attn.to_q.weight",
                                           "double_blocks.0.img_attn_q.weight", "[32, 64]", NULL});
     tu_rmrf(dir);
@@ -407,20 +381,6 @@ static void copy_renamed(const char *src, const char *dst, int vae, const char *
     cvx_weights_close(w);
 }
 
-/* Every tensor of a and b the same bytes (metadata name the run's own paths). */
-static void same_tensors(const char *a, const char *b) {
-    cvx_safetensors *x = tu_open(a), *y = tu_open(b);
-    assert_int_equal(cvx_st_count(x), cvx_st_count(y));
-    for (int i = 0; i < cvx_st_count(x); i++) {
-        const cvx_tensor *t = cvx_st_tensor(x, i), *u = cvx_st_find(y, t->name);
-        if (!u || u->nbytes != t->nbytes || memcmp(t->data, u->data, t->nbytes))
-            fail_msg("%s: tensor %s differs from %s's", b, t->name, a);
-    }
-    print_message("  %s: %d tensors = the directory run's\n", b, cvx_st_count(x));
-    cvx_st_close(x);
-    cvx_st_close(y);
-}
-
 static void test_programs(void **state) {
     (void)state;
     char dir[64], a[128], b[128], qwen[160], byt5[160], tr[160], vae[160], cmd[4000], s1[256], s2[256], s3[256], p[300],
@@ -456,7 +416,7 @@ static void test_programs(void **state) {
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s", a, outs[i]);
         snprintf(q, sizeof q, "%s/%s", b, outs[i]);
-        same_tensors(p, q);
+        wh_same_tensors(p, q);
     }
 
     /* --quantize from ComfyUI's file (city96-compatible names), then that GGUF as --transformer */

@@ -19,6 +19,7 @@
  *   - bad inputs: truncated single file, another family's file, a transformer-only file as VAE, a
  *     GGUF tensor of the wrong shape: one clear line each. */
 #include "golden_harness.h"
+#include "weights_harness.h"
 
 #include "gguf.h"
 #include "lora.h"
@@ -186,16 +187,6 @@ static void test_single_file(void **state) {
     tu_rmrf(dir);
 }
 
-static void quantize(const char *src, const char *dst) {
-    unsigned ft;
-    int pure;
-    ASSERT_OK(cvx_quantize_parse_type("Q8_0", &ft, &pure));
-    cvx_weights *w = cvx_weights_open(src);
-    ASSERT_NONNULL(w);
-    ASSERT_OK(cvx_quantize_to_gguf(w, &ltx_gguf_rules, ft, pure, dst, NULL));
-    cvx_weights_close(w);
-}
-
 static const cvx_tensor *tensor_named(const cvx_weights *w, const char *name) {
     for (int i = 0; i < cvx_weights_count(w); i++)
         if (!strcmp(cvx_weights_at(w, i)->name, name)) return cvx_weights_at(w, i);
@@ -211,8 +202,8 @@ static void test_gguf(void **state) {
     snprintf(g2, sizeof g2, "%s/ltx-single-Q8_0.gguf", dir);
     snprintf(deq, sizeof deq, "%s/dequantized.safetensors", dir);
     write_single_file(single, 0);
-    quantize(TDIR "diffusion_pytorch_model.safetensors", g1);
-    quantize(single, g2);
+    wh_quantize_q8_0(TDIR "diffusion_pytorch_model.safetensors", g1, &ltx_gguf_rules);
+    wh_quantize_q8_0(single, g2, &ltx_gguf_rules);
     cvx_weights *w1 = cvx_weights_open(g1), *w2 = cvx_weights_open(g2);
     ASSERT_NONNULL(w1);
     ASSERT_NONNULL(w2);
@@ -232,16 +223,7 @@ static void test_gguf(void **state) {
     }
     for (int i = 0; i < cvx_weights_count(w2); i++) assert_null(strstr(cvx_weights_at(w2, i)->name, "vae"));
     /* dequantized f32 copy of the GGUF, original names kept */
-    cvx_st_writer *st = cvx_stw_new();
-    for (int i = 0; i < cvx_weights_count(w2); i++) {
-        const cvx_tensor *x = cvx_weights_at(w2, i);
-        float *d = cvx_alloc_f32((size_t)x->numel);
-        cvx_tensor_to_f32(x, d);
-        ASSERT_OK(cvx_stw_add(st, x->name, CVX_F32, x->ndim, x->shape, d));
-        free(d);
-    }
-    ASSERT_OK(cvx_stw_write(st, deq));
-    cvx_stw_free(st);
+    wh_write_dequantized(g2, deq);
     cvx_weights_close(w1);
     cvx_weights_close(w2);
 
@@ -406,7 +388,7 @@ static void test_bad_inputs(void **state) {
                     (const int64_t[]){64, 32}, wide);
     free(wide);
     snprintf(g, sizeof g, "%s/bad_shape.gguf", dir);
-    quantize(file, g);
+    wh_quantize_q8_0(file, g, &ltx_gguf_rules);
     assert_null(ltx_load_file(TDIR "config.json", g, NULL));
     expect_error("GGUF, wrong shape", cvx_last_error(),
                  (const char *const[]){"bad_shape.gguf", "transformer_blocks.0.ff.net.0.proj.weight", "[64, 32]",
@@ -429,19 +411,6 @@ static float *latents_of(const char *dir, size_t *n) {
     float *x = cvx_tensor_f32_dup(t);
     cvx_st_close(st);
     return x;
-}
-
-static void same_tensors(const char *a, const char *b) {
-    cvx_safetensors *x = tu_open(a), *y = tu_open(b);
-    assert_int_equal(cvx_st_count(x), cvx_st_count(y));
-    for (int i = 0; i < cvx_st_count(x); i++) {
-        const cvx_tensor *t = cvx_st_tensor(x, i), *u = cvx_st_find(y, t->name);
-        if (!u || u->nbytes != t->nbytes || memcmp(t->data, u->data, t->nbytes))
-            fail_msg("%s: tensor %s differs from %s's", b, t->name, a);
-    }
-    print_message("  %s: %d tensors = the directory run's\n", b, cvx_st_count(x));
-    cvx_st_close(x);
-    cvx_st_close(y);
 }
 
 static void test_programs(void **state) {
@@ -479,7 +448,7 @@ static void test_programs(void **state) {
     for (int i = 0; i < 2; i++) {
         snprintf(p, sizeof p, "%s/dir/%s", dir, outs[i]);
         snprintf(q, sizeof q, "%s/single/%s", dir, outs[i]);
-        same_tensors(p, q);
+        wh_same_tensors(p, q);
     }
     size_t n, n2;
     snprintf(p, sizeof p, "%s/lora", dir);
