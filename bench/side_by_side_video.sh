@@ -157,9 +157,10 @@ sdcpp() {   # case step|vae family(wan|hv) frames height width cfg
     "$SDCPP" -M vid_gen "$@" --sampling-method euler --steps $steps -t "$THREADS" -s 42 -v --diffusion-fa \
         -o "$out/sdcpp.avi" > "$log" 2>&1 &
     sd=$!
-    c0= c1=
+    c0= c1= last=
     while kill -0 $sd 2>/dev/null; do
         sleep 1
+        cur=$(cut -d' ' -f14,15 "/proc/$sd/stat" 2>/dev/null) && [ -n "$cur" ] && last=$cur
         if [ -z "$c0" ] && tr '\r' '\n' < "$log" | awk -v w="$what" '
                 w == "step" && / 1\/2 - / { f = 1; exit }
                 w == "vae" && /decode_video_outputs latent/ { d = 1 }
@@ -174,6 +175,8 @@ sdcpp() {   # case step|vae family(wan|hv) frames height width cfg
         fi
     done
     wait $sd 2>/dev/null
+    # sd-cli may exit within the poll after its last line: then the last reading (<= 1 s before) ends the stage
+    if [ -z "$c1" ] && grep -aq "$end" "$log"; then c1=$last; fi
     echo "stage CPU ticks: ${c0:-?} -> ${c1:-?}" >> "$log"
     tr '\r' '\n' < "$log" | grep -aE "blocks:|to [0-9]+ tokens|sample [0-9]|decode_video_outputs latent|loading tensors|2/2 - |$end|stage CPU|ERROR|error|abort" \
         | cut -c1-160 | tail -8
