@@ -15,6 +15,7 @@
 
 #include "error.h"
 #include "gemm.h"
+#include "weight_caches.h"
 
 typedef struct {
     int dims[8];   /* Cin, Cout, kt, kh, kw, Tp, Hp, Wp */
@@ -144,22 +145,10 @@ static conv_prim *prim_of(struct cvx_conv_onednn *c, const int dims[8], int has_
     return &c->prims[c->nprims++];
 }
 
-static uint64_t sample_of(const cvx_tensor *w) {
-    uint64_t h = 1469598103934665603ULL;
-    const unsigned char *b = w->data;
-    const size_t n = w->nbytes;
-    for (int i = 0; i < 16 && n >= 4; i++) {
-        uint32_t v;
-        memcpy(&v, b + (n - 4) / 15 * (size_t)i, 4);
-        h = (h ^ v) * 1099511628211ULL;
-    }
-    return h;
-}
-
 /* The weight w [Cout, Cin, kt, kh, kw] in layout md as bf16, reordered on first use. */
 static dnnl_memory_t weight_of(struct cvx_conv_onednn *c, const cvx_tensor *w, const int dims[5],
                                const dnnl_memory_desc_t *md) {
-    const uint64_t sample = sample_of(w);
+    const uint64_t sample = cvx_bytes_sample(w->data, w->nbytes);
     for (int i = 0; i < c->nwts; i++) {
         const conv_weight *e = &c->wts[i];
         if (e->t == w && e->data == w->data && e->sample == sample && !memcmp(e->dims, dims, sizeof e->dims) &&

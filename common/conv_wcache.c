@@ -15,6 +15,7 @@
 #include "dtype.h"
 #include "error.h"
 #include "gemm_fast.h"
+#include "weight_caches.h"
 
 typedef struct {
     const cvx_tensor *t;
@@ -71,30 +72,6 @@ void cvx_conv_wcache_set_budget(cvx_ctx *ctx, size_t bytes) {
 size_t cvx_conv_wcache_bytes(const cvx_ctx *ctx) { return ctx->conv_wcache ? ctx->conv_wcache->bytes : 0; }
 int cvx_conv_wcache_count(const cvx_ctx *ctx) { return ctx->conv_wcache ? ctx->conv_wcache->n : 0; }
 
-static uint64_t sample_of(const cvx_tensor *w) {
-    uint64_t h = 1469598103934665603ULL;
-    const unsigned char *b = w->data;
-    const size_t n = w->nbytes;
-    for (int i = 0; i < 16 && n >= 4; i++) {
-        uint32_t v;
-        memcpy(&v, b + (n - 4) / 15 * (size_t)i, 4);
-        h = (h ^ v) * 1099511628211ULL;
-    }
-    return h;
-}
-
-/* Bytes the machine can still give (MemAvailable), or SIZE_MAX when unknown. */
-static size_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return (size_t)-1;
-    char line[256];
-    size_t kb = (size_t)-1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
-    fclose(f);
-    return kb == (size_t)-1 ? kb : kb << 10;
-}
-
 /* Floats of the f32 layout: [taps, Cout, Cin] packed, [16 | 36, Cout, kt·Cin] Winograd. */
 static size_t layout_floats(cvx_conv_algo algo, int Cout, int Cin, int kt, int taps) {
     const size_t n = algo == CVX_CONV_WINOGRAD4 ? 36 : algo == CVX_CONV_WINOGRAD2 ? 16 : 0;
@@ -126,7 +103,7 @@ const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo al
     CVX_CHECK(algo == CVX_CONV_DIRECT || taps == 9 * kt);
     struct cvx_conv_wcache *c = cache_of(ctx);
     if (!c->budget) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
-    const uint64_t sample = sample_of(w);
+    const uint64_t sample = cvx_bytes_sample(w->data, w->nbytes);
     for (int i = 0; i < c->n; i++) {
         wentry *e = &c->e[i];
         if (e->t != w || e->data != w->data || e->dtype != w->dtype || e->algo != (int)algo || e->bf16 != bf16 ||
@@ -140,7 +117,7 @@ const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo al
     }
     if (c->full) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
     const size_t n = layout_floats(algo, Cout, Cin, kt, taps), need = n * (bf16 ? 2 : 4);
-    const size_t avail = c->given ? (size_t)-1 : mem_available(), margin = (size_t)4 << 30;
+    const size_t avail = c->given ? (size_t)-1 : cvx_mem_available(), margin = (size_t)4 << 30;
     if (c->bytes + need > c->budget || avail < margin || need > avail - margin) {
         char av[48] = "";
         if (avail != (size_t)-1) snprintf(av, sizeof av, ", %zu MiB available", avail >> 20);

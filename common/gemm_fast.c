@@ -7,6 +7,7 @@
 #include "error.h"
 #include "gemm.h"
 #include "gemm_quant.h"
+#include "weight_caches.h"
 
 #include <dnnl.h>
 #include <stdio.h>
@@ -458,29 +459,6 @@ int cvx_matmul(cvx_kernels *kc, cvx_precision p, int M, int N, int K, cvx_mat A,
 
 /* ---- pre-packed linear weights ---- */
 
-static uint64_t sample_of(const void *data, size_t nbytes) {
-    const unsigned char *b = data;
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < 16 && nbytes >= 4; i++) {
-        uint32_t v;
-        memcpy(&v, b + (nbytes - 4) / 15 * (size_t)i, 4);
-        h = (h ^ v) * 1099511628211ull;
-    }
-    return h;
-}
-
-/* Bytes the machine can still give (MemAvailable), or SIZE_MAX when unknown. */
-static size_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return (size_t)-1;
-    char line[256];
-    size_t kb = (size_t)-1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
-    fclose(f);
-    return kb == (size_t)-1 ? kb : kb << 10;
-}
-
 /* Reorder Wᵀ (B = [K, N], W's plain [N, K] storage, bf16) into the layout oneDNN's matmul picks for
  * M rows; fills e->md, e->buf, e->bytes. 0, or -1 (no such primitive: the weight stays in place). */
 static int pack_onednn(cvx_kernels *kc, int M, const cvx_mat *b, pack_entry *e) {
@@ -525,7 +503,7 @@ static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const
     int kind = p == CVX_PRECISION_BF16 ? (onednn_bf16(kc) ? PACK_ONEDNN : PACK_F32_ROUNDED)
                                        : (W->dtype == CVX_F32 ? 0 : PACK_F32);
     if (!kind || !kc->pack_budget) return NULL;
-    uint64_t sample = sample_of(W->data, (size_t)N * K * cvx_dtype_size(W->dtype));
+    uint64_t sample = cvx_bytes_sample(W->data, (size_t)N * K * cvx_dtype_size(W->dtype));
     for (int i = 0; i < kc->npk; i++) {
         pack_entry *e = &kc->pk[i];
         if (e->src != W->data || e->N != N || e->K != K || e->dt != W->dtype || e->kind != kind) continue;
@@ -536,7 +514,7 @@ static const pack_entry *pack_for(cvx_kernels *kc, cvx_precision p, int M, const
         break;
     }
     if (kc->pack_full) return NULL;
-    size_t need = (size_t)N * K * (kind == PACK_ONEDNN ? 2 : 4), avail = kc->pack_given ? (size_t)-1 : mem_available();
+    size_t need = (size_t)N * K * (kind == PACK_ONEDNN ? 2 : 4), avail = kc->pack_given ? (size_t)-1 : cvx_mem_available();
     size_t margin = (size_t)4 << 30;   /* left for activations and the page cache */
     if (kc->pack_bytes + need > kc->pack_budget || avail < margin || need > avail - margin) {
         char av[48] = "";

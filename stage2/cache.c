@@ -429,6 +429,21 @@ static void hold_branch(cvx_cache *c, int j, cvx_fwd *f) {
     f->h = c->hold;
 }
 
+/* The start of a probe step's branch j (TeaCache on a probe, FBCache): embed (nf counts the
+ * branches to abort on failure), the shared rows, n / vn = the residual's and the probe's floats,
+ * the buffers, the first branch's stream held. */
+static int branch_begin(cvx_denoiser *m, cvx_cache *c, const step_io *io, int j, cvx_fwd *f, int *nf, size_t *n,
+                        size_t *vn) {
+    if (embed(m, io, j, f)) return -1;
+    (*nf)++;
+    if (setup_share(c, f)) return -1;
+    *n = (size_t)(c->r1 - c->r0) * c->D, *vn = (size_t)(c->v1 - c->v0) * c->D;
+    if (resid_check(c, c->lnb * *n) || head_check(c, *vn)) return -1;
+    if (!c->head_cur) c->head_cur = cvx_alloc_f32(c->lnb * *vn + 1);
+    hold_branch(c, j, f);
+    return 0;
+}
+
 /* TeaCache on the family's probe (TeaCache4LTX-Video): per branch, embed and the probe X
  * (head_cur); the rule on Σ|X − P| / Σ|P| over the whole batch, P = the previous step's X
  * (head_prev); per branch, the blocks and the output norm (keeping R = h_normed − h_embedded) or
@@ -438,13 +453,7 @@ static int teacache_probe_step(cvx_denoiser *m, cvx_cache *c, int step, const st
     int nf = 0;
     size_t n = 0, vn = 0;
     for (int j = 0; j < c->lnb; j++) {
-        if (embed(m, io, j, &f[j])) goto fail;
-        nf++;
-        if (setup_share(c, &f[j])) goto fail;
-        n = (size_t)(c->r1 - c->r0) * c->D, vn = (size_t)(c->v1 - c->v0) * c->D;
-        if (resid_check(c, c->lnb * n) || head_check(c, vn)) goto fail;
-        if (!c->head_cur) c->head_cur = cvx_alloc_f32(c->lnb * vn + 1);
-        hold_branch(c, j, &f[j]);
+        if (branch_begin(m, c, io, j, &f[j], &nf, &n, &vn)) goto fail;
         m->type->teacache_input(m, &f[j], c->head_cur + j * vn);                       // [v1 − v0, D]
     }
     double den = 0, rel = c->head_prev ? batch_rel(c, &den) : NAN;
@@ -480,13 +489,7 @@ static int fbcache_step(cvx_denoiser *m, cvx_cache *c, int step, const step_io *
     int nf = 0;
     size_t n = 0, vn = 0;
     for (int j = 0; j < c->lnb; j++) {
-        if (embed(m, io, j, &f[j])) goto fail;
-        nf++;
-        if (setup_share(c, &f[j])) goto fail;
-        n = (size_t)(c->r1 - c->r0) * c->D, vn = (size_t)(c->v1 - c->v0) * c->D;
-        if (resid_check(c, c->lnb * n) || head_check(c, vn)) goto fail;
-        if (!c->head_cur) c->head_cur = cvx_alloc_f32(c->lnb * vn + 1);
-        hold_branch(c, j, &f[j]);
+        if (branch_begin(m, c, io, j, &f[j], &nf, &n, &vn)) goto fail;
         float *X = c->head_cur + j * vn, *hv = f[j].h + (size_t)c->v0 * c->D;           // [v1 − v0, D]
         memcpy(X, hv, vn * sizeof(float));
         m->type->blocks(m, &f[j], 0, 1);
