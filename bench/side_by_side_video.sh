@@ -82,7 +82,7 @@ sd_files() { [ -n "$SDCPP" ] && [ -x "$SDCPP" ] || return 1; for f; do [ -f "$SD
 sd_wan=0 sd_hv=0
 sd_files wan2.2_ti2v_5B_fp16.safetensors wan2.2_vae.safetensors umt5_xxl_fp16.safetensors && sd_wan=1
 sd_files hunyuanvideo1.5_480p_t2v_fp16.safetensors hunyuanvideo15_vae_fp16.safetensors qwen_2.5_vl_7b_fp16.safetensors \
-    && [ -f "$PEER_DIR/sdcpp/hv15_prompt.txt" ] && sd_hv=1
+    && [ -f "$here/sdcpp_hv15_prompt.txt" ] && sd_hv=1
 if { { has wan5 || has wan22vae; } && [ $sd_wan = 0 ]; } || { { has hv15 || has hv15vae; } && [ $sd_hv = 0 ]; }; then
     echo "note: stable-diffusion.cpp is not set up for this part (SDCPP, SDCPP_MODELS; ../shared/peer/sdcpp/README.md): left out"
 fi
@@ -151,7 +151,7 @@ sdcpp() {   # case step|vae family(wan|hv) frames height width cfg
     else   # the prompt tokenizes to 114 Qwen tokens with ../shared/peer/sdcpp's merges stub: 120 text rows as ours
         set -- --diffusion-model "$SDCPP_MODELS/hunyuanvideo1.5_480p_t2v_fp16.safetensors" \
             --vae "$SDCPP_MODELS/hunyuanvideo15_vae_fp16.safetensors" --llm "$SDCPP_MODELS/qwen_2.5_vl_7b_fp16.safetensors" \
-            -p "$(cat "$PEER_DIR/sdcpp/hv15_prompt.txt")" --flow-shift 5.0 --video-frames "$4" -H "$5" -W "$6" --cfg-scale "$7"
+            -p "$(cat "$here/sdcpp_hv15_prompt.txt")" --flow-shift 5.0 --video-frames "$4" -H "$5" -W "$6" --cfg-scale "$7"
     fi
     if [ "$what" = step ]; then steps=2 end="sampling completed"; else steps=1 end="decode_first_stage completed"; fi
     "$SDCPP" -M vid_gen "$@" --sampling-method euler --steps $steps -t "$THREADS" -s 42 -v --diffusion-fa \
