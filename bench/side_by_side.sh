@@ -30,6 +30,8 @@ for c in $(echo "$CASES" | tr ',' ' '); do
     case $c in t5|tr2b|tr5b|vae) ;; *) echo "side_by_side.sh: unknown case '$c' (t5, tr2b, tr5b, vae, wan, wan13, wan14, wanvae, umt5, wangguf)" >&2; exit 2;; esac
 done
 out=$(mktemp -d)
+# our bench programs, rebuilt first when their sources changed: a stale binary would time old code
+( cd "$(dirname "$0")/.." && make -s BUILD="$BUILD" "$BUILD/bench/bench_stage1" "$BUILD/bench/bench_stage2" "$BUILD/bench/bench_stage3" ) || { echo "side_by_side.sh: building the bench programs failed" >&2; exit 1; }
 # Ctrl-C / SIGTERM stop the run at once (the trap used to swallow the first SIGTERM, and the
 # benchmark in the foreground ran on): each measurement runs in the background in a process
 # group of its own (setsid: a background child of a non-interactive shell is no group leader,

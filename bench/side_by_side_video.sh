@@ -64,6 +64,10 @@ vae_dir=${VAE_DIR:-$out/vae}
 trap 'rm -rf "$out"' EXIT
 trap 'echo "side_by_side_video.sh: interrupted" >&2; exit 130' INT TERM
 R="$out/results.txt"
+# our bench programs, rebuilt first when their sources changed: a stale binary would time old code
+( cd "$here/.." && make -s BUILD="$BUILD" "$BUILD/bench/bench_kernels" "$BUILD/bench/bench_hv15" "$BUILD/bench/bench_qwen" \
+    "$BUILD/bench/bench_vae_dir" "$BUILD/bench/bench_wan_stage2" "$BUILD/bench/bench_wan_vae" \
+    "$BUILD/bench/bench_ltx_stage2" ) || { echo "side_by_side_video.sh: building the bench programs failed" >&2; exit 1; }
 touch "$R"
 has() { case " $CASES " in *" $1 "*) return 0;; esac; return 1; }
 note() { echo "== $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }

@@ -60,6 +60,8 @@ done
 case $GGUF_MODEL in wan1.3b|wan14b) ;; *) echo "side_by_side_wan.sh: GGUF_MODEL '$GGUF_MODEL': wan1.3b or wan14b" >&2; exit 2;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
+# our bench programs, rebuilt first when their sources changed: a stale binary would time old code
+( cd "$here/.." && make -s BUILD="$BUILD" "$BUILD/bench/bench_kernels" "$BUILD/bench/bench_wan_stage2" "$BUILD/bench/bench_wan_vae" "$BUILD/bench/bench_stage1" "$BUILD/bench/bench_quant" ) || { echo "side_by_side_wan.sh: building the bench programs failed" >&2; exit 1; }
 trap 'rm -rf "$out"' EXIT
 trap 'echo "side_by_side_wan.sh: interrupted" >&2; exit 130' INT TERM
 has() { case ",$CASES," in *",$1,"*) return 0;; esac; return 1; }
