@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -275,6 +276,16 @@ static inline int tu_good_run_make(tu_good_run *r) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", r->s3, r->dir, r->model);
     tu_run_ok(cmd);
     return 0;
+}
+
+/* The modification time of dir/file in seconds (nanoseconds kept: make's stamps); fails the test
+ * when the file is missing. */
+static inline double tu_mtime(const char *dir, const char *file) {
+    char p[600];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (stat(p, &st) != 0) fail_msg("%s missing", p);
+    return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 }
 
 /* Entries of a directory other than . and .., not counting the programs' directory lock file
