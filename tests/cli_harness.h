@@ -9,6 +9,7 @@
  *   cli_check_frames(WG, name, frames_file);
  *   cli_stage23_resumed(WG, name, dir, dir2, "--seed 42 …");  // stages 2 and 3 checked, stop + resume
  *   if (!cli_same_file(a, b)) fail_msg(…);
+ *   cli_expect_refused(cmd, "--frames", out_file);          // exit != 0, the error says it, no file
  */
 #ifndef CVX_CLI_HARNESS_H
 #define CVX_CLI_HARNESS_H
@@ -17,8 +18,22 @@
 #include "dtype.h"
 #include "safetensors.h"
 
+#include <sys/stat.h>
+
 /* the programs' paths (bin/stage1, bin/stage2, bin/stage3 of the build under test) */
 static __attribute__((unused)) char s1[256], s2[256], s3[256];
+
+/* cmd refused: a non-zero exit, an error holding `want` (printed), and no must_not_exist (NULL:
+ * nothing checked) */
+static inline void cli_expect_refused(const char *cmd, const char *want, const char *must_not_exist) {
+    char err[8192];
+    int rc = tu_run(cmd, err, sizeof err);
+    print_message("  [%s] exit %d: %s", want, rc, err);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(err, want));
+    struct stat st;
+    if (must_not_exist) assert_int_not_equal(stat(must_not_exist, &st), 0);
+}
 
 /* cmocka group setup: find the three programs */
 static inline int cli_setup(void **state) {

@@ -266,21 +266,14 @@ static void test_build_flavour(void **state) {
 
 /* Run tests/mpi/dist_ranks MODE on np ranks; returns mpirun's exit status, stderr in err. */
 static int mpirun(int np, const char *mode, char *err, size_t errn) {
-    const char *b = getenv("BUILD");
-    char prog[512], cmd[1200];
-    snprintf(prog, sizeof prog, "%s/tests/mpi/dist_ranks", b && b[0] ? b : "build");
+    char prog[512], mr[512], cmd[1200];
+    snprintf(prog, sizeof prog, "%s/tests/mpi/dist_ranks", tu_build_dir());
     if (access(prog, X_OK) != 0) fail_msg("%s is missing (make tests-build builds it in MPI builds)", prog);
-    /* -q: no Open MPI banners, so stderr is the program's own. Root (CI containers) needs the flag.
-     * Under ASan (make asan) the ranks run without leak detection: Open MPI keeps memory until
-     * exit from plugins it has unloaded by then, which no suppression can name (the slow unwinder
-     * would name them, at minutes per mpirun). The one-rank paths above are leak-checked. */
-    /* In Docker (CI), Open MPI's shared-memory single copy (CMA) is not permitted and prints
-     * "Read -1, expected ..." on every large message: use the copy-in/copy-out path. */
-    snprintf(cmd, sizeof cmd,
-             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
-             "OMPI_MCA_btl_vader_single_copy_mechanism=none "
-             "timeout 120 mpirun -q --oversubscribe %s -np %d %s %s </dev/null",
-             geteuid() == 0 ? "--allow-run-as-root" : "", np, prog, mode);
+    /* tu_mpirun: -q (stderr is the program's own), no leak detection in the ranks under ASan (no
+     * suppression can name Open MPI's unloaded plugins; the one-rank paths above are
+     * leak-checked), no CMA in Docker */
+    tu_mpirun(mr, sizeof mr, np, 120);
+    snprintf(cmd, sizeof cmd, "%s %s %s </dev/null", mr, prog, mode);
     double t = cvx_time();
     int rc = tu_run(cmd, err, errn);
     print_message("  mpirun -np %d dist_ranks %-14s exit %3d  %.1f s\n", np, mode, rc, cvx_time() - t);

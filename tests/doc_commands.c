@@ -9,28 +9,10 @@
  * make runs in a clean environment (no MAKEFLAGS of a parent make). */
 #include "testutil.h"
 
-static const char *build_dir(void) {
-    const char *b = getenv("BUILD");
-    return b && b[0] ? b : "build";
-}
-
-/* `make -n ARGS` from the repository root: its stdout+stderr into out, the exit status. */
-static int make_n(const char *args, char *out, size_t n) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n --no-print-directory BUILD=%s %s 2>&1",
-             build_dir(), args);
-    FILE *p = popen(cmd, "r");
-    if (!p) fail_msg("cannot run make");
-    size_t k = fread(out, 1, n - 1, p);
-    out[k] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void test_doc_commands_run(void **state) {
     (void)state;
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "BUILD=%s sh scripts/check_doc_commands.sh 2>&1", build_dir());
+    snprintf(cmd, sizeof cmd, "BUILD=%s sh scripts/check_doc_commands.sh 2>&1", tu_build_dir());
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     static char out[1 << 16];
@@ -56,8 +38,8 @@ static void expect_stage2(const char *model, const char *extra, const char *want
     static char out[1 << 16];
     char args[1024], dir[64];
     tu_mkdtemp(dir, sizeof dir);
-    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=%s %s", dir, build_dir(), model, extra);
-    assert_int_equal(make_n(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=%s %s", dir, tu_build_dir(), model, extra);
+    assert_int_equal(tu_make_n(args, out, sizeof out), 0);
     const char *s2 = strstr(out, "/bin/stage2 ");
     if (!s2) fail_msg("make -n %s: no stage 2 command in:\n%s", args, out);
     const char *eol = strchr(s2, '\n');
@@ -90,11 +72,12 @@ static void test_tiny_defaults_any_spelling(void **state) {
     static char out[1 << 16];
     char dir[64], args[1024];
     tu_mkdtemp(dir, sizeof dir);
-    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=./models/cogvideox-tiny-random/", dir, build_dir());
-    assert_int_equal(make_n(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=./models/cogvideox-tiny-random/", dir,
+             tu_build_dir());
+    assert_int_equal(tu_make_n(args, out, sizeof out), 0);
     assert_non_null(strstr(out, "[ -n \"./models/cogvideox-tiny-random//cvx_run_defaults\" ]"));
-    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=/nonexistent/CogVideoX-2b", dir, build_dir());
-    assert_int_equal(make_n(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "pipeline OUT=%s BIN=%s/bin MODEL=/nonexistent/CogVideoX-2b", dir, tu_build_dir());
+    assert_int_equal(tu_make_n(args, out, sizeof out), 0);
     assert_non_null(strstr(out, "[ -n \"\" ]"));
     tu_rmrf(dir);
 }
@@ -107,8 +90,8 @@ static void test_make_batch(void **state) {
     snprintf(path, sizeof path, "%s/prompts.txt", dir);
     const char *text = "a cat\n\n  \t\na dog\nthe sea\n";
     tu_write(path, text, strlen(text));
-    snprintf(args, sizeof args, "pipeline OUT=%s/o BIN=%s/bin PROMPTS_FILE=%s", dir, build_dir(), path);
-    assert_int_equal(make_n(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "pipeline OUT=%s/o BIN=%s/bin PROMPTS_FILE=%s", dir, tu_build_dir(), path);
+    assert_int_equal(tu_make_n(args, out, sizeof out), 0);
     assert_int_equal(tu_count_substr(out, "/bin/stage1 "), 1);
     assert_non_null(strstr(out, "--prompts_file"));
     assert_null(strstr(out, "--prompt '"));

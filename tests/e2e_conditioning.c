@@ -573,14 +573,6 @@ static void test_v2v_summary_counts_steps_run(void **s) {
     tu_rmrf(dir);
 }
 
-static double mtime(const char *dir, const char *file) {
-    char p[600];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, file);
-    if (stat(p, &st) != 0) fail_msg("%s missing", p);
-    return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
-}
-
 /* make's stamps: STRENGTH re-runs stage 2 only; a changed frame of VIDEO re-runs stage 1. */
 static void test_make_video_strength(void **s) {
     (void)s;
@@ -595,17 +587,17 @@ static void test_make_video_strength(void **s) {
              "VIDEO=%s", out, b && b[0] ? b : "build", out, video);
     snprintf(cmd, sizeof cmd, "%s STRENGTH=0.5 >/dev/null 2>&1", base);
     tu_run_ok(cmd);
-    double t1 = mtime(out, "stage1_embeddings.safetensors"), t2 = mtime(out, "stage2_latents.safetensors");
+    double t1 = tu_mtime(out, "stage1_embeddings.safetensors"), t2 = tu_mtime(out, "stage2_latents.safetensors");
     snprintf(cmd, sizeof cmd, "%s STRENGTH=0.75 >/dev/null 2>&1", base);
     tu_run_ok(cmd);
-    assert_true(mtime(out, "stage1_embeddings.safetensors") == t1);
-    assert_true(mtime(out, "stage2_latents.safetensors") > t2);
-    t2 = mtime(out, "stage2_latents.safetensors");
+    assert_true(tu_mtime(out, "stage1_embeddings.safetensors") == t1);
+    assert_true(tu_mtime(out, "stage2_latents.safetensors") > t2);
+    t2 = tu_mtime(out, "stage2_latents.safetensors");
     snprintf(cmd, sizeof cmd, "sleep 0.01; cp %s/0001.png %s/0000.png && %s STRENGTH=0.75 >/dev/null 2>&1", video, video,
              base);
     tu_run_ok(cmd);
-    assert_true(mtime(out, "stage1_embeddings.safetensors") > t1);
-    assert_true(mtime(out, "stage2_latents.safetensors") > t2);
+    assert_true(tu_mtime(out, "stage1_embeddings.safetensors") > t1);
+    assert_true(tu_mtime(out, "stage2_latents.safetensors") > t2);
     tu_rmrf(dir);
 }
 

@@ -3,25 +3,9 @@
  * write identical stage files (every tensor's bytes: embeddings, latents, decoded frames). The runs are also
  * checked against the golden latents (1e-4), so both paths are right, not merely equal. Without
  * AVX-512 the two runs take the same path: the comparison is skipped and says so. */
-#include "testutil.h"
+#include "golden_harness.h"
 #include "config.h"
 #include "cpu.h"
-
-/* the golden case's call.<key> string into buf */
-static void call_str(const char *case_dir, const char *key, char *buf, size_t n) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/case.json", case_dir);
-    cvx_config cfg;
-    ASSERT_OK(cvx_config_load(&cfg, path));
-    json_object *call;
-    assert_true(json_object_object_get_ex(cfg.root, "call", &call));
-    cvx_config cc = {.root = call};
-    snprintf(cc.path, sizeof cc.path, "%s:call", path);
-    const char *v;
-    ASSERT_OK(cvx_cfg_str(&cc, key, &v));
-    snprintf(buf, n, "%s", v);
-    cvx_config_free(&cfg);
-}
 
 /* the tensors of two safetensors files: the same names, dtypes, shapes and bytes (the metadata
  * may differ: it names the input files' paths) */
@@ -62,15 +46,19 @@ static void check_latents(const char *file, const char *golden) {
 
 /* stage 1, 2, 3 into dir with `env` before each program */
 static void run(const char *env, const char *dir, const char *case_dir, const char *s2_flags) {
-    char cmd[8192], p[1024], neg[1024], qp[1100], qn[1100], s1[256], s2[256], s3[256], model[512];
+    char cmd[8192], qp[1100], qn[1100], s1[256], s2[256], s3[256], model[512];
     tu_program(s1, sizeof s1, "stage1");
     tu_program(s2, sizeof s2, "stage2");
     tu_program(s3, sizeof s3, "stage3");
     snprintf(model, sizeof model, "%s/model", case_dir);
-    call_str(case_dir, "prompt", p, sizeof p);
-    call_str(case_dir, "negative_prompt", neg, sizeof neg);
+    gh_case c;
+    gh_open(&c, case_dir);
+    const char *p = gh_str(gh_json(&c, "call.prompt")), *neg = gh_str(gh_json(&c, "call.negative_prompt"));
+    assert_non_null(p);
+    assert_non_null(neg);
     tu_shell_quote(qp, sizeof qp, p);
     tu_shell_quote(qn, sizeof qn, neg);
+    gh_close(&c);
     snprintf(cmd, sizeof cmd, "%s %s --quiet --precision f32 --prompt %s --negative_prompt %s --model_dir %s --output_dir %s",
              env, s1, qp, qn, model, dir);
     tu_run_ok(cmd);

@@ -14,16 +14,6 @@
 
 static const char *const slot_names[3] = {"prompt_embeds_mask", "prompt_embeds_2", "prompt_embeds_mask_2"};
 
-typedef struct {
-    double t[16];
-    int n;
-} step_log;
-
-static void on_step(void *user, const cvx_step_info *info) {
-    step_log *l = user;
-    if (l->n < 16) l->t[l->n++] = info->timestep;
-}
-
 static void t2v_case(const char *name) {
     char dir[200];
     gh_case c;
@@ -46,41 +36,37 @@ static void t2v_case(const char *name) {
     cvx_encode_params ep = {.prompt = prompt, .negative_prompt = negative};   /* None -> "" as upstream */
     if (cvx_encode(m, &ep, NULL, NULL, &emb)) fail_msg("%s", cvx_last_error());
     const char *texts[2] = {negative ? negative : "", prompt};
-    cvx_cond_set both, more = {0}, gold_more = {0};
-    if (cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &both)) fail_msg("%s", cvx_last_error());
-    assert_int_equal(both.n, 3);
+    cvx_cond_set more, gold_more = {0};
+    if (cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &more)) fail_msg("%s", cvx_last_error());
+    assert_int_equal(more.n, 3);
+    ah_cond_set_split(&more);
     size_t n;
     float *pe = gh_f32(&c, &n, "prompt_embeds"), *ne = cfg ? gh_f32(&c, NULL, "negative_prompt_embeds") : NULL;
     assert_int_equal(n, (size_t)emb.L * emb.D);
     gh_check_rel_l2(&c, "prompt_embeds", emb.prompt, pe, n, 1e-4);
     if (cfg) gh_check_rel_l2(&c, "negative_prompt_embeds", emb.negative, ne, n, 1e-4);
-    more.n = gold_more.n = 3;
+    gold_more.n = 3;
     for (int k = 0; k < 3; k++) {
-        cvx_cond_tensor *t = &both.t[k];
+        const cvx_cond_tensor *t = &more.t[k];
         const size_t nk = (size_t)t->L * t->D;
         assert_string_equal(t->name, slot_names[k]);
-        more.t[k] = (cvx_cond_tensor){t->name, malloc(nk * sizeof(float)), malloc(nk * sizeof(float)), t->L, t->D,
-                                      t->is_mask};
-        memcpy(more.t[k].negative, t->prompt, nk * sizeof(float));
-        memcpy(more.t[k].prompt, t->prompt + nk, nk * sizeof(float));
         size_t ng;
         float *want = gh_f32(&c, &ng, "%s", t->name);
         assert_int_equal(ng, nk);
-        if (t->is_mask) gh_check_exact_f32(&c, t->name, more.t[k].prompt, want, nk);
-        else gh_check_rel_l2(&c, t->name, more.t[k].prompt, want, nk, 1e-4);
+        if (t->is_mask) gh_check_exact_f32(&c, t->name, t->prompt, want, nk);
+        else gh_check_rel_l2(&c, t->name, t->prompt, want, nk, 1e-4);
         float *wneg = NULL;
         if (cfg) {
             char key[64];
             snprintf(key, sizeof key, "negative_%s", t->name);
             wneg = gh_f32(&c, NULL, "%s", key);
-            if (t->is_mask) gh_check_exact_f32(&c, key, more.t[k].negative, wneg, nk);
-            else gh_check_rel_l2(&c, key, more.t[k].negative, wneg, nk, 1e-4);
+            if (t->is_mask) gh_check_exact_f32(&c, key, t->negative, wneg, nk);
+            else gh_check_rel_l2(&c, key, t->negative, wneg, nk, 1e-4);
         } else {
             wneg = calloc(nk, sizeof(float));
         }
         gold_more.t[k] = (cvx_cond_tensor){t->name, want, wneg, t->L, t->D, t->is_mask};
     }
-    cvx_cond_set_free(&both);
 
     /* stage 2 from the golden conditioning (isolates the loop) and from ours */
     cvx_sample_params sp = cvx_sample_default_params(m);
@@ -91,17 +77,12 @@ static void t2v_case(const char *name) {
     if (!ne) ne = calloc(n, sizeof(float));
     cvx_embeddings gold = {pe, ne, emb.L, emb.D};
     sp.cond_more = &gold_more;
-    step_log log = {0};
-    sp.on_step = on_step, sp.on_step_user = &log;
+    ah_step_log log = {0};
+    sp.on_step = ah_log_step, sp.on_step_user = &log;
     cvx_latents lat;
     if (cvx_sample(m, &sp, &gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
     sp.on_step = NULL;
-    size_t nt;
-    float *ts = gh_f32(&c, &nt, "timesteps");
-    assert_int_equal(nt, (size_t)log.n);
-    for (size_t i = 0; i < nt; i++)
-        if (log.t[i] != (double)ts[i]) fail_msg("%s: timestep %zu is %.9g, expected %.9g", name, i, log.t[i], ts[i]);
-    free(ts);
+    ah_check_timesteps(&c, &log);
     float *fin = gh_f32(&c, NULL, "final_latents");
     ah_check_latents(&c, "final_latents (golden conditioning)", &lat, fin);
     cvx_latents_free(&lat);

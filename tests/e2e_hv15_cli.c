@@ -7,8 +7,6 @@
  * wrong width) get one line and leave no output behind. */
 #include "cli_harness.h"
 
-#include <sys/stat.h>
-
 #define MODEL "models/hunyuanvideo15-tiny-random"
 #define HG "tests/data/golden_hv15"
 #define GOLD HG "/e2e_t2v/expected.safetensors"
@@ -79,16 +77,6 @@ static void test_tpu_file(void **state) {
     tu_rmrf(dir);
 }
 
-static void expect_refused(const char *cmd, const char *want, const char *must_not_exist) {
-    char err[8192];
-    int rc = tu_run(cmd, err, sizeof err);
-    print_message("  [%s] exit %d: %s", want, rc, err);
-    assert_int_not_equal(rc, 0);
-    assert_non_null(strstr(err, want));
-    struct stat st;
-    if (must_not_exist) assert_int_not_equal(stat(must_not_exist, &st), 0);
-}
-
 static void test_bad_inputs(void **state) {
     (void)state;
     char dir[256], wdir[256], cmd[4096], path[512];
@@ -99,14 +87,14 @@ static void test_bad_inputs(void **state) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/out --model_dir " WAN_MODEL " " FLAGS, s2, dir,
              dir);
     snprintf(path, sizeof path, "%s/out/stage2_latents.safetensors", dir);
-    expect_refused(cmd, "tensor 'prompt_embeds' has shape [1, 1000, 32], expected [1, 512, 32]", path);
+    cli_expect_refused(cmd, "tensor 'prompt_embeds' has shape [1, 1000, 32], expected [1, 512, 32]", path);
     /* Wan embeddings given to the HunyuanVideo-1.5 transformer */
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir " WAN_MODEL " --output_dir %s", s1, wdir);
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/out --model_dir " MODEL " " FLAGS, s2, wdir,
              wdir);
     snprintf(path, sizeof path, "%s/out/stage2_latents.safetensors", wdir);
-    expect_refused(cmd, "expected [1, 1000, 32] (HunyuanVideo15Pipeline's MLLM length 1000)", path);
+    cli_expect_refused(cmd, "expected [1, 1000, 32] (HunyuanVideo15Pipeline's MLLM length 1000)", path);
     /* a glyph tensor of the wrong width: prompt_embeds_2 [1, 256, 23] instead of 24 */
     {
         char src[512], dst[512];
@@ -131,12 +119,12 @@ static void test_bad_inputs(void **state) {
     }
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s/bad --model_dir " MODEL " " FLAGS, s2, dir);
     snprintf(path, sizeof path, "%s/bad/stage2_latents.safetensors", dir);
-    expect_refused(cmd, "tensor 'prompt_embeds_2' has shape [1, 256, 23], expected [1, 256, 24]", path);
+    cli_expect_refused(cmd, "tensor 'prompt_embeds_2' has shape [1, 256, 23], expected [1, 256, 24]", path);
     /* frames not 4k+1 */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir " MODEL " --frames 10 --height 32 --width 48", s2,
              dir);
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
-    expect_refused(cmd, "--frames 10: the frame count must be 4k+1", path);
+    cli_expect_refused(cmd, "--frames 10: the frame count must be 4k+1", path);
     tu_rmrf(dir);
     tu_rmrf(wdir);
 }

@@ -1,21 +1,18 @@
 /* HunyuanVideo-1.5 image-to-video end to end (HunyuanVideo15ImageToVideoPipeline, diffusers v0.36.0)
  * against the golden e2e_i2v run (shared/golden_hv15 README §6): through the API (cvx_encode_conditioning
  * / cvx_encode / cvx_sample / cvx_decode) and through the three programs and their files.
- * The I2V model is assembled in a temporary directory from the pieces the golden case shares with
- * others: models/hunyuanvideo15-tiny-random's text encoders, tokenizers and VAE (the same weights),
- * tests/data/golden_hv15/e2e_i2v/model's transformer (task_type i2v, 17 input channels), guider
- * (6) and scheduler (shift 7), e2e_i2v_siglip/model's SigLIP and feature extractor, and the case's
- * model_index.json (HunyuanVideo15ImageToVideoPipeline). The 56×40 image goes to the 48×48 bucket
- * of target_size 48 (resize "crop", Pillow LANCZOS).
+ * The I2V model: tests/hv15_harness.h's directory of symlinks (the case's guider 6 and scheduler
+ * shift 7). The 56×40 image goes to the 48×48 bucket of target_size 48 (resize "crop", Pillow
+ * LANCZOS).
  * Checked: image_embeds and the image latents (mode × scaling_factor) 1e-5, the branches'
  * embeddings 1e-4, the timesteps exact, final latents 1e-4, decoded video and frames 1e-3; the
  * CLI's stage-1 files and latents the same; refusals (an image to the T2V model, no image to the
  * I2V model) one line. The guider config's step window and guidance_rescale reach the plan: with
  * start 0.5 the first half of the steps run the conditional branch alone (guidance 1 in the step
  * record), the others CFG; the rescaled run differs from the plain one. */
-#include "golden_harness.h"
+#include "api_harness.h"
+#include "hv15_harness.h"
 
-#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -23,38 +20,14 @@
 #include "fileio.h"
 #include "safetensors.h"
 
-#define T2V_MODEL "models/hunyuanvideo15-tiny-random"
-#define CASE "tests/data/golden_hv15/e2e_i2v"
-#define SIGLIP "tests/data/golden_hv15/e2e_i2v_siglip"
-
 static char model[300], image[1200];
 
 /* the I2V model directory of symlinks (removed by teardown) */
 static int setup(void **state) {
     (void)state;
-    char root[1024], cmd[8192];
-    if (!getcwd(root, sizeof root)) return -1;
     tu_mkdtemp(model, sizeof model);
-    snprintf(image, sizeof image, "%s/" SIGLIP "/image.png", root);
-    const char *const t2v[] = {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2", "vae"};
-    const char *const i2v[] = {"transformer", "guider", "scheduler"};
-    const char *const sig[] = {"image_encoder", "feature_extractor"};
-    for (int k = 0; k < 5; k++) {
-        snprintf(cmd, sizeof cmd, "ln -s %s/" T2V_MODEL "/%s %s/%s", root, t2v[k], model, t2v[k]);
-        tu_run_ok(cmd);
-    }
-    for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof cmd, "ln -s %s/" CASE "/model/%s %s/%s", root, i2v[k], model, i2v[k]);
-        tu_run_ok(cmd);
-    }
-    for (int k = 0; k < 2; k++) {
-        snprintf(cmd, sizeof cmd, "ln -s %s/" SIGLIP "/model/%s %s/%s", root, sig[k], model, sig[k]);
-        tu_run_ok(cmd);
-    }
-    char path[512];
-    snprintf(path, sizeof path, "%s/model_index.json", model);
-    const char *index = "{\"_class_name\": \"HunyuanVideo15ImageToVideoPipeline\", \"_diffusers_version\": \"0.36.0\"}\n";
-    tu_write(path, index, strlen(index));
+    hv15_i2v_model(model, NULL);
+    hv15_i2v_image(image, sizeof image);
     return 0;
 }
 
@@ -85,16 +58,6 @@ static void check_image_latents(gh_case *c, const float *mean, size_t n) {
     free(want);
 }
 
-typedef struct {
-    double t[16];
-    int n;
-} step_log;
-
-static void on_step(void *user, const cvx_step_info *info) {
-    step_log *l = user;
-    if (l->n < 16) l->t[l->n++] = info->timestep;
-}
-
 static void on_guidance(void *user, const cvx_step_info *info) {
     if (info->step < 4) ((double *)user)[info->step] = info->guidance;
 }
@@ -102,7 +65,7 @@ static void on_guidance(void *user, const cvx_step_info *info) {
 static void test_api(void **state) {
     (void)state;
     gh_case c;
-    gh_open(&c, CASE);
+    gh_open(&c, HV15_I2V_CASE);
     json_object *call = gh_json(&c, "call");
     const char *prompt = gh_str(gh_get(call, "prompt")), *negative = gh_str(gh_get(call, "negative_prompt"));
     cvx_model *m = cvx_model_open(&(cvx_model_params){.model = model, .threads = 2});
@@ -129,25 +92,19 @@ static void test_api(void **state) {
     if (cvx_encode(m, &(cvx_encode_params){.prompt = prompt, .negative_prompt = negative}, NULL, NULL, &emb))
         fail_msg("%s", cvx_last_error());
     const char *texts[2] = {negative, prompt};
-    cvx_cond_set both, more = {0};
-    if (cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &both)) fail_msg("%s", cvx_last_error());
+    cvx_cond_set more;
+    if (cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &more)) fail_msg("%s", cvx_last_error());
+    ah_cond_set_split(&more);
     float *pe = gh_f32(&c, &n, "prompt_embeds"), *ne = gh_f32(&c, NULL, "negative_prompt_embeds");
     gh_check_rel_l2(&c, "prompt_embeds", emb.prompt, pe, n, 1e-4);
     gh_check_rel_l2(&c, "negative_prompt_embeds", emb.negative, ne, n, 1e-4);
     free(pe), free(ne);
-    more.n = both.n;
-    for (int k = 0; k < both.n; k++) {   /* rows [negative, prompt] -> the set's two branches */
-        cvx_cond_tensor *t = &both.t[k];
-        const size_t nk = (size_t)t->L * t->D;
-        more.t[k] = (cvx_cond_tensor){t->name, malloc(nk * sizeof(float)), malloc(nk * sizeof(float)), t->L, t->D,
-                                      t->is_mask};
-        memcpy(more.t[k].negative, t->prompt, nk * sizeof(float));
-        memcpy(more.t[k].prompt, t->prompt + nk, nk * sizeof(float));
+    for (int k = 0; k < more.n; k++) {
+        const cvx_cond_tensor *t = &more.t[k];
         float *want = gh_f32(&c, NULL, "%s", t->name);
-        gh_check_rel_l2(&c, t->name, more.t[k].prompt, want, nk, 1e-4);
+        gh_check_rel_l2(&c, t->name, t->prompt, want, (size_t)t->L * t->D, 1e-4);
         free(want);
     }
-    cvx_cond_set_free(&both);
 
     /* stage 2: the guider (6) and the shift (7) from the model's configs */
     cvx_sample_params sp = cvx_sample_default_params(m);
@@ -155,16 +112,11 @@ static void test_api(void **state) {
     sp.frames = frames, sp.height = cond.height, sp.width = cond.width, sp.num_inference_steps = (int)gh_int(gh_get(call, "num_inference_steps"));
     sp.seed = (uint64_t)gh_int(gh_get(call, "seed"));
     sp.cond_more = &more, sp.conditioning = &cond;
-    step_log log = {0};
-    sp.on_step = on_step, sp.on_step_user = &log;
+    ah_step_log log = {0};
+    sp.on_step = ah_log_step, sp.on_step_user = &log;
     cvx_latents lat;
     if (cvx_sample(m, &sp, &emb, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
-    size_t nt;
-    float *ts = gh_f32(&c, &nt, "timesteps");
-    assert_int_equal(nt, (size_t)log.n);
-    for (size_t i = 0; i < nt; i++)
-        if (log.t[i] != (double)ts[i]) fail_msg("timestep %zu is %.9g, expected %.9g", i, log.t[i], ts[i]);
-    free(ts);
+    ah_check_timesteps(&c, &log);
     float *fin = gh_f32(&c, &n, "final_latents");
     assert_int_equal(n, (size_t)lat.C * lat.T * lat.h * lat.w);
     gh_check_rel_l2(&c, "final_latents", lat.data, fin, n, 1e-4);
@@ -190,7 +142,7 @@ static void test_api(void **state) {
 
 /* a tensor of a file as floats (I64 masks converted) against the golden one */
 static void check_file(const char *path, const char *name, const char *gold, double tol, float scale) {
-    cvx_safetensors *st = tu_open(path), *g = tu_open(CASE "/expected.safetensors");
+    cvx_safetensors *st = tu_open(path), *g = tu_open(HV15_I2V_CASE "/expected.safetensors");
     const cvx_tensor *t = cvx_st_find(st, name), *tg = cvx_st_find(g, gold);
     if (!t || !tg) fail_msg("%s: tensor %s missing", path, t ? gold : name);
     assert_int_equal(t->numel, tg->numel);
@@ -210,7 +162,7 @@ static void test_programs(void **state) {
     tu_program(s3, sizeof s3, "stage3");
     tu_mkdtemp(dir, sizeof dir);
     gh_case c;
-    gh_open(&c, CASE);
+    gh_open(&c, HV15_I2V_CASE);
     tu_shell_quote(q, sizeof q, gh_str(gh_get(gh_json(&c, "call"), "prompt")));
     snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --prompt %s --negative_prompt '' --image %s --frames 5 "
              "--output_dir %s", s1, model, q, image, dir);
@@ -234,8 +186,8 @@ static void test_programs(void **state) {
     /* refusals: one line each, nothing written */
     char dir2[256];
     tu_mkdtemp(dir2, sizeof dir2);
-    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir " T2V_MODEL " --prompt a --image %s --output_dir %s", s1, image,
-             dir2);
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir " HV15_T2V_MODEL " --prompt a --image %s --output_dir %s", s1,
+             image, dir2);
     assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
     assert_non_null(strstr(err, "HunyuanVideo15ImageToVideoPipeline"));
     assert_int_equal(tu_count_substr(err, "\n"), 1);
@@ -268,12 +220,7 @@ static void test_guider_window(void **state) {
         cvx_encode(m, &(cvx_encode_params){.prompt = texts[1], .negative_prompt = texts[0]}, NULL, NULL, &emb) ||
         cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &more))
         fail_msg("%s", cvx_last_error());
-    for (int k = 0; k < more.n; k++) {   /* rows [negative, prompt] */
-        const size_t nk = (size_t)more.t[k].L * more.t[k].D;
-        more.t[k].negative = malloc(nk * sizeof(float));
-        memcpy(more.t[k].negative, more.t[k].prompt, nk * sizeof(float));
-        memmove(more.t[k].prompt, more.t[k].prompt + nk, nk * sizeof(float));
-    }
+    ah_cond_set_split(&more);
     cvx_sample_params sp = cvx_sample_default_params(m);
     sp.frames = 5, sp.height = 48, sp.width = 48, sp.num_inference_steps = 4, sp.seed = 1;
     sp.cond_more = &more, sp.conditioning = &cond;

@@ -8,7 +8,7 @@
  * and checked: both name sets give the same bytes; the run equals a forward with the merged
  * weights W + w·B·A written into a copy of the checkpoint (relative L2 of the final latents
  * <= 1e-5; far from the bare run); --lora_fuse the same within 1e-5. */
-#include "golden_harness.h"
+#include "api_harness.h"
 
 #include <math.h>
 #include <sys/stat.h>
@@ -118,12 +118,7 @@ static float *run(const char *model, const char *lora, int fuse, size_t *numel) 
     if (cvx_encode(m, &(cvx_encode_params){.prompt = texts[1], .negative_prompt = texts[0]}, NULL, NULL, &emb) ||
         cvx_encode_texts_more(m, texts, NULL, 2, NULL, NULL, &more))
         fail_msg("%s", cvx_last_error());
-    for (int k = 0; k < more.n; k++) {   /* rows [negative, prompt] -> the two branches */
-        const size_t nk = (size_t)more.t[k].L * more.t[k].D;
-        more.t[k].negative = malloc(nk * sizeof(float));
-        memcpy(more.t[k].negative, more.t[k].prompt, nk * sizeof(float));
-        memmove(more.t[k].prompt, more.t[k].prompt + nk, nk * sizeof(float));
-    }
+    ah_cond_set_split(&more);
     cvx_sample_params sp = cvx_sample_default_params(m);
     sp.frames = 5, sp.height = 32, sp.width = 48, sp.num_inference_steps = 2, sp.seed = 9, sp.guidance_scale = 6;
     sp.cond_more = &more;

@@ -5,19 +5,15 @@
  * --threads 1 everywhere: results depend on the thread count, not on the rank count. Without MPI
  * in the build: nothing to run (said in one line). */
 #include "cli_harness.h"
+#include "hv15_harness.h"
+
+#include <sys/stat.h>
 
 #ifdef CVX_USE_MPI
 #define MODEL "models/hunyuanvideo15-tiny-random"
 #define ARGS "--quiet --threads 1 --num_inference_steps 3 --frames 5 --height 32 --width 48 --seed 3"
 
 static char dir[256];
-
-static void mpirun(char *buf, size_t n, int np) {
-    snprintf(buf, n,
-             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
-             "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 300 mpirun -q --oversubscribe %s -np %d",
-             geteuid() == 0 ? "--allow-run-as-root" : "", np);
-}
 
 static int setup(void **state) {
     (void)state;
@@ -48,7 +44,7 @@ static void same_as_one(const char *in, const char *flags, int np, const char *m
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s " ARGS " %s", s2, one, flags);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, np);
+    tu_mpirun(mr, sizeof mr, np, 300);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s " ARGS " %s %s", mr, s2, many, flags, mpi_flags);
     int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0 || err[0]) fail_msg("mpirun -np %d stage2 %s: exit %d, stderr:\n%s", np, mpi_flags, rc, err);
@@ -67,23 +63,17 @@ static void test_sp_and_cfg_parallel(void **state) {
     same_as_one(in, "", 4, "--cfg_parallel --sp 2");
 }
 
-/* I2V: the tiny I2V model of tests/e2e_hv15_i2v.c (its pieces linked) */
+/* I2V: the tiny I2V model of tests/hv15_harness.h */
 static void test_sp_i2v(void **state) {
     (void)state;
-    char root[1024], cmd[8192], m[300], in[300];
-    if (!getcwd(root, sizeof root)) fail_msg("getcwd");
+    char cmd[8192], m[300], in[300], image[1200];
     snprintf(m, sizeof m, "%s/i2v_model", dir);
     snprintf(in, sizeof in, "%s/i2v_in", dir);
-    snprintf(cmd, sizeof cmd,
-             "mkdir %s && for c in text_encoder text_encoder_2 tokenizer tokenizer_2 vae; do ln -s %s/" MODEL "/$c %s/; "
-             "done && for c in transformer guider scheduler; do ln -s %s/tests/data/golden_hv15/e2e_i2v/model/$c %s/; "
-             "done && for c in image_encoder feature_extractor; do ln -s "
-             "%s/tests/data/golden_hv15/e2e_i2v_siglip/model/$c %s/; done && "
-             "echo '{\"_class_name\": \"HunyuanVideo15ImageToVideoPipeline\"}' > %s/model_index.json",
-             m, root, m, root, m, root, m, m);
-    tu_run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --prompt 'a red ball' --image "
-             "tests/data/golden_hv15/e2e_i2v_siglip/image.png --frames 5 --output_dir %s", s1, m, in);
+    if (mkdir(m, 0755)) fail_msg("mkdir %s failed", m);
+    hv15_i2v_model(m, NULL);
+    hv15_i2v_image(image, sizeof image);
+    snprintf(cmd, sizeof cmd, "%s --quiet --model_dir %s --prompt 'a red ball' --image %s --frames 5 --output_dir %s",
+             s1, m, image, in);
     tu_run_ok(cmd);
     char one[300], many[300], mr[512], a[400], b[400], err[8192];
     snprintf(one, sizeof one, "%s/i2v_one", dir);
@@ -92,7 +82,7 @@ static void test_sp_i2v(void **state) {
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --num_inference_steps 2 --seed 4 --input_dir %s", s2, one);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, 2);
+    tu_mpirun(mr, sizeof mr, 2, 300);
     snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --num_inference_steps 2 --seed 4 --input_dir %s --sp 2", mr,
              s2, many);
     int rc = tu_run(cmd, err, sizeof err);
@@ -108,7 +98,7 @@ static void test_sp3_refused(void **state) {
     snprintf(out, sizeof out, "%s/sp3", dir);
     snprintf(cmd, sizeof cmd, "mkdir %s && cp %s/in/* %s/", out, dir, out);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, 3);
+    tu_mpirun(mr, sizeof mr, 3, 300);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s " ARGS " --sp 3", mr, s2, out);
     assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);
     if (tu_count_substr(err, "\n") != 1 || !strstr(err, "--sp 3: must divide the 2 attention heads"))

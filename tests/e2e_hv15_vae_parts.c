@@ -2,55 +2,22 @@
  * missing, the encoder's attention q mis-shaped): stage 3 reads the decoder's tensors only, so the
  * golden I2V case's final latents decode to the same bytes as with the intact VAE (and to the
  * golden video within 1e-3); the I2V condition, which needs the encoder, fails with one line
- * naming the missing tensor. The model: tests/e2e_hv15_i2v.c's directory of symlinks with vae/
+ * naming the missing tensor. The model: tests/hv15_harness.h's directory of symlinks with vae/
  * replaced. */
 #include "golden_harness.h"
-
-#include <unistd.h>
+#include "hv15_harness.h"
 
 #include "pipeline/cvx.h"
 #include "fileio.h"
 #include "safetensors.h"
 
-#define T2V_MODEL "models/hunyuanvideo15-tiny-random"
-#define CASE "tests/data/golden_hv15/e2e_i2v"
-#define SIGLIP "tests/data/golden_hv15/e2e_i2v_siglip"
-
 static char intact[300], broken[300], image[1200];
-
-/* dir: the I2V model of symlinks; vae_dir NULL: the tiny model's VAE */
-static void make_model(char *dir, size_t n, const char *root, const char *vae_dir) {
-    char cmd[8192];
-    tu_mkdtemp(dir, n);
-    const char *const t2v[] = {"text_encoder", "text_encoder_2", "tokenizer", "tokenizer_2"};
-    const char *const i2v[] = {"transformer", "guider", "scheduler"};
-    const char *const sig[] = {"image_encoder", "feature_extractor"};
-    for (int k = 0; k < 4; k++) {
-        snprintf(cmd, sizeof cmd, "ln -s %s/" T2V_MODEL "/%s %s/%s", root, t2v[k], dir, t2v[k]);
-        tu_run_ok(cmd);
-    }
-    for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof cmd, "ln -s %s/" CASE "/model/%s %s/%s", root, i2v[k], dir, i2v[k]);
-        tu_run_ok(cmd);
-    }
-    for (int k = 0; k < 2; k++) {
-        snprintf(cmd, sizeof cmd, "ln -s %s/" SIGLIP "/model/%s %s/%s", root, sig[k], dir, sig[k]);
-        tu_run_ok(cmd);
-    }
-    if (vae_dir) snprintf(cmd, sizeof cmd, "mkdir %s/vae && cp %s/config.json %s/vae/", dir, vae_dir, dir);
-    else snprintf(cmd, sizeof cmd, "ln -s %s/" T2V_MODEL "/vae %s/vae", root, dir);
-    tu_run_ok(cmd);
-    char path[512];
-    snprintf(path, sizeof path, "%s/model_index.json", dir);
-    const char *index = "{\"_class_name\": \"HunyuanVideo15ImageToVideoPipeline\", \"_diffusers_version\": \"0.36.0\"}\n";
-    tu_write(path, index, strlen(index));
-}
 
 /* dir/vae/diffusion_pytorch_model.safetensors: the tiny model's VAE without encoder.conv_in's
  * weight, the encoder's attention to_q weight with half its rows */
 static void write_broken_vae(const char *dir) {
     char path[512];
-    cvx_weights *src = cvx_weights_open(T2V_MODEL "/vae");
+    cvx_weights *src = cvx_weights_open(HV15_T2V_MODEL "/vae");
     assert_non_null(src);
     cvx_st_writer *w = cvx_stw_new();
     for (int i = 0; i < cvx_weights_count(src); i++) {
@@ -69,11 +36,11 @@ static void write_broken_vae(const char *dir) {
 
 static int setup(void **state) {
     (void)state;
-    char root[1024];
-    if (!getcwd(root, sizeof root)) return -1;
-    snprintf(image, sizeof image, "%s/" SIGLIP "/image.png", root);
-    make_model(intact, sizeof intact, root, NULL);
-    make_model(broken, sizeof broken, root, T2V_MODEL "/vae");
+    hv15_i2v_image(image, sizeof image);
+    tu_mkdtemp(intact, sizeof intact);
+    hv15_i2v_model(intact, NULL);
+    tu_mkdtemp(broken, sizeof broken);
+    hv15_i2v_model(broken, HV15_T2V_MODEL "/vae");
     write_broken_vae(broken);
     return 0;
 }
@@ -100,7 +67,7 @@ static void decode(const char *model, const cvx_tensor *lat, cvx_frames *fr) {
 static void test_decode_without_encoder(void **state) {
     (void)state;
     gh_case c;
-    gh_open(&c, CASE);
+    gh_open(&c, HV15_I2V_CASE);
     const cvx_tensor *lat = gh_tensor(&c, "final_latents");
     cvx_frames a, b;
     decode(intact, lat, &a);

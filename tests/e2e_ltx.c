@@ -60,15 +60,6 @@ static float *mask_f32(lcase *w, const char *name, int L) {
     return f;
 }
 
-typedef struct {
-    double t[64];
-    int n;
-} ts_rec;
-static void on_step(void *user, const cvx_step_info *i) {
-    ts_rec *r = user;
-    if (r->n < 64) r->t[r->n++] = i->timestep;
-}
-
 static cvx_sample_params sample_params(const lcase *w) {
     return (cvx_sample_params){.frames = w->frames, .height = w->height, .width = w->width,
                                .num_inference_steps = w->steps, .guidance_scale = w->guidance, .seed = w->seed,
@@ -109,16 +100,12 @@ static void t2v_case(const char *name) {
     /* stage 2 from the golden embeddings, then from ours; timesteps exact */
     cvx_sample_params sp = sample_params(&w);
     sp.cond_more = &cs;
-    ts_rec rec = {.n = 0};
-    sp.on_step = on_step, sp.on_step_user = &rec;
+    ah_step_log rec = {0};
+    sp.on_step = ah_log_step, sp.on_step_user = &rec;
     cvx_embeddings gold = {pe, ne, emb.L, emb.D};
     cvx_latents lat;
     if (cvx_sample(m, &sp, &gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
-    json_object *ts = gh_json(&w.c, "timesteps");
-    assert_int_equal(rec.n, (int)gh_len(ts));
-    for (int i = 0; i < rec.n; i++)
-        if (rec.t[i] != gh_num(gh_at(ts, i))) fail_msg("%s: timestep %d is %.9g, expected %.9g", name, i, rec.t[i],
-                                                       gh_num(gh_at(ts, i)));
+    ah_check_timesteps(&w.c, &rec);
     float *fin = gh_f32(&w.c, NULL, "final_latents");
     ah_check_latents(&w.c, "final_latents (golden embeddings)", &lat, fin);
     assert_non_null(lat.generator);
@@ -183,14 +170,12 @@ static void test_i2v(void **s) {
                                 .is_mask = 1};
     cvx_sample_params sp = sample_params(&w);
     sp.cond_more = &cs, sp.conditioning = &cond, sp.frames = w.frames;
-    ts_rec rec = {.n = 0};
-    sp.on_step = on_step, sp.on_step_user = &rec;
+    ah_step_log rec = {0};
+    sp.on_step = ah_log_step, sp.on_step_user = &rec;
     cvx_embeddings gold = {pe, ne, 128, 32};
     cvx_latents lat;
     if (cvx_sample(m, &sp, &gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
-    json_object *ts = gh_json(&w.c, "timesteps");
-    assert_int_equal(rec.n, (int)gh_len(ts));
-    for (int i = 0; i < rec.n; i++) assert_true(rec.t[i] == gh_num(gh_at(ts, i)));
+    ah_check_timesteps(&w.c, &rec);
     size_t n;
     float *fin = gh_f32(&w.c, &n, "final_latents");
     assert_int_equal(n, (size_t)lat.C * lat.T * lat.h * lat.w);

@@ -8,6 +8,7 @@
  * distilled timesteps, no CFG, no re-noising. Checked: the timesteps (exact), the final latents
  * (1e-4), the decoded video (1e-3; its decode noise continues the generator after every draw),
  * a stopped and resumed stage 2 (the same bytes), and the bad inputs' one line. */
+#include "api_harness.h"
 #include "cli_harness.h"
 
 #include "pipeline/cvx.h"
@@ -73,15 +74,6 @@ static float *mask_f32(gh_case *c, const char *name) {
     return f;
 }
 
-typedef struct {
-    double t[64];
-    int n;
-} ts_rec;
-static void on_step(void *user, const cvx_step_info *i) {
-    ts_rec *r = user;
-    if (r->n < 64) r->t[r->n++] = i->timestep;
-}
-
 static void api_case(const char *name) {
     gh_case c;
     ccase k;
@@ -117,20 +109,16 @@ static void api_case(const char *name) {
     cs.t[0] = (cvx_cond_tensor){.name = "prompt_attention_mask", .prompt = pm, .negative = cfg ? nm : pm, .L = 128,
                                 .D = 1, .is_mask = 1};
     cvx_embeddings gold = {pe, cfg ? ne : pe, 128, 32};
-    ts_rec rec = {.n = 0};
+    ah_step_log rec = {0};
     cvx_sample_params sp = {.frames = k.frames, .height = k.height, .width = k.width, .guidance_scale = k.guidance,
                             .seed = k.seed, .frame_rate = k.fps, .conditioning = &cond, .cond_more = &cs,
                             .image_cond_noise_scale = k.noise_scale, .image_cond_noise_set = 1,
                             .timesteps = k.n_timesteps ? k.timesteps : NULL, .n_timesteps = k.n_timesteps,
-                            .num_inference_steps = k.n_timesteps ? 0 : k.steps, .on_step = on_step,
+                            .num_inference_steps = k.n_timesteps ? 0 : k.steps, .on_step = ah_log_step,
                             .on_step_user = &rec};
     cvx_latents lat;
     if (cvx_sample(m, &sp, &gold, NULL, NULL, &lat)) fail_msg("%s", cvx_last_error());
-    json_object *ts = gh_json(&c, "timesteps");
-    assert_int_equal(rec.n, (int)gh_len(ts));
-    for (int i = 0; i < rec.n; i++)
-        if (rec.t[i] != gh_num(gh_at(ts, (size_t)i)))
-            fail_msg("%s: timestep %d is %.9g, expected %.9g", name, i, rec.t[i], gh_num(gh_at(ts, (size_t)i)));
+    ah_check_timesteps(&c, &rec);
     size_t n;
     float *fin = gh_f32(&c, &n, "final_latents");
     assert_int_equal(n, (size_t)lat.C * lat.T * lat.h * lat.w);

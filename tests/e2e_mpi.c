@@ -84,14 +84,6 @@ static void assert_same_bytes(const char *a, const char *b) {
     free(y);
 }
 
-/* mpirun prefix: no banners (-q), root in CI containers, no CMA in Docker, a time limit. */
-static void mpirun(char *buf, size_t n, int np) {
-    snprintf(buf, n,
-             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
-             "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 mpirun -q --oversubscribe %s -np %d",
-             geteuid() == 0 ? "--allow-run-as-root" : "", np);
-}
-
 typedef struct {
     char dir[64], model[128], s1[256], s2[256], s3[256], args[512];
 } run_dirs;
@@ -135,7 +127,7 @@ static void cfg_parallel_case(const char *model, const char *args) {
     outdir(&r, "two", two, sizeof two);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, one, r.args);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, 2);
+    tu_mpirun(mr, sizeof mr, 2, 120);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel", mr, r.s2, two, r.args);
     char err[8192];
     int rc = tu_run(cmd, err, sizeof err);
@@ -170,7 +162,7 @@ static void sp_case(const char *model, const char *args, int np, const char *fla
     outdir(&r, "many", many, sizeof many);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, one, r.args);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, np);
+    tu_mpirun(mr, sizeof mr, np, 120);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s %s", mr, r.s2, many, r.args, flags);
     int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0 || err[0]) fail_msg("mpirun -np %d stage2 %s: exit %d, stderr:\n%s", np, flags, rc, err);
@@ -209,8 +201,8 @@ static void test_sp_resume(void **state) {
     outdir(&r, "y", y, sizeof y);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, ref, r.args);
     tu_run_ok(cmd);
-    mpirun(m2, sizeof m2, 2);
-    mpirun(m4, sizeof m4, 4);
+    tu_mpirun(m2, sizeof m2, 2, 120);
+    tu_mpirun(m4, sizeof m4, 4, 120);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --sp 2 --stop_after_steps 2", m2, r.s2, x, r.args);
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --sp 2 --resume", m4, r.s2, x, r.args);
@@ -267,7 +259,7 @@ static void cache_run(const run_dirs *r, const char *name, int np, const char *f
     char cmd[4096], mr[512], err[8192];
     snprintf(out, n, "%s/%s", r->dir, name);
     if (!tu_exists(out)) outdir(r, name, out, n);
-    if (np > 1) mpirun(mr, sizeof mr, np);
+    if (np > 1) tu_mpirun(mr, sizeof mr, np, 120);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s %s", np > 1 ? mr : "", r->s2, out, r->args, flags);
     int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0 || err[0]) fail_msg("stage2 on %d rank(s) %s: exit %d, stderr:\n%s", np, flags, rc, err);
@@ -397,7 +389,7 @@ static void test_ranks_times_threads(void **state) {
             char name[16], out[256], cmd[4096], mr[512] = "", err[8192], lat[300];
             snprintf(name, sizeof name, "run%d", i);
             outdir(&r, name, out, sizeof out);
-            if (runs[i].np > 1) mpirun(mr, sizeof mr, runs[i].np);
+            if (runs[i].np > 1) tu_mpirun(mr, sizeof mr, runs[i].np, 120);
             snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --threads %d %s", mr, r.s2, out, r.args,
                      runs[i].threads, runs[i].flags);
             int rc = tu_run(cmd, err, sizeof err);
@@ -423,7 +415,7 @@ static void test_resume_other_rank_count(void **state) {
     outdir(&r, "y", y, sizeof y);
     snprintf(cmd, sizeof cmd, "%s --input_dir %s %s", r.s2, ref, r.args);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, 2);
+    tu_mpirun(mr, sizeof mr, 2, 120);
     /* 2 ranks stop after step 2 → 1 process resumes */
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel --stop_after_steps 2", mr, r.s2, x, r.args);
     tu_run_ok(cmd);
@@ -450,9 +442,9 @@ static void test_stage2_errors(void **state) {
     setup(&r, MODEL_2B, "--num_inference_steps 2 --guidance_scale 6");
     char d[256], cmd[4096], m2[512], m4[512], m1[512], out[300];
     outdir(&r, "d", d, sizeof d);
-    mpirun(m2, sizeof m2, 2);
-    mpirun(m4, sizeof m4, 4);
-    mpirun(m1, sizeof m1, 1);
+    tu_mpirun(m2, sizeof m2, 2, 120);
+    tu_mpirun(m4, sizeof m4, 4, 120);
+    tu_mpirun(m1, sizeof m1, 1, 120);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s", m2, r.s2, d, r.args);
     expect_one_error(cmd, "stage2: error: 2 MPI ranks, but the flags ask for 1");
     /* errors before the ranks know their layout: once (rank 0), or naming the one rank that failed */
@@ -526,7 +518,7 @@ static void test_stage3_tiles_and_stage1(void **state) {
     tu_run_ok(cmd);
     snprintf(a, sizeof a, "%s/f1.safetensors", d);
     for (int np = 2; np <= 3; np++) {
-        mpirun(mr, sizeof mr, np);
+        tu_mpirun(mr, sizeof mr, np, 120);
         snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --input_dir %s --model_dir %s %s --output_video "
                  "%s/v%d.mp4 --output_frames %s/f%d.safetensors", mr, r.s3, d, r.model, tiles, d, np, d, np);
         char err[8192];
@@ -538,7 +530,7 @@ static void test_stage3_tiles_and_stage1(void **state) {
     snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --input_dir %s --model_dir %s --tiling off --output_video "
              "%s/u1.mp4 --output_frames %s/u1.safetensors", r.s3, d, r.model, d, d);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, 2);
+    tu_mpirun(mr, sizeof mr, 2, 120);
     snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --input_dir %s --model_dir %s --tiling off --output_video "
              "%s/u2.mp4 --output_frames %s/u2.safetensors", mr, r.s3, d, r.model, d, d);
     tu_run_ok(cmd);
@@ -591,7 +583,7 @@ static void test_rank_killed(void **state) {
     setup(&r, MODEL_2B, "--num_inference_steps 1000 --guidance_scale 6");
     char d[256], cmd[4096], mr[512], errf[512], ck[512], err[8192];
     outdir(&r, "killed", d, sizeof d);
-    mpirun(mr, sizeof mr, 2);
+    tu_mpirun(mr, sizeof mr, 2, 120);
     snprintf(errf, sizeof errf, "%s/stderr.txt", r.dir);
     snprintf(ck, sizeof ck, "%s/stage2_checkpoint.safetensors", d);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s %s --cfg_parallel 2>%s", mr, r.s2, d, r.args, errf);

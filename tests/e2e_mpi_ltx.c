@@ -27,13 +27,6 @@ static int setup(void **state) {
     return 0;
 }
 
-static void mpirun(char *buf, size_t n, int np) {
-    snprintf(buf, n,
-             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
-             "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 300 mpirun -q --oversubscribe %s -np %d",
-             geteuid() == 0 ? "--allow-run-as-root" : "", np);
-}
-
 /* cache_steps_computed, cache_steps_skipped of dir/generation_config.json (-1, -1 without a cache) */
 static void cache_counts(const char *dir, long long c[2]) {
     char path[300];
@@ -61,7 +54,7 @@ static void ranks_case(const char *model, const char *s1flags, const char *flags
     tu_run_ok(cmd);
     snprintf(cmd, sizeof cmd, "%s --quiet --threads 1 --model_dir %s --input_dir %s/one %s", s2, model, dir, flags);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, np);
+    tu_mpirun(mr, sizeof mr, np, 300);
     snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --model_dir %s --input_dir %s/many %s %s", mr, s2, model, dir,
              flags, mpiflags);
     int rc = tu_run(cmd, err, sizeof err);
@@ -137,7 +130,7 @@ static void test_teacache_resume_ranks(void **s) {
              "--output_dir %s/ref && mkdir %s/x %s/y && cp %s/ref/* %s/x/ && cp %s/ref/* %s/y/", s1, T2V_MODEL, dir, dir,
              dir, dir, dir, dir, dir);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, 2);
+    tu_mpirun(mr, sizeof mr, 2, 300);
     const char *base = "--quiet --threads 1 --model_dir " T2V_MODEL " " T2V_S2 TEA_T2V;
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s/ref", s2, base, dir);
     tu_run_ok(cmd);
@@ -170,7 +163,7 @@ static void test_sp_heads_refused(void **s) {
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir " LG "/e2e_condition/pipeline_model --output_dir %s",
              s1, dir);
     tu_run_ok(cmd);
-    mpirun(mr, sizeof mr, 2);
+    tu_mpirun(mr, sizeof mr, 2, 300);
     snprintf(cmd, sizeof cmd, "%s %s --quiet --threads 1 --model_dir " LG "/e2e_condition/pipeline_model --input_dir %s "
              "--frames 9 --height 64 --width 64 --num_inference_steps 2 --sp 2", mr, s2, dir);
     assert_int_not_equal(tu_run(cmd, err, sizeof err), 0);

@@ -94,14 +94,6 @@ static void test_e2e_2b_ddim(void **state) { (void)state; run_case("e2e_2b"); }
 static void test_e2e_5b_dpm(void **state) { (void)state; run_case("e2e_5b"); }
 static void test_e2e_5b_dynamic_cfg(void **state) { (void)state; run_case("e2e_5b_dyncfg"); }
 
-static double mtime(const char *dir, const char *file) {
-    char p[600];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, file);
-    if (stat(p, &st) != 0) fail_msg("%s missing", p);
-    return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
-}
-
 /* `make pipeline` through real make dependencies: a stage-3 setting re-runs only stage 3,
  * a stage-2 setting stages 2 and 3, the prompt all three. */
 static void test_make_reruns_only_what_changed(void **state) {
@@ -113,25 +105,25 @@ static void test_make_reruns_only_what_changed(void **state) {
              b && b[0] ? b : "build", dir);
     snprintf(cmd, sizeof cmd, "%s CRF=20 >/dev/null", base);
     tu_run_ok(cmd);
-    double t1 = mtime(dir, "stage1_embeddings.safetensors"), t2 = mtime(dir, "stage2_latents.safetensors"),
-           t3 = mtime(dir, "output_video.mp4");
+    double t1 = tu_mtime(dir, "stage1_embeddings.safetensors"), t2 = tu_mtime(dir, "stage2_latents.safetensors"),
+           t3 = tu_mtime(dir, "output_video.mp4");
     snprintf(cmd, sizeof cmd, "%s CRF=20 >/dev/null", base);  /* nothing changed: nothing runs */
     tu_run_ok(cmd);
-    assert_true(mtime(dir, "output_video.mp4") == t3);
+    assert_true(tu_mtime(dir, "output_video.mp4") == t3);
     snprintf(cmd, sizeof cmd, "%s CRF=30 >/dev/null", base);  /* stage-3 setting */
     tu_run_ok(cmd);
-    assert_true(mtime(dir, "stage1_embeddings.safetensors") == t1);
-    assert_true(mtime(dir, "stage2_latents.safetensors") == t2);
-    assert_true(mtime(dir, "output_video.mp4") > t3);
-    t3 = mtime(dir, "output_video.mp4");
+    assert_true(tu_mtime(dir, "stage1_embeddings.safetensors") == t1);
+    assert_true(tu_mtime(dir, "stage2_latents.safetensors") == t2);
+    assert_true(tu_mtime(dir, "output_video.mp4") > t3);
+    t3 = tu_mtime(dir, "output_video.mp4");
     snprintf(cmd, sizeof cmd, "%s CRF=30 SEED=7 >/dev/null", base);  /* stage-2 setting */
     tu_run_ok(cmd);
-    assert_true(mtime(dir, "stage1_embeddings.safetensors") == t1);
-    assert_true(mtime(dir, "stage2_latents.safetensors") > t2);
-    assert_true(mtime(dir, "output_video.mp4") > t3);
+    assert_true(tu_mtime(dir, "stage1_embeddings.safetensors") == t1);
+    assert_true(tu_mtime(dir, "stage2_latents.safetensors") > t2);
+    assert_true(tu_mtime(dir, "output_video.mp4") > t3);
     snprintf(cmd, sizeof cmd, "%s CRF=30 SEED=7 PROMPT='another prompt' >/dev/null", base);
     tu_run_ok(cmd);
-    assert_true(mtime(dir, "stage1_embeddings.safetensors") > t1);
+    assert_true(tu_mtime(dir, "stage1_embeddings.safetensors") > t1);
     tu_rmrf(dir);
 }
 

@@ -42,18 +42,10 @@ static void outdir(const char *name, char *out, size_t n) {
 }
 
 #ifdef CVX_USE_MPI
-/* mpirun prefix as tests/e2e_mpi.c's: no banners, root in containers, no CMA in Docker, a time limit. */
-static void mpirun(char *buf, size_t n, int np) {
-    snprintf(buf, n,
-             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
-             "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 300 mpirun -q --oversubscribe %s -np %d",
-             geteuid() == 0 ? "--allow-run-as-root" : "", np);
-}
-
 /* stage 2 into out (np 1: one process) with `flags`; no stderr output allowed. */
 static void run2(const char *out, int np, const char *flags) {
     char mr[512] = "", cmd[4096], err[8192];
-    if (np > 1) mpirun(mr, sizeof mr, np);
+    if (np > 1) tu_mpirun(mr, sizeof mr, np, 300);
     snprintf(cmd, sizeof cmd, "%s %s --input_dir %s " ARGS " %s", mr, s2, out, flags);
     int rc = tu_run(cmd, err, sizeof err);
     if (rc != 0 || err[0]) fail_msg("%s: exit %d, stderr:\n%s", cmd, rc, err);

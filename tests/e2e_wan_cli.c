@@ -200,17 +200,8 @@ static void test_tpu_files(void **state) {
     tu_rmrf(dir);
 }
 
-/* Bad inputs (issue 20): one line naming what is wrong, exit != 0, no output left behind. */
-static void expect_refused(const char *cmd, const char *want, const char *must_not_exist) {
-    char err[8192];
-    int rc = tu_run(cmd, err, sizeof err);
-    print_message("  [%s] exit %d: %s", want, rc, err);
-    assert_int_not_equal(rc, 0);
-    assert_non_null(strstr(err, want));
-    struct stat st;
-    if (must_not_exist) assert_int_not_equal(stat(must_not_exist, &st), 0);
-}
-
+/* Bad inputs (issue 20): one line naming what is wrong, exit != 0, no output left behind
+ * (cli_expect_refused). */
 static void test_bad_inputs(void **state) {
     (void)state;
     char dir[256], cmd[4096], path[512];
@@ -219,10 +210,10 @@ static void test_bad_inputs(void **state) {
     snprintf(path, sizeof path, "%s/stage2_latents.safetensors", dir);
     /* frames not 4k+1 */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --frames 10 --height 48 --width 64", s2, dir);
-    expect_refused(cmd, "--frames 10: the frame count must be 4k+1", path);
+    cli_expect_refused(cmd, "--frames 10: the frame count must be 4k+1", path);
     /* a size that is not a multiple of 16 */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --frames 9 --height 40 --width 64", s2, dir);
-    expect_refused(cmd, "--height 40", path);
+    cli_expect_refused(cmd, "--height 40", path);
     /* CogVideoX embeddings (226 rows) given to Wan */
     char cdir[256];
     tu_mkdtemp(cdir, sizeof cdir);
@@ -231,14 +222,14 @@ static void test_bad_inputs(void **state) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/out --model_dir " WG "/e2e_t2v_1.3b/model "
              "--frames 9 --height 48 --width 64", s2, cdir, cdir);
     snprintf(path, sizeof path, "%s/out/stage2_latents.safetensors", cdir);
-    expect_refused(cmd, "prompt_embeds", path);
+    cli_expect_refused(cmd, "prompt_embeds", path);
     /* Wan latents given to the CogVideoX VAE */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s " T2V_FLAGS, s2, dir);
     tu_run_ok(cmd);
     snprintf(path, sizeof path, "%s/other.mp4", dir);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir models/cogvideox-tiny-random --output_video %s", s3,
              dir, path);
-    expect_refused(cmd, "latents of a Wan model", path);
+    cli_expect_refused(cmd, "latents of a Wan model", path);
     /* a single-file transformer with a missing key: the golden weights as one file, minus one tensor */
     char sf[512];
     snprintf(sf, sizeof sf, "%s/wan_missing.safetensors", dir);
@@ -254,7 +245,7 @@ static void test_bad_inputs(void **state) {
     cvx_st_close(gt);
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/sf --transformer %s " T2V_FLAGS, s2, dir, dir, sf);
     snprintf(path, sizeof path, "%s/sf/stage2_latents.safetensors", dir);
-    expect_refused(cmd, "blocks.1.attn2.to_k.weight", path);
+    cli_expect_refused(cmd, "blocks.1.attn2.to_k.weight", path);
     /* the complete file loads and gives the directory's bytes */
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/sf2 --transformer "
              WG "/e2e_t2v_1.3b/model/transformer/diffusion_pytorch_model.safetensors " T2V_FLAGS, s2, dir, dir);
@@ -276,7 +267,7 @@ static void test_bad_inputs(void **state) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --output_dir %s/bo --model_dir %s/big " T2V_FLAGS, s2, dir, dir,
              dir);
     snprintf(path, sizeof path, "%s/bo/stage2_latents.safetensors", dir);
-    expect_refused(cmd, "quantized", path);
+    cli_expect_refused(cmd, "quantized", path);
     /* a pipeline class no family serves */
     snprintf(path, sizeof path, "%s/m", dir);
     mkdir(path, 0755);
@@ -284,7 +275,7 @@ static void test_bad_inputs(void **state) {
     tu_write(path, "{\"_class_name\": \"HunyuanVideoPipeline\"}", 39);
     snprintf(cmd, sizeof cmd, "%s --quiet --prompt x --model_dir %s/m --output_dir %s/o", s1, dir, dir);
     snprintf(path, sizeof path, "%s/o/stage1_embeddings.safetensors", dir);
-    expect_refused(cmd, "HunyuanVideoPipeline", path);
+    cli_expect_refused(cmd, "HunyuanVideoPipeline", path);
     tu_rmrf(cdir);
     tu_rmrf(dir);
 }

@@ -14,31 +14,13 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static const char *build_dir(void) {
-    const char *b = getenv("BUILD");
-    return b && b[0] ? b : "build";
-}
-
-/* `make -n ARGS` from the repository root: its stdout+stderr into out, the exit status. */
-static int make_n(const char *args, char *out, size_t n) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n --no-print-directory BUILD=%s %s 2>&1",
-             build_dir(), args);
-    FILE *p = popen(cmd, "r");
-    if (!p) fail_msg("cannot run make");
-    size_t k = fread(out, 1, n - 1, p);
-    out[k] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void test_run_np2_as_root(void **state) {
     (void)state;
     static char out[65536];
     char dir[64], args[512];
     tu_mkdtemp(dir, sizeof dir);
-    snprintf(args, sizeof args, "pipeline NP=2 OUT=%s BIN=%s/bin", dir, build_dir());
-    assert_int_equal(make_n(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "pipeline NP=2 OUT=%s BIN=%s/bin", dir, tu_build_dir());
+    assert_int_equal(tu_make_n(args, out, sizeof out), 0);
     const int root = geteuid() == 0;
     print_message("  uid %d: %d mpirun commands, %d with --allow-run-as-root, %d notes\n", (int)geteuid(),
                   tu_count_substr(out, "mpirun -q"), tu_count_substr(out, "mpirun -q -np 2 --allow-run-as-root"),
@@ -46,8 +28,8 @@ static void test_run_np2_as_root(void **state) {
     assert_int_equal(tu_count_substr(out, "mpirun -q -np 2"), 2);   /* stages 2 and 3 */
     assert_int_equal(tu_count_substr(out, "--allow-run-as-root"), root ? 4 : 0);   /* 2 commands + 2 notes */
     assert_int_equal(tu_count_substr(out, "note: running as root"), root ? 2 : 0);
-    snprintf(args, sizeof args, "pipeline NP=1 OUT=%s BIN=%s/bin", dir, build_dir());
-    assert_int_equal(make_n(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "pipeline NP=1 OUT=%s BIN=%s/bin", dir, tu_build_dir());
+    assert_int_equal(tu_make_n(args, out, sizeof out), 0);
     assert_null(strstr(out, "mpirun"));
     assert_null(strstr(out, "note: running as root"));
     tu_rmrf(dir);
@@ -67,14 +49,14 @@ static void test_bench_parts(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[256];
         snprintf(args, sizeof args, "bench %s", cases[i].part);
-        assert_int_equal(make_n(args, out, sizeof out), 0);
+        assert_int_equal(tu_make_n(args, out, sizeof out), 0);
         for (int k = 0; k < 2 && cases[i].want[k]; k++)
             if (!strstr(out, cases[i].want[k])) fail_msg("make -n %s: no '%s' in:\n%s", args, cases[i].want[k], out);
         if (cases[i].not_want && strstr(out, cases[i].not_want))
             fail_msg("make -n %s: '%s' should not run:\n%s", args, cases[i].not_want, out);
         print_message("  make bench %-16s ok\n", cases[i].part);
     }
-    assert_int_not_equal(make_n("bench PART=t5,bogus", out, sizeof out), 0);
+    assert_int_not_equal(tu_make_n("bench PART=t5,bogus", out, sizeof out), 0);
     print_message("  %s", out);
     assert_non_null(strstr(out, "unknown PART 'bogus'"));
     assert_int_equal(tu_count_substr(out, "\n"), 1);   /* refused before anything is built or run */

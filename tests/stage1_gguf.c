@@ -8,9 +8,8 @@
  *   - stage1 --text_encoder FILE.gguf through the program (golden_adapters e2e_gguf_wan_q8_0's
  *     encoder converted): the golden prompt embeddings. */
 #include "golden_harness.h"
+#include "weights_harness.h"
 
-#include "gguf.h"
-#include "quant.h"
 #include "stage1/t5.h"
 
 #define UMT5_CASE "tests/data/golden_wan/umt5"
@@ -38,33 +37,10 @@ static void test_names(void **state) {
     }
 }
 
-/* The HF encoder weights of `te_dir` as a GGUF with llama.cpp names; q8: Q8_0 where rows allow. */
+/* The HF encoder weights of `te_dir` as a GGUF with llama.cpp names; q8: Q8_0 where rows allow
+ * (attn_rel_b F32). */
 static void write_llama_gguf(const char *te_dir, const char *out, int q8) {
-    cvx_weights *w = cvx_weights_open(te_dir);
-    ASSERT_NONNULL(w);
-    cvx_gguf_writer *g = cvx_ggufw_new();
-    ASSERT_OK(cvx_ggufw_kv_str(g, "general.architecture", "t5encoder"));
-    const int n = cvx_weights_count(w);
-    void **data = calloc((size_t)n, sizeof *data);
-    for (int i = 0; i < n; i++) {
-        const cvx_tensor *t = cvx_weights_at(w, i);
-        char name[128];
-        t5_llama_name(t->name, name, sizeof name);
-        cvx_dtype type = q8 && t->ndim == 2 && t->shape[1] % 32 == 0 && !strstr(name, "attn_rel_b") ? CVX_Q8_0 : CVX_F32;
-        const cvx_quant_traits *tr = cvx_quant_of(type);
-        float *v = cvx_tensor_f32_dup(t);
-        const int64_t row = t->shape[t->ndim - 1], rows = t->numel / row;
-        const size_t rb = (size_t)row / tr->block * tr->type_size;
-        data[i] = cvx_malloc(rb * (size_t)rows);
-        for (int64_t r = 0; r < rows; r++) tr->from_f32_ref(v + r * row, (char *)data[i] + rb * (size_t)r, row);
-        free(v);
-        assert_true(cvx_ggufw_tensor(g, name, t->ndim, t->shape, type, data[i]) >= 0);
-    }
-    ASSERT_OK(cvx_ggufw_write(g, out, NULL, NULL));
-    cvx_ggufw_free(g);
-    for (int i = 0; i < n; i++) free(data[i]);
-    free(data);
-    cvx_weights_close(w);
+    wh_write_llama_gguf(te_dir, out, "t5encoder", t5_llama_name, q8, "attn_rel_b");
 }
 
 /* A safetensors file with HF names holding the dequantized weights of a llama-named GGUF. */

@@ -13,9 +13,8 @@
  *    input ids (rel L2 <= 1e-5; ids and masks exact);
  *  - bad inputs: an id outside the table, a config whose mrope_section does not fit. */
 #include "golden_harness.h"
+#include "weights_harness.h"
 
-#include "gguf.h"
-#include "quant.h"
 #include "stage1/bpe.h"
 #include "stage1/glyph.h"
 #include "stage1/qwen2_5_vl.h"
@@ -92,35 +91,6 @@ static void test_prompt_embeds(void **state) {
     gh_close(&c);
 }
 
-/* The golden weights as a GGUF with llama.cpp names; q8: Q8_0 where rows are whole blocks. */
-static void write_llama_gguf(const char *te_dir, const char *out, int q8) {
-    cvx_weights *w = cvx_weights_open(te_dir);
-    ASSERT_NONNULL(w);
-    cvx_gguf_writer *g = cvx_ggufw_new();
-    ASSERT_OK(cvx_ggufw_kv_str(g, "general.architecture", "qwen2vl"));
-    const int n = cvx_weights_count(w);
-    void **data = calloc((size_t)n, sizeof *data);
-    for (int i = 0; i < n; i++) {
-        const cvx_tensor *t = cvx_weights_at(w, i);
-        char name[128];
-        qwen_llama_name(t->name, name, sizeof name);
-        const cvx_dtype type = q8 && t->ndim == 2 && t->shape[1] % 32 == 0 ? CVX_Q8_0 : CVX_F32;
-        const cvx_quant_traits *tr = cvx_quant_of(type);
-        float *v = cvx_tensor_f32_dup(t);
-        const int64_t row = t->shape[t->ndim - 1], rows = t->numel / row;
-        const size_t rb = (size_t)row / tr->block * tr->type_size;
-        data[i] = cvx_malloc(rb * (size_t)rows);
-        for (int64_t r = 0; r < rows; r++) tr->from_f32_ref(v + r * row, (char *)data[i] + rb * (size_t)r, row);
-        free(v);
-        assert_true(cvx_ggufw_tensor(g, name, t->ndim, t->shape, type, data[i]) >= 0);
-    }
-    ASSERT_OK(cvx_ggufw_write(g, out, NULL, NULL));
-    cvx_ggufw_free(g);
-    for (int i = 0; i < n; i++) free(data[i]);
-    free(data);
-    cvx_weights_close(w);
-}
-
 static void test_gguf(void **state) {
     (void)state;
     static const char *const pairs[][2] = {
@@ -145,8 +115,9 @@ static void test_gguf(void **state) {
     snprintf(f32, sizeof f32, "%s/te_f32.gguf", dir);
     snprintf(q8, sizeof q8, "%s/te_q8_0.gguf", dir);
     snprintf(cfg, sizeof cfg, "%s", gh_path(&c, "model/text_encoder/config.json"));
-    write_llama_gguf(gh_path(&c, "model/text_encoder"), f32, 0);
-    write_llama_gguf(gh_path(&c, "model/text_encoder"), q8, 1);
+    /* Q8_0: every linear whose rows are whole blocks */
+    wh_write_llama_gguf(gh_path(&c, "model/text_encoder"), f32, "qwen2vl", qwen_llama_name, 0, NULL);
+    wh_write_llama_gguf(gh_path(&c, "model/text_encoder"), q8, "qwen2vl", qwen_llama_name, 1, NULL);
     bpe_tokenizer *t = bpe_load(TOK_DIR);
     ASSERT_NONNULL(t);
     const int N = HV15_MLLM_MAX_LENGTH;

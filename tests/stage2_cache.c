@@ -15,17 +15,9 @@
  *   - prints the rel-L2 of the final latents vs uncached at the default thresholds (docs).
  * The sampler and the reference loop run one forward of batch 1 per CFG branch (as --cfg_parallel
  * and the uncached loop do); tests/e2e_mpi.c checks the MPI layouts against one process. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "cogvideox_loop_harness.h"
+
 #include <math.h>
-#include <unistd.h>
-#include <cmocka.h>
-#include "testutil.h"
 
 #include "config.h"
 #include "error.h"
@@ -38,76 +30,13 @@
 #include "stage2/scheduler_ddpm.h"
 #include "stage2/cogvideox.h"
 
-#define GOLDEN "tests/data/golden"
 #define MAXS 64
 
-typedef struct {
-    const char *dir;
-    cvx_config cj;
-    cvx_safetensors *st;
-    cogvideox_transformer *m;
-    cvx_loop_request r;
-    cvx_loop_params p;
-    cvx_latent_shape sh;
-    float *prompt, *negative;
-    int L;
-} tcase;
-
-static json_object *jget(json_object *o, const char *key) {
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v)) fail_msg("case.json: key '%s' missing", key);
-    return v;
-}
-
-static void case_open(tcase *c, const char *dir, int steps) {
-    char p[512];
-    memset(c, 0, sizeof(*c));
-    c->dir = dir;
-    snprintf(p, sizeof p, GOLDEN "/%s/expected.safetensors", dir);
-    if (!(c->st = cvx_st_open(p))) fail_msg("%s", cvx_last_error());
-    snprintf(p, sizeof p, GOLDEN "/%s/case.json", dir);
-    if (cvx_config_load(&c->cj, p)) fail_msg("%s", cvx_last_error());
-    snprintf(p, sizeof p, GOLDEN "/%s/model/transformer", dir);
-    if (!(c->m = cogvideox_load(p, NULL))) fail_msg("%s", cvx_last_error());
-    json_object *call = jget(c->cj.root, "call");
-    c->p.req = &c->r;
-    c->r.frames = json_object_get_int(jget(call, "num_frames"));
-    c->r.height = json_object_get_int(jget(call, "height"));
-    c->r.width = json_object_get_int(jget(call, "width"));
-    c->r.num_inference_steps = steps;
-    c->r.guidance_scale = json_object_get_double(jget(call, "guidance_scale"));
-    c->r.use_dynamic_cfg = json_object_get_boolean(jget(call, "use_dynamic_cfg"));
-    c->r.seed = (uint64_t)json_object_get_int64(jget(call, "seed"));
-    c->p.vae_scale_spatial = 8;
-    c->p.vae_scale_temporal = 4;
-    if (cogvideox_latent_shape_for(cogvideox_get_config(c->m), &c->p, 0, &c->sh)) fail_msg("%s", cvx_last_error());
-    const cvx_tensor *tp = cvx_st_find(c->st, "prompt_embeds"), *tn = cvx_st_find(c->st, "negative_prompt_embeds");
-    assert_non_null(tp);
-    assert_non_null(tn);
-    c->L = (int)tp->shape[1];
-    c->prompt = cvx_tensor_f32_dup(tp);
-    c->negative = cvx_tensor_f32_dup(tn);
-}
-
-static void case_close(tcase *c) {
-    free(c->prompt);
-    free(c->negative);
-    cogvideox_free(c->m);
-    cvx_config_free(&c->cj);
-    cvx_st_close(c->st);
-}
-
-static void scheduler_of(const tcase *c, cvx_scheduler *s) {
-    char p[512];
-    snprintf(p, sizeof p, GOLDEN "/%s/model/scheduler/scheduler_config.json", c->dir);
-    if (cvx_scheduler_load(s, p, NULL)) fail_msg("%s", cvx_last_error());
-}
-
 /* The sampler with caching settings; lat receives the final latents. */
-static int run(tcase *c, int kind, double thr, const double *coeffs, const cvx_checkpointing *ck, float *lat,
+static int run(cl_case *c, int kind, double thr, const double *coeffs, const cvx_checkpointing *ck, float *lat,
                cvx_sample_result *res) {
     cvx_scheduler s;
-    scheduler_of(c, &s);
+    cl_scheduler(c, &s);
     cvx_loop_request r = c->r;
     r.cache_threshold = thr;
     cvx_loop_params p = c->p;
@@ -123,12 +52,12 @@ static int run(tcase *c, int kind, double thr, const double *coeffs, const cvx_c
  * if force, else the FBCache rule with `thr` (written here: Σ per video row, rows in (branch,
  * token) order), recorded into decisions. NONE: plain. FBCache runs embed + block 0 twice per
  * branch (once for the decision, once to go on): the same bytes, no second stream to keep. */
-static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr, float *lat) {
+static void ref_sample(cl_case *c, int kind, int *decisions, int force, double thr, float *lat) {
     const cogvideox_config *cf = cogvideox_get_config(c->m);
     const int n_steps = c->r.num_inference_steps, B = 2, L = c->L;
     const size_t n = c->sh.numel, Dt = (size_t)cf->text_embed_dim;
     cvx_scheduler s;
-    scheduler_of(c, &s);
+    cl_scheduler(c, &s);
     assert_int_equal(cvx_scheduler_set_timesteps(&s, n_steps), 0);
     s.type->init(&s, n);
     float *text = malloc(2 * L * Dt * sizeof(float)), *out = malloc(2 * n * sizeof(float)),
@@ -215,7 +144,7 @@ static void ref_sample(tcase *c, int kind, int *decisions, int force, double thr
 }
 
 /* ---- the TeaCache rule, independently: e(t) in double from the weights, then the replay ---- */
-static void ref_temb(tcase *c, int64_t t, double *e) {
+static void ref_temb(cl_case *c, int64_t t, double *e) {
     const cogvideox_config *cf = cogvideox_get_config(c->m);
     int D = cf->num_attention_heads * cf->attention_head_dim, E = cf->time_embed_dim, half = D / 2;
     char p[512];
@@ -268,7 +197,7 @@ static int replay(const double *e, int E, int n_steps, const double co[5], doubl
 }
 
 /* our e per step: row 0 of the forward's pre-SiLU embedding */
-static void our_e(tcase *c, const int64_t *ts, int n_steps, double *e) {
+static void our_e(cl_case *c, const int64_t *ts, int n_steps, double *e) {
     const cogvideox_config *cf = cogvideox_get_config(c->m);
     size_t n = c->sh.numel, Dt = (size_t)cf->text_embed_dim;
     float *x = calloc(2 * n, sizeof(float)), *text = calloc(2 * c->L * Dt, sizeof(float));
@@ -334,8 +263,8 @@ static void test_rule_units(void **state) {
 
 /* threshold 0 and never-skip settings are bit-identical to no cache */
 static void identical_case(const char *dir) {
-    tcase c;
-    case_open(&c, dir, 8);
+    cl_case c;
+    cl_open(&c, dir, 8);
     size_t n = c.sh.numel;
     float *a = malloc(n * 4), *b = malloc(n * 4);
     cvx_sample_result r;
@@ -355,7 +284,7 @@ static void identical_case(const char *dir) {
     ref_sample(&c, CVX_CACHE_NONE, NULL, 0, 0, b);
     assert_memory_equal(b, a, n * 4);
     free(a); free(b);
-    case_close(&c);
+    cl_close(&c);
     printf("  %s: threshold 0 (teacache, fbcache) and p ≡ 1 at 0.5 == no cache, bit for bit\n", dir);
 }
 static void test_off_identical(void **state) {
@@ -434,9 +363,9 @@ static void test_teacache_known_pattern(void **state) {
     (void)state;
     const char *dirs[] = {"e2e_2b", "e2e_5b"};
     for (int d = 0; d < 2; d++) {
-        tcase c;
+        cl_case c;
         const int N = 12;
-        case_open(&c, dirs[d], N);
+        cl_open(&c, dirs[d], N);
         size_t n = c.sh.numel;
         float *a = malloc(n * 4), *b = malloc(n * 4);
         int dec[MAXS];
@@ -452,18 +381,18 @@ static void test_teacache_known_pattern(void **state) {
         printf("  %s: p ≡ 1 at 1.5: %lld computed, %lld skipped, == reference bit for bit\n", dirs[d],
                (long long)r.cache_steps_computed, (long long)r.cache_steps_skipped);
         free(a); free(b);
-        case_close(&c);
+        cl_close(&c);
     }
 }
 
 /* real coefficients: e vs the double reference, decisions vs the replay, sampler vs reference loop */
 static void teacache_real(const char *dir, int N) {
-    tcase c;
-    case_open(&c, dir, N);
+    cl_case c;
+    cl_open(&c, dir, N);
     const cogvideox_config *cf = cogvideox_get_config(c.m);
     int E = cf->time_embed_dim;
     cvx_scheduler s;
-    scheduler_of(&c, &s);
+    cl_scheduler(&c, &s);
     assert_int_equal(cvx_scheduler_set_timesteps(&s, N), 0);
     double *eo = malloc(N * E * sizeof(double)), *er = malloc(N * E * sizeof(double)), co[5];
     our_e(&c, ddpm_of(&s)->timesteps, N, eo);
@@ -507,7 +436,7 @@ static void teacache_real(const char *dir, int N) {
     }
     free(a); free(b); free(none); free(eo); free(er);
     cvx_scheduler_free(&s);
-    case_close(&c);
+    cl_close(&c);
 }
 static void test_teacache_rule_real(void **state) {
     (void)state;
@@ -519,8 +448,8 @@ static void test_teacache_rule_real(void **state) {
 
 /* FBCache: sampler == reference loop with its own rule, at 0.05 / 0.1 / 0.2; forced pattern too */
 static void fbcache_case(const char *dir, int N) {
-    tcase c;
-    case_open(&c, dir, N);
+    cl_case c;
+    cl_open(&c, dir, N);
     size_t n = c.sh.numel;
     float *a = malloc(n * 4), *b = malloc(n * 4), *none = malloc(n * 4);
     cvx_sample_result r;
@@ -539,7 +468,7 @@ static void fbcache_case(const char *dir, int N) {
                cvx_rel_l2(a, none, n));
     }
     free(a); free(b); free(none);
-    case_close(&c);
+    cl_close(&c);
 }
 static void test_fbcache_rule(void **state) {
     (void)state;
@@ -552,8 +481,8 @@ static void test_fbcache_rule(void **state) {
 /* kill + resume, stopped right before a skipped step */
 static void resume_case(const char *dir, int kind, double thr, const double *coeffs) {
     const int N = 12;
-    tcase c;
-    case_open(&c, dir, N);
+    cl_case c;
+    cl_open(&c, dir, N);
     size_t n = c.sh.numel;
     float *full = malloc(n * 4), *part = malloc(n * 4), *res = malloc(n * 4);
     int dec[MAXS];
@@ -601,7 +530,7 @@ static void resume_case(const char *dir, int kind, double thr, const double *coe
     unlink(path);
     rmdir(tmpl);
     free(full); free(part); free(res);
-    case_close(&c);
+    cl_close(&c);
 }
 static void test_resume(void **state) {
     (void)state;

@@ -14,7 +14,7 @@
  *             --cache_threshold with deepcache: refused (HV1.5, LTX)
  *   stage 2's flags: --deepcache_* in the fingerprint (a resume with another interval is refused)
  *             and in generation_config.json. */
-#include "testutil.h"
+#include "api_harness.h"
 
 #include "pipeline/cvx.h"
 #include "stage2/cache.h"
@@ -49,18 +49,8 @@ static void fx_open(fx *x, const fam *f) {
     cvx_encode_params ep = {.prompt = POS, .negative_prompt = NEG};
     if (cvx_encode(x->m, &ep, NULL, NULL, &x->emb)) fail_msg("%s", cvx_last_error());
     const char *texts[2] = {NEG, POS};
-    cvx_cond_set both;
-    if (cvx_encode_texts_more(x->m, texts, NULL, 2, NULL, NULL, &both)) fail_msg("%s", cvx_last_error());
-    x->more.n = both.n;
-    for (int k = 0; k < both.n; k++) {   /* [2, L, D] → negative, prompt */
-        cvx_cond_tensor *t = &both.t[k];
-        size_t nk = (size_t)t->L * t->D;
-        x->more.t[k] = (cvx_cond_tensor){t->name, malloc(nk * sizeof(float)), malloc(nk * sizeof(float)), t->L, t->D,
-                                         t->is_mask};
-        memcpy(x->more.t[k].negative, t->prompt, nk * sizeof(float));
-        memcpy(x->more.t[k].prompt, t->prompt + nk, nk * sizeof(float));
-    }
-    cvx_cond_set_free(&both);
+    if (cvx_encode_texts_more(x->m, texts, NULL, 2, NULL, NULL, &x->more)) fail_msg("%s", cvx_last_error());
+    ah_cond_set_split(&x->more);
     x->sp = cvx_sample_default_params(x->m);
     if (f->frames) x->sp.frames = f->frames, x->sp.height = f->height, x->sp.width = f->width;
     x->sp.num_inference_steps = STEPS, x->sp.seed = 7;
@@ -189,52 +179,67 @@ static void fbcache_case(const fam *f) {
 static void test_fbcache_hv15(void **s) { (void)s; fbcache_case(&HV15); }
 static void test_fbcache_ltx(void **s) { (void)s; fbcache_case(&LTX); }
 
-/* Refusals: one line each, nothing run. */
+/* Refusals: one line holding every `want`, nothing run. A row's settings over the family's
+ * defaults (0: the default kept). */
+typedef struct {
+    const fam *f;
+    const char *cache;
+    double threshold;
+    int dc_start, dc_end, dc_interval;
+    const char *want[3];
+} refusal;
+
+static void check_refusals(const refusal *rows, int n) {
+    fx x = {0};
+    for (int k = 0; k < n; k++) {
+        const refusal *r = &rows[k];
+        if (!k || r->f != rows[k - 1].f) {   /* rows of one family in a run: opened once */
+            if (k) fx_close(&x);
+            fx_open(&x, r->f);
+        }
+        cvx_sample_params sp = r->dc_interval ? deepcache(&x, r->dc_start, r->dc_end, r->dc_interval) : x.sp;
+        sp.cache = r->cache;
+        if (r->threshold) sp.cache_threshold = r->threshold;
+        cvx_latents l;
+        assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
+        const char *e = cvx_last_error();
+        print_message("  %s: %s\n", r->f->model, e);
+        for (int i = 0; i < 3 && r->want[i]; i++)
+            if (!strstr(e, r->want[i]))
+                fail_msg("%s, --cache %s: the error lacks \"%s\"", r->f->model, r->cache, r->want[i]);
+        assert_null(strchr(e, '\n'));
+    }
+    if (n) fx_close(&x);
+}
+
+/* TeaCache on HV1.5 (no published rule; LTX-Video runs TeaCache4LTX-Video: tests/stage2_cache_ltx.c),
+ * DeepCache with a threshold or an empty range (HV1.5, LTX). */
 static void test_refusals(void **s) {
     (void)s;
-    const fam *fs[2] = {&HV15, &LTX};
-    for (int k = 0; k < 2; k++) {
-        fx x;
-        fx_open(&x, fs[k]);
-        cvx_latents l;
-        cvx_sample_params sp = x.sp;
-        sp.cache = "teacache", sp.cache_threshold = 0.2;
-        if (k == 0) {   /* LTX-Video runs TeaCache4LTX-Video */
-            assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
-            print_message("  %s: %s\n", fs[k]->model, cvx_last_error());
-            assert_non_null(strstr(cvx_last_error(), "--cache teacache"));
-            assert_non_null(strstr(cvx_last_error(), "ali-vilab/TeaCache publishes no rule for HunyuanVideo-1.5"));
-            assert_non_null(strstr(cvx_last_error(), "fbcache or deepcache"));
-        }
-        sp = deepcache(&x, 1, STEPS, 2);
-        sp.cache_threshold = 0.1;
-        assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
-        assert_non_null(strstr(cvx_last_error(), "deepcache has no threshold"));
-        sp = deepcache(&x, 3, 2, 1);
-        assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
-        assert_non_null(strstr(cvx_last_error(), "--deepcache_end 2 must be >= --deepcache_start 3"));
-        fx_close(&x);
-    }
+    static const refusal rows[] = {
+        {&HV15, "teacache", 0.2, 0, 0, 0,
+         {"--cache teacache", "ali-vilab/TeaCache publishes no rule for HunyuanVideo-1.5", "fbcache or deepcache"}},
+        {&HV15, "deepcache", 0.1, 1, STEPS, 2, {"deepcache has no threshold"}},
+        {&HV15, "deepcache", 0, 3, 2, 1, {"--deepcache_end 2 must be >= --deepcache_start 3"}},
+        {&LTX, "deepcache", 0.1, 1, STEPS, 2, {"deepcache has no threshold"}},
+        {&LTX, "deepcache", 0, 3, 2, 1, {"--deepcache_end 2 must be >= --deepcache_start 3"}},
+    };
+    check_refusals(rows, (int)(sizeof rows / sizeof rows[0]));
 }
 
 /* Wan 2.2 (TI2V-5B, A14B): TeaCache's authors publish no coefficients; one line naming the caches
- * that run, nothing run. */
+ * that run. */
 static void test_refusals_wan22(void **s) {
     (void)s;
-    const fam *fs[2] = {&TI2V, &A14B};
-    for (int k = 0; k < 2; k++) {
-        fx x;
-        fx_open(&x, fs[k]);
-        cvx_latents l;
-        cvx_sample_params sp = x.sp;
-        sp.cache = "teacache", sp.cache_threshold = 0.2;
-        assert_int_equal(cvx_sample(x.m, &sp, &x.emb, NULL, NULL, &l), -1);
-        print_message("  %s: %s\n", fs[k]->model, cvx_last_error());
-        assert_non_null(strstr(cvx_last_error(), "--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only"));
-        assert_non_null(strstr(cvx_last_error(), "give --teacache_coefficients or use --cache fbcache or deepcache"));
-        assert_null(strchr(cvx_last_error(), '\n'));
-        fx_close(&x);
-    }
+    static const refusal rows[] = {
+        {&TI2V, "teacache", 0.2, 0, 0, 0,
+         {"--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only",
+          "give --teacache_coefficients or use --cache fbcache or deepcache"}},
+        {&A14B, "teacache", 0.2, 0, 0, 0,
+         {"--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only",
+          "give --teacache_coefficients or use --cache fbcache or deepcache"}},
+    };
+    check_refusals(rows, (int)(sizeof rows / sizeof rows[0]));
 }
 
 /* The rule: the seed project's no_cache_steps for 50 steps at its defaults (11, 45, 4): steps

@@ -12,7 +12,7 @@
  *       uncached bytes; a skipping threshold is deterministic, differs, and resumed from a
  *       checkpoint taken right before each skipped step gives the uninterrupted bytes and counts
  *   the coefficients: published for widths up to 2048 (0.9.1), none for the 13B width. */
-#include "golden_harness.h"
+#include "api_harness.h"
 
 #include "pipeline/cvx.h"
 #include "stage2/cache.h"
@@ -241,18 +241,8 @@ static void fx_open(fx *x) {
     cvx_encode_params ep = {.prompt = POS, .negative_prompt = NEG};
     ASSERT_OK(cvx_encode(x->m, &ep, NULL, NULL, &x->emb));
     const char *texts[2] = {NEG, POS};
-    cvx_cond_set both;
-    ASSERT_OK(cvx_encode_texts_more(x->m, texts, NULL, 2, NULL, NULL, &both));
-    x->more.n = both.n;
-    for (int k = 0; k < both.n; k++) {   /* [2, L, D] → negative, prompt */
-        cvx_cond_tensor *t = &both.t[k];
-        size_t nk = (size_t)t->L * t->D;
-        x->more.t[k] = (cvx_cond_tensor){t->name, malloc(nk * sizeof(float)), malloc(nk * sizeof(float)), t->L, t->D,
-                                         t->is_mask};
-        memcpy(x->more.t[k].negative, t->prompt, nk * sizeof(float));
-        memcpy(x->more.t[k].prompt, t->prompt + nk, nk * sizeof(float));
-    }
-    cvx_cond_set_free(&both);
+    ASSERT_OK(cvx_encode_texts_more(x->m, texts, NULL, 2, NULL, NULL, &x->more));
+    ah_cond_set_split(&x->more);
     x->sp = cvx_sample_default_params(x->m);
     x->sp.frames = 9, x->sp.height = 64, x->sp.width = 96;
     x->sp.num_inference_steps = STEPS, x->sp.seed = 7;

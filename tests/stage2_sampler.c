@@ -9,7 +9,7 @@
  *     latent grid bit for bit, and the output drops the first frame;
  *   - latent shape rules (CogVideoX1.5 padding frame, validation errors), output permutation,
  *     embedding checks. */
-#include "golden_harness.h"
+#include "cogvideox_loop_harness.h"
 
 #include "rng.h"
 #include "stage2/sampler.h"
@@ -17,73 +17,25 @@
 #include "stage2/scheduler_ddpm.h"
 #include "stage2/cogvideox.h"
 
-typedef struct {
-    const char *dir;
-    gh_case g;                   /* the golden case (one loader: tests/golden_harness.h) */
-    cogvideox_transformer *m;
-    cvx_loop_request r;
-    cvx_loop_params p;
-    cvx_latent_shape sh;
-    float *prompt, *negative;
-    int L;
-} e2e_case;
-
-static void case_open(e2e_case *c, const char *dir) {
-    memset(c, 0, sizeof(*c));
-    c->dir = dir;
-    gh_open(&c->g, dir);
-    if (!(c->m = cogvideox_load(gh_path(&c->g, "model/transformer"), NULL))) fail_msg("%s", cvx_last_error());
-    gh_call k = gh_call_of(&c->g);
-    c->p.req = &c->r;
-    c->r.frames = k.frames;
-    c->r.height = k.height;
-    c->r.width = k.width;
-    c->r.num_inference_steps = k.num_inference_steps;
-    c->r.guidance_scale = k.guidance_scale;
-    c->r.use_dynamic_cfg = k.use_dynamic_cfg;
-    c->r.seed = k.seed;
-    c->p.vae_scale_spatial = 8;
-    c->p.vae_scale_temporal = 4;
-    const cogvideox_config *cfg = cogvideox_get_config(c->m);
-    if (cogvideox_latent_shape_for(cfg, &c->p, 0, &c->sh)) fail_msg("%s", cvx_last_error());
-    const cvx_tensor *tp = gh_tensor(&c->g, "prompt_embeds"), *tn = gh_tensor(&c->g, "negative_prompt_embeds");
-    if (cogvideox_check_embeddings(cfg, tp, tn, "expected.safetensors")) fail_msg("%s", cvx_last_error());
-    c->L = (int)tp->shape[1];
-    c->prompt = cvx_tensor_f32_dup(tp);
-    c->negative = cvx_tensor_f32_dup(tn);
-}
-
-static void case_close(e2e_case *c) {
-    free(c->prompt);
-    free(c->negative);
-    cogvideox_free(c->m);
-    gh_close(&c->g);
-}
-
-static void scheduler_of(e2e_case *c, cvx_scheduler *s) {
-    if (cvx_scheduler_load(s, gh_path(&c->g, "model/scheduler/scheduler_config.json"), NULL))
-        fail_msg("%s", cvx_last_error());
-}
-
 /* ---- resume ---- */
-static void fingerprint_of(const e2e_case *c, cvx_fingerprint *fp) {
+static void fingerprint_of(const cl_case *c, cvx_fingerprint *fp) {
     memset(fp, 0, sizeof(*fp));
     cvx_fingerprint_set(fp, "model", "%s", c->dir);
     cvx_fingerprint_set(fp, "seed", "%llu", (unsigned long long)c->r.seed);
     cvx_fingerprint_set(fp, "num_inference_steps", "%d", c->r.num_inference_steps);
 }
 
-static int run(e2e_case *c, const cvx_checkpointing *ck, float *lat, cvx_sample_result *res) {
+static int run(cl_case *c, const cvx_checkpointing *ck, float *lat, cvx_sample_result *res) {
     cvx_scheduler s;
-    scheduler_of(c, &s);
+    cl_scheduler(c, &s);
     int rc = cogvideox_sample_loop(c->m, 0, &s, &c->p, NULL, &c->sh, c->prompt, c->negative, c->L, ck, NULL, NULL, lat, res);
     cvx_scheduler_free(&s);
     return rc;
 }
 
 static void check_resume(const char *dir, int every, int stop_at) {
-    e2e_case c;
-    case_open(&c, dir);
+    cl_case c;
+    cl_open(&c, dir, 0);
     char tmpl[] = "/tmp/cvx_s2_resume_XXXXXX", path[256];
     assert_non_null(mkdtemp(tmpl));
     snprintf(path, sizeof path, "%s/stage2_checkpoint.safetensors", tmpl);
@@ -127,7 +79,7 @@ static void check_resume(const char *dir, int every, int stop_at) {
 
     rmdir(tmpl);
     free(full); free(part); free(resumed);
-    case_close(&c);
+    cl_close(&c);
 }
 
 static void test_resume_ddim(void **state) { (void)state; check_resume("e2e_2b", 1, 2); }

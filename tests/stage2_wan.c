@@ -708,7 +708,7 @@ static int sp_child(int argc, char **argv) {
 /* One process (this one, the same per-element calls as the child, under --sp-child with
  * 1 rank) against np ranks. */
 static void sp_case(const char *name, int np) {
-    char dir[64], one[128], many[128], self[512], cmd[1600], err[8192];
+    char dir[64], one[128], many[128], self[512], mr[512], cmd[1600], err[8192];
     tu_mkdtemp(dir, sizeof dir);
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
     assert_true(k > 0);
@@ -717,11 +717,8 @@ static void sp_case(const char *name, int np) {
     snprintf(many, sizeof many, "%s/many.bin", dir);
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s --sp-child %s %s", self, name, one);
     tu_run_ok(cmd);
-    snprintf(cmd, sizeof cmd,
-             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
-             "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 120 mpirun -q --oversubscribe %s -np %d "
-             "%s --sp-child %s %s </dev/null",
-             geteuid() == 0 ? "--allow-run-as-root" : "", np, self, name, many);
+    tu_mpirun(mr, sizeof mr, np, 120);
+    snprintf(cmd, sizeof cmd, "%s %s --sp-child %s %s </dev/null", mr, self, name, many);
     double t0 = cvx_time();
     int rc = tu_run(cmd, err, sizeof err);
     print_message("  mpirun -np %d %s: exit %d, %.1f s\n", np, name, rc, cvx_time() - t0);

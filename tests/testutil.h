@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -86,10 +87,40 @@ static inline void tu_poke_f32(const char *path, const char *name, size_t index,
     free(buf);
 }
 
-/* Path of a built program: $BUILD/bin/NAME (BUILD set by tests/run.sh, default "build"). */
-static inline void tu_program(char *buf, size_t n, const char *name) {
+/* The build directory: $BUILD (set by tests/run.sh), default "build". */
+static inline const char *tu_build_dir(void) {
     const char *b = getenv("BUILD");
-    snprintf(buf, n, "%s/bin/%s", b && b[0] ? b : "build", name);
+    return b && b[0] ? b : "build";
+}
+
+/* Path of a built program: $BUILD/bin/NAME. */
+static inline void tu_program(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/bin/%s", tu_build_dir(), name);
+}
+
+/* `make -n ARGS` from the repository root (BUILD=$BUILD, outside any calling make): its
+ * stdout+stderr into out, the exit status. */
+static inline int tu_make_n(const char *args, char *out, size_t n) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n --no-print-directory BUILD=%s %s 2>&1",
+             tu_build_dir(), args);
+    FILE *p = popen(cmd, "r");
+    if (!p) fail_msg("cannot run make");
+    size_t k = fread(out, 1, n - 1, p);
+    out[k] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The prefix of an mpirun of np ranks (the program and its flags follow): no banners (-q), root in
+ * CI containers, no shared-memory single copy (CMA is not permitted in Docker and prints "Read -1"
+ * on every large message), one OpenMP thread per rank, no leak report under ASan (Open MPI keeps
+ * memory from plugins it has unloaded), a time limit of `timeout_s` seconds. */
+static inline void tu_mpirun(char *buf, size_t n, int np, int timeout_s) {
+    snprintf(buf, n,
+             "OMP_NUM_THREADS=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" "
+             "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout %d mpirun -q --oversubscribe %s -np %d",
+             timeout_s, geteuid() == 0 ? "--allow-run-as-root" : "", np);
 }
 
 /* The golden tests compare against upstream f32: the stage programs these tests run default to
@@ -245,6 +276,16 @@ static inline int tu_good_run_make(tu_good_run *r) {
     snprintf(cmd, sizeof cmd, "%s --quiet --input_dir %s --model_dir %s", r->s3, r->dir, r->model);
     tu_run_ok(cmd);
     return 0;
+}
+
+/* The modification time of dir/file in seconds (nanoseconds kept: make's stamps); fails the test
+ * when the file is missing. */
+static inline double tu_mtime(const char *dir, const char *file) {
+    char p[600];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    if (stat(p, &st) != 0) fail_msg("%s missing", p);
+    return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
 }
 
 /* Entries of a directory other than . and .., not counting the programs' directory lock file
