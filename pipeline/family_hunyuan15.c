@@ -381,7 +381,26 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
 }
 
 /* ---- stage 3 ---- */
-/* latents / scaling_factor, vae.decode (untiled unless asked) */
+typedef struct {
+    const hv15_vae *v;
+    const hv15_vae_tiling *tl;   /* NULL: untiled */
+    int T, h, w;
+} hv15_decode;
+
+/* latents / scaling_factor, vae.decode */
+static int decode_item(void *user, const float *zin, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
+    const hv15_decode *d = user;
+    const size_t n = (size_t)hv15_vae_get_config(d->v)->latent_channels * d->T * d->h * d->w;
+    float *z = cvx_alloc_f32(n);
+    hv15_vae_unscale(d->v, zin, n, z);
+    *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);
+    const int rc = hv15_vae_decode(d->v, z, d->T, d->h, d->w, d->tl, *frames);
+    free(z);
+    cvx_progress_update(bar, bar->done + 1);
+    return rc;
+}
+
+/* untiled unless asked */
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
     if (load_vae(m, VAE_PART_DECODER)) return -1;
@@ -390,34 +409,17 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     if (cvx_decode_check_latents(m, "the HunyuanVideo-1.5 VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h,
                                  w, label))
         return -1;
-    const size_t n = (size_t)C * T * h * w;
     hv15_vae_tiling tl;
     hv15_vae_tiling_default(&tl);
     if (p->tile_height) tl.min_h = p->tile_height;
     if (p->tile_width) tl.min_w = p->tile_width;
     const int tiled = p->tiling == CVX_TILING_ON;
-    const int To = hv15_vae_decoded_frames(v, T);
-    out->B = B, out->T = To, out->H = h * vc->spatial_ratio, out->W = w * vc->spatial_ratio, out->tiled = tiled;
-    out->data = cvx_calloc((size_t)B, sizeof *out->data);
     cvx_info("decoding latents [%d, %d, %d, %d, %d] with the HunyuanVideo-1.5 VAE (%s)", B, C, T, h, w,
              tiled ? "tiled" : "untiled");
-    cvx_progress bar;
-    cvx_progress_begin(&bar, "vae decode", B, progress, user);
-    float *z = cvx_alloc_f32(n);
-    for (int b = 0; b < B; b++) {
-        hv15_vae_unscale(v, zin + (size_t)b * n, n, z);
-        out->data[b] = cvx_alloc_f32((size_t)3 * To * out->H * out->W);
-        if (hv15_vae_decode(v, z, T, h, w, tiled ? &tl : NULL, out->data[b]) ||
-            cvx_check_finite(out->data[b], (size_t)3 * To * out->H * out->W, "decoded")) {
-            free(z);
-            cvx_frames_free(out);
-            return cvx_error_prefix("%s: sample %d", label, b);
-        }
-        cvx_progress_update(&bar, b + 1);
-    }
-    free(z);
-    cvx_progress_finish(&bar);
-    return 0;
+    hv15_decode d = {v, tiled ? &tl : NULL, T, h, w};
+    const cvx_decode_plan plan = {decode_item, &d, 1, 1, hv15_vae_decoded_frames(v, T), h * vc->spatial_ratio,
+                                  w * vc->spatial_ratio, tiled};
+    return cvx_decode_items(p, &plan, zin, B, C, T, h, w, label, progress, user, out);
 }
 
 static int lora_targets(cvx_model *m, cvx_lora_target **out) {

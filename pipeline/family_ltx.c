@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist.h"
 #include "error.h"
 #include "fileio.h"
 #include "image.h"
@@ -436,6 +435,21 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 /* the decoded video's floats above which --tiling auto tiles (64 M: 121 frames of 768×512 are 143 M) */
 #define AUTO_TILING_FLOATS (64.0 * 1024 * 1024)
 
+typedef struct {
+    ltx_vae *v;
+    const ltx_vae_tiling *tiling;   /* NULL: untiled */
+    int T, h, w, tiled;
+    float dt;
+} ltx_decode;
+
+static int decode_item(void *user, const float *z, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
+    ltx_decode *d = user;
+    *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);
+    if (ltx_vae_decode_tiled(d->v, d->tiling, z, d->T, d->h, d->w, d->dt, *frames, &d->tiled)) return -1;
+    cvx_progress_update(bar, bar->done + 1);
+    return 0;
+}
+
 /* LTXPipeline after the loop: denormalise; a timestep-conditioned VAE (0.9.5+) decodes
  * (1 − s)·z + s·noise at decode_timestep, the noise drawn from the run's generator after all its
  * draws (p->generator); frames stay unclamped here (the caller maps clamp(v/2 + 0.5)). */
@@ -462,40 +476,28 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
         cvx_info("LTX VAE decode: decode_timestep %g, decode_noise_scale %g", dt, ds);
     }
     const int To = 8 * (T - 1) + 1;
-    out->B = B, out->T = To, out->H = 32 * h, out->W = 32 * w, out->tiled = 0;
     /* tiles: --tiling on, or auto for a video above AUTO_TILING_FLOATS (upstream's sizes; a
      * --tile_sample_min_* size strides at 7/8 of it, as 448 of 512) */
     ltx_vae_tiling tiling;
     ltx_vae_tiling_for(p->tile_height, p->tile_width, &tiling);
     const int tile = p->tiling == CVX_TILING_ON ||
-                     (p->tiling == CVX_TILING_AUTO && (double)3 * To * out->H * out->W > AUTO_TILING_FLOATS);
-    out->data = cvx_calloc((size_t)B, sizeof *out->data);
-    const int root = !p->dist || cvx_dist_rank(p->dist) == 0;
-    float *z = cvx_alloc_f32(n1 * B), *noise = tc ? cvx_alloc_f32(n1 * B) : NULL;
+                     (p->tiling == CVX_TILING_AUTO && (double)3 * To * 32 * h * 32 * w > AUTO_TILING_FLOATS);
+    float *z = cvx_alloc_f32(n1 * B);
     memcpy(z, zin, n1 * B * sizeof(float));
     ltx_denormalize_latents(z, B, C, (size_t)T * h * w, ltx_vae_latents_mean(v), ltx_vae_latents_std(v),
                             (float)vc->scaling_factor);
     if (tc) {   /* randn_tensor(latents.shape): the whole batch at once */
+        float *noise = cvx_alloc_f32(n1 * B);
         cvx_randn(&gen, noise, n1 * B);
         ltx_vae_decode_input(z, noise, n1 * B, (float)ds, z);
+        free(noise);
     }
-    cvx_progress bar;
-    cvx_progress_begin(&bar, "vae decode", B, progress, user);
-    int rc = 0;
-    for (int b = 0; b < B && root && !rc; b++) {
-        out->data[b] = cvx_alloc_f32((size_t)3 * To * out->H * out->W);
-        rc = ltx_vae_decode_tiled(v, tile ? &tiling : NULL, z + b * n1, T, h, w, (float)dt, out->data[b], &out->tiled);
-        if (!rc) rc = cvx_check_finite(out->data[b], (size_t)3 * To * out->H * out->W, "decoded");
-        cvx_progress_update(&bar, b + 1);
-    }
+    ltx_decode d = {v, tile ? &tiling : NULL, T, h, w, 0, (float)dt};
+    const cvx_decode_plan plan = {decode_item, &d, 1, 0, To, 32 * h, 32 * w, 0};
+    const int rc = cvx_decode_items(p, &plan, z, B, C, T, h, w, label, progress, user, out);
     free(z);
-    free(noise);
-    if (rc) {
-        cvx_frames_free(out);
-        return cvx_error_prefix("%s", label);
-    }
-    cvx_progress_finish(&bar);
-    return 0;
+    if (!rc) out->tiled = d.tiled;
+    return rc;
 }
 
 /* --tile_sample_min_height / _width: multiples of 32 pixels (one latent pixel) */

@@ -5,6 +5,7 @@
  * (cvx_model_params.transformer_file / text_encoder_file / vae_file, ComfyUI's names too). */
 #include "pipeline/components.h"
 #include "pipeline/conditioning.h"
+#include "pipeline/expert_set.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,17 +45,34 @@ typedef struct {
     wan_config tcfg;                 /* transformer/config.json (when m->has_denoiser_config) */
     wan_vae_config vcfg;             /* vae/config.json, or AutoencoderKLWan's defaults */
     cvx_t5_encoder te;               /* UMT5-XXL */
-    wan_transformer *transformer;    /* the resident one (A14B: expert `resident`, the other unmapped) */
+    cvx_expert_set experts;          /* the transformer (A14B: two experts, one mapped at a time) */
     wan_vae *vae;
     wan_pipeline_config pc;          /* Wan 2.2's model_index.json keys: TI2V, A14B's experts */
     const wan_variant *variant;      /* the row of VARIANTS the model matched */
-    int resident;                    /* the expert in `transformer` (0 `transformer`, 1 `transformer_2`) */
+    int cond_channels, teacache_e0;  /* the run's denoiser settings (wan_denoiser_init) */
     float *ti2v_cond;                /* TI2V I2V: the image's normalised latents [C, 1, h, w] of the last run */
     clip_vision *clip;
     clip_image_processor proc;
 } wan_state;
 
 static wan_state *S(const cvx_model *m) { return m->fam; }
+
+/* Wan-14B in bf16 is 28 GB: mmapped on a machine with less memory it would page from disk for
+ * hours (cvx_weights_fit_memory refuses it with this way out) */
+#define WAN_SMALLER_WEIGHTS                                                                                  \
+    "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
+    "model"
+
+/* The transformer (A14B: each expert) from its directory or a single file with its config.json. */
+static void *load_expert(const cvx_component_src *src, cvx_ctx *ctx) {
+    return src->file ? (void *)wan_load_file(src->cfg, src->file, ctx) : (void *)wan_load(src->dir, ctx);
+}
+static void unload_expert(void *t) { wan_free(t); }
+static void expert_denoiser(cvx_model *m, void *t, cvx_denoiser *d) {
+    wan_denoiser_init(d, t, S(m)->cond_channels, S(m)->teacache_e0);
+}
+static const cvx_expert_spec EXPERTS = {"Wan 2.2 A14B", WAN_SMALLER_WEIGHTS, load_expert, unload_expert,
+                                        expert_denoiser};
 
 /* ---- open / close ---- */
 static void fill_info(cvx_model *m) {
@@ -88,6 +106,7 @@ static int wan_open(cvx_model *m) {
     if (wan_vae_config_load(&S(m)->vcfg, m->has_vae_config ? path : NULL) || wan_pipeline_config_load(m->dir, &S(m)->pc)) return -1;
     if (!m->has_vae_config && m->vae_file[0]) m->has_vae_config = 1;   /* a single VAE file: the defaults */
     fill_info(m);
+    S(m)->experts = (cvx_expert_set){&EXPERTS, S(m)->pc.boundary_ratio > 0 ? 2 : 1, NULL, 0};
     return 0;
 }
 
@@ -95,53 +114,13 @@ static void wan_close(cvx_model *m) {
     wan_state *s = S(m);
     if (!s) return;
     cvx_t5_free(&s->te);
-    wan_free(s->transformer);
+    cvx_expert_set_free(&s->experts);
     free(s->ti2v_cond);
     wan_vae_free(s->vae);
     clip_vision_free(s->clip);
     free(s);
     m->fam = NULL;
 }
-
-/* Wan-14B in bf16 is 28 GB: mmapped on a machine with less memory it would page from disk for
- * hours (cvx_weights_fit_memory refuses it with this way out) */
-#define WAN_SMALLER_WEIGHTS                                                                                  \
-    "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
-    "model"
-
-/* Unmap the resident transformer (its LoRA set first: it points into the weights). */
-static void unload_transformer(cvx_model *m) {
-    wan_state *s = S(m);
-    if (!s->transformer) return;
-    if (m->ctx) m->ctx->lora = NULL;
-    cvx_lora_free(m->lora);
-    m->lora = NULL;
-    wan_free(s->transformer);
-    s->transformer = NULL;
-}
-
-static int load_expert(cvx_model *m, int expert) {
-    wan_state *s = S(m);
-    if (s->transformer && s->resident == expert) return 0;
-    unload_transformer(m);   /* one expert resident at a time: the other is unmapped first */
-    s->resident = expert;
-    m->lora_expert = s->pc.boundary_ratio > 0 ? expert + 1 : 0;   /* --lora_high / --lora_low */
-    char dir[4200], cfg[4300];
-    if (s->pc.boundary_ratio > 0) {   /* A14B: each expert from its directory or its --transformer[_2] file */
-        if (cvx_expert_paths(m, expert, cfg, sizeof cfg, dir, sizeof dir) ||
-            cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS))
-            return -1;
-        s->transformer = wan_load_file(cfg, dir, m->ctx);
-    } else {   /* the directory, or --transformer's file with its config.json */
-        cvx_component_src src;
-        if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1, WAN_SMALLER_WEIGHTS, &src))
-            return -1;
-        s->transformer = src.file ? wan_load_file(src.cfg, src.file, m->ctx) : wan_load(src.dir, m->ctx);
-    }
-    return s->transformer ? 0 : -1;
-}
-
-static int load_transformer(cvx_model *m) { return load_expert(m, S(m)->transformer ? S(m)->resident : 0); }
 
 static int load_vae(cvx_model *m) {
     wan_state *s = S(m);
@@ -336,44 +315,10 @@ static int prepare_ti2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run 
     return 0;
 }
 
-/* Wan 2.2 A14B: `transformer` (expert 0, high noise) and `transformer_2` (expert 1) behind one
- * provider, one mapped at a time (acquire unmaps the other and re-attaches the LoRA set). */
-typedef struct {
-    cvx_model *m;
-    int cond_channels;
-    cvx_denoiser den;
-} a14b_run;
-
-static int a14b_acquire(cvx_expert_provider *p, int i, cvx_denoiser **out) {
-    a14b_run *r = p->user;
-    cvx_info("Wan 2.2 A14B: %s expert (%s)", i ? "low-noise" : "high-noise", i ? "transformer_2" : "transformer");
-    const int changed = !S(r->m)->transformer || S(r->m)->resident != i;
-    if (load_expert(r->m, i) || (changed && cvx_model_reattach_loras(r->m))) return -1;
-    cvx_denoiser_free(&r->den);
-    wan_denoiser_init(&r->den, S(r->m)->transformer, r->cond_channels, 0);
-    *out = &r->den;
-    return 0;
-}
-
-static void a14b_release(cvx_expert_provider *p, int i) {
-    (void)i;
-    unload_transformer(((a14b_run *)p->user)->m);   /* munmap: the next expert maps into the freed memory */
-}
-
-static void a14b_run_free(void *p) {
-    a14b_run *r = p;
-    if (r) cvx_denoiser_free(&r->den);
-    free(r);
-}
-
 /* The plan over the two experts: t >= boundary_ratio · num_train_timesteps the high-noise one with
  * guidance_scale, below the low-noise one with guidance_scale_2 (CFG on iff guidance_scale > 1). */
-static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_scheduler *sched, cvx_sample_run *run,
-                      int cond_channels) {
-    a14b_run *r = cvx_calloc(1, sizeof *r);
-    r->m = m, r->cond_channels = cond_channels;
-    run->fam_run = r, run->fam_run_free = a14b_run_free;
-    run->experts = (cvx_expert_provider){.n = 2, .acquire = a14b_acquire, .release = a14b_release, .user = r};
+static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_scheduler *sched, cvx_sample_run *run) {
+    cvx_expert_set_provide(&S(m)->experts, m, run);
     const double g2 = p->guidance_scale_2 > 0 ? p->guidance_scale_2 : S(m)->variant->guidance_2;
     const double boundary_t = wan_a14b_plan(&run->plan, sched->timesteps + run->loop.t_start, &S(m)->pc,
                                             p->guidance_scale, g2);
@@ -384,7 +329,7 @@ static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_schedu
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
     const int a14b = S(m)->pc.boundary_ratio > 0;
-    if (!a14b && load_transformer(m)) return -1;   /* A14B: the provider maps the experts in the loop */
+    if (!a14b && cvx_expert_set_load_current(&S(m)->experts, m)) return -1;   /* A14B: the provider maps the experts in the loop */
     if (a14b && p->teacache_ret_steps)
         return cvx_error("--teacache_ret_steps: no TeaCache rule is published for Wan 2.2 A14B");
     if (a14b && run->loop.cache_kind == CVX_CACHE_TEACACHE && !p->teacache_coefficients)
@@ -412,13 +357,14 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     } else if (mode == CVX_MODE_I2V && !S(m)->pc.expand_timesteps && prepare_i2v(m, p->conditioning, run)) {
         return -1;
     }
-    const int cond_channels = mode == CVX_MODE_I2V && !S(m)->pc.expand_timesteps ? WAN_I2V_MASK_CHANNELS + sh->channels : 0;
-    if (!a14b) wan_denoiser_init(&run->den, S(m)->transformer, cond_channels, p->teacache_ret_steps);
+    S(m)->cond_channels = mode == CVX_MODE_I2V && !S(m)->pc.expand_timesteps ? WAN_I2V_MASK_CHANNELS + sh->channels : 0;
+    S(m)->teacache_e0 = a14b ? 0 : p->teacache_ret_steps;
+    if (!a14b) expert_denoiser(m, S(m)->experts.resident, &run->den);
     run->preview_rgb = wan_latent_rgb;
     if (a14b) run->experts.n = 2;   /* the defaults keep the provider plan_a14b fills */
     cvx_sample_run_defaults(run, emb);
     if (p->teacache_ret_steps) run->plan.teacache_first = 5, run->plan.teacache_last = 0;   /* use_ret_steps */
-    if (a14b) plan_a14b(m, p, sched, run, cond_channels);
+    if (a14b) plan_a14b(m, p, sched, run);
     if (S(m)->pc.expand_timesteps) return prepare_ti2v(m, mode == CVX_MODE_I2V ? p->conditioning : NULL, run);
     return 0;
 }
@@ -465,8 +411,8 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
 
 /* The loaded transformer's linear layers, for LoRA adapters. */
 static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (load_transformer(m)) return -1;
-    return wan_lora_targets(S(m)->transformer, out);
+    if (cvx_expert_set_load_current(&S(m)->experts, m)) return -1;
+    return wan_lora_targets(S(m)->experts.resident, out);
 }
 
 static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
