@@ -7,6 +7,7 @@
 #include "pipeline/conditioning.h"
 #include "pipeline/expert_set.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,14 @@ static void expert_denoiser(cvx_model *m, void *t, cvx_denoiser *d) {
 static const cvx_expert_spec EXPERTS = {"Wan 2.2 A14B", WAN_SMALLER_WEIGHTS, load_expert, unload_expert,
                                         expert_denoiser};
 
+/* The VAE from its directory, or a single file (without vae/config.json: AutoencoderKLWan's defaults). */
+static void *load_vae(const cvx_component_src *c, cvx_ctx *x) {
+    return c->file ? wan_vae_load_file(c->cfg[0] ? c->cfg : NULL, c->file, x) : wan_vae_load(c->dir, x);
+}
+static void free_vae(void *v) { wan_vae_free(v); }
+static const cvx_component PARTS[] = {
+    {"vae", "--vae", offsetof(cvx_model, vae_file), 0, NULL, load_vae, free_vae, offsetof(wan_state, vae)}, {0}};
+
 /* ---- open / close ---- */
 static void fill_info(cvx_model *m) {
     wan_state *s = S(m);
@@ -116,19 +125,10 @@ static void wan_close(cvx_model *m) {
     cvx_t5_free(&s->te);
     cvx_expert_set_free(&s->experts);
     free(s->ti2v_cond);
-    wan_vae_free(s->vae);
+    cvx_components_free(m, PARTS);
     clip_vision_free(s->clip);
     free(s);
     m->fam = NULL;
-}
-
-static int load_vae(cvx_model *m) {
-    wan_state *s = S(m);
-    if (s->vae) return 0;
-    cvx_component_src src;   /* a single file without vae/config.json: AutoencoderKLWan's defaults */
-    if (cvx_component_find(m, "vae", "--vae", m->vae_file, 0, NULL, &src)) return -1;
-    s->vae = src.file ? wan_vae_load_file(src.cfg[0] ? src.cfg : NULL, src.file, m->ctx) : wan_vae_load(src.dir, m->ctx);
-    return s->vae ? 0 : -1;
 }
 
 static int load_image_encoder(cvx_model *m) {
@@ -145,26 +145,23 @@ static int encode_texts(cvx_model *m, const char *const *texts, const char *cons
 
 /* ---- stage 1: image / video conditioning ---- */
 /* T2V and V2V need a text-to-video transformer (in = out channels), I2V one with image_dim and
- * in = out + 4 + z channels. */
-static int check_mode(cvx_model *m, cvx_mode mode) {
-    if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
+ * in = out + 4 + z channels; Wan 2.2 TI2V (expand_timesteps) takes text and an image. */
+enum { WAN_T2V, WAN_I2V, WAN_TI2V };
+static int mode_kind(cvx_model *m, int arg[2]) {
+    if (!m->has_denoiser_config) return -1;   /* reported by the call that needs the transformer */
     const wan_config *c = &S(m)->tcfg;
-    if (S(m)->pc.expand_timesteps) {   /* Wan 2.2 TI2V: text- and image-to-video from the one checkpoint */
-        if (mode == CVX_MODE_V2V)
-            return cvx_error("%s: video-to-video is not supported for a Wan 2.2 TI2V model (expand_timesteps): give "
-                             "stage 1 an --image or nothing", m->dir);
-        return 0;
-    }
-    const int i2v_model = c->image_dim > 0 || c->in_channels != c->out_channels;
-    if (mode == CVX_MODE_I2V && !i2v_model)
-        return cvx_error("--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
-                         "image-to-video needs an I2V checkpoint (Wan2.1-I2V-14B-480P / -720P)", m->dir,
-                         c->in_channels);
-    if (mode != CVX_MODE_I2V && i2v_model)
-        return cvx_error("%s/transformer is an image-to-video model (in_channels %d, image_dim %d): give stage 1 an "
-                         "--image", m->dir, c->in_channels, c->image_dim);
-    return 0;
+    arg[0] = c->in_channels, arg[1] = c->image_dim;
+    if (S(m)->pc.expand_timesteps) return WAN_TI2V;
+    return c->image_dim > 0 || c->in_channels != c->out_channels ? WAN_I2V : WAN_T2V;
 }
+static const cvx_mode_rule mode_rules[] = {
+    {WAN_TI2V, 1 << CVX_MODE_V2V, "%s: video-to-video is not supported for a Wan 2.2 TI2V model (expand_timesteps): "
+                                  "give stage 1 an --image or nothing"},
+    {WAN_T2V, 1 << CVX_MODE_I2V, "--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
+                                 "image-to-video needs an I2V checkpoint (Wan2.1-I2V-14B-480P / -720P)"},
+    {WAN_I2V, ~(1u << CVX_MODE_I2V), "%s/transformer is an image-to-video model (in_channels %d, image_dim %d): give "
+                                     "stage 1 an --image"},
+    {0}};
 
 /* The size checks stage 2 will make, before anything is encoded. */
 static int shape_of(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
@@ -205,7 +202,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     /* Wan 2.2 I2V-A14B and TI2V have no image encoder */
     if (mode == CVX_MODE_I2V && S(m)->tcfg.image_dim > 0 && encode_image_clip(m, &rgb, out)) goto done;
     px = cvx_conditioning_pixels(&rgb, src, T, H, W);   /* [3, T, H, W]: V2V the frames; I2V the image, zeros */
-    if (load_vae(m)) goto done;
+    if (cvx_component_load(m, PARTS, "vae")) goto done;
     const wan_vae *v = S(m)->vae;
     int F, h, w;
     if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) goto done;
@@ -329,7 +326,8 @@ static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_schedu
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
     const int a14b = S(m)->pc.boundary_ratio > 0;
-    if (!a14b && cvx_expert_set_load_current(&S(m)->experts, m)) return -1;   /* A14B: the provider maps the experts in the loop */
+    /* A14B: the provider maps the experts in the loop */
+    if (!a14b && cvx_expert_set_load_current(&S(m)->experts, m)) return -1;
     if (a14b && p->teacache_ret_steps)
         return cvx_error("--teacache_ret_steps: no TeaCache rule is published for Wan 2.2 A14B");
     if (a14b && run->loop.cache_kind == CVX_CACHE_TEACACHE && !p->teacache_coefficients)
@@ -392,7 +390,7 @@ static int decode_item(void *user, const float *z, cvx_progress *bar, float **fr
 
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
-    if (load_vae(m)) return -1;
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
     const wan_vae *v = S(m)->vae;
     if (cvx_decode_check_latents(m, "the Wan VAE", "z_dim", v->cfg.z_dim, zin, B, C, T, h, w, label)) return -1;
     /* auto: tiles when the untiled decode's estimated peak (flat in the frame count: the causal
@@ -423,7 +421,7 @@ static const char *const wan_components[] = {"transformer/WanTransformer3DModel"
 const cvx_family cvx_family_wan = {
     .name = "Wan", .classes = wan_classes, .component_classes = wan_components, .open = wan_open, .close = wan_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .options = options, .check_sample = check_sample,
+    .mode_rules = mode_rules, .mode_kind = mode_kind, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
     .decode = decode, .gguf_rules = &wan_gguf_rules,
 };
