@@ -109,6 +109,34 @@ float *cvx_conditioning_pixels(const cvx_rgb_frames *rgb, const char *src, int T
     return px;
 }
 
+int cvx_conditioning_encode(cvx_model *m, const cvx_conditioning_params *p, const cvx_media_encoder *e,
+                            cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    cvx_mode mode;
+    int H, W;
+    if (cvx_conditioning_request(m, p, &mode, &H, &W) || e->check(m, p, mode, H, W)) return -1;
+    cvx_rgb_frames rgb;
+    if (cvx_conditioning_load(p, &rgb)) return -1;
+    const char *src = p->image ? p->image : p->video;
+    int rc = -1;
+    float *px = NULL;
+    if (mode == CVX_MODE_V2V && e->check_size(m, mode, rgb.frames, H, W)) {
+        cvx_error_prefix("%s (%d frames)", src, rgb.frames);
+        goto done;
+    }
+    const int T = mode == CVX_MODE_I2V && e->i2v_frames ? e->i2v_frames(m, p) : rgb.frames;
+    if (mode == CVX_MODE_I2V && e->encode_image && e->encode_image(m, &rgb, out)) goto done;
+    px = cvx_conditioning_pixels(&rgb, src, T, H, W);   /* [3, T, H, W]: V2V the frames; I2V the image (, zeros) */
+    if (e->encode(m, p, mode, px, T, H, W, src, progress, user, out)) goto done;
+    out->mode = mode;
+    out->height = H, out->width = W;
+    rc = 0;
+done:
+    if (rc) cvx_conditioning_free(out);
+    free(px);
+    cvx_rgb_frames_free(&rgb);
+    return rc;
+}
+
 /* ---- stage 2 ---- */
 int cvx_prepare_v2v(const cvx_conditioning *c, cvx_scheduler *sched, double strength, size_t numel,
                     cvx_loop_params *lp, cvx_generator *gen, float **init,

@@ -39,6 +39,27 @@ int cvx_conditioning_load(const cvx_conditioning_params *p, cvx_rgb_frames *rgb)
  * after (Wan I2V: the image, then zeros). */
 float *cvx_conditioning_pixels(const cvx_rgb_frames *rgb, const char *src, int T, int H, int W);
 
+/* The stage-1 skeleton of an image (I2V) or video (V2V) encode through the row's VAE
+ * (cvx_conditioning_encode): the request and the mode rule, the row's checks, the source loaded,
+ * a video's frame count checked, the image's own encodings, the pixels, the row's encode. */
+typedef struct {
+    /* after the mode rule, before anything is read: the row's checks (the size of an I2V video of
+     * the request's length, flags the mode does not take). -1 + cvx_error */
+    int (*check)(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W);
+    /* V2V, after loading: the row's size rule for the video's frames × H × W. -1 + cvx_error */
+    int (*check_size)(cvx_model *m, cvx_mode mode, int frames, int H, int W);
+    /* optional: I2V's pixel frames (the image, then zero frames: Wan 2.1); NULL: the image alone */
+    int (*i2v_frames)(cvx_model *m, const cvx_conditioning_params *p);
+    /* optional: the image's own encodings (Wan's CLIP image embeddings) into out */
+    int (*encode_image)(cvx_model *m, const cvx_rgb_frames *rgb, cvx_conditioning *out);
+    /* px [3, T, H, W] (from `src`) -> out's mean, std, C, T, h, w and frames */
+    int (*encode)(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int T, int H, int W,
+                  const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out);
+} cvx_media_encoder;
+/* 0 with out filled (mode, size too), or -1 + cvx_error with out freed. */
+int cvx_conditioning_encode(cvx_model *m, const cvx_conditioning_params *p, const cvx_media_encoder *e,
+                            cvx_progress_fn progress, void *user, cvx_conditioning *out);
+
 /* prepare_latents of a video-to-video pipeline: t_start from `strength` (the timesteps set for
  * the request's steps), the generator seeded from the request, the encoder's sample mean + std·randn
  * (its first draws, in the loop's noise dtype) -> to_x0 (the family's scaling and layout: sample

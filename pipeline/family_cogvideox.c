@@ -144,11 +144,7 @@ static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int w
     return 0;
 }
 
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                            cvx_conditioning *out) {
-    cvx_mode mode;
-    int H, W;
-    if (cvx_conditioning_request(m, p, &mode, &H, &W)) return -1;
+static int check(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
     if (mode == CVX_MODE_I2V && p->max_frames)
         return cvx_error("--frames %d with --image: CogVideoX encodes the image alone; give the frame count to stage 2",
                          p->max_frames);
@@ -157,39 +153,32 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
         return cvx_error_prefix("--%s: the model's transformer config is needed to check the mode and size",
                                 p->image ? "image" : "video");
     if (H < 1 || W < 1) return cvx_error("no --height/--width given and the model has no default size");
-    if (mode == CVX_MODE_I2V && check_size(m, mode, m->info.frames ? m->info.frames : 1, H, W)) return -1;
+    return mode == CVX_MODE_I2V && check_size(m, mode, m->info.frames ? m->info.frames : 1, H, W) ? -1 : 0;
+}
 
-    cvx_rgb_frames rgb;   /* decode: RGB8 frames */
-    if (cvx_conditioning_load(p, &rgb)) return -1;
-    const char *src = p->image ? p->image : p->video;
-    int rc = -1;
-    float *px = NULL;
-    if (mode == CVX_MODE_V2V && check_size(m, mode, rgb.frames, H, W)) {
-        cvx_error_prefix("%s (%d frames)", src, rgb.frames);
-        goto done;
-    }
-    const int F = rgb.frames;
-    px = cvx_conditioning_pixels(&rgb, src, F, H, W);   // [3, F, H, W] in [-1, 1]
-
-    /* encode: frame batches, tiles when an untiled encode would be large */
+/* encode: frame batches, tiles when an untiled encode would be large */
+static int encode_vae(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int F, int H,
+                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    (void)p, (void)mode;
     cogvideox_vae_encode_tiles t;
-    if (load_vae(m, 1) || cogvideox_vae_encode_tiles_for(&S(m)->enc, F, H, W, ENCODE_TILING_BUDGET, &t)) goto done;
+    if (load_vae(m, 1) || cogvideox_vae_encode_tiles_for(&S(m)->enc, F, H, W, ENCODE_TILING_BUDGET, &t)) return -1;
     cvx_info("encoding %s: %d frame%s %dx%d with %s/vae%s", src, F, F == 1 ? "" : "s", W, H, m->dir,
              t.tiled ? " in tiles" : "");
     cvx_progress bar;
     cvx_progress_begin(&bar, "vae encode", t.steps, progress, user);
     cogvideox_vae_encode_dist(&S(m)->enc, &t, px, F, H, W, &out->mean, &out->std, &out->T, &out->h, &out->w, &bar);
     cvx_progress_finish(&bar);
-    out->mode = mode;
     out->C = S(m)->enc.latent_channels;
-    out->frames = F, out->height = H, out->width = W;
-    rc = 0;
-done:
-    free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
+    out->frames = F;
+    return 0;
 }
 
+static const cvx_media_encoder MEDIA = {check, check_size, NULL, NULL, encode_vae};
+
+static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out) {
+    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
+}
 
 /* ---- stage 2 ---- */
 /* V2V: the encoder sample × vae_scaling_factor (whatever invert_scale_latents says, as upstream),

@@ -131,10 +131,6 @@ static void wan_close(cvx_model *m) {
     m->fam = NULL;
 }
 
-static int load_image_encoder(cvx_model *m) {
-    return cvx_image_encoder_load(m, "image_processor", &S(m)->proc, &S(m)->clip);
-}
-
 /* ---- stage 1: text ---- */
 static int text_dim(cvx_model *m) { return cvx_t5_load(&S(m)->te, m, &UMT5_STYLE) ? -1 : S(m)->te.t5.cfg.d_model; }
 
@@ -167,45 +163,42 @@ static const cvx_mode_rule mode_rules[] = {
 static int shape_of(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
     return wan_latent_shape_for(&S(m)->tcfg, lp, S(m)->vcfg.z_dim, sh);
 }
-static int check_size(cvx_model *m, int frames, int height, int width) {
+static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
+    (void)mode;
     cvx_latent_shape sh;
     return cvx_check_latent_size(m, frames, height, width, shape_of, m, &sh);
 }
 
-/* The CLIP image embeddings of the original image (WanImageToVideoPipeline.encode_image). */
+/* I2V: the video length decides the encoded condition (the image, then zero frames); TI2V: the image alone */
+static int video_frames(cvx_model *m, const cvx_conditioning_params *p) {
+    return p->max_frames ? p->max_frames : m->info.frames;
+}
+static int i2v_frames(cvx_model *m, const cvx_conditioning_params *p) {
+    return S(m)->pc.expand_timesteps ? 1 : video_frames(m, p);
+}
+static int check(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
+    return mode == CVX_MODE_I2V && check_size(m, mode, video_frames(m, p), H, W) ? -1 : 0;
+}
+
+/* The CLIP image embeddings of the original image (WanImageToVideoPipeline.encode_image; Wan 2.2
+ * I2V-A14B and TI2V have no image encoder). */
 static int encode_image_clip(cvx_model *m, const cvx_rgb_frames *rgb, cvx_conditioning *out) {
-    if (load_image_encoder(m)) return -1;
+    if (S(m)->tcfg.image_dim <= 0) return 0;
+    if (cvx_image_encoder_load(m, "image_processor", &S(m)->proc, &S(m)->clip)) return -1;
     out->image_L = S(m)->clip->cfg.tokens, out->image_D = S(m)->clip->cfg.hidden_size;
     out->image_embeds = clip_vision_encode_rgb8(S(m)->clip, &S(m)->proc, rgb->rgb, rgb->width, rgb->height);
     return out->image_embeds ? 0 : -1;
 }
 
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                               cvx_conditioning *out) {
-    cvx_mode mode;
-    int H, W;
-    if (cvx_conditioning_request(m, p, &mode, &H, &W)) return -1;
-    /* I2V: the video length decides the encoded condition (the image, then zero frames) */
-    const int i2v_frames = p->max_frames ? p->max_frames : m->info.frames;
-    if (mode == CVX_MODE_I2V && check_size(m, i2v_frames, H, W)) return -1;
-    cvx_rgb_frames rgb;
-    if (cvx_conditioning_load(p, &rgb)) return -1;
-    const char *src = p->image ? p->image : p->video;
-    int rc = -1;
-    float *px = NULL;
-    const int ti2v = mode == CVX_MODE_I2V && S(m)->pc.expand_timesteps;   /* TI2V: the image alone (one frame) */
-    const int T = mode == CVX_MODE_I2V ? (ti2v ? 1 : i2v_frames) : rgb.frames;
-    if (mode == CVX_MODE_V2V && check_size(m, T, H, W)) {
-        cvx_error_prefix("%s (%d frames)", src, T);
-        goto done;
-    }
-    /* Wan 2.2 I2V-A14B and TI2V have no image encoder */
-    if (mode == CVX_MODE_I2V && S(m)->tcfg.image_dim > 0 && encode_image_clip(m, &rgb, out)) goto done;
-    px = cvx_conditioning_pixels(&rgb, src, T, H, W);   /* [3, T, H, W]: V2V the frames; I2V the image, zeros */
-    if (cvx_component_load(m, PARTS, "vae")) goto done;
+/* The VAE's latent distribution of the pixels (V2V: the frames; I2V: the image, then zero frames;
+ * TI2V: the image as latent frame 0). */
+static int encode_vae(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int T, int H,
+                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
+    const int ti2v = mode == CVX_MODE_I2V && S(m)->pc.expand_timesteps;
     const wan_vae *v = S(m)->vae;
     int F, h, w;
-    if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) goto done;
+    if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) return -1;
     cvx_info("encoding %s: %d frame%s %dx%d with the Wan VAE%s", src, T, T == 1 ? "" : "s", W, H,
              ti2v ? " (the image as latent frame 0)" : mode == CVX_MODE_I2V ? " (the image, then zero frames)" : "");
     const size_t n = (size_t)v->cfg.z_dim * F * h * w;
@@ -213,17 +206,18 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     out->std = cvx_alloc_f32(n);
     cvx_progress bar;
     cvx_progress_begin(&bar, "vae encode", wan_vae_encode_steps(T), progress, user);
-    if (wan_vae_encode_dist(v, px, T, H, W, out->mean, out->std, &bar)) goto done;
+    if (wan_vae_encode_dist(v, px, T, H, W, out->mean, out->std, &bar)) return -1;
     cvx_progress_finish(&bar);
-    out->mode = mode;
     out->C = v->cfg.z_dim, out->T = F, out->h = h, out->w = w;
-    out->frames = ti2v ? i2v_frames : T, out->height = H, out->width = W;
-    rc = 0;
-done:
-    if (rc) cvx_conditioning_free(out);
-    free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
+    out->frames = ti2v ? video_frames(m, p) : T;
+    return 0;
+}
+
+static const cvx_media_encoder MEDIA = {check, check_size, i2v_frames, encode_image_clip, encode_vae};
+
+static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out) {
+    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
 }
 
 /* ---- stage 2 ---- */
