@@ -69,6 +69,38 @@ int cvx_component_find(const cvx_model *m, const char *comp, const char *flag, c
     return advice ? cvx_weights_fit_memory(out->dir, advice) : 0;
 }
 
+static const cvx_component *component_row(const cvx_component *table, const char *comp) {
+    while (table->comp && strcmp(table->comp, comp)) table++;
+    return table->comp ? table : NULL;
+}
+
+static void **component_slot(const cvx_model *m, const cvx_component *c) { return (void **)((char *)m->fam + c->slot); }
+
+void *cvx_component_get(const cvx_model *m, const cvx_component *table, const char *comp) {
+    const cvx_component *c = component_row(table, comp);
+    return c ? *component_slot(m, c) : NULL;
+}
+
+int cvx_component_load(cvx_model *m, const cvx_component *table, const char *comp) {
+    const cvx_component *c = component_row(table, comp);
+    if (!c) return cvx_error("%s: no component '%s' in the family's table", m->dir, comp);   /* a row's bug */
+    void **slot = component_slot(m, c);
+    if (*slot) return 0;
+    cvx_component_src src;
+    const char *file = c->file == CVX_NO_FILE ? NULL : (const char *)m + c->file;
+    if (cvx_component_find(m, c->comp, c->flag, file, c->need_cfg, c->advice, &src)) return -1;
+    *slot = c->load(&src, m->ctx);
+    return *slot ? 0 : -1;
+}
+
+void cvx_components_free(cvx_model *m, const cvx_component *table) {
+    for (; table->comp; table++) {
+        void **slot = component_slot(m, table);
+        if (*slot) table->unload(*slot);
+        *slot = NULL;
+    }
+}
+
 void cvx_latents_out_copy(cvx_model *m, const cvx_latent_shape *sh, const float *latents, cvx_latents *out) {
     (void)m;
     out->C = sh->channels, out->T = sh->frames, out->h = sh->height, out->w = sh->width;

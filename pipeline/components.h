@@ -24,6 +24,26 @@ typedef struct {
 int cvx_component_find(const cvx_model *m, const char *comp, const char *flag, const char *file, int need_cfg,
                        const char *advice, cvx_component_src *out);
 
+/* A row's table of the components it maps from their directory or a flag's single file, one row each:
+ * the generic code finds the weights (cvx_component_find: the memory check once), maps them into
+ * the row's state (m->fam) at `slot` once, and frees them at close. Terminated by a NULL comp. */
+#define CVX_NO_FILE ((size_t)-1)
+typedef struct {
+    const char *comp, *flag;   /* the folder and the flag of its single file: "vae", "--vae" */
+    size_t file;               /* offsetof(cvx_model, vae_file): the flag's value; CVX_NO_FILE: the folder only */
+    int need_cfg;              /* a single file needs <comp>/config.json beside it (else src->cfg "": the defaults) */
+    const char *advice;        /* the memory check's way out (NULL: no check) */
+    void *(*load)(const cvx_component_src *src, cvx_ctx *ctx);   /* NULL + cvx_error */
+    void (*unload)(void *component);
+    size_t slot;               /* offsetof(the row's state, its pointer) */
+} cvx_component;
+/* Component `comp` of the table mapped (later calls: 0 at once). -1 + cvx_error */
+int cvx_component_load(cvx_model *m, const cvx_component *table, const char *comp);
+/* The mapped component `comp` (NULL: not mapped). */
+void *cvx_component_get(const cvx_model *m, const cvx_component *table, const char *comp);
+/* Every mapped component of the table unmapped (the row's close). */
+void cvx_components_free(cvx_model *m, const cvx_component *table);
+
 /* ---- a T5-family text encoder: tokenizer/spiece.model + text_encoder/ (or --text_encoder's
  * single file with text_encoder/config.json) ---- */
 typedef struct {

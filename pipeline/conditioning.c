@@ -40,7 +40,15 @@ void cvx_conditioning_free(cvx_conditioning *c) {
     memset(c, 0, sizeof *c);
 }
 
-int cvx_check_model_mode(cvx_model *m, cvx_mode mode) { return m->family->check_mode(m, mode); }
+int cvx_check_model_mode(cvx_model *m, cvx_mode mode) {
+    const cvx_family *f = m->family;
+    int arg[2] = {0, 0};
+    const int kind = f->mode_kind ? f->mode_kind(m, arg) : 0;
+    for (const cvx_mode_rule *r = f->mode_rules; kind >= 0 && r && r->refusal; r++)
+        if ((r->kind == kind || r->kind == CVX_KIND_ANY) && (r->modes & 1u << mode))
+            return cvx_error(r->refusal, m->dir, arg[0], arg[1]);
+    return 0;
+}
 
 int cvx_encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                             cvx_conditioning *out) {
@@ -99,6 +107,34 @@ float *cvx_conditioning_pixels(const cvx_rgb_frames *rgb, const char *src, int T
     }
     free(one);
     return px;
+}
+
+int cvx_conditioning_encode(cvx_model *m, const cvx_conditioning_params *p, const cvx_media_encoder *e,
+                            cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    cvx_mode mode;
+    int H, W;
+    if (cvx_conditioning_request(m, p, &mode, &H, &W) || e->check(m, p, mode, H, W)) return -1;
+    cvx_rgb_frames rgb;
+    if (cvx_conditioning_load(p, &rgb)) return -1;
+    const char *src = p->image ? p->image : p->video;
+    int rc = -1;
+    float *px = NULL;
+    if (mode == CVX_MODE_V2V && e->check_size(m, mode, rgb.frames, H, W)) {
+        cvx_error_prefix("%s (%d frames)", src, rgb.frames);
+        goto done;
+    }
+    const int T = mode == CVX_MODE_I2V && e->i2v_frames ? e->i2v_frames(m, p) : rgb.frames;
+    if (mode == CVX_MODE_I2V && e->encode_image && e->encode_image(m, &rgb, out)) goto done;
+    px = cvx_conditioning_pixels(&rgb, src, T, H, W);   /* [3, T, H, W]: V2V the frames; I2V the image (, zeros) */
+    if (e->encode(m, p, mode, px, T, H, W, src, progress, user, out)) goto done;
+    out->mode = mode;
+    out->height = H, out->width = W;
+    rc = 0;
+done:
+    if (rc) cvx_conditioning_free(out);
+    free(px);
+    cvx_rgb_frames_free(&rgb);
+    return rc;
 }
 
 /* ---- stage 2 ---- */
@@ -410,15 +446,69 @@ void cvx_log_latents(const cvx_sample_params *p, const cvx_latent_shape *sh, con
              sh->frames - sh->pad_frames, sh->height, sh->width, note);
 }
 
-void cvx_frames_concat(float *dst, const float *const *src, const int *T, int n, int C, size_t hw) {
+/* dst [C, ΣT_k, hw] from the n blocks src[k] [C, T[k], hw], per channel in order */
+static void frames_concat(float *dst, float *const *src, const int *T, int n, int C, size_t hw) {
     int Ttot = 0;
     for (int k = 0; k < n; k++) Ttot += T[k];
     for (int c = 0; c < C; c++)
         for (int k = 0, t0 = 0; k < n; t0 += T[k], k++)
-            memcpy(dst + ((size_t)c * Ttot + t0) * hw, src[k] + (size_t)c * T[k] * hw, (size_t)T[k] * hw * sizeof(float));
+            memcpy(dst + ((size_t)c * Ttot + t0) * hw, src[k] + (size_t)c * T[k] * hw,
+                   (size_t)T[k] * hw * sizeof(float));
 }
 
-void cvx_frames_slice(const float *src, int C, int Ttot, int t0, int T, size_t hw, float *dst) {
-    for (int c = 0; c < C; c++)
-        memcpy(dst + (size_t)c * T * hw, src + ((size_t)c * Ttot + t0) * hw, (size_t)T * hw * sizeof(float));
+/* One condition: the image, or the video trimmed (at most num_frames − frame_index frames, then
+ * k·vae_scale_temporal + 1), resized to W×H, [-1, 1], encoded -> mean, std [C, T, h, w]. */
+static int encode_condition(const cvx_model *m, const cvx_condition_spec *c, const cvx_conditions_vae *vae,
+                            int num_frames, int H, int W, float **mean, float **std, cvx_condition_item *item) {
+    const int kt = m->info.vae_scale_temporal;
+    cvx_rgb_frames rgb;
+    if (cvx_video_load(c->path, 0, &rgb)) return -1;
+    int n = rgb.frames, rc = -1;
+    float *px = NULL;
+    if (n > 1) {   /* a video: LTXConditionPipeline.trim_conditioning_sequence */
+        if (num_frames - c->frame_index < 1) {
+            cvx_error("--condition %s:%d: frame %d is past the video's %d frames", c->path, c->frame_index,
+                      c->frame_index, num_frames);
+            goto done;
+        }
+        n = n < num_frames - c->frame_index ? n : num_frames - c->frame_index;
+        n = (n - 1) / kt * kt + 1;
+    }
+    if (rgb.width != W || rgb.height != H)
+        cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", c->path, rgb.width, rgb.height, W, H);
+    px = cvx_alloc_f32((size_t)3 * n * H * W);
+    cvx_preprocess_frames(rgb.rgb, n, rgb.width, rgb.height, W, H, px);
+    cvx_info("encoding %s: %d frame%s %dx%d with %s (condition at frame %d, strength %g)", c->path, n,
+             n == 1 ? "" : "s", W, H, vae->name, c->frame_index, c->strength);
+    if (vae->encode(vae->user, px, n, H, W, mean, std)) goto done;
+    *item = (cvx_condition_item){.frame_index = c->frame_index, .T = (n - 1) / kt + 1, .frames = n,
+                                 .strength = c->strength};
+    rc = 0;
+done:
+    free(px);
+    cvx_rgb_frames_free(&rgb);
+    return rc;
+}
+
+int cvx_conditions_encode(const cvx_model *m, const cvx_conditioning_params *p, const cvx_conditions_vae *vae,
+                          int frames, int H, int W, int C, int h, int w, cvx_conditioning *out) {
+    const int n = p->n_conditions;
+    float *mean[CVX_MAX_CONDITIONS] = {0}, *std[CVX_MAX_CONDITIONS] = {0};
+    int rc = 0, T = 0, Tk[CVX_MAX_CONDITIONS] = {0};
+    for (int k = 0; k < n && !rc; k++) {
+        rc = encode_condition(m, &p->conditions[k], vae, frames, H, W, &mean[k], &std[k], &out->items[k]);
+        T += rc ? 0 : (Tk[k] = out->items[k].T);
+    }
+    if (!rc) {   /* [C, ΣT, h, w]: per channel, the conditions' frames in order */
+        const size_t hw = (size_t)h * w;
+        out->mean = cvx_alloc_f32((size_t)C * T * hw), out->std = cvx_alloc_f32((size_t)C * T * hw);
+        frames_concat(out->mean, mean, Tk, n, C, hw);
+        frames_concat(out->std, std, Tk, n, C, hw);
+        out->mode = CVX_MODE_COND, out->n_items = n;
+        out->C = C, out->T = T, out->h = h, out->w = w;
+        out->frames = frames, out->height = H, out->width = W;
+    }
+    for (int k = 0; k < n; k++) free(mean[k]), free(std[k]);
+    if (rc) cvx_conditioning_free(out);
+    return rc;
 }

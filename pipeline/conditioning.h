@@ -9,8 +9,9 @@
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
-/* The model's transformer fits the mode (the family's rule: CogVideoX I2V needs in_channels = 2 ×
- * out_channels, T2V and V2V equal ones). -1 + one clear cvx_error naming the model, the mode and what fits. */
+/* The model fits the mode (its row's mode_rules for the kind its mode_kind gives: CogVideoX I2V needs
+ * in_channels = 2 × out_channels, T2V and V2V equal ones). -1 + the rule's one clear cvx_error line
+ * naming the model, the mode and what fits. */
 int cvx_check_model_mode(cvx_model *m, cvx_mode mode);
 
 /* cvx_sample_resolve's part: the video size from the conditioning (V2V: its frame count and the
@@ -27,7 +28,7 @@ typedef struct {
 void cvx_prepared_free(cvx_prepared *p);
 
 /* The stage-1 prologue of an I2V / V2V encode: exactly one of p->image (I2V) and p->video (V2V),
- * the size (the request's, else the model's default: 0 when it has none), the row's check_mode:
+ * the size (the request's, else the model's default: 0 when it has none), the row's mode rules:
  * 0, or -1 + cvx_error. */
 int cvx_conditioning_request(cvx_model *m, const cvx_conditioning_params *p, cvx_mode *mode, int *H, int *W);
 /* Then the source, exactly one of p->image, p->video, loaded as RGB8
@@ -37,6 +38,27 @@ int cvx_conditioning_load(const cvx_conditioning_params *p, cvx_rgb_frames *rgb)
  * min(T, frames) resized to H×W (Pillow's LANCZOS, logged naming `src`) and mapped, zero frames
  * after (Wan I2V: the image, then zeros). */
 float *cvx_conditioning_pixels(const cvx_rgb_frames *rgb, const char *src, int T, int H, int W);
+
+/* The stage-1 skeleton of an image (I2V) or video (V2V) encode through the row's VAE
+ * (cvx_conditioning_encode): the request and the mode rule, the row's checks, the source loaded,
+ * a video's frame count checked, the image's own encodings, the pixels, the row's encode. */
+typedef struct {
+    /* after the mode rule, before anything is read: the row's checks (the size of an I2V video of
+     * the request's length, flags the mode does not take). -1 + cvx_error */
+    int (*check)(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W);
+    /* V2V, after loading: the row's size rule for the video's frames × H × W. -1 + cvx_error */
+    int (*check_size)(cvx_model *m, cvx_mode mode, int frames, int H, int W);
+    /* optional: I2V's pixel frames (the image, then zero frames: Wan 2.1); NULL: the image alone */
+    int (*i2v_frames)(cvx_model *m, const cvx_conditioning_params *p);
+    /* optional: the image's own encodings (Wan's CLIP image embeddings) into out */
+    int (*encode_image)(cvx_model *m, const cvx_rgb_frames *rgb, cvx_conditioning *out);
+    /* px [3, T, H, W] (from `src`) -> out's mean, std, C, T, h, w and frames */
+    int (*encode)(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int T, int H, int W,
+                  const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out);
+} cvx_media_encoder;
+/* 0 with out filled (mode, size too), or -1 + cvx_error with out freed. */
+int cvx_conditioning_encode(cvx_model *m, const cvx_conditioning_params *p, const cvx_media_encoder *e,
+                            cvx_progress_fn progress, void *user, cvx_conditioning *out);
 
 /* prepare_latents of a video-to-video pipeline: t_start from `strength` (the timesteps set for
  * the request's steps), the generator seeded from the request, the encoder's sample mean + std·randn
@@ -62,11 +84,18 @@ const float *cvx_cond_more_find(const cvx_sample_params *p, const char *name, in
 int cvx_check_latent_size(const cvx_model *m, int frames, int H, int W,
                           int (*shape)(const void *user, const cvx_loop_params *lp, cvx_latent_shape *sh),
                           const void *user, cvx_latent_shape *sh);
-/* Latents of several items along T: dst [C, ΣT_k, hw] from the n blocks src[k] [C, T[k], hw], per
- * channel in order (the conditioning file's layout of LTX-Video's conditions); slice: src
- * [C, Ttot, hw]'s frames [t0, t0 + T) -> dst [C, T, hw]. */
-void cvx_frames_concat(float *dst, const float *const *src, const int *T, int n, int C, size_t hw);
-void cvx_frames_slice(const float *src, int C, int Ttot, int t0, int T, size_t hw, float *dst);
+/* Keyframe conditions (CVX_MODE_COND, stage 1 --condition): each condition's image or video
+ * (a video trimmed as LTXConditionPipeline.trim_conditioning_sequence: at most frames −
+ * frame_index frames, then k·vae_scale_temporal + 1) resized to W×H (LANCZOS), [-1, 1], encoded
+ * by the row's VAE (vae->encode: px [3, n, H, W] -> mean, std [C, T, h, w] allocated); out: their
+ * distributions along T in order [C, ΣT, h, w], the items, the video's frames × H × W. */
+typedef struct {
+    const char *name;   /* the log line's "the LTX VAE" */
+    int (*encode)(void *user, const float *px, int n, int H, int W, float **mean, float **std);
+    void *user;
+} cvx_conditions_vae;
+int cvx_conditions_encode(const cvx_model *m, const cvx_conditioning_params *p, const cvx_conditions_vae *vae,
+                          int frames, int H, int W, int C, int h, int w, cvx_conditioning *out);
 /* stage 2's log line of the video and its latents [1, C, T, h, w] (the loop's frames less pad). */
 void cvx_log_latents(const cvx_sample_params *p, const cvx_latent_shape *sh, const char *note);
 

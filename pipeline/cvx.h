@@ -38,11 +38,13 @@ typedef struct {
      * key names; CogVideoX: diffusers names) and text encoder (HF or llama.cpp names) as
      * .safetensors or GGUF (ggml block-quantized weights stay quantized); VAE (Wan only) */
     const char *transformer_file, *text_encoder_file, *vae_file;
-    /* Wan 2.2 A14B: the second expert (diffusers' transformer_2, the low-noise one) as a single file
-     * (ComfyUI's *_low_noise_14B_* or city96's *-LowNoise-*.gguf), beside transformer_file's high-noise one */
+    /* the second of two experts (diffusers' transformer_2, the low-noise one) as a single file, beside
+     * transformer_file's high-noise one. Generic: any two-expert model (pipeline/expert_set.h); Wan 2.2
+     * A14B's today (ComfyUI's *_low_noise_14B_* or city96's *-LowNoise-*.gguf) */
     const char *transformer_2_file;
-    /* the second text encoder's single file (HunyuanVideo-1.5's ByT5: ComfyUI's
-     * byt5_small_glyphxl_fp16.safetensors, HF T5 names), NULL = the directory's text_encoder_2/ */
+    /* the second text encoder's single file, NULL = the directory's text_encoder_2/. Generic: diffusers'
+     * name for any pipeline with two text encoders (HunyuanVideo-1.5's ByT5 today: ComfyUI's
+     * byt5_small_glyphxl_fp16.safetensors, HF T5 names) */
     const char *text_encoder_2_file;
     /* LoRA adapters on the transformer (common/lora.h), active in every transformer call (both CFG
      * branches, all steps); weights combine as diffusers' set_adapters. At most CVX_MAX_LORAS. */
@@ -201,11 +203,15 @@ typedef struct cvx_sample_params {
                                    * model's fps (a family option, in cvx_family_options: stage 2's --fps) */
     /* explicit timesteps [n_timesteps] (descending, in (0, num_train_timesteps]), as the pipeline's
      * timesteps= argument (LTX-Video's distilled schedules); NULL = the scheduler's own spacing.
-     * num_inference_steps 0 = n_timesteps, else it must equal it (a family option) */
+     * num_inference_steps 0 = n_timesteps, else it must equal it. Generic in kind (diffusers'
+     * retrieve_timesteps(timesteps=) of any pipeline); a family option (its CVX_OPTION_OWN row in
+     * cvx_family_options[]: LTX-Video alone wires it, the others refuse it); a list, so a field here */
     const double *timesteps;
     int n_timesteps;
     /* LTX-Video condition pipeline: image_cond_noise_scale (the hard conditions re-noised each step);
-     * used when image_cond_noise_set, else the pipeline's 0.15 (a family option) */
+     * used when image_cond_noise_set, else the pipeline's 0.15. Family-specific: a family option (its
+     * CVX_OPTION_OWN row in cvx_family_options[] refuses it elsewhere); a field with its given-bit
+     * because 0 is a meaningful value */
     double image_cond_noise_scale;
     int image_cond_noise_set;
     /* live preview: after every preview_every-th step (0 = never) a contact sheet of the x0
@@ -292,7 +298,9 @@ int cvx_decode(cvx_model *m, const cvx_decode_params *p, const float *z, int B, 
  * encode: frame batches, tiles when an untiled encode would be large) and keeps the latent
  * distribution's mean and std, so the seed stays a stage-2 setting: cvx_sample draws the encoder
  * sample mean + std·randn with the seeded generator first, then the noise (upstream's order). */
-/* CVX_MODE_COND: LTXConditionPipeline's conditions (images or videos at frame indices with strengths) */
+/* CVX_MODE_COND: conditions, images or videos at frame indices with strengths. Generic in kind
+ * (keyframe conditioning; LTXConditionPipeline's today: a row with takes_conditions, the others
+ * refuse stage 1's --condition) */
 typedef enum { CVX_MODE_T2V = 0, CVX_MODE_I2V, CVX_MODE_V2V, CVX_MODE_COND } cvx_mode;
 const char *cvx_mode_name(cvx_mode mode);   /* "t2v", "i2v", "v2v", "condition" */
 

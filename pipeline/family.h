@@ -119,6 +119,17 @@ typedef struct {
 } cvx_decode_option;
 extern const cvx_decode_option cvx_decode_options[];   /* terminated by a NULL name */
 
+/* A row's mode rule (check_mode as data, cvx_check_model_mode): a model of kind `kind` (the row's
+ * mode_kind; CVX_KIND_ANY: every kind) refuses the modes in `modes` (bits 1 << cvx_mode) with the
+ * error line `refusal`, a printf format taking the model directory (%s), then the two numbers
+ * mode_kind gave (%d, %d), as many of them, in that order, as it names. NULL refusal ends the table. */
+#define CVX_KIND_ANY (-2)
+typedef struct {
+    int kind;
+    unsigned modes;
+    const char *refusal;
+} cvx_mode_rule;
+
 typedef struct cvx_family {
     const char *name;              /* "CogVideoX" */
     const char *const *classes;    /* the model_index.json `_class_name`s it serves, NULL-terminated */
@@ -149,8 +160,12 @@ typedef struct cvx_family {
     /* an image (I2V) or video (V2V) -> the conditioning stage 2 reads */
     int (*encode_conditioning)(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                                cvx_conditioning *out);
-    /* the model's transformer fits the mode; -1 + one clear line */
-    int (*check_mode)(cvx_model *m, cvx_mode mode);
+    /* the modes the model takes: the first rule of mode_rules for its kind that names the mode
+     * refuses it (NULL: every mode); mode_kind (NULL: kind 0) gives the kind from the model's
+     * configs and the rule's two numbers, or -1: no rule applies (no transformer config: the call
+     * that needs the transformer reports it) */
+    const cvx_mode_rule *mode_rules;
+    int (*mode_kind)(cvx_model *m, int arg[2]);
     /* encode_conditioning takes conditions (CVX_MODE_COND, stage 1 --condition: LTX-Video) */
     int takes_conditions;
 

@@ -4,6 +4,7 @@
 #include "pipeline/family_cogvideox.h"
 #include "pipeline/conditioning.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,15 @@ static const cvx_t5_style T5_STYLE = {.name = "T5"};
 
 static cogvideox_state *S(const cvx_model *m) { return m->fam; }
 cogvideox_state *cogvideox_state_of(cvx_model *m) { return m->family == &cvx_family_cogvideox ? m->fam : NULL; }
+
+/* The transformer of the model directory, or its config.json with --transformer's weights (a single
+ * .safetensors or a GGUF file with diffusers names). */
+static void *load_tr(const cvx_component_src *c, cvx_ctx *x) {
+    return c->file ? cogvideox_load_file(c->cfg, c->file, x) : cogvideox_load(c->dir, x);
+}
+static void free_tr(void *t) { cogvideox_free(t); }
+static const cvx_component PARTS[] = {{"transformer", "--transformer", offsetof(cvx_model, transformer_file), 1,
+                                       SMALLER_WEIGHTS, load_tr, free_tr, offsetof(cogvideox_state, transformer)}, {0}};
 
 /* ---- open / close / components ---- */
 /* The defaults the upstream pipeline and model cards use: 1.0 = the transformer's sample size ×
@@ -72,21 +82,11 @@ static void cog_close(cvx_model *m) {
     cogvideox_state *s = S(m);
     if (!s) return;
     cvx_t5_free(&s->te);
-    cogvideox_free(s->transformer);
+    cvx_components_free(m, PARTS);
     if (s->vae_loaded) cogvideox_vae_free(&s->vae);
     if (s->enc_loaded) cogvideox_vae_encoder_free(&s->enc);
     free(s);
     m->fam = NULL;
-}
-
-/* The transformer of the model directory, or its config.json with --transformer's weights (a single
- * .safetensors or a GGUF file with diffusers names). */
-static int load_transformer(cvx_model *m) {
-    if (S(m)->transformer) return 0;
-    cvx_component_src src;
-    if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1, SMALLER_WEIGHTS, &src)) return -1;
-    S(m)->transformer = src.file ? cogvideox_load_file(src.cfg, src.file, m->ctx) : cogvideox_load(src.dir, m->ctx);
-    return S(m)->transformer ? 0 : -1;
 }
 
 /* The VAE's decoder (enc 0) or encoder (enc 1), from vae/ (a single VAE file is refused at open). */
@@ -110,23 +110,20 @@ static int encode_texts(cvx_model *m, const char *const *texts, const char *cons
 }
 
 /* ---- stage 1: image / video conditioning ---- */
-static int check_mode(cvx_model *m, cvx_mode mode) {
-    if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
-    const cogvideox_config *c = &S(m)->tcfg;
-    const int i2v_model = c->in_channels == 2 * c->out_channels;
-    if (mode == CVX_MODE_I2V && !i2v_model)
-        return cvx_error("--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
-                         "image-to-video needs an I2V checkpoint (CogVideoX-5b-I2V, CogVideoX1.5-5B-I2V)",
-                         m->dir, c->in_channels);
-    if (mode == CVX_MODE_V2V && i2v_model)
-        return cvx_error("--video: %s/transformer is an image-to-video model (in_channels %d = 2 × %d): "
-                         "video-to-video runs on text-to-video checkpoints (CogVideoX-2b, -5b, 1.5-5B)",
-                         m->dir, c->in_channels, c->out_channels);
-    if (mode == CVX_MODE_T2V && i2v_model)
-        return cvx_error("%s/transformer is an image-to-video model (in_channels %d = 2 × %d): give stage 1 an "
-                         "--image", m->dir, c->in_channels, c->out_channels);
-    return 0;
+/* T2V and V2V need a text-to-video transformer, I2V one with in_channels = 2 × out_channels */
+static int mode_kind(cvx_model *m, int arg[2]) {
+    if (!m->has_denoiser_config) return -1;   /* reported by the call that needs the transformer */
+    arg[0] = S(m)->tcfg.in_channels, arg[1] = S(m)->tcfg.out_channels;
+    return arg[0] == 2 * arg[1];   /* 1: image-to-video */
 }
+static const cvx_mode_rule mode_rules[] = {
+    {0, 1 << CVX_MODE_I2V, "--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
+                           "image-to-video needs an I2V checkpoint (CogVideoX-5b-I2V, CogVideoX1.5-5B-I2V)"},
+    {1, 1 << CVX_MODE_V2V, "--video: %s/transformer is an image-to-video model (in_channels %d = 2 × %d): "
+                           "video-to-video runs on text-to-video checkpoints (CogVideoX-2b, -5b, 1.5-5B)"},
+    {1, 1 << CVX_MODE_T2V, "%s/transformer is an image-to-video model (in_channels %d = 2 × %d): give stage 1 an "
+                           "--image"},
+    {0}};
 
 /* The latent shape the transformer will run on, checking the size (and for V2V the frame
  * count) against the model as stage 2 will: the errors come before anything is encoded. */
@@ -147,11 +144,7 @@ static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int w
     return 0;
 }
 
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                            cvx_conditioning *out) {
-    cvx_mode mode;
-    int H, W;
-    if (cvx_conditioning_request(m, p, &mode, &H, &W)) return -1;
+static int check(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
     if (mode == CVX_MODE_I2V && p->max_frames)
         return cvx_error("--frames %d with --image: CogVideoX encodes the image alone; give the frame count to stage 2",
                          p->max_frames);
@@ -160,39 +153,32 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
         return cvx_error_prefix("--%s: the model's transformer config is needed to check the mode and size",
                                 p->image ? "image" : "video");
     if (H < 1 || W < 1) return cvx_error("no --height/--width given and the model has no default size");
-    if (mode == CVX_MODE_I2V && check_size(m, mode, m->info.frames ? m->info.frames : 1, H, W)) return -1;
+    return mode == CVX_MODE_I2V && check_size(m, mode, m->info.frames ? m->info.frames : 1, H, W) ? -1 : 0;
+}
 
-    cvx_rgb_frames rgb;   /* decode: RGB8 frames */
-    if (cvx_conditioning_load(p, &rgb)) return -1;
-    const char *src = p->image ? p->image : p->video;
-    int rc = -1;
-    float *px = NULL;
-    if (mode == CVX_MODE_V2V && check_size(m, mode, rgb.frames, H, W)) {
-        cvx_error_prefix("%s (%d frames)", src, rgb.frames);
-        goto done;
-    }
-    const int F = rgb.frames;
-    px = cvx_conditioning_pixels(&rgb, src, F, H, W);   // [3, F, H, W] in [-1, 1]
-
-    /* encode: frame batches, tiles when an untiled encode would be large */
+/* encode: frame batches, tiles when an untiled encode would be large */
+static int encode_vae(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int F, int H,
+                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    (void)p, (void)mode;
     cogvideox_vae_encode_tiles t;
-    if (load_vae(m, 1) || cogvideox_vae_encode_tiles_for(&S(m)->enc, F, H, W, ENCODE_TILING_BUDGET, &t)) goto done;
+    if (load_vae(m, 1) || cogvideox_vae_encode_tiles_for(&S(m)->enc, F, H, W, ENCODE_TILING_BUDGET, &t)) return -1;
     cvx_info("encoding %s: %d frame%s %dx%d with %s/vae%s", src, F, F == 1 ? "" : "s", W, H, m->dir,
              t.tiled ? " in tiles" : "");
     cvx_progress bar;
     cvx_progress_begin(&bar, "vae encode", t.steps, progress, user);
     cogvideox_vae_encode_dist(&S(m)->enc, &t, px, F, H, W, &out->mean, &out->std, &out->T, &out->h, &out->w, &bar);
     cvx_progress_finish(&bar);
-    out->mode = mode;
     out->C = S(m)->enc.latent_channels;
-    out->frames = F, out->height = H, out->width = W;
-    rc = 0;
-done:
-    free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
+    out->frames = F;
+    return 0;
 }
 
+static const cvx_media_encoder MEDIA = {check, check_size, NULL, NULL, encode_vae};
+
+static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out) {
+    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
+}
 
 /* ---- stage 2 ---- */
 /* V2V: the encoder sample × vae_scaling_factor (whatever invert_scale_latents says, as upstream),
@@ -261,7 +247,7 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
 
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
-    if (load_transformer(m)) return -1;
+    if (cvx_component_load(m, PARTS, "transformer")) return -1;
     const cogvideox_config *c = &S(m)->tcfg;
     cvx_loop_params *sp = &run->loop;   /* the request and the pipeline's part filled in */
     const int i2v = p->conditioning && p->conditioning->mode == CVX_MODE_I2V;
@@ -349,7 +335,7 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
 
 /* The loaded transformer's linear layers, for LoRA adapters. */
 static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (load_transformer(m)) return -1;
+    if (cvx_component_load(m, PARTS, "transformer")) return -1;
     return cogvideox_lora_targets(S(m)->transformer, out);
 }
 
@@ -362,7 +348,7 @@ const cvx_family cvx_family_cogvideox = {
     .name = "CogVideoX", .classes = cog_classes, .component_classes = cog_components,
     .open = cog_open, .close = cog_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .options = options, .check_sample = check_sample,
+    .mode_rules = mode_rules, .mode_kind = mode_kind, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
     .check_decode = check_decode, .gguf_rules = &cogvideox_gguf_rules,
 };

@@ -12,6 +12,7 @@
 #include "pipeline/conditioning.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,14 @@ typedef struct {
 } hv15_state;
 
 static hv15_state *S(const cvx_model *m) { return m->fam; }
+
+static void *load_tr(const cvx_component_src *c, cvx_ctx *x) {
+    return c->file ? hv15_load_file(c->cfg, c->file, x) : hv15_load(c->dir, x);
+}
+static void free_tr(void *t) { hv15_free(t); }
+static const cvx_component PARTS[] = {{"transformer", "--transformer", offsetof(cvx_model, transformer_file), 1,
+                                       "a quantized transformer file (--transformer ...gguf)", load_tr, free_tr,
+                                       offsetof(hv15_state, transformer)}, {0}};
 
 /* ---- open / close ---- */
 /* HunyuanVideo15Pipeline's defaults: 121 frames at the 16:9 size of target_size (480×848 for the
@@ -97,7 +106,7 @@ static void hv15_close(cvx_model *m) {
         t5_free(&s->byt5);
         byt5_tokenizer_free(&s->tok2);
     }
-    hv15_free(s->transformer);
+    cvx_components_free(m, PARTS);
     hv15_vae_free(s->vae);
     clip_vision_free(s->siglip);
     free(s);
@@ -128,17 +137,6 @@ static int load_byt5(cvx_model *m) {
         return -1;
     s->byt5_loaded = 1;
     return 0;
-}
-
-static int load_transformer(cvx_model *m) {
-    hv15_state *s = S(m);
-    if (s->transformer) return 0;
-    cvx_component_src src;
-    if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1,
-                           "a quantized transformer file (--transformer ...gguf)", &src))
-        return -1;
-    s->transformer = src.file ? hv15_load_file(src.cfg, src.file, m->ctx) : hv15_load(src.dir, m->ctx);
-    return s->transformer ? 0 : -1;
 }
 
 /* The VAE half a step needs (VAE_PART_DECODER: stage 3, VAE_PART_ENCODER: the I2V condition):
@@ -213,16 +211,21 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
 
 /* The pipeline class decides the mode (the transformer's task_type does not: the 480p T2V
  * checkpoint says "i2v"); a directory without model_index.json takes both. */
-static int check_mode(cvx_model *m, cvx_mode mode) {
-    if (mode == CVX_MODE_V2V)
-        return cvx_error("--video: HunyuanVideo-1.5 has no video-to-video pipeline (give an --image or nothing)");
-    if (mode == CVX_MODE_I2V && !strcmp(m->pipeline_class, "HunyuanVideo15Pipeline"))
-        return cvx_error("--image: %s is a HunyuanVideo15Pipeline (text-to-video); image-to-video needs a "
-                         "HunyuanVideo15ImageToVideoPipeline model (HunyuanVideo-1.5-Diffusers-*_i2v)", m->dir);
-    if (mode == CVX_MODE_T2V && !strcmp(m->pipeline_class, "HunyuanVideo15ImageToVideoPipeline"))
-        return cvx_error("%s is a HunyuanVideo15ImageToVideoPipeline: give stage 1 an --image", m->dir);
-    return 0;
+enum { HV15_T2V_PIPELINE, HV15_I2V_PIPELINE, HV15_ANY_PIPELINE };
+static int mode_kind(cvx_model *m, int arg[2]) {
+    (void)arg;
+    return !strcmp(m->pipeline_class, "HunyuanVideo15Pipeline")               ? HV15_T2V_PIPELINE
+           : !strcmp(m->pipeline_class, "HunyuanVideo15ImageToVideoPipeline") ? HV15_I2V_PIPELINE
+                                                                              : HV15_ANY_PIPELINE;
 }
+static const cvx_mode_rule mode_rules[] = {
+    {CVX_KIND_ANY, 1 << CVX_MODE_V2V, "--video: HunyuanVideo-1.5 has no video-to-video pipeline (give an --image or "
+                                      "nothing)"},
+    {HV15_T2V_PIPELINE, 1 << CVX_MODE_I2V, "--image: %s is a HunyuanVideo15Pipeline (text-to-video); image-to-video "
+                                           "needs a HunyuanVideo15ImageToVideoPipeline model "
+                                           "(HunyuanVideo-1.5-Diffusers-*_i2v)"},
+    {HV15_I2V_PIPELINE, 1 << CVX_MODE_T2V, "%s is a HunyuanVideo15ImageToVideoPipeline: give stage 1 an --image"},
+    {0}};
 
 /* ---- stage 1: image-to-video ---- */
 static int load_image_encoder(cvx_model *m) {
@@ -242,8 +245,8 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
                                cvx_conditioning *out) {
     (void)progress, (void)user;
     memset(out, 0, sizeof *out);
-    if (!p->image || p->video) return check_mode(m, CVX_MODE_V2V);
-    if (check_mode(m, CVX_MODE_I2V)) return -1;
+    if (!p->image || p->video) return cvx_check_model_mode(m, CVX_MODE_V2V);
+    if (cvx_check_model_mode(m, CVX_MODE_I2V)) return -1;
     if (!p->height != !p->width)
         return cvx_error("--height/--width: give both or neither (neither: the bucket of the image's aspect ratio)");
     const int frames = p->max_frames ? p->max_frames : m->info.frames;
@@ -323,7 +326,7 @@ static void run_free(void *p) {
  * frame 0, zeros after; mask = 1 on frame 0; the image embeddings go to both CFG branches. */
 static int prepare_i2v(cvx_model *m, const hv15_config *c, const cvx_conditioning *ic, cvx_sample_run *run) {
     const cvx_latent_shape *sh = &run->shape;
-    if (ic->mode != CVX_MODE_I2V) return check_mode(m, ic->mode);
+    if (ic->mode != CVX_MODE_I2V) return cvx_check_model_mode(m, ic->mode);
     if (cvx_conditioning_fits(ic, sh->channels, 1, sh->height, sh->width, "image-to-video",
                               " (the image's latents: one frame at the video's size)"))
         return -1;
@@ -338,12 +341,12 @@ static int prepare_i2v(cvx_model *m, const hv15_config *c, const cvx_conditionin
 
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
-    if (load_transformer(m)) return -1;
+    if (cvx_component_load(m, PARTS, "transformer")) return -1;
     hv15_state *s = S(m);
     const hv15_config *c = hv15_get_config(s->transformer);
     cvx_loop_params *lp = &run->loop;
     const cvx_conditioning *ic = p->conditioning;
-    if (check_mode(m, ic ? ic->mode : CVX_MODE_T2V)) return -1;
+    if (cvx_check_model_mode(m, ic ? ic->mode : CVX_MODE_T2V)) return -1;
     cvx_latent_shape *sh = &run->shape;
     if (hv15_latent_shape_for(c, lp, s->vcfg.latent_channels, sh)) return -1;
     if (ic && prepare_i2v(m, c, ic, run)) return -1;
@@ -381,7 +384,26 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
 }
 
 /* ---- stage 3 ---- */
-/* latents / scaling_factor, vae.decode (untiled unless asked) */
+typedef struct {
+    const hv15_vae *v;
+    const hv15_vae_tiling *tl;   /* NULL: untiled */
+    int T, h, w;
+} hv15_decode;
+
+/* latents / scaling_factor, vae.decode */
+static int decode_item(void *user, const float *zin, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
+    const hv15_decode *d = user;
+    const size_t n = (size_t)hv15_vae_get_config(d->v)->latent_channels * d->T * d->h * d->w;
+    float *z = cvx_alloc_f32(n);
+    hv15_vae_unscale(d->v, zin, n, z);
+    *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);
+    const int rc = hv15_vae_decode(d->v, z, d->T, d->h, d->w, d->tl, *frames);
+    free(z);
+    cvx_progress_update(bar, bar->done + 1);
+    return rc;
+}
+
+/* untiled unless asked */
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
     if (load_vae(m, VAE_PART_DECODER)) return -1;
@@ -390,38 +412,21 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     if (cvx_decode_check_latents(m, "the HunyuanVideo-1.5 VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h,
                                  w, label))
         return -1;
-    const size_t n = (size_t)C * T * h * w;
     hv15_vae_tiling tl;
     hv15_vae_tiling_default(&tl);
     if (p->tile_height) tl.min_h = p->tile_height;
     if (p->tile_width) tl.min_w = p->tile_width;
     const int tiled = p->tiling == CVX_TILING_ON;
-    const int To = hv15_vae_decoded_frames(v, T);
-    out->B = B, out->T = To, out->H = h * vc->spatial_ratio, out->W = w * vc->spatial_ratio, out->tiled = tiled;
-    out->data = cvx_calloc((size_t)B, sizeof *out->data);
     cvx_info("decoding latents [%d, %d, %d, %d, %d] with the HunyuanVideo-1.5 VAE (%s)", B, C, T, h, w,
              tiled ? "tiled" : "untiled");
-    cvx_progress bar;
-    cvx_progress_begin(&bar, "vae decode", B, progress, user);
-    float *z = cvx_alloc_f32(n);
-    for (int b = 0; b < B; b++) {
-        hv15_vae_unscale(v, zin + (size_t)b * n, n, z);
-        out->data[b] = cvx_alloc_f32((size_t)3 * To * out->H * out->W);
-        if (hv15_vae_decode(v, z, T, h, w, tiled ? &tl : NULL, out->data[b]) ||
-            cvx_check_finite(out->data[b], (size_t)3 * To * out->H * out->W, "decoded")) {
-            free(z);
-            cvx_frames_free(out);
-            return cvx_error_prefix("%s: sample %d", label, b);
-        }
-        cvx_progress_update(&bar, b + 1);
-    }
-    free(z);
-    cvx_progress_finish(&bar);
-    return 0;
+    hv15_decode d = {v, tiled ? &tl : NULL, T, h, w};
+    const cvx_decode_plan plan = {decode_item, &d, 1, 1, hv15_vae_decoded_frames(v, T), h * vc->spatial_ratio,
+                                  w * vc->spatial_ratio, tiled};
+    return cvx_decode_items(p, &plan, zin, B, C, T, h, w, label, progress, user, out);
 }
 
 static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (load_transformer(m)) return -1;
+    if (cvx_component_load(m, PARTS, "transformer")) return -1;
     return hv15_lora_targets(S(m)->transformer, out);
 }
 
@@ -434,7 +439,7 @@ const cvx_family cvx_family_hunyuan15 = {
     .name = "HunyuanVideo-1.5", .classes = hv15_classes, .component_classes = hv15_components,
     .open = hv15_open, .close = hv15_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode,
+    .mode_rules = mode_rules, .mode_kind = mode_kind,
     .options = options, .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = cvx_latents_out_copy, .decode = decode,
     .gguf_rules = &hv15_gguf_rules,
 };

@@ -6,11 +6,11 @@
 #include "pipeline/conditioning.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist.h"
 #include "error.h"
 #include "fileio.h"
 #include "image.h"
@@ -50,6 +50,22 @@ typedef struct {
 
 static ltx_state *S(const cvx_model *m) { return m->fam; }
 
+/* the transformer and the VAE: their directories, or single files (the original LTX-Video one may be
+ * both) with the directory's configs */
+static void *load_tr(const cvx_component_src *c, cvx_ctx *x) {
+    return c->file ? ltx_load_file(c->cfg, c->file, x) : ltx_load(c->dir, x);
+}
+static void *load_vae(const cvx_component_src *c, cvx_ctx *x) {
+    return c->file ? ltx_vae_load_file(c->cfg, c->file, x) : ltx_vae_load(c->dir, x);
+}
+static void free_tr(void *t) { ltx_free(t); }
+static void free_vae(void *v) { ltx_vae_free(v); }
+static const cvx_component PARTS[] = {
+    {"transformer", "--transformer", offsetof(cvx_model, transformer_file), 1, NULL, load_tr, free_tr,
+     offsetof(ltx_state, transformer)},
+    {"vae", "--vae", offsetof(cvx_model, vae_file), 1, NULL, load_vae, free_vae, offsetof(ltx_state, vae)},
+    {0}};
+
 /* ---- open / close ---- */
 /* LTXPipeline's defaults: 161 frames of 512×704 at 25 fps, guidance 3. */
 static int ltx_open(cvx_model *m) {
@@ -75,8 +91,7 @@ static void ltx_close(cvx_model *m) {
     ltx_state *s = S(m);
     if (!s) return;
     cvx_t5_free(&s->te);
-    ltx_free(s->transformer);
-    ltx_vae_free(s->vae);
+    cvx_components_free(m, PARTS);
     free(s);
     m->fam = NULL;
 }
@@ -85,24 +100,6 @@ static void ltx_close(cvx_model *m) {
  * (padding rows are ordinary encoder outputs) */
 static int masked_encoder(const cvx_model *m);
 static const cvx_t5_style T5_STYLE = {.name = "T5", .masked_fn = masked_encoder};
-
-static int load_transformer(cvx_model *m) {
-    ltx_state *s = S(m);
-    if (s->transformer) return 0;
-    cvx_component_src src;   /* a single file (the original LTX-Video one too) with the directory's config */
-    if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1, NULL, &src)) return -1;
-    s->transformer = src.file ? ltx_load_file(src.cfg, src.file, m->ctx) : ltx_load(src.dir, m->ctx);
-    return s->transformer ? 0 : -1;
-}
-
-static int load_vae(cvx_model *m) {
-    ltx_state *s = S(m);
-    if (s->vae) return 0;
-    cvx_component_src src;   /* a single file: the original LTX-Video one may be the --transformer file too */
-    if (cvx_component_find(m, "vae", "--vae", m->vae_file, 1, NULL, &src)) return -1;
-    s->vae = src.file ? ltx_vae_load_file(src.cfg, src.file, m->ctx) : ltx_vae_load(src.dir, m->ctx);
-    return s->vae ? 0 : -1;
-}
 
 /* ---- stage 1 ---- */
 static int text_dim(cvx_model *m) { return cvx_t5_load(&S(m)->te, m, &T5_STYLE) ? -1 : S(m)->te.t5.cfg.d_model; }
@@ -129,73 +126,25 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
     return cvx_t5_mask_tensor(&S(m)->te, m, &T5_STYLE, "prompt_attention_mask", texts, labels, n, TEXT_LEN, &out->t[0]);
 }
 
-static int check_mode(cvx_model *m, cvx_mode mode) {
-    (void)m;
-    if (mode == CVX_MODE_V2V) return cvx_error("LTX-Video: video-to-video is not wired (text- and image-to-video)");
-    return 0;
+static const cvx_mode_rule mode_rules[] = {
+    {CVX_KIND_ANY, 1 << CVX_MODE_V2V, "LTX-Video: video-to-video is not wired (text- and image-to-video)"}, {0}};
+
+static int vae_encode(void *m, const float *px, int n, int H, int W, float **mean, float **std) {
+    return ltx_vae_encode_dist(S(m)->vae, px, n, H, W, mean, std);
 }
 
-/* One condition of LTXConditionPipeline: the image ([1, 3, 1, H, W]) or the video trimmed as
- * trim_conditioning_sequence (at most num_frames − frame_index frames, then 8k + 1), resized to
- * W×H, [-1, 1], vae.encode(...).latent_dist → mean, std [C, T, h, w] (allocated). */
-static int encode_condition(cvx_model *m, const cvx_condition_spec *c, int num_frames, int H, int W, float **mean,
-                            float **std, cvx_condition_item *item) {
-    cvx_rgb_frames rgb;
-    if (cvx_video_load(c->path, 0, &rgb)) return -1;
-    int n = rgb.frames, rc = -1;
-    float *px = NULL;
-    if (n > 1) {   /* a video: trim_conditioning_sequence */
-        if (num_frames - c->frame_index < 1) {
-            cvx_error("--condition %s:%d: frame %d is past the video's %d frames", c->path, c->frame_index,
-                      c->frame_index, num_frames);
-            goto done;
-        }
-        n = n < num_frames - c->frame_index ? n : num_frames - c->frame_index;
-        n = (n - 1) / 8 * 8 + 1;
-    }
-    if (rgb.width != W || rgb.height != H)
-        cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", c->path, rgb.width, rgb.height, W, H);
-    px = cvx_alloc_f32((size_t)3 * n * H * W);
-    cvx_preprocess_frames(rgb.rgb, n, rgb.width, rgb.height, W, H, px);
-    cvx_info("encoding %s: %d frame%s %dx%d with the LTX VAE (condition at frame %d, strength %g)", c->path, n,
-             n == 1 ? "" : "s", W, H, c->frame_index, c->strength);
-    if (ltx_vae_encode_dist(S(m)->vae, px, n, H, W, mean, std)) goto done;
-    *item = (cvx_condition_item){.frame_index = c->frame_index, .T = (n - 1) / 8 + 1, .frames = n,
-                                 .strength = c->strength};
-    rc = 0;
-done:
-    free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
-}
-
-/* LTXConditionPipeline's conditions, encoded in order; the file keeps their latent
- * distributions along T (stage 2 draws the samples from the seeded generator). */
+/* LTXConditionPipeline's conditions, encoded in order (cvx_conditions_encode); the file keeps
+ * their latent distributions along T (stage 2 draws the samples from the seeded generator). */
 static int encode_conditions(cvx_model *m, const cvx_conditioning_params *p, cvx_conditioning *out) {
     const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
     const int frames = p->max_frames ? p->max_frames : m->info.frames;
     int F, h, w;
-    if (ltx_latent_grid(frames, H, W, &F, &h, &w) || load_vae(m)) return -1;
-    const int C = ltx_vae_get_config(S(m)->vae)->latent_channels, n = p->n_conditions;
-    float *mean[CVX_MAX_CONDITIONS] = {0}, *std[CVX_MAX_CONDITIONS] = {0};
-    int rc = 0, T = 0, Tk[CVX_MAX_CONDITIONS];
-    for (int k = 0; k < n && !rc; k++) {
-        rc = encode_condition(m, &p->conditions[k], frames, H, W, &mean[k], &std[k], &out->items[k]);
-        T += rc ? 0 : (Tk[k] = out->items[k].T);
-    }
-    if (!rc) {   /* [C, ΣT, h, w]: per channel, the conditions' frames in order */
-        const size_t hw = (size_t)h * w;
-        out->mean = cvx_alloc_f32((size_t)C * T * hw), out->std = cvx_alloc_f32((size_t)C * T * hw);
-        cvx_frames_concat(out->mean, (const float *const *)mean, Tk, n, C, hw);
-        cvx_frames_concat(out->std, (const float *const *)std, Tk, n, C, hw);
-        out->mode = CVX_MODE_COND, out->n_items = n;
-        S(m)->condition_pipeline = 1;
-        out->C = C, out->T = T, out->h = h, out->w = w;
-        out->frames = frames, out->height = H, out->width = W;
-    }
-    for (int k = 0; k < n; k++) free(mean[k]), free(std[k]);
-    if (rc) cvx_conditioning_free(out);
-    return rc;
+    if (ltx_latent_grid(frames, H, W, &F, &h, &w) || cvx_component_load(m, PARTS, "vae")) return -1;
+    const cvx_conditions_vae vae = {"the LTX VAE", vae_encode, m};
+    if (cvx_conditions_encode(m, p, &vae, frames, H, W, ltx_vae_get_config(S(m)->vae)->latent_channels, h, w, out))
+        return -1;
+    S(m)->condition_pipeline = 1;
+    return 0;
 }
 
 /* LTXImageToVideoPipeline.prepare_latents' encoder half: the image resized to the video size,
@@ -215,18 +164,10 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     int F, h, w;
     if (ltx_latent_grid(1, H, W, &F, &h, &w)) return -1;
     cvx_rgb_frames rgb;
-    if (cvx_image_load(p->image, &rgb)) return -1;
+    if (cvx_conditioning_load(p, &rgb)) return -1;
     int rc = -1;
-    float *px = NULL;
-    if (rgb.frames < 1) {
-        cvx_error("%s: no frames", p->image);
-        goto done;
-    }
-    if (rgb.width != W || rgb.height != H)
-        cvx_info("%s: %dx%d resized to %dx%d (LANCZOS, as upstream)", p->image, rgb.width, rgb.height, W, H);
-    px = cvx_alloc_f32((size_t)3 * H * W);
-    cvx_preprocess_image(rgb.rgb, rgb.width, rgb.height, W, H, px);
-    if (load_vae(m)) goto done;
+    float *px = cvx_conditioning_pixels(&rgb, p->image, 1, H, W);
+    if (cvx_component_load(m, PARTS, "vae")) goto done;
     cvx_info("encoding %s: %dx%d with the LTX VAE", p->image, W, H);
     if (ltx_vae_encode_dist(S(m)->vae, px, 1, H, W, &out->mean, &out->std)) goto done;
     out->mode = CVX_MODE_I2V;
@@ -289,7 +230,9 @@ static void ltx_run_free(void *p) {
 static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, cvx_sample_run *run) {
     const cvx_latent_shape *sh = &run->shape;
     const size_t hw = (size_t)sh->height * sh->width;
-    if (cvx_conditioning_fits(c, sh->channels, 1, sh->height, sh->width, "image-to-video", "") || load_vae(m)) return -1;
+    if (cvx_conditioning_fits(c, sh->channels, 1, sh->height, sh->width, "image-to-video", "") ||
+        cvx_component_load(m, PARTS, "vae"))
+        return -1;
     const ltx_vae *v = S(m)->vae;
     cvx_generator_seed(&run->gen, run->loop.req->seed);
     if (ltx_i2v_prepare(c->mean, c->std, sh->channels, sh->frames, sh->height, sh->width, ltx_vae_latents_mean(v),
@@ -312,36 +255,21 @@ static int prepare_condition(cvx_model *m, const cvx_sample_params *p, const cvx
     if (c->C != C || c->h != h || c->w != w)
         return cvx_error("the conditions' latents [%d, %d, %d, %d] do not fit the video's [%d, %d, %d, %d]", c->C, c->T,
                          c->h, c->w, C, F, h, w);
-    if (load_vae(m)) return -1;
-    ltx_condition conds[CVX_MAX_CONDITIONS];
-    float *parts = cvx_alloc_f32((size_t)2 * C * c->T * hw);   /* each condition's mean, std contiguous */
-    for (int k = 0, t0 = 0; k < c->n_items; t0 += c->items[k].T, k++) {
-        const int T = c->items[k].T;
-        float *mean = parts + (size_t)2 * C * t0 * hw, *std = mean + (size_t)C * T * hw;
-        cvx_frames_slice(c->mean, C, c->T, t0, T, hw, mean);
-        cvx_frames_slice(c->std, C, c->T, t0, T, hw, std);
-        conds[k] = (ltx_condition){mean, std, T, c->items[k].frame_index, (float)c->items[k].strength};
-    }
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
+    ltx_condition items[CVX_MAX_CONDITIONS];
+    for (int k = 0; k < c->n_items; k++)
+        items[k] = (ltx_condition){NULL, NULL, c->items[k].T, c->items[k].frame_index, (float)c->items[k].strength};
     const ltx_vae *v = S(m)->vae;
+    const float scale = (float)(p->image_cond_noise_set ? p->image_cond_noise_scale : DEFAULT_COND_NOISE_SCALE);
     cvx_generator_seed(&run->gen, p->seed);
-    int rc = ltx_condition_prepare(conds, c->n_items, C, F, h, w, p->frame_rate > 0 ? p->frame_rate : m->info.fps,
-                                   ltx_vae_latents_mean(v), ltx_vae_latents_std(v),
-                                   (float)ltx_vae_get_config(v)->scaling_factor, &run->gen,
-                                   (cvx_dtype)run->loop.noise_dtype, &lr->cr);
-    free(parts);
-    if (rc) return -1;
+    if (ltx_condition_start(c->mean, c->std, c->T, items, c->n_items, C, F, h, w,
+                            p->frame_rate > 0 ? p->frame_rate : m->info.fps, ltx_vae_latents_mean(v),
+                            ltx_vae_latents_std(v), (float)ltx_vae_get_config(v)->scaling_factor, &run->gen,
+                            (cvx_dtype)run->loop.noise_dtype, (float)sched->timesteps[0], scale, &lr->cr, &run->init))
+        return -1;
     const int T = lr->cr.tokens;
     *sh = (cvx_latent_shape){.frames = T / (int)hw, .channels = C, .height = h, .width = w,
                              .numel = (size_t)T * C, .channels_major = 1};
-    const float scale = (float)(p->image_cond_noise_set ? p->image_cond_noise_scale : DEFAULT_COND_NOISE_SCALE);
-    run->init = cvx_alloc_f32(sh->numel);
-    memcpy(run->init, lr->cr.latents, sh->numel * sizeof(float));
-    if (scale > 0) {   /* step 0's add_noise_to_image_conditioning_latents */
-        float *noise = cvx_alloc_f32(sh->numel);
-        cvx_randn(&run->gen, noise, sh->numel);
-        ltx_condition_renoise((float)sched->timesteps[0], lr->cr.latents, noise, lr->cr.mask, T, C, scale, run->init);
-        free(noise);
-    }
     run->loop.init_latents = run->init, run->loop.init_generator = &run->gen;
     ltx_scheduler_set_condition(sched, lr->cr.mask, lr->cr.latents, T, C, scale);
     S(m)->cond_extra_frames = lr->cr.extra / (int)hw;
@@ -351,7 +279,7 @@ static int prepare_condition(cvx_model *m, const cvx_sample_params *p, const cvx
 
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
-    if (load_transformer(m)) return -1;
+    if (cvx_component_load(m, PARTS, "transformer")) return -1;
     const ltx_config *c = ltx_get_config(S(m)->transformer);
     cvx_latent_shape *sh = &run->shape;
     int F, H, W;
@@ -436,12 +364,27 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 /* the decoded video's floats above which --tiling auto tiles (64 M: 121 frames of 768×512 are 143 M) */
 #define AUTO_TILING_FLOATS (64.0 * 1024 * 1024)
 
+typedef struct {
+    ltx_vae *v;
+    const ltx_vae_tiling *tiling;   /* NULL: untiled */
+    int T, h, w, tiled;
+    float dt;
+} ltx_decode;
+
+static int decode_item(void *user, const float *z, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
+    ltx_decode *d = user;
+    *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);
+    if (ltx_vae_decode_tiled(d->v, d->tiling, z, d->T, d->h, d->w, d->dt, *frames, &d->tiled)) return -1;
+    cvx_progress_update(bar, bar->done + 1);
+    return 0;
+}
+
 /* LTXPipeline after the loop: denormalise; a timestep-conditioned VAE (0.9.5+) decodes
  * (1 − s)·z + s·noise at decode_timestep, the noise drawn from the run's generator after all its
  * draws (p->generator); frames stay unclamped here (the caller maps clamp(v/2 + 0.5)). */
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
-    if (load_vae(m)) return -1;
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
     ltx_vae *v = S(m)->vae;
     const ltx_vae_config *vc = ltx_vae_get_config(v);
     if (cvx_decode_check_latents(m, "the LTX VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h, w, label))
@@ -462,40 +405,28 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
         cvx_info("LTX VAE decode: decode_timestep %g, decode_noise_scale %g", dt, ds);
     }
     const int To = 8 * (T - 1) + 1;
-    out->B = B, out->T = To, out->H = 32 * h, out->W = 32 * w, out->tiled = 0;
     /* tiles: --tiling on, or auto for a video above AUTO_TILING_FLOATS (upstream's sizes; a
      * --tile_sample_min_* size strides at 7/8 of it, as 448 of 512) */
     ltx_vae_tiling tiling;
     ltx_vae_tiling_for(p->tile_height, p->tile_width, &tiling);
     const int tile = p->tiling == CVX_TILING_ON ||
-                     (p->tiling == CVX_TILING_AUTO && (double)3 * To * out->H * out->W > AUTO_TILING_FLOATS);
-    out->data = cvx_calloc((size_t)B, sizeof *out->data);
-    const int root = !p->dist || cvx_dist_rank(p->dist) == 0;
-    float *z = cvx_alloc_f32(n1 * B), *noise = tc ? cvx_alloc_f32(n1 * B) : NULL;
+                     (p->tiling == CVX_TILING_AUTO && (double)3 * To * 32 * h * 32 * w > AUTO_TILING_FLOATS);
+    float *z = cvx_alloc_f32(n1 * B);
     memcpy(z, zin, n1 * B * sizeof(float));
     ltx_denormalize_latents(z, B, C, (size_t)T * h * w, ltx_vae_latents_mean(v), ltx_vae_latents_std(v),
                             (float)vc->scaling_factor);
     if (tc) {   /* randn_tensor(latents.shape): the whole batch at once */
+        float *noise = cvx_alloc_f32(n1 * B);
         cvx_randn(&gen, noise, n1 * B);
         ltx_vae_decode_input(z, noise, n1 * B, (float)ds, z);
+        free(noise);
     }
-    cvx_progress bar;
-    cvx_progress_begin(&bar, "vae decode", B, progress, user);
-    int rc = 0;
-    for (int b = 0; b < B && root && !rc; b++) {
-        out->data[b] = cvx_alloc_f32((size_t)3 * To * out->H * out->W);
-        rc = ltx_vae_decode_tiled(v, tile ? &tiling : NULL, z + b * n1, T, h, w, (float)dt, out->data[b], &out->tiled);
-        if (!rc) rc = cvx_check_finite(out->data[b], (size_t)3 * To * out->H * out->W, "decoded");
-        cvx_progress_update(&bar, b + 1);
-    }
+    ltx_decode d = {v, tile ? &tiling : NULL, T, h, w, 0, (float)dt};
+    const cvx_decode_plan plan = {decode_item, &d, 1, 0, To, 32 * h, 32 * w, 0};
+    const int rc = cvx_decode_items(p, &plan, z, B, C, T, h, w, label, progress, user, out);
     free(z);
-    free(noise);
-    if (rc) {
-        cvx_frames_free(out);
-        return cvx_error_prefix("%s", label);
-    }
-    cvx_progress_finish(&bar);
-    return 0;
+    if (!rc) out->tiled = d.tiled;
+    return rc;
 }
 
 /* --tile_sample_min_height / _width: multiples of 32 pixels (one latent pixel) */
@@ -508,7 +439,7 @@ static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) 
 }
 
 static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (load_transformer(m)) return -1;
+    if (cvx_component_load(m, PARTS, "transformer")) return -1;
     return ltx_lora_targets(S(m)->transformer, out);
 }
 
@@ -520,7 +451,7 @@ const cvx_family cvx_family_ltx = {
     .name = "LTX-Video", .classes = ltx_classes, .component_classes = ltx_components,
     .open = ltx_open, .close = ltx_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
     .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
+    .mode_rules = mode_rules, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
     .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
     .decode_uses_generator = 1, .decode_options = decode_options,
     .gguf_rules = &ltx_gguf_rules,

@@ -5,7 +5,9 @@
  * (cvx_model_params.transformer_file / text_encoder_file / vae_file, ComfyUI's names too). */
 #include "pipeline/components.h"
 #include "pipeline/conditioning.h"
+#include "pipeline/expert_set.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,17 +46,42 @@ typedef struct {
     wan_config tcfg;                 /* transformer/config.json (when m->has_denoiser_config) */
     wan_vae_config vcfg;             /* vae/config.json, or AutoencoderKLWan's defaults */
     cvx_t5_encoder te;               /* UMT5-XXL */
-    wan_transformer *transformer;    /* the resident one (A14B: expert `resident`, the other unmapped) */
+    cvx_expert_set experts;          /* the transformer (A14B: two experts, one mapped at a time) */
     wan_vae *vae;
     wan_pipeline_config pc;          /* Wan 2.2's model_index.json keys: TI2V, A14B's experts */
     const wan_variant *variant;      /* the row of VARIANTS the model matched */
-    int resident;                    /* the expert in `transformer` (0 `transformer`, 1 `transformer_2`) */
+    int cond_channels, teacache_e0;  /* the run's denoiser settings (wan_denoiser_init) */
     float *ti2v_cond;                /* TI2V I2V: the image's normalised latents [C, 1, h, w] of the last run */
     clip_vision *clip;
     clip_image_processor proc;
 } wan_state;
 
 static wan_state *S(const cvx_model *m) { return m->fam; }
+
+/* Wan-14B in bf16 is 28 GB: mmapped on a machine with less memory it would page from disk for
+ * hours (cvx_weights_fit_memory refuses it with this way out) */
+#define WAN_SMALLER_WEIGHTS                                                                                  \
+    "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
+    "model"
+
+/* The transformer (A14B: each expert) from its directory or a single file with its config.json. */
+static void *load_expert(const cvx_component_src *src, cvx_ctx *ctx) {
+    return src->file ? (void *)wan_load_file(src->cfg, src->file, ctx) : (void *)wan_load(src->dir, ctx);
+}
+static void unload_expert(void *t) { wan_free(t); }
+static void expert_denoiser(cvx_model *m, void *t, cvx_denoiser *d) {
+    wan_denoiser_init(d, t, S(m)->cond_channels, S(m)->teacache_e0);
+}
+static const cvx_expert_spec EXPERTS = {"Wan 2.2 A14B", WAN_SMALLER_WEIGHTS, load_expert, unload_expert,
+                                        expert_denoiser};
+
+/* The VAE from its directory, or a single file (without vae/config.json: AutoencoderKLWan's defaults). */
+static void *load_vae(const cvx_component_src *c, cvx_ctx *x) {
+    return c->file ? wan_vae_load_file(c->cfg[0] ? c->cfg : NULL, c->file, x) : wan_vae_load(c->dir, x);
+}
+static void free_vae(void *v) { wan_vae_free(v); }
+static const cvx_component PARTS[] = {
+    {"vae", "--vae", offsetof(cvx_model, vae_file), 0, NULL, load_vae, free_vae, offsetof(wan_state, vae)}, {0}};
 
 /* ---- open / close ---- */
 static void fill_info(cvx_model *m) {
@@ -88,6 +115,7 @@ static int wan_open(cvx_model *m) {
     if (wan_vae_config_load(&S(m)->vcfg, m->has_vae_config ? path : NULL) || wan_pipeline_config_load(m->dir, &S(m)->pc)) return -1;
     if (!m->has_vae_config && m->vae_file[0]) m->has_vae_config = 1;   /* a single VAE file: the defaults */
     fill_info(m);
+    S(m)->experts = (cvx_expert_set){&EXPERTS, S(m)->pc.boundary_ratio > 0 ? 2 : 1, NULL, 0};
     return 0;
 }
 
@@ -95,65 +123,12 @@ static void wan_close(cvx_model *m) {
     wan_state *s = S(m);
     if (!s) return;
     cvx_t5_free(&s->te);
-    wan_free(s->transformer);
+    cvx_expert_set_free(&s->experts);
     free(s->ti2v_cond);
-    wan_vae_free(s->vae);
+    cvx_components_free(m, PARTS);
     clip_vision_free(s->clip);
     free(s);
     m->fam = NULL;
-}
-
-/* Wan-14B in bf16 is 28 GB: mmapped on a machine with less memory it would page from disk for
- * hours (cvx_weights_fit_memory refuses it with this way out) */
-#define WAN_SMALLER_WEIGHTS                                                                                  \
-    "a quantized file (--transformer wan2.1-t2v-14b-Q4_K_M.gguf, about 9 GB; Q8_0 about 15 GB), the 1.3B " \
-    "model"
-
-/* Unmap the resident transformer (its LoRA set first: it points into the weights). */
-static void unload_transformer(cvx_model *m) {
-    wan_state *s = S(m);
-    if (!s->transformer) return;
-    if (m->ctx) m->ctx->lora = NULL;
-    cvx_lora_free(m->lora);
-    m->lora = NULL;
-    wan_free(s->transformer);
-    s->transformer = NULL;
-}
-
-static int load_expert(cvx_model *m, int expert) {
-    wan_state *s = S(m);
-    if (s->transformer && s->resident == expert) return 0;
-    unload_transformer(m);   /* one expert resident at a time: the other is unmapped first */
-    s->resident = expert;
-    m->lora_expert = s->pc.boundary_ratio > 0 ? expert + 1 : 0;   /* --lora_high / --lora_low */
-    char dir[4200], cfg[4300];
-    if (s->pc.boundary_ratio > 0) {   /* A14B: each expert from its directory or its --transformer[_2] file */
-        if (cvx_expert_paths(m, expert, cfg, sizeof cfg, dir, sizeof dir) ||
-            cvx_weights_fit_memory(dir, WAN_SMALLER_WEIGHTS))
-            return -1;
-        s->transformer = wan_load_file(cfg, dir, m->ctx);
-    } else {   /* the directory, or --transformer's file with its config.json */
-        cvx_component_src src;
-        if (cvx_component_find(m, "transformer", "--transformer", m->transformer_file, 1, WAN_SMALLER_WEIGHTS, &src))
-            return -1;
-        s->transformer = src.file ? wan_load_file(src.cfg, src.file, m->ctx) : wan_load(src.dir, m->ctx);
-    }
-    return s->transformer ? 0 : -1;
-}
-
-static int load_transformer(cvx_model *m) { return load_expert(m, S(m)->transformer ? S(m)->resident : 0); }
-
-static int load_vae(cvx_model *m) {
-    wan_state *s = S(m);
-    if (s->vae) return 0;
-    cvx_component_src src;   /* a single file without vae/config.json: AutoencoderKLWan's defaults */
-    if (cvx_component_find(m, "vae", "--vae", m->vae_file, 0, NULL, &src)) return -1;
-    s->vae = src.file ? wan_vae_load_file(src.cfg[0] ? src.cfg : NULL, src.file, m->ctx) : wan_vae_load(src.dir, m->ctx);
-    return s->vae ? 0 : -1;
-}
-
-static int load_image_encoder(cvx_model *m) {
-    return cvx_image_encoder_load(m, "image_processor", &S(m)->proc, &S(m)->clip);
 }
 
 /* ---- stage 1: text ---- */
@@ -166,70 +141,64 @@ static int encode_texts(cvx_model *m, const char *const *texts, const char *cons
 
 /* ---- stage 1: image / video conditioning ---- */
 /* T2V and V2V need a text-to-video transformer (in = out channels), I2V one with image_dim and
- * in = out + 4 + z channels. */
-static int check_mode(cvx_model *m, cvx_mode mode) {
-    if (!m->has_denoiser_config) return 0;   /* reported by the call that needs the transformer */
+ * in = out + 4 + z channels; Wan 2.2 TI2V (expand_timesteps) takes text and an image. */
+enum { WAN_T2V, WAN_I2V, WAN_TI2V };
+static int mode_kind(cvx_model *m, int arg[2]) {
+    if (!m->has_denoiser_config) return -1;   /* reported by the call that needs the transformer */
     const wan_config *c = &S(m)->tcfg;
-    if (S(m)->pc.expand_timesteps) {   /* Wan 2.2 TI2V: text- and image-to-video from the one checkpoint */
-        if (mode == CVX_MODE_V2V)
-            return cvx_error("%s: video-to-video is not supported for a Wan 2.2 TI2V model (expand_timesteps): give "
-                             "stage 1 an --image or nothing", m->dir);
-        return 0;
-    }
-    const int i2v_model = c->image_dim > 0 || c->in_channels != c->out_channels;
-    if (mode == CVX_MODE_I2V && !i2v_model)
-        return cvx_error("--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
-                         "image-to-video needs an I2V checkpoint (Wan2.1-I2V-14B-480P / -720P)", m->dir,
-                         c->in_channels);
-    if (mode != CVX_MODE_I2V && i2v_model)
-        return cvx_error("%s/transformer is an image-to-video model (in_channels %d, image_dim %d): give stage 1 an "
-                         "--image", m->dir, c->in_channels, c->image_dim);
-    return 0;
+    arg[0] = c->in_channels, arg[1] = c->image_dim;
+    if (S(m)->pc.expand_timesteps) return WAN_TI2V;
+    return c->image_dim > 0 || c->in_channels != c->out_channels ? WAN_I2V : WAN_T2V;
 }
+static const cvx_mode_rule mode_rules[] = {
+    {WAN_TI2V, 1 << CVX_MODE_V2V, "%s: video-to-video is not supported for a Wan 2.2 TI2V model (expand_timesteps): "
+                                  "give stage 1 an --image or nothing"},
+    {WAN_T2V, 1 << CVX_MODE_I2V, "--image: %s/transformer is a text-to-video model (in_channels %d = out_channels): "
+                                 "image-to-video needs an I2V checkpoint (Wan2.1-I2V-14B-480P / -720P)"},
+    {WAN_I2V, ~(1u << CVX_MODE_I2V), "%s/transformer is an image-to-video model (in_channels %d, image_dim %d): give "
+                                     "stage 1 an --image"},
+    {0}};
 
 /* The size checks stage 2 will make, before anything is encoded. */
 static int shape_of(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
     return wan_latent_shape_for(&S(m)->tcfg, lp, S(m)->vcfg.z_dim, sh);
 }
-static int check_size(cvx_model *m, int frames, int height, int width) {
+static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
+    (void)mode;
     cvx_latent_shape sh;
     return cvx_check_latent_size(m, frames, height, width, shape_of, m, &sh);
 }
 
-/* The CLIP image embeddings of the original image (WanImageToVideoPipeline.encode_image). */
+/* I2V: the video length decides the encoded condition (the image, then zero frames); TI2V: the image alone */
+static int video_frames(cvx_model *m, const cvx_conditioning_params *p) {
+    return p->max_frames ? p->max_frames : m->info.frames;
+}
+static int i2v_frames(cvx_model *m, const cvx_conditioning_params *p) {
+    return S(m)->pc.expand_timesteps ? 1 : video_frames(m, p);
+}
+static int check(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
+    return mode == CVX_MODE_I2V && check_size(m, mode, video_frames(m, p), H, W) ? -1 : 0;
+}
+
+/* The CLIP image embeddings of the original image (WanImageToVideoPipeline.encode_image; Wan 2.2
+ * I2V-A14B and TI2V have no image encoder). */
 static int encode_image_clip(cvx_model *m, const cvx_rgb_frames *rgb, cvx_conditioning *out) {
-    if (load_image_encoder(m)) return -1;
+    if (S(m)->tcfg.image_dim <= 0) return 0;
+    if (cvx_image_encoder_load(m, "image_processor", &S(m)->proc, &S(m)->clip)) return -1;
     out->image_L = S(m)->clip->cfg.tokens, out->image_D = S(m)->clip->cfg.hidden_size;
     out->image_embeds = clip_vision_encode_rgb8(S(m)->clip, &S(m)->proc, rgb->rgb, rgb->width, rgb->height);
     return out->image_embeds ? 0 : -1;
 }
 
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                               cvx_conditioning *out) {
-    cvx_mode mode;
-    int H, W;
-    if (cvx_conditioning_request(m, p, &mode, &H, &W)) return -1;
-    /* I2V: the video length decides the encoded condition (the image, then zero frames) */
-    const int i2v_frames = p->max_frames ? p->max_frames : m->info.frames;
-    if (mode == CVX_MODE_I2V && check_size(m, i2v_frames, H, W)) return -1;
-    cvx_rgb_frames rgb;
-    if (cvx_conditioning_load(p, &rgb)) return -1;
-    const char *src = p->image ? p->image : p->video;
-    int rc = -1;
-    float *px = NULL;
-    const int ti2v = mode == CVX_MODE_I2V && S(m)->pc.expand_timesteps;   /* TI2V: the image alone (one frame) */
-    const int T = mode == CVX_MODE_I2V ? (ti2v ? 1 : i2v_frames) : rgb.frames;
-    if (mode == CVX_MODE_V2V && check_size(m, T, H, W)) {
-        cvx_error_prefix("%s (%d frames)", src, T);
-        goto done;
-    }
-    /* Wan 2.2 I2V-A14B and TI2V have no image encoder */
-    if (mode == CVX_MODE_I2V && S(m)->tcfg.image_dim > 0 && encode_image_clip(m, &rgb, out)) goto done;
-    px = cvx_conditioning_pixels(&rgb, src, T, H, W);   /* [3, T, H, W]: V2V the frames; I2V the image, zeros */
-    if (load_vae(m)) goto done;
+/* The VAE's latent distribution of the pixels (V2V: the frames; I2V: the image, then zero frames;
+ * TI2V: the image as latent frame 0). */
+static int encode_vae(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int T, int H,
+                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
+    const int ti2v = mode == CVX_MODE_I2V && S(m)->pc.expand_timesteps;
     const wan_vae *v = S(m)->vae;
     int F, h, w;
-    if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) goto done;
+    if (wan_vae_encoded_shape(v, T, H, W, &F, &h, &w)) return -1;
     cvx_info("encoding %s: %d frame%s %dx%d with the Wan VAE%s", src, T, T == 1 ? "" : "s", W, H,
              ti2v ? " (the image as latent frame 0)" : mode == CVX_MODE_I2V ? " (the image, then zero frames)" : "");
     const size_t n = (size_t)v->cfg.z_dim * F * h * w;
@@ -237,17 +206,18 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     out->std = cvx_alloc_f32(n);
     cvx_progress bar;
     cvx_progress_begin(&bar, "vae encode", wan_vae_encode_steps(T), progress, user);
-    if (wan_vae_encode_dist(v, px, T, H, W, out->mean, out->std, &bar)) goto done;
+    if (wan_vae_encode_dist(v, px, T, H, W, out->mean, out->std, &bar)) return -1;
     cvx_progress_finish(&bar);
-    out->mode = mode;
     out->C = v->cfg.z_dim, out->T = F, out->h = h, out->w = w;
-    out->frames = ti2v ? i2v_frames : T, out->height = H, out->width = W;
-    rc = 0;
-done:
-    if (rc) cvx_conditioning_free(out);
-    free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
+    out->frames = ti2v ? video_frames(m, p) : T;
+    return 0;
+}
+
+static const cvx_media_encoder MEDIA = {check, check_size, i2v_frames, encode_image_clip, encode_vae};
+
+static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
+                               cvx_conditioning *out) {
+    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
 }
 
 /* ---- stage 2 ---- */
@@ -336,44 +306,10 @@ static int prepare_ti2v(cvx_model *m, const cvx_conditioning *c, cvx_sample_run 
     return 0;
 }
 
-/* Wan 2.2 A14B: `transformer` (expert 0, high noise) and `transformer_2` (expert 1) behind one
- * provider, one mapped at a time (acquire unmaps the other and re-attaches the LoRA set). */
-typedef struct {
-    cvx_model *m;
-    int cond_channels;
-    cvx_denoiser den;
-} a14b_run;
-
-static int a14b_acquire(cvx_expert_provider *p, int i, cvx_denoiser **out) {
-    a14b_run *r = p->user;
-    cvx_info("Wan 2.2 A14B: %s expert (%s)", i ? "low-noise" : "high-noise", i ? "transformer_2" : "transformer");
-    const int changed = !S(r->m)->transformer || S(r->m)->resident != i;
-    if (load_expert(r->m, i) || (changed && cvx_model_reattach_loras(r->m))) return -1;
-    cvx_denoiser_free(&r->den);
-    wan_denoiser_init(&r->den, S(r->m)->transformer, r->cond_channels, 0);
-    *out = &r->den;
-    return 0;
-}
-
-static void a14b_release(cvx_expert_provider *p, int i) {
-    (void)i;
-    unload_transformer(((a14b_run *)p->user)->m);   /* munmap: the next expert maps into the freed memory */
-}
-
-static void a14b_run_free(void *p) {
-    a14b_run *r = p;
-    if (r) cvx_denoiser_free(&r->den);
-    free(r);
-}
-
 /* The plan over the two experts: t >= boundary_ratio · num_train_timesteps the high-noise one with
  * guidance_scale, below the low-noise one with guidance_scale_2 (CFG on iff guidance_scale > 1). */
-static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_scheduler *sched, cvx_sample_run *run,
-                      int cond_channels) {
-    a14b_run *r = cvx_calloc(1, sizeof *r);
-    r->m = m, r->cond_channels = cond_channels;
-    run->fam_run = r, run->fam_run_free = a14b_run_free;
-    run->experts = (cvx_expert_provider){.n = 2, .acquire = a14b_acquire, .release = a14b_release, .user = r};
+static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_scheduler *sched, cvx_sample_run *run) {
+    cvx_expert_set_provide(&S(m)->experts, m, run);
     const double g2 = p->guidance_scale_2 > 0 ? p->guidance_scale_2 : S(m)->variant->guidance_2;
     const double boundary_t = wan_a14b_plan(&run->plan, sched->timesteps + run->loop.t_start, &S(m)->pc,
                                             p->guidance_scale, g2);
@@ -384,7 +320,8 @@ static void plan_a14b(cvx_model *m, const cvx_sample_params *p, const cvx_schedu
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
     const int a14b = S(m)->pc.boundary_ratio > 0;
-    if (!a14b && load_transformer(m)) return -1;   /* A14B: the provider maps the experts in the loop */
+    /* A14B: the provider maps the experts in the loop */
+    if (!a14b && cvx_expert_set_load_current(&S(m)->experts, m)) return -1;
     if (a14b && p->teacache_ret_steps)
         return cvx_error("--teacache_ret_steps: no TeaCache rule is published for Wan 2.2 A14B");
     if (a14b && run->loop.cache_kind == CVX_CACHE_TEACACHE && !p->teacache_coefficients)
@@ -412,13 +349,14 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     } else if (mode == CVX_MODE_I2V && !S(m)->pc.expand_timesteps && prepare_i2v(m, p->conditioning, run)) {
         return -1;
     }
-    const int cond_channels = mode == CVX_MODE_I2V && !S(m)->pc.expand_timesteps ? WAN_I2V_MASK_CHANNELS + sh->channels : 0;
-    if (!a14b) wan_denoiser_init(&run->den, S(m)->transformer, cond_channels, p->teacache_ret_steps);
+    S(m)->cond_channels = mode == CVX_MODE_I2V && !S(m)->pc.expand_timesteps ? WAN_I2V_MASK_CHANNELS + sh->channels : 0;
+    S(m)->teacache_e0 = a14b ? 0 : p->teacache_ret_steps;
+    if (!a14b) expert_denoiser(m, S(m)->experts.resident, &run->den);
     run->preview_rgb = wan_latent_rgb;
     if (a14b) run->experts.n = 2;   /* the defaults keep the provider plan_a14b fills */
     cvx_sample_run_defaults(run, emb);
     if (p->teacache_ret_steps) run->plan.teacache_first = 5, run->plan.teacache_last = 0;   /* use_ret_steps */
-    if (a14b) plan_a14b(m, p, sched, run, cond_channels);
+    if (a14b) plan_a14b(m, p, sched, run);
     if (S(m)->pc.expand_timesteps) return prepare_ti2v(m, mode == CVX_MODE_I2V ? p->conditioning : NULL, run);
     return 0;
 }
@@ -446,7 +384,7 @@ static int decode_item(void *user, const float *z, cvx_progress *bar, float **fr
 
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
-    if (load_vae(m)) return -1;
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
     const wan_vae *v = S(m)->vae;
     if (cvx_decode_check_latents(m, "the Wan VAE", "z_dim", v->cfg.z_dim, zin, B, C, T, h, w, label)) return -1;
     /* auto: tiles when the untiled decode's estimated peak (flat in the frame count: the causal
@@ -465,8 +403,8 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
 
 /* The loaded transformer's linear layers, for LoRA adapters. */
 static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (load_transformer(m)) return -1;
-    return wan_lora_targets(S(m)->transformer, out);
+    if (cvx_expert_set_load_current(&S(m)->experts, m)) return -1;
+    return wan_lora_targets(S(m)->experts.resident, out);
 }
 
 static const char *const wan_classes[] = {"WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", NULL};
@@ -477,7 +415,7 @@ static const char *const wan_components[] = {"transformer/WanTransformer3DModel"
 const cvx_family cvx_family_wan = {
     .name = "Wan", .classes = wan_classes, .component_classes = wan_components, .open = wan_open, .close = wan_close,
     .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
-    .check_mode = check_mode, .options = options, .check_sample = check_sample,
+    .mode_rules = mode_rules, .mode_kind = mode_kind, .options = options, .check_sample = check_sample,
     .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out,
     .decode = decode, .gguf_rules = &wan_gguf_rules,
 };

@@ -170,3 +170,40 @@ int ltx_i2v_prepare(const float *mean, const float *std, int C, int F, int h, in
     *init = noise;
     return rc;
 }
+
+/* frames [t0, t0 + T) of src [C, Ttot, hw] -> dst [C, T, hw] */
+static void frames_slice(const float *src, int C, int Ttot, int t0, int T, size_t hw, float *dst) {
+    for (int c = 0; c < C; c++)
+        memcpy(dst + (size_t)c * T * hw, src + ((size_t)c * Ttot + t0) * hw, sizeof(float) * T * hw);
+}
+
+int ltx_condition_start(const float *mean, const float *std, int T_all, const ltx_condition *items, int n, int C,
+                        int F, int h, int w, double frame_rate,
+                        const float *latents_mean, const float *latents_std, float scaling, cvx_generator *g,
+                        cvx_dtype sample_dtype, float t0, float scale, ltx_condition_run *out, float **init) {
+    *init = NULL;
+    const size_t hw = (size_t)h * w;
+    ltx_condition *conds = cvx_calloc((size_t)n, sizeof *conds);
+    float *parts = cvx_alloc_f32((size_t)2 * C * T_all * hw);   /* each condition's mean, std contiguous */
+    for (int k = 0, f0 = 0; k < n; f0 += items[k].T, k++) {
+        const int T = items[k].T;
+        float *m = parts + (size_t)2 * C * f0 * hw, *s = m + (size_t)C * T * hw;
+        frames_slice(mean, C, T_all, f0, T, hw, m);
+        frames_slice(std, C, T_all, f0, T, hw, s);
+        conds[k] = (ltx_condition){m, s, T, items[k].frame_index, items[k].strength};
+    }
+    int rc = ltx_condition_prepare(conds, n, C, F, h, w, frame_rate, latents_mean, latents_std, scaling, g,
+                                   sample_dtype, out);
+    free(parts), free(conds);
+    if (rc) return -1;
+    const size_t numel = (size_t)out->tokens * C;
+    *init = cvx_alloc_f32(numel);
+    memcpy(*init, out->latents, numel * sizeof(float));
+    if (scale > 0) {   /* step 0's add_noise_to_image_conditioning_latents */
+        float *noise = cvx_alloc_f32(numel);
+        cvx_randn(g, noise, numel);
+        ltx_condition_renoise(t0, out->latents, noise, out->mask, out->tokens, C, scale, *init);
+        free(noise);
+    }
+    return 0;
+}

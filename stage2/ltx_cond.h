@@ -80,4 +80,14 @@ int ltx_condition_prepare(const ltx_condition *conds, int n, int C, int F, int h
                           cvx_dtype sample_dtype, ltx_condition_run *out);
 void ltx_condition_run_free(ltx_condition_run *r);
 
+/* The condition pipeline's start from stage 1's conditions: n conditions (items: T, frame_index,
+ * strength; their mean / std are ignored) whose latent distributions lie one after another along T
+ * of mean / std [C, T_all, h, w] -> ltx_condition_prepare (out); then *init [tokens, C] (allocated):
+ * out->latents, with step 0's add_noise_to_image_conditioning_latents at timestep t0 when
+ * scale > 0 (one randn draw [tokens, C] after prepare's). -1 + cvx_error (*init NULL). */
+int ltx_condition_start(const float *mean, const float *std, int T_all, const ltx_condition *items, int n, int C,
+                        int F, int h, int w, double frame_rate,
+                        const float *latents_mean, const float *latents_std, float scaling, cvx_generator *g,
+                        cvx_dtype sample_dtype, float t0, float scale, ltx_condition_run *out, float **init);
+
 #endif
