@@ -21,8 +21,8 @@
 //       -I$SD/thirdparty -I$SD/ggml/include dump_params.cpp -o dump_params \
 //       $B/libstable-diffusion.a $B/ggml/src/libggml.a $B/ggml/src/libggml-cpu.a $B/ggml/src/libggml-base.a \
 //       -fopenmp -lpthread
-// Usage: dump_params [LAYERS] > params.txt      (LAYERS: 2 by default; sd.cpp sizes Wan2.2-TI2V-5B from
-//        its block count, which must be 30, or 2 with the 2-layer patch of README.md)
+// Usage: dump_params [LAYERS] > params.txt      (LAYERS: 2 by default: the HV1.5 double blocks, Qwen layers,
+//        UMT5 blocks; the Wan2.2 DiT always has its 30 blocks, see below; make_sd_random.py rebuilds any count)
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -123,9 +123,10 @@ int main(int argc, char** argv) {
         r.get_param_tensors(t, p);
         print("umt5", t);
     }
-    {  // Wan2.2-TI2V-5B: sd.cpp takes every width from its version and block count; L blocks
+    {  // Wan2.2-TI2V-5B: sd.cpp takes every width from its version and block count, and knows the 5B only
+       // with 30 blocks (2 with README.md's patch; any other count aborts): always 30 blocks here
         const std::string p = "model.diffusion_model";
-        auto map            = seed_map(p, {{layer("blocks.%d.self_attn.q.weight", last), GGML_TYPE_F16, {3072, 3072}}});
+        auto map            = seed_map(p, {{"blocks.29.self_attn.q.weight", GGML_TYPE_F16, {3072, 3072}}});
         WAN::WanRunner r(be, map, p, VERSION_WAN2_2_TI2V);
         t.clear();
         r.get_param_tensors(t, p);
