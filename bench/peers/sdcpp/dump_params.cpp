@@ -16,11 +16,10 @@
 // descriptions (name, type, ne) with the real model's widths and LAYERS blocks / layers, nothing else.
 // No weight is allocated or read.
 //
-// Build (against the built library of the sd.cpp tree; SD = its source root, B = its cmake build dir):
-//   g++ -O1 -std=gnu++17 -DGGML_MAX_NAME=160 -DGGML_USE_CPU -I$SD -I$SD/src -I$SD/include -I$SD/src/core \
-//       -I$SD/thirdparty -I$SD/ggml/include dump_params.cpp -o dump_params \
-//       $B/libstable-diffusion.a $B/ggml/src/libggml.a $B/ggml/src/libggml-cpu.a $B/ggml/src/libggml-base.a \
-//       -fopenmp -lpthread
+// Build (against the built library of the sd.cpp tree; SD = its source root, B = its cmake build dir), one line:
+//   g++ -O1 -std=gnu++17 -DGGML_MAX_NAME=160 -DGGML_USE_CPU -I$SD -I$SD/src -I$SD/include -I$SD/src/core
+//       -I$SD/thirdparty -I$SD/ggml/include dump_params.cpp -o dump_params $B/libstable-diffusion.a
+//       $B/ggml/src/libggml.a $B/ggml/src/libggml-cpu.a $B/ggml/src/libggml-base.a -fopenmp -lpthread
 // Usage: dump_params [LAYERS] > params.txt      (LAYERS: 2 by default: the HV1.5 double blocks, Qwen layers,
 //        UMT5 blocks; the Wan2.2 DiT always has its 30 blocks, see below; make_sd_random.py rebuilds any count)
 #include <cstdio>
