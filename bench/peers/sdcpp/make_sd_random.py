@@ -18,12 +18,13 @@ dtypes: tensors of 2 or more dims f16, 1-D ones (biases, norms) f32; the Wan2.2 
 torch shapes for its 3 tensors whose torch and ggml shapes differ (the loader reads both the same: it merges a 5-D
 [out, in, kd, kh, kw] into ggml's [out*in, kd, kh, kw] and ignores leading 1s).
 The UMT5 embedding table (shared.weight) gets --umt5-vocab rows, 32128 by default: sd.cpp sizes the table from
-the file, and the stub UMT5 tokenizer of the build (make_vocab_stubs.py: 203 pieces) makes ids < 203, so no timed computation changes; it saves 1.8 GB
-of file and load (256384 = the real vocabulary, as in the dump).
+the file, and the stub UMT5 tokenizer of the build (make_vocab_stubs.py: 203 pieces) makes ids < 203, so no timed
+computation changes; it saves 1.8 GB of file and load (256384 = the real vocabulary, as in the dump).
 Values: norm weights / scales / gammas 1, norm biases 0, everything else N(0, STD) clamped at 6 STD, seeded.
 Streams tensor by tensor (little RAM); writes OUTDIR/<file>.part and renames it when complete.
 
-Usage: make_sd_random.py PARAMS OUTDIR [--only hvdit,hvvae,qwen,umt5,wan22dit,wan22vae] [--layers 2] [--std 0.02] [--umt5-vocab 32128] [--list]
+Usage: make_sd_random.py PARAMS OUTDIR [--only hvdit,hvvae,qwen,umt5,wan22dit,wan22vae] [--layers 2] [--std 0.02]
+                         [--umt5-vocab 32128] [--list]
        (PARAMS: dump_params' output, e.g. `dump_params 2 > params.txt`; --list prints `<file> <name> <dtype>
        <shape>` per tensor instead of writing)"""
 import argparse, json, os, re, struct, sys
