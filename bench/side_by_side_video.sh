@@ -28,8 +28,8 @@
 #      part's cases), PEER_DIR (../shared/peer), HV15_FRAMES (9), HV15_SIZE (480x848), HV15_VAE_LATENT
 #      (2,10,16), WAN5_FRAMES (9), WAN5_SIZE (704x1280), WAN22_VAE_LATENT (2,11,20), LTX_FRAMES (25),
 #      LTX_SIZE (512x768), LTX_VAE_LATENT (2,8,12), VAE_DIR (where the peer's random VAE weights are
-#      written for ours to read; default a temp dir, removed at the end), SDCPP (sd-cli built by
-#      ../shared/peer/sdcpp/setup_sdcpp.sh) and SDCPP_MODELS (its random files, ../shared/peer/sdcpp/make_sd_random.py:
+#      written for ours to read; default a temp dir, removed at the end), SDCPP (sd-cli, built as in
+#      bench/peers/sdcpp/README.md) and SDCPP_MODELS (its random files, bench/peers/sdcpp/make_sd_random.py:
 #      wan2.2_ti2v_5B_fp16, wan2.2_vae, umt5_xxl_fp16 for wan22; hunyuanvideo1.5_480p_t2v_fp16, hunyuanvideo15_vae_fp16,
 #      qwen_2.5_vl_7b_fp16 for hv15, .safetensors each).
 set -u
@@ -92,7 +92,7 @@ sd_files wan2.2_ti2v_5B_fp16.safetensors wan2.2_vae.safetensors umt5_xxl_fp16.sa
 sd_files hunyuanvideo1.5_480p_t2v_fp16.safetensors hunyuanvideo15_vae_fp16.safetensors qwen_2.5_vl_7b_fp16.safetensors \
     && [ -f "$here/sdcpp_hv15_prompt.txt" ] && sd_hv=1
 if { { has wan5 || has wan22vae; } && [ $sd_wan = 0 ]; } || { { has hv15 || has hv15vae; } && [ $sd_hv = 0 ]; }; then
-    echo "note: stable-diffusion.cpp is not set up for this part (SDCPP, SDCPP_MODELS; ../shared/peer/sdcpp/README.md): left out"
+    echo "note: stable-diffusion.cpp is not set up for this part (SDCPP, SDCPP_MODELS; bench/peers/sdcpp/README.md): left out"
 fi
 if has ltx2b; then echo "note: stable-diffusion.cpp's snapshot runs LTX-2 (LTXAV), not LTX-Video 0.9: no sd.cpp row for LTX"; fi
 
@@ -156,7 +156,7 @@ sdcpp() {   # case step|vae family(wan|hv) frames height width cfg
         set -- --diffusion-model "$SDCPP_MODELS/wan2.2_ti2v_5B_fp16.safetensors" --vae "$SDCPP_MODELS/wan2.2_vae.safetensors" \
             --t5xxl "$SDCPP_MODELS/umt5_xxl_fp16.safetensors" -p "a lovely cat" -n "static, blurry, low quality" \
             --flow-shift 5.0 --video-frames "$4" -H "$5" -W "$6" --cfg-scale "$7"
-    else   # the prompt tokenizes to 114 Qwen tokens with ../shared/peer/sdcpp's merges stub: 120 text rows as ours
+    else   # the prompt tokenizes to 114 Qwen tokens with bench/peers/sdcpp's merges stub: 120 text rows as ours
         set -- --diffusion-model "$SDCPP_MODELS/hunyuanvideo1.5_480p_t2v_fp16.safetensors" \
             --vae "$SDCPP_MODELS/hunyuanvideo15_vae_fp16.safetensors" --llm "$SDCPP_MODELS/qwen_2.5_vl_7b_fp16.safetensors" \
             -p "$(cat "$here/sdcpp_hv15_prompt.txt")" --flow-shift 5.0 --video-frames "$4" -H "$5" -W "$6" --cfg-scale "$7"
