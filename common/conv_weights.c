@@ -10,8 +10,8 @@
  * over ci (vectorised, double). (Storing each kernel's n values straight to a row-major dst touches
  * n streams a multiple of 2 KB apart, which thrashes the cache sets: measured ~40 % of a small
  * decode.) The row-major form copies the n rows to their places; the packed form transforms a
- * micro-panel of rows (mr output channels) into a thread's own [n][mr][K] block and packs it, each
- * panel written once by one thread. The per-element expressions are the same in both: the same
+ * piece of a micro-panel (mr output channels × up to 256 input channels of one time tap) into a
+ * thread's own [n][mr][256] block (in L2) and packs it, each panel written by one thread. The per-element expressions are the same in both: the same
  * values, bit for bit. */
 #include "conv.h"
 
@@ -38,11 +38,11 @@ static unit_buf unit_buf_new(int n, int Cin) {
 }
 static void unit_buf_free(unit_buf *b) { free(b->g9), free(b->u), free(b->t); }
 
-/* g9[k][ci] = w[co, ci, dt, k] (the 9 spatial taps of time tap dt), wf: [Cout, Cin, kt, 3, 3]. */
-static void gather_taps(const float *wf, int co, int Cin, int kt, int dt, float *g9) {
-    for (int ci = 0; ci < Cin; ci++) {
-        const float *g = wf + (((size_t)co * Cin + ci) * kt + dt) * 9;
-        for (int k = 0; k < 9; k++) g9[(size_t)k * Cin + ci] = g[k];
+/* g9[k][c] = w[co, ci0 + c, dt, k] for c < cn (the 9 spatial taps of time tap dt), wf: [Cout, Cin, kt, 3, 3]. */
+static void gather_taps(const float *wf, int co, int Cin, int ci0, int cn, int kt, int dt, float *g9) {
+    for (int c = 0; c < cn; c++) {
+        const float *g = wf + (((size_t)co * Cin + ci0 + c) * kt + dt) * 9;
+        for (int k = 0; k < 9; k++) g9[(size_t)k * cn + c] = g[k];
     }
 }
 
@@ -98,17 +98,19 @@ static void wino4_unit(const float *g9, double *t, float *u, int Cin) {
         }
 }
 
-/* The unit (co, d) into b->u [n][Cin]: row co of the n matrices, columns d·Cin .. (d+1)·Cin. */
-static void unit(cvx_conv_algo algo, const float *wf, int co, int Cin, int kt, int taps, int d, unit_buf *b) {
-    if (algo == CVX_CONV_DIRECT) {   /* u[k][ci] = w[co, ci, k] */
-        const float *w = wf + (size_t)co * Cin * taps;
-        for (int ci = 0; ci < Cin; ci++)
-            for (int k = 0; k < taps; k++) b->u[(size_t)k * Cin + ci] = w[(size_t)ci * taps + k];
+/* The unit (co, d), input channels ci0 .. ci0+cn−1, into b->u [n][cn]: row co of the n matrices,
+ * columns d·Cin + ci0 .. (each value depends on its own kernel only). */
+static void unit(cvx_conv_algo algo, const float *wf, int co, int Cin, int ci0, int cn, int kt, int taps, int d,
+                 unit_buf *b) {
+    if (algo == CVX_CONV_DIRECT) {   /* u[k][c] = w[co, ci0 + c, k] */
+        const float *w = wf + ((size_t)co * Cin + ci0) * taps;
+        for (int c = 0; c < cn; c++)
+            for (int k = 0; k < taps; k++) b->u[(size_t)k * cn + c] = w[(size_t)c * taps + k];
         return;
     }
-    gather_taps(wf, co, Cin, kt, d, b->g9);
-    if (algo == CVX_CONV_WINOGRAD4) wino4_unit(b->g9, b->t, b->u, Cin);
-    else wino2_unit(b->g9, b->t, b->u, Cin);
+    gather_taps(wf, co, Cin, ci0, cn, kt, d, b->g9);
+    if (algo == CVX_CONV_WINOGRAD4) wino4_unit(b->g9, b->t, b->u, cn);
+    else wino2_unit(b->g9, b->t, b->u, cn);
 }
 
 /* Row-major: the n matrices [Cout, K] (K = D·Cin, D = kt for Winograd, 1 for the taps) into dst. */
@@ -124,7 +126,7 @@ static void make_rowmajor(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo,
 #pragma omp for collapse(2) schedule(static)
         for (int co = 0; co < Cout; co++)
             for (int d = 0; d < D; d++) {
-                unit(algo, wf, co, Cin, kt, taps, d, &b);
+                unit(algo, wf, co, Cin, 0, Cin, kt, taps, d, &b);
                 for (int xi = 0; xi < n; xi++)
                     memcpy(dst + ((size_t)xi * Cout + co) * ld + (size_t)d * Cin, b.u + (size_t)xi * Cin,
                            sizeof(float) * Cin);
@@ -156,23 +158,27 @@ void cvx_conv_pack_weights_gemm(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo
     const float *wf = cvx_weight_f32(ctx, w);
     const int n = unit_rows(algo, taps), D = algo == CVX_CONV_DIRECT ? 1 : kt, K = D * Cin;
     const int mr = cvx_sgemm_fixed_packed_mr(isa, Cout), panels = (Cout + mr - 1) / mr;
+    const int CB = Cin < 256 ? Cin : 256;   /* input channels per piece: [n][mr][CB] stays in L2 */
     const size_t per = cvx_sgemm_fixed_packed_floats(isa, Cout, K);   /* one packed matrix */
 #pragma omp parallel
     {
-        unit_buf b = unit_buf_new(n, Cin);
-        float *blk = cvx_alloc_f32((size_t)n * mr * K);   /* [n][mr][K]: one panel of rows, row-major */
+        unit_buf b = unit_buf_new(n, CB);
+        float *blk = cvx_alloc_f32((size_t)n * mr * CB);   /* [n][mr][cn]: a piece of one panel, row-major */
 #pragma omp for schedule(static)
         for (int q = 0; q < panels; q++) {
             const int c0 = q * mr, R = Cout - c0 < mr ? Cout - c0 : mr;
-            for (int r = 0; r < R; r++)
-                for (int d = 0; d < D; d++) {
-                    unit(algo, wf, c0 + r, Cin, kt, taps, d, &b);
-                    for (int xi = 0; xi < n; xi++)
-                        memcpy(blk + ((size_t)xi * mr + r) * K + (size_t)d * Cin, b.u + (size_t)xi * Cin,
-                               sizeof(float) * Cin);
+            for (int d = 0; d < D; d++)
+                for (int ci0 = 0; ci0 < Cin; ci0 += CB) {
+                    const int cn = Cin - ci0 < CB ? Cin - ci0 : CB;
+                    for (int r = 0; r < R; r++) {
+                        unit(algo, wf, c0 + r, Cin, ci0, cn, kt, taps, d, &b);
+                        for (int xi = 0; xi < n; xi++)
+                            memcpy(blk + ((size_t)xi * mr + r) * cn, b.u + (size_t)xi * cn, sizeof(float) * cn);
+                    }
+                    for (int xi = 0; xi < n; xi++)   /* (a parallel region nested here runs on this thread) */
+                        cvx_sgemm_fixed_pack_a(isa, 0, Cout, K, c0, R, d * Cin + ci0, cn, blk + (size_t)xi * mr * cn, cn,
+                                               dst + (size_t)xi * per);
                 }
-            for (int xi = 0; xi < n; xi++)   /* (a parallel region nested here runs on this thread) */
-                cvx_sgemm_fixed_pack_a(isa, 0, Cout, K, c0, R, blk + (size_t)xi * mr * K, K, dst + (size_t)xi * per);
         }
         free(blk);
         unit_buf_free(&b);

@@ -459,17 +459,21 @@ void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const 
     run(&p);
 }
 
-void cvx_sgemm_fixed_pack_a(int avx512, int ta, int M, int K, int i0, int m, const float *A, int lda, float *Ap) {
-    if (m <= 0 || K <= 0) return;
+void cvx_sgemm_fixed_pack_a(int avx512, int ta, int M, int K, int i0, int m, int k0, int kn, const float *A, int lda,
+                            float *Ap) {
+    if (m <= 0 || kn <= 0) return;
     const problem p = setup(avx512, ta, 0, M, 1, K, A, lda, NULL, 0, NULL, 0.0f, NULL, 0, NULL);
-    CVX_CHECK(i0 >= 0 && i0 % p.mr == 0 && i0 + m <= M && (m % p.mr == 0 || i0 + m == M));
-    const int panels = (m + p.mr - 1) / p.mr;
-    /* every micro-panel of every K block written once, by one thread (pages touched once) */
-#pragma omp parallel for collapse(2) schedule(static) if ((double)m * K > 1e5 && !in_parallel())
-    for (int k0 = 0; k0 < K; k0 += p.kcb)
+    CVX_CHECK(i0 >= 0 && i0 % p.mr == 0 && i0 + m <= M && (m % p.mr == 0 || i0 + m == M) && k0 >= 0 &&
+              k0 + kn <= K);
+    const int panels = (m + p.mr - 1) / p.mr, kend = k0 + kn;
+    /* each (K block ∩ [k0, kend), micro-panel) piece written once, by one thread: pack_a on one
+     * panel writes its column k at k·mr, so a piece starting inside a block is packed in place */
+#pragma omp parallel for collapse(2) schedule(static) if ((double)m * kn > 1e5 && !in_parallel())
+    for (int b0 = k0 / p.kcb * p.kcb; b0 < kend; b0 += p.kcb)
         for (int q = 0; q < panels; q++) {
-            const int kc = imin(p.kcb, K - k0), r = q * p.mr;
-            pack_a(&p, r, imin(p.mr, m - r), k0, kc, Ap + a_block_at(p.mr, M, k0) + (size_t)(i0 + r) * kc);
+            const int lo = b0 > k0 ? b0 : k0, hi = imin(b0 + p.kcb, kend), kc = imin(p.kcb, K - b0), r = q * p.mr;
+            pack_a(&p, r, imin(p.mr, m - r), lo - k0, hi - lo,
+                   Ap + a_block_at(p.mr, M, b0) + (size_t)(i0 + r) * kc + (size_t)(lo - b0) * p.mr);
         }
 }
 
@@ -495,16 +499,17 @@ void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const 
                             C + (size_t)i * ldc, ldc);
 }
 
-void cvx_sgemm_fixed_pack_a(int avx512, int ta, int M, int K, int i0, int m, const float *A, int lda, float *Ap) {
+void cvx_sgemm_fixed_pack_a(int avx512, int ta, int M, int K, int i0, int m, int k0, int kn, const float *A, int lda,
+                            float *Ap) {
     int mr, kcb;
     a_blocking(avx512, M, &mr, &kcb);
-    CVX_CHECK(i0 >= 0 && i0 % mr == 0 && i0 + m <= M && (m % mr == 0 || i0 + m == M));
-    for (int k0 = 0; k0 < K; k0 += kcb) {
-        const int kc = K - k0 < kcb ? K - k0 : kcb;
-        float *blk = Ap + a_block_at(mr, M, k0) + (size_t)i0 * kc;
-        for (int i = 0; i < (m + mr - 1) / mr * mr; i++)
-            for (int k = 0; k < kc; k++)
-                blk[(size_t)(i / mr) * mr * kc + (size_t)k * mr + i % mr] = i < m ? A_AT(i, k0 + k) : 0.0f;
+    CVX_CHECK(i0 >= 0 && i0 % mr == 0 && i0 + m <= M && (m % mr == 0 || i0 + m == M) && k0 >= 0 && k0 + kn <= K);
+    const int rows = m > 0 ? (m + mr - 1) / mr * mr : 0;
+    for (int k = k0; k < k0 + kn; k++) {
+        const int b0 = k / kcb * kcb, kc = K - b0 < kcb ? K - b0 : kcb;
+        float *blk = Ap + a_block_at(mr, M, b0) + (size_t)i0 * kc;
+        for (int i = 0; i < rows; i++)
+            blk[(size_t)(i / mr) * mr * kc + (size_t)(k - b0) * mr + i % mr] = i < m ? A_AT(i, k - k0) : 0.0f;
     }
 }
 

@@ -2,7 +2,8 @@
  * as the plain fixed-chain GEMM (cvx_sgemm_fixed_isa) and as the scalar chains (cvx_sgemm_fixed_ref,
  * and cvx_sgemm_fixed_packed_ref reading the packed layout), for each tile set this CPU runs — AVX2
  * 6×16; with AVX-512 the 12×32 tiles (< 1,024 rows) and the 6×64 ones — at odd sizes (rows past a
- * micro-panel, K past a K block, columns past a tile), both B layouts, bias and beta. */
+ * micro-panel, K past a K block, columns past a tile), both B layouts, bias and beta; A packed
+ * whole or in pieces. */
 #include "testutil.h"
 #include "gemm.h"
 #include "gemm_fast.h"
@@ -46,13 +47,19 @@ static void run_case(int isa, const pcase *c) {
     float *Ap = cvx_alloc_f32(cvx_sgemm_fixed_packed_floats(isa, c->M, c->K));
     memcpy(plain, C0, sizeof(float) * nc), memcpy(packed, C0, sizeof(float) * nc);
     memcpy(ref, C0, sizeof(float) * nc), memcpy(pref, C0, sizeof(float) * nc);
-    /* packed in row blocks (a multiple of the panel height, the last one short) or whole */
-    const int blk = cvx_sgemm_fixed_packed_mr(isa, c->M) * 3;
-    if (c->M > blk)
+    /* packed in pieces — row blocks (a multiple of the panel height, the last one short) × column
+     * ranges (across K blocks, odd lengths) — or whole */
+    const int blk = cvx_sgemm_fixed_packed_mr(isa, c->M) * 3, kb = c->K / 3 + 1;
+    if (c->M > blk || c->K > kb) {
         for (int i0 = 0; i0 < c->M; i0 += blk)
-            cvx_sgemm_fixed_pack_a(isa, c->ta, c->M, c->K, i0, c->M - i0 < blk ? c->M - i0 : blk,
-                                   c->ta ? A + i0 : A + (size_t)i0 * lda, lda, Ap);
-    else cvx_sgemm_fixed_pack_a(isa, c->ta, c->M, c->K, 0, c->M, A, lda, Ap);
+            for (int k0 = 0; k0 < c->K; k0 += kb) {
+                const int m = c->M - i0 < blk ? c->M - i0 : blk, kn = c->K - k0 < kb ? c->K - k0 : kb;
+                const float *a = c->ta ? A + (size_t)k0 * lda + i0 : A + (size_t)i0 * lda + k0;
+                cvx_sgemm_fixed_pack_a(isa, c->ta, c->M, c->K, i0, m, k0, kn, a, lda, Ap);
+            }
+    } else {
+        cvx_sgemm_fixed_pack_a(isa, c->ta, c->M, c->K, 0, c->M, 0, c->K, A, lda, Ap);
+    }
     cvx_sgemm_fixed_packed(isa, c->tb, c->M, c->N, c->K, Ap, B, ldb, bias, c->beta, packed, ldc);
     cvx_sgemm_fixed_isa(isa, c->ta, c->tb, c->M, c->N, c->K, A, lda, B, ldb, bias, c->beta, plain, ldc);
     cvx_sgemm_fixed_ref(c->ta, c->tb, c->M, c->N, c->K, A, lda, B, ldb, bias, c->beta, ref, ldc);

@@ -156,11 +156,11 @@ static void test_packed_layout(void **s) {
     (void)s;
     cvx_ctx *ctx = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD4, 0);
     const int wide = ctx->kernels && cvx_kernels_avx512(ctx->kernels);
-    const int Cin = 20, kt = 3, couts[] = {5, 13, 30};
+    const int kt = 3, couts[] = {5, 13, 30, 7}, cins[] = {20, 20, 20, 300};   /* 300: two pieces of input channels */
     for (int isa = 0; isa <= wide; isa++)
-        for (int c = 0; c < 3; c++)
+        for (int c = 0; c < 4; c++)
             for (int a = 0; a < 3; a++) {
-                const int Cout = couts[c], taps = 9 * kt;
+                const int Cout = couts[c], Cin = cins[c], taps = 9 * kt;
                 const cvx_conv_algo algo = a == 0 ? CVX_CONV_DIRECT : a == 1 ? CVX_CONV_WINOGRAD2 : CVX_CONV_WINOGRAD4;
                 const int n = a == 0 ? taps : a == 1 ? 16 : 36, K = a == 0 ? Cin : kt * Cin;
                 const size_t nw = (size_t)Cout * Cin * taps, per = cvx_sgemm_fixed_packed_floats(isa, Cout, K);
@@ -175,7 +175,7 @@ static void test_packed_layout(void **s) {
                 else if (a == 1) cvx_conv_winograd_weights(ctx, &t, Cout, Cin, kt, rm);
                 else cvx_conv_winograd4_weights(ctx, &t, Cout, Cin, kt, rm);
                 for (int xi = 0; xi < n; xi++)
-                    cvx_sgemm_fixed_pack_a(isa, 0, Cout, K, 0, Cout, rm + (size_t)xi * Cout * K, K, want + xi * per);
+                    cvx_sgemm_fixed_pack_a(isa, 0, Cout, K, 0, Cout, 0, K, rm + (size_t)xi * Cout * K, K, want + xi * per);
                 assert_same_bits(pk, want, n * per, "packed layout");
                 free(wt), free(rm), free(pk), free(want);
             }
