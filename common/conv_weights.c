@@ -15,9 +15,11 @@
  * values, bit for bit. */
 #include "conv.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "error.h"
 #include "gemm.h"
 
@@ -26,22 +28,55 @@ static int unit_rows(cvx_conv_algo algo, int taps) {
     return algo == CVX_CONV_WINOGRAD4 ? 36 : algo == CVX_CONV_WINOGRAD2 ? 16 : taps;
 }
 
+/* The weight tensor [Cout, Cin, taps] as read by the units: f32 in place (wf), or a per-element
+ * dtype (bf16, f16: exact in f32) widened one output channel's piece at a time into the unit's
+ * buffer — no f32 copy of the whole tensor (0.9 GB for HunyuanVideo-1.5's 8192×1024×27); block
+ * types are widened whole first (cvx_weight_f32). */
+typedef struct {
+    const float *wf;      /* f32, [Cout, Cin, taps], or NULL: src widened per piece */
+    const void *src;
+    cvx_dtype dtype;
+    size_t esize;
+    int Cin, taps;
+} wsrc;
+
+static wsrc wsrc_of(cvx_ctx *ctx, const cvx_tensor *w, int Cin, int taps) {
+    wsrc s = {NULL, w->data, w->dtype, 0, Cin, taps};
+    if ((w->dtype == CVX_F32 && ((uintptr_t)w->data & 3) == 0) || cvx_dtype_block(w->dtype) != 1 ||
+        !cvx_dtype_to_f32_ok(w->dtype))
+        s.wf = cvx_weight_f32(ctx, w);
+    else
+        s.esize = cvx_dtype_block_bytes(w->dtype);
+    return s;
+}
+
 /* One thread's working buffers for the unit transforms. */
 typedef struct {
-    float *g9, *u;
+    float *g9, *u, *row;   /* row: [cn, taps] of one output channel (widened, or pointing into wf) */
+    float *own;
     double *t;
 } unit_buf;
 
-static unit_buf unit_buf_new(int n, int Cin) {
-    return (unit_buf){cvx_alloc_f32((size_t)9 * Cin), cvx_alloc_f32((size_t)n * Cin),
-                      cvx_malloc(sizeof(double) * 18 * (size_t)Cin)};
+static unit_buf unit_buf_new(int n, int Cin, int taps) {
+    return (unit_buf){cvx_alloc_f32((size_t)9 * Cin), cvx_alloc_f32((size_t)n * Cin), NULL,
+                      cvx_alloc_f32((size_t)Cin * taps), cvx_malloc(sizeof(double) * 18 * (size_t)Cin)};
 }
-static void unit_buf_free(unit_buf *b) { free(b->g9), free(b->u), free(b->t); }
+static void unit_buf_free(unit_buf *b) { free(b->g9), free(b->u), free(b->own), free(b->t); }
 
-/* g9[k][c] = w[co, ci0 + c, dt, k] for c < cn (the 9 spatial taps of time tap dt), wf: [Cout, Cin, kt, 3, 3]. */
-static void gather_taps(const float *wf, int co, int Cin, int ci0, int cn, int kt, int dt, float *g9) {
+/* b->row := w[co, ci0 .. ci0+cn−1, :] as f32 */
+static void unit_load(const wsrc *w, int co, int ci0, int cn, unit_buf *b) {
+    const size_t at = ((size_t)co * w->Cin + ci0) * w->taps;
+    if (w->wf) {
+        b->row = (float *)(w->wf + at);
+        return;
+    }
+    cvx_to_f32_n(w->dtype, (const unsigned char *)w->src + at * w->esize, b->own, (size_t)cn * w->taps);
+    b->row = b->own;
+}
+/* g9[k][c] = row[c, dt, k] for c < cn (the 9 spatial taps of time tap dt), row: [cn, kt, 3, 3]. */
+static void gather_taps(const float *row, int cn, int kt, int dt, float *g9) {
     for (int c = 0; c < cn; c++) {
-        const float *g = wf + (((size_t)co * Cin + ci0 + c) * kt + dt) * 9;
+        const float *g = row + ((size_t)c * kt + dt) * 9;
         for (int k = 0; k < 9; k++) g9[(size_t)k * cn + c] = g[k];
     }
 }
@@ -98,17 +133,17 @@ static void wino4_unit(const float *g9, double *t, float *u, int Cin) {
         }
 }
 
-/* The unit (co, d), input channels ci0 .. ci0+cn−1, into b->u [n][cn]: row co of the n matrices,
- * columns d·Cin + ci0 .. (each value depends on its own kernel only). */
-static void unit(cvx_conv_algo algo, const float *wf, int co, int Cin, int ci0, int cn, int kt, int taps, int d,
-                 unit_buf *b) {
+/* The unit (co, d) of the loaded piece b->row (unit_load: output channel co, input channels
+ * ci0 .. ci0+cn−1) into b->u [n][cn]: row co of the n matrices, columns d·Cin + ci0 .. (each value
+ * depends on its own kernel only). */
+static void unit(cvx_conv_algo algo, int cn, int kt, int taps, int d, unit_buf *b) {
     if (algo == CVX_CONV_DIRECT) {   /* u[k][c] = w[co, ci0 + c, k] */
-        const float *w = wf + ((size_t)co * Cin + ci0) * taps;
+        const float *w = b->row;
         for (int c = 0; c < cn; c++)
             for (int k = 0; k < taps; k++) b->u[(size_t)k * cn + c] = w[(size_t)c * taps + k];
         return;
     }
-    gather_taps(wf, co, Cin, ci0, cn, kt, d, b->g9);
+    gather_taps(b->row, cn, kt, d, b->g9);
     if (algo == CVX_CONV_WINOGRAD4) wino4_unit(b->g9, b->t, b->u, cn);
     else wino2_unit(b->g9, b->t, b->u, cn);
 }
@@ -117,20 +152,22 @@ static void unit(cvx_conv_algo algo, const float *wf, int co, int Cin, int ci0, 
 static void make_rowmajor(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt, int taps,
                           float *dst) {
     CVX_CHECK(w->numel == (int64_t)Cout * Cin * taps);
-    const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, taps], zero-copy when f32 */
+    const wsrc ws = wsrc_of(ctx, w, Cin, taps);
     const int n = unit_rows(algo, taps), D = algo == CVX_CONV_DIRECT ? 1 : kt;
     const size_t ld = (size_t)D * Cin;
 #pragma omp parallel
     {
-        unit_buf b = unit_buf_new(n, Cin);
-#pragma omp for collapse(2) schedule(static)
-        for (int co = 0; co < Cout; co++)
+        unit_buf b = unit_buf_new(n, Cin, taps);
+#pragma omp for schedule(static)
+        for (int co = 0; co < Cout; co++) {
+            unit_load(&ws, co, 0, Cin, &b);
             for (int d = 0; d < D; d++) {
-                unit(algo, wf, co, Cin, 0, Cin, kt, taps, d, &b);
+                unit(algo, Cin, kt, taps, d, &b);
                 for (int xi = 0; xi < n; xi++)
                     memcpy(dst + ((size_t)xi * Cout + co) * ld + (size_t)d * Cin, b.u + (size_t)xi * Cin,
                            sizeof(float) * Cin);
             }
+        }
         unit_buf_free(&b);
     }
 }
@@ -155,14 +192,14 @@ size_t cvx_conv_packed_floats(int isa, cvx_conv_algo algo, int Cout, int Cin, in
 void cvx_conv_pack_weights_gemm(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
                                 int taps, int isa, float *dst) {
     CVX_CHECK(w->numel == (int64_t)Cout * Cin * taps && (algo == CVX_CONV_DIRECT || taps == 9 * kt));
-    const float *wf = cvx_weight_f32(ctx, w);
+    const wsrc ws = wsrc_of(ctx, w, Cin, taps);
     const int n = unit_rows(algo, taps), D = algo == CVX_CONV_DIRECT ? 1 : kt, K = D * Cin;
     const int mr = cvx_sgemm_fixed_packed_mr(isa, Cout), panels = (Cout + mr - 1) / mr;
     const int CB = Cin < 256 ? Cin : 256;   /* input channels per piece: [n][mr][CB] stays in L2 */
     const size_t per = cvx_sgemm_fixed_packed_floats(isa, Cout, K);   /* one packed matrix */
 #pragma omp parallel
     {
-        unit_buf b = unit_buf_new(n, CB);
+        unit_buf b = unit_buf_new(n, CB, taps);
         float *blk = cvx_alloc_f32((size_t)n * mr * CB);   /* [n][mr][cn]: a piece of one panel, row-major */
 #pragma omp for schedule(static)
         for (int q = 0; q < panels; q++) {
@@ -171,7 +208,8 @@ void cvx_conv_pack_weights_gemm(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo
                 for (int ci0 = 0; ci0 < Cin; ci0 += CB) {
                     const int cn = Cin - ci0 < CB ? Cin - ci0 : CB;
                     for (int r = 0; r < R; r++) {
-                        unit(algo, wf, c0 + r, Cin, ci0, cn, kt, taps, d, &b);
+                        unit_load(&ws, c0 + r, ci0, cn, &b);
+                        unit(algo, cn, kt, taps, d, &b);
                         for (int xi = 0; xi < n; xi++)
                             memcpy(blk + ((size_t)xi * mr + r) * cn, b.u + (size_t)xi * cn, sizeof(float) * cn);
                     }
