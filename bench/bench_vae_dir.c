@@ -4,7 +4,8 @@
  * same weights (bench/pt_video_peer.py --case hv15vae|ltxvae --save-dir DIR writes such a directory
  * with random weights at the real config). Prints wall and process CPU time of the decode (after
  * --warmup decodes; CPU time is less disturbed by other load), the convolutions' GFLOP and peak RSS:
- *   RESULT case=<hv15vae|ltxvae> precision=.. latent=F,h,w seconds=.. cpu_s=.. gflop=.. peak_rss_gb=..
+ *   RESULT case=<hv15vae|ltxvae> precision=.. latent=F,h,w seconds=.. cpu_s=.. gflop=.. peak_rss_gb=.. digest=..
+ * (digest: FNV-1a of the output's bytes, to check that a change to the kernels kept every bit)
  *
  *   bench_vae_dir --family hv15|ltx --model DIR [--latent F,h,w] [--timestep 0.05] [--warmup 0]
  *                 [--threads N] [--precision f32|bf16] */
@@ -15,6 +16,7 @@
 #include "stage3/ltx_vae.h"
 
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +83,11 @@ int main(int argc, char **argv) {
     printf("%s VAE decode [%d,%d,%d,%d] -> %d frames %dx%d, %s, %d threads: %.2f s wall, %.2f s CPU, %.0f GFLOP"
            " (%.1f GFLOP/s wall); peak RSS %.2f GB\n", hv ? "HunyuanVideo-1.5" : "LTX-Video", C, F, h, w, T, s * h,
            s * w, cvx_precision_name(prec), cvx_threads(), wall, cpu, gflop, gflop / wall, cvx_peak_rss_bytes() / 1e9);
-    printf("RESULT case=%s precision=%s latent=%d,%d,%d seconds=%.3f cpu_s=%.2f gflop=%.1f peak_rss_gb=%.3f\n",
-           hv ? "hv15vae" : "ltxvae", cvx_precision_name(prec), F, h, w, wall, cpu, gflop, cvx_peak_rss_bytes() / 1e9);
+    uint64_t digest = 1469598103934665603ull;   /* FNV-1a of the output bytes */
+    for (size_t i = 0; i < nv * sizeof(float); i++) digest = (digest ^ ((const unsigned char *)video)[i]) * 1099511628211ull;
+    printf("RESULT case=%s precision=%s latent=%d,%d,%d seconds=%.3f cpu_s=%.2f gflop=%.1f peak_rss_gb=%.3f"
+           " digest=%016llx\n", hv ? "hv15vae" : "ltxvae", cvx_precision_name(prec), F, h, w, wall, cpu, gflop,
+           cvx_peak_rss_bytes() / 1e9, (unsigned long long)digest);
     free(z), free(video);
     if (hvv) hv15_vae_free(hvv);
     if (lv) ltx_vae_free(lv);

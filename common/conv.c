@@ -30,37 +30,72 @@ static void gemm_bf16(cvx_ctx *ctx, int M, int N, int K, const uint16_t *A, int 
     CVX_CHECK(cvx_matmul(ctx->kernels, CVX_PRECISION_BF16, M, N, K, a, b, NULL, beta, C, ldc) == 0);
 }
 
-/* The Winograd products of one chunk: for each of the n transform points ξ and output frame t,
- * M_ξ[Cout, t, nt] = U_ξ[Cout, kt·Cin] · V_ξ[t .. t+kt−1][Cin, nt] (bf16 operands when Ub is
- * given, else f32). Shared by F(2×2) (n = 16) and F(4×4) (n = 36). */
-static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, int T, int nt, const float *U,
-                              const uint16_t *Ub, const float *V, size_t vx, float *M, size_t mx) {
-    const uint16_t *Vb = Ub ? bf16_copy(&ctx->bf16_x, V, (size_t)n * vx) : NULL;
-    for (int xi = 0; xi < n; xi++)
-        for (int t = 0; t < T; t++)
-            if (Ub)
-                gemm_bf16(ctx, Cout, nt, kt * Cin, Ub + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                          Vb + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
-                          T * nt);
-            else
-                cvx_gemm(ctx, 0, 0, Cout, nt, kt * Cin, 1.0f, U + (size_t)xi * Cout * kt * Cin, kt * Cin,
-                         V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt,
-                         T * nt);
+/* A conv's weights as its products read them: f32 row-major (f), f32 with each matrix packed for
+ * the fixed-chain tiles of isa (packed: cvx_conv_pack_weights_gemm; f is then that layout), or bf16
+ * row-major (b; f NULL). */
+typedef struct {
+    const float *f;
+    const uint16_t *b;
+    int packed, isa;
+} conv_wts;
+
+/* C[Cout, N] = beta·C + matrix i [Cout, K] of the f32 weights · B[K, N] (ld ldb): one of the n
+ * matrices, packed or row-major — the same chains either way (gemm.h). */
+static void wts_gemm(cvx_ctx *ctx, const conv_wts *w, int i, int Cout, int N, int K, const float *B, int ldb, float beta,
+                     float *C) {
+    if (w->packed) {
+        if (Cout <= 0 || N <= 0) return;
+        cvx_flops_add(ctx, 2.0 * Cout * N * K);
+        cvx_sgemm_fixed_packed(w->isa, 0, Cout, N, K, w->f + (size_t)i * cvx_sgemm_fixed_packed_floats(w->isa, Cout, K),
+                               B, ldb, NULL, beta, C, N);
+    } else {
+        cvx_gemm(ctx, 0, 0, Cout, N, K, 1.0f, w->f + (size_t)i * Cout * K, K, B, ldb, beta, C, N);
+    }
 }
 
-void cvx_conv_pack_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int taps, float *dst) {
-    CVX_CHECK(w->numel == (int64_t)Cout * Cin * taps);
-    const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, taps], zero-copy when f32 */
-#pragma omp parallel for schedule(static)
-    for (int co = 0; co < Cout; co++)
-        for (int ci = 0; ci < Cin; ci++)
-            for (int k = 0; k < taps; k++)
-                dst[((size_t)k * Cout + co) * Cin + ci] = wf[((size_t)co * Cin + ci) * taps + k];
+int cvx_conv_gemm_isa(const cvx_ctx *ctx) {
+    if (ctx->precision != CVX_PRECISION_F32) return -1;
+    if (!ctx->kernels) return 0;   /* cvx_gemm: cvx_sgemm_fixed */
+    if (strncmp(cvx_kernels_path(ctx->kernels, CVX_PRECISION_F32), "fixed-f32", 9)) return -1;
+    return cvx_kernels_avx512(ctx->kernels);
 }
 
-/* The shifted-GEMM convolution with its packed weights as f32 (wpk) or, in bf16 mode, as bf16 (wb). */
-static void conv3d_direct(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk,
-                          const uint16_t *wb, const float *bias, int Cout, int kt, int kh, int kw, float *y) {
+/* The Winograd products of one chunk: for each of the n transform points ξ,
+ * M_ξ[Cout, T·nt] = U_ξ[Cout, kt·Cin] · B_ξ[kt·Cin, T·nt], where column block t of B_ξ is the
+ * kt-frame window V_ξ[t .. t+kt−1][Cin, nt] (bf16 operands when Ub is given, else f32). f32: one
+ * product per ξ over all output frames, B_ξ materialised (a copy of kt × V_ξ, small beside the
+ * product), so U_ξ is packed once per ξ rather than once per frame; every element is the same FMA
+ * chain over k as in a product per frame (gemm.h: the chains do not depend on N), so the same bits.
+ * Shared by F(2×2) (n = 16) and F(4×4) (n = 36). */
+static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, int T, int nt, const conv_wts *w,
+                              const float *V, size_t vx, float *M, size_t mx) {
+    const int K = kt * Cin, N = T * nt;
+    const uint16_t *Ub = w->b;
+    if (Ub) {
+        const uint16_t *Vb = bf16_copy(&ctx->bf16_x, V, (size_t)n * vx);
+        for (int xi = 0; xi < n; xi++)
+            for (int t = 0; t < T; t++)
+                gemm_bf16(ctx, Cout, nt, K, Ub + (size_t)xi * Cout * K, K, Vb + (size_t)xi * vx + (size_t)t * Cin * nt,
+                          nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt, N);
+        return;
+    }
+    float *B = T > 1 ? cvx_scratch_get(&ctx->conv_grid, (size_t)K * N) : NULL;   // [kt·Cin, T·nt]
+    for (int xi = 0; xi < n; xi++) {
+        const float *Vx = V + (size_t)xi * vx;   // [Tp, Cin, nt]
+        if (B) {
+#pragma omp parallel for schedule(static) if ((size_t)K * N > 65536)
+            for (int k = 0; k < K; k++)
+                for (int t = 0; t < T; t++)
+                    memcpy(B + (size_t)k * N + (size_t)t * nt, Vx + ((size_t)t * Cin + k) * nt, sizeof(float) * nt);
+        }
+        wts_gemm(ctx, w, xi, Cout, N, K, B ? B : Vx, N, 0.0f, M + (size_t)xi * mx);
+    }
+}
+
+/* The shifted-GEMM convolution with its weights w [taps, Cout, Cin] (conv_wts). */
+static void conv3d_direct(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const conv_wts *w,
+                          const float *bias, int Cout, int kt, int kh, int kw, float *y) {
+    const uint16_t *wb = w->b;
     const int T = Tp - kt + 1, H = Hp - kh + 1, W = Wp - kw + 1;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HWp = (size_t)Hp * Wp, chan = (size_t)Tp * HWp, HW = (size_t)H * W;
@@ -87,8 +122,7 @@ static void conv3d_direct(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
                                   tap ? 1.0f : 0.0f, grid, (int)N);                                 // [Cout, N]
                         continue;
                     }
-                    cvx_gemm(ctx, 0, 0, Cout, (int)N, Cin, 1.0f, wpk + (size_t)tap * Cout * Cin, Cin, B, (int)chan,
-                              tap ? 1.0f : 0.0f, grid, (int)N);                                 // [Cout, N]
+                    wts_gemm(ctx, w, tap, Cout, (int)N, Cin, B, (int)chan, tap ? 1.0f : 0.0f, grid);   // [Cout, N]
                 }
         /* Extract the valid positions and add the bias. */
 #pragma omp parallel for collapse(2) schedule(static)
@@ -105,8 +139,8 @@ static void conv3d_direct(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
 
 void cvx_conv3d_padded(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *wpk, const float *bias,
                        int Cout, int kt, int kh, int kw, float *y) {
-    const uint16_t *wb = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, wpk, (size_t)kt * kh * kw * Cout * Cin) : NULL;
-    conv3d_direct(ctx, xp, Cin, Tp, Hp, Wp, wpk, wb, bias, Cout, kt, kh, kw, y);
+    const conv_wts w = {wpk, conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, wpk, (size_t)kt * kh * kw * Cout * Cin) : NULL, 0, 0};
+    conv3d_direct(ctx, xp, Cin, Tp, Hp, Wp, &w, bias, Cout, kt, kh, kw, y);
 }
 
 void cvx_conv3d_padded_ref(const float *xp, int Cin, int Tp, int Hp, int Wp, const float *w, const float *bias,
@@ -229,68 +263,6 @@ void cvx_upsample_nearest_padded(const float *x, int C, int Ti, int Hi, int Wi, 
 
 /* ------------------------------------------------------------------ Winograd F(2×2, 3×3) */
 
-/* The Winograd weight transforms run over one output channel and one time tap at a time with
- * the Cin kernels gathered planar, g9[9][Cin]: every step of G g Gᵀ is then a loop over ci
- * (vectorised, double), written row by row into a small [n][Cin] buffer whose n rows are
- * copied to their places n·Cout·kt·Cin floats apart. (Storing each kernel's n values straight
- * to dst, or to a [n][Cin] buffer kernel by kernel, touches n streams a multiple of 2 KB apart,
- * which thrashes the cache sets: measured ~40% of a small decode.) The expressions are the
- * scalar ones, element by element, so the values are too. */
-static void gather_taps(const float *wf, int co, int Cin, int kt, int dt, float *g9) {
-    for (int ci = 0; ci < Cin; ci++) {
-        const float *g = wf + (((size_t)co * Cin + ci) * kt + dt) * 9;
-        for (int k = 0; k < 9; k++) g9[(size_t)k * Cin + ci] = g[k];
-    }
-}
-
-/* u[n][Cin] rows → dst[n, Cout, kt·Cin] at (co, dt). */
-static void scatter_rows(const float *u, int n, int Cout, int Cin, int kt, int co, int dt, float *dst) {
-    const size_t ld = (size_t)kt * Cin;
-    for (int xi = 0; xi < n; xi++)
-        memcpy(dst + ((size_t)xi * Cout + co) * ld + (size_t)dt * Cin, u + (size_t)xi * Cin, sizeof(float) * Cin);
-}
-
-void cvx_conv_winograd_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
-    CVX_CHECK(w->numel == (int64_t)Cout * Cin * kt * 9);
-    const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, kt, 3, 3] */
-#pragma omp parallel
-    {
-        float *g9 = cvx_alloc_f32((size_t)9 * Cin), *u = cvx_alloc_f32((size_t)16 * Cin);
-        double *t = cvx_malloc(sizeof(double) * 12 * (size_t)Cin);   /* G g: [4][3][Cin] */
-#pragma omp for collapse(2) schedule(static)
-        for (int co = 0; co < Cout; co++)
-            for (int dt = 0; dt < kt; dt++) {
-                gather_taps(wf, co, Cin, kt, dt, g9);
-                for (int c = 0; c < 3; c++) {   /* G g: G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1] */
-                    const float *g0 = g9 + (size_t)c * Cin, *g1 = g9 + (size_t)(3 + c) * Cin,
-                                *g2 = g9 + (size_t)(6 + c) * Cin;
-                    double *t0 = t + (size_t)(0 * 3 + c) * Cin, *t1 = t + (size_t)(1 * 3 + c) * Cin,
-                           *t2 = t + (size_t)(2 * 3 + c) * Cin, *t3 = t + (size_t)(3 * 3 + c) * Cin;
-#pragma omp simd
-                    for (int ci = 0; ci < Cin; ci++) {
-                        t0[ci] = g0[ci];
-                        t1[ci] = 0.5 * ((double)g0[ci] + g1[ci] + g2[ci]);
-                        t2[ci] = 0.5 * ((double)g0[ci] - g1[ci] + g2[ci]);
-                        t3[ci] = g2[ci];
-                    }
-                }
-                for (int i = 0; i < 4; i++) {   /* (G g) Gᵀ */
-                    const double *a = t + (size_t)(i * 3) * Cin, *b = a + Cin, *c = b + Cin;
-                    float *u0 = u + (size_t)(i * 4) * Cin, *u1 = u0 + Cin, *u2 = u1 + Cin, *u3 = u2 + Cin;
-#pragma omp simd
-                    for (int ci = 0; ci < Cin; ci++) {
-                        u0[ci] = (float)a[ci];
-                        u1[ci] = (float)(0.5 * (a[ci] + b[ci] + c[ci]));
-                        u2[ci] = (float)(0.5 * (a[ci] - b[ci] + c[ci]));
-                        u3[ci] = (float)c[ci];
-                    }
-                }
-                scatter_rows(u, 16, Cout, Cin, kt, co, dt, dst);
-            }
-        free(g9), free(u), free(t);
-    }
-}
-
 /* How many rows of tiles fit the context's Winograd budget (per_row floats each, at most th),
  * with its Winograd scratch (transformed inputs and products of one block) grown to hold them. */
 static int winograd_block_rows(cvx_ctx *ctx, size_t per_row, int th) {
@@ -301,9 +273,9 @@ static int winograd_block_rows(cvx_ctx *ctx, size_t per_row, int th) {
     return R;
 }
 
-/* F(2×2) with its transformed weights as f32 (U) or, in bf16 mode, as bf16 (Ub). */
-static void conv3d_winograd2(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U,
-                             const uint16_t *Ub, const float *bias, int Cout, int kt, float *y) {
+/* F(2×2) with its transformed weights w [16, Cout, kt·Cin] (conv_wts). */
+static void conv3d_winograd2(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const conv_wts *w,
+                             const float *bias, int Cout, int kt, float *y) {
     const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 1) / 2, tw = (W + 1) / 2;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
@@ -345,7 +317,7 @@ static void conv3d_winograd2(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int
         /* 16 independent products per output frame, the kt time taps folded into K: with V
          * frame-major, frames t..t+kt−1 of V_ξ are one [kt·Cin, nt] matrix (row stride nt):
          * M_ξ[Cout, t, nt] = U_ξ[Cout, kt·Cin] · V_ξ[t .. t+kt−1][Cin, nt]. */
-        winograd_products(ctx, 16, Cout, Cin, kt, T, nt, U, Ub, V, vx, M, mx);
+        winograd_products(ctx, 16, Cout, Cin, kt, T, nt, w, V, vx, M, mx);
         /* Output transform Aᵀ m A, bias, keep the valid 2×2 outputs. */
 #pragma omp parallel for collapse(2) schedule(static)
         for (int co = 0; co < Cout; co++)
@@ -375,56 +347,17 @@ static void conv3d_winograd2(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int
 
 void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                          int Cout, int kt, float *y) {
-    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)16 * Cout * kt * Cin) : NULL;
-    conv3d_winograd2(ctx, xp, Cin, Tp, Hp, Wp, U, Ub, bias, Cout, kt, y);
+    const conv_wts w = {U, conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)16 * Cout * kt * Cin) : NULL, 0, 0};
+    conv3d_winograd2(ctx, xp, Cin, Tp, Hp, Wp, &w, bias, Cout, kt, y);
 }
 
 /* ------------------------------------------------------------------ Winograd F(4×4, 3×3) */
 /* Interpolation points 0, ±1, ±2, ∞ (Lavin & Gray): 36 products per 16 outputs. */
 /* Bᵀ = [4 0 −5 0 1 0; 0 −4 −4 1 1 0; 0 4 −4 −1 1 0; 0 −2 −1 2 1 0; 0 2 −1 −2 1 0; 0 4 0 −5 0 1],
  * Aᵀ = [1 1 1 1 1 0; 0 1 −1 2 −2 0; 0 1 1 4 4 0; 0 1 −1 8 −8 1] (written out in the transforms). */
-static const double WG4[6][3] = {  /* G */
-    {1.0 / 4, 0, 0}, {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-    {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1},
-};
-
-void cvx_conv_winograd4_weights(cvx_ctx *ctx, const cvx_tensor *w, int Cout, int Cin, int kt, float *dst) {
-    CVX_CHECK(w->numel == (int64_t)Cout * Cin * kt * 9);
-    const float *wf = cvx_weight_f32(ctx, w);   /* [Cout, Cin, kt, 3, 3] */
-#pragma omp parallel
-    {
-        float *g9 = cvx_alloc_f32((size_t)9 * Cin), *u = cvx_alloc_f32((size_t)36 * Cin);
-        double *t = cvx_malloc(sizeof(double) * 18 * (size_t)Cin);   /* G g: [6][3][Cin] */
-#pragma omp for collapse(2) schedule(static)
-        for (int co = 0; co < Cout; co++)
-            for (int dt = 0; dt < kt; dt++) {
-                gather_taps(wf, co, Cin, kt, dt, g9);
-                for (int i = 0; i < 6; i++)
-                    for (int c = 0; c < 3; c++) {   /* t = G g */
-                        const float *g0 = g9 + (size_t)c * Cin, *g1 = g9 + (size_t)(3 + c) * Cin,
-                                    *g2 = g9 + (size_t)(6 + c) * Cin;
-                        const double w0 = WG4[i][0], w1 = WG4[i][1], w2 = WG4[i][2];
-                        double *ti = t + (size_t)(i * 3 + c) * Cin;
-#pragma omp simd
-                        for (int ci = 0; ci < Cin; ci++) ti[ci] = w0 * g0[ci] + w1 * g1[ci] + w2 * g2[ci];
-                    }
-                for (int i = 0; i < 6; i++)
-                    for (int j = 0; j < 6; j++) {   /* u = t Gᵀ */
-                        const double *a = t + (size_t)(i * 3) * Cin, *b = a + Cin, *c = b + Cin;
-                        const double w0 = WG4[j][0], w1 = WG4[j][1], w2 = WG4[j][2];
-                        float *uij = u + (size_t)(i * 6 + j) * Cin;
-#pragma omp simd
-                        for (int ci = 0; ci < Cin; ci++) uij[ci] = (float)(w0 * a[ci] + w1 * b[ci] + w2 * c[ci]);
-                    }
-                scatter_rows(u, 36, Cout, Cin, kt, co, dt, dst);
-            }
-        free(g9), free(u), free(t);
-    }
-}
-
-/* F(4×4) with its transformed weights as f32 (U) or, in bf16 mode, as bf16 (Ub). */
-static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U,
-                             const uint16_t *Ub, const float *bias, int Cout, int kt, float *y) {
+/* F(4×4) with its transformed weights w [36, Cout, kt·Cin] (conv_wts). */
+static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const conv_wts *w,
+                             const float *bias, int Cout, int kt, float *y) {
     const int T = Tp - kt + 1, H = Hp - 2, W = Wp - 2, th = (H + 3) / 4, tw = (W + 3) / 4;
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
@@ -491,7 +424,7 @@ static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int
                 }
             free(tr), free(ph), free(zrow);
         }
-        winograd_products(ctx, 36, Cout, Cin, kt, T, nt, U, Ub, V, vx, M, mx);
+        winograd_products(ctx, 36, Cout, Cin, kt, T, nt, w, V, vx, M, mx);
         /* Output transform Y = Aᵀ m A (vectorised over the tiles of a row), bias, valid 4×4 outputs. */
 #pragma omp parallel
         {
@@ -553,8 +486,8 @@ static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int
 
 void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const float *U, const float *bias,
                           int Cout, int kt, float *y) {
-    const uint16_t *Ub = conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)36 * Cout * kt * Cin) : NULL;
-    conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, U, Ub, bias, Cout, kt, y);
+    const conv_wts w = {U, conv_bf16(ctx) ? bf16_copy(&ctx->bf16_w, U, (size_t)36 * Cout * kt * Cin) : NULL, 0, 0};
+    conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, &w, bias, Cout, kt, y);
 }
 
 cvx_conv_algo cvx_conv_algo_for(const cvx_ctx *ctx, int kh, int kw, int H, int W) {
@@ -568,10 +501,10 @@ void cvx_conv3d_tensor(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, i
                        const float *bias, int Cout, int kt, int kh, int kw, float *y) {
     const cvx_conv_algo algo = cvx_conv_algo_for(ctx, kh, kw, Hp - kh + 1, Wp - kw + 1);
     const int bf = conv_bf16(ctx);
-    const void *pw = cvx_conv_weights(ctx, w, algo, Cout, Cin, kt, kt * kh * kw, bf);
-    const float *f = bf ? NULL : pw;
-    const uint16_t *b = bf ? pw : NULL;
-    if (algo == CVX_CONV_WINOGRAD4) conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, f, b, bias, Cout, kt, y);
-    else if (algo == CVX_CONV_WINOGRAD2) conv3d_winograd2(ctx, xp, Cin, Tp, Hp, Wp, f, b, bias, Cout, kt, y);
-    else conv3d_direct(ctx, xp, Cin, Tp, Hp, Wp, f, b, bias, Cout, kt, kh, kw, y);
+    int packed = 0;
+    const void *pw = cvx_conv_weights_for(ctx, w, algo, Cout, Cin, kt, kt * kh * kw, bf, &packed);
+    const conv_wts cw = {bf ? NULL : pw, bf ? pw : NULL, packed, packed ? cvx_conv_gemm_isa(ctx) : 0};
+    if (algo == CVX_CONV_WINOGRAD4) conv3d_winograd4(ctx, xp, Cin, Tp, Hp, Wp, &cw, bias, Cout, kt, y);
+    else if (algo == CVX_CONV_WINOGRAD2) conv3d_winograd2(ctx, xp, Cin, Tp, Hp, Wp, &cw, bias, Cout, kt, y);
+    else conv3d_direct(ctx, xp, Cin, Tp, Hp, Wp, &cw, bias, Cout, kt, kh, kw, y);
 }

@@ -56,6 +56,23 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
  * valid until the next conv (one cvx_warn line names the first such weight). */
 const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
                              int taps, int bf16);
+/* The same weights in the layout the convolution's products read fastest: in f32 mode on the
+ * fixed-chain GEMM (cvx_conv_gemm_isa ≥ 0) a cached entry holds each of its matrices (taps ×
+ * [Cout, Cin], 16 | 36 × [Cout, kt·Cin]) packed as cvx_sgemm_fixed_packed's A for those tiles
+ * (cvx_conv_pack_weights_gemm; *packed = 1), so no product packs its weights; otherwise (bf16,
+ * over the budget: made per call) the layout of cvx_conv_weights (*packed = 0). */
+const void *cvx_conv_weights_for(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
+                                 int taps, int bf16, int *packed);
+/* The tile set of ctx's f32 products (cvx_sgemm_fixed_packed's avx512 argument: 0 or 1), or −1
+ * when they are not the fixed chains (bf16 mode, the benchmarks' library f32). */
+int cvx_conv_gemm_isa(const cvx_ctx *ctx);
+/* The n matrices of algo's layout (cvx_conv_pack_weights / _winograd_weights / _winograd4_weights;
+ * n = taps, 16, 36) each packed as the A of cvx_sgemm_fixed_packed(isa, ..) (gemm.h), one after
+ * the other: cvx_conv_packed_floats floats. Made a panel of output channels at a time (no
+ * full-size row-major copy); the values are those of the row-major functions. */
+size_t cvx_conv_packed_floats(int isa, cvx_conv_algo algo, int Cout, int Cin, int kt, int taps);
+void cvx_conv_pack_weights_gemm(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
+                                int taps, int isa, float *dst);
 void cvx_conv_wcache_set_budget(cvx_ctx *ctx, size_t bytes);   /* 0: never cache (per-call transforms) */
 size_t cvx_conv_wcache_bytes(const cvx_ctx *ctx);              /* bytes held by cached weights */
 int cvx_conv_wcache_count(const cvx_ctx *ctx);                 /* weights cached */

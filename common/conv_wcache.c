@@ -23,6 +23,7 @@ typedef struct {
     cvx_dtype dtype;
     uint64_t sample;   /* 16 words of its bytes: another weight mapped at the same address is not it */
     int algo, bf16, Cout, Cin, kt, taps;
+    int packed;   /* 1 + the tile set of cvx_conv_pack_weights_gemm, or 0: row-major */
     void *buf;
     size_t bytes;
 } wentry;
@@ -98,8 +99,12 @@ static const void *per_call(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo alg
     return b;
 }
 
-const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
-                             int taps, int bf16) {
+/* The entry of (w, algo, bf16, layout: isa ≥ 0 packed for those tiles, −1 row-major), made on first use;
+ * over the budget the row-major layout per call (*packed = 0). */
+static const void *weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt, int taps,
+                           int bf16, int isa, int *packed) {
+    const int pk = isa >= 0 && !bf16 ? isa + 1 : 0;
+    *packed = 0;
     CVX_CHECK(algo == CVX_CONV_DIRECT || taps == 9 * kt);
     struct cvx_conv_wcache *c = cache_of(ctx);
     if (!c->budget) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
@@ -107,16 +112,20 @@ const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo al
     for (int i = 0; i < c->n; i++) {
         wentry *e = &c->e[i];
         if (e->t != w || e->data != w->data || e->dtype != w->dtype || e->algo != (int)algo || e->bf16 != bf16 ||
-            e->Cout != Cout || e->Cin != Cin || e->kt != kt || e->taps != taps)
+            e->Cout != Cout || e->Cin != Cin || e->kt != kt || e->taps != taps || e->packed != pk)
             continue;
-        if (e->sample == sample) return e->buf;
+        if (e->sample == sample) {
+            *packed = pk != 0;
+            return e->buf;
+        }
         c->bytes -= e->bytes;   /* another weight now lives at this address: make it again */
         free(e->buf);
         *e = c->e[--c->n];
         break;
     }
     if (c->full) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
-    const size_t n = layout_floats(algo, Cout, Cin, kt, taps), need = n * (bf16 ? 2 : 4);
+    const size_t n = pk ? cvx_conv_packed_floats(isa, algo, Cout, Cin, kt, taps) : layout_floats(algo, Cout, Cin, kt, taps),
+                 need = n * (bf16 ? 2 : 4);
     const size_t avail = c->given ? (size_t)-1 : cvx_mem_available(), margin = (size_t)4 << 30;
     if (c->bytes + need > c->budget || avail < margin || need > avail - margin) {
         char av[48] = "";
@@ -133,6 +142,9 @@ const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo al
         make_f32(ctx, w, algo, Cout, Cin, kt, taps, f);
         buf = cvx_alloc_aligned_at(need, __FILE__, __LINE__);
         cvx_f32_to_bf16_fast(f, buf, n);
+    } else if (pk) {
+        buf = cvx_alloc_f32(n);
+        cvx_conv_pack_weights_gemm(ctx, w, algo, Cout, Cin, kt, taps, isa, buf);
     } else {
         buf = cvx_alloc_f32(n);
         make_f32(ctx, w, algo, Cout, Cin, kt, taps, buf);
@@ -142,7 +154,19 @@ const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo al
         c->e = realloc(c->e, sizeof *c->e * (size_t)c->cap);
         if (!c->e) cvx_die("out of memory (conv weight cache)");
     }
-    c->e[c->n++] = (wentry){w, w->data, w->dtype, sample, (int)algo, bf16, Cout, Cin, kt, taps, buf, need};
+    c->e[c->n++] = (wentry){w, w->data, w->dtype, sample, (int)algo, bf16, Cout, Cin, kt, taps, pk, buf, need};
     c->bytes += need;
+    *packed = pk != 0;
     return buf;
+}
+
+const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
+                             int taps, int bf16) {
+    int packed;
+    return weights(ctx, w, algo, Cout, Cin, kt, taps, bf16, -1, &packed);
+}
+
+const void *cvx_conv_weights_for(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
+                                 int taps, int bf16, int *packed) {
+    return weights(ctx, w, algo, Cout, Cin, kt, taps, bf16, bf16 ? -1 : cvx_conv_gemm_isa(ctx), packed);
 }

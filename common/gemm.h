@@ -29,6 +29,24 @@ void cvx_sgemm_fixed_isa(int avx512, int trans_a, int trans_b, int M, int N, int
                          const float *B, int ldb, const float *bias, float beta, float *C, int ldc);
 void cvx_sgemm_fixed_ref(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B,
                          int ldb, const float *bias, float beta, float *C, int ldc);
+/* A packed once, many products: op(A)[M, K] (a weight) stored in the layout the tiles of
+ * cvx_sgemm_fixed_isa(avx512, ..) read for M rows — its K blocks, each the micro-panels of mr rows
+ * [⌈M/mr⌉][kc][mr] with zero rows past M; the layout is a function of (avx512, M, K) only — then
+ * cvx_sgemm_fixed_packed skips the per-block packing of A: the same chains, the same bits as
+ * cvx_sgemm_fixed_isa(avx512, ta, tb, M, N, K, A, lda, B, ...). Ap: cvx_sgemm_fixed_packed_floats
+ * floats (cvx_alloc_f32). _pack_a packs the block op(A)[i0 .. i0+m−1, k0 .. k0+kn−1] (A holds just
+ * that block: op(A)[i0 + r, k0 + c] = A's (r, c)) into its place in Ap — i0 a multiple of
+ * cvx_sgemm_fixed_packed_mr, m too unless the rows end at M; any columns — so a weight can be packed
+ * in pieces as it is made (whole: i0 = k0 = 0, m = M, kn = K).
+ * _ref: the scalar chains (fmaf) reading the packed layout, for tests. */
+size_t cvx_sgemm_fixed_packed_floats(int avx512, int M, int K);
+int cvx_sgemm_fixed_packed_mr(int avx512, int M);
+void cvx_sgemm_fixed_pack_a(int avx512, int ta, int M, int K, int i0, int m, int k0, int kn, const float *A, int lda,
+                            float *Ap);
+void cvx_sgemm_fixed_packed(int avx512, int tb, int M, int N, int K, const float *Ap, const float *B, int ldb,
+                            const float *bias, float beta, float *C, int ldc);
+void cvx_sgemm_fixed_packed_ref(int avx512, int tb, int M, int N, int K, const float *Ap, const float *B, int ldb,
+                                const float *bias, float beta, float *C, int ldc);
 /* Reference triple loop (double accumulation) for tests of the fast path. */
 void cvx_sgemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);

@@ -69,6 +69,52 @@ void cvx_sgemm_fixed_ref(int ta, int tb, int M, int N, int K, const float *A, in
         }
 }
 
+/* The A layout of the tiles a call of M rows takes (avx512: the AVX-512 tile sets; a build without
+ * AVX2 packs as the AVX2 tiles): mr-row micro-panels, K in blocks of kcb. */
+static void a_blocking(int avx512, int M, int *mr, int *kcb) {
+#if defined(__AVX2__) && defined(__FMA__)
+    const int w = avx512 != 0, s = w && M < S_ROWS;
+#else
+    const int w = 0, s = 0;
+    (void)avx512, (void)M;
+#endif
+    *mr = s ? S_MR : w ? W_MR : MR;
+    *kcb = s ? S_KC : w ? W_KC : KC;
+}
+
+/* Floats before K block k0 of a packed A of M rows: k0 · (M rounded up to mr). */
+static size_t a_block_at(int mr, int M, int k0) { return (size_t)k0 * (size_t)((M + mr - 1) / mr * mr); }
+
+int cvx_sgemm_fixed_packed_mr(int avx512, int M) {
+    int mr, kcb;
+    a_blocking(avx512, M, &mr, &kcb);
+    return mr;
+}
+
+size_t cvx_sgemm_fixed_packed_floats(int avx512, int M, int K) {
+    int mr, kcb;
+    a_blocking(avx512, M, &mr, &kcb);
+    return a_block_at(mr, M, K > 0 ? K : 0);
+}
+
+/* Element (i, k) of a packed A: K block k0, its micro-panel i / mr, [kc][mr] inside it. */
+static inline float packed_at(const float *Ap, int mr, int kcb, int M, int K, int i, int k) {
+    const int k0 = k / kcb * kcb, kc = K - k0 < kcb ? K - k0 : kcb;
+    return Ap[a_block_at(mr, M, k0) + (size_t)(i / mr) * mr * kc + (size_t)(k - k0) * mr + i % mr];
+}
+
+void cvx_sgemm_fixed_packed_ref(int avx512, int tb, int M, int N, int K, const float *Ap, const float *B, int ldb,
+                                const float *bias, float beta, float *C, int ldc) {
+    int mr, kcb;
+    a_blocking(avx512, M, &mr, &kcb);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float *c = C + (size_t)i * ldc + j, acc = chain_start(*c, beta, bias, j);
+            for (int k = 0; k < K; k++) acc = fmaf(packed_at(Ap, mr, kcb, M, K, i, k), B_AT(k, j), acc);
+            *c = acc;
+        }
+}
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
@@ -76,6 +122,15 @@ void cvx_sgemm_fixed_ref(int ta, int tb, int M, int N, int K, const float *A, in
 #define AVX512 __attribute__((target("avx512f")))
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* inside a parallel region (a nested region would run on this thread anyway) */
+static inline int in_parallel(void) {
+#ifdef _OPENMP
+    return omp_in_parallel();
+#else
+    return 0;
+#endif
+}
 
 /* One call's operands: C[M, N] = beta·C + bias + op(A)[M, K] · op(B)[K, N], and the tile set. */
 typedef struct {
@@ -87,6 +142,7 @@ typedef struct {
     int wide;              /* 1: the AVX-512 tiles */
     int rows_outer;        /* macro(): row tiles in the outer loop */
     int mr, nr, kcb, mcb, ncb;  /* tile rows and columns, K block, row block, column block */
+    const float *ap;       /* A pre-packed (cvx_sgemm_fixed_pack_a) or NULL: packed per block */
 } problem;
 
 /* r[0..7] (8 rows of 8) := their transpose */
@@ -327,8 +383,9 @@ static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, 
             pack_b(p, k0, kc, j0, n, bpack);
             for (int i0 = r0; i0 < r1; i0 += mb) {
                 const int m = imin(mb, r1 - i0);
-                pack_a(p, i0, m, k0, kc, apack);
-                macro(p, i0, m, j0, n, kc, k0 == 0, apack, bpack);
+                const float *ab = p->ap ? p->ap + a_block_at(p->mr, p->M, k0) + (size_t)i0 * kc : apack;
+                if (!p->ap) pack_a(p, i0, m, k0, kc, apack);
+                macro(p, i0, m, j0, n, kc, k0 == 0, ab, bpack);
             }
         }
     }
@@ -353,17 +410,19 @@ static void split(int M, int N, int mr, int nr, int nth, int *rg, int *cg) {
     }
 }
 
-void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
-                         int ldb, const float *bias, float beta, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        cvx_sgemm_fixed_ref(ta, tb, M, N, 0, A, lda, B, ldb, bias, beta, C, ldc);
-        return;
-    }
+/* The call's problem: operands, tile set and blocking (a_blocking's for A). */
+static problem setup(int avx512, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                     const float *bias, float beta, float *C, int ldc, const float *ap) {
     const int w = avx512 != 0, s = w && M < S_ROWS;
-    const problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C, w, s,
-                       s ? S_MR : w ? W_MR : MR, s ? 16 * S_NV : w ? 16 * W_NV : NR,
-                       s ? S_KC : w ? W_KC : KC, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC};
+    problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C, w, s,
+                 0, s ? 16 * S_NV : w ? 16 * W_NV : NR, 0, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC, ap};
+    a_blocking(avx512, M, &p.mr, &p.kcb);
+    return p;
+}
+
+static void run(const problem *pp) {
+    const problem p = *pp;
+    const int M = p.M, N = p.N, K = p.K;
     const int par = (double)M * N * K > 1e6;
 #ifdef _OPENMP
     const int nth = par ? omp_get_max_threads() : 1;
@@ -377,7 +436,8 @@ void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const 
               cols = (nt + cg - 1) / cg * p.nr, jobs = rg * cg;
 #pragma omp parallel if (par && jobs > 1)
     {
-        float *bpack = cvx_alloc_f32((size_t)p.kcb * imin(p.ncb, cols)), *apack = cvx_alloc_f32((size_t)p.mcb * p.kcb);
+        float *bpack = cvx_alloc_f32((size_t)p.kcb * imin(p.ncb, cols));
+        float *apack = p.ap ? NULL : cvx_alloc_f32((size_t)p.mcb * p.kcb);
 #pragma omp for schedule(dynamic, 1)
         for (int jb = 0; jb < jobs; jb++) {
             const int r0 = jb / cg * rows, c0 = jb % cg * cols;
@@ -386,6 +446,46 @@ void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const 
         free(apack);
         free(bpack);
     }
+}
+
+void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                         int ldb, const float *bias, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        cvx_sgemm_fixed_ref(ta, tb, M, N, 0, A, lda, B, ldb, bias, beta, C, ldc);
+        return;
+    }
+    const problem p = setup(avx512, ta, tb, M, N, K, A, lda, B, ldb, bias, beta, C, ldc, NULL);
+    run(&p);
+}
+
+void cvx_sgemm_fixed_pack_a(int avx512, int ta, int M, int K, int i0, int m, int k0, int kn, const float *A, int lda,
+                            float *Ap) {
+    if (m <= 0 || kn <= 0) return;
+    const problem p = setup(avx512, ta, 0, M, 1, K, A, lda, NULL, 0, NULL, 0.0f, NULL, 0, NULL);
+    CVX_CHECK(i0 >= 0 && i0 % p.mr == 0 && i0 + m <= M && (m % p.mr == 0 || i0 + m == M) && k0 >= 0 &&
+              k0 + kn <= K);
+    const int panels = (m + p.mr - 1) / p.mr, kend = k0 + kn;
+    /* each (K block ∩ [k0, kend), micro-panel) piece written once, by one thread: pack_a on one
+     * panel writes its column k at k·mr, so a piece starting inside a block is packed in place */
+#pragma omp parallel for collapse(2) schedule(static) if ((double)m * kn > 1e5 && !in_parallel())
+    for (int b0 = k0 / p.kcb * p.kcb; b0 < kend; b0 += p.kcb)
+        for (int q = 0; q < panels; q++) {
+            const int lo = b0 > k0 ? b0 : k0, hi = imin(b0 + p.kcb, kend), kc = imin(p.kcb, K - b0), r = q * p.mr;
+            pack_a(&p, r, imin(p.mr, m - r), lo - k0, hi - lo,
+                   Ap + a_block_at(p.mr, M, b0) + (size_t)(i0 + r) * kc + (size_t)(lo - b0) * p.mr);
+        }
+}
+
+void cvx_sgemm_fixed_packed(int avx512, int tb, int M, int N, int K, const float *Ap, const float *B, int ldb,
+                            const float *bias, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        cvx_sgemm_fixed_ref(0, tb, M, N, 0, NULL, 1, B, ldb, bias, beta, C, ldc);
+        return;
+    }
+    const problem p = setup(avx512, 0, tb, M, N, K, NULL, 1, B, ldb, bias, beta, C, ldc, Ap);
+    run(&p);
 }
 
 #else   /* no AVX2/FMA at build time: the reference, rows in parallel */
@@ -397,6 +497,28 @@ void cvx_sgemm_fixed_isa(int avx512, int ta, int tb, int M, int N, int K, const 
     for (int i = 0; i < M; i++)
         cvx_sgemm_fixed_ref(ta, tb, 1, N, K, ta ? A + i : A + (size_t)i * lda, lda, B, ldb, bias, beta,
                             C + (size_t)i * ldc, ldc);
+}
+
+void cvx_sgemm_fixed_pack_a(int avx512, int ta, int M, int K, int i0, int m, int k0, int kn, const float *A, int lda,
+                            float *Ap) {
+    int mr, kcb;
+    a_blocking(avx512, M, &mr, &kcb);
+    CVX_CHECK(i0 >= 0 && i0 % mr == 0 && i0 + m <= M && (m % mr == 0 || i0 + m == M) && k0 >= 0 && k0 + kn <= K);
+    const int rows = m > 0 ? (m + mr - 1) / mr * mr : 0;
+    for (int k = k0; k < k0 + kn; k++) {
+        const int b0 = k / kcb * kcb, kc = K - b0 < kcb ? K - b0 : kcb;
+        float *blk = Ap + a_block_at(mr, M, b0) + (size_t)i0 * kc;
+        for (int i = 0; i < rows; i++)
+            blk[(size_t)(i / mr) * mr * kc + (size_t)(k - b0) * mr + i % mr] = i < m ? A_AT(i, k - k0) : 0.0f;
+    }
+}
+
+void cvx_sgemm_fixed_packed(int avx512, int tb, int M, int N, int K, const float *Ap, const float *B, int ldb,
+                            const float *bias, float beta, float *C, int ldc) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int j = 0; j < N; j++)   /* columns in parallel: the packed rows are not independent slices */
+        cvx_sgemm_fixed_packed_ref(avx512, tb, M, 1, K, Ap, tb ? B + (size_t)j * ldb : B + j, ldb,
+                                   bias ? bias + j : NULL, beta, C + j, ldc);
 }
 
 #endif

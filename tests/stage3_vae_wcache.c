@@ -12,6 +12,8 @@
 
 #include "conv.h"
 #include "dtype.h"
+#include "gemm.h"
+#include "gemm_fast.h"
 #include "stage3/hunyuan15_vae.h"
 #include "stage3/ltx_vae.h"
 #include "stage3/wan_vae.h"
@@ -123,8 +125,12 @@ static void test_budget(void **s) {
                      .nbytes = nw * 4};
     cvx_tensor t2 = t1;
     t2.name = "w2", t2.data = w2;
-    const size_t one = (size_t)16 * Cout * kt * Cin * sizeof(float);   /* F(2×2) layout of one weight (8×8) */
-    cvx_ctx *ctx = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD2, one + one / 2), *ref = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD2, 0);
+    cvx_ctx *ref = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD2, 0);
+    /* F(2×2) layout of one weight: packed for the f32 tiles (Cout rounded up to the panel height) */
+    const int isa = cvx_conv_gemm_isa(ref);
+    const size_t one = (isa >= 0 ? cvx_conv_packed_floats(isa, CVX_CONV_WINOGRAD2, Cout, Cin, kt, 9 * kt)
+                                 : (size_t)16 * Cout * kt * Cin) * sizeof(float);
+    cvx_ctx *ctx = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD2, one + one / 2);
     float *y = cvx_alloc_f32(ny), *yr = cvx_alloc_f32(ny);
     cvx_conv3d_tensor(ctx, xp, Cin, Tp, Hp, Wp, &t1, NULL, Cout, kt, 3, 3, y);
     assert_int_equal(cvx_conv_wcache_count(ctx), 1);
@@ -142,6 +148,38 @@ static void test_budget(void **s) {
     assert_int_equal(cvx_conv_wcache_count(ctx), 0);
     cvx_ctx_free(ctx), cvx_ctx_free(ref);
     free(xp), free(w1), free(w2), free(y), free(yr);
+}
+
+/* cvx_conv_pack_weights_gemm (made a panel of output channels at a time) == the row-major transforms
+ * packed whole by cvx_sgemm_fixed_pack_a, every layout, both tile sets (row counts across a panel). */
+static void test_packed_layout(void **s) {
+    (void)s;
+    cvx_ctx *ctx = new_ctx(CVX_PRECISION_F32, CVX_CONV_WINOGRAD4, 0);
+    const int wide = ctx->kernels && cvx_kernels_avx512(ctx->kernels);
+    const int kt = 3, couts[] = {5, 13, 30, 7}, cins[] = {20, 20, 20, 300};   /* 300: two pieces of input channels */
+    for (int isa = 0; isa <= wide; isa++)
+        for (int c = 0; c < 4; c++)
+            for (int a = 0; a < 3; a++) {
+                const int Cout = couts[c], Cin = cins[c], taps = 9 * kt;
+                const cvx_conv_algo algo = a == 0 ? CVX_CONV_DIRECT : a == 1 ? CVX_CONV_WINOGRAD2 : CVX_CONV_WINOGRAD4;
+                const int n = a == 0 ? taps : a == 1 ? 16 : 36, K = a == 0 ? Cin : kt * Cin;
+                const size_t nw = (size_t)Cout * Cin * taps, per = cvx_sgemm_fixed_packed_floats(isa, Cout, K);
+                float *wt = cvx_alloc_f32(nw), *rm = cvx_alloc_f32((size_t)n * Cout * K);
+                for (size_t i = 0; i < nw; i++) wt[i] = frand();
+                cvx_tensor t = {.name = "w", .dtype = CVX_F32, .ndim = 1, .shape = {(int64_t)nw}, .numel = (int64_t)nw,
+                                .data = wt, .nbytes = nw * 4};
+                assert_int_equal(cvx_conv_packed_floats(isa, algo, Cout, Cin, kt, taps), n * per);
+                float *pk = cvx_calloc(n * per, sizeof(float)), *want = cvx_calloc(n * per, sizeof(float));
+                cvx_conv_pack_weights_gemm(ctx, &t, algo, Cout, Cin, kt, taps, isa, pk);
+                if (a == 0) cvx_conv_pack_weights(ctx, &t, Cout, Cin, taps, rm);
+                else if (a == 1) cvx_conv_winograd_weights(ctx, &t, Cout, Cin, kt, rm);
+                else cvx_conv_winograd4_weights(ctx, &t, Cout, Cin, kt, rm);
+                for (int xi = 0; xi < n; xi++)
+                    cvx_sgemm_fixed_pack_a(isa, 0, Cout, K, 0, Cout, 0, K, rm + (size_t)xi * Cout * K, K, want + xi * per);
+                assert_same_bits(pk, want, n * per, "packed layout");
+                free(wt), free(rm), free(pk), free(want);
+            }
+    cvx_ctx_free(ctx);
 }
 
 /* F(4×4) gives way to F(2×2) on frames of fewer than 32 of its tiles; other kernels: shifted GEMMs. */
@@ -297,7 +335,7 @@ static void test_decode_ltx(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv),         cmocka_unit_test(test_budget),     cmocka_unit_test(test_algo_for),     cmocka_unit_test(test_decode_hv15),
+        cmocka_unit_test(test_conv),         cmocka_unit_test(test_budget), cmocka_unit_test(test_packed_layout),     cmocka_unit_test(test_algo_for),     cmocka_unit_test(test_decode_hv15),
         cmocka_unit_test(test_decode_wan22), cmocka_unit_test(test_decode_ltx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
