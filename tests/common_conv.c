@@ -6,15 +6,7 @@
 #include "dtype.h"
 
 static uint64_t g_rng = 12345;
-static float frand(void) {
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((g_rng >> 40) / 16777216.0 * 2.0 - 1.0);
-}
-static float *rand_buf(size_t n) {
-    float *p = cvx_alloc_f32(n);
-    for (size_t i = 0; i < n; i++) p[i] = frand();
-    return p;
-}
+static float *rand_buf(size_t n) { return tu_rand_buf(&g_rng, n); }
 
 /* Winograd scratch budget of the contexts check_conv makes (0: the default). */
 static size_t g_budget;

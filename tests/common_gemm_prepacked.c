@@ -9,15 +9,7 @@
 #include "gemm_fast.h"
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
-static float frand(void) {
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((g_rng >> 40) / 16777216.0 * 2.0 - 1.0);
-}
-static float *rand_buf(size_t n) {
-    float *p = cvx_alloc_f32(n ? n : 1);
-    for (size_t i = 0; i < n; i++) p[i] = frand();
-    return p;
-}
+static float *rand_buf(size_t n) { return tu_rand_buf(&g_rng, n); }
 
 static void same_bits(const char *what, int isa, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)

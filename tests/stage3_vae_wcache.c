@@ -19,10 +19,7 @@
 #include "stage3/wan_vae.h"
 
 static uint64_t g_rng = 777;
-static float frand(void) {
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((g_rng >> 40) / 16777216.0 * 2.0 - 1.0);
-}
+static float frand(void) { return tu_frand(&g_rng); }
 
 static cvx_ctx *new_ctx(cvx_precision p, cvx_conv_algo algo, size_t budget) {
     cvx_ctx *ctx = cvx_ctx_new(0);

@@ -38,6 +38,19 @@
          if (!(e_ <= (tol))) fail_msg("%s: relative L2 error %.3g > %.0e", #got, e_, (double)(tol)); } while (0)
 
 /* Open a golden safetensors file; fails the test when it cannot. */
+/* Deterministic test data: a 64-bit LCG (Knuth's MMIX constants), uniform in [-1, 1); each test
+ * keeps its own state (seed), so its sequence does not depend on other tests. */
+static inline float tu_frand(uint64_t *state) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*state >> 40) / 16777216.0 * 2.0 - 1.0);
+}
+/* n such values in a new cvx_alloc_f32 buffer (n = 0: one element, never read). */
+static inline float *tu_rand_buf(uint64_t *state, size_t n) {
+    float *p = cvx_alloc_f32(n ? n : 1);
+    for (size_t i = 0; i < n; i++) p[i] = tu_frand(state);
+    return p;
+}
+
 static inline cvx_safetensors *tu_open(const char *path) {
     cvx_safetensors *st = cvx_st_open(path);
     if (!st) fail_msg("cannot open %s: %s", path, cvx_last_error());
