@@ -146,9 +146,28 @@ static int encode_conditions(cvx_model *m, const cvx_conditioning_params *p, cvx
 
 /* LTXImageToVideoPipeline.prepare_latents' encoder half: the image resized to the video size,
  * [-1, 1], vae.encode(image[:, :, None]).latent_dist (mean, std; stage 2 draws the sample). */
+static int check_i2v(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
+    (void)m, (void)p, (void)mode;
+    int F, h, w;
+    return ltx_latent_grid(1, H, W, &F, &h, &w);
+}
+
+static int encode_i2v(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int T, int H,
+                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    (void)p, (void)mode, (void)T, (void)progress, (void)user;
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
+    cvx_info("encoding %s: %dx%d with the LTX VAE", src, W, H);
+    if (ltx_vae_encode_dist(S(m)->vae, px, 1, H, W, &out->mean, &out->std)) return -1;
+    out->C = ltx_vae_get_config(S(m)->vae)->latent_channels, out->T = 1, out->h = H / 32, out->w = W / 32;
+    out->frames = 1;
+    return 0;
+}
+
+/* video-to-video is refused by the mode rule before check_size would run */
+static const cvx_media_encoder MEDIA = {check_i2v, NULL, NULL, NULL, encode_i2v};
+
 static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                                cvx_conditioning *out) {
-    (void)progress, (void)user;
     if (p->n_conditions) return encode_conditions(m, p, out);
     if (p->image && !p->video && condition_class(m)) {   /* LTXConditionPipeline(image=): frame 0, strength 1 */
         const cvx_condition_spec c = {p->image, 0, 1.0};
@@ -156,26 +175,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
         q.image = NULL, q.conditions = &c, q.n_conditions = 1;
         return encode_conditions(m, &q, out);
     }
-    if (!p->image || p->video) return cvx_error("LTX-Video conditioning: give an image (image-to-video)");
-    const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
-    int F, h, w;
-    if (ltx_latent_grid(1, H, W, &F, &h, &w)) return -1;
-    cvx_rgb_frames rgb;
-    if (cvx_conditioning_load(p, &rgb)) return -1;
-    int rc = -1;
-    float *px = cvx_conditioning_pixels(&rgb, p->image, 1, H, W);
-    if (cvx_component_load(m, PARTS, "vae")) goto done;
-    cvx_info("encoding %s: %dx%d with the LTX VAE", p->image, W, H);
-    if (ltx_vae_encode_dist(S(m)->vae, px, 1, H, W, &out->mean, &out->std)) goto done;
-    out->mode = CVX_MODE_I2V;
-    out->C = ltx_vae_get_config(S(m)->vae)->latent_channels, out->T = 1, out->h = h, out->w = w;
-    out->frames = 1, out->height = H, out->width = W;
-    rc = 0;
-done:
-    if (rc) cvx_conditioning_free(out);
-    free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
+    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
 }
 
 /* ---- stage 2 ---- */
