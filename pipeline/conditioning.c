@@ -446,6 +446,14 @@ void cvx_log_latents(const cvx_sample_params *p, const cvx_latent_shape *sh, con
              sh->frames - sh->pad_frames, sh->height, sh->width, note);
 }
 
+void cvx_log_transformer(const char *name, int layers, int heads, int head_dim, const char *detail,
+                         const cvx_scheduler *sched, const cvx_sample_params *p, const char *note) {
+    if (!note) note = p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)";
+    cvx_info("%s transformer: %d layers, %d heads x %d%s; %s%s%d steps, guidance %g%s, seed %llu", name, layers, heads,
+             head_dim, detail, sched ? sched->type->name : "", sched ? " scheduler, " : "", p->num_inference_steps,
+             p->guidance_scale, note, (unsigned long long)p->seed);
+}
+
 /* dst [C, ΣT_k, hw] from the n blocks src[k] [C, T[k], hw], per channel in order */
 static void frames_concat(float *dst, float *const *src, const int *T, int n, int C, size_t hw) {
     int Ttot = 0;

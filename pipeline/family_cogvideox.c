@@ -256,10 +256,9 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     else cogvideox_teacache_coefficients(c, sp->teacache_coefficients);
     cvx_latent_shape *sh = &run->shape;
     if (cogvideox_latent_shape_for(c, sp, i2v, sh)) return -1;
-    cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %g%s, seed %llu",
-             c->num_layers, c->num_attention_heads, c->attention_head_dim,
-             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, p->num_inference_steps,
-             p->guidance_scale, p->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)p->seed);
+    cvx_log_transformer("CogVideoX", c->num_layers, c->num_attention_heads, c->attention_head_dim,
+                        c->use_rotary_positional_embeddings ? ", rotary" : ", sin-cos", sched, p,
+                        p->use_dynamic_cfg ? " (dynamic)" : "");
     /* the layout stage2_latents.safetensors has: [1, C, T, h, w] (the loop runs [T, C, h, w]) */
     cvx_log_latents(p, sh, sh->pad_frames ? " (the loop runs 1 padding frame more)" : "");
     if (p->conditioning) {

@@ -336,9 +336,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     if (!r->branch[1].text_mask || !r->branch[1].text2 || !r->branch[1].text2_mask)
         return cvx_error("HunyuanVideo-1.5 needs prompt_embeds_mask, prompt_embeds_2 and prompt_embeds_mask_2 "
                          "beside prompt_embeds (stage 1 of this model writes them)");
-    cvx_info("HunyuanVideo-1.5 transformer: %d layers, %d heads x %d; %s scheduler, %d steps, guidance %g%s, seed %llu",
-             c->num_layers, c->num_attention_heads, c->attention_head_dim, sched->type->name, N, p->guidance_scale,
-             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
+    cvx_log_transformer("HunyuanVideo-1.5", c->num_layers, c->num_attention_heads, c->attention_head_dim, "", sched, p,
+                        NULL);
     cvx_log_latents(p, sh, "");
     hv15_denoiser_init(&run->den, s->transformer);
     run->preview_rgb = (cvx_latent_rgb){0};

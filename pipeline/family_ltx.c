@@ -310,11 +310,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     }
     ltx_scheduler_set_seq_len(sched, (int64_t)F * H * W);   /* the loop sets the timesteps again: it sticks */
     if (cvx_scheduler_set_timesteps(sched, N)) return -1;
-    cvx_info("LTX transformer: %d layers, %d heads x %d; %d steps, guidance %g%s, seed %llu", c->num_layers,
-             c->num_attention_heads, c->attention_head_dim, N, p->guidance_scale,
-             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", p->frames, p->width, p->height, sh->channels, F,
-             H, W);
+    cvx_log_transformer("LTX", c->num_layers, c->num_attention_heads, c->attention_head_dim, "", NULL, p, NULL);
+    cvx_log_latents(p, sh, "");
     if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, sched, run)) return -1;
     if (mode == CVX_MODE_COND && prepare_condition(m, p, p->conditioning, sched, run, lr)) return -1;
     lr->cond[0] = (ltx_text_cond){emb->negative, more->t[0].negative, emb->L};

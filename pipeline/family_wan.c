@@ -321,10 +321,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
     const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
-    cvx_info("Wan transformer: %d layers, %d heads x %d%s; %s scheduler, %d steps, guidance %g%s, seed %llu",
-             c->num_layers, c->num_attention_heads, c->attention_head_dim, c->image_dim ? ", image-to-video" : "",
-             sched->type->name, p->num_inference_steps, p->guidance_scale,
-             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
+    cvx_log_transformer("Wan", c->num_layers, c->num_attention_heads, c->attention_head_dim,
+                        c->image_dim ? ", image-to-video" : "", sched, p, NULL);
     cvx_log_latents(p, sh, "");
     if (mode == CVX_MODE_V2V) {
         if (prepare_v2v(m, p->conditioning, p, sched, run)) return -1;
