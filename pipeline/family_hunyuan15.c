@@ -30,7 +30,7 @@
 #include "stage2/hunyuan15_family.h"
 #include "stage2/scheduler_flow.h"
 #include "stage3/hunyuan15_vae.h"
-#include "latent_dist.h"
+#include "stage3/hunyuan15_vae_pipeline.h"
 
 typedef struct {
     hv15_config tcfg;                /* transformer/config.json (when m->has_denoiser_config) */
@@ -226,7 +226,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     if (cvx_image_load(p->image, &rgb)) return -1;
     int rc = -1, H = p->height, W = p->width;
     uint8_t *img = NULL;
-    float *px = NULL, *moments = NULL;
+    float *px = NULL;
     const int target = m->has_denoiser_config ? S(m)->tcfg.target_size : 640;
     img = hv15_condition_image(rgb.rgb, rgb.width, rgb.height, target, m->info.vae_scale_spatial, p->image, &H, &W);
     cvx_latent_shape sh;
@@ -240,23 +240,16 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     px = cvx_alloc_f32((size_t)3 * W * H);
     cvx_preprocess_image(img, W, H, W, H, px);
     if (load_vae(m, VAE_PART_ENCODER)) goto done;
-    int F, h, w;
-    if (hv15_vae_encoded_shape(s->vae, 1, H, W, &F, &h, &w)) goto done;
-    const int C = hv15_vae_get_config(s->vae)->latent_channels;
     cvx_info("encoding %s: %dx%d with SigLIP and the HunyuanVideo-1.5 VAE (the first frame's condition)", p->image, W,
              H);
-    moments = cvx_alloc_f32((size_t)2 * C * h * w);
-    if (hv15_vae_encode(s->vae, px, 1, H, W, NULL, moments)) goto done;
-    out->mean = cvx_alloc_f32((size_t)C * h * w);
-    out->std = cvx_alloc_f32((size_t)C * h * w);
-    vae_latent_dist(moments, C, (size_t)h * w, out->mean, NULL, out->std);
+    if (hv15_vae_encode_image_dist(s->vae, px, H, W, &out->mean, &out->std, &out->T, &out->h, &out->w)) goto done;
     out->mode = CVX_MODE_I2V;
-    out->C = C, out->T = F, out->h = h, out->w = w;
+    out->C = hv15_vae_get_config(s->vae)->latent_channels;
     out->frames = frames, out->height = H, out->width = W;
     rc = 0;
 done:
     if (rc) cvx_conditioning_free(out);
-    free(img), free(px), free(moments);
+    free(img), free(px);
     cvx_rgb_frames_free(&rgb);
     return rc;
 }
@@ -355,15 +348,10 @@ typedef struct {
     int T, h, w;
 } hv15_decode;
 
-/* latents / scaling_factor, vae.decode */
 static int decode_item(void *user, const float *zin, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
     const hv15_decode *d = user;
-    const size_t n = (size_t)hv15_vae_get_config(d->v)->latent_channels * d->T * d->h * d->w;
-    float *z = cvx_alloc_f32(n);
-    hv15_vae_unscale(d->v, zin, n, z);
-    *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);
-    const int rc = hv15_vae_decode(d->v, z, d->T, d->h, d->w, d->tl, *frames);
-    free(z);
+    (void)To, (void)Ho, (void)Wo;
+    const int rc = hv15_vae_decode_latents(d->v, d->tl, zin, d->T, d->h, d->w, frames);
     cvx_progress_update(bar, bar->done + 1);
     return rc;
 }
@@ -378,9 +366,7 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
                                  w, label))
         return -1;
     hv15_vae_tiling tl;
-    hv15_vae_tiling_default(&tl);
-    if (p->tile_height) tl.min_h = p->tile_height;
-    if (p->tile_width) tl.min_w = p->tile_width;
+    hv15_vae_tiling_for(p->tile_height, p->tile_width, &tl);
     const int tiled = p->tiling == CVX_TILING_ON;
     cvx_info("decoding latents [%d, %d, %d, %d, %d] with the HunyuanVideo-1.5 VAE (%s)", B, C, T, h, w,
              tiled ? "tiled" : "untiled");
