@@ -288,12 +288,10 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         return cvx_error("--guidance_rescale %g: must be in [0, 1]", p->guidance_rescale);
     *sh = (cvx_latent_shape){.frames = F, .channels = c->in_channels, .height = H, .width = W,
                              .numel = (size_t)c->in_channels * F * H * W, .channels_major = 1};
-    double *tc = run->loop.teacache_coefficients;   /* TeaCache4LTX-Video (docs/caching.md) */
-    if (p->teacache_coefficients) memcpy(tc, p->teacache_coefficients, sizeof(double) * 5);
-    else if (!ltx_teacache_coefficients(c, tc) && run->loop.cache_kind == CVX_CACHE_TEACACHE)
-        return cvx_error("--cache teacache: TeaCache4LTX-Video publishes coefficients for LTX-Video 0.9.1 (2B) only, "
-                         "this transformer is %d wide; give --teacache_coefficients or use --cache fbcache or deepcache",
-                         c->num_attention_heads * c->attention_head_dim);
+    if (cvx_teacache_setup(p, &run->loop, ltx_teacache_coefficients(c, run->loop.teacache_coefficients) != NULL,
+                           "TeaCache4LTX-Video publishes coefficients for LTX-Video 0.9.1 (2B) only, this transformer "
+                           "is %d wide", c->num_attention_heads * c->attention_head_dim))   /* docs/caching.md */
+        return -1;
     const cvx_cond_set *more = p->cond_more;
     if (!more || more->n != 1 || !more->t[0].is_mask || more->t[0].L != emb->L)
         return cvx_error("the LTX conditioning needs prompt_attention_mask [%d] beside prompt_embeds", emb->L);

@@ -311,13 +311,11 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
                          "(docs/caching.md); give --teacache_coefficients or use --cache fbcache or deepcache");
     const wan_config *c = &S(m)->tcfg;
     cvx_loop_params *lp = &run->loop;   /* the request and the pipeline's part filled in */
-    if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
-    else if (!wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients) &&
-             lp->cache_kind == CVX_CACHE_TEACACHE)
-        return cvx_error("--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only, not this "
-                         "transformer (%d wide, %d latent channels; Wan 2.2 TI2V-5B: docs/caching.md); give "
-                         "--teacache_coefficients or use --cache fbcache or deepcache",
-                         c->num_attention_heads * c->attention_head_dim, c->out_channels);
+    const char *tc = wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
+    if (cvx_teacache_setup(p, lp, tc != NULL, "ali-vilab/TeaCache publishes coefficients for Wan 2.1 only, not this "
+                           "transformer (%d wide, %d latent channels; Wan 2.2 TI2V-5B: docs/caching.md)",
+                           c->num_attention_heads * c->attention_head_dim, c->out_channels))
+        return -1;
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
     const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
