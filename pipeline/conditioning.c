@@ -10,6 +10,7 @@
 #include "pipeline/conditioning.h"
 
 #include <json-c/json.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "fileio.h"
 #include "image.h"
 #include "ops.h"
+#include "stage2/cache.h"
 #include "resize.h"
 #include "validate.h"
 #include "rng_lowp.h"
@@ -444,6 +446,28 @@ int cvx_check_latent_size(const cvx_model *m, int frames, int H, int W,
 void cvx_log_latents(const cvx_sample_params *p, const cvx_latent_shape *sh, const char *note) {
     cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]%s", p->frames, p->width, p->height, sh->channels,
              sh->frames - sh->pad_frames, sh->height, sh->width, note);
+}
+
+int cvx_teacache_setup(const cvx_sample_params *p, cvx_loop_params *lp, int published, const char *why, ...) {
+    if (p->teacache_coefficients) {
+        memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
+        return 0;
+    }
+    if (published || lp->cache_kind != CVX_CACHE_TEACACHE) return 0;
+    char msg[400];
+    va_list ap;
+    va_start(ap, why);
+    vsnprintf(msg, sizeof msg, why, ap);
+    va_end(ap);
+    return cvx_error("--cache teacache: %s; give --teacache_coefficients or use --cache fbcache or deepcache", msg);
+}
+
+void cvx_log_transformer(const char *name, int layers, int heads, int head_dim, const char *detail,
+                         const cvx_scheduler *sched, const cvx_sample_params *p, const char *note) {
+    if (!note) note = p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)";
+    cvx_info("%s transformer: %d layers, %d heads x %d%s; %s%s%d steps, guidance %g%s, seed %llu", name, layers, heads,
+             head_dim, detail, sched ? sched->type->name : "", sched ? " scheduler, " : "", p->num_inference_steps,
+             p->guidance_scale, note, (unsigned long long)p->seed);
 }
 
 /* dst [C, ΣT_k, hw] from the n blocks src[k] [C, T[k], hw], per channel in order */

@@ -98,6 +98,18 @@ int cvx_conditions_encode(const cvx_model *m, const cvx_conditioning_params *p, 
                           int frames, int H, int W, int C, int h, int w, cvx_conditioning *out);
 /* stage 2's log line of the video and its latents [1, C, T, h, w] (the loop's frames less pad). */
 void cvx_log_latents(const cvx_sample_params *p, const cvx_latent_shape *sh, const char *note);
+/* TeaCache's coefficients of a run: the request's --teacache_coefficients over the row's (the row
+ * filled lp->teacache_coefficients before the call; `published` 0: it has none). None at all with
+ * --cache teacache: -1 + cvx_error "--cache teacache: <why>; give --teacache_coefficients or use
+ * --cache fbcache or deepcache" (why: a printf format). */
+int cvx_teacache_setup(const cvx_sample_params *p, cvx_loop_params *lp, int published, const char *why, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* stage 2's log line of the transformer: "<name> transformer: L layers, H heads x d<detail>; <scheduler>
+ * scheduler, N steps, guidance g<note>, seed s" (sched NULL: no scheduler named; note NULL: the
+ * no-CFG note when the guidance is <= 1). */
+void cvx_log_transformer(const char *name, int layers, int heads, int head_dim, const char *detail,
+                         const cvx_scheduler *sched, const cvx_sample_params *p, const char *note);
 
 /* xxh64 of the mode, mean and std: identifies the conditioning in the checkpoint fingerprint. */
 uint64_t cvx_conditioning_hash(const cvx_conditioning *c);

@@ -13,6 +13,7 @@
 #include "ops.h"
 #include "rng_lowp.h"
 #include "stage2/cogvideox_family.h"
+#include "stage3/cogvideox_vae_pipeline.h"
 
 /* T5 v1.1, no prompt cleaning, the encoder over the padding too (CogVideoXPipeline._get_t5_prompt_embeds) */
 static const cvx_t5_style T5_STYLE = {.name = "T5"};
@@ -255,10 +256,9 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     else cogvideox_teacache_coefficients(c, sp->teacache_coefficients);
     cvx_latent_shape *sh = &run->shape;
     if (cogvideox_latent_shape_for(c, sp, i2v, sh)) return -1;
-    cvx_info("CogVideoX transformer: %d layers, %d heads x %d, %s; %s scheduler, %d steps, guidance %g%s, seed %llu",
-             c->num_layers, c->num_attention_heads, c->attention_head_dim,
-             c->use_rotary_positional_embeddings ? "rotary" : "sin-cos", sched->type->name, p->num_inference_steps,
-             p->guidance_scale, p->use_dynamic_cfg ? " (dynamic)" : "", (unsigned long long)p->seed);
+    cvx_log_transformer("CogVideoX", c->num_layers, c->num_attention_heads, c->attention_head_dim,
+                        c->use_rotary_positional_embeddings ? ", rotary" : ", sin-cos", sched, p,
+                        p->use_dynamic_cfg ? " (dynamic)" : "");
     /* the layout stage2_latents.safetensors has: [1, C, T, h, w] (the loop runs [T, C, h, w]) */
     cvx_log_latents(p, sh, sh->pad_frames ? " (the loop runs 1 padding frame more)" : "");
     if (p->conditioning) {
@@ -280,31 +280,21 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 }
 
 /* ---- stage 3 ---- */
-/* The tiling of a decode (stage3's cogvideox_vae_plan_tiling with the request's flags). */
-static int plan_tiling(const cogvideox_vae_decoder *d, const cvx_decode_params *p, int h, int w, int *tiled, int *tsh,
-                       int *tsw, char *why, size_t n) {
-    const int mode = p->tiling == CVX_TILING_ON ? 1 : p->tiling == CVX_TILING_OFF ? -1 : 0;
-    return cogvideox_vae_plan_tiling(d, mode, p->tile_height, p->tile_width, h, w, AUTO_TILING_BUDGET, tiled, tsh, tsw,
-                                     why, n);
+static int tiling_mode(const cvx_decode_params *p) {
+    return p->tiling == CVX_TILING_ON ? 1 : p->tiling == CVX_TILING_OFF ? -1 : 0;
 }
 
 static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) {
     if (!m->has_vae_config) return 0;   /* reported by the decode, which needs the VAE */
-    int tiled, tsh, tsw;
-    char why[160];
-    return plan_tiling(&S(m)->vcfg, p, h, w, &tiled, &tsh, &tsw, why, sizeof why);
+    cogvideox_vae_decode_job job;
+    return cogvideox_vae_decode_job_plan(&S(m)->vcfg, tiling_mode(p), p->tile_height, p->tile_width, 1, 1, h, w,
+                                         AUTO_TILING_BUDGET, NULL, NULL, &job);
 }
 
 /* One batch item: stage 3's cogvideox_vae_decode_video (tiles spread over the ranks). */
-typedef struct {
-    const cogvideox_vae_decoder *d;
-    const cvx_decode_params *p;
-    int T, h, w, tiled, tsh, tsw;
-} cog_decode;
-
 static int decode_item(void *user, const float *z, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
-    const cog_decode *c = user;
-    *frames = cogvideox_vae_decode_video(c->d, z, c->T, c->h, c->w, c->tiled, c->tsh, c->tsw, c->p->dist, To, Ho, Wo, bar);
+    const cogvideox_vae_decode_job *j = user;
+    *frames = cogvideox_vae_decode_video(j->d, z, j->T, j->h, j->w, j->tiled, j->tsh, j->tsw, j->dist, To, Ho, Wo, bar);
     return 0;
 }
 
@@ -316,20 +306,13 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
                                  label))
         return -1;
     if (d->out_channels != 3) return cvx_error("%s/vae: out_channels = %d, a video needs 3", m->dir, d->out_channels);
-    cog_decode c = {d, p, T, h, w, 0, 0, 0};
-    char why[160];
-    if (plan_tiling(d, p, h, w, &c.tiled, &c.tsh, &c.tsw, why, sizeof why)) return -1;
-    if (c.tiled)
-        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae in tiles of %dx%d samples", B, C, T, h, w, m->dir,
-                 c.tsw, c.tsh);
-    else
-        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (%s)", B, C, T, h, w, m->dir, why);
-    /* several ranks: tiles spread over them; an untiled decode is rank 0's alone */
-    if (p->dist && cvx_dist_size(p->dist) > 1 && !c.tiled)
-        cvx_info("untiled decode: rank 0 decodes alone (tiles are what ranks share)");
-    const cvx_decode_plan plan = {decode_item, &c, cogvideox_vae_decode_steps(d, T, h, w, c.tiled, c.tsh, c.tsw), 1,
+    cogvideox_vae_decode_job j;
+    if (cogvideox_vae_decode_job_plan(d, tiling_mode(p), p->tile_height, p->tile_width, B, T, h, w, AUTO_TILING_BUDGET,
+                                      p->dist, m->dir, &j))
+        return -1;
+    const cvx_decode_plan plan = {decode_item, &j, cogvideox_vae_decode_steps(d, T, h, w, j.tiled, j.tsh, j.tsw), 1,
                                   cogvideox_vae_output_frames(d, T), h * d->spatial_ratio, w * d->spatial_ratio,
-                                  c.tiled};
+                                  j.tiled};
     return cvx_decode_items(p, &plan, zin, B, C, T, h, w, label, progress, user, out);
 }
 

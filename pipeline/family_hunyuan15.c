@@ -30,19 +30,14 @@
 #include "stage2/hunyuan15_family.h"
 #include "stage2/scheduler_flow.h"
 #include "stage3/hunyuan15_vae.h"
-#include "latent_dist.h"
+#include "stage3/hunyuan15_vae_pipeline.h"
 
 typedef struct {
     hv15_config tcfg;                /* transformer/config.json (when m->has_denoiser_config) */
     hv15_vae_config vcfg;            /* vae/config.json, or the real model's defaults */
     cvx_guider guider;               /* guider/guider_config.json (upstream defaults when absent) */
     double window[2];                /* the guider's start, stop: CFG on steps int(start·N) <= i < int(stop·N) */
-    bpe_tokenizer *tok;              /* tokenizer/ (Qwen2) */
-    qwen_model qwen;
-    int qwen_loaded;
-    byt5_tokenizer tok2;             /* tokenizer_2/ (ByT5) */
-    t5_model byt5;
-    int byt5_loaded;
+    hv15_text_encoders te;           /* the MLLM and ByT5 (tokenizer/, text_encoder/, *_2/) */
     hv15_transformer *transformer;
     hv15_vae *vae;
     clip_vision *siglip;             /* image_encoder/ (I2V) */
@@ -100,12 +95,7 @@ static int hv15_open(cvx_model *m) {
 static void hv15_close(cvx_model *m) {
     hv15_state *s = S(m);
     if (!s) return;
-    if (s->qwen_loaded) qwen_free(&s->qwen);
-    if (s->tok) bpe_free(s->tok);
-    if (s->byt5_loaded) {
-        t5_free(&s->byt5);
-        byt5_tokenizer_free(&s->tok2);
-    }
+    hv15_text_encoders_free(&s->te);
     cvx_components_free(m, PARTS);
     hv15_vae_free(s->vae);
     clip_vision_free(s->siglip);
@@ -115,28 +105,23 @@ static void hv15_close(cvx_model *m) {
 
 /* The MLLM: only the layers before hidden_states[-3] are loaded. */
 static int load_qwen(cvx_model *m) {
-    hv15_state *s = S(m);
-    if (s->qwen_loaded) return 0;
     char tok_dir[4200], te_dir[4200];
-    if (cvx_model_component(m->dir, "tokenizer", "vocab.json", tok_dir, sizeof tok_dir) ||
-        cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
-        hv15_mllm_load(&s->qwen, &s->tok, tok_dir, te_dir, m->text_encoder_file[0] ? m->text_encoder_file : NULL, m->ctx))
-        return -1;
-    s->qwen_loaded = 1;
-    return 0;
+    if (S(m)->te.qwen_loaded) return 0;
+    return cvx_model_component(m->dir, "tokenizer", "vocab.json", tok_dir, sizeof tok_dir) ||
+                   cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
+                   hv15_text_load_mllm(&S(m)->te, tok_dir, te_dir,
+                                       m->text_encoder_file[0] ? m->text_encoder_file : NULL, m->ctx)
+               ? -1 : 0;
 }
 
 static int load_byt5(cvx_model *m) {
-    hv15_state *s = S(m);
-    if (s->byt5_loaded) return 0;
     char tok_dir[4200], te_dir[4200];
-    if (cvx_model_component(m->dir, "tokenizer_2", "tokenizer_config.json", tok_dir, sizeof tok_dir) ||
-        cvx_model_component(m->dir, "text_encoder_2", "config.json", te_dir, sizeof te_dir) ||
-        hv15_byt5_load(&s->byt5, &s->tok2, tok_dir, te_dir, m->text_encoder_2_file[0] ? m->text_encoder_2_file : NULL,
-                       m->ctx))
-        return -1;
-    s->byt5_loaded = 1;
-    return 0;
+    if (S(m)->te.byt5_loaded) return 0;
+    return cvx_model_component(m->dir, "tokenizer_2", "tokenizer_config.json", tok_dir, sizeof tok_dir) ||
+                   cvx_model_component(m->dir, "text_encoder_2", "config.json", te_dir, sizeof te_dir) ||
+                   hv15_text_load_byt5(&S(m)->te, tok_dir, te_dir,
+                                       m->text_encoder_2_file[0] ? m->text_encoder_2_file : NULL, m->ctx)
+               ? -1 : 0;
 }
 
 /* The VAE half a step needs (VAE_PART_DECODER: stage 3, VAE_PART_ENCODER: the I2V condition):
@@ -166,26 +151,18 @@ static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
     return 0;
 }
 
-static int text_dim(cvx_model *m) { return load_qwen(m) ? -1 : S(m)->qwen.cfg.hidden_size; }
+static int text_dim(cvx_model *m) { return load_qwen(m) ? -1 : S(m)->te.qwen.cfg.hidden_size; }
 
 /* _get_mllm_prompt_embeds: hidden_states[-3] of the chat-templated prompt, cropped. */
 static int encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
                         cvx_progress_fn progress, void *user, float *out) {
     if (load_qwen(m)) return -1;
-    hv15_state *s = S(m);
     if (L != HV15_MLLM_MAX_LENGTH)
         return cvx_error("--max_sequence_length %d: HunyuanVideo15Pipeline's MLLM prompt length is %d", L,
                          HV15_MLLM_MAX_LENGTH);
-    const int D = s->qwen.cfg.hidden_size;
-    int64_t mask[HV15_MLLM_MAX_LENGTH];
     cvx_progress bar;
     cvx_progress_begin(&bar, "Qwen2.5-VL prompts", n, progress, user);
-    for (int i = 0; i < n; i++) {
-        if (hv15_mllm_prompt_embeds(&s->qwen, s->tok, texts[i], out + (size_t)i * L * D, mask) ||
-            cvx_check_finite(out + (size_t)i * L * D, (size_t)L * D, "embeddings"))
-            return cvx_error_prefix("%s", labels ? labels[i] : "a text");
-        cvx_progress_update(&bar, i + 1);
-    }
+    if (hv15_text_prompt_embeds(&S(m)->te, texts, labels, n, out, &bar)) return -1;
     cvx_progress_finish(&bar);
     return 0;
 }
@@ -195,18 +172,13 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
                        cvx_progress_fn progress, void *user, cvx_cond_set *out) {
     (void)progress, (void)user;
     if (load_qwen(m) || load_byt5(m)) return -1;
-    hv15_state *s = S(m);
     enum { L = HV15_MLLM_MAX_LENGTH, L2 = HV15_BYT5_MAX_LENGTH };
-    const int D2 = s->byt5.cfg.d_model;
+    const int D2 = S(m)->te.byt5.cfg.d_model;
     out->n = 3;
     out->t[0] = (cvx_cond_tensor){"prompt_embeds_mask", cvx_alloc_f32((size_t)n * L), NULL, L, 1, 1};
     out->t[1] = (cvx_cond_tensor){"prompt_embeds_2", cvx_alloc_f32((size_t)n * L2 * D2), NULL, L2, D2, 0};
     out->t[2] = (cvx_cond_tensor){"prompt_embeds_mask_2", cvx_alloc_f32((size_t)n * L2), NULL, L2, 1, 1};
-    for (int i = 0; i < n; i++)
-        if (hv15_prompt_more(s->tok, &s->byt5, &s->tok2, texts[i], out->t[0].prompt + (size_t)i * L,
-                             out->t[1].prompt + (size_t)i * L2 * D2, out->t[2].prompt + (size_t)i * L2))
-            return cvx_error_prefix("%s", labels ? labels[i] : "a text");
-    return 0;
+    return hv15_text_prompt_more(&S(m)->te, texts, labels, n, out->t[0].prompt, out->t[1].prompt, out->t[2].prompt);
 }
 
 /* The pipeline class decides the mode (the transformer's task_type does not: the 480p T2V
@@ -254,17 +226,11 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     if (cvx_image_load(p->image, &rgb)) return -1;
     int rc = -1, H = p->height, W = p->width;
     uint8_t *img = NULL;
-    float *px = NULL, *moments = NULL;
-    if (!H) {
-        const int target = m->has_denoiser_config ? S(m)->tcfg.target_size : 640;
-        if (hv15_image_bucket(target, m->info.vae_scale_spatial, rgb.height, rgb.width, &H, &W)) goto done;
-        cvx_info("%s: %dx%d image -> %dx%d (the closest aspect-ratio bucket of target_size %d)", p->image, rgb.width,
-                 rgb.height, W, H, target);
-    }
+    float *px = NULL;
+    const int target = m->has_denoiser_config ? S(m)->tcfg.target_size : 640;
+    img = hv15_condition_image(rgb.rgb, rgb.width, rgb.height, target, m->info.vae_scale_spatial, p->image, &H, &W);
     cvx_latent_shape sh;
-    if (cvx_check_latent_size(m, frames, H, W, shape_of, m, &sh)) goto done;
-    img = cvx_malloc((size_t)W * H * 3);
-    hv15_resize_and_crop(rgb.rgb, rgb.width, rgb.height, W, H, img);
+    if (!img || cvx_check_latent_size(m, frames, H, W, shape_of, m, &sh)) goto done;
     /* SigLIP */
     if (load_image_encoder(m)) goto done;
     hv15_state *s = S(m);
@@ -274,23 +240,16 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
     px = cvx_alloc_f32((size_t)3 * W * H);
     cvx_preprocess_image(img, W, H, W, H, px);
     if (load_vae(m, VAE_PART_ENCODER)) goto done;
-    int F, h, w;
-    if (hv15_vae_encoded_shape(s->vae, 1, H, W, &F, &h, &w)) goto done;
-    const int C = hv15_vae_get_config(s->vae)->latent_channels;
     cvx_info("encoding %s: %dx%d with SigLIP and the HunyuanVideo-1.5 VAE (the first frame's condition)", p->image, W,
              H);
-    moments = cvx_alloc_f32((size_t)2 * C * h * w);
-    if (hv15_vae_encode(s->vae, px, 1, H, W, NULL, moments)) goto done;
-    out->mean = cvx_alloc_f32((size_t)C * h * w);
-    out->std = cvx_alloc_f32((size_t)C * h * w);
-    vae_latent_dist(moments, C, (size_t)h * w, out->mean, NULL, out->std);
+    if (hv15_vae_encode_image_dist(s->vae, px, H, W, &out->mean, &out->std, &out->T, &out->h, &out->w)) goto done;
     out->mode = CVX_MODE_I2V;
-    out->C = C, out->T = F, out->h = h, out->w = w;
+    out->C = hv15_vae_get_config(s->vae)->latent_channels;
     out->frames = frames, out->height = H, out->width = W;
     rc = 0;
 done:
     if (rc) cvx_conditioning_free(out);
-    free(img), free(px), free(moments);
+    free(img), free(px);
     cvx_rgb_frames_free(&rgb);
     return rc;
 }
@@ -370,9 +329,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     if (!r->branch[1].text_mask || !r->branch[1].text2 || !r->branch[1].text2_mask)
         return cvx_error("HunyuanVideo-1.5 needs prompt_embeds_mask, prompt_embeds_2 and prompt_embeds_mask_2 "
                          "beside prompt_embeds (stage 1 of this model writes them)");
-    cvx_info("HunyuanVideo-1.5 transformer: %d layers, %d heads x %d; %s scheduler, %d steps, guidance %g%s, seed %llu",
-             c->num_layers, c->num_attention_heads, c->attention_head_dim, sched->type->name, N, p->guidance_scale,
-             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
+    cvx_log_transformer("HunyuanVideo-1.5", c->num_layers, c->num_attention_heads, c->attention_head_dim, "", sched, p,
+                        NULL);
     cvx_log_latents(p, sh, "");
     hv15_denoiser_init(&run->den, s->transformer);
     run->preview_rgb = (cvx_latent_rgb){0};
@@ -390,15 +348,10 @@ typedef struct {
     int T, h, w;
 } hv15_decode;
 
-/* latents / scaling_factor, vae.decode */
 static int decode_item(void *user, const float *zin, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
     const hv15_decode *d = user;
-    const size_t n = (size_t)hv15_vae_get_config(d->v)->latent_channels * d->T * d->h * d->w;
-    float *z = cvx_alloc_f32(n);
-    hv15_vae_unscale(d->v, zin, n, z);
-    *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);
-    const int rc = hv15_vae_decode(d->v, z, d->T, d->h, d->w, d->tl, *frames);
-    free(z);
+    (void)To, (void)Ho, (void)Wo;
+    const int rc = hv15_vae_decode_latents(d->v, d->tl, zin, d->T, d->h, d->w, frames);
     cvx_progress_update(bar, bar->done + 1);
     return rc;
 }
@@ -413,9 +366,7 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
                                  w, label))
         return -1;
     hv15_vae_tiling tl;
-    hv15_vae_tiling_default(&tl);
-    if (p->tile_height) tl.min_h = p->tile_height;
-    if (p->tile_width) tl.min_w = p->tile_width;
+    hv15_vae_tiling_for(p->tile_height, p->tile_width, &tl);
     const int tiled = p->tiling == CVX_TILING_ON;
     cvx_info("decoding latents [%d, %d, %d, %d, %d] with the HunyuanVideo-1.5 VAE (%s)", B, C, T, h, w,
              tiled ? "tiled" : "untiled");

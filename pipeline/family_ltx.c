@@ -32,9 +32,6 @@
 #define TEXT_LEN 128           /* LTXPipeline's max_sequence_length */
 #define DEFAULT_GUIDANCE 3.0   /* LTXPipeline.__call__'s guidance_scale */
 #define FRAME_RATE 25          /* LTXPipeline.__call__'s frame_rate (the rotary temporal scale) */
-/* the model cards' decode settings of the timestep-conditioned (0.9.5+) VAE */
-#define DEFAULT_DECODE_TIMESTEP 0.05
-#define DEFAULT_DECODE_NOISE_SCALE 0.025
 #define DEFAULT_COND_NOISE_SCALE 0.15   /* LTXConditionPipeline.__call__'s image_cond_noise_scale */
 
 typedef struct {
@@ -149,9 +146,28 @@ static int encode_conditions(cvx_model *m, const cvx_conditioning_params *p, cvx
 
 /* LTXImageToVideoPipeline.prepare_latents' encoder half: the image resized to the video size,
  * [-1, 1], vae.encode(image[:, :, None]).latent_dist (mean, std; stage 2 draws the sample). */
+static int check_i2v(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
+    (void)m, (void)p, (void)mode;
+    int F, h, w;
+    return ltx_latent_grid(1, H, W, &F, &h, &w);
+}
+
+static int encode_i2v(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int T, int H,
+                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
+    (void)p, (void)mode, (void)T, (void)progress, (void)user;
+    if (cvx_component_load(m, PARTS, "vae")) return -1;
+    cvx_info("encoding %s: %dx%d with the LTX VAE", src, W, H);
+    if (ltx_vae_encode_dist(S(m)->vae, px, 1, H, W, &out->mean, &out->std)) return -1;
+    out->C = ltx_vae_get_config(S(m)->vae)->latent_channels, out->T = 1, out->h = H / 32, out->w = W / 32;
+    out->frames = 1;
+    return 0;
+}
+
+/* video-to-video is refused by the mode rule before check_size would run */
+static const cvx_media_encoder MEDIA = {check_i2v, NULL, NULL, NULL, encode_i2v};
+
 static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
                                cvx_conditioning *out) {
-    (void)progress, (void)user;
     if (p->n_conditions) return encode_conditions(m, p, out);
     if (p->image && !p->video && condition_class(m)) {   /* LTXConditionPipeline(image=): frame 0, strength 1 */
         const cvx_condition_spec c = {p->image, 0, 1.0};
@@ -159,26 +175,7 @@ static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, c
         q.image = NULL, q.conditions = &c, q.n_conditions = 1;
         return encode_conditions(m, &q, out);
     }
-    if (!p->image || p->video) return cvx_error("LTX-Video conditioning: give an image (image-to-video)");
-    const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
-    int F, h, w;
-    if (ltx_latent_grid(1, H, W, &F, &h, &w)) return -1;
-    cvx_rgb_frames rgb;
-    if (cvx_conditioning_load(p, &rgb)) return -1;
-    int rc = -1;
-    float *px = cvx_conditioning_pixels(&rgb, p->image, 1, H, W);
-    if (cvx_component_load(m, PARTS, "vae")) goto done;
-    cvx_info("encoding %s: %dx%d with the LTX VAE", p->image, W, H);
-    if (ltx_vae_encode_dist(S(m)->vae, px, 1, H, W, &out->mean, &out->std)) goto done;
-    out->mode = CVX_MODE_I2V;
-    out->C = ltx_vae_get_config(S(m)->vae)->latent_channels, out->T = 1, out->h = h, out->w = w;
-    out->frames = 1, out->height = H, out->width = W;
-    rc = 0;
-done:
-    if (rc) cvx_conditioning_free(out);
-    free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
+    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
 }
 
 /* ---- stage 2 ---- */
@@ -291,12 +288,10 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
         return cvx_error("--guidance_rescale %g: must be in [0, 1]", p->guidance_rescale);
     *sh = (cvx_latent_shape){.frames = F, .channels = c->in_channels, .height = H, .width = W,
                              .numel = (size_t)c->in_channels * F * H * W, .channels_major = 1};
-    double *tc = run->loop.teacache_coefficients;   /* TeaCache4LTX-Video (docs/caching.md) */
-    if (p->teacache_coefficients) memcpy(tc, p->teacache_coefficients, sizeof(double) * 5);
-    else if (!ltx_teacache_coefficients(c, tc) && run->loop.cache_kind == CVX_CACHE_TEACACHE)
-        return cvx_error("--cache teacache: TeaCache4LTX-Video publishes coefficients for LTX-Video 0.9.1 (2B) only, "
-                         "this transformer is %d wide; give --teacache_coefficients or use --cache fbcache or deepcache",
-                         c->num_attention_heads * c->attention_head_dim);
+    if (cvx_teacache_setup(p, &run->loop, ltx_teacache_coefficients(c, run->loop.teacache_coefficients) != NULL,
+                           "TeaCache4LTX-Video publishes coefficients for LTX-Video 0.9.1 (2B) only, this transformer "
+                           "is %d wide", c->num_attention_heads * c->attention_head_dim))   /* docs/caching.md */
+        return -1;
     const cvx_cond_set *more = p->cond_more;
     if (!more || more->n != 1 || !more->t[0].is_mask || more->t[0].L != emb->L)
         return cvx_error("the LTX conditioning needs prompt_attention_mask [%d] beside prompt_embeds", emb->L);
@@ -308,24 +303,13 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
      * linear_quadratic_schedule(N)·1000), else the sigmas with 0.9.0's mu from the token count */
     const int N = p->num_inference_steps;
     if (p->n_timesteps || mode == CVX_MODE_COND) {
-        lr->list = cvx_malloc((size_t)N * sizeof(double)), lr->n_list = N;
-        if (p->n_timesteps) {
-            memcpy(lr->list, p->timesteps, (size_t)N * sizeof(double));
-        } else {
-            float *t = cvx_alloc_f32((size_t)N);
-            ltx_linear_quadratic_timesteps(N, 0.025, 0, t);
-            for (int i = 0; i < N; i++) lr->list[i] = t[i];
-            free(t);
-        }
+        lr->list = ltx_timestep_list(N, p->n_timesteps ? p->timesteps : NULL), lr->n_list = N;
         ltx_scheduler_set_list(sched, lr->list, N);
     }
     ltx_scheduler_set_seq_len(sched, (int64_t)F * H * W);   /* the loop sets the timesteps again: it sticks */
     if (cvx_scheduler_set_timesteps(sched, N)) return -1;
-    cvx_info("LTX transformer: %d layers, %d heads x %d; %d steps, guidance %g%s, seed %llu", c->num_layers,
-             c->num_attention_heads, c->attention_head_dim, N, p->guidance_scale,
-             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
-    cvx_info("video %d frames %dx%d -> latents [1, %d, %d, %d, %d]", p->frames, p->width, p->height, sh->channels, F,
-             H, W);
+    cvx_log_transformer("LTX", c->num_layers, c->num_attention_heads, c->attention_head_dim, "", NULL, p, NULL);
+    cvx_log_latents(p, sh, "");
     if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, sched, run)) return -1;
     if (mode == CVX_MODE_COND && prepare_condition(m, p, p->conditioning, sched, run, lr)) return -1;
     lr->cond[0] = (ltx_text_cond){emb->negative, more->t[0].negative, emb->L};
@@ -337,11 +321,7 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     if (mode == CVX_MODE_COND) ltx_denoiser_set_condition(&run->den, lr->cr.mask, lr->cr.video_coords, lr->cr.tokens);
     cvx_sample_run_defaults(run, emb);
     const size_t S_tok = (size_t)F * H * W, hw = (size_t)H * W;
-    if (mode == CVX_MODE_I2V) {   /* timestep t·(1 − mask): 0 on frame 0's tokens */
-        lr->t_scale = cvx_alloc_f32(S_tok);
-        for (size_t k = 0; k < S_tok; k++) lr->t_scale[k] = k < hw ? 0.0f : 1.0f;
-        run->plan.n_t = S_tok;
-    }
+    if (mode == CVX_MODE_I2V) lr->t_scale = ltx_first_frame_t_scale(S_tok, hw), run->plan.n_t = S_tok;
     for (int i = 0; i < run->plan.n_steps; i++) {
         run->plan.steps[i].guide.rescale = p->guidance_rescale;
         run->plan.steps[i].t_scale = lr->t_scale;
@@ -361,20 +341,9 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 }
 
 /* ---- stage 3 ---- */
-/* the decoded video's floats above which --tiling auto tiles (64 M: 121 frames of 768×512 are 143 M) */
-#define AUTO_TILING_FLOATS (64.0 * 1024 * 1024)
-
-typedef struct {
-    ltx_vae *v;
-    const ltx_vae_tiling *tiling;   /* NULL: untiled */
-    int T, h, w, tiled;
-    float dt;
-} ltx_decode;
-
 static int decode_item(void *user, const float *z, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
-    ltx_decode *d = user;
-    *frames = cvx_alloc_f32((size_t)3 * *To * *Ho * *Wo);
-    if (ltx_vae_decode_tiled(d->v, d->tiling, z, d->T, d->h, d->w, d->dt, *frames, &d->tiled)) return -1;
+    (void)To, (void)Ho, (void)Wo;
+    if (ltx_vae_decode_item(user, z, frames)) return -1;
     cvx_progress_update(bar, bar->done + 1);
     return 0;
 }
@@ -389,14 +358,11 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     const ltx_vae_config *vc = ltx_vae_get_config(v);
     if (cvx_decode_check_latents(m, "the LTX VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h, w, label))
         return -1;
-    const size_t n1 = (size_t)C * T * h * w;
-    const int tc = vc->timestep_conditioning;
-    /* a decode_timestep without a noise scale: the scale is the timestep (upstream's None) */
-    const double dt = p->decode_set & 1 ? p->decode_timestep : tc ? DEFAULT_DECODE_TIMESTEP : 0.0;
-    const double ds = p->decode_set & 2 ? p->decode_noise_scale : p->decode_set & 1 ? dt
-                      : tc ? DEFAULT_DECODE_NOISE_SCALE : 0.0;
+    const size_t n = (size_t)B * C * T * h * w;
+    double dt, ds;
+    ltx_vae_decode_settings(vc, p->decode_set, p->decode_timestep, p->decode_noise_scale, &dt, &ds);
     cvx_generator gen;
-    if (tc) {
+    if (vc->timestep_conditioning) {
         if (!p->generator)
             return cvx_error("%s: the timestep-conditioned LTX VAE draws its decode noise from the sampler's "
                              "generator after the loop, and the latents come without it", label);
@@ -404,25 +370,18 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
         if (cvx_generator_validate(&gen)) return cvx_error_prefix("%s: the sampler's generator", label);
         cvx_info("LTX VAE decode: decode_timestep %g, decode_noise_scale %g", dt, ds);
     }
-    const int To = 8 * (T - 1) + 1;
-    /* tiles: --tiling on, or auto for a video above AUTO_TILING_FLOATS (upstream's sizes; a
-     * --tile_sample_min_* size strides at 7/8 of it, as 448 of 512) */
+    /* tiles: --tiling on, or auto for a large video (upstream's sizes; a --tile_sample_min_* size
+     * strides at 7/8 of it, as 448 of 512) */
     ltx_vae_tiling tiling;
     ltx_vae_tiling_for(p->tile_height, p->tile_width, &tiling);
-    const int tile = p->tiling == CVX_TILING_ON ||
-                     (p->tiling == CVX_TILING_AUTO && (double)3 * To * 32 * h * 32 * w > AUTO_TILING_FLOATS);
-    float *z = cvx_alloc_f32(n1 * B);
-    memcpy(z, zin, n1 * B * sizeof(float));
+    const int tile = p->tiling == CVX_TILING_ON || (p->tiling == CVX_TILING_AUTO && ltx_vae_tiling_auto(T, h, w));
+    float *z = cvx_alloc_f32(n);
+    memcpy(z, zin, n * sizeof(float));
     ltx_denormalize_latents(z, B, C, (size_t)T * h * w, ltx_vae_latents_mean(v), ltx_vae_latents_std(v),
                             (float)vc->scaling_factor);
-    if (tc) {   /* randn_tensor(latents.shape): the whole batch at once */
-        float *noise = cvx_alloc_f32(n1 * B);
-        cvx_randn(&gen, noise, n1 * B);
-        ltx_vae_decode_input(z, noise, n1 * B, (float)ds, z);
-        free(noise);
-    }
-    ltx_decode d = {v, tile ? &tiling : NULL, T, h, w, 0, (float)dt};
-    const cvx_decode_plan plan = {decode_item, &d, 1, 0, To, 32 * h, 32 * w, 0};
+    if (vc->timestep_conditioning) ltx_vae_add_decode_noise(z, n, (float)ds, &gen);
+    ltx_vae_decode_job d = {v, tile ? &tiling : NULL, T, h, w, 0, (float)dt};
+    const cvx_decode_plan plan = {decode_item, &d, 1, 0, 8 * (T - 1) + 1, 32 * h, 32 * w, 0};
     const int rc = cvx_decode_items(p, &plan, z, B, C, T, h, w, label, progress, user, out);
     free(z);
     if (!rc) out->tiled = d.tiled;

@@ -27,21 +27,6 @@
 /* UMT5-XXL: prompt_clean, the attention mask, rows past the prompt zeros (WanPipeline._get_t5_prompt_embeds) */
 static const cvx_t5_style UMT5_STYLE = {.name = "UMT5", .clean = wan_prompt_clean, .masked = 1};
 
-/* The variants' defaults (WanPipeline, the model cards, the Wan 2.2 configs; docs/models.md): the
- * first row matching the VAE's z_dim (0: any), the experts (2: model_index.json's boundary_ratio)
- * and image-to-video (the transformer's in_channels != out_channels; -1: either). */
-typedef struct {
-    int z_dim, experts, i2v;
-    int frames, height, width, fps;
-    double guidance, guidance_2;   /* guidance_2: A14B's low-noise expert's */
-} wan_variant;
-static const wan_variant VARIANTS[] = {
-    {48, 1, -1, 121, 704, 1280, 24, 5.0, 0},   /* Wan 2.2 TI2V-5B */
-    {0, 2, 1, 81, 480, 832, 16, 3.5, 3.5},     /* Wan 2.2 I2V-A14B */
-    {0, 2, 0, 81, 480, 832, 16, 4.0, 3.0},     /* Wan 2.2 T2V-A14B */
-    {0, 0, -1, 81, 480, 832, 16, 5.0, 0},      /* Wan 2.1 T2V 1.3B / 14B, I2V 480P / 720P */
-};
-
 typedef struct {
     wan_config tcfg;                 /* transformer/config.json (when m->has_denoiser_config) */
     wan_vae_config vcfg;             /* vae/config.json, or AutoencoderKLWan's defaults */
@@ -49,7 +34,7 @@ typedef struct {
     cvx_expert_set experts;          /* the transformer (A14B: two experts, one mapped at a time) */
     wan_vae *vae;
     wan_pipeline_config pc;          /* Wan 2.2's model_index.json keys: TI2V, A14B's experts */
-    const wan_variant *variant;      /* the row of VARIANTS the model matched */
+    const wan_variant *variant;      /* the defaults of the model's variant (wan_variant_for) */
     int cond_channels, teacache_e0;  /* the run's denoiser settings (wan_denoiser_init) */
     float *ti2v_cond;                /* TI2V I2V: the image's normalised latents [C, 1, h, w] of the last run */
     clip_vision *clip;
@@ -88,10 +73,7 @@ static void fill_info(cvx_model *m) {
     wan_state *s = S(m);
     const wan_vae_config *v = &s->vcfg;
     const int experts = s->pc.boundary_ratio > 0 ? 2 : 1, i2v = s->tcfg.in_channels != s->tcfg.out_channels;
-    const wan_variant *x = VARIANTS;
-    while ((x->z_dim && x->z_dim != v->z_dim) || (x->experts && x->experts != experts) || (x->i2v >= 0 && x->i2v != i2v))
-        x++;
-    s->variant = x;
+    const wan_variant *x = s->variant = wan_variant_for(v->z_dim, experts, i2v);   /* the defaults */
     cvx_model_info *i = &m->info;
     int temporal = 1;
     for (int k = 0; k < v->n_temporal; k++) temporal *= v->temperal_downsample[k] ? 2 : 1;
@@ -329,20 +311,16 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
                          "(docs/caching.md); give --teacache_coefficients or use --cache fbcache or deepcache");
     const wan_config *c = &S(m)->tcfg;
     cvx_loop_params *lp = &run->loop;   /* the request and the pipeline's part filled in */
-    if (p->teacache_coefficients) memcpy(lp->teacache_coefficients, p->teacache_coefficients, sizeof(double) * 5);
-    else if (!wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients) &&
-             lp->cache_kind == CVX_CACHE_TEACACHE)
-        return cvx_error("--cache teacache: ali-vilab/TeaCache publishes coefficients for Wan 2.1 only, not this "
-                         "transformer (%d wide, %d latent channels; Wan 2.2 TI2V-5B: docs/caching.md); give "
-                         "--teacache_coefficients or use --cache fbcache or deepcache",
-                         c->num_attention_heads * c->attention_head_dim, c->out_channels);
+    const char *tc = wan_teacache_coefficients(c, p->height, p->width, p->teacache_ret_steps, lp->teacache_coefficients);
+    if (cvx_teacache_setup(p, lp, tc != NULL, "ali-vilab/TeaCache publishes coefficients for Wan 2.1 only, not this "
+                           "transformer (%d wide, %d latent channels; Wan 2.2 TI2V-5B: docs/caching.md)",
+                           c->num_attention_heads * c->attention_head_dim, c->out_channels))
+        return -1;
     cvx_latent_shape *sh = &run->shape;
     if (wan_latent_shape_for(c, lp, S(m)->vcfg.z_dim, sh)) return -1;
     const cvx_mode mode = p->conditioning ? p->conditioning->mode : CVX_MODE_T2V;
-    cvx_info("Wan transformer: %d layers, %d heads x %d%s; %s scheduler, %d steps, guidance %g%s, seed %llu",
-             c->num_layers, c->num_attention_heads, c->attention_head_dim, c->image_dim ? ", image-to-video" : "",
-             sched->type->name, p->num_inference_steps, p->guidance_scale,
-             p->guidance_scale > 1 ? "" : " (no CFG: one transformer call per step)", (unsigned long long)p->seed);
+    cvx_log_transformer("Wan", c->num_layers, c->num_attention_heads, c->attention_head_dim,
+                        c->image_dim ? ", image-to-video" : "", sched, p, NULL);
     cvx_log_latents(p, sh, "");
     if (mode == CVX_MODE_V2V) {
         if (prepare_v2v(m, p->conditioning, p, sched, run)) return -1;

@@ -96,3 +96,63 @@ void hv15_resize_and_crop(const uint8_t *rgb, int iw, int ih, int W, int H, uint
     }
     free(tmp);
 }
+
+int hv15_text_load_mllm(hv15_text_encoders *e, const char *tok_dir, const char *te_dir, const char *file, cvx_ctx *ctx) {
+    if (e->qwen_loaded) return 0;
+    if (hv15_mllm_load(&e->qwen, &e->tok, tok_dir, te_dir, file, ctx)) return -1;
+    e->qwen_loaded = 1;
+    return 0;
+}
+
+int hv15_text_load_byt5(hv15_text_encoders *e, const char *tok_dir, const char *te_dir, const char *file, cvx_ctx *ctx) {
+    if (e->byt5_loaded) return 0;
+    if (hv15_byt5_load(&e->byt5, &e->tok2, tok_dir, te_dir, file, ctx)) return -1;
+    e->byt5_loaded = 1;
+    return 0;
+}
+
+void hv15_text_encoders_free(hv15_text_encoders *e) {
+    if (e->qwen_loaded) qwen_free(&e->qwen);
+    if (e->tok) bpe_free(e->tok);
+    if (e->byt5_loaded) {
+        t5_free(&e->byt5);
+        byt5_tokenizer_free(&e->tok2);
+    }
+    memset(e, 0, sizeof *e);
+}
+
+int hv15_text_prompt_embeds(const hv15_text_encoders *e, const char *const *texts, const char *const *labels, int n,
+                            float *out, cvx_progress *bar) {
+    const size_t LD = (size_t)HV15_MLLM_MAX_LENGTH * e->qwen.cfg.hidden_size;
+    int64_t mask[HV15_MLLM_MAX_LENGTH];
+    for (int i = 0; i < n; i++) {
+        if (hv15_mllm_prompt_embeds(&e->qwen, e->tok, texts[i], out + i * LD, mask) ||
+            cvx_check_finite(out + i * LD, LD, "embeddings"))
+            return cvx_error_prefix("%s", labels ? labels[i] : "a text");
+        cvx_progress_update(bar, i + 1);
+    }
+    return 0;
+}
+
+int hv15_text_prompt_more(const hv15_text_encoders *e, const char *const *texts, const char *const *labels, int n,
+                          float *mask, float *embeds2, float *mask2) {
+    enum { L = HV15_MLLM_MAX_LENGTH, L2 = HV15_BYT5_MAX_LENGTH };
+    const size_t D2 = (size_t)e->byt5.cfg.d_model;
+    for (int i = 0; i < n; i++)
+        if (hv15_prompt_more(e->tok, &e->byt5, &e->tok2, texts[i], mask + (size_t)i * L, embeds2 + i * L2 * D2,
+                             mask2 + (size_t)i * L2))
+            return cvx_error_prefix("%s", labels ? labels[i] : "a text");
+    return 0;
+}
+
+uint8_t *hv15_condition_image(const uint8_t *rgb, int iw, int ih, int target, int patch, const char *name, int *H,
+                              int *W) {
+    if (!*H) {
+        if (hv15_image_bucket(target, patch, ih, iw, H, W)) return NULL;
+        cvx_info("%s: %dx%d image -> %dx%d (the closest aspect-ratio bucket of target_size %d)", name, iw, ih, *W, *H,
+                 target);
+    }
+    uint8_t *img = cvx_malloc((size_t)*W * *H * 3);
+    hv15_resize_and_crop(rgb, iw, ih, *W, *H, img);
+    return img;
+}

@@ -174,3 +174,22 @@ void ltx_condition_select(float t, const float *mask, const float *denoised, con
         if (out != src) memmove(out + (size_t)k * C, src + (size_t)k * C, sizeof(float) * (size_t)C);
     }
 }
+
+double *ltx_timestep_list(int N, const double *given) {
+    double *list = cvx_malloc((size_t)N * sizeof(double));
+    if (given) {
+        memcpy(list, given, (size_t)N * sizeof(double));
+    } else {
+        float *t = cvx_alloc_f32((size_t)N);
+        ltx_linear_quadratic_timesteps(N, 0.025, 0, t);
+        for (int i = 0; i < N; i++) list[i] = t[i];
+        free(t);
+    }
+    return list;
+}
+
+float *ltx_first_frame_t_scale(size_t tokens, size_t first) {
+    float *s = cvx_alloc_f32(tokens);
+    for (size_t k = 0; k < tokens; k++) s[k] = k < first ? 0.0f : 1.0f;
+    return s;
+}

@@ -50,6 +50,14 @@ int ltx_schedule_timesteps(const ltx_sched_config *c, int N, const double *t_in,
 void ltx_linear_quadratic_schedule(int N, double threshold_noise, int linear_steps, float *sigma);
 void ltx_linear_quadratic_timesteps(int N, double threshold_noise, int linear_steps, float *timesteps);
 
+/* The explicit timesteps [N] (allocated) of a run: `given` (--timesteps) copied, or (NULL) the
+ * condition pipeline's default ltx_linear_quadratic_timesteps(N, 0.025, N // 2) widened to double. */
+double *ltx_timestep_list(int N, const double *given);
+
+/* The image-to-video pipeline's per-token timestep scale (1 − mask) [tokens] (allocated): 0 on the
+ * first `first` tokens (latent frame 0), 1 elsewhere. */
+float *ltx_first_frame_t_scale(size_t tokens, size_t first);
+
 /* One Euler step at index i: prev = x + (σ_{i+1} − σ_i)·v (float32), n floats. */
 void ltx_step(const float *sigmas, int i, const float *v, const float *x, size_t n, float *prev);
 

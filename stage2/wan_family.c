@@ -252,3 +252,17 @@ float *wan_ti2v_t_scale(const wan_config *c, int F, int h, int w, int i2v, size_
         for (size_t k = 0; k < *n; k++) t[k] = 1.0f;
     return t;
 }
+
+static const wan_variant VARIANTS[] = {
+    {48, 1, -1, 121, 704, 1280, 24, 5.0, 0},   /* Wan 2.2 TI2V-5B */
+    {0, 2, 1, 81, 480, 832, 16, 3.5, 3.5},     /* Wan 2.2 I2V-A14B */
+    {0, 2, 0, 81, 480, 832, 16, 4.0, 3.0},     /* Wan 2.2 T2V-A14B */
+    {0, 0, -1, 81, 480, 832, 16, 5.0, 0},      /* Wan 2.1 T2V 1.3B / 14B, I2V 480P / 720P */
+};
+
+const wan_variant *wan_variant_for(int z_dim, int experts, int i2v) {
+    const wan_variant *x = VARIANTS;
+    while ((x->z_dim && x->z_dim != z_dim) || (x->experts && x->experts != experts) || (x->i2v >= 0 && x->i2v != i2v))
+        x++;
+    return x;
+}

@@ -62,4 +62,15 @@ double wan_a14b_plan(cvx_sample_plan *pl, const double *timesteps, const wan_pip
  * (T2V), or the first-frame mask (I2V: 0 on latent frame 0's tokens, wan_ti2v_timesteps). */
 float *wan_ti2v_t_scale(const wan_config *c, int F, int h, int w, int i2v, size_t *n);
 
+/* The variants' defaults (WanPipeline, the model cards, the Wan 2.2 configs; docs/models.md). */
+typedef struct {
+    int z_dim, experts, i2v;       /* what a variant matches (0 / -1: any), see wan_variant_for */
+    int frames, height, width, fps;
+    double guidance, guidance_2;   /* guidance_2: A14B's low-noise expert's */
+} wan_variant;
+/* The first variant matching the VAE's z_dim, the experts (2: model_index.json's boundary_ratio)
+ * and image-to-video (the transformer's in_channels != out_channels); the last row (Wan 2.1)
+ * matches any. */
+const wan_variant *wan_variant_for(int z_dim, int experts, int i2v);
+
 #endif

@@ -1,7 +1,9 @@
 /* What the CogVideoX pipelines (diffusers 0.32.2) do around AutoencoderKLCogVideoX: the decode's
  * tiling choice (with the reason a decode stays untiled) and the encode of a video to its latent
- * distribution (tiled when the untiled estimate is large). */
+ * distribution (tiled when the untiled estimate is large), and the decode job of a request
+ * (cogvideox_vae_pipeline.h). */
 #include "cogvideox_vae_encoder.h"
+#include "stage3/cogvideox_vae_pipeline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,4 +74,24 @@ void cogvideox_vae_encode_dist(const cogvideox_vae_encoder *e, const cogvideox_v
     *std = cvx_alloc_f32((size_t)lc * S);
     vae_latent_dist(moments, lc, S, *mean, NULL, *std);
     free(moments);
+}
+
+int cogvideox_vae_decode_job_plan(const cogvideox_vae_decoder *d, int mode, int tile_h, int tile_w, int B, int T,
+                                  int h, int w, double auto_budget, struct cvx_dist *dist, const char *dir,
+                                  cogvideox_vae_decode_job *job) {
+    *job = (cogvideox_vae_decode_job){d, dist, T, h, w, 0, 0, 0};
+    char why[160];
+    if (cogvideox_vae_plan_tiling(d, mode, tile_h, tile_w, h, w, auto_budget, &job->tiled, &job->tsh, &job->tsw, why,
+                                  sizeof why))
+        return -1;
+    if (!dir) return 0;
+    const int C = d->latent_channels;
+    if (job->tiled)
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae in tiles of %dx%d samples", B, C, T, h, w, dir,
+                 job->tsw, job->tsh);
+    else
+        cvx_info("decoding latents [%d, %d, %d, %d, %d] with %s/vae (%s)", B, C, T, h, w, dir, why);
+    if (dist && cvx_dist_size(dist) > 1 && !job->tiled)
+        cvx_info("untiled decode: rank 0 decodes alone (tiles are what ranks share)");
+    return 0;
 }
