@@ -30,14 +30,8 @@ for c in $(echo "$CASES" | tr ',' ' '); do
     case $c in t5|tr2b|tr5b|vae) ;; *) echo "side_by_side.sh: unknown case '$c' (t5, tr2b, tr5b, vae, wan, wan13, wan14, wanvae, umt5, wangguf)" >&2; exit 2;; esac
 done
 out=$(mktemp -d)
-# our bench programs must be newer than their sources: a stale binary would time old code
-for b in bench_stage1 bench_stage2 bench_stage3; do
-    bin=$BUILD/bench/$b
-    case $bin in /*) ;; *) bin=$PWD/$bin;; esac
-    [ -x "$bin" ] || continue   # a case whose program is missing fails when it runs
-    newer=$(cd "$(dirname "$0")/.." && find common stage1 stage2 stage3 pipeline bench -name '*.[ch]' -newer "$bin" | head -1)
-    [ -z "$newer" ] || { echo "side_by_side.sh: $BUILD/bench/$b is older than $newer: run make bench (or make $BUILD/bench/$b) first" >&2; exit 1; }
-done
+. "$(dirname "$0")"/fresh_bins.sh
+fresh_bins side_by_side.sh "$(dirname "$0")/.." bench_stage1 bench_stage2 bench_stage3
 # Ctrl-C / SIGTERM stop the run at once (the trap used to swallow the first SIGTERM, and the
 # benchmark in the foreground ran on): each measurement runs in the background in a process
 # group of its own (setsid: a background child of a non-interactive shell is no group leader,

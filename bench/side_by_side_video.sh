@@ -64,14 +64,8 @@ vae_dir=${VAE_DIR:-$out/vae}
 trap 'rm -rf "$out"' EXIT
 trap 'echo "side_by_side_video.sh: interrupted" >&2; exit 130' INT TERM
 R="$out/results.txt"
-# our bench programs must be newer than their sources: a stale binary would time old code
-for b in bench_kernels bench_hv15 bench_qwen bench_vae_dir bench_wan_stage2 bench_wan_vae bench_ltx_stage2; do
-    bin=$BUILD/bench/$b
-    case $bin in /*) ;; *) bin=$PWD/$bin;; esac
-    [ -x "$bin" ] || continue   # a case whose program is missing fails when it runs
-    newer=$(cd "$here/.." && find common stage1 stage2 stage3 pipeline bench -name '*.[ch]' -newer "$bin" | head -1)
-    [ -z "$newer" ] || { echo "side_by_side_video.sh: $BUILD/bench/$b is older than $newer: run make bench (or make $BUILD/bench/$b) first" >&2; exit 1; }
-done
+. "$here"/fresh_bins.sh
+fresh_bins side_by_side_video.sh "$here/.." bench_kernels bench_hv15 bench_qwen bench_vae_dir bench_wan_stage2 bench_wan_vae bench_ltx_stage2
 touch "$R"
 has() { case " $CASES " in *" $1 "*) return 0;; esac; return 1; }
 note() { echo "== $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg): $*"; }

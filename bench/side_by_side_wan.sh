@@ -60,14 +60,8 @@ done
 case $GGUF_MODEL in wan1.3b|wan14b) ;; *) echo "side_by_side_wan.sh: GGUF_MODEL '$GGUF_MODEL': wan1.3b or wan14b" >&2; exit 2;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
-# our bench programs must be newer than their sources: a stale binary would time old code
-for b in bench_kernels bench_wan_stage2 bench_wan_vae bench_stage1 bench_quant; do
-    bin=$BUILD/bench/$b
-    case $bin in /*) ;; *) bin=$PWD/$bin;; esac
-    [ -x "$bin" ] || continue   # a case whose program is missing fails when it runs
-    newer=$(cd "$here/.." && find common stage1 stage2 stage3 pipeline bench -name '*.[ch]' -newer "$bin" | head -1)
-    [ -z "$newer" ] || { echo "side_by_side_wan.sh: $BUILD/bench/$b is older than $newer: run make bench (or make $BUILD/bench/$b) first" >&2; exit 1; }
-done
+. "$here"/fresh_bins.sh
+fresh_bins side_by_side_wan.sh "$here/.." bench_kernels bench_wan_stage2 bench_wan_vae bench_stage1 bench_quant
 trap 'rm -rf "$out"' EXIT
 trap 'echo "side_by_side_wan.sh: interrupted" >&2; exit 130' INT TERM
 has() { case ",$CASES," in *",$1,"*) return 0;; esac; return 1; }
