@@ -1,6 +1,6 @@
 #!/bin/sh
 # Side-by-side Wan 2.1 benchmark (issue 20): our stages, the PyTorch peer (diffusers >= 0.33 on
-# torch, ../shared/peer) and stable-diffusion.cpp (../shared/peer/sdcpp), at the same real Wan
+# torch, ../shared/peer) and stable-diffusion.cpp (bench/peers/sdcpp), at the same real Wan
 # dimensions with random weights, measured in ONE run on this machine, alternated case by case
 # (ours, PyTorch, sd.cpp). Prints a table of seconds and ratios and our rates against the peaks
 # bench_kernels measures first. Nothing is hard-coded: a peer that is not set up is left out.
@@ -30,7 +30,7 @@
 #      transformer cases take minutes each), PEER_DIR (../shared/peer), REFSRC (the peer's
 #      diffusers >= 0.33 tree, default PEER_DIR/refsrc), PEER_SKIP (e.g. "wan14:81:f32": case:frames:
 #      precision combinations the PyTorch peer skips), SDCPP (sd-cli built by
-#      ../shared/peer/sdcpp/setup_sdcpp.sh) and SDCPP_MODELS (its make_wan_random.py files, made with
+#      bench/peers/sdcpp/setup_sdcpp.sh) and SDCPP_MODELS (its make_wan_random.py files, made with
 #      --dit-layers LAYERS --t5-layers LAYERS): sd.cpp runs f16 weights with --diffusion-fa, 1 Euler
 #      step with CFG, stopped once sampling is done (DiT cases); its UMT5 row is the text encoding
 #      of the VAE case's run.
@@ -85,7 +85,7 @@ if [ -n "$SDCPP" ] && [ -x "$SDCPP" ] && [ -f "$SDCPP_MODELS/umt5_xxl_fp16.safet
         echo "note: no $SDCPP_MODELS/wan2.1_t2v_1.3B_fp16.safetensors (make_wan_random.py --only dit): sd.cpp left out of wan13"
     fi
 else
-    echo "note: stable-diffusion.cpp is not set up (SDCPP, SDCPP_MODELS; ../shared/peer/sdcpp/README.md): left out"
+    echo "note: stable-diffusion.cpp is not set up (SDCPP, SDCPP_MODELS; bench/peers/sdcpp/README.md): left out"
 fi
 
 # PyTorch peer: one case at one size and precision; its JSON into results as RESULT lines
