@@ -69,6 +69,8 @@ static const gemm_case GEMMS[] = {
     {64, 640, 1920, 0, 1, 1, 0},   /* a 2b linear's K: oneDNN's brgemm (the old AVX-512 f32 path) differs here */
     /* from 1024 rows the AVX-512 path blocks as 6×64 tiles (12×32 below): both blockings */
     {1031, 77, 530, 0, 1, 1, 0},  {1100, 130, 390, 1, 0, 0, 0.5f},
+    /* the last tile of a row narrower than 64 columns: 1, 2 and 3 vectors of the 6×64 tile */
+    {1040, 100, 300, 0, 1, 1, 0}, {1027, 90, 257, 1, 0, 0, 0.5f}, {1030, 40, 129, 0, 0, 1, 0},
 };
 
 static void gemm_case_run(const paths *p, const gemm_case *c) {
