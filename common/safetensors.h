@@ -102,6 +102,11 @@ int cvx_weights_rename(cvx_weights *w, const char *label, int (*rename)(const ch
  * from now on, freed on error too). 0, or -1 + cvx_error (the name is taken). Adds move the table:
  * make them all before looking anything up. */
 int cvx_weights_add_rows(cvx_weights *w, const char *name, const cvx_tensor *src, int64_t row0, int64_t rows);
+
+/* An embedding lookup: rows ids[0..n) of t ([vocab, D], any decodable dtype, D = t->shape[1]) widened to f32
+ * into x [n, D]. An id outside [0, vocab) or a row that is not whole quantization blocks is an error
+ * (one line naming the tensor's file), nothing written. */
+int cvx_tensor_gather_rows(const cvx_tensor *t, const int64_t *ids, int n, float *x);
 int cvx_weights_add_data(cvx_weights *w, const char *name, const cvx_tensor *src, void *data);
 /* Python's chained str.replace over rules {from, to} in order (the key tables of diffusers'
  * converters): every occurrence of rules[0][0] replaced, then of rules[1][0] in the result, ...

@@ -650,6 +650,23 @@ int cvx_weights_add_rows(cvx_weights *w, const char *name, const cvx_tensor *src
     return add_named(w, name, &t, src, NULL);
 }
 
+int cvx_tensor_gather_rows(const cvx_tensor *t, const int64_t *ids, int n, float *x) {
+    CVX_CHECK(t->ndim == 2);
+    const int64_t D = t->shape[1];
+    uint64_t row_bytes;   /* a row of D values: D / block blocks for a GGUF block type */
+    if (cvx_dtype_nbytes(t->dtype, (uint64_t)D, &row_bytes))
+        return cvx_error("%s: token embedding of type %s: a row of %lld values is not whole blocks", t->file,
+                         cvx_dtype_name(t->dtype), (long long)D);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= t->shape[0])
+            return cvx_error("token id %lld at position %d is outside the embedding table (%lld rows, %s)",
+                             (long long)ids[i], i, (long long)t->shape[0], t->file);
+    for (int i = 0; i < n; i++)
+        cvx_to_f32_n(t->dtype, (const char *)t->data + (size_t)ids[i] * row_bytes, x + (size_t)i * (size_t)D,
+                     (size_t)D);
+    return 0;
+}
+
 int cvx_weights_add_data(cvx_weights *w, const char *name, const cvx_tensor *src, void *data) {
     CVX_CHECK(w->names);
     cvx_tensor t = *src;

@@ -245,19 +245,7 @@ void qwen_build_mask(const int64_t *mask, int S, float *bias) {
 }
 
 int qwen_embed(const qwen_model *m, const int64_t *ids, int S, float *x) {
-    const int D = m->cfg.hidden_size;
-    uint64_t row_bytes;
-    if (cvx_dtype_nbytes(m->embed->dtype, (uint64_t)D, &row_bytes))
-        return cvx_error("%s: token embedding of type %s: a row of %d values is not whole blocks", m->embed->file,
-                         cvx_dtype_name(m->embed->dtype), D);
-    for (int i = 0; i < S; i++)
-        if (ids[i] < 0 || ids[i] >= m->embed->shape[0])
-            return cvx_error("token id %lld at position %d is outside the embedding table (%lld rows, %s)",
-                             (long long)ids[i], i, (long long)m->embed->shape[0], m->embed->file);
-    for (int i = 0; i < S; i++)
-        cvx_to_f32_n(m->embed->dtype, (const char *)m->embed->data + (size_t)ids[i] * row_bytes, x + (size_t)i * D,
-                     (size_t)D);
-    return 0;
+    return cvx_tensor_gather_rows(m->embed, ids, S, x);
 }
 
 /* x·cos + rotate_half(x)·sin per head, rotate_half(x) = [−x2, x1] (x1, x2 the halves). x: [S, heads·hd]. */

@@ -347,19 +347,7 @@ void t5_layer(const t5_model *m, const t5_block *blk, float *x, int B, int S, co
 }
 
 int t5_embed(const t5_model *m, const int64_t *ids, int M, float *x) {
-    const int D = m->cfg.d_model;
-    uint64_t row_bytes;   /* a row of D values: D / block blocks for a GGUF block type */
-    if (cvx_dtype_nbytes(m->embed->dtype, (uint64_t)D, &row_bytes))
-        return cvx_error("%s: token embedding of type %s: a row of %d values is not whole blocks", m->embed->file,
-                         cvx_dtype_name(m->embed->dtype), D);
-    for (int i = 0; i < M; i++)
-        if (ids[i] < 0 || ids[i] >= m->embed->shape[0])
-            return cvx_error("token id %lld at position %d is outside the embedding table (%lld rows, %s)",
-                             (long long)ids[i], i, (long long)m->embed->shape[0], m->embed->file);
-    for (int i = 0; i < M; i++)
-        cvx_to_f32_n(m->embed->dtype, (const char *)m->embed->data + (size_t)ids[i] * row_bytes, x + (size_t)i * D,
-                     (size_t)D);
-    return 0;
+    return cvx_tensor_gather_rows(m->embed, ids, M, x);
 }
 
 int t5_encode(const t5_model *m, const int64_t *ids, int B, int S, float *out, cvx_progress *progress) {
