@@ -28,7 +28,7 @@ int cvx_component_find(const cvx_model *m, const char *comp, const char *flag, c
  * the generic code finds the weights (cvx_component_find: the memory check once), maps them into
  * the row's state (m->fam) at `slot` once, and frees them at close. Terminated by a NULL comp. */
 #define CVX_NO_FILE ((size_t)-1)
-typedef struct {
+typedef struct cvx_component {
     const char *comp, *flag;   /* the folder and the flag of its single file: "vae", "--vae" */
     size_t file;               /* offsetof(cvx_model, vae_file): the flag's value; CVX_NO_FILE: the folder only */
     int need_cfg;              /* a single file needs <comp>/config.json beside it (else src->cfg "": the defaults) */
@@ -36,6 +36,8 @@ typedef struct {
     void *(*load)(const cvx_component_src *src, cvx_ctx *ctx);   /* NULL + cvx_error */
     void (*unload)(void *component);
     size_t slot;               /* offsetof(the row's state, its pointer) */
+    /* the transformer: its linear layers for LoRA adapters (common/lora.h; cvx_family_lora_targets) */
+    int (*lora_targets)(void *component, cvx_lora_target **out);
 } cvx_component;
 /* Component `comp` of the table mapped (later calls: 0 at once). -1 + cvx_error */
 int cvx_component_load(cvx_model *m, const cvx_component *table, const char *comp);
@@ -46,7 +48,7 @@ void cvx_components_free(cvx_model *m, const cvx_component *table);
 
 /* ---- a T5-family text encoder: tokenizer/spiece.model + text_encoder/ (or --text_encoder's
  * single file with text_encoder/config.json) ---- */
-typedef struct {
+typedef struct cvx_t5_style {
     const char *name;                            /* "T5", "UMT5": the log line, the bar ("T5 layers") */
     int (*clean)(const char *in, char **out);    /* prompt preparation (Wan's prompt_clean); NULL: as is */
     /* 1: UMT5 with the attention mask, rows past each prompt's length exact zeros
@@ -84,6 +86,10 @@ void cvx_latents_out_copy(cvx_model *m, const cvx_latent_shape *sh, const float 
  * shape, finite values. vae: "the Wan VAE" (messages: "<vae> of <model dir> expects <key> = N"). */
 int cvx_decode_check_latents(const cvx_model *m, const char *vae, const char *key, int expect_C, const float *z,
                              int B, int C, int T, int h, int w, const char *label);
+/* --tiling as stage 3's VAE tiling plans take it: 1 on, -1 off, 0 auto */
+static inline int cvx_tiling_mode(const cvx_decode_params *p) {
+    return p->tiling == CVX_TILING_ON ? 1 : p->tiling == CVX_TILING_OFF ? -1 : 0;
+}
 /* One batch item: z [C, T, h, w] -> *frames [3, *To, *Ho, *Wo] (allocated; NULL on a rank that holds
  * none), the bar advanced. 0, or -1 + cvx_error. */
 typedef int (*cvx_decode_item_fn)(void *user, const float *z, cvx_progress *bar, float **frames, int *To, int *Ho,

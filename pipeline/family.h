@@ -14,6 +14,9 @@
 #include "stage2/sampler.h"
 #include "stage2/scheduler.h"
 
+struct cvx_component;   /* pipeline/components.h */
+struct cvx_t5_style;
+
 /* One tensor of the conditioning a family's stage 1 writes per branch (stage1_embeddings.safetensors:
  * "<name>" for the prompt, "negative_<name>" for the negative prompt), in the row's cond_slots.
  * The files are written, read and checked from this list (pipeline/files.c); the first slot is
@@ -23,10 +26,17 @@ typedef struct {
     int is_mask;           /* an attention mask [1, L] (I64 in the file, 1 = a real token; 0/1 floats in
                             * cvx_embeddings, D = 1), else float embeddings [1, L, D] (F32 in the file,
                             * any float dtype read and widened) */
-    /* the shape rule: cond_dims gives L and D; these say, in messages, what fixes them (%d: the value) */
+    /* the shape rule (cvx_cond_slot_dims): L and D are the model's, these say, in messages, what fixes
+     * them (%d: the value) */
     const char *L_rule;    /* "sequence length must be the transformer's max_text_seq_length %d" */
     const char *D_rule;    /* "text_embed_dim %d of the transformer" */
+    /* the length and width: a fixed value (> 0), else the int at this offset of the row's state
+     * (m->fam: offsetof(cogvideox_state, tcfg.text_embed_dim), a config's key); a mask's D is 1 */
+    int L, D;
+    size_t L_at, D_at;
 } cvx_cond_slot;
+/* Slot `slot`'s expected L and D (D = 1 for a mask) for the model (the row's cond_slots). */
+void cvx_cond_slot_dims(const cvx_model *m, int slot, int *L, int *D);
 
 /* What cvx_sample needs from the family for one run (filled by sample_setup, freed by
  * cvx_sample_run_free). */
@@ -139,15 +149,28 @@ typedef struct cvx_family {
      * transformer first (cvx_family_for: what decides between families) */
     const char *const *component_classes;
 
-    /* Read the model's configs (those present), fill m->info, set m->fam. -1 + cvx_error */
-    int (*open)(cvx_model *m);
-    void (*close)(cvx_model *m);   /* frees m->fam and whatever it loaded */
+    /* ---- the row's state (m->fam), made by cvx_family_open and freed by cvx_family_close ---- */
+    size_t state_size;             /* sizeof the family's state struct */
+    /* the configs read into the state: transformer/config.json when present (m->has_denoiser_config),
+     * vae/config.json (m->has_vae_config; path NULL when absent: the defaults, or nothing). -1 + cvx_error */
+    int (*read_denoiser_config)(const char *path, void *state);
+    int (*read_vae_config)(const char *path, void *state);
+    /* the rest of open: the family's other configs and checks, then m->info (its defaults: size,
+     * frames, fps, text length, guidance). -1 + cvx_error */
+    int (*fill_info)(cvx_model *m);
+    /* the components it maps on first use (pipeline/components.h: cvx_component rows, NULL-comp
+     * terminated), unmapped at close; the one with lora_targets is the transformer LoRA targets */
+    const struct cvx_component *parts;
+    /* a T5-family text encoder (pipeline/components.h): its style and its cvx_t5_encoder's offset in
+     * the state (text_dim, encode_texts: cvx_family_t5_text_dim / cvx_family_t5_encode_texts) */
+    const struct cvx_t5_style *t5_style;
+    size_t t5_slot;
+    void (*free_more)(cvx_model *m);   /* optional: what the state holds beyond parts and the T5 encoder */
 
     /* ---- stage 1 ---- */
-    /* the conditioning tensors per branch, NULL-name-terminated (the first: prompt_embeds) */
+    /* the conditioning tensors per branch and their shapes, NULL-name-terminated (the first:
+     * prompt_embeds) */
     const cvx_cond_slot *cond_slots;
-    /* slot i's expected L and D (D = 1 for a mask) from the model's configs; -1 + cvx_error */
-    int (*cond_dims)(cvx_model *m, int slot, int *L, int *D);
     int (*text_dim)(cvx_model *m);   /* the embeddings' width (maps the text encoder); -1 + cvx_error */
     /* n texts -> out [n, L, D]: prompt preparation, tokenizer, text encoder (progress: `bar`) */
     int (*encode_texts)(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
@@ -211,6 +234,18 @@ int cvx_family_check_options(const cvx_family *f, const cvx_sample_params *r);
 /* Every stage-3 option of the table given in p (its decode_set bit) is one the row takes: 0, or -1
  * + the option's refusal. */
 int cvx_family_check_decode_options(const cvx_family *f, const cvx_decode_params *p);
+
+/* The generic slots of a row (pipeline/row.c). open: the state (state_size) with the configs
+ * read (read_*_config, fill_info), -1 + cvx_error (the caller closes); close: the T5 encoder, the
+ * parts and free_more's, then the state. */
+int cvx_family_open(cvx_model *m);
+void cvx_family_close(cvx_model *m);
+/* text_dim and encode_texts of a row with a T5-family text encoder (t5_style, t5_slot) */
+int cvx_family_t5_text_dim(cvx_model *m);
+int cvx_family_t5_encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
+                               cvx_progress_fn progress, void *user, float *out);
+/* lora_targets of a row whose transformer is the part with lora_targets: mapped, then asked */
+int cvx_family_lora_targets(cvx_model *m, cvx_lora_target **out);
 
 /* The table (pipeline/family.c), NULL-terminated. */
 extern const cvx_family *const cvx_families[];

@@ -1,6 +1,7 @@
 /* The CogVideoX family (CogVideoXPipeline, ...ImageToVideo, ...VideoToVideo; diffusers 0.32.2):
  * T5 v1.1 + the 226-token prompt, the CogVideoX transformer, AutoencoderKLCogVideoX — its row of
- * the family table (pipeline/family.h) and its state in the model handle. */
+ * the family table (pipeline/family.h) and its state in the model handle; its image / video
+ * conditioning is pipeline/cogvideox_conditioning.c. */
 #include "pipeline/family_cogvideox.h"
 #include "pipeline/conditioning.h"
 
@@ -10,8 +11,6 @@
 
 #include "dist.h"
 #include "error.h"
-#include "ops.h"
-#include "rng_lowp.h"
 #include "stage2/cogvideox_family.h"
 #include "stage3/cogvideox_vae_pipeline.h"
 
@@ -21,8 +20,6 @@ static const cvx_t5_style T5_STYLE = {.name = "T5"};
 #define SMALLER_WEIGHTS "a quantized file (--transformer cogvideox-5b-Q4_K_M.gguf), the 2B model"
 /* --tiling auto tiles when an untiled decode would need more than this. */
 #define AUTO_TILING_BUDGET (6.0 * 1024 * 1024 * 1024)
-/* An untiled encode estimated above this is tiled (the decoder's budget). */
-#define ENCODE_TILING_BUDGET (6.0 * 1024 * 1024 * 1024)
 
 static cogvideox_state *S(const cvx_model *m) { return m->fam; }
 cogvideox_state *cogvideox_state_of(cvx_model *m) { return m->family == &cvx_family_cogvideox ? m->fam : NULL; }
@@ -33,15 +30,25 @@ static void *load_tr(const cvx_component_src *c, cvx_ctx *x) {
     return c->file ? cogvideox_load_file(c->cfg, c->file, x) : cogvideox_load(c->dir, x);
 }
 static void free_tr(void *t) { cogvideox_free(t); }
+static int lora(void *t, cvx_lora_target **out) { return cogvideox_lora_targets(t, out); }
 static const cvx_component PARTS[] = {{"transformer", "--transformer", offsetof(cvx_model, transformer_file), 1,
-                                       SMALLER_WEIGHTS, load_tr, free_tr, offsetof(cogvideox_state, transformer)}, {0}};
+                                       SMALLER_WEIGHTS, load_tr, free_tr, offsetof(cogvideox_state, transformer), lora},
+                                      {0}};
 
-/* ---- open / close / components ---- */
+/* ---- the state: configs, defaults, the VAE ---- */
+static int read_tcfg(const char *path, void *s) { return cogvideox_config_load(path, &((cogvideox_state *)s)->tcfg); }
+static int read_vcfg(const char *path, void *s) {
+    return path ? cogvideox_vae_config_load(&((cogvideox_state *)s)->vcfg, path) : 0;
+}
+
 /* The defaults the upstream pipeline and model cards use: 1.0 = the transformer's sample size ×
  * the VAE factor at 8 fps; 1.5 (patch_size_t) = 768×1360 at 16 fps (its config's sample size is
  * not the size it is used at). Without a transformer config the 1.5 VAE is the one with
  * invert_scale_latents. */
-static void fill_info(cvx_model *m) {
+static int fill_info(cvx_model *m) {
+    if (m->vae_file[0])
+        return cvx_error("%s: --vae %s: a single VAE file is read for Wan models; CogVideoX's VAE comes from its "
+                         "diffusers directory", m->dir, m->vae_file);
     cvx_model_info *i = &m->info;
     i->vae_scale_spatial = m->has_vae_config ? S(m)->vcfg.spatial_ratio : 8;
     i->vae_scale_temporal = m->has_vae_config ? S(m)->vcfg.temporal_compression_ratio : 4;
@@ -62,36 +69,15 @@ static void fill_info(cvx_model *m) {
     i->fps = is_15 ? 16 : 8;
     if (!i->text_len) i->text_len = 226;   /* CogVideoXPipeline's max_sequence_length */
     i->guidance_scale = 6.0;               /* CogVideoXPipeline.__call__'s */
-}
-
-
-static int cog_open(cvx_model *m) {
-    char path[4300];
-    if (m->vae_file[0])
-        return cvx_error("%s: --vae %s: a single VAE file is read for Wan models; CogVideoX's VAE comes from its "
-                         "diffusers directory", m->dir, m->vae_file);
-    m->fam = cvx_calloc(1, sizeof(cogvideox_state));
-    cvx_component_path(m, "transformer", "config.json", path, sizeof path);
-    if ((m->has_denoiser_config = cvx_is_file(path)) && cogvideox_config_load(path, &S(m)->tcfg)) return -1;
-    cvx_component_path(m, "vae", "config.json", path, sizeof path);
-    if ((m->has_vae_config = cvx_is_file(path)) && cogvideox_vae_config_load(&S(m)->vcfg, path)) return -1;
-    fill_info(m);
     return 0;
 }
 
-static void cog_close(cvx_model *m) {
-    cogvideox_state *s = S(m);
-    if (!s) return;
-    cvx_t5_free(&s->te);
-    cvx_components_free(m, PARTS);
-    if (s->vae_loaded) cogvideox_vae_free(&s->vae);
-    if (s->enc_loaded) cogvideox_vae_encoder_free(&s->enc);
-    free(s);
-    m->fam = NULL;
+static void free_more(cvx_model *m) {
+    if (S(m)->vae_loaded) cogvideox_vae_free(&S(m)->vae);
+    if (S(m)->enc_loaded) cogvideox_vae_encoder_free(&S(m)->enc);
 }
 
-/* The VAE's decoder (enc 0) or encoder (enc 1), from vae/ (a single VAE file is refused at open). */
-static int load_vae(cvx_model *m, int enc) {
+int cogvideox_family_vae(cvx_model *m, int enc) {
     cogvideox_state *s = S(m);
     if (enc ? s->enc_loaded : s->vae_loaded) return 0;
     cvx_component_src src;
@@ -102,15 +88,7 @@ static int load_vae(cvx_model *m, int enc) {
     return 0;
 }
 
-/* ---- stage 1: text ---- */
-static int text_dim(cvx_model *m) { return cvx_t5_load(&S(m)->te, m, &T5_STYLE) ? -1 : S(m)->te.t5.cfg.d_model; }
-
-static int encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
-                        cvx_progress_fn progress, void *user, float *out) {
-    return cvx_t5_encode_texts(&S(m)->te, m, &T5_STYLE, texts, labels, n, L, progress, user, out);
-}
-
-/* ---- stage 1: image / video conditioning ---- */
+/* ---- stage 1 ---- */
 /* T2V and V2V need a text-to-video transformer, I2V one with in_channels = 2 × out_channels */
 static int mode_kind(cvx_model *m, int arg[2]) {
     if (!m->has_denoiser_config) return -1;   /* reported by the call that needs the transformer */
@@ -126,118 +104,13 @@ static const cvx_mode_rule mode_rules[] = {
                            "--image"},
     {0}};
 
-/* The latent shape the transformer will run on, checking the size (and for V2V the frame
- * count) against the model as stage 2 will: the errors come before anything is encoded. */
-static int shape_t2v(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
-    return cogvideox_latent_shape_for(&S(m)->tcfg, lp, 0, sh);
-}
-static int shape_i2v(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
-    return cogvideox_latent_shape_for(&S(m)->tcfg, lp, 1, sh);
-}
-static int check_size(cvx_model *m, cvx_mode mode, int frames, int height, int width) {
-    cvx_latent_shape sh;
-    if (cvx_check_latent_size(m, frames, height, width, mode == CVX_MODE_I2V ? shape_i2v : shape_t2v, m, &sh)) return -1;
-    if (mode == CVX_MODE_V2V && sh.pad_frames)   /* upstream raises instead of padding */
-        return cvx_error("--video: %d frames make %d latent frames, not a multiple of patch_size_t %d (CogVideoX1.5 "
-                         "video-to-video): use %d or %d frames", frames, sh.frames - sh.pad_frames,
-                         S(m)->tcfg.patch_size_t, frames - m->info.vae_scale_temporal,
-                         frames + m->info.vae_scale_temporal);
-    return 0;
-}
-
-static int check(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
-    if (mode == CVX_MODE_I2V && p->max_frames)
-        return cvx_error("--frames %d with --image: CogVideoX encodes the image alone; give the frame count to stage 2",
-                         p->max_frames);
-    char tdir[4200];   /* the mode and size checks read the transformer's config (not its weights) */
-    if (!m->has_denoiser_config && cvx_model_component(m->dir, "transformer", "config.json", tdir, sizeof tdir))
-        return cvx_error_prefix("--%s: the model's transformer config is needed to check the mode and size",
-                                p->image ? "image" : "video");
-    if (H < 1 || W < 1) return cvx_error("no --height/--width given and the model has no default size");
-    return mode == CVX_MODE_I2V && check_size(m, mode, m->info.frames ? m->info.frames : 1, H, W) ? -1 : 0;
-}
-
-/* encode: frame batches, tiles when an untiled encode would be large */
-static int encode_vae(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int F, int H,
-                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
-    (void)p, (void)mode;
-    cogvideox_vae_encode_tiles t;
-    if (load_vae(m, 1) || cogvideox_vae_encode_tiles_for(&S(m)->enc, F, H, W, ENCODE_TILING_BUDGET, &t)) return -1;
-    cvx_info("encoding %s: %d frame%s %dx%d with %s/vae%s", src, F, F == 1 ? "" : "s", W, H, m->dir,
-             t.tiled ? " in tiles" : "");
-    cvx_progress bar;
-    cvx_progress_begin(&bar, "vae encode", t.steps, progress, user);
-    cogvideox_vae_encode_dist(&S(m)->enc, &t, px, F, H, W, &out->mean, &out->std, &out->T, &out->h, &out->w, &bar);
-    cvx_progress_finish(&bar);
-    out->C = S(m)->enc.latent_channels;
-    out->frames = F;
-    return 0;
-}
-
-static const cvx_media_encoder MEDIA = {check, check_size, NULL, NULL, encode_vae};
-
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                               cvx_conditioning *out) {
-    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
-}
-
 /* ---- stage 2 ---- */
-/* V2V: the encoder sample × vae_scaling_factor (whatever invert_scale_latents says, as upstream),
- * [C, T, hw] -> the loop's [T, C, hw] */
-typedef struct {
-    float k;
-    int C, T;
-    size_t hw;
-} v2v_scale;
-
-static void v2v_to_x0(void *user, float *sample, float *x0) {
-    const v2v_scale *v = user;
-    for (size_t i = 0; i < (size_t)v->C * v->T * v->hw; i++) sample[i] *= v->k;
-    cvx_permute_fc_to_cf(sample, v->C, v->T, v->hw, 0, x0);
-}
-
-int cogvideox_prepare_conditioned(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, double strength,
-                                  cvx_loop_params *sp, const cvx_latent_shape *sh, cvx_prepared *out) {
-    memset(out, 0, sizeof *out);
-    const size_t hw = (size_t)sh->height * sh->width, chw = (size_t)sh->channels * hw;
-    if (c->C != sh->channels || c->h != sh->height || c->w != sh->width)
-        return cvx_error("conditioning latents [%d, %d, %d, %d] do not fit the latent grid [%d, %d, %d] "
-                         "(channels, height, width)", c->C, c->T, c->h, c->w, sh->channels, sh->height, sh->width);
-    if (c->mode == CVX_MODE_I2V && c->T != 1)
-        return cvx_error("image-to-video conditioning has %d latent frames, expected 1", c->T);
-    if (c->mode == CVX_MODE_V2V && (c->T != sh->frames || sh->pad_frames))
-        return cvx_error("video-to-video conditioning has %d latent frames, the loop %d", c->T, sh->frames);
-    const double sf = m->info.vae_scaling_factor;
-    if (c->mode == CVX_MODE_V2V) {
-        v2v_scale v = {(float)sf, c->C, c->T, hw};
-        return cvx_prepare_v2v(c, sched, strength, sh->numel, sp, &out->gen, &out->init, v2v_to_x0, &v);
-    }
-    /* I2V: latent_dist.sample(generator), the generator's first draws (in --noise_dtype, as the
-     * pipeline's dtype draws them), × vae_scaling_factor_image (or 1 / it: invert_scale_latents,
-     * 1.5), then the noise × init_noise_sigma 1.0 */
-    cvx_generator_seed(&out->gen, sp->req->seed);
-    if (cogvideox_i2v_latents(c->mean, c->std, chw, sh->numel, (float)(S(m)->vcfg.invert_scale_latents ? 1.0 / sf : sf),
-                              &out->gen, (cvx_dtype)sp->noise_dtype, &out->image_latents, &out->init))
-        return -1;
-    sp->cond = out->image_latents;
-    sp->init_latents = out->init;
-    sp->init_generator = &out->gen;
-    sp->t_start = 0;
-    return 0;
-}
-
-
 /* CogVideoXPipeline's conditioning: the T5 embeddings [1, max_text_seq_length, text_embed_dim] */
 static const cvx_cond_slot cond_slots[] = {
     {"prompt_embeds", 0, "sequence length must be the transformer's max_text_seq_length %d",
-     "text_embed_dim %d of the transformer"},
+     "text_embed_dim %d of the transformer", .L_at = offsetof(cogvideox_state, tcfg.max_text_seq_length),
+     .D_at = offsetof(cogvideox_state, tcfg.text_embed_dim)},
     {0}};
-
-static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
-    (void)slot;
-    *L = S(m)->tcfg.max_text_seq_length, *D = S(m)->tcfg.text_embed_dim;
-    return 0;
-}
 
 static const char *const options[] = {"--use_dynamic_cfg", NULL};
 
@@ -280,14 +153,11 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 }
 
 /* ---- stage 3 ---- */
-static int tiling_mode(const cvx_decode_params *p) {
-    return p->tiling == CVX_TILING_ON ? 1 : p->tiling == CVX_TILING_OFF ? -1 : 0;
-}
 
 static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) {
     if (!m->has_vae_config) return 0;   /* reported by the decode, which needs the VAE */
     cogvideox_vae_decode_job job;
-    return cogvideox_vae_decode_job_plan(&S(m)->vcfg, tiling_mode(p), p->tile_height, p->tile_width, 1, 1, h, w,
+    return cogvideox_vae_decode_job_plan(&S(m)->vcfg, cvx_tiling_mode(p), p->tile_height, p->tile_width, 1, 1, h, w,
                                          AUTO_TILING_BUDGET, NULL, NULL, &job);
 }
 
@@ -300,26 +170,20 @@ static int decode_item(void *user, const float *z, cvx_progress *bar, float **fr
 
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
-    if (load_vae(m, 0)) return -1;
+    if (cogvideox_family_vae(m, 0)) return -1;
     const cogvideox_vae_decoder *d = &S(m)->vae;
     if (cvx_decode_check_latents(m, "the CogVideoX VAE", "latent_channels", d->latent_channels, zin, B, C, T, h, w,
                                  label))
         return -1;
     if (d->out_channels != 3) return cvx_error("%s/vae: out_channels = %d, a video needs 3", m->dir, d->out_channels);
     cogvideox_vae_decode_job j;
-    if (cogvideox_vae_decode_job_plan(d, tiling_mode(p), p->tile_height, p->tile_width, B, T, h, w, AUTO_TILING_BUDGET,
+    if (cogvideox_vae_decode_job_plan(d, cvx_tiling_mode(p), p->tile_height, p->tile_width, B, T, h, w, AUTO_TILING_BUDGET,
                                       p->dist, m->dir, &j))
         return -1;
     const cvx_decode_plan plan = {decode_item, &j, cogvideox_vae_decode_steps(d, T, h, w, j.tiled, j.tsh, j.tsw), 1,
                                   cogvideox_vae_output_frames(d, T), h * d->spatial_ratio, w * d->spatial_ratio,
                                   j.tiled};
     return cvx_decode_items(p, &plan, zin, B, C, T, h, w, label, progress, user, out);
-}
-
-/* The loaded transformer's linear layers, for LoRA adapters. */
-static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (cvx_component_load(m, PARTS, "transformer")) return -1;
-    return cogvideox_lora_targets(S(m)->transformer, out);
 }
 
 static const char *const cog_classes[] = {"CogVideoXPipeline", "CogVideoXImageToVideoPipeline",
@@ -329,9 +193,11 @@ static const char *const cog_components[] = {"transformer/CogVideoXTransformer3D
 
 const cvx_family cvx_family_cogvideox = {
     .name = "CogVideoX", .classes = cog_classes, .component_classes = cog_components,
-    .open = cog_open, .close = cog_close,
-    .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim, .encode_texts = encode_texts, .encode_conditioning = encode_conditioning,
+    .state_size = sizeof(cogvideox_state), .read_denoiser_config = read_tcfg, .read_vae_config = read_vcfg,
+    .fill_info = fill_info, .parts = PARTS, .t5_style = &T5_STYLE, .t5_slot = offsetof(cogvideox_state, te),
+    .free_more = free_more, .cond_slots = cond_slots, .text_dim = cvx_family_t5_text_dim,
+    .encode_texts = cvx_family_t5_encode_texts, .encode_conditioning = cogvideox_encode_conditioning,
     .mode_rules = mode_rules, .mode_kind = mode_kind, .options = options, .check_sample = check_sample,
-    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode,
-    .check_decode = check_decode, .gguf_rules = &cogvideox_gguf_rules,
+    .sample_setup = sample_setup, .lora_targets = cvx_family_lora_targets, .latents_out = latents_out,
+    .decode = decode, .check_decode = check_decode, .gguf_rules = &cogvideox_gguf_rules,
 };

@@ -7,42 +7,20 @@
  * prompt_embeds [1000, D_qwen], prompt_embeds_mask [1000], prompt_embeds_2 [256, D_byt5],
  * prompt_embeds_mask_2 [256]; I2V adds stage1_conditioning.safetensors (the image's latent
  * distribution [1, C, 1, h, w] and image_embeds [1, 729, D_siglip]; the seed project's staged
- * scripts run T2V only: their stage 2 passes no image condition and zero vision states). */
-#include "pipeline/components.h"
-#include "pipeline/conditioning.h"
+ * scripts run T2V only: their stage 2 passes no image condition and zero vision states). Its
+ * image-to-video conditioning is pipeline/hunyuan15_conditioning.c. */
+#include "pipeline/family_hunyuan15.h"
 
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dist.h"
 #include "error.h"
 #include "fileio.h"
-#include "validate.h"
-#include "image.h"
-#include "stage1/clip_image_processor.h"
-#include "stage1/clip_vision.h"
-#include "stage1/hunyuan15_inputs.h"
-#include "stage2/guidance.h"
-#include "stage2/hunyuan15.h"
-#include "stage2/hunyuan15_family.h"
 #include "stage2/scheduler_flow.h"
-#include "stage3/hunyuan15_vae.h"
 #include "stage3/hunyuan15_vae_pipeline.h"
-
-typedef struct {
-    hv15_config tcfg;                /* transformer/config.json (when m->has_denoiser_config) */
-    hv15_vae_config vcfg;            /* vae/config.json, or the real model's defaults */
-    cvx_guider guider;               /* guider/guider_config.json (upstream defaults when absent) */
-    double window[2];                /* the guider's start, stop: CFG on steps int(start·N) <= i < int(stop·N) */
-    hv15_text_encoders te;           /* the MLLM and ByT5 (tokenizer/, text_encoder/, *_2/) */
-    hv15_transformer *transformer;
-    hv15_vae *vae;
-    clip_vision *siglip;             /* image_encoder/ (I2V) */
-    clip_image_processor proc;       /* feature_extractor/ */
-} hv15_state;
 
 static hv15_state *S(const cvx_model *m) { return m->fam; }
 
@@ -50,36 +28,20 @@ static void *load_tr(const cvx_component_src *c, cvx_ctx *x) {
     return c->file ? hv15_load_file(c->cfg, c->file, x) : hv15_load(c->dir, x);
 }
 static void free_tr(void *t) { hv15_free(t); }
+static int lora(void *t, cvx_lora_target **out) { return hv15_lora_targets(t, out); }
 static const cvx_component PARTS[] = {{"transformer", "--transformer", offsetof(cvx_model, transformer_file), 1,
                                        "a quantized transformer file (--transformer ...gguf)", load_tr, free_tr,
-                                       offsetof(hv15_state, transformer)}, {0}};
+                                       offsetof(hv15_state, transformer), lora}, {0}};
 
-/* ---- open / close ---- */
+/* ---- the state: configs, defaults, the encoders ---- */
+static int read_tcfg(const char *path, void *s) { return hv15_config_load(path, &((hv15_state *)s)->tcfg); }
+static int read_vcfg(const char *path, void *s) { return hv15_vae_config_load(&((hv15_state *)s)->vcfg, path); }
+
 /* HunyuanVideo15Pipeline's defaults: 121 frames at the 16:9 size of target_size (480×848 for the
  * 480p models, 720×1280 for 720p), 24 fps; guidance from the guider config. */
-static void fill_info(cvx_model *m) {
-    cvx_model_info *i = &m->info;
-    const hv15_vae_config *v = &S(m)->vcfg;
-    i->vae_scale_spatial = v->spatial_ratio;
-    i->vae_scale_temporal = v->temporal_ratio;
-    i->vae_scaling_factor = v->scaling_factor;
-    i->latent_channels = v->latent_channels;
-    const int big = m->has_denoiser_config && S(m)->tcfg.target_size >= 960;
-    i->frames = 121, i->height = big ? 720 : 480, i->width = big ? 1280 : 848, i->fps = 24;
-    i->text_len = HV15_MLLM_MAX_LENGTH;
-    i->text_dim = m->has_denoiser_config ? S(m)->tcfg.text_embed_dim : 3584;
-    i->guidance_scale = S(m)->guider.scale;
-}
-
-static int hv15_open(cvx_model *m) {
-    char path[4300];
-    m->fam = cvx_calloc(1, sizeof(hv15_state));
+static int fill_info(cvx_model *m) {
     hv15_state *s = S(m);
-    cvx_component_path(m, "transformer", "config.json", path, sizeof path);
-    if ((m->has_denoiser_config = cvx_is_file(path)) && hv15_config_load(path, &s->tcfg)) return -1;
-    cvx_component_path(m, "vae", "config.json", path, sizeof path);
-    m->has_vae_config = cvx_is_file(path);
-    if (hv15_vae_config_load(&s->vcfg, m->has_vae_config ? path : NULL)) return -1;
+    char path[4300];
     cvx_component_path(m, "guider", "guider_config.json", path, sizeof path);
     if (cvx_is_file(path)) {
         if (cvx_guider_load(path, &s->guider, s->window)) return -1;
@@ -88,45 +50,34 @@ static int hv15_open(cvx_model *m) {
         s->guider = (cvx_guider){.scale = 6.0, .rescale_unguided = 1};
         s->window[0] = 0.0, s->window[1] = 1.0;
     }
-    fill_info(m);
+    cvx_model_info *i = &m->info;
+    const hv15_vae_config *v = &s->vcfg;
+    i->vae_scale_spatial = v->spatial_ratio;
+    i->vae_scale_temporal = v->temporal_ratio;
+    i->vae_scaling_factor = v->scaling_factor;
+    i->latent_channels = v->latent_channels;
+    const int big = m->has_denoiser_config && s->tcfg.target_size >= 960;
+    i->frames = 121, i->height = big ? 720 : 480, i->width = big ? 1280 : 848, i->fps = 24;
+    i->text_len = HV15_MLLM_MAX_LENGTH;
+    i->text_dim = m->has_denoiser_config ? s->tcfg.text_embed_dim : 3584;
+    i->guidance_scale = s->guider.scale;
     return 0;
 }
 
-static void hv15_close(cvx_model *m) {
-    hv15_state *s = S(m);
-    if (!s) return;
-    hv15_text_encoders_free(&s->te);
-    cvx_components_free(m, PARTS);
-    hv15_vae_free(s->vae);
-    clip_vision_free(s->siglip);
-    free(s);
-    m->fam = NULL;
+static void free_more(cvx_model *m) {
+    hv15_text_encoders_free(&S(m)->te);
+    hv15_vae_free(S(m)->vae);
+    clip_vision_free(S(m)->siglip);
 }
 
-/* The MLLM: only the layers before hidden_states[-3] are loaded. */
 static int load_qwen(cvx_model *m) {
-    char tok_dir[4200], te_dir[4200];
-    if (S(m)->te.qwen_loaded) return 0;
-    return cvx_model_component(m->dir, "tokenizer", "vocab.json", tok_dir, sizeof tok_dir) ||
-                   cvx_model_component(m->dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
-                   hv15_text_load_mllm(&S(m)->te, tok_dir, te_dir,
-                                       m->text_encoder_file[0] ? m->text_encoder_file : NULL, m->ctx)
-               ? -1 : 0;
+    return hv15_text_load_mllm(&S(m)->te, m->dir, m->text_encoder_file[0] ? m->text_encoder_file : NULL, m->ctx);
 }
-
 static int load_byt5(cvx_model *m) {
-    char tok_dir[4200], te_dir[4200];
-    if (S(m)->te.byt5_loaded) return 0;
-    return cvx_model_component(m->dir, "tokenizer_2", "tokenizer_config.json", tok_dir, sizeof tok_dir) ||
-                   cvx_model_component(m->dir, "text_encoder_2", "config.json", te_dir, sizeof te_dir) ||
-                   hv15_text_load_byt5(&S(m)->te, tok_dir, te_dir,
-                                       m->text_encoder_2_file[0] ? m->text_encoder_2_file : NULL, m->ctx)
-               ? -1 : 0;
+    return hv15_text_load_byt5(&S(m)->te, m->dir, m->text_encoder_2_file[0] ? m->text_encoder_2_file : NULL, m->ctx);
 }
 
-/* The VAE half a step needs (VAE_PART_DECODER: stage 3, VAE_PART_ENCODER: the I2V condition):
- * the other half's tensors are not read. */
-static int load_vae(cvx_model *m, int part) {
+int hv15_family_vae(cvx_model *m, int part) {
     hv15_state *s = S(m);
     if (s->vae) return hv15_vae_load_more(s->vae, part);
     cvx_component_src src;   /* a single file without vae/config.json: the defaults */
@@ -137,19 +88,15 @@ static int load_vae(cvx_model *m, int part) {
 }
 
 /* ---- stage 1 ---- */
+#define HV15_STATE(key) offsetof(hv15_state, tcfg.key)
 static const cvx_cond_slot cond_slots[] = {
-    {"prompt_embeds", 0, "HunyuanVideo15Pipeline's MLLM length %d", "text_embed_dim %d of the transformer"},
-    {"prompt_embeds_mask", 1, "HunyuanVideo15Pipeline's MLLM length %d", "%d"},
-    {"prompt_embeds_2", 0, "HunyuanVideo15Pipeline's ByT5 length %d", "text_embed_2_dim %d of the transformer"},
-    {"prompt_embeds_mask_2", 1, "HunyuanVideo15Pipeline's ByT5 length %d", "%d"},
+    {"prompt_embeds", 0, "HunyuanVideo15Pipeline's MLLM length %d", "text_embed_dim %d of the transformer",
+     HV15_MLLM_MAX_LENGTH, .D_at = HV15_STATE(text_embed_dim)},
+    {"prompt_embeds_mask", 1, "HunyuanVideo15Pipeline's MLLM length %d", "%d", .L = HV15_MLLM_MAX_LENGTH},
+    {"prompt_embeds_2", 0, "HunyuanVideo15Pipeline's ByT5 length %d", "text_embed_2_dim %d of the transformer",
+     HV15_BYT5_MAX_LENGTH, .D_at = HV15_STATE(text_embed_2_dim)},
+    {"prompt_embeds_mask_2", 1, "HunyuanVideo15Pipeline's ByT5 length %d", "%d", .L = HV15_BYT5_MAX_LENGTH},
     {0}};
-
-static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
-    const hv15_config *c = &S(m)->tcfg;
-    *L = slot < 2 ? HV15_MLLM_MAX_LENGTH : HV15_BYT5_MAX_LENGTH;
-    *D = slot == 0 ? c->text_embed_dim : slot == 2 ? c->text_embed_2_dim : 1;
-    return 0;
-}
 
 static int text_dim(cvx_model *m) { return load_qwen(m) ? -1 : S(m)->te.qwen.cfg.hidden_size; }
 
@@ -199,61 +146,6 @@ static const cvx_mode_rule mode_rules[] = {
     {HV15_I2V_PIPELINE, 1 << CVX_MODE_T2V, "%s is a HunyuanVideo15ImageToVideoPipeline: give stage 1 an --image"},
     {0}};
 
-/* ---- stage 1: image-to-video ---- */
-static int load_image_encoder(cvx_model *m) {
-    return cvx_image_encoder_load(m, "feature_extractor", &S(m)->proc, &S(m)->siglip);
-}
-
-/* The size checks stage 2 will make, before anything is encoded. */
-static int shape_of(const void *m, const cvx_loop_params *lp, cvx_latent_shape *sh) {
-    return hv15_latent_shape_for(&S(m)->tcfg, lp, S(m)->vcfg.latent_channels, sh);
-}
-
-/* HunyuanVideo15ImageToVideoPipeline's image: the size (--height/--width, else the bucket of
- * calculate_default_height_width), resize "crop"; image_embeds = SigLIP(SiglipImageProcessor(image))
- * .last_hidden_state; the VAE's latent distribution of the image as one frame (stage 2 takes its
- * mode × scaling_factor as cond_latents frame 0). */
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                               cvx_conditioning *out) {
-    (void)progress, (void)user;
-    memset(out, 0, sizeof *out);
-    if (!p->image || p->video) return cvx_check_model_mode(m, CVX_MODE_V2V);
-    if (cvx_check_model_mode(m, CVX_MODE_I2V)) return -1;
-    if (!p->height != !p->width)
-        return cvx_error("--height/--width: give both or neither (neither: the bucket of the image's aspect ratio)");
-    const int frames = p->max_frames ? p->max_frames : m->info.frames;
-    cvx_rgb_frames rgb;
-    if (cvx_image_load(p->image, &rgb)) return -1;
-    int rc = -1, H = p->height, W = p->width;
-    uint8_t *img = NULL;
-    float *px = NULL;
-    const int target = m->has_denoiser_config ? S(m)->tcfg.target_size : 640;
-    img = hv15_condition_image(rgb.rgb, rgb.width, rgb.height, target, m->info.vae_scale_spatial, p->image, &H, &W);
-    cvx_latent_shape sh;
-    if (!img || cvx_check_latent_size(m, frames, H, W, shape_of, m, &sh)) goto done;
-    /* SigLIP */
-    if (load_image_encoder(m)) goto done;
-    hv15_state *s = S(m);
-    out->image_L = s->siglip->cfg.tokens, out->image_D = s->siglip->cfg.hidden_size;
-    if (!(out->image_embeds = clip_vision_last_hidden_state_rgb8(s->siglip, &s->proc, img, W, H))) goto done;
-    /* the VAE: u8/255·2−1 (do_resize False), one frame */
-    px = cvx_alloc_f32((size_t)3 * W * H);
-    cvx_preprocess_image(img, W, H, W, H, px);
-    if (load_vae(m, VAE_PART_ENCODER)) goto done;
-    cvx_info("encoding %s: %dx%d with SigLIP and the HunyuanVideo-1.5 VAE (the first frame's condition)", p->image, W,
-             H);
-    if (hv15_vae_encode_image_dist(s->vae, px, H, W, &out->mean, &out->std, &out->T, &out->h, &out->w)) goto done;
-    out->mode = CVX_MODE_I2V;
-    out->C = hv15_vae_get_config(s->vae)->latent_channels;
-    out->frames = frames, out->height = H, out->width = W;
-    rc = 0;
-done:
-    if (rc) cvx_conditioning_free(out);
-    free(img), free(px);
-    cvx_rgb_frames_free(&rgb);
-    return rc;
-}
-
 /* ---- stage 2 ---- */
 static const char *const options[] = {"--guidance_rescale", NULL};
 
@@ -269,35 +161,6 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
     return hv15_sp_check(&S(m)->tcfg, r->sp_dist ? cvx_dist_size(r->sp_dist) : 1);
 }
 
-typedef struct {
-    double *sigmas;          /* linspace(1, 0, N + 1)[:-1] (the scheduler borrows them) */
-    hv15_branch branch[2];   /* [0] negative, [1] prompt */
-} hv15_run;
-
-static void run_free(void *p) {
-    hv15_run *r = p;
-    if (!r) return;
-    free(r->sigmas);
-    free(r);
-}
-
-/* prepare_cond_latents_and_mask: cond_latents = the image latents (mode × scaling_factor) on latent
- * frame 0, zeros after; mask = 1 on frame 0; the image embeddings go to both CFG branches. */
-static int prepare_i2v(cvx_model *m, const hv15_config *c, const cvx_conditioning *ic, cvx_sample_run *run) {
-    const cvx_latent_shape *sh = &run->shape;
-    if (ic->mode != CVX_MODE_I2V) return cvx_check_model_mode(m, ic->mode);
-    if (cvx_conditioning_fits(ic, sh->channels, 1, sh->height, sh->width, "image-to-video",
-                              " (the image's latents: one frame at the video's size)"))
-        return -1;
-    if (!ic->image_embeds || ic->image_L != HV15_IMAGE_TOKENS || ic->image_D != c->image_embed_dim)
-        return cvx_error("image-to-video conditioning: image_embeds [%d, %d], the transformer expects [%d, %d] "
-                         "(SigLIP's last_hidden_state, image_embed_dim)", ic->image_L, ic->image_D, HV15_IMAGE_TOKENS,
-                         c->image_embed_dim);
-    cvx_sample_run_i2v(run, hv15_i2v_channels(ic->mean, sh->channels, sh->frames, sh->height, sh->width,
-                                              (float)S(m)->vcfg.scaling_factor), ic);
-    return 0;
-}
-
 static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embeddings *emb, cvx_scheduler *sched,
                         cvx_sample_run *run) {
     if (cvx_component_load(m, PARTS, "transformer")) return -1;
@@ -308,27 +171,16 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     if (cvx_check_model_mode(m, ic ? ic->mode : CVX_MODE_T2V)) return -1;
     cvx_latent_shape *sh = &run->shape;
     if (hv15_latent_shape_for(c, lp, s->vcfg.latent_channels, sh)) return -1;
-    if (ic && prepare_i2v(m, c, ic, run)) return -1;
+    if (ic && hv15_prepare_i2v(m, c, ic, run)) return -1;
     const int N = p->num_inference_steps;
     hv15_run *r = cvx_calloc(1, sizeof *r);
-    run->fam_run = r, run->fam_run_free = run_free;
+    run->fam_run = r, run->fam_run_free = hv15_run_free;
     /* the pipeline's sigmas through retrieve_timesteps(sigmas=...) */
     r->sigmas = cvx_malloc(sizeof(double) * N);
     flow_linear_sigmas(N, r->sigmas);
     cvx_scheduler_set_sigmas(sched, r->sigmas, N);
     if (cvx_scheduler_set_timesteps(sched, N)) return -1;
-    for (int b = 0; b < 2; b++) {
-        hv15_branch *hb = &r->branch[b];
-        *hb = (hv15_branch){.text = b ? emb->prompt : emb->negative, .L = emb->L,
-                            .text_mask = cvx_cond_more_find(p, "prompt_embeds_mask", !b),
-                            .text2 = cvx_cond_more_find(p, "prompt_embeds_2", !b),
-                            .text2_mask = cvx_cond_more_find(p, "prompt_embeds_mask_2", !b), .L2 = HV15_BYT5_MAX_LENGTH,
-                            .image = run->image_tokens, .L_img = HV15_IMAGE_TOKENS, .channels = run->cond};
-        run->branch[b] = hb;
-    }
-    if (!r->branch[1].text_mask || !r->branch[1].text2 || !r->branch[1].text2_mask)
-        return cvx_error("HunyuanVideo-1.5 needs prompt_embeds_mask, prompt_embeds_2 and prompt_embeds_mask_2 "
-                         "beside prompt_embeds (stage 1 of this model writes them)");
+    if (hv15_prepare_branches(p, emb, run, r->branch)) return -1;
     cvx_log_transformer("HunyuanVideo-1.5", c->num_layers, c->num_attention_heads, c->attention_head_dim, "", sched, p,
                         NULL);
     cvx_log_latents(p, sh, "");
@@ -359,7 +211,7 @@ static int decode_item(void *user, const float *zin, cvx_progress *bar, float **
 /* untiled unless asked */
 static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, int B, int C, int T, int h, int w,
                   const char *label, cvx_progress_fn progress, void *user, cvx_frames *out) {
-    if (load_vae(m, VAE_PART_DECODER)) return -1;
+    if (hv15_family_vae(m, VAE_PART_DECODER)) return -1;
     const hv15_vae *v = S(m)->vae;
     const hv15_vae_config *vc = hv15_vae_get_config(v);
     if (cvx_decode_check_latents(m, "the HunyuanVideo-1.5 VAE", "latent_channels", vc->latent_channels, zin, B, C, T, h,
@@ -376,11 +228,6 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
     return cvx_decode_items(p, &plan, zin, B, C, T, h, w, label, progress, user, out);
 }
 
-static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (cvx_component_load(m, PARTS, "transformer")) return -1;
-    return hv15_lora_targets(S(m)->transformer, out);
-}
-
 static const char *const hv15_classes[] = {"HunyuanVideo15Pipeline", "HunyuanVideo15ImageToVideoPipeline", NULL};
 static const char *const hv15_components[] = {"transformer/HunyuanVideo15Transformer3DModel",
     "vae/AutoencoderKLHunyuanVideo15", "text_encoder/Qwen2_5_VLTextModel", "text_encoder_2/T5EncoderModel",
@@ -388,9 +235,10 @@ static const char *const hv15_components[] = {"transformer/HunyuanVideo15Transfo
 
 const cvx_family cvx_family_hunyuan15 = {
     .name = "HunyuanVideo-1.5", .classes = hv15_classes, .component_classes = hv15_components,
-    .open = hv15_open, .close = hv15_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
-    .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
-    .mode_rules = mode_rules, .mode_kind = mode_kind,
-    .options = options, .check_sample = check_sample,    .sample_setup = sample_setup, .lora_targets = lora_targets, .latents_out = cvx_latents_out_copy, .decode = decode,
-    .gguf_rules = &hv15_gguf_rules,
+    .state_size = sizeof(hv15_state), .read_denoiser_config = read_tcfg, .read_vae_config = read_vcfg,
+    .fill_info = fill_info, .parts = PARTS, .free_more = free_more, .cond_slots = cond_slots, .text_dim = text_dim,
+    .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = hv15_encode_conditioning,
+    .mode_rules = mode_rules, .mode_kind = mode_kind, .options = options, .check_sample = check_sample,
+    .sample_setup = sample_setup, .lora_targets = cvx_family_lora_targets, .latents_out = cvx_latents_out_copy,
+    .decode = decode, .gguf_rules = &hv15_gguf_rules,
 };

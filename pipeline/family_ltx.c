@@ -1,49 +1,27 @@
 /* The LTX-Video family (LTXPipeline; diffusers 0.35.2): T5 (128 tokens, the encoder without the
  * mask, the mask to the transformer's cross-attention), LTXVideoTransformer3DModel,
  * AutoencoderKLLTXVideo (0.9.0 and the timestep-conditioned 0.9.5+ decoder) — its row of the
- * family table (pipeline/family.h). The schedule is the "ltx" scheduler (stage2/scheduler_ltx.h). */
-#include "pipeline/components.h"
-#include "pipeline/conditioning.h"
+ * family table (pipeline/family.h); its image and conditions are pipeline/ltx_conditioning.c. The
+ * schedule is the "ltx" scheduler (stage2/scheduler_ltx.h). */
+#include "pipeline/family_ltx.h"
 
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
-#include "fileio.h"
-#include "image.h"
-#include "resize.h"
 #include "rng.h"
-#include "rng_lowp.h"
 #include "validate.h"
 #include "stage2/cache.h"
-#include "stage2/ltx.h"
-#include "stage2/ltx_cond.h"
-#include "stage2/ltx_family.h"
 #include "stage2/ltx_schedule.h"
 #include "stage2/ltx_pack.h"
 #include "stage2/scheduler_ltx.h"
-#include "latent_dist.h"
-#include "stage3/ltx_vae.h"
 #include "stage3/ltx_vae_pipeline.h"
 
 #define TEXT_LEN 128           /* LTXPipeline's max_sequence_length */
 #define DEFAULT_GUIDANCE 3.0   /* LTXPipeline.__call__'s guidance_scale */
 #define FRAME_RATE 25          /* LTXPipeline.__call__'s frame_rate (the rotary temporal scale) */
-#define DEFAULT_COND_NOISE_SCALE 0.15   /* LTXConditionPipeline.__call__'s image_cond_noise_scale */
-
-typedef struct {
-    ltx_config tcfg;           /* transformer/config.json (when m->has_denoiser_config) */
-    ltx_vae_config vcfg;       /* vae/config.json (when m->has_vae_config) */
-    cvx_t5_encoder te;         /* T5 v1.1 */
-    ltx_transformer *transformer;
-    ltx_vae *vae;
-    /* the last sample_setup's condition pipeline: packed latents with this many extra frames first */
-    int cond_latents, cond_extra_frames;
-    int condition_pipeline;    /* conditions encoded: the text encoder takes the mask (masked_encoder) */
-} ltx_state;
 
 static ltx_state *S(const cvx_model *m) { return m->fam; }
 
@@ -57,21 +35,21 @@ static void *load_vae(const cvx_component_src *c, cvx_ctx *x) {
 }
 static void free_tr(void *t) { ltx_free(t); }
 static void free_vae(void *v) { ltx_vae_free(v); }
+static int lora(void *t, cvx_lora_target **out) { return ltx_lora_targets(t, out); }
 static const cvx_component PARTS[] = {
     {"transformer", "--transformer", offsetof(cvx_model, transformer_file), 1, NULL, load_tr, free_tr,
-     offsetof(ltx_state, transformer)},
-    {"vae", "--vae", offsetof(cvx_model, vae_file), 1, NULL, load_vae, free_vae, offsetof(ltx_state, vae)},
+     offsetof(ltx_state, transformer), lora},
+    {"vae", "--vae", offsetof(cvx_model, vae_file), 1, NULL, load_vae, free_vae, offsetof(ltx_state, vae), NULL},
     {0}};
 
-/* ---- open / close ---- */
+/* ---- the state: configs, defaults ---- */
+static int read_tcfg(const char *path, void *s) { return ltx_config_load(path, &((ltx_state *)s)->tcfg); }
+static int read_vcfg(const char *path, void *s) {
+    return path ? ltx_vae_config_load(path, &((ltx_state *)s)->vcfg) : 0;   /* absent: no VAE config */
+}
+
 /* LTXPipeline's defaults: 161 frames of 512×704 at 25 fps, guidance 3. */
-static int ltx_open(cvx_model *m) {
-    char path[4300];
-    m->fam = cvx_calloc(1, sizeof(ltx_state));
-    cvx_component_path(m, "transformer", "config.json", path, sizeof path);
-    if ((m->has_denoiser_config = cvx_is_file(path)) && ltx_config_load(path, &S(m)->tcfg)) return -1;
-    cvx_component_path(m, "vae", "config.json", path, sizeof path);
-    if ((m->has_vae_config = cvx_is_file(path)) && ltx_vae_config_load(path, &S(m)->vcfg)) return -1;
+static int fill_info(cvx_model *m) {
     cvx_model_info *i = &m->info;
     i->vae_scale_spatial = 32, i->vae_scale_temporal = 8;
     i->vae_scaling_factor = m->has_vae_config ? S(m)->vcfg.scaling_factor : 1.0;
@@ -84,36 +62,12 @@ static int ltx_open(cvx_model *m) {
     return 0;
 }
 
-static void ltx_close(cvx_model *m) {
-    ltx_state *s = S(m);
-    if (!s) return;
-    cvx_t5_free(&s->te);
-    cvx_components_free(m, PARTS);
-    free(s);
-    m->fam = NULL;
-}
-
-/* LTXPipeline._get_t5_prompt_embeds: no prompt cleaning, the encoder without the attention mask
- * (padding rows are ordinary encoder outputs) */
-static int masked_encoder(const cvx_model *m);
-static const cvx_t5_style T5_STYLE = {.name = "T5", .masked_fn = masked_encoder};
-
 /* ---- stage 1 ---- */
-static int text_dim(cvx_model *m) { return cvx_t5_load(&S(m)->te, m, &T5_STYLE) ? -1 : S(m)->te.t5.cfg.d_model; }
-
-/* LTXPipeline._get_t5_prompt_embeds: the encoder runs without the attention mask (padding rows
- * are ordinary encoder outputs); LTXConditionPipeline's (Mochi's) passes it: a model whose
- * model_index.json names LTXConditionPipeline, or a handle that encoded conditions. */
-static int condition_class(const cvx_model *m) {
-    const char *pc = m->info.pipeline_class;
-    return pc && !strcmp(pc, "LTXConditionPipeline");
-}
-static int masked_encoder(const cvx_model *m) { return S(m)->condition_pipeline || condition_class(m) ? 2 : 0; }
-
-static int encode_texts(cvx_model *m, const char *const *texts, const char *const *labels, int n, int L,
-                        cvx_progress_fn progress, void *user, float *out) {
-    return cvx_t5_encode_texts(&S(m)->te, m, &T5_STYLE, texts, labels, n, L, progress, user, out);
-}
+/* LTXPipeline._get_t5_prompt_embeds: no prompt cleaning, the encoder runs without the attention mask
+ * (padding rows are ordinary encoder outputs); LTXConditionPipeline's (Mochi's) passes it: a model
+ * whose model_index.json names LTXConditionPipeline, or a handle that encoded conditions. */
+static int masked_encoder(const cvx_model *m) { return S(m)->condition_pipeline || ltx_condition_class(m) ? 2 : 0; }
+static const cvx_t5_style T5_STYLE = {.name = "T5", .masked_fn = masked_encoder};
 
 /* prompt_attention_mask [n, L] (0/1 floats): the tokenizer's mask, for the cross-attention */
 static int encode_more(cvx_model *m, const char *const *texts, const char *const *labels, int n,
@@ -126,68 +80,12 @@ static int encode_more(cvx_model *m, const char *const *texts, const char *const
 static const cvx_mode_rule mode_rules[] = {
     {CVX_KIND_ANY, 1 << CVX_MODE_V2V, "LTX-Video: video-to-video is not wired (text- and image-to-video)"}, {0}};
 
-static int vae_encode(void *m, const float *px, int n, int H, int W, float **mean, float **std) {
-    return ltx_vae_encode_dist(S(m)->vae, px, n, H, W, mean, std);
-}
-
-/* LTXConditionPipeline's conditions, encoded in order (cvx_conditions_encode); the file keeps
- * their latent distributions along T (stage 2 draws the samples from the seeded generator). */
-static int encode_conditions(cvx_model *m, const cvx_conditioning_params *p, cvx_conditioning *out) {
-    const int H = p->height ? p->height : m->info.height, W = p->width ? p->width : m->info.width;
-    const int frames = p->max_frames ? p->max_frames : m->info.frames;
-    int F, h, w;
-    if (ltx_latent_grid(frames, H, W, &F, &h, &w) || cvx_component_load(m, PARTS, "vae")) return -1;
-    const cvx_conditions_vae vae = {"the LTX VAE", vae_encode, m};
-    if (cvx_conditions_encode(m, p, &vae, frames, H, W, ltx_vae_get_config(S(m)->vae)->latent_channels, h, w, out))
-        return -1;
-    S(m)->condition_pipeline = 1;
-    return 0;
-}
-
-/* LTXImageToVideoPipeline.prepare_latents' encoder half: the image resized to the video size,
- * [-1, 1], vae.encode(image[:, :, None]).latent_dist (mean, std; stage 2 draws the sample). */
-static int check_i2v(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, int H, int W) {
-    (void)m, (void)p, (void)mode;
-    int F, h, w;
-    return ltx_latent_grid(1, H, W, &F, &h, &w);
-}
-
-static int encode_i2v(cvx_model *m, const cvx_conditioning_params *p, cvx_mode mode, const float *px, int T, int H,
-                      int W, const char *src, cvx_progress_fn progress, void *user, cvx_conditioning *out) {
-    (void)p, (void)mode, (void)T, (void)progress, (void)user;
-    if (cvx_component_load(m, PARTS, "vae")) return -1;
-    cvx_info("encoding %s: %dx%d with the LTX VAE", src, W, H);
-    if (ltx_vae_encode_dist(S(m)->vae, px, 1, H, W, &out->mean, &out->std)) return -1;
-    out->C = ltx_vae_get_config(S(m)->vae)->latent_channels, out->T = 1, out->h = H / 32, out->w = W / 32;
-    out->frames = 1;
-    return 0;
-}
-
-/* video-to-video is refused by the mode rule before check_size would run */
-static const cvx_media_encoder MEDIA = {check_i2v, NULL, NULL, NULL, encode_i2v};
-
-static int encode_conditioning(cvx_model *m, const cvx_conditioning_params *p, cvx_progress_fn progress, void *user,
-                               cvx_conditioning *out) {
-    if (p->n_conditions) return encode_conditions(m, p, out);
-    if (p->image && !p->video && condition_class(m)) {   /* LTXConditionPipeline(image=): frame 0, strength 1 */
-        const cvx_condition_spec c = {p->image, 0, 1.0};
-        cvx_conditioning_params q = *p;
-        q.image = NULL, q.conditions = &c, q.n_conditions = 1;
-        return encode_conditions(m, &q, out);
-    }
-    return cvx_conditioning_encode(m, p, &MEDIA, progress, user, out);
-}
-
 /* ---- stage 2 ---- */
 static const cvx_cond_slot cond_slots[] = {
-    {"prompt_embeds", 0, "LTXPipeline's max_sequence_length %d", "caption_channels %d of the LTX transformer"},
-    {"prompt_attention_mask", 1, "LTXPipeline's max_sequence_length %d", "%d"},
+    {"prompt_embeds", 0, "LTXPipeline's max_sequence_length %d", "caption_channels %d of the LTX transformer", TEXT_LEN,
+     .D_at = offsetof(ltx_state, tcfg.caption_channels)},
+    {"prompt_attention_mask", 1, "LTXPipeline's max_sequence_length %d", "%d", .L = TEXT_LEN},
     {0}};
-
-static int cond_dims(cvx_model *m, int slot, int *L, int *D) {
-    *L = TEXT_LEN, *D = slot ? 1 : S(m)->tcfg.caption_channels;
-    return 0;
-}
 
 static const char *const options[] = {"--guidance_rescale", "--timesteps", "--image_cond_noise_scale", NULL};
 static const char *const decode_options[] = {"--decode_timestep", "--decode_noise_scale", NULL};
@@ -201,76 +99,6 @@ static int check_sample(cvx_model *m, const cvx_sample_params *r) {
                          "--condition)");
     if (r->scheduler && strcmp(r->scheduler, cvx_scheduler_ltx.name) != 0)
         return cvx_error("--scheduler %s: LTX-Video runs its own schedule (ltx)", r->scheduler);
-    return 0;
-}
-
-typedef struct {
-    ltx_text_cond cond[2];   /* [0] negative, [1] prompt */
-    float *t_scale;          /* I2V: [S] 0 on latent frame 0's tokens, 1 elsewhere */
-    double *list;            /* explicit timesteps [n_list] (--timesteps, the condition pipeline's default) */
-    int n_list;
-    ltx_condition_run cr;    /* the condition pipeline's tokens, mask, coordinates (tokens 0: off) */
-} ltx_run;
-
-static void ltx_run_free(void *p) {
-    ltx_run *r = p;
-    if (r) {
-        free(r->t_scale), free(r->list);
-        ltx_condition_run_free(&r->cr);
-    }
-    free(r);
-}
-
-/* LTXImageToVideoPipeline.prepare_latents: the image latent (latent_dist.sample, the generator's
- * first draw; normalised) in latent frame 0, the noise (the second draw) elsewhere; the steps
- * leave frame 0 and its tokens get timestep 0. */
-static int prepare_i2v(cvx_model *m, const cvx_conditioning *c, cvx_scheduler *sched, cvx_sample_run *run) {
-    const cvx_latent_shape *sh = &run->shape;
-    const size_t hw = (size_t)sh->height * sh->width;
-    if (cvx_conditioning_fits(c, sh->channels, 1, sh->height, sh->width, "image-to-video", "") ||
-        cvx_component_load(m, PARTS, "vae"))
-        return -1;
-    const ltx_vae *v = S(m)->vae;
-    cvx_generator_seed(&run->gen, run->loop.req->seed);
-    if (ltx_i2v_prepare(c->mean, c->std, sh->channels, sh->frames, sh->height, sh->width, ltx_vae_latents_mean(v),
-                        ltx_vae_latents_std(v), (float)ltx_vae_get_config(v)->scaling_factor, &run->gen,
-                        (cvx_dtype)run->loop.noise_dtype, &run->init))
-        return -1;
-    run->loop.init_latents = run->init, run->loop.init_generator = &run->gen;
-    ltx_scheduler_keep_first(sched, sh->channels, hw * sh->frames, hw);
-    return 0;
-}
-
-/* LTXConditionPipeline.prepare_latents (stage2/ltx_cond.h) and its loop: the latents become packed
- * tokens (the extra condition tokens first: the loop's shape has their frames in front), step 0's
- * re-noising of the hard conditions drawn here, the later ones by the scheduler's steps. */
-static int prepare_condition(cvx_model *m, const cvx_sample_params *p, const cvx_conditioning *c, cvx_scheduler *sched,
-                             cvx_sample_run *run, ltx_run *lr) {
-    cvx_latent_shape *sh = &run->shape;
-    const int C = sh->channels, F = sh->frames, h = sh->height, w = sh->width;
-    const size_t hw = (size_t)h * w;
-    if (c->C != C || c->h != h || c->w != w)
-        return cvx_error("the conditions' latents [%d, %d, %d, %d] do not fit the video's [%d, %d, %d, %d]", c->C, c->T,
-                         c->h, c->w, C, F, h, w);
-    if (cvx_component_load(m, PARTS, "vae")) return -1;
-    ltx_condition items[CVX_MAX_CONDITIONS];
-    for (int k = 0; k < c->n_items; k++)
-        items[k] = (ltx_condition){NULL, NULL, c->items[k].T, c->items[k].frame_index, (float)c->items[k].strength};
-    const ltx_vae *v = S(m)->vae;
-    const float scale = (float)(p->image_cond_noise_set ? p->image_cond_noise_scale : DEFAULT_COND_NOISE_SCALE);
-    cvx_generator_seed(&run->gen, p->seed);
-    if (ltx_condition_start(c->mean, c->std, c->T, items, c->n_items, C, F, h, w,
-                            p->frame_rate > 0 ? p->frame_rate : m->info.fps, ltx_vae_latents_mean(v),
-                            ltx_vae_latents_std(v), (float)ltx_vae_get_config(v)->scaling_factor, &run->gen,
-                            (cvx_dtype)run->loop.noise_dtype, (float)sched->timesteps[0], scale, &lr->cr, &run->init))
-        return -1;
-    const int T = lr->cr.tokens;
-    *sh = (cvx_latent_shape){.frames = T / (int)hw, .channels = C, .height = h, .width = w,
-                             .numel = (size_t)T * C, .channels_major = 1};
-    run->loop.init_latents = run->init, run->loop.init_generator = &run->gen;
-    ltx_scheduler_set_condition(sched, lr->cr.mask, lr->cr.latents, T, C, scale);
-    S(m)->cond_extra_frames = lr->cr.extra / (int)hw;
-    cvx_info("conditions: %d, %d extra tokens, image_cond_noise_scale %g", c->n_items, lr->cr.extra, scale);
     return 0;
 }
 
@@ -310,8 +138,8 @@ static int sample_setup(cvx_model *m, const cvx_sample_params *p, const cvx_embe
     if (cvx_scheduler_set_timesteps(sched, N)) return -1;
     cvx_log_transformer("LTX", c->num_layers, c->num_attention_heads, c->attention_head_dim, "", NULL, p, NULL);
     cvx_log_latents(p, sh, "");
-    if (mode == CVX_MODE_I2V && prepare_i2v(m, p->conditioning, sched, run)) return -1;
-    if (mode == CVX_MODE_COND && prepare_condition(m, p, p->conditioning, sched, run, lr)) return -1;
+    if (mode == CVX_MODE_I2V && ltx_prepare_i2v(m, p->conditioning, sched, run)) return -1;
+    if (mode == CVX_MODE_COND && ltx_prepare_condition(m, p, p->conditioning, sched, run, lr)) return -1;
     lr->cond[0] = (ltx_text_cond){emb->negative, more->t[0].negative, emb->L};
     lr->cond[1] = (ltx_text_cond){emb->prompt, more->t[0].prompt, emb->L};
     run->branch[0] = &lr->cond[0], run->branch[1] = &lr->cond[1];
@@ -397,21 +225,17 @@ static int check_decode(cvx_model *m, const cvx_decode_params *p, int h, int w) 
     return 0;
 }
 
-static int lora_targets(cvx_model *m, cvx_lora_target **out) {
-    if (cvx_component_load(m, PARTS, "transformer")) return -1;
-    return ltx_lora_targets(S(m)->transformer, out);
-}
-
 static const char *const ltx_classes[] = {"LTXPipeline", "LTXImageToVideoPipeline", "LTXConditionPipeline", NULL};
 static const char *const ltx_components[] = {"transformer/LTXVideoTransformer3DModel",
     "vae/AutoencoderKLLTXVideo", "text_encoder/T5EncoderModel", NULL};
 
 const cvx_family cvx_family_ltx = {
-    .name = "LTX-Video", .classes = ltx_classes, .component_classes = ltx_components,
-    .open = ltx_open, .close = ltx_close, .cond_slots = cond_slots, .cond_dims = cond_dims, .text_dim = text_dim,
-    .encode_texts = encode_texts, .encode_more = encode_more, .encode_conditioning = encode_conditioning,
-    .mode_rules = mode_rules, .takes_conditions = 1, .options = options, .check_sample = check_sample, .sample_setup = sample_setup,
-    .lora_targets = lora_targets, .latents_out = latents_out, .decode = decode, .check_decode = check_decode,
-    .decode_uses_generator = 1, .decode_options = decode_options,
-    .gguf_rules = &ltx_gguf_rules,
+    .name = "LTX-Video", .classes = ltx_classes, .component_classes = ltx_components, .state_size = sizeof(ltx_state),
+    .read_denoiser_config = read_tcfg, .read_vae_config = read_vcfg, .fill_info = fill_info, .parts = PARTS,
+    .t5_style = &T5_STYLE, .t5_slot = offsetof(ltx_state, te), .cond_slots = cond_slots,
+    .text_dim = cvx_family_t5_text_dim, .encode_texts = cvx_family_t5_encode_texts, .encode_more = encode_more,
+    .encode_conditioning = ltx_encode_conditioning, .mode_rules = mode_rules, .takes_conditions = 1, .options = options,
+    .check_sample = check_sample, .sample_setup = sample_setup, .lora_targets = cvx_family_lora_targets,
+    .latents_out = latents_out, .decode = decode, .check_decode = check_decode, .decode_uses_generator = 1,
+    .decode_options = decode_options, .gguf_rules = &ltx_gguf_rules,
 };

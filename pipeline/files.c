@@ -132,7 +132,7 @@ static int read_slots(cvx_model *m, const cvx_safetensors *st, int first, int la
     for (int i = first; i < last; i++) {
         int L, D;
         char neg[160];
-        if (m->family->cond_dims(m, i, &L, &D)) return -1;
+        cvx_cond_slot_dims(m, i, &L, &D);
         snprintf(neg, sizeof neg, "negative_%s", slots[i].name);
         float *p = read_cond(st, &slots[i], slots[i].name, L, D), *n = p ? read_cond(st, &slots[i], neg, L, D) : NULL;
         if (!n) {
@@ -145,7 +145,7 @@ static int read_slots(cvx_model *m, const cvx_safetensors *st, int first, int la
 }
 
 static int n_slots(const cvx_model *m) {
-    CVX_CHECK(m->family->cond_slots && m->family->cond_dims);   /* every row declares its conditioning */
+    CVX_CHECK(m->family->cond_slots);   /* every row declares its conditioning */
     int n = 0;
     while (m->family->cond_slots[n].name) n++;
     CVX_CHECK(n >= 1 && n <= CVX_MAX_COND_TENSORS + 1 && !strcmp(m->family->cond_slots[0].name, "prompt_embeds"));

@@ -50,7 +50,7 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
     snprintf(m->text_encoder_2_file, sizeof m->text_encoder_2_file, "%s", p->text_encoder_2_file ? p->text_encoder_2_file : "");
     if (cvx_model_set_loras(m, p)) goto fail;
     if (!(m->family = cvx_family_for(m->dir, m->pipeline_class, sizeof m->pipeline_class))) goto fail;
-    if (m->family->open(m)) goto fail;
+    if (cvx_family_open(m)) goto fail;
     read_scheduler_name(m->dir, m->scheduler_name, sizeof m->scheduler_name);
     m->info.name = m->name;
     m->info.dir = m->dir;
@@ -70,7 +70,7 @@ cvx_model *cvx_model_open(const cvx_model_params *p) {
     return m;
 fail:
     cvx_model_drop_loras(m);
-    if (m->family) m->family->close(m);
+    if (m->family) cvx_family_close(m);
     free(m);
     return NULL;
 }
@@ -78,7 +78,7 @@ fail:
 void cvx_model_close(cvx_model *m) {
     if (!m) return;
     cvx_model_drop_loras(m);   /* detached before the transformer it targets is freed */
-    m->family->close(m);
+    cvx_family_close(m);
     cvx_ctx_free(m->ctx);
     free(m);
 }

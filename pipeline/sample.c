@@ -129,7 +129,7 @@ static int preview_decode(void *user, const float *z, int C, int h, int w, float
  * stage-1 file's rule, cvx_embeddings_from_file; the API takes other lengths where the model does). */
 static int check_cond(cvx_model *m, const cvx_embeddings *emb, const cvx_cond_set *more) {
     const cvx_cond_slot *slots = m->family->cond_slots;
-    CVX_CHECK(slots && m->family->cond_dims);   /* every row declares its conditioning */
+    CVX_CHECK(slots);   /* every row declares its conditioning */
     int n = 1;
     while (slots[n].name) n++;
     if ((more ? more->n : 0) != n - 1)
@@ -138,8 +138,7 @@ static int check_cond(cvx_model *m, const cvx_embeddings *emb, const cvx_cond_se
     for (int i = 0; i < n; i++) {
         int L, D;
         const int gl = i ? more->t[i - 1].L : emb->L, gd = i ? more->t[i - 1].D : emb->D;
-        if (m->family->cond_dims(m, i, &L, &D)) return -1;
-        if (slots[i].is_mask) D = 1;
+        cvx_cond_slot_dims(m, i, &L, &D);
         if (gd != D) return cvx_error("%s [%d, %d], expected [L, %d]", slots[i].name, gl, gd, D);
     }
     return 0;

@@ -19,7 +19,7 @@ int cvx_embeddings_write(const char *path, const float *prompt, const float *neg
 int cvx_cond_write_set(cvx_outset *set, const char *path, const cvx_embeddings *e, const cvx_cond_set *more,
                        const char *prompt_text, const char *negative_text, const char *model_id);
 /* The embeddings in an opened stage-1 file: prompt_embeds / negative_prompt_embeds (the family's
- * first cond_slot), checked against the slot's shape rule (cond_dims; dtype; messages name `st`'s
+ * first cond_slot), checked against the slot's shape (cvx_cond_slot_dims; dtype; messages name `st`'s
  * path and the rule) and widened to f32. */
 int cvx_embeddings_from_file(cvx_model *m, const cvx_safetensors *st, cvx_embeddings *out);
 /* The family's further cond_slots likewise (a mask's integers as 0/1 floats); out->n 0 for a

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "model.h"
 #include "resize.h"
 #include "validate.h"
 
@@ -97,16 +98,24 @@ void hv15_resize_and_crop(const uint8_t *rgb, int iw, int ih, int W, int H, uint
     free(tmp);
 }
 
-int hv15_text_load_mllm(hv15_text_encoders *e, const char *tok_dir, const char *te_dir, const char *file, cvx_ctx *ctx) {
+int hv15_text_load_mllm(hv15_text_encoders *e, const char *model_dir, const char *file, cvx_ctx *ctx) {
+    char tok_dir[4200], te_dir[4200];
     if (e->qwen_loaded) return 0;
-    if (hv15_mllm_load(&e->qwen, &e->tok, tok_dir, te_dir, file, ctx)) return -1;
+    if (cvx_model_component(model_dir, "tokenizer", "vocab.json", tok_dir, sizeof tok_dir) ||
+        cvx_model_component(model_dir, "text_encoder", "config.json", te_dir, sizeof te_dir) ||
+        hv15_mllm_load(&e->qwen, &e->tok, tok_dir, te_dir, file, ctx))
+        return -1;
     e->qwen_loaded = 1;
     return 0;
 }
 
-int hv15_text_load_byt5(hv15_text_encoders *e, const char *tok_dir, const char *te_dir, const char *file, cvx_ctx *ctx) {
+int hv15_text_load_byt5(hv15_text_encoders *e, const char *model_dir, const char *file, cvx_ctx *ctx) {
+    char tok_dir[4200], te_dir[4200];
     if (e->byt5_loaded) return 0;
-    if (hv15_byt5_load(&e->byt5, &e->tok2, tok_dir, te_dir, file, ctx)) return -1;
+    if (cvx_model_component(model_dir, "tokenizer_2", "tokenizer_config.json", tok_dir, sizeof tok_dir) ||
+        cvx_model_component(model_dir, "text_encoder_2", "config.json", te_dir, sizeof te_dir) ||
+        hv15_byt5_load(&e->byt5, &e->tok2, tok_dir, te_dir, file, ctx))
+        return -1;
     e->byt5_loaded = 1;
     return 0;
 }

@@ -40,8 +40,11 @@ typedef struct {
     t5_model byt5;
     int byt5_loaded;
 } hv15_text_encoders;
-int hv15_text_load_mllm(hv15_text_encoders *e, const char *tok_dir, const char *te_dir, const char *file, cvx_ctx *ctx);
-int hv15_text_load_byt5(hv15_text_encoders *e, const char *tok_dir, const char *te_dir, const char *file, cvx_ctx *ctx);
+/* The MLLM (tokenizer/, text_encoder/: only the layers before hidden_states[-3]) and ByT5
+ * (tokenizer_2/, text_encoder_2/) of the model directory, or the encoder's single file (NULL:
+ * none) with the directory's config; loaded once. -1 + cvx_error */
+int hv15_text_load_mllm(hv15_text_encoders *e, const char *model_dir, const char *file, cvx_ctx *ctx);
+int hv15_text_load_byt5(hv15_text_encoders *e, const char *model_dir, const char *file, cvx_ctx *ctx);
 void hv15_text_encoders_free(hv15_text_encoders *e);
 
 /* _get_mllm_prompt_embeds of n texts (the MLLM loaded): out [n, HV15_MLLM_MAX_LENGTH, hidden_size],

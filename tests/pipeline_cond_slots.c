@@ -15,20 +15,13 @@
 #include "pipeline/internal.h"
 
 static const cvx_cond_slot SLOTS[] = {
-    {"prompt_embeds", 0, "the fake text length %d", "the fake width %d"},
-    {"prompt_embeds_mask", 1, "the fake text length %d", "(a mask)"},
-    {"prompt_embeds_2", 0, "the fake glyph length %d", "the fake glyph width %d"},
+    {"prompt_embeds", 0, "the fake text length %d", "the fake width %d", .L = 6, .D = 4},
+    {"prompt_embeds_mask", 1, "the fake text length %d", "(a mask)", .L = 6},
+    {"prompt_embeds_2", 0, "the fake glyph length %d", "the fake glyph width %d", .L = 3, .D = 2},
     {0},
 };
 
-static int fake_dims(cvx_model *m, int slot, int *L, int *D) {
-    (void)m;
-    static const int dims[3][2] = {{6, 4}, {6, 1}, {3, 2}};
-    *L = dims[slot][0], *D = dims[slot][1];
-    return 0;
-}
-
-static const cvx_family FAKE = {.name = "Fake", .cond_slots = SLOTS, .cond_dims = fake_dims};
+static const cvx_family FAKE = {.name = "Fake", .cond_slots = SLOTS};
 
 static void fill(float *x, size_t n, float base) {
     for (size_t i = 0; i < n; i++) x[i] = base + 0.25f * (float)i;
