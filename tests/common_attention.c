@@ -159,6 +159,26 @@ static void test_widths(void **s) {
     check(8, 17, 2, 48, 0, 1);
 }
 
+/* The shapes the families run, at small lengths: keys masked by compaction (HV1.5's text mask keeps
+ * S + n_valid rows, T5 keeps the unmasked keys with their bias columns), cross-attention (LTX / Wan:
+ * Sq ≠ Skv, a text length of keys), head dims 64 (LTX, CogVideoX) and 128 (Wan, HV1.5), lengths
+ * whose last key tile ends 1, 7, 9 or 15 keys past a multiple of 16 (the exp tails, the odd key
+ * panel, the ragged PV chunk) and query counts that end in a partial 6-row group. */
+static void test_family_shapes(void **s) {
+    (void)s;
+    static const struct { int Sq, Skv, heads, hd, bias; float amp; } cases[] = {
+        {61, 1031, 2, 64, 0, 3},     /* LTX self-attention (fewer queries), 3 key tiles, last 7 keys */
+        {777, 121, 3, 64, 0, 2},     /* LTX cross-attention over 121 valid text tokens */
+        {203, 677, 1, 128, 0, 3},    /* HV1.5 joint attention over S + n_valid rows (fewer queries) */
+        {130, 515, 2, 128, 0, 2},    /* Wan cross-attention, 515 keys: a 3-key second tile */
+        {41, 23, 4, 64, 1, 2},       /* T5 with masked keys compacted, bias columns kept */
+        {13, 1033, 1, 64, 1, 1},     /* 1 key in the last tile, with a bias */
+        {100, 1049, 1, 128, 0, 4},   /* last tile 25 keys: a 16-key panel, then 9 */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        check(cases[c].Sq, cases[c].Skv, cases[c].heads, cases[c].hd, cases[c].bias, cases[c].amp);
+}
+
 static void test_exp(void **s) {
     (void)s;
     float x[203];
@@ -192,6 +212,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exp), cmocka_unit_test(test_small), cmocka_unit_test(test_multi_tile),
         cmocka_unit_test(test_bias), cmocka_unit_test(test_peaky), cmocka_unit_test(test_fallback), cmocka_unit_test(test_widths),
+        cmocka_unit_test(test_family_shapes),
         cmocka_unit_test(test_bf16_vs_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
