@@ -14,6 +14,7 @@
 #include "error.h"
 #include "ops.h"
 #include "vecmath.h"
+#include "attention_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -186,29 +187,46 @@ static void pack_kt(float *kt, int nkp, const float *k, int ld, int nk, int hd) 
 }
 
 typedef struct {
-    float *kt, *vt, *s, *acc, *m, *l, *t;
+    float *kt, *vt, *s, *acc, *m, *l, *t, *qr;
 } job_scratch;
 
 /* The k tile packed (kᵀ, [nkp/16][hd][16]) and the v tile copied to contiguous rows [nk, hd] (with a
- * row stride like 3072 floats every row would fall in the same L1 sets). */
-static void pack_tile(job_scratch *w, const float *k, const float *v, int ld_kv, int nk, int nkp, int hd) {
+ * row stride like 3072 floats every row would fall in the same L1 sets); bf16: both rounded to bf16. */
+static void pack_tile(job_scratch *w, const float *k, const float *v, int ld_kv, int nk, int nkp, int hd, int bf16) {
     pack_kt(w->kt, nkp, k, ld_kv, nk, hd);
     prefetch_rows(v, ld_kv, nk < PF_ROWS ? nk : PF_ROWS, hd);
     for (int j = 0; j < nk; j++) {
         if (j + PF_ROWS < nk) prefetch_rows(v + (size_t)(j + PF_ROWS) * ld_kv, ld_kv, 1, hd);
         memcpy(w->vt + (size_t)j * hd, v + (size_t)j * ld_kv, sizeof(float) * hd);
     }
+    if (bf16) {
+        cvx_attn_round_bf16_row(w->kt, nkp * hd);
+        cvx_attn_round_bf16_row(w->vt, nk * hd);
+    }
+}
+
+/* bf16: the job's nq rows of q rounded to bf16 into qr [nq, hd] (read before out is written: out may be q). */
+static const float *job_q(const float *q, int *ld_q, int nq, int hd, int bf16, job_scratch *w) {
+    if (!bf16) return q;
+    for (int i = 0; i < nq; i++) {
+        memcpy(w->qr + (size_t)i * hd, q + (size_t)i * *ld_q, sizeof(float) * hd);
+        cvx_attn_round_bf16_row(w->qr + (size_t)i * hd, hd);
+    }
+    *ld_q = hd;
+    return w->qr;
 }
 
 /* One job: nq ≤ QB query rows of one head against all Skv keys. q, k, v, out point at the
  * head's first column; bias (or NULL) at [nq, Skv] with row stride ld_bias. */
 static void attention_job(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
-                          int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias, job_scratch *w) {
+                          int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias, int bf16,
+                          job_scratch *w) {
     float *m = w->m, *l = w->l, *acc = w->acc;
+    q = job_q(q, &ld_q, nq, hd, bf16, w);
     for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
     for (int k0 = 0; k0 < Skv; k0 += KT) {
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 15) & ~15, first = k0 == 0;
-        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd);
+        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd, bf16);
         for (int i0 = 0; i0 < nq; i0 += QS) {
             int ns = nq - i0 < QS ? nq - i0 : QS;
             float *s = w->s;                                                    /* [ns, nkp] */
@@ -226,6 +244,7 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
                 float mx = row_max(sr, nk, m[i]);
                 float corr = first ? 0.0f : expf(m[i] - mx);
                 l[i] = l[i] * corr + exp_sub_sum(sr, nk, mx);
+                if (bf16) cvx_attn_round_bf16_row(sr, nk);   /* p as PV reads it; l keeps the sum of the exact p */
                 m[i] = mx;
                 if (!first) {
                     float *a = acc + (size_t)i * hd;
@@ -421,12 +440,13 @@ static AVX512 void scale_row512(float *x, int n, float a) {
 /* attention_job with the AVX-512 kernels (hd a multiple of 16). */
 static AVX512 void attention_job512(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
                                     int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
-                                    job_scratch *w) {
+                                    int bf16, job_scratch *w) {
     float *m = w->m, *l = w->l, *acc = w->acc;
+    q = job_q(q, &ld_q, nq, hd, bf16, w);
     for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
     for (int k0 = 0; k0 < Skv; k0 += KT) {
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 15) & ~15, first = k0 == 0;
-        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd);
+        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd, bf16);
         for (int i0 = 0; i0 < nq; i0 += QS) {
             int ns = nq - i0 < QS ? nq - i0 : QS;
             float *s = w->s;   /* [ns, nkp] */
@@ -451,6 +471,7 @@ static AVX512 void attention_job512(const float *q, int ld_q, const float *k, co
                 else exp_sub_sum512(1, s + (size_t)r * nkp, nkp, nk, mx, sum);
                 for (int u = 0; u < R; u++) {
                     int i = i0 + r + u;
+                    if (bf16) cvx_attn_round_bf16_row(s + (size_t)(r + u) * nkp, nk);
                     l[i] = l[i] * corr[u] + sum[u];
                     m[i] = mx[u];
                     if (!first) scale_row512(acc + (size_t)i * hd, hd, corr[u]);
@@ -466,12 +487,10 @@ static AVX512 void attention_job512(const float *q, int ld_q, const float *k, co
     }
 }
 
-void cvx_attention_isa(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
-                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
-    if (hd % 16 || Sq <= 0 || Skv <= 0) {
-        cvx_attention_tiled(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
-        return;
-    }
+/* Jobs = (head, block of QB query rows), dynamically shared out: which thread runs a job never
+ * changes its bits. bf16: q, k, v and p rounded to bf16 (attention_impl.h). */
+static void attention_run(int avx512, int bf16, const float *q, int ld_q, const float *k, const float *v, int ld_kv,
+                          float *out, int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
     int qblocks = (Sq + QB - 1) / QB, jobs = heads * qblocks;
 #pragma omp parallel
     {
@@ -483,17 +502,30 @@ void cvx_attention_isa(int avx512, const float *q, int ld_q, const float *k, con
         w.m = cvx_alloc_f32(QB);
         w.l = cvx_alloc_f32(QB);
         w.t = cvx_alloc_f32((size_t)QS * hd);
+        w.qr = bf16 ? cvx_alloc_f32((size_t)QB * hd) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int job = 0; job < jobs; job++) {
             int h = job / qblocks, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
             const float *b = bias ? bias + ((size_t)h * Sq + q0) * Skv : NULL;
             const float *qj = q + (size_t)q0 * ld_q + (size_t)h * hd, *kj = k + (size_t)h * hd, *vj = v + (size_t)h * hd;
             float *oj = out + (size_t)q0 * ld_o + (size_t)h * hd;
-            if (avx512) attention_job512(qj, ld_q, kj, vj, ld_kv, oj, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
-            else attention_job(qj, ld_q, kj, vj, ld_kv, oj, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, &w);
+            if (avx512) attention_job512(qj, ld_q, kj, vj, ld_kv, oj, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, bf16, &w);
+            else attention_job(qj, ld_q, kj, vj, ld_kv, oj, ld_o, nq, Skv, hd, scale, b, (size_t)Skv, bf16, &w);
         }
-        free(w.kt); free(w.vt); free(w.s); free(w.acc); free(w.m); free(w.l); free(w.t);
+        free(w.kt); free(w.vt); free(w.s); free(w.acc); free(w.m); free(w.l); free(w.t); free(w.qr);
     }
+}
+
+void cvx_attention_isa(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    if (hd % 16 || Sq <= 0 || Skv <= 0) cvx_attention_tiled(q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+    else attention_run(avx512, 0, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+}
+
+void cvx_attn_f32_bf16(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias) {
+    CVX_CHECK(hd % 16 == 0);
+    if (Sq > 0 && Skv > 0) attention_run(avx512, 1, q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
 }
 
 void cvx_attention(const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out, int ld_o,
