@@ -190,27 +190,27 @@ typedef struct {
     float *kt, *vt, *s, *acc, *m, *l, *t, *qr;
 } job_scratch;
 
-/* The k tile packed (kᵀ, [nkp/16][hd][16]) and the v tile copied to contiguous rows [nk, hd] (with a
+/* The k tile packed (kᵀ, [nkp/16][hd][16]) and the v tile copied to rows [nk, hd] of stride ldv (with a
  * row stride like 3072 floats every row would fall in the same L1 sets); bf16: both rounded to bf16. */
-static void pack_tile(job_scratch *w, const float *k, const float *v, int ld_kv, int nk, int nkp, int hd, int bf16) {
+static void pack_tile(job_scratch *w, const float *k, const float *v, int ld_kv, int nk, int nkp, int hd, int ldv,
+                      int bf16) {
     pack_kt(w->kt, nkp, k, ld_kv, nk, hd);
     prefetch_rows(v, ld_kv, nk < PF_ROWS ? nk : PF_ROWS, hd);
     for (int j = 0; j < nk; j++) {
         if (j + PF_ROWS < nk) prefetch_rows(v + (size_t)(j + PF_ROWS) * ld_kv, ld_kv, 1, hd);
-        memcpy(w->vt + (size_t)j * hd, v + (size_t)j * ld_kv, sizeof(float) * hd);
+        memcpy(w->vt + (size_t)j * ldv, v + (size_t)j * ld_kv, sizeof(float) * hd);
+        if (bf16) cvx_attn_round_bf16_row(w->vt + (size_t)j * ldv, hd);
     }
-    if (bf16) {
-        cvx_attn_round_bf16_row(w->kt, nkp * hd);
-        cvx_attn_round_bf16_row(w->vt, nk * hd);
-    }
+    if (bf16) cvx_attn_round_bf16_row(w->kt, nkp * hd);
 }
 
-/* bf16: the job's nq rows of q rounded to bf16 into qr [nq, hd] (read before out is written: out may be q). */
-static const float *job_q(const float *q, int *ld_q, int nq, int hd, int bf16, job_scratch *w) {
-    if (!bf16) return q;
+/* copy or bf16: the job's nq rows of q copied to qr [nq, hd] (contiguous: rows a page apart would share
+ * L1 sets), rounded to bf16 when bf16; read before out is written (out may be q). */
+static const float *job_q(const float *q, int *ld_q, int nq, int hd, int copy, int bf16, job_scratch *w) {
+    if (!copy && !bf16) return q;
     for (int i = 0; i < nq; i++) {
         memcpy(w->qr + (size_t)i * hd, q + (size_t)i * *ld_q, sizeof(float) * hd);
-        cvx_attn_round_bf16_row(w->qr + (size_t)i * hd, hd);
+        if (bf16) cvx_attn_round_bf16_row(w->qr + (size_t)i * hd, hd);
     }
     *ld_q = hd;
     return w->qr;
@@ -222,11 +222,11 @@ static void attention_job(const float *q, int ld_q, const float *k, const float 
                           int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias, int bf16,
                           job_scratch *w) {
     float *m = w->m, *l = w->l, *acc = w->acc;
-    q = job_q(q, &ld_q, nq, hd, bf16, w);
+    q = job_q(q, &ld_q, nq, hd, 0, bf16, w);
     for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
     for (int k0 = 0; k0 < Skv; k0 += KT) {
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 15) & ~15, first = k0 == 0;
-        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd, bf16);
+        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd, hd, bf16);
         for (int i0 = 0; i0 < nq; i0 += QS) {
             int ns = nq - i0 < QS ? nq - i0 : QS;
             float *s = w->s;                                                    /* [ns, nkp] */
@@ -342,16 +342,17 @@ AVX512_INLINE void pv_block512(int R, int NV, const float *p, int ldp, const flo
 
 /* s [ns, nkp] = scale · q kᵀ: per chunk of 64 keys (hd·64 floats of kt, in L1 or nearly), every 6-row group
  * (the chunk's last keys in panels of 32 and 16). */
-static AVX512 void qk_tile512(int ns, const float *q, int ld_q, const float *kt, int nkp, int hd, float scale, float *s) {
+static AVX512 void qk_tile512(int ns, const float *q, int ld_q, const float *kt, int nkp, int hd, float scale, float *s,
+                              int lds) {
     for (int j = 0; j < nkp;) {
         int np = nkp - j >= 64 ? 4 : nkp - j >= 32 ? 2 : 1;
         for (int r = 0; r < ns; r += 6) {
             int R = ns - r < 6 ? ns - r : 6;
             const float *qr = q + (size_t)r * ld_q, *kj = kt + (size_t)j * hd;
-            float *sr = s + (size_t)r * nkp + j;
-            if (np == 4) ROWS_DISPATCH(qk_block512, R, 4, qr, ld_q, kj, hd, scale, sr, nkp)
-            else if (np == 2) ROWS_DISPATCH(qk_block512, R, 2, qr, ld_q, kj, hd, scale, sr, nkp)
-            else ROWS_DISPATCH(qk_block512, R, 1, qr, ld_q, kj, hd, scale, sr, nkp)
+            float *sr = s + (size_t)r * lds + j;
+            if (np == 4) ROWS_DISPATCH(qk_block512, R, 4, qr, ld_q, kj, hd, scale, sr, lds)
+            else if (np == 2) ROWS_DISPATCH(qk_block512, R, 2, qr, ld_q, kj, hd, scale, sr, lds)
+            else ROWS_DISPATCH(qk_block512, R, 1, qr, ld_q, kj, hd, scale, sr, lds)
         }
         j += 16 * np;
     }
@@ -359,19 +360,19 @@ static AVX512 void qk_tile512(int ns, const float *q, int ld_q, const float *kt,
 
 /* acc [ns, hd] (+)= p [ns, nk] · v [nk, hd]: per block of 64 (then 32, 16) columns and chunk of PV_KC
  * keys (in L1), every 6-row group; t [ns, hd]: the chains between chunks. */
-static AVX512 void pv_tile512(int ns, const float *p, int ldp, const float *v, int hd, int nk, float *acc, float *t,
-                              int first) {
+static AVX512 void pv_tile512(int ns, const float *p, int ldp, const float *v, int ldv, int hd, int nk, float *acc,
+                              float *t, int first) {
     for (int c = 0; c < hd;) {
         int nv = hd - c >= 64 ? 4 : hd - c >= 32 ? 2 : 1;
         for (int j0 = 0; j0 < nk; j0 += PV_KC) {
             int nc = nk - j0 < PV_KC ? nk - j0 : PV_KC, start = j0 == 0, end = j0 + PV_KC >= nk;
             for (int r = 0; r < ns; r += 6) {
                 int R = ns - r < 6 ? ns - r : 6;
-                const float *pr = p + (size_t)r * ldp + j0, *vj = v + (size_t)j0 * hd + c;
+                const float *pr = p + (size_t)r * ldp + j0, *vj = v + (size_t)j0 * ldv + c;
                 float *tr = t + (size_t)r * hd + c, *ar = acc + (size_t)r * hd + c;
-                if (nv == 4) ROWS_DISPATCH(pv_block512, R, 4, pr, ldp, vj, hd, nc, tr, ar, hd, start, end, first)
-                else if (nv == 2) ROWS_DISPATCH(pv_block512, R, 2, pr, ldp, vj, hd, nc, tr, ar, hd, start, end, first)
-                else ROWS_DISPATCH(pv_block512, R, 1, pr, ldp, vj, hd, nc, tr, ar, hd, start, end, first)
+                if (nv == 4) ROWS_DISPATCH(pv_block512, R, 4, pr, ldp, vj, ldv, nc, tr, ar, hd, start, end, first)
+                else if (nv == 2) ROWS_DISPATCH(pv_block512, R, 2, pr, ldp, vj, ldv, nc, tr, ar, hd, start, end, first)
+                else ROWS_DISPATCH(pv_block512, R, 1, pr, ldp, vj, ldv, nc, tr, ar, hd, start, end, first)
             }
         }
         c += 16 * nv;
@@ -442,21 +443,22 @@ static AVX512 void attention_job512(const float *q, int ld_q, const float *k, co
                                     int ld_o, int nq, int Skv, int hd, float scale, const float *bias, size_t ld_bias,
                                     int bf16, job_scratch *w) {
     float *m = w->m, *l = w->l, *acc = w->acc;
-    q = job_q(q, &ld_q, nq, hd, bf16, w);
+    q = job_q(q, &ld_q, nq, hd, 1, bf16, w);
     for (int i = 0; i < nq; i++) { m[i] = -INFINITY; l[i] = 0; }
     for (int k0 = 0; k0 < Skv; k0 += KT) {
         int nk = Skv - k0 < KT ? Skv - k0 : KT, nkp = (nk + 15) & ~15, first = k0 == 0;
-        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd, bf16);
+        int lds = nkp + 16, ldv = hd + 16;   /* s, vt rows padded off 2 KB / 512 B strides (L1 sets) */
+        pack_tile(w, k + (size_t)k0 * ld_kv, v + (size_t)k0 * ld_kv, ld_kv, nk, nkp, hd, ldv, bf16);
         for (int i0 = 0; i0 < nq; i0 += QS) {
             int ns = nq - i0 < QS ? nq - i0 : QS;
-            float *s = w->s;   /* [ns, nkp] */
-            qk_tile512(ns, q + (size_t)i0 * ld_q, ld_q, w->kt, nkp, hd, scale, s);
+            float *s = w->s;   /* [ns, lds] */
+            qk_tile512(ns, q + (size_t)i0 * ld_q, ld_q, w->kt, nkp, hd, scale, s, lds);
             for (int r = 0; r < ns; r += 2) {   /* the online softmax, two rows at a time */
                 int R = ns - r < 2 ? ns - r : 2;
                 float mx[2], corr[2], sum[2];
                 for (int u = 0; u < R; u++) {
                     int i = i0 + r + u;
-                    float *sr = s + (size_t)(r + u) * nkp;
+                    float *sr = s + (size_t)(r + u) * lds;
                     if (bias) {
                         const float *br = bias + (size_t)i * ld_bias + k0;
                         int j = 0;
@@ -467,17 +469,17 @@ static AVX512 void attention_job512(const float *q, int ld_q, const float *k, co
                     mx[u] = row_max512(sr, nk, m[i]);
                     corr[u] = first ? 0.0f : expf(m[i] - mx[u]);
                 }
-                if (R == 2) exp_sub_sum512(2, s + (size_t)r * nkp, nkp, nk, mx, sum);
-                else exp_sub_sum512(1, s + (size_t)r * nkp, nkp, nk, mx, sum);
+                if (R == 2) exp_sub_sum512(2, s + (size_t)r * lds, lds, nk, mx, sum);
+                else exp_sub_sum512(1, s + (size_t)r * lds, lds, nk, mx, sum);
                 for (int u = 0; u < R; u++) {
                     int i = i0 + r + u;
-                    if (bf16) cvx_attn_round_bf16_row(s + (size_t)(r + u) * nkp, nk);
+                    if (bf16) cvx_attn_round_bf16_row(s + (size_t)(r + u) * lds, nk);
                     l[i] = l[i] * corr[u] + sum[u];
                     m[i] = mx[u];
                     if (!first) scale_row512(acc + (size_t)i * hd, hd, corr[u]);
                 }
             }
-            pv_tile512(ns, s, nkp, w->vt, hd, nk, acc + (size_t)i0 * hd, w->t, first);
+            pv_tile512(ns, s, lds, w->vt, ldv, hd, nk, acc + (size_t)i0 * hd, w->t, first);
         }
     }
     for (int i = 0; i < nq; i++) {
@@ -496,13 +498,13 @@ static void attention_run(int avx512, int bf16, const float *q, int ld_q, const 
     {
         job_scratch w;
         w.kt = cvx_alloc_f32((size_t)hd * KT);
-        w.vt = cvx_alloc_f32((size_t)hd * KT);
-        w.s = cvx_alloc_f32((size_t)QS * KT);
+        w.vt = cvx_alloc_f32((size_t)(hd + 16) * KT);
+        w.s = cvx_alloc_f32((size_t)QS * (KT + 16));
         w.acc = cvx_alloc_f32((size_t)QB * hd);
         w.m = cvx_alloc_f32(QB);
         w.l = cvx_alloc_f32(QB);
         w.t = cvx_alloc_f32((size_t)QS * hd);
-        w.qr = bf16 ? cvx_alloc_f32((size_t)QB * hd) : NULL;
+        w.qr = bf16 || avx512 ? cvx_alloc_f32((size_t)QB * hd) : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int job = 0; job < jobs; job++) {
             int h = job / qblocks, q0 = (job % qblocks) * QB, nq = Sq - q0 < QB ? Sq - q0 : QB;
