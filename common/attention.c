@@ -9,8 +9,11 @@
  *     acc += p · v_tile                    (6×16 kernel over the keys, v tile copied contiguous)
  *   out = acc / l.
  * OpenBLAS calls on these small shapes spent much of their time packing; here only the k and
- * v tiles are copied, once per job. On AVX-512 CPUs (cvx_attention_isa) the two products run
- * 6×32 / 6×64 zmm kernels of the same chains: equal bits, twice the width. */
+ * v tiles are copied, once per job (prefetched: rows a page apart). On AVX-512 CPUs
+ * (cvx_attention_isa) the same chains run in zmm kernels (6 rows × 64 keys, 6 rows × 64 columns)
+ * over L1-sized chunks of the tile, with a 16-lane exp: equal bits (see the AVX-512 section).
+ * The same jobs on bf16-rounded operands are the bf16 attention of CPUs without bf16 units
+ * (cvx_attn_f32_bf16, attention_impl.h). */
 #include "error.h"
 #include "ops.h"
 #include "vecmath.h"
