@@ -26,7 +26,10 @@
  *     pass, and m stays, so PV adds to its accumulator without a rescale. p may exceed 1 here (up to
  *     2^X_MAX; f32 and bf16 keep their relative precision); a tile whose scores climb more than
  *     X_MAX bits above m is redone the two-pass way (new max, rescale by 2^(m_old−m)).
- * With a bias (T5) every tile runs the two-pass way. Portable path (no AVX512_BF16, or hd % 32 ≠ 0):
+ * With a bias (T5) every tile runs the two-pass way. Without AVX512_BF16 (or hd % 32 ≠ 0) and hd % 16 = 0:
+ * the f32 kernels of attention.c on operands rounded at the same points (cvx_attn_f32_bf16, base e:
+ * a product of two bf16 values is exact in f32, so widening costs nothing but the rounding; 4-5× the
+ * portable loops below). Portable path (the rest: hd % 16 ≠ 0, and the int8 kernel's softmax/PV):
  * the same packing read as f32, groups of QS rows, the two-pass way, plain loops (its products give
  * the bits vdpbf16ps would). Before the base-2 softmax (commit 95accd8 and earlier) both paths gave
  * the bits of commit 5a77dc2; bench_attention prints a hash of the output. Which thread runs which
@@ -388,6 +391,18 @@ static void to_bf16_row(const float *x, int n, uint16_t *d, int n_pad) {
 }
 
 /* x[i] = (float)d[i] for i < n (a bf16 widened: its bits in the upper half). */
+static void bf16_to_f32_row(const uint16_t *d, float *x, int n);
+
+void cvx_attn_round_bf16_row(float *x, int n) {
+    uint16_t b[256];
+    for (int i = 0; i < n; i += 256) {
+        int c = n - i < 256 ? n - i : 256;
+        to_bf16_row(x + i, c, b, c);
+        bf16_to_f32_row(b, x + i, c);
+    }
+}
+
+
 static void bf16_to_f32_row(const uint16_t *d, float *x, int n) {
     int i = 0;
 #ifdef __AVX2__
@@ -624,6 +639,12 @@ void cvx_attention_bf16(const cvx_kernels *kc, const float *q, int ld_q, const f
     if (Sq <= 0 || Skv <= 0) return;
     CVX_CHECK(hd % 2 == 0);
     int fast = cvx_kernels_bf16_native(kc) && cvx_kernels_cpu(kc)->avx512_bf16 && hd % 32 == 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (!fast && hd % 16 == 0) {   /* no bf16 units: the f32 kernels on bf16-rounded operands */
+        cvx_attn_f32_bf16(kc && cvx_kernels_avx512(kc), q, ld_q, k, v, ld_kv, out, ld_o, Sq, Skv, heads, hd, scale, bias);
+        return;
+    }
+#endif
     const float scale2 = scale * LOG2E;   /* the scores in base 2 */
     int qblocks = (Sq + QB - 1) / QB, ntiles = (Skv + KT - 1) / KT;
     size_t per_head = (size_t)ntiles * KT * hd / 2;   /* uint32 pairs of K (and as many of V) per head */

@@ -1,6 +1,7 @@
-/* Private to common/attention_bf16.c and common/attention_int8.c: the parts of the bf16 attention
- * kernel the int8 one shares (one copy each, in attention_bf16.c). The int8 kernel replaces only
- * the scores (integer QKᵀ); its softmax and PV are these, with the same rounding points. */
+/* Private to common/attention*.c: the parts of the bf16 attention kernel the int8 one shares (one
+ * copy each, in attention_bf16.c; the int8 kernel replaces only the scores (integer QKᵀ), its
+ * softmax and PV are these, with the same rounding points), and the bf16 attention of CPUs
+ * without bf16 units on the f32 kernels (attention.c). */
 #ifndef CVX_ATTENTION_IMPL_H
 #define CVX_ATTENTION_IMPL_H
 
@@ -26,5 +27,16 @@ void cvx_attn_softmax_pv(int fast, int ns, float *s, int nk, int nkp, int first,
                          float *out, int ld_o);
 /* out[i] = acc[i] / l[i] for nq rows (nothing when fast: the last tile wrote out). */
 void cvx_attn_finish(int fast, int nq, const float *l, const float *acc, int hd, float *out, int ld_o);
+
+/* x[i] = (float)bf16(x[i]) for i < n (RNE, NaN kept NaN: cvx_f32_to_bf16), on the calling thread. */
+void cvx_attn_round_bf16_row(float *x, int n);
+
+/* cvx_attention_bf16's contract (q, k, v rounded to bf16, f32 scores, softmax and sums, p rounded to
+ * bf16 for PV, f32 accumulation) on the f32 kernels of cvx_attention_isa (attention.c; AVX-512 ones
+ * when avx512): q and the packed k / v tiles rounded as they are copied, p after the row sum. The path
+ * of CPUs without bf16 units (products of bf16 values are exact in f32: nothing is gained by a pairwise
+ * bf16 layout there). hd % 16 == 0; built with AVX2/FMA only. */
+void cvx_attn_f32_bf16(int avx512, const float *q, int ld_q, const float *k, const float *v, int ld_kv, float *out,
+                       int ld_o, int Sq, int Skv, int heads, int hd, float scale, const float *bias);
 
 #endif

@@ -80,7 +80,8 @@ static void check(int Sq, int Skv, int heads, int hd, int with_bias, float amp) 
  * 2^-9 of a row; seen at 2.2e-5 on the portable path, with the kernel of commit 5a77dc2 too);
  * across tiles p is rounded against the running max (≤ 3e-3); vs the f32 reference ≤ 2e-2 but
  * above 1e-5 (the bf16 rounding is really there). Also in place (out = q) and columns outside the heads
- * untouched. path 0: AVX512-BF16 where the CPU has it; 1: the portable path. */
+ * untouched. path 0: AVX512-BF16 where the CPU has it; 1: as a CPU without bf16 units (hd % 16 = 0: the f32
+ * kernels on rounded operands, AVX-512 where the CPU has it; else the portable loops); 2: as an AVX2-only CPU. */
 static void check_bf16_amp(cvx_kernels *kc, int path, int Sq, int Skv, int heads, int hd, int with_bias, float rise);
 static void check_bf16(cvx_kernels *kc, int path, int Sq, int Skv, int heads, int hd, int with_bias) {
     check_bf16_amp(kc, path, Sq, Skv, heads, hd, with_bias, 1.0f);
@@ -99,14 +100,14 @@ static void check_bf16_amp(cvx_kernels *kc, int path, int Sq, int Skv, int heads
     for (size_t i = 0; i < (size_t)Skv * ld; i++) { k[i] = 3 * urand() * (i / ld >= 256 ? rise : 1.0f); v[i] = urand(); }
     for (size_t i = 0; bias && i < (size_t)heads * Sq * Skv; i++) bias[i] = urand();
     float scale = 1.0f / sqrtf((float)hd);
-    cvx_kernels_force(kc, path ? CVX_KPATH_NO_BF16 : CVX_KPATH_AUTO);
+    cvx_kernels_force(kc, path == 2 ? CVX_KPATH_AVX2 : path ? CVX_KPATH_NO_BF16 : CVX_KPATH_AUTO);
     cvx_attention_bf16(kc, q, ld, k, v, ld, o, ldo, Sq, Skv, heads, hd, scale, bias);
     cvx_attention_bf16_ref(q, ld, k, v, ld, oref, ldo, Sq, Skv, heads, hd, scale, bias);
     cvx_attention_ref(q, ld, k, v, ld, o32, ldo, Sq, Skv, heads, hd, scale, bias);
     double e = cvx_rel_l2(o, oref, (size_t)Sq * ldo), e32 = cvx_rel_l2(o, o32, (size_t)Sq * ldo);
     double tol = Skv <= 256 ? 1e-4 : 3e-3;
     printf("  bf16 %-8s Sq %4d Skv %4d heads %2d hd %3d bias %d rise %2.0f: vs bf16 ref %.2g (tol %.0e), vs f32 ref %.2g\n",
-           path ? "portable" : "auto", Sq, Skv, heads, hd, with_bias, rise, e, tol, e32);
+           path == 2 ? "avx2" : path ? "portable" : "auto", Sq, Skv, heads, hd, with_bias, rise, e, tol, e32);
     assert_true(e <= tol);
     assert_true(e32 <= 2e-2);
     assert_true(e32 > 1e-5);
@@ -126,7 +127,7 @@ static void test_bf16_vs_reference(void **s) {
     (void)s;
     cvx_kernels *kc = cvx_kernels_new();
     assert_non_null(kc);
-    printf("  (bf16 units: %s)\n", cvx_kernels_bf16_native(kc) ? "yes" : "no, both runs portable");
+    printf("  (bf16 units: %s)\n", cvx_kernels_bf16_native(kc) ? "yes" : "no: auto = portable");
     static const struct { int Sq, Skv, heads, hd, bias; } cases[] = {
         {77, 200, 2, 64, 0},    /* one key tile */
         {1, 33, 3, 64, 1},      /* one query, odd keys, bias */
@@ -135,7 +136,7 @@ static void test_bf16_vs_reference(void **s) {
         {13, 1000, 5, 32, 0},   /* hd 32 (32-column blocks), rows below one 6-row group */
         {40, 90, 2, 40, 0},     /* hd 40: the portable path even with bf16 units */
     };
-    for (int path = 0; path < 2; path++) {
+    for (int path = 0; path < 3; path++) {
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
             check_bf16(kc, path, cases[c].Sq, cases[c].Skv, cases[c].heads, cases[c].hd, cases[c].bias);
         /* maxima climbing after the first key tile: by a few bits (p > 1 in the fused tiles), by far more
@@ -157,6 +158,26 @@ static void test_widths(void **s) {
     check(25, 535, 3, 128, 1, 2);
     check(19, 300, 2, 80, 0, 1);
     check(8, 17, 2, 48, 0, 1);
+}
+
+/* The shapes the families run, at small lengths: keys masked by compaction (HV1.5's text mask keeps
+ * S + n_valid rows, T5 keeps the unmasked keys with their bias columns), cross-attention (LTX / Wan:
+ * Sq ≠ Skv, a text length of keys), head dims 64 (LTX, CogVideoX) and 128 (Wan, HV1.5), lengths
+ * whose last key tile ends 1, 7, 9 or 15 keys past a multiple of 16 (the exp tails, the odd key
+ * panel, the ragged PV chunk) and query counts that end in a partial 6-row group. */
+static void test_family_shapes(void **s) {
+    (void)s;
+    static const struct { int Sq, Skv, heads, hd, bias; float amp; } cases[] = {
+        {61, 1031, 2, 64, 0, 3},     /* LTX self-attention (fewer queries), 3 key tiles, last 7 keys */
+        {777, 121, 3, 64, 0, 2},     /* LTX cross-attention over 121 valid text tokens */
+        {203, 677, 1, 128, 0, 3},    /* HV1.5 joint attention over S + n_valid rows (fewer queries) */
+        {130, 515, 2, 128, 0, 2},    /* Wan cross-attention, 515 keys: a 3-key second tile */
+        {41, 23, 4, 64, 1, 2},       /* T5 with masked keys compacted, bias columns kept */
+        {13, 1033, 1, 64, 1, 1},     /* 1 key in the last tile, with a bias */
+        {100, 1049, 1, 128, 0, 4},   /* last tile 25 keys: a 16-key panel, then 9 */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        check(cases[c].Sq, cases[c].Skv, cases[c].heads, cases[c].hd, cases[c].bias, cases[c].amp);
 }
 
 static void test_exp(void **s) {
@@ -192,6 +213,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exp), cmocka_unit_test(test_small), cmocka_unit_test(test_multi_tile),
         cmocka_unit_test(test_bias), cmocka_unit_test(test_peaky), cmocka_unit_test(test_fallback), cmocka_unit_test(test_widths),
+        cmocka_unit_test(test_family_shapes),
         cmocka_unit_test(test_bf16_vs_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -175,7 +175,10 @@ static void check_attention(cvx_kernels *kc, int Sq, int Skv, int heads, int hd,
     cvx_attention_bf16_ref(q, ld, k, v, ld, oref, ldo, Sq, Skv, heads, hd, scale, bias);
     cvx_attention_ref(q, ld, k, v, ld, o32, ldo, Sq, Skv, heads, hd, scale, bias);
     double e = cvx_rel_l2(o, oref, (size_t)Sq * ldo), e32 = cvx_rel_l2(o, o32, (size_t)Sq * ldo);
-    double tol = Skv <= 256 ? 1e-5 : 3e-3;   /* 256 = the key tile */
+    /* 256 = the key tile. Within one tile 1e-4, as tests/common_attention.c: p in f32 (≈ 8e-7 relative) against the
+     * reference's double p flips the bf16 rounding of a p now and then (one bf16 ulp, 2^-7 of that p; 2 flips in
+     * 15,400 p at 77 × 200 give 3e-5), whichever f32 kernel computes it. */
+    double tol = Skv <= 256 ? 1e-4 : 3e-3;
     print_message("  %-9s Sq %4d Skv %4d heads %d hd %3d bias %d: vs bf16 ref %.2g (tol %.0e), vs f32 ref %.2g\n",
                   path_name[path], Sq, Skv, heads, hd, with_bias, e, tol, e32);
     assert_true(e <= tol);
