@@ -143,6 +143,7 @@ typedef struct {
     int rows_outer;        /* macro(): row tiles in the outer loop */
     int mr, nr, kcb, mcb, ncb;  /* tile rows and columns, K block, row block, column block */
     const float *ap;       /* A pre-packed (cvx_sgemm_fixed_pack_a) or NULL: packed per block */
+    int ia;                /* A read in place (rows as stored: !ta, not pre-packed) */
 } problem;
 
 /* r[0..7] (8 rows of 8) := their transpose */
@@ -236,19 +237,48 @@ static void pack_a(const problem *p, int i0, int m, int k0, int kc, float *ap) {
     }
 }
 
-/* AVX2: c[r, 0..15] += Σ_k ap[k, r] · bp[k, 0..15] for R ≤ 6 rows, k in order. */
-ALWAYS_INLINE void tile(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+/* One tile's A, C and chain start. A: packed (a[k·mr + r]) or, with in-place A (the tile functions'
+ * ia), op(A)'s rows as stored (a[r·lda + k]). first: the chains start in this K block, from
+ * beta·C + bias (bias at the tile's first column; chain_start's two roundings, 16 lanes at a time),
+ * else they continue from C. */
+typedef struct {
+    const float *a;
+    size_t lda;
+    float *c;
+    size_t ldc;
+    int first;
+    float beta;
+    const float *bias;
+} tile_io;
+
+/* AVX2: c[r, 0..15] += Σ_k a[r, k] · bp[k, 0..15] for R ≤ 6 rows, k in order. */
+ALWAYS_INLINE void tile(int R, int ia, const tile_io *t, const float *bp, int kc) {
     __m256 c0[MR], c1[MR];
+    const float *ap = t->a;
+    float *c = t->c;
+    const size_t ldc = t->ldc, lda = t->lda;
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
-        c0[r] = _mm256_loadu_ps(c + r * ldc);
-        c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+        if (!t->first) {
+            c0[r] = _mm256_loadu_ps(c + r * ldc);
+            c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+            continue;
+        }
+        c0[r] = c1[r] = _mm256_setzero_ps();
+        if (t->beta != 0.0f) {
+            c0[r] = _mm256_mul_ps(_mm256_set1_ps(t->beta), _mm256_loadu_ps(c + r * ldc));
+            c1[r] = _mm256_mul_ps(_mm256_set1_ps(t->beta), _mm256_loadu_ps(c + r * ldc + 8));
+        }
+        if (t->bias) {
+            c0[r] = _mm256_add_ps(c0[r], _mm256_loadu_ps(t->bias));
+            c1[r] = _mm256_add_ps(c1[r], _mm256_loadu_ps(t->bias + 8));
+        }
     }
     for (int k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(bp + (size_t)k * NR), b1 = _mm256_loadu_ps(bp + (size_t)k * NR + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-            __m256 av = _mm256_broadcast_ss(ap + (size_t)k * MR + r);
+            __m256 av = _mm256_broadcast_ss(ia ? ap + r * lda + k : ap + (size_t)k * MR + r);
             c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
             c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
         }
@@ -260,27 +290,43 @@ ALWAYS_INLINE void tile(int R, const float *ap, const float *bp, int kc, float *
     }
 }
 
-static void tile_r(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+#define TILE_R(f, ia, R, ...)                                                                              \
+    case R:                                                                                                \
+        if (ia) f(R, 1, __VA_ARGS__);                                                                      \
+        else f(R, 0, __VA_ARGS__);                                                                         \
+        break;
+
+static void tile_r(int R, int ia, const tile_io *t, const float *bp, int kc) {
     switch (R) {
-    case 6: tile(6, ap, bp, kc, c, ldc); break;
-    case 5: tile(5, ap, bp, kc, c, ldc); break;
-    case 4: tile(4, ap, bp, kc, c, ldc); break;
-    case 3: tile(3, ap, bp, kc, c, ldc); break;
-    case 2: tile(2, ap, bp, kc, c, ldc); break;
-    default: tile(1, ap, bp, kc, c, ldc); break;
+    TILE_R(tile, ia, 6, t, bp, kc)
+    TILE_R(tile, ia, 5, t, bp, kc)
+    TILE_R(tile, ia, 4, t, bp, kc)
+    TILE_R(tile, ia, 3, t, bp, kc)
+    TILE_R(tile, ia, 2, t, bp, kc)
+    default: TILE_R(tile, ia, 1, t, bp, kc)
     }
 }
 
-/* AVX-512: c[r, 0 .. 16·NV) += Σ_k ap[k, r] · bp[k, ..] for R ≤ mr rows (ap: [kc][mr], bp:
- * [kc][16·NV]), k in order — the AVX2 tile's chains, 16 to a register instead of 8. */
-ALWAYS_INLINE AVX512 void tile_w(int R, int mr, int NV, const float *ap, const float *bp, int kc, float *c,
-                                 size_t ldc) {
+/* AVX-512: c[r, 0 .. 16·NV) += Σ_k a[r, k] · bp[k, ..] for R ≤ mr rows (bp: [kc][16·NV]), k in
+ * order — the AVX2 tile's chains, 16 to a register instead of 8. */
+ALWAYS_INLINE AVX512 void tile_w(int R, int ia, int mr, int NV, const tile_io *t, const float *bp, int kc) {
     __m512 acc[12][4];
     const int nr = 16 * NV;
+    const float *ap = t->a;
+    float *c = t->c;
+    const size_t ldc = t->ldc, lda = t->lda;
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
+        for (int v = 0; v < NV; v++) {
+            if (!t->first) {
+                acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
+                continue;
+            }
+            acc[r][v] = _mm512_setzero_ps();
+            if (t->beta != 0.0f) acc[r][v] = _mm512_mul_ps(_mm512_set1_ps(t->beta), _mm512_loadu_ps(c + r * ldc + 16 * v));
+            if (t->bias) acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_loadu_ps(t->bias + 16 * v));
+        }
     for (int k = 0; k < kc; k++) {
         __m512 b[4];
 #pragma GCC unroll 4
@@ -290,7 +336,7 @@ ALWAYS_INLINE AVX512 void tile_w(int R, int mr, int NV, const float *ap, const f
         }
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++) {
-            __m512 av = _mm512_set1_ps(ap[(size_t)k * mr + r]);
+            __m512 av = _mm512_set1_ps(ia ? ap[r * lda + k] : ap[(size_t)k * mr + r]);
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
         }
@@ -301,36 +347,41 @@ ALWAYS_INLINE AVX512 void tile_w(int R, int mr, int NV, const float *ap, const f
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
 }
 
+#define TILE_6x64(R, ia, ...) tile_w(R, ia, W_MR, W_NV, __VA_ARGS__)
+#define TILE_12x32(R, ia, ...) tile_w(R, ia, S_MR, S_NV, __VA_ARGS__)
+
 /* R rows of a 6×64 (mr = 6) or 12×32 (mr = 12) tile */
-static AVX512 void tile_wr(int R, int mr, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+static AVX512 void tile_wr(int R, int mr, int ia, const tile_io *t, const float *bp, int kc) {
     if (mr == W_MR) switch (R) {
-        case 6: tile_w(6, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 5: tile_w(5, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 4: tile_w(4, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 3: tile_w(3, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 2: tile_w(2, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        default: tile_w(1, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        TILE_R(TILE_6x64, ia, 6, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 5, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 4, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 3, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 2, t, bp, kc)
+        default: TILE_R(TILE_6x64, ia, 1, t, bp, kc)
         }
     else switch (R) {
-        case 12: tile_w(12, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 11: tile_w(11, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 10: tile_w(10, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 9: tile_w(9, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 8: tile_w(8, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 7: tile_w(7, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 6: tile_w(6, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 5: tile_w(5, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 4: tile_w(4, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 3: tile_w(3, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 2: tile_w(2, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        default: tile_w(1, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        TILE_R(TILE_12x32, ia, 12, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 11, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 10, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 9, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 8, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 7, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 6, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 5, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 4, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 3, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 2, t, bp, kc)
+        default: TILE_R(TILE_12x32, ia, 1, t, bp, kc)
         }
 }
 
-/* C[i0 .. + m, j0 .. + n) over one K block from the packed panels, tile by tile (order: below).
- * Tiles reaching past column N run on a copy. first: the chains start here (C := beta·C + bias). */
-static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int first, const float *apack,
+/* C[i0 .. + m, j0 .. + n) over the K block k0 .. + kc from the packed panels (A: apack, or in place
+ * with p->ia), tile by tile (order: below). Tiles reaching past column N run on a copy. first: the
+ * chains start here (C := beta·C + bias). */
+static void macro(const problem *p, int i0, int m, int j0, int n, int k0, int kc, const float *apack,
                   const float *bpack) {
+    const int first = k0 == 0;
     float edge[EDGE];
     const int ldc = p->ldc, mr = p->mr, nr = p->nr;
     /* the tiles: rows fastest (the B micro-panel reused under the A block) or, with rows_outer (the
@@ -343,7 +394,7 @@ static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int fi
         else ni = jt + nr < n ? it : it + mr, nj = jt + nr < n ? jt + nr : 0;
         const int w = imin(nr, n - jt), R = imin(mr, m - it);
         float *c = p->C + (size_t)(i0 + it) * ldc + j0 + jt;
-        if (first)
+        if (first && w < nr)   /* the edge tile's chains start here, the tile continues them */
             for (int r = 0; r < R; r++)
                 for (int q = 0; q < w; q++)
                     c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], p->beta, p->bias, j0 + jt + q);
@@ -355,15 +406,15 @@ static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int fi
             for (int r = 0; r < mr && ni + r < m; r++)
                 _mm_prefetch((const char *)(cn + (size_t)r * ldc + nr - 1), _MM_HINT_T0);
         }
-        const float *ap = apack + (size_t)it * kc, *bp = bpack + (size_t)jt * kc;
-        float *dst = c;
-        size_t ldd = (size_t)ldc;
+        tile_io t = {p->ia ? p->A + (size_t)(i0 + it) * p->lda + k0 : apack + (size_t)it * kc, (size_t)p->lda, c,
+                     (size_t)ldc, first, p->beta, p->bias ? p->bias + j0 + jt : NULL};
         if (w < nr) {
             for (int r = 0; r < R; r++) memcpy(edge + r * nr, c + (size_t)r * ldc, sizeof(float) * w);
-            dst = edge, ldd = (size_t)nr;
+            t.c = edge, t.ldc = (size_t)nr, t.first = 0;
         }
-        if (p->wide) tile_wr(R, mr, ap, bp, kc, dst, ldd);
-        else tile_r(R, ap, bp, kc, dst, ldd);
+        const float *bp = bpack + (size_t)jt * kc;
+        if (p->wide) tile_wr(R, mr, p->ia, &t, bp, kc);
+        else tile_r(R, p->ia, &t, bp, kc);
         if (w < nr)
             for (int r = 0; r < R; r++) memcpy(c + (size_t)r * ldc, edge + r * nr, sizeof(float) * w);
     }
@@ -384,8 +435,8 @@ static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, 
             for (int i0 = r0; i0 < r1; i0 += mb) {
                 const int m = imin(mb, r1 - i0);
                 const float *ab = p->ap ? p->ap + a_block_at(p->mr, p->M, k0) + (size_t)i0 * kc : apack;
-                if (!p->ap) pack_a(p, i0, m, k0, kc, apack);
-                macro(p, i0, m, j0, n, kc, k0 == 0, ab, bpack);
+                if (!p->ap && !p->ia) pack_a(p, i0, m, k0, kc, apack);
+                macro(p, i0, m, j0, n, k0, kc, ab, bpack);
             }
         }
     }
@@ -415,7 +466,8 @@ static problem setup(int avx512, int ta, int tb, int M, int N, int K, const floa
                      const float *bias, float beta, float *C, int ldc, const float *ap) {
     const int w = avx512 != 0, s = w && M < S_ROWS;
     problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C, w, s,
-                 0, s ? 16 * S_NV : w ? 16 * W_NV : NR, 0, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC, ap};
+                 0, s ? 16 * S_NV : w ? 16 * W_NV : NR, 0, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC, ap,
+                 !ap && !ta};
     a_blocking(avx512, M, &p.mr, &p.kcb);
     return p;
 }
@@ -437,7 +489,7 @@ static void run(const problem *pp) {
 #pragma omp parallel if (par && jobs > 1)
     {
         float *bpack = cvx_alloc_f32((size_t)p.kcb * imin(p.ncb, cols));
-        float *apack = p.ap ? NULL : cvx_alloc_f32((size_t)p.mcb * p.kcb);
+        float *apack = p.ap || p.ia ? NULL : cvx_alloc_f32((size_t)p.mcb * p.kcb);
 #pragma omp for schedule(dynamic, 1)
         for (int jb = 0; jb < jobs; jb++) {
             const int r0 = jb / cg * rows, c0 = jb % cg * cols;
