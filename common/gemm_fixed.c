@@ -446,14 +446,14 @@ static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, 
  * (taken dynamically: a thread slowed by other work takes fewer). Each job packs its own panels,
  * so B is packed once per row group and A once per column group: the grid minimises that,
  * rg·N + cg·M. The partition never changes a chain, only the speed. */
-static void split(int M, int N, int mr, int nr, int nth, int *rg, int *cg) {
+static void split(int M, int N, int mr, int nr, int nth, double a_cost, int *rg, int *cg) {
     const int mt = (M + mr - 1) / mr, nt = (N + nr - 1) / nr, want = nth > 1 ? 4 * nth : 1;
     double best = 0;
     int best_jobs = 0;
     *rg = *cg = 1;
     for (int c = 1; c <= imin(nt, want); c++) {
         const int r = imin(mt, (want + c - 1) / c), jobs = r * c;
-        const double cost = (double)r * N + (double)c * M;
+        const double cost = 2.0 * r * N + a_cost * c * M;
         if (best_jobs == 0 || (jobs >= want && best_jobs < want) ||
             ((jobs >= want) == (best_jobs >= want) && (cost < best || (cost == best && jobs > best_jobs)))) {
             best = cost, best_jobs = jobs, *rg = r, *cg = c;
@@ -482,7 +482,7 @@ static void run(const problem *pp) {
     const int nth = 1;
 #endif
     int rg, cg;
-    split(M, N, p.mr, p.nr, nth, &rg, &cg);
+    split(M, N, p.mr, p.nr, nth, p.ap ? 0.5 : p.ia ? 1.0 : 2.0, &rg, &cg);
     /* group g of n items in units of u: [start(g), start(g + 1)) */
     const int mt = (M + p.mr - 1) / p.mr, nt = (N + p.nr - 1) / p.nr, rows = (mt + rg - 1) / rg * p.mr,
               cols = (nt + cg - 1) / cg * p.nr, jobs = rg * cg;
