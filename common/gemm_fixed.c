@@ -15,13 +15,15 @@
  * differs.
  *
  * The loops are the classic ones (Goto/BLIS) inside each job: columns in NC blocks; K in KC
- * blocks, the B panel packed [n/NR][KC][NR]; rows in MC blocks, the A block packed [MC/MR][KC][MR];
- * a 6×16 register tile per (MR rows, NR columns) reading C, running its chains over the KC block
- * and writing C (a chain spilled to memory and reloaded is exact). The threads take jobs — a grid
- * of row groups × column groups — dynamically, each packing its own panels: no barrier but the
- * last, so a thread slowed by other work on the machine holds nobody up. The partition changes
- * nothing but the speed. The scalar reference (cvx_sgemm_fixed_ref) makes the same chains with
- * fmaf: equal bits. */
+ * blocks, the B panel packed [n/NR][KC][NR]; rows in MC blocks, the A block packed [MC/MR][KC][MR]
+ * when A is transposed (or pre-packed by the caller), else its rows read in place (the broadcasts
+ * take A[i, k] from the MR rows as stored: no copy of the activations); a register tile per (MR
+ * rows, NR columns) starting its chains (first K block: beta·C + bias in the tile, a vector at a
+ * time) or reading C, running them over the KC block and writing C (a chain spilled to memory and
+ * reloaded is exact). The threads take jobs — a grid of row groups × column groups — dynamically,
+ * each packing its own panels: no barrier but the last, so a thread slowed by other work on the
+ * machine holds nobody up. The partition changes nothing but the speed. The scalar reference
+ * (cvx_sgemm_fixed_ref) makes the same chains with fmaf: equal bits. */
 #include "gemm.h"
 #include "error.h"
 
@@ -43,7 +45,14 @@
  * - S_*, calls of fewer than S_ROWS rows (T5's 226): 12×32 tiles (12 broadcasts and 2 loads per 24
  *   FMAs), the A micro-panel (12×384, 18 KB) in L1 in the outer loop and the B panel (384×384,
  *   576 KB) streaming from L2 under it, the BLIS order: 1.1 of the 6×64 tiles at 226×10240×4096.
- * The B micro-panel loads prefetch PF rows ahead (from L2). */
+ * The B micro-panel loads prefetch PF rows ahead (from L2): without it a 6×64 tile alone reaches 0.70
+ * of the FMA peak, with it 0.95–1.0 (best of 15 rounds on the shared machine).
+ * Measured there (perf, cpu-clock) before A was read in place and the chain start moved into the
+ * tiles, at 2432×1920×1920: the tiles 65 % of the time, pack_b 15 %, a scalar pass starting the
+ * chains over C 9.6 %, pack_a 7.2 %; after: the tiles 83 %, pack_b 7 %, macro 6 % (mostly waiting
+ * on the prefetches of the next tile's C, which still pay: without them 0.91 of the speed). A
+ * K block of 64–192 with the B micro-panel in L1 and the C block in L2 (rows outer of K) ran at
+ * 0.82–0.90 of this blocking; KC 256–768 and MC 96–384 within the noise of it. */
 enum { MR = 6, NR = 16, KC = 384, MC = 96, NC = 3072 };
 enum { W_MR = 6, W_NV = 4, W_KC = 512, W_MC = 192, W_NC = 3072 };
 enum { S_MR = 12, S_NV = 2, S_KC = 384, S_MC = 192, S_NC = 384, S_ROWS = 1024 };
@@ -444,8 +453,9 @@ static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, 
 
 /* The jobs: a grid of row groups × column groups, at least 4 per thread where the shape has them
  * (taken dynamically: a thread slowed by other work takes fewer). Each job packs its own panels,
- * so B is packed once per row group and A once per column group: the grid minimises that,
- * rg·N + cg·M. The partition never changes a chain, only the speed. */
+ * so B is packed (read and written) once per row group and A read once per column group — packed
+ * (cost 2), in place (1: read only) or pre-packed (0.5: read, already dense): the grid minimises
+ * 2·rg·N + a_cost·cg·M. The partition never changes a chain, only the speed. */
 static void split(int M, int N, int mr, int nr, int nth, double a_cost, int *rg, int *cg) {
     const int mt = (M + mr - 1) / mr, nt = (N + nr - 1) / nr, want = nth > 1 ? 4 * nth : 1;
     double best = 0;
