@@ -479,6 +479,10 @@ static problem setup(int avx512, int ta, int tb, int M, int N, int K, const floa
                  0, s ? 16 * S_NV : w ? 16 * W_NV : NR, 0, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC, ap,
                  !ap && !ta};
     a_blocking(avx512, M, &p.mr, &p.kcb);
+    /* A in place only under tiles of ≤ 8 rows: the rows of a weight-sized K (4,096 floats: 16 KB
+     * apart) fall in one L1 set of 8 ways, and 12 of them evict each other (226×10240×4096 ran at
+     * 0.94–0.97 of packing A) */
+    p.ia = p.ia && p.mr <= 8;
     return p;
 }
 
