@@ -15,13 +15,15 @@
  * differs.
  *
  * The loops are the classic ones (Goto/BLIS) inside each job: columns in NC blocks; K in KC
- * blocks, the B panel packed [n/NR][KC][NR]; rows in MC blocks, the A block packed [MC/MR][KC][MR];
- * a 6×16 register tile per (MR rows, NR columns) reading C, running its chains over the KC block
- * and writing C (a chain spilled to memory and reloaded is exact). The threads take jobs — a grid
- * of row groups × column groups — dynamically, each packing its own panels: no barrier but the
- * last, so a thread slowed by other work on the machine holds nobody up. The partition changes
- * nothing but the speed. The scalar reference (cvx_sgemm_fixed_ref) makes the same chains with
- * fmaf: equal bits. */
+ * blocks, the B panel packed [n/NR][KC][NR]; rows in MC blocks, the A block packed [MC/MR][KC][MR]
+ * when A is transposed (or pre-packed by the caller), else its rows read in place (the broadcasts
+ * take A[i, k] from the MR rows as stored: no copy of the activations); a register tile per (MR
+ * rows, NR columns) starting its chains (first K block: beta·C + bias in the tile, a vector at a
+ * time) or reading C, running them over the KC block and writing C (a chain spilled to memory and
+ * reloaded is exact). The threads take jobs — a grid of row groups × column groups — dynamically,
+ * each packing its own panels: no barrier but the last, so a thread slowed by other work on the
+ * machine holds nobody up. The partition changes nothing but the speed. The scalar reference
+ * (cvx_sgemm_fixed_ref) makes the same chains with fmaf: equal bits. */
 #include "gemm.h"
 #include "error.h"
 
@@ -43,7 +45,14 @@
  * - S_*, calls of fewer than S_ROWS rows (T5's 226): 12×32 tiles (12 broadcasts and 2 loads per 24
  *   FMAs), the A micro-panel (12×384, 18 KB) in L1 in the outer loop and the B panel (384×384,
  *   576 KB) streaming from L2 under it, the BLIS order: 1.1 of the 6×64 tiles at 226×10240×4096.
- * The B micro-panel loads prefetch PF rows ahead (from L2). */
+ * The B micro-panel loads prefetch PF rows ahead (from L2): without it a 6×64 tile alone reaches 0.70
+ * of the FMA peak, with it 0.95–1.0 (best of 15 rounds on the shared machine).
+ * Measured there (perf, cpu-clock) before A was read in place and the chain start moved into the
+ * tiles, at 2432×1920×1920: the tiles 65 % of the time, pack_b 15 %, a scalar pass starting the
+ * chains over C 9.6 %, pack_a 7.2 %; after: the tiles 83 %, pack_b 7 %, macro 6 % (mostly waiting
+ * on the prefetches of the next tile's C, which still pay: without them 0.91 of the speed). A
+ * K block of 64–192 with the B micro-panel in L1 and the C block in L2 (rows outer of K) ran at
+ * 0.82–0.90 of this blocking; KC 256–768 and MC 96–384 within the noise of it. */
 enum { MR = 6, NR = 16, KC = 384, MC = 96, NC = 3072 };
 enum { W_MR = 6, W_NV = 4, W_KC = 512, W_MC = 192, W_NC = 3072 };
 enum { S_MR = 12, S_NV = 2, S_KC = 384, S_MC = 192, S_NC = 384, S_ROWS = 1024 };
@@ -143,6 +152,7 @@ typedef struct {
     int rows_outer;        /* macro(): row tiles in the outer loop */
     int mr, nr, kcb, mcb, ncb;  /* tile rows and columns, K block, row block, column block */
     const float *ap;       /* A pre-packed (cvx_sgemm_fixed_pack_a) or NULL: packed per block */
+    int ia;                /* A read in place (rows as stored: !ta, not pre-packed) */
 } problem;
 
 /* r[0..7] (8 rows of 8) := their transpose */
@@ -236,19 +246,48 @@ static void pack_a(const problem *p, int i0, int m, int k0, int kc, float *ap) {
     }
 }
 
-/* AVX2: c[r, 0..15] += Σ_k ap[k, r] · bp[k, 0..15] for R ≤ 6 rows, k in order. */
-ALWAYS_INLINE void tile(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+/* One tile's A, C and chain start. A: packed (a[k·mr + r]) or, with in-place A (the tile functions'
+ * ia), op(A)'s rows as stored (a[r·lda + k]). first: the chains start in this K block, from
+ * beta·C + bias (bias at the tile's first column; chain_start's two roundings, 16 lanes at a time),
+ * else they continue from C. */
+typedef struct {
+    const float *a;
+    size_t lda;
+    float *c;
+    size_t ldc;
+    int first;
+    float beta;
+    const float *bias;
+} tile_io;
+
+/* AVX2: c[r, 0..15] += Σ_k a[r, k] · bp[k, 0..15] for R ≤ 6 rows, k in order. */
+ALWAYS_INLINE void tile(int R, int ia, const tile_io *t, const float *bp, int kc) {
     __m256 c0[MR], c1[MR];
+    const float *ap = t->a;
+    float *c = t->c;
+    const size_t ldc = t->ldc, lda = t->lda;
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
-        c0[r] = _mm256_loadu_ps(c + r * ldc);
-        c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+        if (!t->first) {
+            c0[r] = _mm256_loadu_ps(c + r * ldc);
+            c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+            continue;
+        }
+        c0[r] = c1[r] = _mm256_setzero_ps();
+        if (t->beta != 0.0f) {
+            c0[r] = _mm256_mul_ps(_mm256_set1_ps(t->beta), _mm256_loadu_ps(c + r * ldc));
+            c1[r] = _mm256_mul_ps(_mm256_set1_ps(t->beta), _mm256_loadu_ps(c + r * ldc + 8));
+        }
+        if (t->bias) {
+            c0[r] = _mm256_add_ps(c0[r], _mm256_loadu_ps(t->bias));
+            c1[r] = _mm256_add_ps(c1[r], _mm256_loadu_ps(t->bias + 8));
+        }
     }
     for (int k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(bp + (size_t)k * NR), b1 = _mm256_loadu_ps(bp + (size_t)k * NR + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-            __m256 av = _mm256_broadcast_ss(ap + (size_t)k * MR + r);
+            __m256 av = _mm256_broadcast_ss(ia ? ap + r * lda + k : ap + (size_t)k * MR + r);
             c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
             c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
         }
@@ -260,27 +299,43 @@ ALWAYS_INLINE void tile(int R, const float *ap, const float *bp, int kc, float *
     }
 }
 
-static void tile_r(int R, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+#define TILE_R(f, ia, R, ...)                                                                              \
+    case R:                                                                                                \
+        if (ia) f(R, 1, __VA_ARGS__);                                                                      \
+        else f(R, 0, __VA_ARGS__);                                                                         \
+        break;
+
+static void tile_r(int R, int ia, const tile_io *t, const float *bp, int kc) {
     switch (R) {
-    case 6: tile(6, ap, bp, kc, c, ldc); break;
-    case 5: tile(5, ap, bp, kc, c, ldc); break;
-    case 4: tile(4, ap, bp, kc, c, ldc); break;
-    case 3: tile(3, ap, bp, kc, c, ldc); break;
-    case 2: tile(2, ap, bp, kc, c, ldc); break;
-    default: tile(1, ap, bp, kc, c, ldc); break;
+    TILE_R(tile, ia, 6, t, bp, kc)
+    TILE_R(tile, ia, 5, t, bp, kc)
+    TILE_R(tile, ia, 4, t, bp, kc)
+    TILE_R(tile, ia, 3, t, bp, kc)
+    TILE_R(tile, ia, 2, t, bp, kc)
+    default: TILE_R(tile, ia, 1, t, bp, kc)
     }
 }
 
-/* AVX-512: c[r, 0 .. 16·NV) += Σ_k ap[k, r] · bp[k, ..] for R ≤ mr rows (ap: [kc][mr], bp:
- * [kc][16·NV]), k in order — the AVX2 tile's chains, 16 to a register instead of 8. */
-ALWAYS_INLINE AVX512 void tile_w(int R, int mr, int NV, const float *ap, const float *bp, int kc, float *c,
-                                 size_t ldc) {
+/* AVX-512: c[r, 0 .. 16·NV) += Σ_k a[r, k] · bp[k, ..] for R ≤ mr rows (bp: [kc][16·NV]), k in
+ * order — the AVX2 tile's chains, 16 to a register instead of 8. */
+ALWAYS_INLINE AVX512 void tile_w(int R, int ia, int mr, int NV, const tile_io *t, const float *bp, int kc) {
     __m512 acc[12][4];
     const int nr = 16 * NV;
+    const float *ap = t->a;
+    float *c = t->c;
+    const size_t ldc = t->ldc, lda = t->lda;
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
+        for (int v = 0; v < NV; v++) {
+            if (!t->first) {
+                acc[r][v] = _mm512_loadu_ps(c + r * ldc + 16 * v);
+                continue;
+            }
+            acc[r][v] = _mm512_setzero_ps();
+            if (t->beta != 0.0f) acc[r][v] = _mm512_mul_ps(_mm512_set1_ps(t->beta), _mm512_loadu_ps(c + r * ldc + 16 * v));
+            if (t->bias) acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_loadu_ps(t->bias + 16 * v));
+        }
     for (int k = 0; k < kc; k++) {
         __m512 b[4];
 #pragma GCC unroll 4
@@ -290,7 +345,7 @@ ALWAYS_INLINE AVX512 void tile_w(int R, int mr, int NV, const float *ap, const f
         }
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++) {
-            __m512 av = _mm512_set1_ps(ap[(size_t)k * mr + r]);
+            __m512 av = _mm512_set1_ps(ia ? ap[r * lda + k] : ap[(size_t)k * mr + r]);
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
         }
@@ -301,36 +356,41 @@ ALWAYS_INLINE AVX512 void tile_w(int R, int mr, int NV, const float *ap, const f
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
 }
 
+#define TILE_6x64(R, ia, ...) tile_w(R, ia, W_MR, W_NV, __VA_ARGS__)
+#define TILE_12x32(R, ia, ...) tile_w(R, ia, S_MR, S_NV, __VA_ARGS__)
+
 /* R rows of a 6×64 (mr = 6) or 12×32 (mr = 12) tile */
-static AVX512 void tile_wr(int R, int mr, const float *ap, const float *bp, int kc, float *c, size_t ldc) {
+static AVX512 void tile_wr(int R, int mr, int ia, const tile_io *t, const float *bp, int kc) {
     if (mr == W_MR) switch (R) {
-        case 6: tile_w(6, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 5: tile_w(5, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 4: tile_w(4, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 3: tile_w(3, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        case 2: tile_w(2, W_MR, W_NV, ap, bp, kc, c, ldc); break;
-        default: tile_w(1, W_MR, W_NV, ap, bp, kc, c, ldc); break;
+        TILE_R(TILE_6x64, ia, 6, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 5, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 4, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 3, t, bp, kc)
+        TILE_R(TILE_6x64, ia, 2, t, bp, kc)
+        default: TILE_R(TILE_6x64, ia, 1, t, bp, kc)
         }
     else switch (R) {
-        case 12: tile_w(12, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 11: tile_w(11, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 10: tile_w(10, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 9: tile_w(9, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 8: tile_w(8, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 7: tile_w(7, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 6: tile_w(6, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 5: tile_w(5, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 4: tile_w(4, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 3: tile_w(3, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        case 2: tile_w(2, S_MR, S_NV, ap, bp, kc, c, ldc); break;
-        default: tile_w(1, S_MR, S_NV, ap, bp, kc, c, ldc); break;
+        TILE_R(TILE_12x32, ia, 12, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 11, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 10, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 9, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 8, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 7, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 6, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 5, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 4, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 3, t, bp, kc)
+        TILE_R(TILE_12x32, ia, 2, t, bp, kc)
+        default: TILE_R(TILE_12x32, ia, 1, t, bp, kc)
         }
 }
 
-/* C[i0 .. + m, j0 .. + n) over one K block from the packed panels, tile by tile (order: below).
- * Tiles reaching past column N run on a copy. first: the chains start here (C := beta·C + bias). */
-static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int first, const float *apack,
+/* C[i0 .. + m, j0 .. + n) over the K block k0 .. + kc from the packed panels (A: apack, or in place
+ * with p->ia), tile by tile (order: below). Tiles reaching past column N run on a copy. first: the
+ * chains start here (C := beta·C + bias). */
+static void macro(const problem *p, int i0, int m, int j0, int n, int k0, int kc, const float *apack,
                   const float *bpack) {
+    const int first = k0 == 0;
     float edge[EDGE];
     const int ldc = p->ldc, mr = p->mr, nr = p->nr;
     /* the tiles: rows fastest (the B micro-panel reused under the A block) or, with rows_outer (the
@@ -343,7 +403,7 @@ static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int fi
         else ni = jt + nr < n ? it : it + mr, nj = jt + nr < n ? jt + nr : 0;
         const int w = imin(nr, n - jt), R = imin(mr, m - it);
         float *c = p->C + (size_t)(i0 + it) * ldc + j0 + jt;
-        if (first)
+        if (first && w < nr)   /* the edge tile's chains start here, the tile continues them */
             for (int r = 0; r < R; r++)
                 for (int q = 0; q < w; q++)
                     c[(size_t)r * ldc + q] = chain_start(c[(size_t)r * ldc + q], p->beta, p->bias, j0 + jt + q);
@@ -355,15 +415,15 @@ static void macro(const problem *p, int i0, int m, int j0, int n, int kc, int fi
             for (int r = 0; r < mr && ni + r < m; r++)
                 _mm_prefetch((const char *)(cn + (size_t)r * ldc + nr - 1), _MM_HINT_T0);
         }
-        const float *ap = apack + (size_t)it * kc, *bp = bpack + (size_t)jt * kc;
-        float *dst = c;
-        size_t ldd = (size_t)ldc;
+        tile_io t = {p->ia ? p->A + (size_t)(i0 + it) * p->lda + k0 : apack + (size_t)it * kc, (size_t)p->lda, c,
+                     (size_t)ldc, first, p->beta, p->bias ? p->bias + j0 + jt : NULL};
         if (w < nr) {
             for (int r = 0; r < R; r++) memcpy(edge + r * nr, c + (size_t)r * ldc, sizeof(float) * w);
-            dst = edge, ldd = (size_t)nr;
+            t.c = edge, t.ldc = (size_t)nr, t.first = 0;
         }
-        if (p->wide) tile_wr(R, mr, ap, bp, kc, dst, ldd);
-        else tile_r(R, ap, bp, kc, dst, ldd);
+        const float *bp = bpack + (size_t)jt * kc;
+        if (p->wide) tile_wr(R, mr, p->ia, &t, bp, kc);
+        else tile_r(R, p->ia, &t, bp, kc);
         if (w < nr)
             for (int r = 0; r < R; r++) memcpy(c + (size_t)r * ldc, edge + r * nr, sizeof(float) * w);
     }
@@ -384,8 +444,8 @@ static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, 
             for (int i0 = r0; i0 < r1; i0 += mb) {
                 const int m = imin(mb, r1 - i0);
                 const float *ab = p->ap ? p->ap + a_block_at(p->mr, p->M, k0) + (size_t)i0 * kc : apack;
-                if (!p->ap) pack_a(p, i0, m, k0, kc, apack);
-                macro(p, i0, m, j0, n, kc, k0 == 0, ab, bpack);
+                if (!p->ap && !p->ia) pack_a(p, i0, m, k0, kc, apack);
+                macro(p, i0, m, j0, n, k0, kc, ab, bpack);
             }
         }
     }
@@ -393,16 +453,17 @@ static void job(const problem *p, int r0, int r1, int c0, int c1, float *bpack, 
 
 /* The jobs: a grid of row groups × column groups, at least 4 per thread where the shape has them
  * (taken dynamically: a thread slowed by other work takes fewer). Each job packs its own panels,
- * so B is packed once per row group and A once per column group: the grid minimises that,
- * rg·N + cg·M. The partition never changes a chain, only the speed. */
-static void split(int M, int N, int mr, int nr, int nth, int *rg, int *cg) {
+ * so B is packed (read and written) once per row group and A read once per column group — packed
+ * (cost 2), in place (1: read only) or pre-packed (0.5: read, already dense): the grid minimises
+ * 2·rg·N + a_cost·cg·M. The partition never changes a chain, only the speed. */
+static void split(int M, int N, int mr, int nr, int nth, double a_cost, int *rg, int *cg) {
     const int mt = (M + mr - 1) / mr, nt = (N + nr - 1) / nr, want = nth > 1 ? 4 * nth : 1;
     double best = 0;
     int best_jobs = 0;
     *rg = *cg = 1;
     for (int c = 1; c <= imin(nt, want); c++) {
         const int r = imin(mt, (want + c - 1) / c), jobs = r * c;
-        const double cost = (double)r * N + (double)c * M;
+        const double cost = 2.0 * r * N + a_cost * c * M;
         if (best_jobs == 0 || (jobs >= want && best_jobs < want) ||
             ((jobs >= want) == (best_jobs >= want) && (cost < best || (cost == best && jobs > best_jobs)))) {
             best = cost, best_jobs = jobs, *rg = r, *cg = c;
@@ -415,8 +476,13 @@ static problem setup(int avx512, int ta, int tb, int M, int N, int K, const floa
                      const float *bias, float beta, float *C, int ldc, const float *ap) {
     const int w = avx512 != 0, s = w && M < S_ROWS;
     problem p = {ta, tb, M, N, K, A, B, bias, lda, ldb, ldc, beta, C, w, s,
-                 0, s ? 16 * S_NV : w ? 16 * W_NV : NR, 0, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC, ap};
+                 0, s ? 16 * S_NV : w ? 16 * W_NV : NR, 0, s ? S_MC : w ? W_MC : MC, s ? S_NC : w ? W_NC : NC, ap,
+                 !ap && !ta};
     a_blocking(avx512, M, &p.mr, &p.kcb);
+    /* A in place only under tiles of ≤ 8 rows: the rows of a weight-sized K (4,096 floats: 16 KB
+     * apart) fall in one L1 set of 8 ways, and 12 of them evict each other (226×10240×4096 ran at
+     * 0.94–0.97 of packing A) */
+    p.ia = p.ia && p.mr <= 8;
     return p;
 }
 
@@ -430,14 +496,14 @@ static void run(const problem *pp) {
     const int nth = 1;
 #endif
     int rg, cg;
-    split(M, N, p.mr, p.nr, nth, &rg, &cg);
+    split(M, N, p.mr, p.nr, nth, p.ap ? 0.5 : p.ia ? 1.0 : 2.0, &rg, &cg);
     /* group g of n items in units of u: [start(g), start(g + 1)) */
     const int mt = (M + p.mr - 1) / p.mr, nt = (N + p.nr - 1) / p.nr, rows = (mt + rg - 1) / rg * p.mr,
               cols = (nt + cg - 1) / cg * p.nr, jobs = rg * cg;
 #pragma omp parallel if (par && jobs > 1)
     {
         float *bpack = cvx_alloc_f32((size_t)p.kcb * imin(p.ncb, cols));
-        float *apack = p.ap ? NULL : cvx_alloc_f32((size_t)p.mcb * p.kcb);
+        float *apack = p.ap || p.ia ? NULL : cvx_alloc_f32((size_t)p.mcb * p.kcb);
 #pragma omp for schedule(dynamic, 1)
         for (int jb = 0; jb < jobs; jb++) {
             const int r0 = jb / cg * rows, c0 = jb % cg * cols;
