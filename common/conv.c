@@ -39,18 +39,30 @@ typedef struct {
     int packed, isa;
 } conv_wts;
 
-/* C[Cout, N] = beta·C + matrix i [Cout, K] of the f32 weights · B[K, N] (ld ldb): one of the n
- * matrices, packed or row-major — the same chains either way (gemm.h). */
-static void wts_gemm(cvx_ctx *ctx, const conv_wts *w, int i, int Cout, int N, int K, const float *B, int ldb, float beta,
-                     float *C) {
+/* C[Cout, N] (ld ldc) = beta·C + matrix i [Cout, K] of the f32 weights · B[K, N] (ld ldb): one of
+ * the n matrices, packed or row-major — the same chains either way (gemm.h). */
+static void wts_gemm_ld(cvx_ctx *ctx, const conv_wts *w, int i, int Cout, int N, int K, const float *B, int ldb,
+                        float beta, float *C, int ldc) {
     if (w->packed) {
         if (Cout <= 0 || N <= 0) return;
         cvx_flops_add(ctx, 2.0 * Cout * N * K);
         cvx_sgemm_fixed_packed(w->isa, 0, Cout, N, K, w->f + (size_t)i * cvx_sgemm_fixed_packed_floats(w->isa, Cout, K),
-                               B, ldb, NULL, beta, C, N);
+                               B, ldb, NULL, beta, C, ldc);
     } else {
-        cvx_gemm(ctx, 0, 0, Cout, N, K, 1.0f, w->f + (size_t)i * Cout * K, K, B, ldb, beta, C, N);
+        cvx_gemm(ctx, 0, 0, Cout, N, K, 1.0f, w->f + (size_t)i * Cout * K, K, B, ldb, beta, C, ldc);
     }
+}
+static void wts_gemm(cvx_ctx *ctx, const conv_wts *w, int i, int Cout, int N, int K, const float *B, int ldb, float beta,
+                     float *C) {
+    wts_gemm_ld(ctx, w, i, Cout, N, K, B, ldb, beta, C, N);
+}
+
+/* Whether one product per output frame (B read in place, [kt·Cin, nt] at row stride nt) beats one
+ * over all frames (B gathered): with the weights packed, a product per frame packs nothing more,
+ * and skipping the gather saves writing kt copies of V — unless nt is so narrow that the tiles'
+ * last column block (up to 64 wide) runs mostly empty: taken when that block wastes ≤ 1/8. */
+static int products_per_frame(const conv_wts *w, int nt) {
+    return w->packed && (nt + 63) / 64 * 64 * 8 <= 9 * nt;
 }
 
 int cvx_conv_gemm_isa(const cvx_ctx *ctx) {
@@ -62,10 +74,11 @@ int cvx_conv_gemm_isa(const cvx_ctx *ctx) {
 
 /* The Winograd products of one chunk: for each of the n transform points ξ,
  * M_ξ[Cout, T·nt] = U_ξ[Cout, kt·Cin] · B_ξ[kt·Cin, T·nt], where column block t of B_ξ is the
- * kt-frame window V_ξ[t .. t+kt−1][Cin, nt] (bf16 operands when Ub is given, else f32). f32: one
- * product per ξ over all output frames, B_ξ materialised (a copy of kt × V_ξ, small beside the
- * product), so U_ξ is packed once per ξ rather than once per frame; every element is the same FMA
- * chain over k as in a product per frame (gemm.h: the chains do not depend on N), so the same bits.
+ * kt-frame window V_ξ[t .. t+kt−1][Cin, nt] (bf16 operands when Ub is given, else f32). f32 with
+ * packed weights (products_per_frame): one product per frame reading that window in place; else one
+ * product per ξ over all output frames, B_ξ materialised (a copy of kt × V_ξ), so U_ξ is packed once
+ * per ξ rather than once per frame. Every element is the same FMA chain over k either way (gemm.h:
+ * the chains do not depend on N), so the same bits.
  * Shared by F(2×2) (n = 16) and F(4×4) (n = 36). */
 static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, int T, int nt, const conv_wts *w,
                               const float *V, size_t vx, float *M, size_t mx) {
@@ -77,6 +90,13 @@ static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, in
             for (int t = 0; t < T; t++)
                 gemm_bf16(ctx, Cout, nt, K, Ub + (size_t)xi * Cout * K, K, Vb + (size_t)xi * vx + (size_t)t * Cin * nt,
                           nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt, N);
+        return;
+    }
+    if (T > 1 && products_per_frame(w, nt)) {   /* frames t .. t+kt−1 of V_ξ: rows t·Cin .. of [Tp·Cin, nt] */
+        for (int xi = 0; xi < n; xi++)
+            for (int t = 0; t < T; t++)
+                wts_gemm_ld(ctx, w, xi, Cout, nt, K, V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f,
+                            M + (size_t)xi * mx + (size_t)t * nt, N);
         return;
     }
     float *B = T > 1 ? cvx_scratch_get(&ctx->conv_grid, (size_t)K * N) : NULL;   // [kt·Cin, T·nt]
