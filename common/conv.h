@@ -52,9 +52,8 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
  * shape, layout and dtype: the same numbers the per-call transform gives, once per context instead
  * of once per call. Budget: CVX_PACK_BUDGET_MB (read when the cache is first used; 0 disables) or
  * cvx_conv_wcache_set_budget, else a quarter of the physical RAM up to 4 GiB and never past
- * MemAvailable less 4 GiB; a weight that does not fit is made into the context's scratch (conv_w,
- * bf16_w) at every call, valid until the next conv, and the weights after it are still kept while
- * they fit (one cvx_warn line names the first that did not). */
+ * MemAvailable less 4 GiB; over it, the weights are made into the context's scratch (conv_w,
+ * bf16_w) on every call, valid until the next conv (one cvx_warn line names the first such weight). */
 const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
                              int taps, int bf16);
 /* The same weights in the layout the convolution's products read fastest: in f32 mode on the

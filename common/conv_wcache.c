@@ -33,7 +33,7 @@ struct cvx_conv_wcache {
     int n, cap;
     size_t bytes, budget;
     int given;   /* budget set by the caller or CVX_PACK_BUDGET_MB: MemAvailable not consulted */
-    int warned;  /* the over-budget line printed (once per context until trimmed) */
+    int full;    /* over budget once: per-call transforms from then on (until trimmed) */
 };
 
 static struct cvx_conv_wcache *cache_of(cvx_ctx *ctx) {
@@ -55,7 +55,7 @@ static struct cvx_conv_wcache *cache_of(cvx_ctx *ctx) {
 void cvx_conv_wcache_trim(struct cvx_conv_wcache *c) {
     if (!c) return;
     for (int i = 0; i < c->n; i++) free(c->e[i].buf);
-    c->n = 0, c->bytes = 0, c->warned = 0;
+    c->n = 0, c->bytes = 0, c->full = 0;
 }
 
 void cvx_conv_wcache_free(struct cvx_conv_wcache *c) {
@@ -67,7 +67,7 @@ void cvx_conv_wcache_free(struct cvx_conv_wcache *c) {
 
 void cvx_conv_wcache_set_budget(cvx_ctx *ctx, size_t bytes) {
     struct cvx_conv_wcache *c = cache_of(ctx);
-    c->budget = bytes, c->given = 1, c->warned = 0;
+    c->budget = bytes, c->given = 1, c->full = 0;
 }
 
 size_t cvx_conv_wcache_bytes(const cvx_ctx *ctx) { return ctx->conv_wcache ? ctx->conv_wcache->bytes : 0; }
@@ -131,20 +131,19 @@ static const void *weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo
         *e = c->e[--c->n];
         break;
     }
+    if (c->full) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16, isa, *packed = pk != 0);
     const size_t n = pk ? cvx_conv_packed_floats(isa, algo, Cout, Cin, kt, taps) : layout_floats(algo, Cout, Cin, kt, taps),
                  need = n * (bf16 ? 2 : 4);
     const size_t avail = c->given ? (size_t)-1 : cvx_mem_available(), margin = (size_t)4 << 30;
     if (c->bytes + need > c->budget || avail < margin || need > avail - margin) {
-        /* this one does not fit: made per call; the ones after it are still kept while they fit
-         * (a decode calls every conv once per chunk, so every kept byte saves about the same) */
-        if (!c->warned) {
-            char av[48] = "";
-            if (avail != (size_t)-1) snprintf(av, sizeof av, ", %zu MiB available", avail >> 20);
-            cvx_warn("%s: conv weight [%d, %d, %d taps] not kept transformed (%zu MiB kept, budget %zu MiB%s); "
-                     "it and the conv weights that do not fit after it are transformed at every call",
-                     w->file ? w->file : "(conv)", Cout, Cin, taps, c->bytes >> 20, c->budget >> 20, av);
-            c->warned = 1;
-        }
+        /* per call from here on (filling the budget's rest with the later weights that fit was
+         * tried: more resident memory, for one transform saved per weight and chunk) */
+        char av[48] = "";
+        if (avail != (size_t)-1) snprintf(av, sizeof av, ", %zu MiB available", avail >> 20);
+        cvx_warn("%s: conv weight [%d, %d, %d taps] not kept transformed (%zu MiB kept, budget %zu MiB%s); "
+                 "it and the conv weights after it are transformed at every call",
+                 w->file ? w->file : "(conv)", Cout, Cin, taps, c->bytes >> 20, c->budget >> 20, av);
+        c->full = 1;
         return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16, isa, *packed = pk != 0);
     }
     void *buf;
