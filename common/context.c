@@ -54,9 +54,9 @@ cvx_ctx *cvx_ctx_new(int threads) {
 }
 
 void cvx_ctx_release_scratch(cvx_ctx *ctx) {
-    cvx_scratch *all[7] = {&ctx->weights, &ctx->conv_grid, &ctx->winograd, &ctx->bf16_w,
-                           &ctx->bf16_x,  &ctx->conv_w,    &ctx->lora_u};
-    for (int i = 0; i < 7; i++) {
+    cvx_scratch *all[8] = {&ctx->weights, &ctx->conv_grid, &ctx->winograd, &ctx->bf16_w,
+                           &ctx->bf16_x,  &ctx->conv_w,    &ctx->lora_u,   &ctx->conv_in};
+    for (int i = 0; i < 8; i++) {
         free(all[i]->data);
         all[i]->data = NULL;
         all[i]->cap = 0;

@@ -65,6 +65,7 @@ typedef struct cvx_ctx {
     cvx_scratch winograd;        /* Winograd V and M tiles */
     cvx_scratch bf16_w, bf16_x;  /* bf16 mode: one conv's weights / inputs as bf16 (2 per float slot) */
     cvx_scratch conv_w;          /* one conv's packed / Winograd-transformed weights (f32) */
+    cvx_scratch conv_in;         /* a VAE conv's padded input (stage3/vae_conv.c) */
     cvx_scratch lora_u;          /* LoRA: x·Aᵀ of one adapter [M, rank] (cvx_lora_apply) */
 
     /* LoRA adapters (common/lora.h) that cvx_linear adds to the weights they target, NULL = none.

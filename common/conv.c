@@ -39,18 +39,30 @@ typedef struct {
     int packed, isa;
 } conv_wts;
 
-/* C[Cout, N] = beta·C + matrix i [Cout, K] of the f32 weights · B[K, N] (ld ldb): one of the n
- * matrices, packed or row-major — the same chains either way (gemm.h). */
-static void wts_gemm(cvx_ctx *ctx, const conv_wts *w, int i, int Cout, int N, int K, const float *B, int ldb, float beta,
-                     float *C) {
+/* C[Cout, N] (ld ldc) = beta·C + matrix i [Cout, K] of the f32 weights · B[K, N] (ld ldb): one of
+ * the n matrices, packed or row-major — the same chains either way (gemm.h). */
+static void wts_gemm_ld(cvx_ctx *ctx, const conv_wts *w, int i, int Cout, int N, int K, const float *B, int ldb,
+                        float beta, float *C, int ldc) {
     if (w->packed) {
         if (Cout <= 0 || N <= 0) return;
         cvx_flops_add(ctx, 2.0 * Cout * N * K);
         cvx_sgemm_fixed_packed(w->isa, 0, Cout, N, K, w->f + (size_t)i * cvx_sgemm_fixed_packed_floats(w->isa, Cout, K),
-                               B, ldb, NULL, beta, C, N);
+                               B, ldb, NULL, beta, C, ldc);
     } else {
-        cvx_gemm(ctx, 0, 0, Cout, N, K, 1.0f, w->f + (size_t)i * Cout * K, K, B, ldb, beta, C, N);
+        cvx_gemm(ctx, 0, 0, Cout, N, K, 1.0f, w->f + (size_t)i * Cout * K, K, B, ldb, beta, C, ldc);
     }
+}
+static void wts_gemm(cvx_ctx *ctx, const conv_wts *w, int i, int Cout, int N, int K, const float *B, int ldb, float beta,
+                     float *C) {
+    wts_gemm_ld(ctx, w, i, Cout, N, K, B, ldb, beta, C, N);
+}
+
+/* Whether one product per output frame (B read in place, [kt·Cin, nt] at row stride nt) beats one
+ * over all frames (B gathered): with the weights packed, a product per frame packs nothing more,
+ * and skipping the gather saves writing kt copies of V — unless nt is so narrow that the tiles'
+ * last column block (up to 64 wide) runs mostly empty: taken when that block wastes ≤ 1/8. */
+static int products_per_frame(const conv_wts *w, int nt) {
+    return w->packed && (nt + 63) / 64 * 64 * 8 <= 9 * nt;
 }
 
 int cvx_conv_gemm_isa(const cvx_ctx *ctx) {
@@ -62,10 +74,11 @@ int cvx_conv_gemm_isa(const cvx_ctx *ctx) {
 
 /* The Winograd products of one chunk: for each of the n transform points ξ,
  * M_ξ[Cout, T·nt] = U_ξ[Cout, kt·Cin] · B_ξ[kt·Cin, T·nt], where column block t of B_ξ is the
- * kt-frame window V_ξ[t .. t+kt−1][Cin, nt] (bf16 operands when Ub is given, else f32). f32: one
- * product per ξ over all output frames, B_ξ materialised (a copy of kt × V_ξ, small beside the
- * product), so U_ξ is packed once per ξ rather than once per frame; every element is the same FMA
- * chain over k as in a product per frame (gemm.h: the chains do not depend on N), so the same bits.
+ * kt-frame window V_ξ[t .. t+kt−1][Cin, nt] (bf16 operands when Ub is given, else f32). f32 with
+ * packed weights (products_per_frame): one product per frame reading that window in place; else one
+ * product per ξ over all output frames, B_ξ materialised (a copy of kt × V_ξ), so U_ξ is packed once
+ * per ξ rather than once per frame. Every element is the same FMA chain over k either way (gemm.h:
+ * the chains do not depend on N), so the same bits.
  * Shared by F(2×2) (n = 16) and F(4×4) (n = 36). */
 static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, int T, int nt, const conv_wts *w,
                               const float *V, size_t vx, float *M, size_t mx) {
@@ -77,6 +90,13 @@ static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, in
             for (int t = 0; t < T; t++)
                 gemm_bf16(ctx, Cout, nt, K, Ub + (size_t)xi * Cout * K, K, Vb + (size_t)xi * vx + (size_t)t * Cin * nt,
                           nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt, N);
+        return;
+    }
+    if (T > 1 && products_per_frame(w, nt)) {   /* frames t .. t+kt−1 of V_ξ: rows t·Cin .. of [Tp·Cin, nt] */
+        for (int xi = 0; xi < n; xi++)
+            for (int t = 0; t < T; t++)
+                wts_gemm_ld(ctx, w, xi, Cout, nt, K, V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f,
+                            M + (size_t)xi * mx + (size_t)t * nt, N);
         return;
     }
     float *B = T > 1 ? cvx_scratch_get(&ctx->conv_grid, (size_t)K * N) : NULL;   // [kt·Cin, T·nt]
@@ -355,6 +375,147 @@ void cvx_conv3d_winograd(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp,
 /* Interpolation points 0, ±1, ±2, ∞ (Lavin & Gray): 36 products per 16 outputs. */
 /* Bᵀ = [4 0 −5 0 1 0; 0 −4 −4 1 1 0; 0 4 −4 −1 1 0; 0 −2 −1 2 1 0; 0 2 −1 −2 1 0; 0 4 0 −5 0 1],
  * Aᵀ = [1 1 1 1 1 0; 0 1 −1 2 −2 0; 0 1 1 4 4 0; 0 1 −1 8 −8 1] (written out in the transforms). */
+/* The F(4×4) input transform of one plane (channel, frame) src[Hp, Wp] for tile rows i0 .. i0+r−1
+ * into v (point ξ's values at v + ξ·vx, tile (ti, tj) at ti·tw + tj): Bᵀ on 6 input rows along the
+ * whole row (vectorised over x), then the row split into its 4 phases x = 4·tj + k so B on each
+ * patch is vectorised over tiles too. tr [6][Wx], ph [4][tw + 2], zrow [Wx] zeros (rows past the
+ * padded edge). Inlined into a generic and an AVX-512 build (wino4_in_plane*: the same
+ * expressions, the same bits). */
+static inline __attribute__((always_inline)) void wino4_in_body(const float *src, int Hp, int Wp, int i0, int r,
+                                                                int tw, size_t vx, float *v, float *tr, float *ph,
+                                                                const float *zrow) {
+    const int Wx = 4 * tw + 8;
+    for (int ti = 0; ti < r; ti++) {
+        const int y0 = 4 * (i0 + ti);
+        const float *d0 = y0 + 0 < Hp ? src + (size_t)(y0 + 0) * Wp : zrow,
+                    *d1 = y0 + 1 < Hp ? src + (size_t)(y0 + 1) * Wp : zrow,
+                    *d2 = y0 + 2 < Hp ? src + (size_t)(y0 + 2) * Wp : zrow,
+                    *d3 = y0 + 3 < Hp ? src + (size_t)(y0 + 3) * Wp : zrow,
+                    *d4 = y0 + 4 < Hp ? src + (size_t)(y0 + 4) * Wp : zrow,
+                    *d5 = y0 + 5 < Hp ? src + (size_t)(y0 + 5) * Wp : zrow;
+        float *t0 = tr, *t1 = tr + Wx, *t2 = tr + 2 * Wx, *t3 = tr + 3 * Wx, *t4 = tr + 4 * Wx,
+              *t5 = tr + 5 * Wx;
+#pragma omp simd
+        for (int x = 0; x < Wp; x++) {   /* Bᵀ on the 6 rows */
+            float e0 = d0[x], e1 = d1[x], e2 = d2[x], e3 = d3[x], e4 = d4[x], e5 = d5[x];
+            t0[x] = 4.0f * e0 - 5.0f * e2 + e4;
+            t1[x] = -4.0f * (e1 + e2) + (e3 + e4);
+            t2[x] = 4.0f * (e1 - e2) + (e4 - e3);
+            t3[x] = -2.0f * (e1 - e3) + (e4 - e2);
+            t4[x] = 2.0f * (e1 - e3) + (e4 - e2);
+            t5[x] = 4.0f * e1 - 5.0f * e3 + e5;
+        }
+        for (int i = 0; i < 6; i++)
+            for (int x = Wp; x < Wx; x++) tr[(size_t)i * Wx + x] = 0.0f;
+        for (int i = 0; i < 6; i++) {
+            /* the 4 phases row[4·tj + k] (one interleaved group: vectorised); phases 4
+             * and 5 of tile tj are phases 0 and 1 of tile tj + 1 */
+            const float *row = tr + (size_t)i * Wx;
+            float *q0 = ph, *q1 = ph + (tw + 2), *q2 = ph + 2 * (tw + 2), *q3 = ph + 3 * (tw + 2);
+#pragma omp simd
+            for (int tj = 0; tj <= tw; tj++) {
+                q0[tj] = row[4 * tj];
+                q1[tj] = row[4 * tj + 1];
+                q2[tj] = row[4 * tj + 2];
+                q3[tj] = row[4 * tj + 3];
+            }
+            float *out = v + (size_t)(i * 6) * vx + (size_t)ti * tw;
+            const float *p0 = q0, *p1 = q1, *p2 = q2, *p3 = q3, *p4 = q0 + 1, *p5 = q1 + 1;
+#pragma omp simd
+            for (int tj = 0; tj < tw; tj++) {
+                float e0 = p0[tj], e1 = p1[tj], e2 = p2[tj], e3 = p3[tj], e4 = p4[tj], e5 = p5[tj];
+                out[tj] = 4.0f * e0 - 5.0f * e2 + e4;
+                out[vx + tj] = -4.0f * (e1 + e2) + (e3 + e4);
+                out[2 * vx + tj] = 4.0f * (e1 - e2) + (e4 - e3);
+                out[3 * vx + tj] = -2.0f * (e1 - e3) + (e4 - e2);
+                out[4 * vx + tj] = 2.0f * (e1 - e3) + (e4 - e2);
+                out[5 * vx + tj] = 4.0f * e1 - 5.0f * e3 + e5;
+            }
+        }
+    }
+}
+
+/* The F(4×4) output transform of one output plane (channel, frame): m (point ξ at m + ξ·mx) ->
+ * o[H, W] rows of tile rows i0 .. i0+r−1, plus bv: Aᵀ m A vectorised over the tiles of a row,
+ * valid 4×4 outputs. s [24][tw], yv [16][tw]. */
+static inline __attribute__((always_inline)) void wino4_out_body(const float *m, size_t mx, int H, int W, int i0,
+                                                                 int r, int tw, float bv, float *o, float *s,
+                                                                 float *yv) {
+    for (int ti = 0; ti < r; ti++) {
+        const float *q = m + (size_t)ti * tw;
+        for (int c6 = 0; c6 < 6; c6++) {   /* s[i][c] = Σ_k Aᵀ[i][k] q[k][c] */
+            const float *q0 = q + (size_t)(0 * 6 + c6) * mx, *q1 = q + (size_t)(1 * 6 + c6) * mx,
+                        *q2 = q + (size_t)(2 * 6 + c6) * mx, *q3 = q + (size_t)(3 * 6 + c6) * mx,
+                        *q4 = q + (size_t)(4 * 6 + c6) * mx, *q5 = q + (size_t)(5 * 6 + c6) * mx;
+            float *s0 = s + (size_t)(0 * 6 + c6) * tw, *s1 = s + (size_t)(1 * 6 + c6) * tw,
+                  *s2 = s + (size_t)(2 * 6 + c6) * tw, *s3 = s + (size_t)(3 * 6 + c6) * tw;
+#pragma omp simd
+            for (int tj = 0; tj < tw; tj++) {
+                float a1 = q1[tj] + q2[tj], b1 = q1[tj] - q2[tj], a3 = q3[tj] + q4[tj],
+                      b3 = q3[tj] - q4[tj];
+                s0[tj] = q0[tj] + a1 + a3;
+                s1[tj] = b1 + 2.0f * b3;
+                s2[tj] = a1 + 4.0f * a3;
+                s3[tj] = b1 + 8.0f * b3 + q5[tj];
+            }
+        }
+        for (int i = 0; i < 4; i++) {       /* Y[i][j] = Σ_k s[i][k] A[k][j] */
+            const float *c0 = s + (size_t)(i * 6 + 0) * tw, *c1 = s + (size_t)(i * 6 + 1) * tw,
+                        *c2 = s + (size_t)(i * 6 + 2) * tw, *c3 = s + (size_t)(i * 6 + 3) * tw,
+                        *c4 = s + (size_t)(i * 6 + 4) * tw, *c5 = s + (size_t)(i * 6 + 5) * tw;
+            float *y0 = yv + (size_t)(i * 4 + 0) * tw, *y1 = yv + (size_t)(i * 4 + 1) * tw,
+                  *y2 = yv + (size_t)(i * 4 + 2) * tw, *y3 = yv + (size_t)(i * 4 + 3) * tw;
+#pragma omp simd
+            for (int tj = 0; tj < tw; tj++) {
+                float a1 = c1[tj] + c2[tj], b1 = c1[tj] - c2[tj], a3 = c3[tj] + c4[tj],
+                      b3 = c3[tj] - c4[tj];
+                y0[tj] = c0[tj] + a1 + a3 + bv;
+                y1[tj] = b1 + 2.0f * b3 + bv;
+                y2[tj] = a1 + 4.0f * a3 + bv;
+                y3[tj] = b1 + 8.0f * b3 + c5[tj] + bv;
+            }
+        }
+        const int yy = 4 * (i0 + ti);
+        const int full = W / 4;   /* tiles whose 4 columns are all inside */
+        for (int i = 0; i < 4 && yy + i < H; i++) {
+            float *orow = o + (size_t)(yy + i) * W;
+            const float *z0 = yv + (size_t)(i * 4) * tw, *z1 = z0 + tw, *z2 = z1 + tw, *z3 = z2 + tw;
+#pragma omp simd
+            for (int tj = 0; tj < full; tj++) {   /* one interleaved group: vectorised */
+                orow[4 * tj] = z0[tj];
+                orow[4 * tj + 1] = z1[tj];
+                orow[4 * tj + 2] = z2[tj];
+                orow[4 * tj + 3] = z3[tj];
+            }
+            for (int j = 0; j < 4 && 4 * full + j < W; j++) orow[4 * full + j] = z0[(size_t)j * tw + full];
+        }
+    }
+}
+
+static void wino4_in_plane(const float *src, int Hp, int Wp, int i0, int r, int tw, size_t vx, float *v, float *tr,
+                           float *ph, const float *zrow) {
+    wino4_in_body(src, Hp, Wp, i0, r, tw, vx, v, tr, ph, zrow);
+}
+static void wino4_out_plane(const float *m, size_t mx, int H, int W, int i0, int r, int tw, float bv, float *o,
+                            float *s, float *yv) {
+    wino4_out_body(m, mx, H, W, i0, r, tw, bv, o, s, yv);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static void wino4_in_plane_avx512(const float *src, int Hp, int Wp, int i0, int r,
+                                                                     int tw, size_t vx, float *v, float *tr,
+                                                                     float *ph, const float *zrow) {
+    wino4_in_body(src, Hp, Wp, i0, r, tw, vx, v, tr, ph, zrow);
+}
+__attribute__((target("avx512f"))) static void wino4_out_plane_avx512(const float *m, size_t mx, int H, int W, int i0,
+                                                                      int r, int tw, float bv, float *o, float *s,
+                                                                      float *yv) {
+    wino4_out_body(m, mx, H, W, i0, r, tw, bv, o, s, yv);
+}
+#else
+#define wino4_in_plane_avx512 wino4_in_plane
+#define wino4_out_plane_avx512 wino4_out_plane
+#endif
+
 /* F(4×4) with its transformed weights w [36, Cout, kt·Cin] (conv_wts). */
 static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp, int Wp, const conv_wts *w,
                              const float *bias, int Cout, int kt, float *y) {
@@ -362,70 +523,29 @@ static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int
     CVX_CHECK(T > 0 && H > 0 && W > 0);
     const size_t HW = (size_t)H * W, HWp = (size_t)Hp * Wp;
     const int R = winograd_block_rows(ctx, (size_t)36 * tw * ((size_t)Cin * Tp + (size_t)Cout * T), th);
+    const int wide = (ctx->cpu_features & CVX_CPU_AVX512F) != 0;   /* the transforms' AVX-512 build */
     for (int i0 = 0; i0 < th; i0 += R) {
         const int r = th - i0 < R ? th - i0 : R, nt = r * tw;
         float *V = ctx->winograd.data;                                           // [36, Tp, Cin, nt]
         float *M = ctx->winograd.data + (size_t)36 * Cin * Tp * nt;              // [36, Cout, T, nt]
         const size_t vx = (size_t)Cin * Tp * nt, mx = (size_t)Cout * T * nt;
-        /* Input transform V = Bᵀ d B of every 6×6 patch (stride 4, zero past the padded edge):
-         * Bᵀ on 6 input rows along the whole row (vectorised over x), then the row is split into
-         * its 4 phases x = 4·tj + k so B on each patch is vectorised over tiles too. */
+        /* Input transform V = Bᵀ d B of every 6×6 patch (stride 4, zero past the padded edge). */
 #pragma omp parallel
         {
             const int Wx = 4 * tw + 8;
-            float *tr = cvx_alloc_f32((size_t)6 * Wx), *ph = cvx_alloc_f32((size_t)6 * (tw + 2));
+            float *tr = cvx_alloc_f32((size_t)6 * Wx), *ph = cvx_alloc_f32((size_t)4 * (tw + 2));
             float *zrow = cvx_calloc((size_t)Wx, sizeof(float));   /* rows past the padded edge */
 #pragma omp for collapse(2) schedule(static)
             for (int ci = 0; ci < Cin; ci++)
                 for (int f = 0; f < Tp; f++) {
                     const float *src = xp + ((size_t)ci * Tp + f) * HWp;
                     float *v = V + ((size_t)f * Cin + ci) * nt;
-                    for (int ti = 0; ti < r; ti++) {
-                        const int y0 = 4 * (i0 + ti);
-                        const float *d0 = y0 + 0 < Hp ? src + (size_t)(y0 + 0) * Wp : zrow,
-                                    *d1 = y0 + 1 < Hp ? src + (size_t)(y0 + 1) * Wp : zrow,
-                                    *d2 = y0 + 2 < Hp ? src + (size_t)(y0 + 2) * Wp : zrow,
-                                    *d3 = y0 + 3 < Hp ? src + (size_t)(y0 + 3) * Wp : zrow,
-                                    *d4 = y0 + 4 < Hp ? src + (size_t)(y0 + 4) * Wp : zrow,
-                                    *d5 = y0 + 5 < Hp ? src + (size_t)(y0 + 5) * Wp : zrow;
-                        float *t0 = tr, *t1 = tr + Wx, *t2 = tr + 2 * Wx, *t3 = tr + 3 * Wx, *t4 = tr + 4 * Wx,
-                              *t5 = tr + 5 * Wx;
-#pragma omp simd
-                        for (int x = 0; x < Wp; x++) {   /* Bᵀ on the 6 rows */
-                            float e0 = d0[x], e1 = d1[x], e2 = d2[x], e3 = d3[x], e4 = d4[x], e5 = d5[x];
-                            t0[x] = 4.0f * e0 - 5.0f * e2 + e4;
-                            t1[x] = -4.0f * (e1 + e2) + (e3 + e4);
-                            t2[x] = 4.0f * (e1 - e2) + (e4 - e3);
-                            t3[x] = -2.0f * (e1 - e3) + (e4 - e2);
-                            t4[x] = 2.0f * (e1 - e3) + (e4 - e2);
-                            t5[x] = 4.0f * e1 - 5.0f * e3 + e5;
-                        }
-                        for (int i = 0; i < 6; i++)
-                            for (int x = Wp; x < Wx; x++) tr[(size_t)i * Wx + x] = 0.0f;
-                        for (int i = 0; i < 6; i++) {
-                            const float *row = tr + (size_t)i * Wx;
-                            for (int k = 0; k < 6; k++)
-                                for (int tj = 0; tj <= tw; tj++) ph[(size_t)k * (tw + 2) + tj] = row[4 * tj + k];
-                            float *out = v + (size_t)(i * 6) * vx + (size_t)ti * tw;
-                            const float *p0 = ph, *p1 = ph + (tw + 2), *p2 = ph + 2 * (tw + 2), *p3 = ph + 3 * (tw + 2),
-                                        *p4 = ph + 4 * (tw + 2), *p5 = ph + 5 * (tw + 2);
-#pragma omp simd
-                            for (int tj = 0; tj < tw; tj++) {
-                                float e0 = p0[tj], e1 = p1[tj], e2 = p2[tj], e3 = p3[tj], e4 = p4[tj], e5 = p5[tj];
-                                out[tj] = 4.0f * e0 - 5.0f * e2 + e4;
-                                out[vx + tj] = -4.0f * (e1 + e2) + (e3 + e4);
-                                out[2 * vx + tj] = 4.0f * (e1 - e2) + (e4 - e3);
-                                out[3 * vx + tj] = -2.0f * (e1 - e3) + (e4 - e2);
-                                out[4 * vx + tj] = 2.0f * (e1 - e3) + (e4 - e2);
-                                out[5 * vx + tj] = 4.0f * e1 - 5.0f * e3 + e5;
-                            }
-                        }
-                    }
+                    (wide ? wino4_in_plane_avx512 : wino4_in_plane)(src, Hp, Wp, i0, r, tw, vx, v, tr, ph, zrow);
                 }
             free(tr), free(ph), free(zrow);
         }
         winograd_products(ctx, 36, Cout, Cin, kt, T, nt, w, V, vx, M, mx);
-        /* Output transform Y = Aᵀ m A (vectorised over the tiles of a row), bias, valid 4×4 outputs. */
+        /* Output transform Y = Aᵀ m A, bias, valid 4×4 outputs. */
 #pragma omp parallel
         {
             float *s = cvx_alloc_f32((size_t)24 * tw), *yv = cvx_alloc_f32((size_t)16 * tw);
@@ -435,49 +555,7 @@ static void conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int
                     const float *m = M + ((size_t)co * T + t) * nt;
                     float *o = y + ((size_t)co * T + t) * HW;
                     const float bv = bias ? bias[co] : 0.0f;
-                    for (int ti = 0; ti < r; ti++) {
-                        const float *q = m + (size_t)ti * tw;
-                        for (int c6 = 0; c6 < 6; c6++) {   /* s[i][c] = Σ_k Aᵀ[i][k] q[k][c] */
-                            const float *q0 = q + (size_t)(0 * 6 + c6) * mx, *q1 = q + (size_t)(1 * 6 + c6) * mx,
-                                        *q2 = q + (size_t)(2 * 6 + c6) * mx, *q3 = q + (size_t)(3 * 6 + c6) * mx,
-                                        *q4 = q + (size_t)(4 * 6 + c6) * mx, *q5 = q + (size_t)(5 * 6 + c6) * mx;
-                            float *s0 = s + (size_t)(0 * 6 + c6) * tw, *s1 = s + (size_t)(1 * 6 + c6) * tw,
-                                  *s2 = s + (size_t)(2 * 6 + c6) * tw, *s3 = s + (size_t)(3 * 6 + c6) * tw;
-#pragma omp simd
-                            for (int tj = 0; tj < tw; tj++) {
-                                float a1 = q1[tj] + q2[tj], b1 = q1[tj] - q2[tj], a3 = q3[tj] + q4[tj],
-                                      b3 = q3[tj] - q4[tj];
-                                s0[tj] = q0[tj] + a1 + a3;
-                                s1[tj] = b1 + 2.0f * b3;
-                                s2[tj] = a1 + 4.0f * a3;
-                                s3[tj] = b1 + 8.0f * b3 + q5[tj];
-                            }
-                        }
-                        for (int i = 0; i < 4; i++) {       /* Y[i][j] = Σ_k s[i][k] A[k][j] */
-                            const float *c0 = s + (size_t)(i * 6 + 0) * tw, *c1 = s + (size_t)(i * 6 + 1) * tw,
-                                        *c2 = s + (size_t)(i * 6 + 2) * tw, *c3 = s + (size_t)(i * 6 + 3) * tw,
-                                        *c4 = s + (size_t)(i * 6 + 4) * tw, *c5 = s + (size_t)(i * 6 + 5) * tw;
-                            float *y0 = yv + (size_t)(i * 4 + 0) * tw, *y1 = yv + (size_t)(i * 4 + 1) * tw,
-                                  *y2 = yv + (size_t)(i * 4 + 2) * tw, *y3 = yv + (size_t)(i * 4 + 3) * tw;
-#pragma omp simd
-                            for (int tj = 0; tj < tw; tj++) {
-                                float a1 = c1[tj] + c2[tj], b1 = c1[tj] - c2[tj], a3 = c3[tj] + c4[tj],
-                                      b3 = c3[tj] - c4[tj];
-                                y0[tj] = c0[tj] + a1 + a3 + bv;
-                                y1[tj] = b1 + 2.0f * b3 + bv;
-                                y2[tj] = a1 + 4.0f * a3 + bv;
-                                y3[tj] = b1 + 8.0f * b3 + c5[tj] + bv;
-                            }
-                        }
-                        const int yy = 4 * (i0 + ti);
-                        for (int i = 0; i < 4 && yy + i < H; i++) {
-                            float *orow = o + (size_t)(yy + i) * W;
-                            for (int j = 0; j < 4; j++) {
-                                const float *src = yv + (size_t)(i * 4 + j) * tw;
-                                for (int tj = 0; tj < tw && 4 * tj + j < W; tj++) orow[4 * tj + j] = src[tj];
-                            }
-                        }
-                    }
+                    (wide ? wino4_out_plane_avx512 : wino4_out_plane)(m, mx, H, W, i0, r, tw, bv, o, s, yv);
                 }
             free(s), free(yv);
         }

@@ -51,16 +51,17 @@ void cvx_conv3d_winograd4(cvx_ctx *ctx, const float *xp, int Cin, int Tp, int Hp
  * cvx_ctx_release_scratch, keyed by the tensor (address, data, dtype, a 16-word sample of its bytes),
  * shape, layout and dtype: the same numbers the per-call transform gives, once per context instead
  * of once per call. Budget: CVX_PACK_BUDGET_MB (read when the cache is first used; 0 disables) or
- * cvx_conv_wcache_set_budget, else half the physical RAM and never past MemAvailable less 4 GiB;
- * over it, the weights are made into the context's scratch (conv_w, bf16_w) on every call as before,
- * valid until the next conv (one cvx_warn line names the first such weight). */
+ * cvx_conv_wcache_set_budget, else a quarter of the physical RAM up to 4 GiB and never past
+ * MemAvailable less 4 GiB; over it, the weights are made into the context's scratch (conv_w,
+ * bf16_w) on every call, valid until the next conv (one cvx_warn line names the first such weight). */
 const void *cvx_conv_weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
                              int taps, int bf16);
 /* The same weights in the layout the convolution's products read fastest: in f32 mode on the
  * fixed-chain GEMM (cvx_conv_gemm_isa ≥ 0) a cached entry holds each of its matrices (taps ×
  * [Cout, Cin], 16 | 36 × [Cout, kt·Cin]) packed as cvx_sgemm_fixed_packed's A for those tiles
- * (cvx_conv_pack_weights_gemm; *packed = 1), so no product packs its weights; otherwise (bf16,
- * over the budget: made per call) the layout of cvx_conv_weights (*packed = 0). */
+ * (cvx_conv_pack_weights_gemm; *packed = 1), so no product packs its weights — also when it is
+ * made per call (over the budget: transformed straight into that layout in the scratch);
+ * otherwise (bf16, library f32) the layout of cvx_conv_weights (*packed = 0). */
 const void *cvx_conv_weights_for(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
                                  int taps, int bf16, int *packed);
 /* The tile set of ctx's f32 products (cvx_sgemm_fixed_packed's avx512 argument: 0 or 1), or −1

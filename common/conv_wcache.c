@@ -87,9 +87,17 @@ static void make_f32(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int 
     else cvx_conv_pack_weights(ctx, w, Cout, Cin, taps, dst);
 }
 
-/* The weights made into the context's scratch, as at every call before the cache. */
+/* The weights made into the context's scratch (valid until the next conv): packed for the
+ * fixed-chain tiles of isa when pk (cvx_conv_pack_weights_gemm: transformed straight into the
+ * packed layout in L2-sized pieces, so no product packs them again), else row-major, rounded to
+ * bf16 when bf16. */
 static const void *per_call(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt,
-                            int taps, int bf16) {
+                            int taps, int bf16, int isa, int pk) {
+    if (pk) {
+        float *f = cvx_scratch_get(&ctx->conv_w, cvx_conv_packed_floats(isa, algo, Cout, Cin, kt, taps));
+        cvx_conv_pack_weights_gemm(ctx, w, algo, Cout, Cin, kt, taps, isa, f);
+        return f;
+    }
     const size_t n = layout_floats(algo, Cout, Cin, kt, taps);
     float *f = cvx_scratch_get(&ctx->conv_w, n);
     make_f32(ctx, w, algo, Cout, Cin, kt, taps, f);
@@ -100,14 +108,14 @@ static const void *per_call(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo alg
 }
 
 /* The entry of (w, algo, bf16, layout: isa ≥ 0 packed for those tiles, −1 row-major), made on first use;
- * over the budget the row-major layout per call (*packed = 0). */
+ * one that does not fit the budget is made per call in the same layout (per_call). */
 static const void *weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt, int taps,
                            int bf16, int isa, int *packed) {
     const int pk = isa >= 0 && !bf16 ? isa + 1 : 0;
     *packed = 0;
     CVX_CHECK(algo == CVX_CONV_DIRECT || taps == 9 * kt);
     struct cvx_conv_wcache *c = cache_of(ctx);
-    if (!c->budget) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
+    if (!c->budget) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16, isa, *packed = pk != 0);
     const uint64_t sample = cvx_bytes_sample(w->data, w->nbytes);
     for (int i = 0; i < c->n; i++) {
         wentry *e = &c->e[i];
@@ -123,18 +131,20 @@ static const void *weights(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo
         *e = c->e[--c->n];
         break;
     }
-    if (c->full) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
+    if (c->full) return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16, isa, *packed = pk != 0);
     const size_t n = pk ? cvx_conv_packed_floats(isa, algo, Cout, Cin, kt, taps) : layout_floats(algo, Cout, Cin, kt, taps),
                  need = n * (bf16 ? 2 : 4);
     const size_t avail = c->given ? (size_t)-1 : cvx_mem_available(), margin = (size_t)4 << 30;
     if (c->bytes + need > c->budget || avail < margin || need > avail - margin) {
+        /* per call from here on (filling the budget's rest with the later weights that fit was
+         * tried: more resident memory, for one transform saved per weight and chunk) */
         char av[48] = "";
         if (avail != (size_t)-1) snprintf(av, sizeof av, ", %zu MiB available", avail >> 20);
         cvx_warn("%s: conv weight [%d, %d, %d taps] not kept transformed (%zu MiB kept, budget %zu MiB%s); "
                  "it and the conv weights after it are transformed at every call",
                  w->file ? w->file : "(conv)", Cout, Cin, taps, c->bytes >> 20, c->budget >> 20, av);
         c->full = 1;
-        return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16);
+        return per_call(ctx, w, algo, Cout, Cin, kt, taps, bf16, isa, *packed = pk != 0);
     }
     void *buf;
     if (bf16) {   /* f32 layout in the scratch, rounded once into the entry */

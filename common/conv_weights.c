@@ -81,8 +81,9 @@ static void gather_taps(const float *row, int cn, int kt, int dt, float *g9) {
     }
 }
 
-/* F(2×2): u[16][Cin] = G g Gᵀ, G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]. */
-static void wino2_unit(const float *g9, double *t, float *u, int Cin) {
+/* F(2×2): u[16][Cin] (row stride ldu) = G g Gᵀ, G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]. */
+static inline __attribute__((always_inline)) void wino2_unit(const float *g9, double *t, float *u, size_t ldu,
+                                                             int Cin) {
     for (int c = 0; c < 3; c++) {   /* G g */
         const float *g0 = g9 + (size_t)c * Cin, *g1 = g9 + (size_t)(3 + c) * Cin, *g2 = g9 + (size_t)(6 + c) * Cin;
         double *t0 = t + (size_t)(0 * 3 + c) * Cin, *t1 = t + (size_t)(1 * 3 + c) * Cin,
@@ -97,7 +98,7 @@ static void wino2_unit(const float *g9, double *t, float *u, int Cin) {
     }
     for (int i = 0; i < 4; i++) {   /* (G g) Gᵀ */
         const double *a = t + (size_t)(i * 3) * Cin, *b = a + Cin, *c = b + Cin;
-        float *u0 = u + (size_t)(i * 4) * Cin, *u1 = u0 + Cin, *u2 = u1 + Cin, *u3 = u2 + Cin;
+        float *u0 = u + (size_t)(i * 4) * ldu, *u1 = u0 + ldu, *u2 = u1 + ldu, *u3 = u2 + ldu;
 #pragma omp simd
         for (int ci = 0; ci < Cin; ci++) {
             u0[ci] = (float)a[ci];
@@ -108,13 +109,14 @@ static void wino2_unit(const float *g9, double *t, float *u, int Cin) {
     }
 }
 
-/* F(4×4), interpolation points 0, ±1, ±2, ∞ (Lavin & Gray): u[36][Cin] = G g Gᵀ. */
+/* F(4×4), interpolation points 0, ±1, ±2, ∞ (Lavin & Gray): u[36][Cin] (row stride ldu) = G g Gᵀ. */
 static const double WG4[6][3] = {  /* G */
     {1.0 / 4, 0, 0}, {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
     {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1},
 };
 
-static void wino4_unit(const float *g9, double *t, float *u, int Cin) {
+static inline __attribute__((always_inline)) void wino4_unit(const float *g9, double *t, float *u, size_t ldu,
+                                                             int Cin) {
     for (int i = 0; i < 6; i++)
         for (int c = 0; c < 3; c++) {   /* t = G g: [6][3][Cin] */
             const float *g0 = g9 + (size_t)c * Cin, *g1 = g9 + (size_t)(3 + c) * Cin, *g2 = g9 + (size_t)(6 + c) * Cin;
@@ -127,26 +129,39 @@ static void wino4_unit(const float *g9, double *t, float *u, int Cin) {
         for (int j = 0; j < 6; j++) {   /* u = t Gᵀ */
             const double *a = t + (size_t)(i * 3) * Cin, *b = a + Cin, *c = b + Cin;
             const double w0 = WG4[j][0], w1 = WG4[j][1], w2 = WG4[j][2];
-            float *uij = u + (size_t)(i * 6 + j) * Cin;
+            float *uij = u + (size_t)(i * 6 + j) * ldu;
 #pragma omp simd
             for (int ci = 0; ci < Cin; ci++) uij[ci] = (float)(w0 * a[ci] + w1 * b[ci] + w2 * c[ci]);
         }
 }
 
 /* The unit (co, d) of the loaded piece b->row (unit_load: output channel co, input channels
- * ci0 .. ci0+cn−1) into b->u [n][cn]: row co of the n matrices, columns d·Cin + ci0 .. (each value
- * depends on its own kernel only). */
-static void unit(cvx_conv_algo algo, int cn, int kt, int taps, int d, unit_buf *b) {
+ * ci0 .. ci0+cn−1) into u [n][cn] (row stride ldu): row co of the n matrices, columns d·Cin + ci0 ..
+ * (each value depends on its own kernel only). The same expressions in every build of it: the
+ * AVX-512 one (unit_avx512: 8 doubles a vector) gives the same bits (no FMA contraction). */
+static inline __attribute__((always_inline)) void unit_body(cvx_conv_algo algo, int cn, int kt, int taps, int d,
+                                                            unit_buf *b, float *u, size_t ldu) {
     if (algo == CVX_CONV_DIRECT) {   /* u[k][c] = w[co, ci0 + c, k] */
         const float *w = b->row;
         for (int c = 0; c < cn; c++)
-            for (int k = 0; k < taps; k++) b->u[(size_t)k * cn + c] = w[(size_t)c * taps + k];
+            for (int k = 0; k < taps; k++) u[(size_t)k * ldu + c] = w[(size_t)c * taps + k];
         return;
     }
     gather_taps(b->row, cn, kt, d, b->g9);
-    if (algo == CVX_CONV_WINOGRAD4) wino4_unit(b->g9, b->t, b->u, cn);
-    else wino2_unit(b->g9, b->t, b->u, cn);
+    if (algo == CVX_CONV_WINOGRAD4) wino4_unit(b->g9, b->t, u, ldu, cn);
+    else wino2_unit(b->g9, b->t, u, ldu, cn);
 }
+static void unit(cvx_conv_algo algo, int cn, int kt, int taps, int d, unit_buf *b, float *u, size_t ldu) {
+    unit_body(algo, cn, kt, taps, d, b, u, ldu);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static void unit_avx512(cvx_conv_algo algo, int cn, int kt, int taps, int d,
+                                                           unit_buf *b, float *u, size_t ldu) {
+    unit_body(algo, cn, kt, taps, d, b, u, ldu);
+}
+#else
+#define unit_avx512 unit
+#endif
 
 /* Row-major: the n matrices [Cout, K] (K = D·Cin, D = kt for Winograd, 1 for the taps) into dst. */
 static void make_rowmajor(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo, int Cout, int Cin, int kt, int taps,
@@ -162,7 +177,7 @@ static void make_rowmajor(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo algo,
         for (int co = 0; co < Cout; co++) {
             unit_load(&ws, co, 0, Cin, &b);
             for (int d = 0; d < D; d++) {
-                unit(algo, Cin, kt, taps, d, &b);
+                unit(algo, Cin, kt, taps, d, &b, b.u, (size_t)Cin);
                 for (int xi = 0; xi < n; xi++)
                     memcpy(dst + ((size_t)xi * Cout + co) * ld + (size_t)d * Cin, b.u + (size_t)xi * Cin,
                            sizeof(float) * Cin);
@@ -207,11 +222,9 @@ void cvx_conv_pack_weights_gemm(cvx_ctx *ctx, const cvx_tensor *w, cvx_conv_algo
             for (int d = 0; d < D; d++)
                 for (int ci0 = 0; ci0 < Cin; ci0 += CB) {
                     const int cn = Cin - ci0 < CB ? Cin - ci0 : CB;
-                    for (int r = 0; r < R; r++) {
+                    for (int r = 0; r < R; r++) {   /* row r of the piece: blk[ξ][r][0 .. cn) */
                         unit_load(&ws, c0 + r, ci0, cn, &b);
-                        unit(algo, cn, kt, taps, d, &b);
-                        for (int xi = 0; xi < n; xi++)
-                            memcpy(blk + ((size_t)xi * mr + r) * cn, b.u + (size_t)xi * cn, sizeof(float) * cn);
+                        (isa ? unit_avx512 : unit)(algo, cn, kt, taps, d, &b, blk + (size_t)r * cn, (size_t)mr * cn);
                     }
                     for (int xi = 0; xi < n; xi++)   /* (a parallel region nested here runs on this thread) */
                         cvx_sgemm_fixed_pack_a(isa, 0, Cout, K, c0, R, d * Cin + ci0, cn, blk + (size_t)xi * mr * cn, cn,

@@ -133,22 +133,20 @@ static void replicate_borders(float *xp, int n, int H, int W, int ph, int pw) {
     }
 }
 
-void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
-    float *copy = vae_alloc((size_t)c->cin * T * H * W);
-    memcpy(copy, x, sizeof(float) * (size_t)c->cin * T * H * W);
-    vae_causal_conv3d_consume(c, cache, copy, T, H, W, y);
-}
-
-float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
+/* The causal conv of x (read in place; `owned`, when given, is x and is freed once x has been read
+ * into the padded input). The padded input is the context's grow-only conv_in scratch (a decode
+ * pads every conv's input: fresh pages of that size at every call cost the kernel's zeroing). */
+static float *causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, float *owned, int T, int H, int W,
+                            float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b / shortcuts: no padding, cache unused upstream */
         if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
         vae_conv1x1(c, x, (size_t)T * H * W, y);
-        free(x);
+        free(owned);
         return y;
     }
     const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
-    float *xp = vae_alloc((size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
+    float *xp = cvx_scratch_get(&c->ctx->conv_in, (size_t)Cin * Tp * Hp * Wp);   // [Cin, Tp, Hp, Wp]
     float *cached = c->cache_id >= 0 ? cache->buf[c->cache_id] : NULL;
     if (kt > 1) {
         if (cached) {
@@ -163,25 +161,36 @@ float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, 
         }
     }
     cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
-    free(x);
+    free(owned);
     if (c->space_replicate && (ph || pw)) replicate_borders(xp, Cin * Tp, H, W, ph, pw);
     if (c->cache_id >= 0) {
-        /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding. */
-        float *nc = vae_alloc((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
+        /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding (into the
+         * slot's buffer when it has that size: its frames were read into xp above). */
+        const int id = c->cache_id;
+        float *nc = cached && cache->C[id] == Cin && cache->H[id] == H && cache->W[id] == W
+                        ? cached
+                        : vae_alloc((size_t)Cin * (kt - 1) * H * W);   // [Cin, kt−1, H, W]
 #pragma omp parallel for collapse(2) schedule(static)
         for (int ci = 0; ci < Cin; ci++)
             for (int k = 0; k < kt - 1; k++)
                 for (int yy = 0; yy < H; yy++)
                     memcpy(nc + (((size_t)ci * (kt - 1) + k) * H + yy) * W,
                            xp + (((size_t)ci * Tp + T + k) * Hp + yy + ph) * Wp + pw, sizeof(float) * W);
-        free(cache->buf[c->cache_id]);
-        cache->buf[c->cache_id] = nc;
-        cache->C[c->cache_id] = Cin, cache->H[c->cache_id] = H, cache->W[c->cache_id] = W;
+        if (nc != cached) free(cached);
+        cache->buf[id] = nc;
+        cache->C[id] = Cin, cache->H[id] = H, cache->W[id] = W;
     }
     if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
     vae_conv_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
-    free(xp);
     return y;
+}
+
+void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y) {
+    causal_conv3d(c, cache, x, NULL, T, H, W, y);
+}
+
+float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y) {
+    return causal_conv3d(c, cache, x, x, T, H, W, y);
 }
 
 void vae_conv2d_s2_ref(const float *x, int Cin, int T, int H, int W, const float *w, const float *bias, int Cout,

@@ -280,13 +280,16 @@ static void test_nan(void **state) {
 }
 
 /* AVX-512 code (and CPU-feature dispatch) only where it may be: the f32 GEMM's tile sets and the
- * f32 attention's zmm kernels (same chains: equal bits, asserted here and in tests/common_attention.c), bf16/int8 kernels (free to differ), CPU detection, the kernels' context, the x264
+ * f32 attention's zmm kernels (same chains: equal bits, asserted here and in tests/common_attention.c), the
+ * Winograd transforms' AVX-512 builds (common/conv.c, common/conv_weights.c: the same element-wise
+ * expressions, no FMA contraction; equal bits asserted by test_conv here and tests/stage3_vae_wcache.c),
+ * bf16/int8 kernels (free to differ), CPU detection, the kernels' context, the x264
  * instruction-set list of the MP4 writer (stage3/video.c: not f32 arithmetic). Every other
  * file compiles at the AVX2 baseline only, so its bits are the binary's, not the CPU's. */
 static void test_no_dispatch_elsewhere(void **state) {
     (void)state;
     static const char *const allowed[] = {"common/gemm_fixed.c",  "common/gemm_fast.c", "common/attention.c",
-                                          "common/attention_bf16.c",
+                                          "common/attention_bf16.c", "common/conv.c", "common/conv_weights.c",
                                           "common/attention_int8.c", "common/quant_dot.c", "common/quant_avx2.c",
                                           "common/cpu.c",         "common/context.c",   "stage3/video.c"};
     static const char *const marks[] = {"_mm512_", "__m512", "((target", "target_clones", "__builtin_cpu_supports",
