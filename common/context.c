@@ -61,6 +61,7 @@ void cvx_ctx_release_scratch(cvx_ctx *ctx) {
         all[i]->data = NULL;
         all[i]->cap = 0;
     }
+    cvx_pool_trim(&ctx->maps);
     if (ctx->kernels) cvx_kernels_trim(ctx->kernels);
     cvx_conv_wcache_trim(ctx->conv_wcache);
 }
@@ -71,6 +72,7 @@ void cvx_ctx_free(cvx_ctx *ctx) {
     cvx_kernels_free(ctx->kernels);
     cvx_conv_onednn_free(ctx->conv_onednn);
     cvx_conv_wcache_free(ctx->conv_wcache);
+    cvx_pool_free(&ctx->maps);
     free(ctx);
 }
 

@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 
+#include "pool.h"
+
 typedef enum {
     CVX_PRECISION_F32 = 0,   /* f32 compute, f32 accumulation (upstream parity) */
     CVX_PRECISION_BF16,      /* bf16 operands, f32 accumulation in every heavy op (linears, attention
@@ -67,6 +69,7 @@ typedef struct cvx_ctx {
     cvx_scratch conv_w;          /* one conv's packed / Winograd-transformed weights (f32) */
     cvx_scratch conv_in;         /* a VAE conv's padded input (stage3/vae_conv.c) */
     cvx_scratch lora_u;          /* LoRA: x·Aᵀ of one adapter [M, rank] (cvx_lora_apply) */
+    cvx_pool maps;               /* the VAEs' feature maps, kept and handed out again (pool.h) */
 
     /* LoRA adapters (common/lora.h) that cvx_linear adds to the weights they target, NULL = none.
      * Borrowed: whoever attaches a set detaches it before freeing it or the model it targets. */

@@ -425,12 +425,12 @@ static void ltx_conv(const vae_conv *c, const float *x, int T, int H, int W, int
     }
     int kt = c->kt, ph = c->kh / 2, pw = c->kw / 2, left = causal ? kt - 1 : (kt - 1) / 2, right = kt - 1 - left;
     int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
-    float *xp = vae_alloc((size_t)c->cin * Tp * Hp * Wp);                          // [cin, Tp, Hp, Wp]
+    float *xp = vae_fmap_get(c->ctx, (size_t)c->cin * Tp * Hp * Wp);                          // [cin, Tp, Hp, Wp]
     for (int k = 0; k < left; k++) cvx_pad_frames(xp, Tp, k, x, c->cin, T, 0, 1, H, W, ph, pw);
     cvx_pad_frames(xp, Tp, left, x, c->cin, T, 0, T, H, W, ph, pw);
     for (int k = 0; k < right; k++) cvx_pad_frames(xp, Tp, left + T + k, x, c->cin, T, T - 1, 1, H, W, ph, pw);
     vae_conv_padded(c, xp, Tp, Hp, Wp, y);
-    free(xp);
+    vae_fmap_put(c->ctx, xp);
 }
 
 /* RMSNorm over the channels of x[C, N] (eps, no affine: x·rsqrt(mean_c x² + eps)), then
@@ -504,11 +504,11 @@ static float *ltx_resnet(const ltx_vae *v, const ltx_res_w *r, float *x, int T, 
         mod = cvx_malloc(sizeof(float) * 4 * (size_t)ci);
         for (int i = 0; i < 4 * ci; i++) mod[i] = e[i] + r->sst[i];
     }
-    float *h = vae_alloc((size_t)ci * N), *y = vae_alloc((size_t)co * N);
+    float *h = vae_fmap_get(v->ctx, (size_t)ci * N), *y = vae_fmap_get(v->ctx, (size_t)co * N);
     ltx_channel_rms(x, ci, N, 1e-8f, mod, mod ? mod + ci : NULL, 1, h);
     ltx_conv(&r->conv1, h, T, H, W, causal, y);                                      // [co, N]
     ltx_channel_rms(y, co, N, 1e-8f, mod ? mod + 2 * ci : NULL, mod ? mod + 3 * ci : NULL, 1, y);
-    if ((size_t)co > (size_t)ci) { free(h); h = vae_alloc((size_t)co * N); }
+    if ((size_t)co > (size_t)ci) { vae_fmap_put(v->ctx, h); h = vae_fmap_get(v->ctx, (size_t)co * N); }
     ltx_conv(&r->conv2, y, T, H, W, causal, h);                                      // h: [co, N]
     if (r->norm3_w) {   /* shortcut: LayerNorm over cin, then the 1×1×1 conv */
         ltx_channel_layernorm(x, ci, N, (float)v->c.resnet_norm_eps, r->norm3_w, r->norm3_b, x);
@@ -517,8 +517,8 @@ static float *ltx_resnet(const ltx_vae *v, const ltx_res_w *r, float *x, int T, 
     } else {
         cvx_add(h, x, (size_t)co * N);
     }
-    free(x);
-    free(y);
+    vae_fmap_put(v->ctx, x);
+    vae_fmap_put(v->ctx, y);
     free(mod);
     return h;
 }
@@ -548,13 +548,13 @@ static void depth_to_space(const float *y, int Cd, int T, int H, int W, int Co, 
  * [Ci·8/f / 8 · ... = Ci/f, 2T − 1, 2H, 2W]. */
 static float *ltx_upsample(const ltx_up_w *u, float *x, int T, int H, int W, int causal) {
     int Ci = u->up_cin, Cc = Ci * 8 / u->up_factor, Co = Cc / 8;
-    float *y = vae_alloc((size_t)Cc * T * H * W);
+    float *y = vae_fmap_get(u->up_conv.ctx, (size_t)Cc * T * H * W);
     ltx_conv(&u->up_conv, x, T, H, W, causal, y);                                    // [Cc, T, H, W]
-    float *out = vae_alloc((size_t)Co * (2 * T - 1) * 4 * H * W);
+    float *out = vae_fmap_get(u->up_conv.ctx, (size_t)Co * (2 * T - 1) * 4 * H * W);
     depth_to_space(y, Co, T, H, W, Co, 0, out);
     if (u->up_residual) depth_to_space(x, Ci / 8, T, H, W, Co, 1, out);              // repeated Ci/8 channels
-    free(x);
-    free(y);
+    vae_fmap_put(u->up_conv.ctx, x);
+    vae_fmap_put(u->up_conv.ctx, y);
     return out;
 }
 
@@ -569,7 +569,7 @@ int ltx_vae_decode(ltx_vae *v, const float *z, int F, int h, int w, float timest
     if (F < 1 || h < 1 || w < 1) return cvx_error("ltx vae decode: bad latent size %dx%dx%d", F, h, w);
     int causal = c->decoder_causal, tc = c->timestep_conditioning, T = F, H = h, W = w, C = v->dec_conv_in.cout;
     float t = timestep * v->dec_tsm;                                                 // temb · timestep_scale_multiplier
-    float *x = vae_alloc((size_t)C * T * H * W);
+    float *x = vae_fmap_get(v->ctx, (size_t)C * T * H * W);
     ltx_conv(&v->dec_conv_in, z, T, H, W, causal, x);                                // [C, F, h, w]
     int emax = v->dec_mid_temb.dim > v->dec_temb.dim ? v->dec_mid_temb.dim : v->dec_temb.dim;
     for (int b = 0; b < c->n_up; b++) if (v->up[b].temb.dim > emax) emax = v->up[b].temb.dim;
@@ -595,9 +595,9 @@ int ltx_vae_decode(ltx_vae *v, const float *z, int F, int h, int w, float timest
     }
     ltx_channel_rms(x, C, N, 1e-8f, shift, scale, 1, x);                             // norm_out (+ mod), SiLU
     int p = c->patch_size, Co = v->dec_conv_out.cout;
-    float *y = vae_alloc((size_t)Co * N);
+    float *y = vae_fmap_get(v->ctx, (size_t)Co * N);
     ltx_conv(&v->dec_conv_out, x, T, H, W, causal, y);                               // [3·p·p, T, H, W]
-    free(x);
+    vae_fmap_put(v->ctx, x);
     free(e);
     /* unpatchify: channel (c·p + pw)·p + ph → video[c, t, h·p + ph, w·p + pw] */
     int Ho = H * p, Wo = W * p;
@@ -609,7 +609,7 @@ int ltx_vae_decode(ltx_vae *v, const float *z, int F, int h, int w, float timest
                     int k = (ch * p + xx % p) * p + yy % p;
                     video[(((size_t)ch * T + tt) * Ho + yy) * Wo + xx] = y[(((size_t)k * T + tt) * H + yy / p) * W + xx / p];
                 }
-    free(y);
+    vae_fmap_put(v->ctx, y);
     return 0;
 }
 
@@ -642,18 +642,18 @@ static float *ltx_downsample(const ltx_down_w *d, float *x, int C, int *T, int *
     int t = *T, h = *H, w = *W;
     if (d->down == 1) {   /* causal stride-2 conv = the stride-1 conv at even positions */
         const vae_conv *cv = &d->down_conv;
-        float *full = vae_alloc((size_t)C * t * h * w);
+        float *full = vae_fmap_get(d->down_conv.ctx, (size_t)C * t * h * w);
         ltx_conv(cv, x, t, h, w, causal, full);
         int To = (t - 1) / 2 + 1, Ho = (h - 1) / 2 + 1, Wo = (w - 1) / 2 + 1;
-        float *out = vae_alloc((size_t)C * To * Ho * Wo);
+        float *out = vae_fmap_get(d->down_conv.ctx, (size_t)C * To * Ho * Wo);
 #pragma omp parallel for collapse(2) schedule(static)
         for (int c = 0; c < C; c++)
             for (int a = 0; a < To; a++)
                 for (int b = 0; b < Ho; b++)
                     for (int q = 0; q < Wo; q++)
                         out[(((size_t)c * To + a) * Ho + b) * Wo + q] = full[(((size_t)c * t + 2 * a) * h + 2 * b) * w + 2 * q];
-        free(full);
-        free(x);
+        vae_fmap_put(d->down_conv.ctx, full);
+        vae_fmap_put(d->down_conv.ctx, x);
         *T = To, *H = Ho, *W = Wo;
         return out;
     }
@@ -661,19 +661,19 @@ static float *ltx_downsample(const ltx_down_w *d, float *x, int C, int *T, int *
      * space-to-depth; conv (causal, to och/prod) then space-to-depth; sum */
     int st = d->st, sh = d->sh, sw = d->sw, tp = t + st - 1, prod = st * sh * sw, Cc = d->down_conv.cout;
     int och = Cc * prod;
-    float *xx = vae_alloc((size_t)C * tp * h * w);
+    float *xx = vae_fmap_get(d->down_conv.ctx, (size_t)C * tp * h * w);
     size_t fr = (size_t)h * w;
     for (int c = 0; c < C; c++) {
         memcpy(xx + (size_t)c * tp * fr, x + (size_t)c * t * fr, sizeof(float) * (size_t)(st - 1) * fr);
         memcpy(xx + ((size_t)c * tp + st - 1) * fr, x + (size_t)c * t * fr, sizeof(float) * (size_t)t * fr);
     }
-    free(x);
-    float *y = vae_alloc((size_t)Cc * tp * h * w), *out = vae_alloc((size_t)och * (tp / st) * (h / sh) * (w / sw));
+    vae_fmap_put(d->down_conv.ctx, x);
+    float *y = vae_fmap_get(d->down_conv.ctx, (size_t)Cc * tp * h * w), *out = vae_fmap_get(d->down_conv.ctx, (size_t)och * (tp / st) * (h / sh) * (w / sw));
     ltx_conv(&d->down_conv, xx, tp, h, w, causal, y);                                // [och/prod, tp, h, w]
     space_to_depth(y, Cc, tp, h, w, st, sh, sw, 1, 0, out);
     space_to_depth(xx, C, tp, h, w, st, sh, sw, d->group, 1, out);
-    free(xx);
-    free(y);
+    vae_fmap_put(d->down_conv.ctx, xx);
+    vae_fmap_put(d->down_conv.ctx, y);
     *T = tp / st, *H = h / sh, *W = w / sw;
     return out;
 }
@@ -686,7 +686,7 @@ int ltx_vae_encode(ltx_vae *v, const float *video, int T, int H, int W, float *m
                          "multiples of 32", T, H, W);
     /* patchify: channel (c·p + pw)·p + ph ← video[c, t, h·p + ph, w·p + pw] */
     int h = H / p, w = W / p, t = T, C = Ci * p * p;
-    float *x = vae_alloc((size_t)C * t * h * w);
+    float *x = vae_fmap_get(v->ctx, (size_t)C * t * h * w);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int k = 0; k < C; k++)
         for (int f = 0; f < t; f++) {
@@ -695,9 +695,9 @@ int ltx_vae_encode(ltx_vae *v, const float *video, int T, int H, int W, float *m
                 for (int xx = 0; xx < w; xx++)
                     x[(((size_t)k * t + f) * h + yy) * w + xx] = video[(((size_t)ch * T + f) * H + yy * p + ph) * W + xx * p + pw];
         }
-    float *y = vae_alloc((size_t)v->enc_conv_in.cout * t * h * w);
+    float *y = vae_fmap_get(v->ctx, (size_t)v->enc_conv_in.cout * t * h * w);
     ltx_conv(&v->enc_conv_in, x, t, h, w, causal, y);
-    free(x);
+    vae_fmap_put(v->ctx, x);
     x = y, C = v->enc_conv_in.cout;
     for (int b = 0; b < c->n_down; b++) {
         const ltx_down_w *d = &v->down[b];
@@ -712,7 +712,7 @@ int ltx_vae_encode(ltx_vae *v, const float *video, int T, int H, int W, float *m
     size_t N = (size_t)t * h * w;
     ltx_channel_rms(x, C, N, 1e-8f, NULL, NULL, 1, x);                               // norm_out, SiLU
     ltx_conv(&v->enc_conv_out, x, t, h, w, causal, moments);                         // [lc + 1, N]
-    free(x);
+    vae_fmap_put(v->ctx, x);
     /* the last channel repeated lc − 1 times: moments [2·lc, N] */
     for (int k = lc + 1; k < 2 * lc; k++) memcpy(moments + (size_t)k * N, moments + (size_t)lc * N, sizeof(float) * N);
     return 0;

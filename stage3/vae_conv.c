@@ -25,6 +25,9 @@ float *vae_alloc(size_t n) {
     return p;
 }
 
+float *vae_fmap_get(cvx_ctx *ctx, size_t n) { return cvx_pool_get(&ctx->maps, n); }
+void vae_fmap_put(cvx_ctx *ctx, void *p) { cvx_pool_put(&ctx->maps, p); }
+
 /* ------------------------------------------------------------------ loading */
 
 const cvx_tensor *vae_loader_get(vae_loader *L, const char *name, const int64_t *shape, int ndim) {

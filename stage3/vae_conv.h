@@ -63,6 +63,11 @@ typedef struct {
  * each fresh 4 KB page costs a fault (a fifth of the CPU time of a decode in a VM, measured);
  * with 2 MB pages 512× fewer. Same contents contract as cvx_alloc_f32 (uninitialised). */
 float *vae_alloc(size_t n);
+/* A feature map of n floats from the context's pool (ctx->maps, common/pool.h), given back with
+ * vae_fmap_put: a decode allocates and frees hundreds of them in a few sizes, and the pool hands
+ * the same memory out again instead of fresh pages from the kernel. Uninitialised. */
+float *vae_fmap_get(cvx_ctx *ctx, size_t n);
+void vae_fmap_put(cvx_ctx *ctx, void *p);
 
 /* Tensor `name` (through the loader's name mapping) with its shape checked; NULL + cvx_error
  * naming the file's tensor. */

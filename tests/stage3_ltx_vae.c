@@ -4,7 +4,8 @@
  *   - vae095_decode_encode: the timestep-conditioned decoder at two (decode_timestep,
  *     decode_noise_scale) pairs, from the decoder input (1 − s)·z + s·noise; its encoder
  *     (space-to-depth down-samplers);
- *   - bad configs give one error naming the key. */
+ *   - bad configs give one error naming the key;
+ *   - every decode and encode gives back each feature map it took from the context's pool. */
 #include "golden_harness.h"
 
 #include "fileio.h"
@@ -19,7 +20,8 @@ static void decode_cases(const char *name) {
     char p[256];
     snprintf(p, sizeof p, LTX_DATA "%s", name);
     gh_open(&c, p);
-    ltx_vae *v = ltx_vae_load(gh_path(&c, "model/vae"), NULL);
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    ltx_vae *v = ltx_vae_load(gh_path(&c, "model/vae"), ctx);
     if (!v) fail_msg("%s", cvx_last_error());
     json_object *cases = gh_json(&c, "decode_cases");
     for (size_t i = 0; i < gh_len(cases); i++) {
@@ -46,6 +48,7 @@ static void decode_cases(const char *name) {
         }
         float *video = malloc(sizeof(float) * nv), *want = gh_f32(&c, NULL, "%s.decoded", key);
         ASSERT_OK(ltx_vae_decode(v, in, F, H, W, t, video));
+        assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
         char what[96];
         snprintf(what, sizeof what, "%s.decoded", key);
         gh_check_rel_l2(&c, what, video, want, nv, TOL);
@@ -55,6 +58,7 @@ static void decode_cases(const char *name) {
         free(z);
     }
     ltx_vae_free(v);
+    cvx_ctx_free(ctx);
     gh_close(&c);
 }
 
@@ -63,7 +67,8 @@ static void encode_cases(const char *name) {
     char p[256];
     snprintf(p, sizeof p, LTX_DATA "%s", name);
     gh_open(&c, p);
-    ltx_vae *v = ltx_vae_load(gh_path(&c, "model/vae"), NULL);
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    ltx_vae *v = ltx_vae_load(gh_path(&c, "model/vae"), ctx);
     if (!v) fail_msg("%s", cvx_last_error());
     int lc = ltx_vae_get_config(v)->latent_channels;
     json_object *cases = gh_json(&c, "encode_cases");
@@ -74,6 +79,7 @@ static void encode_cases(const char *name) {
         size_t S = (size_t)eo->shape[2] * eo->shape[3] * eo->shape[4], n = (size_t)lc * S;
         float *pix = cvx_tensor_f32_dup(px), *mom = malloc(sizeof(float) * 2 * n);
         ASSERT_OK(ltx_vae_encode(v, pix, T, H, W, mom));
+        assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
         char what[96];
         float *want = cvx_tensor_f32_dup(eo);
         snprintf(what, sizeof what, "%s.encoder_out", cn);
@@ -103,6 +109,7 @@ static void encode_cases(const char *name) {
     assert_int_equal(ltx_vae_encode(v, dummy, 8, 64, 64, dummy), -1);
     assert_non_null(strstr(cvx_last_error(), "8k + 1"));
     ltx_vae_free(v);
+    cvx_ctx_free(ctx);
     gh_close(&c);
 }
 
