@@ -164,7 +164,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     double t0 = cvx_time(), c0 = cpu_seconds();
     int tiled = 0;
-    if (ltx_vae_decode_tiled(v, tiling ? &t : NULL, z, F, h, w, 0.05f, video, &tiled)) cvx_die_last_error();
+    if (ltx_vae_decode_tiled(v, tiling ? &t : NULL, z, F, h, w, 0.05f, video, &tiled, NULL)) cvx_die_last_error();
     double secs = cvx_time() - t0, cpu = cpu_seconds() - c0, rss = cvx_peak_rss_bytes() / 1073741824.0;
     printf("decode %.1f s wall, %.1f s CPU, peak RSS %.2f GB (output video %.2f GB)\n", secs, cpu, rss,
            nv * 4.0 / 1073741824.0);

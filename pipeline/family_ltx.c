@@ -171,9 +171,7 @@ static void latents_out(cvx_model *m, const cvx_latent_shape *sh, const float *l
 /* ---- stage 3 ---- */
 static int decode_item(void *user, const float *z, cvx_progress *bar, float **frames, int *To, int *Ho, int *Wo) {
     (void)To, (void)Ho, (void)Wo;
-    if (ltx_vae_decode_item(user, z, frames)) return -1;
-    cvx_progress_update(bar, bar->done + 1);
-    return 0;
+    return ltx_vae_decode_item(user, z, frames, bar);   /* the bar counts tiles */
 }
 
 /* LTXPipeline after the loop: denormalise; a timestep-conditioned VAE (0.9.5+) decodes
@@ -209,7 +207,8 @@ static int decode(cvx_model *m, const cvx_decode_params *p, const float *zin, in
                             (float)vc->scaling_factor);
     if (vc->timestep_conditioning) ltx_vae_add_decode_noise(z, n, (float)ds, &gen);
     ltx_vae_decode_job d = {v, tile ? &tiling : NULL, T, h, w, 0, (float)dt};
-    const cvx_decode_plan plan = {decode_item, &d, 1, 0, 8 * (T - 1) + 1, 32 * h, 32 * w, 0};
+    const cvx_decode_plan plan = {decode_item, &d, ltx_vae_tile_count(d.tiling, T, h, w), 0, 8 * (T - 1) + 1, 32 * h,
+                                  32 * w, 0};
     const int rc = cvx_decode_items(p, &plan, z, B, C, T, h, w, label, progress, user, out);
     free(z);
     if (!rc) out->tiled = d.tiled;

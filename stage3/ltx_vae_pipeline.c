@@ -52,9 +52,10 @@ int ltx_vae_tiling_auto(int T, int h, int w) {
     return (double)3 * (8 * (T - 1) + 1) * 32 * h * 32 * w > AUTO_TILING_FLOATS;
 }
 
-int ltx_vae_decode_item(ltx_vae_decode_job *job, const float *z, float **frames) {
+int ltx_vae_decode_item(ltx_vae_decode_job *job, const float *z, float **frames, cvx_progress *progress) {
     *frames = cvx_alloc_f32((size_t)3 * (8 * (job->T - 1) + 1) * 32 * job->h * 32 * job->w);
-    return ltx_vae_decode_tiled(job->v, job->tiling, z, job->T, job->h, job->w, job->timestep, *frames, &job->tiled);
+    return ltx_vae_decode_tiled(job->v, job->tiling, z, job->T, job->h, job->w, job->timestep, *frames, &job->tiled,
+                                progress);
 }
 
 void ltx_vae_add_decode_noise(float *z, size_t n, float s, cvx_generator *gen) {

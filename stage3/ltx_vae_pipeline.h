@@ -31,13 +31,14 @@ int ltx_vae_tiling_auto(int T, int h, int w);
 void ltx_vae_add_decode_noise(float *z, size_t n, float s, cvx_generator *gen);
 
 /* one batch item of a decode: latents [C, T, h, w] (denormalised, the decode noise mixed in) →
- * *frames [3, 8(T − 1) + 1, 32h, 32w] (allocated by ltx_vae_decode_item); tiled set when tiles ran */
+ * *frames [3, 8(T − 1) + 1, 32h, 32w] (allocated by ltx_vae_decode_item); tiled set when tiles ran;
+ * progress (may be NULL): one update per tile decoded (ltx_vae_tile_count) */
 typedef struct {
     ltx_vae *v;
     const ltx_vae_tiling *tiling;   /* NULL: untiled */
     int T, h, w, tiled;
     float timestep;
 } ltx_vae_decode_job;
-int ltx_vae_decode_item(ltx_vae_decode_job *job, const float *z, float **frames);
+int ltx_vae_decode_item(ltx_vae_decode_job *job, const float *z, float **frames, cvx_progress *progress);
 
 #endif

@@ -19,6 +19,15 @@ typedef struct {
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
+static int spatial_tiles(const ltx_vae_tiling *t, int h, int w);
+
+/* one ltx_vae_decode, counted */
+static int decode_one(ltx_vae *v, const float *z, int F, int h, int w, float timestep, float *out, cvx_progress *pr) {
+    const int rc = ltx_vae_decode(v, z, F, h, w, timestep, out);
+    if (pr && !rc) cvx_progress_update(pr, pr->done + 1);
+    return rc;
+}
+
 /* z[C, F, h, w] → its sub-latents [C, nf, th, tw] from (f0, y0, x0) (allocated) */
 static float *crop(const float *z, int C, int F, int h, int w, int f0, int nf, int y0, int th, int x0, int tw) {
     float *o = cvx_alloc_f32((size_t)C * nf * th * tw), *p = o;
@@ -81,7 +90,7 @@ static void blend_t(const tile *a, tile *b, int extent) {
  * the (blended) tile above and to the left, each tile's first stride × stride pixels placed, the
  * whole cropped to 32h × 32w. out [3, To, 32h, 32w]. */
 static int decode_spatial(ltx_vae *v, const ltx_vae_tiling *t, const float *z, int F, int h, int w, float timestep,
-                          float *out) {
+                          float *out, cvx_progress *pr) {
     const int C = ltx_vae_get_config(v)->latent_channels, To = 8 * (F - 1) + 1, H = 32 * h, W = 32 * w;
     const int lmh = t->min_height / 32, lmw = t->min_width / 32, lsh = t->stride_height / 32, lsw = t->stride_width / 32;
     const int nr = (h + lsh - 1) / lsh, nc = (w + lsw - 1) / lsw;
@@ -93,7 +102,7 @@ static int decode_spatial(ltx_vae *v, const ltx_vae_tiling *t, const float *z, i
             const int j = cj * lsw, tw = imin(lmw, w - j);
             float *sub = crop(z, C, F, h, w, 0, F, i, th, j, tw);
             cur[cj] = (tile){cvx_alloc_f32((size_t)3 * To * 32 * th * 32 * tw), To, 32 * th, 32 * tw};
-            rc = ltx_vae_decode(v, sub, F, th, tw, timestep, cur[cj].d);
+            rc = decode_one(v, sub, F, th, tw, timestep, cur[cj].d, pr);
             free(sub);
         }
         for (int cj = 0; cj < nc && !rc; cj++) {
@@ -120,17 +129,16 @@ static int decode_spatial(ltx_vae *v, const ltx_vae_tiling *t, const float *z, i
 
 /* decode one temporal tile: spatially tiled when it is larger than a tile */
 static int decode_tile(ltx_vae *v, const ltx_vae_tiling *t, const float *z, int F, int h, int w, float timestep,
-                       float *out) {
-    if (t->spatial && (w > t->min_width / 32 || h > t->min_height / 32))
-        return decode_spatial(v, t, z, F, h, w, timestep, out);
-    return ltx_vae_decode(v, z, F, h, w, timestep, out);
+                       float *out, cvx_progress *pr) {
+    if (spatial_tiles(t, h, w)) return decode_spatial(v, t, z, F, h, w, timestep, out, pr);
+    return decode_one(v, z, F, h, w, timestep, out, pr);
 }
 
 /* _temporal_tiled_decode: tiles of min_frames/8 + 1 latent frames every stride_frames/8, each
  * after the first without its last frame, blended with the previous (blended) tile; the first
  * gives stride_frames + 1 frames, the others stride_frames. */
 static int decode_temporal(ltx_vae *v, const ltx_vae_tiling *t, const float *z, int F, int h, int w, float timestep,
-                           float *out) {
+                           float *out, cvx_progress *pr) {
     const int C = ltx_vae_get_config(v)->latent_channels, To = 8 * (F - 1) + 1, H = 32 * h, W = 32 * w;
     const int lmf = t->min_frames / 8, lsf = t->stride_frames / 8;
     const size_t hw = (size_t)H * W;
@@ -140,7 +148,7 @@ static int decode_temporal(ltx_vae *v, const ltx_vae_tiling *t, const float *z, 
         const int L = imin(lmf + 1, F - i), Td = 8 * (L - 1) + 1;
         if (i > 0 && L == 1) break;   /* one frame, dropped: nothing (upstream decodes it and keeps none) */
         float *sub = crop(z, C, F, h, w, i, L, 0, h, 0, w), *dec = cvx_alloc_f32((size_t)3 * Td * hw);
-        rc = decode_tile(v, t, sub, L, h, w, timestep, dec);
+        rc = decode_tile(v, t, sub, L, h, w, timestep, dec, pr);
         free(sub);
         tile cur = {dec, Td, H, W};
         if (!rc && i > 0) {   /* decoded[:, :, :-1] */
@@ -160,26 +168,54 @@ static int decode_temporal(ltx_vae *v, const ltx_vae_tiling *t, const float *z, 
     return rc;
 }
 
+/* the spatial tile grid's rows and columns for latents [h, w] (1 × 1: not tiled in space) */
+static int spatial_tiles(const ltx_vae_tiling *t, int h, int w) {
+    return t->spatial && (w > t->min_width / 32 || h > t->min_height / 32);
+}
+
+static int space_valid(const ltx_vae_tiling *t) {
+    return t->min_height >= 32 && t->min_width >= 32 && t->min_height % 32 == 0 && t->min_width % 32 == 0 &&
+           t->stride_height >= 32 && t->stride_width >= 32 && t->stride_height % 32 == 0 && t->stride_width % 32 == 0 &&
+           t->stride_height <= t->min_height && t->stride_width <= t->min_width;
+}
+
+static int time_valid(const ltx_vae_tiling *t) {
+    return t->min_frames >= 8 && t->stride_frames >= 8 && t->min_frames % 8 == 0 && t->stride_frames % 8 == 0 &&
+           t->stride_frames <= t->min_frames;
+}
+
+int ltx_vae_tile_count(const ltx_vae_tiling *t, int F, int h, int w) {
+    if (!t || !space_valid(t) || !time_valid(t)) return 1;
+    const int per = spatial_tiles(t, h, w)
+                        ? ((h + t->stride_height / 32 - 1) / (t->stride_height / 32)) *
+                              ((w + t->stride_width / 32 - 1) / (t->stride_width / 32))
+                        : 1;
+    if (!(t->framewise && F > t->min_frames / 8)) return per;
+    int n = 0;
+    for (int i = 0; i < F; i += t->stride_frames / 8) {   /* decode_temporal's tiles */
+        if (i > 0 && imin(t->min_frames / 8 + 1, F - i) == 1) break;
+        n += per;
+    }
+    return n;
+}
+
 int ltx_vae_decode_tiled(ltx_vae *v, const ltx_vae_tiling *t, const float *z, int F, int h, int w, float timestep,
-                         float *video, int *tiled) {
+                         float *video, int *tiled, cvx_progress *progress) {
     if (tiled) *tiled = 0;
-    if (!t) return ltx_vae_decode(v, z, F, h, w, timestep, video);
-    if (t->min_height < 32 || t->min_width < 32 || t->min_height % 32 || t->min_width % 32 || t->stride_height < 32 ||
-        t->stride_width < 32 || t->stride_height % 32 || t->stride_width % 32 || t->stride_height > t->min_height ||
-        t->stride_width > t->min_width)
+    if (!t) return decode_one(v, z, F, h, w, timestep, video, progress);
+    if (!space_valid(t))
         return cvx_error("LTX VAE tiles %dx%d every %dx%d pixels: sizes must be multiples of 32, the stride at most the "
                          "tile", t->min_width, t->min_height, t->stride_width, t->stride_height);
-    if (t->min_frames < 8 || t->stride_frames < 8 || t->min_frames % 8 || t->stride_frames % 8 ||
-        t->stride_frames > t->min_frames)
+    if (!time_valid(t))
         return cvx_error("LTX VAE temporal tiles of %d frames every %d: multiples of 8, the stride at most the tile",
                          t->min_frames, t->stride_frames);
     if (t->framewise && F > t->min_frames / 8) {
         if (tiled) *tiled = 1;
-        return decode_temporal(v, t, z, F, h, w, timestep, video);
+        return decode_temporal(v, t, z, F, h, w, timestep, video, progress);
     }
-    if (t->spatial && (w > t->min_width / 32 || h > t->min_height / 32)) {
+    if (spatial_tiles(t, h, w)) {
         if (tiled) *tiled = 1;
-        return decode_spatial(v, t, z, F, h, w, timestep, video);
+        return decode_spatial(v, t, z, F, h, w, timestep, video, progress);
     }
-    return ltx_vae_decode(v, z, F, h, w, timestep, video);
+    return decode_one(v, z, F, h, w, timestep, video, progress);
 }

@@ -10,6 +10,7 @@
 #ifndef CVX_STAGE3_LTX_VAE_TILES_H
 #define CVX_STAGE3_LTX_VAE_TILES_H
 
+#include "progress.h"
 #include "stage3/ltx_vae.h"
 
 typedef struct {
@@ -24,9 +25,13 @@ typedef struct {
 void ltx_vae_tiling_default(ltx_vae_tiling *t);
 
 /* vae.decode(z, timestep) with the tiling t (NULL: untiled, ltx_vae_decode): z[C, F, h, w] →
- * video[3, 8(F − 1) + 1, 32h, 32w]. *tiled (may be NULL): whether tiles were used. -1 + cvx_error
+ * video[3, 8(F − 1) + 1, 32h, 32w]. *tiled (may be NULL): whether tiles were used. progress (may be
+ * NULL): one update per decode of a tile (ltx_vae_tile_count of them; 1 untiled). -1 + cvx_error
  * for tile sizes that are not multiples of 32 (8 in time) or a stride above the tile size. */
 int ltx_vae_decode_tiled(ltx_vae *v, const ltx_vae_tiling *t, const float *z, int F, int h, int w, float timestep,
-                         float *video, int *tiled);
+                         float *video, int *tiled, cvx_progress *progress);
+
+/* The decodes ltx_vae_decode_tiled runs for latents [F, h, w] with the tiling t (1: untiled). */
+int ltx_vae_tile_count(const ltx_vae_tiling *t, int F, int h, int w);
 
 #endif

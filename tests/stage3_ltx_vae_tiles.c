@@ -100,6 +100,13 @@ static void compare(const char *what, const float *got, const float *want, size_
     print_message("  %s: %zu values bit-identical\n", what, n);
 }
 
+/* progress reports of the tiled decodes: one per tile decoded */
+static int g_updates;
+static void count_update(void *user, const char *label, int done, int total) {
+    (void)user, (void)label, (void)total;
+    if (done > 0) g_updates++;
+}
+
 /* 3×3 latents (96×96 pixels), tiles of 64 every 32: four overlapping tiles per row and column edge */
 static void test_spatial(void **s) {
     (void)s;
@@ -112,19 +119,25 @@ static void test_spatial(void **s) {
     ltx_vae_tiling t = {.spatial = 1, .min_height = 64, .min_width = 64, .stride_height = 32, .stride_width = 32,
                         .min_frames = 16, .stride_frames = 8};
     int tiled;
-    ASSERT_OK(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled));
+    cvx_progress bar;   /* one update per tile: 3 × 3 tiles (rows and columns at 0, 1, 2 latents) */
+    cvx_progress_start_cb(&bar, "vae decode", ltx_vae_tile_count(&t, F, h, w), count_update, NULL);
+    g_updates = 0;
+    ASSERT_OK(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled, &bar));
     assert_int_equal(tiled, 1);
+    assert_int_equal(ltx_vae_tile_count(&t, F, h, w), 9);
+    assert_int_equal(bar.done, 9);
+    assert_int_equal(g_updates, 9);
     ref_spatial(v, z, C, F, h, w, 64, 32, want);
     compare("spatial tiles 64 / stride 32", got, want, n);
     ASSERT_OK(ltx_vae_decode(v, z, F, h, w, 0.05f, full));
     print_message("  tiled against untiled: ");
     ASSERT_REL_L2(got, full, n, 1.0);   /* reported: an approximation, as upstream's */
     t.min_height = t.min_width = 96;    /* one tile: the untiled decode */
-    ASSERT_OK(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled));
+    ASSERT_OK(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled, NULL));
     assert_int_equal(tiled, 0);
     compare("a tile as large as the video", got, full, n);
     t.min_height = 48;
-    assert_int_equal(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled), -1);
+    assert_int_equal(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled, NULL), -1);
     assert_non_null(strstr(cvx_last_error(), "multiples of 32"));
     free(z), free(got), free(want), free(full);
     ltx_vae_free(v);
@@ -141,8 +154,15 @@ static void test_temporal(void **s) {
     ltx_vae_tiling t = {.framewise = 1, .min_height = 512, .min_width = 512, .stride_height = 448,
                         .stride_width = 448, .min_frames = 16, .stride_frames = 8};
     int tiled;
-    ASSERT_OK(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled));
+    cvx_progress bar;   /* tiles at latent frames 0, 1, 2 (the one at 3 would be a single frame, dropped) */
+    cvx_progress_start_cb(&bar, "vae decode", ltx_vae_tile_count(&t, F, h, w), count_update, NULL);
+    g_updates = 0;
+    ASSERT_OK(ltx_vae_decode_tiled(v, &t, z, F, h, w, 0.05f, got, &tiled, &bar));
     assert_int_equal(tiled, 1);
+    assert_int_equal(ltx_vae_tile_count(&t, F, h, w), 3);
+    assert_int_equal(bar.done, 3);
+    assert_int_equal(g_updates, 3);
+    assert_int_equal(ltx_vae_tile_count(NULL, F, h, w), 1);
     /* upstream: tiles z[i : i + 3] for i = 0..3, each after the first without its last frame */
     tl row[4];
     int nt = 0;
