@@ -68,7 +68,7 @@ static int products_per_frame(const conv_wts *w, int nt) {
 int cvx_conv_gemm_isa(const cvx_ctx *ctx) {
     if (ctx->precision != CVX_PRECISION_F32) return -1;
     if (!ctx->kernels) return 0;   /* cvx_gemm: cvx_sgemm_fixed */
-    if (strncmp(cvx_kernels_path(ctx->kernels, CVX_PRECISION_F32), "fixed-f32", 9)) return -1;
+    if (!cvx_kernels_f32_fixed(ctx->kernels)) return -1;
     return cvx_kernels_avx512(ctx->kernels);
 }
 
@@ -92,11 +92,18 @@ static void winograd_products(cvx_ctx *ctx, int n, int Cout, int Cin, int kt, in
                           nt, 0.0f, M + (size_t)xi * mx + (size_t)t * nt, N);
         return;
     }
-    if (T > 1 && products_per_frame(w, nt)) {   /* frames t .. t+kt−1 of V_ξ: rows t·Cin .. of [Tp·Cin, nt] */
+    if (T > 1 && products_per_frame(w, nt)) {
+        /* frames t .. t+kt−1 of V_ξ: rows t·Cin .. of [Tp·Cin, nt]. The n·T products are shared out
+         * whole among the threads in one parallel region (each product on one thread): a region per
+         * product cost a futex wake of the sleeping worker each, 11 % of an LTX decode's samples */
+        cvx_flops_add(ctx, 2.0 * n * T * Cout * (double)nt * K);
+        const size_t wx = cvx_sgemm_fixed_packed_floats(w->isa, Cout, K);
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
         for (int xi = 0; xi < n; xi++)
             for (int t = 0; t < T; t++)
-                wts_gemm_ld(ctx, w, xi, Cout, nt, K, V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, 0.0f,
-                            M + (size_t)xi * mx + (size_t)t * nt, N);
+                cvx_sgemm_fixed_packed(w->isa, 0, Cout, nt, K, w->f + (size_t)xi * wx,
+                                       V + (size_t)xi * vx + (size_t)t * Cin * nt, nt, NULL, 0.0f,
+                                       M + (size_t)xi * mx + (size_t)t * nt, N);
         return;
     }
     float *B = T > 1 ? cvx_scratch_get(&ctx->conv_grid, (size_t)K * N) : NULL;   // [kt·Cin, T·nt]

@@ -190,9 +190,11 @@ static int onednn_bf16(const cvx_kernels *kc) {
     return cvx_kernels_bf16_native(kc) || (kc->force == CVX_KPATH_ONEDNN_BF16 && kc->cpu.avx512f);
 }
 
+int cvx_kernels_f32_fixed(const cvx_kernels *kc) { return kc->force != CVX_KPATH_LIBRARY_F32; }
+
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p) {
     if (p == CVX_PRECISION_BF16) return onednn_bf16(kc) ? "onednn-bf16" : "fallback-bf16";
-    if (kc->force == CVX_KPATH_LIBRARY_F32) return "onednn-f32 (library)";
+    if (!cvx_kernels_f32_fixed(kc)) return "onednn-f32 (library)";
     return cvx_kernels_avx512(kc) ? "fixed-f32-avx512" : "fixed-f32";
 }
 

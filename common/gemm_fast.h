@@ -52,6 +52,8 @@ void cvx_kernels_force(cvx_kernels *kc, cvx_kpath path);
 const char *cvx_kernels_path(const cvx_kernels *kc, cvx_precision p);
 /* 1 when the f32 kernels may run their AVX-512 variants (the CPU has avx512f, no CVX_KPATH_AVX2). */
 int cvx_kernels_avx512(const cvx_kernels *kc);
+/* 1 when f32 runs the fixed-chain GEMM (cvx_sgemm_fixed: every path but the forced library one). */
+int cvx_kernels_f32_fixed(const cvx_kernels *kc);
 /* 1 when bf16 runs on bf16 units (AVX512_BF16 or AMX); 0: bf16 is correct but widened to f32. */
 int cvx_kernels_bf16_native(const cvx_kernels *kc);
 /* 1 (default): bf16 products with M >= 8192 rows reorder B per call into oneDNN's blocked layout

@@ -489,7 +489,7 @@ static problem setup(int avx512, int ta, int tb, int M, int N, int K, const floa
 static void run(const problem *pp) {
     const problem p = *pp;
     const int M = p.M, N = p.N, K = p.K;
-    const int par = (double)M * N * K > 1e6;
+    const int par = (double)M * N * K > 1e6 && !in_parallel();   /* a call per thread: one job */
 #ifdef _OPENMP
     const int nth = par ? omp_get_max_threads() : 1;
 #else

@@ -17,14 +17,13 @@ static const size_t huge_page = (size_t)2 << 20, huge_min = (size_t)8 << 20;
 
 void cvx_pool_init(cvx_pool *pool) { memset(pool, 0, sizeof *pool); }
 
-/* A new buffer of `bytes` (rounded to whole 2 MB pages from 8 MB on). */
-static void *pool_alloc(size_t *bytes) {
-    if (*bytes < huge_min) return cvx_alloc_aligned_at(*bytes, __FILE__, __LINE__);
-    *bytes = (*bytes + huge_page - 1) / huge_page * huge_page;
+void *cvx_alloc_large(size_t bytes) {
+    if (bytes < huge_min) return cvx_alloc_aligned_at(bytes, __FILE__, __LINE__);
+    const size_t rounded = (bytes + huge_page - 1) / huge_page * huge_page;
     void *p = NULL;
-    if (posix_memalign(&p, huge_page, *bytes) != 0) cvx_die("out of memory allocating %zu bytes (a pooled buffer)", *bytes);
+    if (posix_memalign(&p, huge_page, rounded) != 0) cvx_die("out of memory allocating %zu bytes", bytes);
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, *bytes, MADV_HUGEPAGE);   /* advice only: 4 KB pages if the kernel says no */
+    (void)madvise(p, rounded, MADV_HUGEPAGE);   /* advice only: 4 KB pages if the kernel says no */
 #endif
     return p;
 }
@@ -61,7 +60,7 @@ float *cvx_pool_get(cvx_pool *pool, size_t n) {
         size_t bytes = need < huge_min ? need : (need + huge_page - 1) / huge_page * huge_page;
         size_t mark = pool->used_bytes + bytes > pool->mark_bytes ? pool->used_bytes + bytes : pool->mark_bytes;
         for (int v; pool->held_bytes + bytes > mark && (v = pool_victim(pool, need)) >= 0;) pool_release(pool, v);
-        void *p = pool_alloc(&bytes);
+        void *p = cvx_alloc_large(bytes);
         if (pool->n == pool->cap) {
             pool->cap = pool->cap ? 2 * pool->cap : 16;
             pool->blk = cvx_realloc(pool->blk, sizeof *pool->blk * (size_t)pool->cap);

@@ -27,6 +27,12 @@ typedef struct {
 } cvx_pool;
 
 void cvx_pool_init(cvx_pool *pool);
+/* A buffer of `bytes` outside any pool, for large long-lived data (kept transformed weights, the
+ * pool's own buffers): from 8 MB on 2 MB-aligned and marked MADV_HUGEPAGE, so its first touch faults
+ * once per 2 MB, not per 4 KB; smaller ones 64-byte aligned. Free with free(); dies (cvx_die) when
+ * memory is exhausted. */
+void *cvx_alloc_large(size_t bytes);
+
 /* n floats; dies (cvx_die) when memory is exhausted, as cvx_alloc_f32. */
 float *cvx_pool_get(cvx_pool *pool, size_t n);
 /* Give back a buffer of cvx_pool_get (NULL: nothing). A pointer the pool did not hand out is a

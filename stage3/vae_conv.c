@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "conv.h"
 #include "error.h"
@@ -13,17 +12,7 @@
 #include "gemm.h"
 #include "gemm_fast.h"
 
-float *vae_alloc(size_t n) {
-    const size_t bytes = n * sizeof(float), huge = (size_t)2 << 20;
-    if (bytes < ((size_t)8 << 20)) return cvx_alloc_f32(n);
-    void *p = NULL;
-    const size_t rounded = (bytes + huge - 1) / huge * huge;
-    if (posix_memalign(&p, huge, rounded) != 0) cvx_die("out of memory allocating %zu bytes (VAE feature map)", bytes);
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, rounded, MADV_HUGEPAGE);   /* advice only: 4 KB pages if the kernel says no */
-#endif
-    return p;
-}
+float *vae_alloc(size_t n) { return cvx_alloc_large(n * sizeof(float)); }
 
 float *vae_fmap_get(cvx_ctx *ctx, size_t n) { return cvx_pool_get(&ctx->maps, n); }
 void vae_fmap_put(cvx_ctx *ctx, void *p) { cvx_pool_put(&ctx->maps, p); }
