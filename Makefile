@@ -260,7 +260,7 @@ INST        = $(DESTDIR)$(PREFIX)
 INST_PROGS  = $(STAGES) $(TOOLS)
 # the API header, what it includes, and what examples/text2video.c uses beside it (errors, MP4 writing)
 INST_HEADERS = pipeline/cvx.h pipeline/cogvideox.h stage3/video.h common/context.h common/lora.h common/safetensors.h \
-               common/dtype.h common/fileio.h common/error.h
+               common/dtype.h common/fileio.h common/error.h common/pool.h
 $(BUILD)/libcogvideox.a: $(ALL_LIBS)
 	rm -f $@ && printf 'create $@\n$(foreach l,$(ALL_LIBS),addlib $(l)\n)save\nend\n' | ar -M
 install: $(addprefix $(BUILD)/bin/,$(INST_PROGS)) $(BUILD)/libcogvideox.a

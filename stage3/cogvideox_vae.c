@@ -210,7 +210,7 @@ void cogvideox_vae_spatial_norm(const cogvideox_vae_decoder *d, const cogvideox_
     const size_t S = (size_t)T * H * W, Sz = (size_t)zq->T * zq->H * zq->W;
     /* conv_y/conv_b are 1×1×1, so they commute with the nearest resize: run them at the
      * latent resolution and index the result (same numbers, far fewer FLOPs). */
-    float *zy = vae_alloc((size_t)C * Sz), *zb = vae_alloc((size_t)C * Sz);   // [C, Tz, h, w]
+    float *zy = vae_fmap_get(d->ctx, (size_t)C * Sz), *zb = vae_fmap_get(d->ctx, (size_t)C * Sz);   // [C, Tz, h, w]
     vae_conv1x1(&n->conv_y, zq->z, Sz, zy);
     vae_conv1x1(&n->conv_b, zq->z, Sz, zb);
     float *gw = cvx_tensor_f32_dup(n->norm_w), *gb = cvx_tensor_f32_dup(n->norm_b);
@@ -247,22 +247,23 @@ void cogvideox_vae_spatial_norm(const cogvideox_vae_decoder *d, const cogvideox_
             }
         free(ry);
     }
-    free(mean), free(tm), free(ym), free(xm), free(gw), free(gb), free(zy), free(zb);
+    free(mean), free(tm), free(ym), free(xm), free(gw), free(gb);
+    vae_fmap_put(d->ctx, zy), vae_fmap_put(d->ctx, zb);
 }
 
 float *cogvideox_vae_resnet_block(const cogvideox_vae_decoder *d, const cogvideox_vae_resnet_w *r, vae_cache *cache, const cogvideox_vae_zq *zq,
                         const float *x, int T, int H, int W) {
     const size_t S = (size_t)T * H * W;
-    float *h = vae_alloc((size_t)r->cin * S);                    // [Cin, T, H, W]
+    float *h = vae_fmap_get(d->ctx, (size_t)r->cin * S);         // [Cin, T, H, W]
     cogvideox_vae_spatial_norm(d, &r->norm1, zq, x, h, T, H, W, 1);            // norm1 + SiLU
     float *h1 = vae_causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);   // [Cout, T, H, W]; frees h
     cogvideox_vae_spatial_norm(d, &r->norm2, zq, h1, h1, T, H, W, 1);          // norm2 + SiLU (dropout: identity)
     float *h2 = vae_causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);  // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
-        float *s = vae_alloc((size_t)r->cout * S);                 // [Cout, T, H, W]
+        float *s = vae_fmap_get(d->ctx, (size_t)r->cout * S);      // [Cout, T, H, W]
         vae_conv1x1(&r->shortcut, x, S, s);
         cvx_add(h2, s, (size_t)r->cout * S);
-        free(s);
+        vae_fmap_put(d->ctx, s);
     } else {
         cvx_add(h2, x, (size_t)r->cout * S);
     }
@@ -281,11 +282,12 @@ float *cogvideox_vae_upsampler(const cogvideox_vae_up_block_w *b, const float *x
         else tmap[t] = t >> 1;
     }
     const int Hp = Ho + 2, Wp = Wo + 2;
-    float *xp = vae_alloc((size_t)C * To * Hp * Wp);            // [C, To, Ho+2, Wo+2]
+    cvx_ctx *ctx = b->upsampler.ctx;
+    float *xp = vae_fmap_get(ctx, (size_t)C * To * Hp * Wp);     // [C, To, Ho+2, Wo+2]
     cvx_upsample_nearest_padded(x, C, Ti, *H, *W, tmap, To, Ho, Wo, xp, To, 0, 1, 1);
-    float *y = vae_alloc((size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
+    float *y = vae_fmap_get(ctx, (size_t)b->upsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
     vae_conv_padded(&b->upsampler, xp, To, Hp, Wp, y);                // Conv2d 3×3 per frame
-    free(xp);
+    vae_fmap_put(ctx, xp);
     free(tmap);
     *T = To, *H = Ho, *W = Wo;
     return y;
@@ -295,13 +297,13 @@ float *cogvideox_vae_up_block(const cogvideox_vae_decoder *d, const cogvideox_va
                     int *C, int *T, int *H, int *W) {
     for (int i = 0; i < b->num_resnets; i++) {
         float *y = cogvideox_vae_resnet_block(d, &b->resnets[i], cache, zq, x, *T, *H, *W);
-        free(x);
+        vae_fmap_put(d->ctx, x);
         x = y;
         *C = b->resnets[i].cout;
     }
     if (b->has_upsampler) {
         float *y = cogvideox_vae_upsampler(b, x, *C, T, H, W);
-        free(x);
+        vae_fmap_put(d->ctx, x);
         x = y;
     }
     return x;
@@ -310,7 +312,7 @@ float *cogvideox_vae_up_block(const cogvideox_vae_decoder *d, const cogvideox_va
 float *cogvideox_vae_mid_block(const cogvideox_vae_decoder *d, vae_cache *cache, const cogvideox_vae_zq *zq, float *x, int T, int H, int W) {
     for (int i = 0; i < 2; i++) {
         float *y = cogvideox_vae_resnet_block(d, &d->mid[i], cache, zq, x, T, H, W);
-        free(x);
+        vae_fmap_put(d->ctx, x);
         x = y;
     }
     return x;
@@ -320,19 +322,19 @@ float *cogvideox_vae_decoder_forward(const cogvideox_vae_decoder *d, vae_cache *
     const size_t Sz = (size_t)T * h * w;
     float *zpq = NULL;
     if (d->use_post_quant_conv) {
-        zpq = vae_alloc((size_t)d->latent_channels * Sz);
+        zpq = vae_fmap_get(d->ctx, (size_t)d->latent_channels * Sz);
         vae_conv1x1(&d->post_quant_conv, z, Sz, zpq);
         z = zpq;
     }
     cogvideox_vae_zq zq = {z, d->latent_channels, T, h, w};
     int C = d->conv_in.cout, H = h, W = w;
-    float *x = vae_alloc((size_t)C * Sz);                        // [C0, T, h, w]
+    float *x = vae_fmap_get(d->ctx, (size_t)C * Sz);             // [C0, T, h, w]
     vae_causal_conv3d(&d->conv_in, cache, z, T, h, w, x);
     x = cogvideox_vae_mid_block(d, cache, &zq, x, T, H, W);
     for (int i = 0; i < d->num_blocks; i++) x = cogvideox_vae_up_block(d, &d->up[i], cache, &zq, x, &C, &T, &H, &W);
     cogvideox_vae_spatial_norm(d, &d->norm_out, &zq, x, x, T, H, W, 1);        // norm_out + SiLU
     float *y = vae_causal_conv3d_consume(&d->conv_out, cache, x, T, H, W, NULL);   // [3, T, H, W]; frees x
-    free(zpq);
+    vae_fmap_put(d->ctx, zpq);
     *T_out = T;
     return y;
 }

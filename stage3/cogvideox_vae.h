@@ -68,7 +68,9 @@ void cogvideox_vae_free(cogvideox_vae_decoder *d);
 /* Only the config part of cogvideox_vae_load (the sizes and factors of d; no weights, nothing to free). */
 int cogvideox_vae_config_load(cogvideox_vae_decoder *d, const char *config_path);
 
-/* ---- blocks (exposed for tests); inputs are [C, T, H, W], outputs newly allocated ---- */
+/* ---- blocks (exposed for tests); inputs are [C, T, H, W], outputs feature maps of d->ctx's pool
+ * (vae_fmap_get: give them back with vae_fmap_put(d->ctx, ·)); an input a block consumes (the
+ * up / mid blocks' x) must come from that pool too ---- */
 /* The conditioning latent of the current chunk: [zc, Tz, h, w]. */
 typedef struct { const float *z; int C, T, H, W; } cogvideox_vae_zq;
 /* SpatialNorm3D: out = GroupNorm(f) · conv_y(zq↑) + conv_b(zq↑) (then SiLU when `silu`).

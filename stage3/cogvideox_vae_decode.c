@@ -62,7 +62,7 @@ void cogvideox_vae_decode_chunked(const cogvideox_vae_decoder *d, const float *z
         for (int c = 0; c < oc; c++)
             memcpy(out + ((size_t)c * Tout + t_done) * HWo, y + (size_t)c * to * HWo, sizeof(float) * to * HWo);
         t_done += to;
-        free(y);
+        vae_fmap_put(d->ctx, y);
         free(zc);
         if (p) cvx_progress_update(p, p->done + 1);
     }

@@ -150,6 +150,7 @@ void cogvideox_vae_encoder_free(cogvideox_vae_encoder *e) {
     for (int i = 0; i < e->num_blocks; i++) free(e->down[i].resnets);
     if (e->weights) cvx_weights_close(e->weights);
     if (e->owns_ctx) cvx_ctx_free(e->ctx);
+    else if (e->ctx) vae_conv_forget(e->ctx);   /* a borrowed context keeps nothing of this encoder */
     memset(e, 0, sizeof *e);
 }
 
@@ -168,16 +169,16 @@ float *cogvideox_vae_enc_resnet_block(const cogvideox_vae_encoder *e, const cogv
                             int H, int W) {
     const size_t S = (size_t)T * H * W;
     const float eps = (float)e->norm_eps;
-    float *h = cvx_alloc_f32((size_t)r->cin * S);                                  // [Cin, T, H, W]
+    float *h = vae_fmap_get(e->ctx, (size_t)r->cin * S);                           // [Cin, T, H, W]
     groupnorm_silu(r->norm1_w, r->norm1_b, e->groups, eps, x, h, r->cin, S);      // norm1 + SiLU
     float *h1 = vae_causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);         // [Cout, T, H, W]; frees h
     groupnorm_silu(r->norm2_w, r->norm2_b, e->groups, eps, h1, h1, r->cout, S);   // norm2 + SiLU (dropout: identity)
     float *h2 = vae_causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);        // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
-        float *s = cvx_alloc_f32((size_t)r->cout * S);                             // [Cout, T, H, W]
+        float *s = vae_fmap_get(e->ctx, (size_t)r->cout * S);                      // [Cout, T, H, W]
         vae_conv1x1(&r->shortcut, x, S, s);
         cvx_add(h2, s, (size_t)r->cout * S);
-        free(s);
+        vae_fmap_put(e->ctx, s);
     } else {
         cvx_add(h2, x, (size_t)r->cout * S);
     }
@@ -186,6 +187,7 @@ float *cogvideox_vae_enc_resnet_block(const cogvideox_vae_encoder *e, const cogv
 
 float *cogvideox_vae_downsampler(const cogvideox_vae_down_block_w *b, const float *x, int C, int *T, int *H, int *W) {
     const int Ti = *T, HW = *H * *W;
+    cvx_ctx *ctx = b->downsampler.ctx;
     const float *src = x;
     float *pooled = NULL;
     int To = Ti;
@@ -193,7 +195,7 @@ float *cogvideox_vae_downsampler(const cogvideox_vae_down_block_w *b, const floa
         /* F.avg_pool1d(kernel 2, stride 2) over frames; an odd count keeps frame 0 alone. */
         const int odd = Ti % 2, first = odd ? 1 : 0;
         To = first + (Ti - first) / 2;
-        pooled = cvx_alloc_f32((size_t)C * To * HW);          // [C, To, H, W]
+        pooled = vae_fmap_get(ctx, (size_t)C * To * HW);      // [C, To, H, W]
 #pragma omp parallel for collapse(2) schedule(static)
         for (int c = 0; c < C; c++)
             for (int t = 0; t < To; t++) {
@@ -209,9 +211,9 @@ float *cogvideox_vae_downsampler(const cogvideox_vae_down_block_w *b, const floa
         src = pooled;
     }
     const int Ho = (*H - 2) / 2 + 1, Wo = (*W - 2) / 2 + 1;
-    float *y = cvx_alloc_f32((size_t)b->downsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
+    float *y = vae_fmap_get(ctx, (size_t)b->downsampler.cout * To * Ho * Wo);   // [C, To, Ho, Wo]
     vae_conv2d_s2(&b->downsampler, src, To, *H, *W, y);
-    free(pooled);
+    vae_fmap_put(ctx, pooled);
     *T = To, *H = Ho, *W = Wo;
     return y;
 }
@@ -220,13 +222,13 @@ static float *down_block(const cogvideox_vae_encoder *e, const cogvideox_vae_dow
                          int *H, int *W) {
     for (int i = 0; i < b->num_resnets; i++) {
         float *y = cogvideox_vae_enc_resnet_block(e, &b->resnets[i], cache, x, *T, *H, *W);
-        free(x);
+        vae_fmap_put(e->ctx, x);
         x = y;
         *C = b->resnets[i].cout;
     }
     if (b->has_downsampler) {
         float *y = cogvideox_vae_downsampler(b, x, *C, T, H, W);
-        free(x);
+        vae_fmap_put(e->ctx, x);
         x = y;
     }
     return x;
@@ -235,21 +237,21 @@ static float *down_block(const cogvideox_vae_encoder *e, const cogvideox_vae_dow
 float *cogvideox_vae_encoder_forward(const cogvideox_vae_encoder *e, vae_cache *cache, const float *x, int T, int H, int W, int *T_out,
                            int *h_out, int *w_out) {
     int C = e->conv_in.cout;
-    float *h = cvx_alloc_f32((size_t)C * T * H * W);                 // [C0, T, H, W]
+    float *h = vae_fmap_get(e->ctx, (size_t)C * T * H * W);          // [C0, T, H, W]
     vae_causal_conv3d(&e->conv_in, cache, x, T, H, W, h);
     for (int i = 0; i < e->num_blocks; i++) h = down_block(e, &e->down[i], cache, h, &C, &T, &H, &W);
     for (int i = 0; i < 2; i++) {                                    // mid block
         float *y = cogvideox_vae_enc_resnet_block(e, &e->mid[i], cache, h, T, H, W);
-        free(h);
+        vae_fmap_put(e->ctx, h);
         h = y;
     }
     const size_t S = (size_t)T * H * W;
     groupnorm_silu(e->norm_out_w, e->norm_out_b, e->groups, NORM_OUT_EPS, h, h, C, S);   // norm_out + SiLU
     float *m = vae_causal_conv3d_consume(&e->conv_out, cache, h, T, H, W, NULL);   // [2lc, T, h, w]; frees h
     if (e->use_quant_conv) {
-        float *q = cvx_alloc_f32((size_t)e->quant_conv.cout * S);
+        float *q = vae_fmap_get(e->ctx, (size_t)e->quant_conv.cout * S);
         vae_conv1x1(&e->quant_conv, m, S, q);
-        free(m);
+        vae_fmap_put(e->ctx, m);
         m = q;
     }
     *T_out = T, *h_out = H, *w_out = W;
@@ -300,7 +302,7 @@ void cogvideox_vae_encode_batched(const cogvideox_vae_encoder *e, const float *x
         int s, en;
         batch_range(F, i, &s, &en);
         const int n = en - s;
-        float *xb = cvx_alloc_f32((size_t)ci * n * HW);   // [ci, n, H, W]
+        float *xb = vae_fmap_get(e->ctx, (size_t)ci * n * HW);   // [ci, n, H, W]
         for (int c = 0; c < ci; c++) memcpy(xb + (size_t)c * n * HW, x + ((size_t)c * F + s) * HW, sizeof(float) * n * HW);
         int to, ho, wo;
         float *m = cogvideox_vae_encoder_forward(e, &cache, xb, n, H, W, &to, &ho, &wo);   // [mc, to, h, w]
@@ -308,7 +310,7 @@ void cogvideox_vae_encode_batched(const cogvideox_vae_encoder *e, const float *x
         for (int c = 0; c < mc; c++)
             memcpy(moments + ((size_t)c * Tl + t_done) * hw, m + (size_t)c * to * hw, sizeof(float) * to * hw);
         t_done += to;
-        free(m), free(xb);
+        vae_fmap_put(e->ctx, m), vae_fmap_put(e->ctx, xb);
         if (p) cvx_progress_update(p, p->done + 1);
     }
     CVX_CHECK(t_done == Tl);
@@ -369,7 +371,7 @@ static float *encode_tile(void *user, int i, int j) {
     const int ci = e->in_channels, mc = 2 * e->latent_channels, F = s->F, H = s->H, W = s->W;
     const int tsh = s->t->tsh, tsw = s->t->tsw, si = i * s->t->oh, sj = j * s->t->ow;
     const int th = H - si < tsh ? H - si : tsh, tw = W - sj < tsw ? W - sj : tsw;
-    float *xt = cvx_alloc_f32((size_t)ci * F * th * tw);   // [ci, F, th, tw]
+    float *xt = vae_fmap_get(e->ctx, (size_t)ci * F * th * tw);   // [ci, F, th, tw]
     for (int c = 0; c < ci; c++)
         for (int f = 0; f < F; f++)
             for (int y = 0; y < th; y++)
@@ -377,7 +379,7 @@ static float *encode_tile(void *user, int i, int j) {
                        sizeof(float) * tw);
     float *o = cvx_alloc_f32((size_t)mc * cogvideox_vae_encoded_frames(e, F) * cogvideox_vae_encoded_size(e, th) * cogvideox_vae_encoded_size(e, tw));
     cogvideox_vae_encode_batched(e, xt, F, th, tw, o, s->p);   /* own batches and caches per tile */
-    free(xt);
+    vae_fmap_put(e->ctx, xt);
     return o;   // [mc, Tl, h(th), w(tw)]
 }
 

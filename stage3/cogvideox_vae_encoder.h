@@ -63,7 +63,8 @@ typedef struct {
 int cogvideox_vae_encoder_load(cogvideox_vae_encoder *e, const char *vae_dir, cvx_ctx *ctx);   /* ctx NULL: a private one */
 void cogvideox_vae_encoder_free(cogvideox_vae_encoder *e);
 
-/* ---- blocks (exposed for tests); inputs [C, T, H, W], outputs newly allocated ---- */
+/* ---- blocks (exposed for tests); inputs [C, T, H, W], outputs feature maps of e->ctx's pool
+ * (vae_fmap_get: give them back with vae_fmap_put(e->ctx, ·)) ---- */
 float *cogvideox_vae_enc_resnet_block(const cogvideox_vae_encoder *e, const cogvideox_vae_enc_resnet_w *r, vae_cache *cache, const float *x, int T,
                             int H, int W);
 /* Down-sampler: frame-pair average when compress_time (an odd count keeps its first frame

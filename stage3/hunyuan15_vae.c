@@ -301,9 +301,9 @@ static void attention(const hv15_vae_attn *a, cvx_ctx *ctx, hv15_vae_run *run, f
     const int C = a->dim, HW = H * W;
     const size_t N = (size_t)T * HW;
     const float scale = (float)(1.0 / sqrt((double)C));
-    float *n = vae_alloc((size_t)C * N), *cm = vae_alloc((size_t)C * N), *q = vae_alloc(N * C);
+    float *n = vae_fmap_get(ctx, (size_t)C * N), *cm = vae_fmap_get(ctx, (size_t)C * N), *q = vae_fmap_get(ctx, N * C);
     wan_rms_norm(&a->norm, x, N, n, 0);
-    if (run->rows + N > run->cap) {
+    if (run->rows + N > run->cap) {   /* the run's keys / values outlive the call: not from the pool */
         size_t cap = (run->rows + N) * 2;
         float *k = vae_alloc(cap * C), *v = vae_alloc(cap * C);
         if (run->rows) {
@@ -328,15 +328,15 @@ static void attention(const hv15_vae_attn *a, cvx_ctx *ctx, hv15_vae_run *run, f
     from_tokens(q, C, N, n);
     vae_conv1x1(&a->o, n, N, cm);                                                 // proj_out
     cvx_add(x, cm, (size_t)C * N);
-    free(n), free(cm), free(q);
+    vae_fmap_put(ctx, n), vae_fmap_put(ctx, cm), vae_fmap_put(ctx, q);
 }
 
 static float *mid_block(const hv15_vae_mid *m, cvx_ctx *ctx, hv15_vae_run *run, float *x, int T, int H, int W) {
     float *y = wan_resblock(&m->res[0], &run->cache, x, T, H, W);
-    free(x);
+    vae_fmap_put(ctx, x);
     attention(&m->attn, ctx, run, y, T, H, W);
     x = wan_resblock(&m->res[1], &run->cache, y, T, H, W);
-    free(y);
+    vae_fmap_put(ctx, y);
     return x;
 }
 
@@ -390,10 +390,11 @@ static void group_mean_add(const float *src, int Co, int g, size_t N, float *y) 
  * levels double the frames except for the video's first frame (first chunk, T = 1). */
 static float *upsample(const hv15_vae_resample *u, vae_cache *cache, float *x, int *T, int H, int W, int first) {
     const int cin = u->cin, cout = u->cout, factor = u->temporal ? 8 : 4, rep = factor * cout / cin;
-    float *h = vae_alloc((size_t)cout * factor * *T * H * W);
+    cvx_ctx *ctx = u->conv.ctx;
+    float *h = vae_fmap_get(ctx, (size_t)cout * factor * *T * H * W);
     vae_causal_conv3d(&u->conv, cache, x, *T, H, W, h);                          // [cout·factor, T, H, W]
     int r1 = u->temporal && !first ? 2 : 1, To = *T * r1;
-    float *out = vae_alloc((size_t)cout * To * 4 * H * W);
+    float *out = vae_fmap_get(ctx, (size_t)cout * To * 4 * H * W);
     if (u->temporal && first) {          /* h_first[:, :cout] of the 2·cout packed channels; x_first repeated rep/2 */
         dcae_up(h, *T, H, W, 1, cout, 2 * cout, 1, 0, 0, out);
         dcae_up(x, *T, H, W, 1, cout, cin / 4, rep / 2, 0, 1, out);
@@ -404,7 +405,7 @@ static float *upsample(const hv15_vae_resample *u, vae_cache *cache, float *x, i
         dcae_up(h, *T, H, W, 1, cout, cout, 1, 0, 0, out);
         dcae_up(x, *T, H, W, 1, cout, cout, rep, 1, 1, out);
     }
-    free(h), free(x);
+    vae_fmap_put(ctx, h), vae_fmap_put(ctx, x);
     *T = To;
     return out;
 }
@@ -414,26 +415,27 @@ static float *upsample(const hv15_vae_resample *u, vae_cache *cache, float *x, i
 static float *downsample(const hv15_vae_resample *d, vae_cache *cache, float *x, int *T, int H, int W, int first) {
     const int cin = d->cin, cout = d->cout, factor = d->temporal ? 8 : 4, Q = cout / factor;
     const int g = factor * cin / cout;
-    float *h = vae_alloc((size_t)Q * *T * H * W);
+    cvx_ctx *ctx = d->conv.ctx;
+    float *h = vae_fmap_get(ctx, (size_t)Q * *T * H * W);
     vae_causal_conv3d(&d->conv, cache, x, *T, H, W, h);                          // [cout / factor, T, H, W]
     int r1 = d->temporal && !first ? 2 : 1, To = *T / r1;
     const size_t N = (size_t)To * (H / 2) * (W / 2);
-    float *out = vae_alloc((size_t)cout * N), *xd = vae_alloc((size_t)cin * 4 * r1 * N);
+    float *out = vae_fmap_get(ctx, (size_t)cout * N), *xd = vae_fmap_get(ctx, (size_t)cin * 4 * r1 * N);
     dcae_down(h, Q, *T, H, W, r1, out);                                           // [4·r1·Q, N]
     if (d->temporal && first)            /* h_first duplicated: cat([h_first, h_first], dim=1) */
         memcpy(out + (size_t)(cout / 2) * N, out, sizeof(float) * (size_t)(cout / 2) * N);
     dcae_down(x, cin, *T, H, W, r1, xd);                                          // [4·r1·cin, N]
     group_mean_add(xd, cout, d->temporal && first ? g / 2 : g, N, out);
-    free(h), free(xd), free(x);
+    vae_fmap_put(ctx, h), vae_fmap_put(ctx, xd), vae_fmap_put(ctx, x);
     *T = To;
     return out;
 }
 
-static float *level_forward(const hv15_vae_level *lv, vae_cache *cache, float *x, int *T, int *H, int *W, int first,
-                            int up) {
+static float *level_forward(const hv15_vae_level *lv, cvx_ctx *ctx, vae_cache *cache, float *x, int *T, int *H, int *W,
+                            int first, int up) {
     for (int j = 0; j < lv->nres; j++) {
         float *y = wan_resblock(&lv->res[j], cache, x, *T, *H, *W);
-        free(x);
+        vae_fmap_put(ctx, x);
         x = y;
     }
     if (!lv->has_resample) return x;
@@ -452,14 +454,14 @@ float *hv15_decoder_chunk(const hv15_vae *v, hv15_vae_run *run, const float *z, 
     const hv15_vae_config *c = &v->c;
     const int lc = c->latent_channels, C0 = c->block_out_channels[c->n_levels - 1], rep = C0 / lc;
     const size_t S = (size_t)n * h * w;
-    float *x = vae_alloc((size_t)C0 * S);
+    float *x = vae_fmap_get(v->ctx, (size_t)C0 * S);
     vae_causal_conv3d(&v->dec_in, &run->cache, z, n, h, w, x);                   // conv_in
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < C0; ch++)                                               // + z.repeat_interleave(rep, dim=1)
         for (size_t i = 0; i < S; i++) x[(size_t)ch * S + i] += z[(size_t)(ch / rep) * S + i];
     x = mid_block(&v->dec_mid, v->ctx, run, x, n, h, w);
     int T = n, H = h, W = w;
-    for (int i = 0; i < c->n_levels; i++) x = level_forward(&v->up[i], &run->cache, x, &T, &H, &W, first, 1);
+    for (int i = 0; i < c->n_levels; i++) x = level_forward(&v->up[i], v->ctx, &run->cache, x, &T, &H, &W, first, 1);
     wan_rms_norm(&v->dec_norm, x, (size_t)T * H * W, x, 1);                       // norm_out + SiLU
     float *y = vae_causal_conv3d_consume(&v->dec_out, &run->cache, x, T, H, W, NULL);
     *T_out = T;
@@ -471,19 +473,19 @@ float *hv15_encoder_chunk(const hv15_vae *v, hv15_vae_run *run, const float *xin
     const hv15_vae_config *c = &v->c;
     const int C0 = c->block_out_channels[0], CL = c->block_out_channels[c->n_levels - 1];
     const int M = 2 * c->latent_channels;
-    float *x = vae_alloc((size_t)C0 * n * H * W);
+    float *x = vae_fmap_get(v->ctx, (size_t)C0 * n * H * W);
     vae_causal_conv3d(&v->enc_in, &run->cache, xin, n, H, W, x);                 // conv_in
     int T = n;
-    for (int i = 0; i < c->n_levels; i++) x = level_forward(&v->down[i], &run->cache, x, &T, &H, &W, first, 0);
+    for (int i = 0; i < c->n_levels; i++) x = level_forward(&v->down[i], v->ctx, &run->cache, x, &T, &H, &W, first, 0);
     x = mid_block(&v->enc_mid, v->ctx, run, x, T, H, W);
     const size_t S = (size_t)T * H * W;
-    float *shortcut = vae_alloc((size_t)M * S);
+    float *shortcut = vae_fmap_get(v->ctx, (size_t)M * S);
     memset(shortcut, 0, sizeof(float) * (size_t)M * S);
     group_mean_add(x, M, CL / M, S, shortcut);                                   // view(M, CL/M, ...).mean(2)
     wan_rms_norm(&v->enc_norm, x, S, x, 1);                                       // norm_out + SiLU
     float *y = vae_causal_conv3d_consume(&v->enc_out, &run->cache, x, T, H, W, NULL);
     cvx_add(y, shortcut, (size_t)M * S);
-    free(shortcut);
+    vae_fmap_put(v->ctx, shortcut);
     *T_out = T;
     return y;
 }

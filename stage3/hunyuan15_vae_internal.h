@@ -59,10 +59,11 @@ void hv15_vae_run_init(hv15_vae_run *r, int caches);
 void hv15_vae_run_free(hv15_vae_run *r);
 
 /* The decoder on latent frames z[lc, n, h, w] of one chunk (first: it holds the video's first
- * frame, n = 1) -> a new [3, *T_out, h·r, w·r]. */
+ * frame, n = 1) -> [3, *T_out, h·r, w·r], a feature map of v->ctx's pool (vae_fmap_put it back). */
 float *hv15_decoder_chunk(const hv15_vae *v, hv15_vae_run *run, const float *z, int n, int h, int w, int first,
                           int *T_out);
-/* The encoder on video frames x[3, n, H, W] of one chunk -> new moments [2·lc, *T_out, H/r, W/r]. */
+/* The encoder on video frames x[3, n, H, W] of one chunk -> moments [2·lc, *T_out, H/r, W/r], a
+ * feature map of v->ctx's pool (vae_fmap_put it back). */
 float *hv15_encoder_chunk(const hv15_vae *v, hv15_vae_run *run, const float *x, int n, int H, int W, int first,
                           int *T_out);
 

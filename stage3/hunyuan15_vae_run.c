@@ -49,16 +49,16 @@ static void decode_untiled(const hv15_vae *v, const float *z, int F, int h, int 
     const size_t hw = (size_t)h * w, HW = hw * r * r;
     hv15_vae_run run;
     hv15_vae_run_init(&run, v->dec_caches);
-    float *zf = vae_alloc((size_t)lc * hw);
+    float *zf = vae_fmap_get(v->ctx, (size_t)lc * hw);
     for (int f = 0, t0 = 0; f < F; f++) {
         int n;
         copy_frames(zf, 1, 0, z, F, f, 1, lc, hw);                                // latent frame f [lc, 1, h, w]
         float *y = hv15_decoder_chunk(v, &run, zf, 1, h, w, f == 0, &n);          // [3, n, H, W]
         copy_frames(video, T, t0, y, n, 0, n, v->c.out_channels, HW);
-        free(y);
+        vae_fmap_put(v->ctx, y);
         t0 += n;
     }
-    free(zf);
+    vae_fmap_put(v->ctx, zf);
     hv15_vae_run_free(&run);
 }
 
@@ -70,12 +70,12 @@ typedef struct {
     int stride_h, stride_w; /* tile stride in source units */
 } tile_src;
 
-/* The source region [C, T, th, tw] of tile (i, j). */
+/* The source region [C, T, th, tw] of tile (i, j) (a feature map of the VAE's pool). */
 static float *cut(const tile_src *s, int C, int i, int j, int *th, int *tw) {
     const int y0 = i * s->stride_h, x0 = j * s->stride_w;
     *th = s->h - y0 < s->tile_h ? s->h - y0 : s->tile_h;
     *tw = s->w - x0 < s->tile_w ? s->w - x0 : s->tile_w;
-    float *t = vae_alloc((size_t)C * s->T * *th * *tw);
+    float *t = vae_fmap_get(s->v->ctx, (size_t)C * s->T * *th * *tw);
     for (int c = 0; c < C; c++)
         for (int f = 0; f < s->T; f++)
             for (int y = 0; y < *th; y++)
@@ -91,7 +91,7 @@ static float *produce_decoded_tile(void *user, int i, int j) {
     float *z = cut(s, s->v->c.latent_channels, i, j, &th, &tw);
     float *out = cvx_alloc_f32((size_t)s->v->c.out_channels * hv15_vae_decoded_frames(s->v, s->T) * th * r * tw * r);
     decode_untiled(s->v, z, s->T, th, tw, out);
-    free(z);
+    vae_fmap_put(s->v->ctx, z);
     return out;
 }
 
@@ -141,17 +141,17 @@ static void encode_untiled(const hv15_vae *v, const float *video, int T, int H, 
     const size_t HW = (size_t)H * W, hw = HW / ((size_t)r * r);
     hv15_vae_run run;
     hv15_vae_run_init(&run, v->enc_caches);
-    float *xc = vae_alloc((size_t)C * tr * HW);
+    float *xc = vae_fmap_get(v->ctx, (size_t)C * tr * HW);
     for (int t0 = 0, f0 = 0; t0 < T; f0++) {
         int n = t0 == 0 ? 1 : tr, nf;
         copy_frames(xc, n, 0, video, T, t0, n, C, HW);                            // frames t0 .. t0+n−1
         float *y = hv15_encoder_chunk(v, &run, xc, n, H, W, t0 == 0, &nf);        // [M, nf, h, w]
         CVX_CHECK(nf == 1 && f0 < F);
         copy_frames(moments, F, f0, y, nf, 0, nf, M, hw);
-        free(y);
+        vae_fmap_put(v->ctx, y);
         t0 += n;
     }
-    free(xc);
+    vae_fmap_put(v->ctx, xc);
     hv15_vae_run_free(&run);
 }
 
@@ -162,7 +162,7 @@ static float *produce_encoded_tile(void *user, int i, int j) {
     float *x = cut(s, s->v->c.in_channels, i, j, &th, &tw);
     float *out = cvx_alloc_f32((size_t)2 * s->v->c.latent_channels * ((s->T - 1) / tr + 1) * (th / r) * (tw / r));
     encode_untiled(s->v, x, s->T, th, tw, out);
-    free(x);
+    vae_fmap_put(s->v->ctx, x);
     return out;
 }
 

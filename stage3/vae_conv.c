@@ -46,7 +46,10 @@ int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout
     return 0;
 }
 
-void vae_conv_forget(cvx_ctx *ctx) { cvx_conv_wcache_trim(ctx->conv_wcache); }
+void vae_conv_forget(cvx_ctx *ctx) {
+    cvx_conv_wcache_trim(ctx->conv_wcache);
+    cvx_pool_trim(&ctx->maps);   /* the kept feature maps (the ones in use stay valid) */
+}
 
 /* ------------------------------------------------------------------ caches */
 
@@ -125,16 +128,17 @@ static void replicate_borders(float *xp, int n, int H, int W, int ph, int pw) {
     }
 }
 
-/* The causal conv of x (read in place; `owned`, when given, is x and is freed once x has been read
- * into the padded input). The padded input is the context's grow-only conv_in scratch (a decode
- * pads every conv's input: fresh pages of that size at every call cost the kernel's zeroing). */
+/* The causal conv of x (read in place; `owned`, when given, is x, a feature map of the conv's
+ * context pool, given back once x has been read into the padded input). The padded input is the
+ * context's grow-only conv_in scratch (a decode pads every conv's input: fresh pages of that size at
+ * every call cost the kernel's zeroing); an output not passed in comes from the pool. */
 static float *causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, float *owned, int T, int H, int W,
                             float *y) {
     const int Cin = c->cin, kt = c->kt, ph = (c->kh - 1) / 2, pw = (c->kw - 1) / 2;
     if (kt == 1 && c->kh == 1 && c->kw == 1) {   /* conv_y / conv_b / shortcuts: no padding, cache unused upstream */
-        if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
+        if (!y) y = vae_fmap_get(c->ctx, (size_t)c->cout * T * H * W);
         vae_conv1x1(c, x, (size_t)T * H * W, y);
-        free(owned);
+        vae_fmap_put(c->ctx, owned);
         return y;
     }
     const int Tp = T + kt - 1, Hp = H + 2 * ph, Wp = W + 2 * pw;
@@ -153,7 +157,7 @@ static float *causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x,
         }
     }
     cvx_pad_frames(xp, Tp, kt - 1, x, Cin, T, 0, T, H, W, ph, pw);
-    free(owned);
+    vae_fmap_put(c->ctx, owned);
     if (c->space_replicate && (ph || pw)) replicate_borders(xp, Cin * Tp, H, W, ph, pw);
     if (c->cache_id >= 0) {
         /* Cache = last kt−1 frames of the time-padded input, taken before spatial padding (into the
@@ -172,7 +176,7 @@ static float *causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x,
         cache->buf[id] = nc;
         cache->C[id] = Cin, cache->H[id] = H, cache->W[id] = W;
     }
-    if (!y) y = vae_alloc((size_t)c->cout * T * H * W);
+    if (!y) y = vae_fmap_get(c->ctx, (size_t)c->cout * T * H * W);
     vae_conv_padded(c, xp, Tp, Hp, Wp, y);   // [Cout, T, H, W]
     return y;
 }

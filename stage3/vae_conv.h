@@ -65,7 +65,10 @@ typedef struct {
 float *vae_alloc(size_t n);
 /* A feature map of n floats from the context's pool (ctx->maps, common/pool.h), given back with
  * vae_fmap_put: a decode allocates and frees hundreds of them in a few sizes, and the pool hands
- * the same memory out again instead of fresh pages from the kernel. Uninitialised. */
+ * the same memory out again instead of fresh pages from the kernel. Uninitialised. Every VAE's
+ * feature maps come from here; vae_alloc stays for buffers that outlive a call or are freed with
+ * free() by their owner (the carried-frame caches, buffers handed to a caller). The pool keeps what
+ * was given back until vae_conv_forget or the context's release. */
 float *vae_fmap_get(cvx_ctx *ctx, size_t n);
 void vae_fmap_put(cvx_ctx *ctx, void *p);
 
@@ -79,7 +82,8 @@ int vae_conv_get(vae_loader *L, vae_conv *c, const char *name, int cin, int cout
                  int causal);
 
 /* The weights closed: drop what the context keeps for them (transformed conv weights,
- * cvx_conv_weights), so a context that outlives a VAE does not hold copies of dead tensors.
+ * cvx_conv_weights, and the pool's free feature maps), so a context that outlives a VAE does not
+ * hold copies of dead tensors.
  * The VAEs' free functions call it when their context is borrowed. */
 void vae_conv_forget(cvx_ctx *ctx);
 
@@ -97,9 +101,11 @@ void vae_conv1x1(const vae_conv *c, const float *x, size_t N, float *y);
  * or the edge values when c->space_replicate),
  * valid conv. y: [Cout, T, H, W] (caller-allocated). 1×1×1 convs: plain, no cache. */
 void vae_causal_conv3d(const vae_conv *c, vae_cache *cache, const float *x, int T, int H, int W, float *y);
-/* The same, freeing its input x once copied into the padded buffer (saves one tensor at the peak:
- * callers pass an input that is dead after the conv). y == NULL: the output is allocated after
- * the input is freed (lower peak). Returns y. */
+/* The same, giving its input x back to the pool once copied into the padded buffer (saves one
+ * tensor at the peak: callers pass an input that is dead after the conv). x must be a feature map
+ * of c->ctx's pool (vae_fmap_get), never a malloc'd buffer. y == NULL: the output is taken from that
+ * pool after the input is given back (lower peak; the caller gives it back with vae_fmap_put);
+ * otherwise y is the caller's. Returns y. */
 float *vae_causal_conv3d_consume(const vae_conv *c, vae_cache *cache, float *x, int T, int H, int W, float *y);
 
 /* Conv2d 3×3 stride 2 on x[Cin, T, H, W] zero-padded by one row/column at the bottom/right

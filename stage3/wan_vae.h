@@ -227,7 +227,9 @@ int wan_vae_encode_dist(const wan_vae *v, const float *video, int T, int H, int 
 #define WAN_I2V_MASK_CHANNELS 4
 float *wan_i2v_condition(const wan_vae_config *cfg, const float *mean, int F, int h, int w);
 
-/* ---- blocks (exposed for tests); x [C, T, H, W] ---- */
+/* ---- blocks (exposed for tests); x [C, T, H, W]. The tensors they return are feature maps of the
+ * model's context pool (vae_fmap_get on v->ctx, the convs' ctx: give them back with vae_fmap_put);
+ * an x they consume must come from that pool too ---- */
 /* WanRMS_norm over the channels of x[C, S] (then SiLU when `silu`); out may equal x. */
 void wan_rms_norm(const wan_rms_norm_w *n, const float *x, size_t S, float *out, int silu);
 /* WanResidualBlock: a new [cout, T, H, W]; x is left as is. */
@@ -249,8 +251,8 @@ float *wan_encoder_forward(const wan_vae *v, vae_cache *cache, const float *x, i
  * y[c·p² + pw·p + ph, t, h, w] = x[c, t, h·p + ph, w·p + pw]. */
 void wan_vae_patchify(const float *x, int C, int T, int H, int W, int p, float *y);
 void wan_vae_unpatchify(const float *y, int C, int T, int H, int W, int p, float *x);
-/* AvgDown3D(cin → cout, ft, fs) on x[cin, T, H, W] -> a new [cout, ceil(T/ft), H/fs, W/fs]. */
-float *wan_avg_down3d(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W);
+/* AvgDown3D(cin → cout, ft, fs) on x[cin, T, H, W] -> y[cout, ceil(T/ft), H/fs, W/fs]. */
+void wan_avg_down3d(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W, float *y);
 /* DupUp3D(cin → cout, ft, fs) on x[cin, T, H, W], added to y[cout, T·ft − drop, H·fs, W·fs]
  * (drop = ft − 1 on the first chunk, else 0). */
 void wan_dup_up3d_add(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W, int first, float *y);

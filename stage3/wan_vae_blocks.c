@@ -54,16 +54,17 @@ void wan_rms_norm(const wan_rms_norm_w *nw, const float *x, size_t S, float *out
 
 float *wan_resblock(const wan_resblock_w *r, vae_cache *cache, const float *x, int T, int H, int W) {
     const size_t S = (size_t)T * H * W;
-    float *h = vae_alloc((size_t)r->cin * S);                                       // [Cin, T, H, W]
+    cvx_ctx *ctx = r->conv1.ctx;
+    float *h = vae_fmap_get(ctx, (size_t)r->cin * S);                               // [Cin, T, H, W]
     wan_rms_norm(&r->norm1, x, S, h, 1);                                            // norm1 + SiLU
     float *h1 = vae_causal_conv3d_consume(&r->conv1, cache, h, T, H, W, NULL);      // [Cout, T, H, W]; frees h
     wan_rms_norm(&r->norm2, h1, S, h1, 1);                                          // norm2 + SiLU (dropout 0)
     float *h2 = vae_causal_conv3d_consume(&r->conv2, cache, h1, T, H, W, NULL);     // [Cout, T, H, W]; frees h1
     if (r->shortcut.w) {
-        float *s = vae_alloc((size_t)r->cout * S);                                  // conv_shortcut(x)
+        float *s = vae_fmap_get(ctx, (size_t)r->cout * S);                          // conv_shortcut(x)
         vae_conv1x1(&r->shortcut, x, S, s);
         cvx_add(h2, s, (size_t)r->cout * S);
-        free(s);
+        vae_fmap_put(ctx, s);
     } else {
         cvx_add(h2, x, (size_t)r->cout * S);
     }
@@ -73,10 +74,10 @@ float *wan_resblock(const wan_resblock_w *r, vae_cache *cache, const float *x, i
 void wan_attention_block(const wan_attn_w *a, cvx_ctx *ctx, float *x, int T, int H, int W) {
     const int C = a->dim, HW = H * W;
     const float scale = (float)(1.0 / sqrt((double)C));   /* scaled_dot_product_attention's default */
-    float *n = vae_alloc((size_t)C * HW);          // [C, HW]: the normed frame
-    float *tok = vae_alloc((size_t)HW * C);        // [HW, C]: tokens
-    float *qkv = vae_alloc((size_t)HW * 3 * C);    // [HW, 3C]: q | k | v per token
-    float *o = vae_alloc((size_t)HW * C);          // [HW, C]
+    float *n = vae_fmap_get(ctx, (size_t)C * HW);          // [C, HW]: the normed frame
+    float *tok = vae_fmap_get(ctx, (size_t)HW * C);        // [HW, C]: tokens
+    float *qkv = vae_fmap_get(ctx, (size_t)HW * 3 * C);    // [HW, 3C]: q | k | v per token
+    float *o = vae_fmap_get(ctx, (size_t)HW * C);          // [HW, C]
     wan_rms_norm_w norm = a->norm;
     for (int t = 0; t < T; t++) {
         /* The frame's channels, norm over them (a frame is [C, HW] with row stride T·HW). */
@@ -94,15 +95,15 @@ void wan_attention_block(const wan_attn_w *a, cvx_ctx *ctx, float *x, int T, int
             for (int s = 0; s < HW; s++) xc[s] += tok[(size_t)s * C + c];
         }
     }
-    free(n), free(tok), free(qkv), free(o);
+    vae_fmap_put(ctx, n), vae_fmap_put(ctx, tok), vae_fmap_put(ctx, qkv), vae_fmap_put(ctx, o);
 }
 
 float *wan_mid_block(const wan_mid_w *m, cvx_ctx *ctx, vae_cache *cache, float *x, int T, int H, int W) {
     float *y = wan_resblock(&m->res[0], cache, x, T, H, W);
-    free(x);
+    vae_fmap_put(ctx, x);
     wan_attention_block(&m->attn, ctx, y, T, H, W);
     x = wan_resblock(&m->res[1], cache, y, T, H, W);
-    free(y);
+    vae_fmap_put(ctx, y);
     return x;
 }
 
@@ -136,11 +137,10 @@ void wan_vae_unpatchify(const float *y, int C, int T, int h, int w, int p, float
                 }
 }
 
-float *wan_avg_down3d(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W) {
+void wan_avg_down3d(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W, float *y) {
     const int pad = (ft - T % ft) % ft, To = (T + pad) / ft, Ho = H / fs, Wo = W / fs;   /* zero frames in front */
     const int g = cin * ft * fs * fs / cout;                                               /* group_size */
-    const size_t So = (size_t)To * Ho * Wo;
-    float *y = vae_alloc((size_t)cout * So);                                               // [cout, To, Ho, Wo]
+    const size_t So = (size_t)To * Ho * Wo;                                                // y: [cout, To, Ho, Wo]
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < cout; o++) {
         float *yo = y + (size_t)o * So;
@@ -158,7 +158,6 @@ float *wan_avg_down3d(const float *x, int cin, int cout, int ft, int fs, int T, 
         }
         for (size_t i = 0; i < So; i++) yo[i] /= (float)g;                                 /* mean = sum / group_size */
     }
-    return y;
 }
 
 void wan_dup_up3d_add(const float *x, int cin, int cout, int ft, int fs, int T, int H, int W, int first, float *y) {

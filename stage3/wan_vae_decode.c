@@ -18,38 +18,39 @@
 static float *wan_upsample(const wan_resample_w *r, vae_cache *cache, float *x, int *T, int *H, int *W, int first) {
     const int C = r->dim;
     const size_t HW = (size_t)*H * *W;
+    cvx_ctx *ctx = r->resample.ctx;
     if (r->mode == WAN_UPSAMPLE_3D && !first) {
         const int Ti = *T;
         float *y = vae_causal_conv3d_consume(&r->time_conv, cache, x, Ti, *H, *W, NULL);   // [2C, Ti, H, W]; frees x
-        x = vae_alloc((size_t)C * 2 * Ti * HW);                                          // [C, 2Ti, H, W]
+        x = vae_fmap_get(ctx, (size_t)C * 2 * Ti * HW);                                  // [C, 2Ti, H, W]
 #pragma omp parallel for collapse(2) schedule(static)
         for (int c = 0; c < C; c++)
             for (int t = 0; t < 2 * Ti; t++)
                 memcpy(x + ((size_t)c * 2 * Ti + t) * HW, y + ((size_t)((t & 1) * C + c) * Ti + (t >> 1)) * HW,
                        sizeof(float) * HW);
-        free(y);
+        vae_fmap_put(ctx, y);
         *T = 2 * Ti;
     }
     const int Ho = 2 * *H, Wo = 2 * *W, Hp = Ho + 2, Wp = Wo + 2;
-    float *xp = vae_alloc((size_t)C * *T * Hp * Wp);                       // [C, T, Ho+2, Wo+2]
+    float *xp = vae_fmap_get(ctx, (size_t)C * *T * Hp * Wp);               // [C, T, Ho+2, Wo+2]
     cvx_upsample_nearest_padded(x, C, *T, *H, *W, NULL, *T, Ho, Wo, xp, *T, 0, 1, 1);
-    free(x);
-    float *y = vae_alloc((size_t)r->resample.cout * *T * Ho * Wo);       // [C/2, T, Ho, Wo]
+    vae_fmap_put(ctx, x);
+    float *y = vae_fmap_get(ctx, (size_t)r->resample.cout * *T * Ho * Wo);   // [C/2, T, Ho, Wo]
     vae_conv_padded(&r->resample, xp, *T, Hp, Wp, y);                     // Conv2d 3×3, padding 1, per frame
-    free(xp);
+    vae_fmap_put(ctx, xp);
     *H = Ho, *W = Wo;
     return y;
 }
 
 /* WanUpBlock (2.1) / WanResidualUpBlock (2.2): residual blocks, then the resampler, plus (2.2
  * up-sampling levels) DupUp3D of the block's input; consumes x. */
-static float *wan_up_block(const wan_level_w *b, vae_cache *cache, float *x, int *C, int *T, int *H, int *W,
-                           int first) {
+static float *wan_up_block(const wan_level_w *b, cvx_ctx *ctx, vae_cache *cache, float *x, int *C, int *T, int *H,
+                           int *W, int first) {
     const int T0 = *T, H0 = *H, W0 = *W;
     float *in = b->sc_ft ? x : NULL;   /* x_copy, for the shortcut */
     for (int i = 0; i < b->num_resnets; i++) {
         float *y = wan_resblock(&b->resnets[i], cache, x, *T, *H, *W);
-        if (x != in) free(x);
+        if (x != in) vae_fmap_put(ctx, x);
         x = y;
         *C = b->resnets[i].cout;
     }
@@ -60,19 +61,19 @@ static float *wan_up_block(const wan_level_w *b, vae_cache *cache, float *x, int
     if (in) {
         CVX_CHECK(*C == b->sc_out && *T == T0 * b->sc_ft - (first ? b->sc_ft - 1 : 0) && *H == H0 * b->sc_fs);
         wan_dup_up3d_add(in, b->sc_in, b->sc_out, b->sc_ft, b->sc_fs, T0, H0, W0, first, x);   // x + avg_shortcut(x_copy)
-        free(in);
+        vae_fmap_put(ctx, in);
     }
     return x;
 }
 
 float *wan_decoder_forward(const wan_vae *v, vae_cache *cache, const float *z, int h, int w, int first, int *T_out) {
     const size_t hw = (size_t)h * w;
-    float *zq = vae_alloc((size_t)v->cfg.z_dim * hw);                     // [z, 1, h, w]
+    float *zq = vae_fmap_get(v->ctx, (size_t)v->cfg.z_dim * hw);          // [z, 1, h, w]
     vae_conv1x1(&v->post_quant_conv, z, hw, zq);                          // post_quant_conv
     int C = v->dec_conv_in.cout, T = 1, H = h, W = w;
     float *x = vae_causal_conv3d_consume(&v->dec_conv_in, cache, zq, 1, h, w, NULL);   // [C0, 1, h, w]; frees zq
     x = wan_mid_block(&v->dec_mid, v->ctx, cache, x, T, H, W);
-    for (int i = 0; i < v->cfg.n_mult; i++) x = wan_up_block(&v->up[i], cache, x, &C, &T, &H, &W, first);
+    for (int i = 0; i < v->cfg.n_mult; i++) x = wan_up_block(&v->up[i], v->ctx, cache, x, &C, &T, &H, &W, first);
     wan_rms_norm(&v->dec_norm_out, x, (size_t)T * H * W, x, 1);          // norm_out + SiLU
     float *y = vae_causal_conv3d_consume(&v->dec_conv_out, cache, x, T, H, W, NULL);   // [out_ch, T, H, W]; frees x
     *T_out = T;
@@ -94,8 +95,8 @@ static void latent_frame(const float *z, int zc, int F, int h, int w, int k, int
 }
 
 /* The decoder over every latent frame of the region (h0, lh) × (w0, lw) of z with its own caches;
- * each frame batch [out_channels, n, lh·dr, lw·dr] (dr = decoder_ratio; still patchified) goes to
- * emit(user, batch, t0, n) (it keeps or frees it). */
+ * each frame batch [out_channels, n, lh·dr, lw·dr] (dr = decoder_ratio; still patchified; a feature
+ * map of v->ctx's pool) goes to emit(user, batch, t0, n), which gives it back (vae_fmap_put). */
 typedef int (*batch_fn)(void *user, float *frames, int t0, int n);
 static int decode_region(const wan_vae *v, const float *z, int F, int h, int w, int h0, int lh, int w0, int lw,
                          batch_fn emit, void *user, cvx_progress *p) {
@@ -121,20 +122,21 @@ typedef struct {
     wan_vae_frames_fn cb;
     void *user;
     int clamp, H, W, patch;
+    cvx_ctx *ctx;   /* the pool the batches come from */
 } stream_dst;
 
 /* A decoded batch to the caller: unpatchified (Wan 2.2), clamped. */
 static int emit_to_caller(void *user, float *frames, int t0, int n) {
     stream_dst *d = user;
     if (d->patch > 1) {
-        float *x = cvx_alloc_f32((size_t)3 * n * d->H * d->W);   // [3, n, H, W]
+        float *x = vae_fmap_get(d->ctx, (size_t)3 * n * d->H * d->W);   // [3, n, H, W]
         wan_vae_unpatchify(frames, 3, n, d->H / d->patch, d->W / d->patch, d->patch, x);
-        free(frames);
+        vae_fmap_put(d->ctx, frames);
         frames = x;
     }
     if (d->clamp) clamp_unit(frames, (size_t)3 * n * d->H * d->W);
     int rc = d->cb(d->user, frames, t0, n, d->H, d->W);
-    free(frames);
+    vae_fmap_put(d->ctx, frames);
     return rc;
 }
 
@@ -184,7 +186,7 @@ static int emit_to_tile(void *user, float *frames, int t0, int n) {
     const size_t f = (size_t)s->th * s->tw;
     for (int c = 0; c < s->v->cfg.out_channels; c++)
         memcpy(s->tile + ((size_t)c * s->T + t0) * f, frames + (size_t)c * n * f, sizeof(float) * n * f);
-    free(frames);
+    vae_fmap_put(s->v->ctx, frames);
     return 0;
 }
 
@@ -311,7 +313,7 @@ int wan_vae_decode_z(const wan_vae *v, const float *z, int F, int h, int w, cons
         if (wan_vae_tiling_check(v, tiling)) return -1;
         rc = decode_tiled(v, z, F, h, w, tiling, clamp, cb, user, p);
     } else {
-        stream_dst d = {cb, user, clamp, h * v->spatial_ratio, w * v->spatial_ratio, v->cfg.patch_size};
+        stream_dst d = {cb, user, clamp, h * v->spatial_ratio, w * v->spatial_ratio, v->cfg.patch_size, v->ctx};
         rc = decode_region(v, z, F, h, w, 0, h, 0, w, emit_to_caller, &d, p);
     }
     return rc ? cvx_error_prefix("Wan VAE decode stopped by the frame consumer") : 0;

@@ -23,7 +23,7 @@ static float *time_conv_s2(const vae_conv *c, const float *x, int Tin, size_t HW
     float *wpk = cvx_scratch_get(&ctx->conv_w, (size_t)3 * Cout * Cin);   // [3, Cout, Cin]
     cvx_conv_pack_weights(ctx, c->w, Cout, Cin, 3, wpk);
     float *bias = cvx_tensor_f32_dup(c->b);
-    float *y = vae_alloc((size_t)Cout * To * HW);                         // [Cout, To, HW]
+    float *y = vae_fmap_get(ctx, (size_t)Cout * To * HW);                 // [Cout, To, HW]
     for (int t = 0; t < To; t++)
         for (int k = 0; k < 3; k++)
             cvx_gemm(ctx, 0, 0, Cout, (int)HW, Cin, 1.0f, wpk + (size_t)k * Cout * Cin, Cin, x + (size_t)(2 * t + k) * HW,
@@ -48,9 +48,10 @@ static float *time_conv_s2(const vae_conv *c, const float *x, int Tin, size_t HW
 static float *wan_downsample(const wan_resample_w *r, vae_cache *cache, float *x, int *T, int *H, int *W, int first) {
     const int C = r->dim, Ho = (*H - 2) / 2 + 1, Wo = (*W - 2) / 2 + 1;
     const size_t HW = (size_t)Ho * Wo;
-    float *y = vae_alloc((size_t)C * *T * HW);                          // [C, T, Ho, Wo]
+    cvx_ctx *ctx = r->resample.ctx;
+    float *y = vae_fmap_get(ctx, (size_t)C * *T * HW);                  // [C, T, Ho, Wo]
     vae_conv2d_s2(&r->resample, x, *T, *H, *W, y);
-    free(x);
+    vae_fmap_put(ctx, x);
     *H = Ho, *W = Wo;
     if (r->mode != WAN_DOWNSAMPLE_3D) return y;
     const int Ti = *T, id = r->cache_id;
@@ -58,14 +59,14 @@ static float *wan_downsample(const wan_resample_w *r, vae_cache *cache, float *x
     for (int c = 0; c < C; c++) memcpy(last + (size_t)c * HW, y + ((size_t)c * Ti + Ti - 1) * HW, sizeof(float) * HW);
     if (!first) {
         CVX_CHECK(cache->buf[id] && cache->C[id] == C && cache->H[id] == Ho && cache->W[id] == Wo);
-        float *in = vae_alloc((size_t)C * (Ti + 1) * HW);               // [C, 1 + Ti, Ho, Wo]
+        float *in = vae_fmap_get(ctx, (size_t)C * (Ti + 1) * HW);       // [C, 1 + Ti, Ho, Wo]
         for (int c = 0; c < C; c++) {
             memcpy(in + (size_t)c * (Ti + 1) * HW, cache->buf[id] + (size_t)c * HW, sizeof(float) * HW);
             memcpy(in + ((size_t)c * (Ti + 1) + 1) * HW, y + (size_t)c * Ti * HW, sizeof(float) * Ti * HW);
         }
-        free(y);
+        vae_fmap_put(ctx, y);
         y = time_conv_s2(&r->time_conv, in, Ti + 1, HW, T);             // [C, (Ti − 2)/2 + 1, Ho, Wo]
-        free(in);
+        vae_fmap_put(ctx, in);
     }
     free(cache->buf[id]);
     cache->buf[id] = last;
@@ -76,36 +77,38 @@ static float *wan_downsample(const wan_resample_w *r, vae_cache *cache, float *x
 /* One encoder level on x[C, *T, *H, *W] (consumed): its residual blocks and down-sampler (2.1:
  * the flat down_blocks; 2.2 WanResidualDownBlock: plus AvgDown3D of the level's input over the
  * whole chunk). */
-static float *wan_down_level(const wan_level_w *b, vae_cache *cache, float *x, int *T, int *H, int *W, int first) {
+static float *wan_down_level(const wan_level_w *b, cvx_ctx *ctx, vae_cache *cache, float *x, int *T, int *H, int *W,
+                             int first) {
     const int T0 = *T, H0 = *H, W0 = *W;
     float *in = b->sc_ft ? x : NULL;   /* x_copy, for the shortcut */
     for (int j = 0; j < b->num_resnets; j++) {
         float *y = wan_resblock(&b->resnets[j], cache, x, *T, *H, *W);
-        if (x != in) free(x);
+        if (x != in) vae_fmap_put(ctx, x);
         x = y;
     }
     if (b->resample.mode != WAN_RESAMPLE_NONE) x = wan_downsample(&b->resample, cache, x, T, H, W, first);
     if (in) {   /* residual levels have >= 1 resnet (checked at load): x is a new tensor */
-        float *s = wan_avg_down3d(in, b->sc_in, b->sc_out, b->sc_ft, b->sc_fs, T0, H0, W0);   // [out, T', H', W']
         CVX_CHECK((T0 + b->sc_ft - 1) / b->sc_ft == *T && H0 / b->sc_fs == *H && W0 / b->sc_fs == *W);
+        float *s = vae_fmap_get(ctx, (size_t)b->sc_out * *T * *H * *W);                     // [out, T', H', W']
+        wan_avg_down3d(in, b->sc_in, b->sc_out, b->sc_ft, b->sc_fs, T0, H0, W0, s);
         cvx_add(x, s, (size_t)b->sc_out * *T * *H * *W);   // x + avg_shortcut(x_copy)
-        free(s), free(in);
+        vae_fmap_put(ctx, s), vae_fmap_put(ctx, in);
     }
     return x;
 }
 
 float *wan_encoder_forward(const wan_vae *v, vae_cache *cache, const float *x, int T, int H, int W, int first,
                            int *T_out, int *h_out, int *w_out) {
-    float *h = vae_alloc((size_t)v->enc_conv_in.cout * T * H * W);     // [C0, T, H, W]
+    float *h = vae_fmap_get(v->ctx, (size_t)v->enc_conv_in.cout * T * H * W);   // [C0, T, H, W]
     vae_causal_conv3d(&v->enc_conv_in, cache, x, T, H, W, h);
-    for (int i = 0; i < v->cfg.n_mult; i++) h = wan_down_level(&v->down[i], cache, h, &T, &H, &W, first);
+    for (int i = 0; i < v->cfg.n_mult; i++) h = wan_down_level(&v->down[i], v->ctx, cache, h, &T, &H, &W, first);
     h = wan_mid_block(&v->enc_mid, v->ctx, cache, h, T, H, W);
     const size_t S = (size_t)T * H * W;
     wan_rms_norm(&v->enc_norm_out, h, S, h, 1);                          // norm_out + SiLU
     float *m = vae_causal_conv3d_consume(&v->enc_conv_out, cache, h, T, H, W, NULL);   // [2z, T, h, w]; frees h
-    float *q = vae_alloc((size_t)v->quant_conv.cout * S);
+    float *q = vae_fmap_get(v->ctx, (size_t)v->quant_conv.cout * S);
     vae_conv1x1(&v->quant_conv, m, S, q);                                // quant_conv
-    free(m);
+    vae_fmap_put(v->ctx, m);
     *T_out = T, *h_out = H, *w_out = W;
     return q;
 }
@@ -149,12 +152,12 @@ int wan_vae_encode(const wan_vae *v, const float *video, int T, int H, int W, fl
     int f_done = 0;
     for (int i = 0; i < num_chunks(T); i++) {
         const int s = i ? 1 + WAN_VAE_ENCODE_CHUNK * (i - 1) : 0, n = i ? WAN_VAE_ENCODE_CHUNK : 1;
-        float *xb = vae_alloc((size_t)3 * n * HW);                        // [3, n, H, W]
+        float *xb = vae_fmap_get(v->ctx, (size_t)3 * n * HW);             // [3, n, H, W]
         for (int c = 0; c < 3; c++) memcpy(xb + (size_t)c * n * HW, video + ((size_t)c * T + s) * HW, sizeof(float) * n * HW);
         if (pt > 1) {                                                     /* patchify per chunk (the same values) */
-            float *xp = vae_alloc((size_t)3 * n * HW);                    // [3·p², n, H/p, W/p]
+            float *xp = vae_fmap_get(v->ctx, (size_t)3 * n * HW);         // [3·p², n, H/p, W/p]
             wan_vae_patchify(xb, 3, n, H, W, pt, xp);
-            free(xb);
+            vae_fmap_put(v->ctx, xb);
             xb = xp;
         }
         int to, ho, wo;
@@ -163,7 +166,7 @@ int wan_vae_encode(const wan_vae *v, const float *video, int T, int H, int W, fl
         for (int c = 0; c < z2; c++)
             memcpy(moments + ((size_t)c * F + f_done) * hw, m + (size_t)c * to * hw, sizeof(float) * to * hw);
         f_done += to;
-        free(m), free(xb);
+        vae_fmap_put(v->ctx, m), vae_fmap_put(v->ctx, xb);
         if (p) cvx_progress_update(p, p->done + 1);
     }
     CVX_CHECK(f_done == F);

@@ -3,7 +3,9 @@
  * latent frames — upstream's whole-video pass, ours streamed frame by frame —, the pipeline's
  * post-processing) and vae_encode (1, 5, 9 frames: mean, logvar, std, mode·scaling, sample with
  * Generator(7)); tiled decode / encode against a straight re-implementation of upstream's
- * tiled_decode / tiled_encode over untiled calls; config and load errors.
+ * tiled_decode / tiled_encode over untiled calls; config and load errors. The decodes and encodes
+ * (plain and tiled) run on a context of the test's: every feature map taken from its pool is given
+ * back after each call, and freeing the VAE empties the pool.
  * vae_encode's model is byte-identical to vae_decode's (cmp'd when copied): one is stored. */
 #include "golden_harness.h"
 
@@ -15,15 +17,29 @@
 #define VAE_DIR DEC_CASE "/model/vae"
 #define TOL 1e-5
 
-static hv15_vae *load(void) {
-    hv15_vae *v = hv15_vae_load(VAE_DIR, NULL);
+static hv15_vae *load_on(cvx_ctx *ctx) {
+    hv15_vae *v = hv15_vae_load(VAE_DIR, ctx);
     if (!v) fail_msg("%s", cvx_last_error());
     return v;
 }
 
+static hv15_vae *load(void) { return load_on(NULL); }
+
+/* No feature map of the test's context's pool is still out (the call gave back what it took). */
+static void assert_pool_balanced(const cvx_ctx *ctx) { assert_int_equal(cvx_pool_in_use(&ctx->maps), 0); }
+
+/* The VAE freed on the test's context: the pool keeps nothing (vae_conv_forget trims it). */
+static void free_and_check_pool(hv15_vae *v, cvx_ctx *ctx) {
+    assert_true(ctx->maps.held_bytes > 0);   /* the calls did take their maps from it */
+    hv15_vae_free(v);
+    assert_pool_balanced(ctx);
+    assert_true(ctx->maps.held_bytes == 0);
+    cvx_ctx_free(ctx);
+}
+
 /* ------------------------------------------------------------------ decode */
 
-static void check_decode(gh_case *c, hv15_vae *v, const char *name) {
+static void check_decode(gh_case *c, hv15_vae *v, const cvx_ctx *ctx, const char *name) {
     const cvx_tensor *lt = gh_tensor(c, "%s.latents", name);
     const int lc = (int)lt->shape[1], F = (int)lt->shape[2], h = (int)lt->shape[3], w = (int)lt->shape[4];
     const int T = hv15_vae_decoded_frames(v, F), r = hv15_vae_get_config(v)->spatial_ratio, H = h * r, W = w * r;
@@ -36,6 +52,7 @@ static void check_decode(gh_case *c, hv15_vae *v, const char *name) {
     const size_t n = (size_t)3 * T * H * W;
     float *video = cvx_alloc_f32(n);
     ASSERT_OK(hv15_vae_decode(v, z, F, h, w, NULL, video));
+    assert_pool_balanced(ctx);
     want = gh_f32(c, NULL, "%s.decoded", name);
     snprintf(what, sizeof what, "%s.decoded", name);
     gh_check_rel_l2(c, what, video, want, n, TOL);
@@ -66,17 +83,18 @@ static void test_decode(void **s) {
     (void)s;
     gh_case c;
     gh_open(&c, DEC_CASE);
-    hv15_vae *v = load();
-    check_decode(&c, v, "f1");
-    check_decode(&c, v, "f2");
-    check_decode(&c, v, "f5");
-    hv15_vae_free(v);
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    hv15_vae *v = load_on(ctx);
+    check_decode(&c, v, ctx, "f1");
+    check_decode(&c, v, ctx, "f2");
+    check_decode(&c, v, ctx, "f5");
+    free_and_check_pool(v, ctx);
     gh_close(&c);
 }
 
 /* ------------------------------------------------------------------ encode */
 
-static void check_encode(gh_case *c, hv15_vae *v, const char *name) {
+static void check_encode(gh_case *c, hv15_vae *v, const cvx_ctx *ctx, const char *name) {
     const cvx_tensor *vt = gh_tensor(c, "%s.video", name);
     const int T = (int)vt->shape[2], H = (int)vt->shape[3], W = (int)vt->shape[4];
     const hv15_vae_config *cfg = hv15_vae_get_config(v);
@@ -86,6 +104,7 @@ static void check_encode(gh_case *c, hv15_vae *v, const char *name) {
     const size_t S = (size_t)F * h * w, n = (size_t)lc * S;
     float *video = cvx_tensor_f32_dup(vt), *mom = cvx_alloc_f32(2 * n);
     ASSERT_OK(hv15_vae_encode(v, video, T, H, W, NULL, mom));
+    assert_pool_balanced(ctx);
     float *mean = cvx_alloc_f32(n), *logvar = cvx_alloc_f32(n), *std = cvx_alloc_f32(n), *want;
     vae_latent_dist(mom, lc, S, mean, logvar, std);
     const char *parts[3] = {"mean", "logvar", "std"};
@@ -117,11 +136,12 @@ static void test_encode(void **s) {
     (void)s;
     gh_case c;
     gh_open(&c, ENC_CASE);
-    hv15_vae *v = load();
-    check_encode(&c, v, "t1");
-    check_encode(&c, v, "t5");
-    check_encode(&c, v, "t9");
-    hv15_vae_free(v);
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    hv15_vae *v = load_on(ctx);
+    check_encode(&c, v, ctx, "t1");
+    check_encode(&c, v, ctx, "t5");
+    check_encode(&c, v, ctx, "t9");
+    free_and_check_pool(v, ctx);
     gh_close(&c);
 }
 
@@ -201,7 +221,8 @@ static void reference_tiled(hv15_vae *v, int decode, const float *src, int C_in,
 
 static void test_tiled(void **s) {
     (void)s;
-    hv15_vae *v = load();
+    cvx_ctx *ctx = cvx_ctx_new(0);
+    hv15_vae *v = load_on(ctx);
     const int lc = hv15_vae_get_config(v)->latent_channels, r = 16, F = 2, h = 3, w = 4;
     const int T = hv15_vae_decoded_frames(v, F), H = h * r, W = w * r;
     /* decode: tiles of 2 latents (32 samples), overlap 0.5: stride 1 latent, blend 16, keep 16 */
@@ -212,6 +233,7 @@ static void test_tiled(void **s) {
     cvx_randn(&g, z, (size_t)lc * F * h * w);
     float *got = cvx_alloc_f32((size_t)3 * T * H * W), *ref = cvx_alloc_f32((size_t)3 * T * H * W);
     ASSERT_OK(hv15_vae_decode(v, z, F, h, w, &t, got));
+    assert_pool_balanced(ctx);
     reference_tiled(v, 1, z, lc, F, h, w, 2, 1, 16, 16, 3, T, ref, H, W);
     double e = cvx_rel_l2(got, ref, (size_t)3 * T * H * W);
     print_message("  tiled decode 32/0.5 vs upstream's loop: rel L2 = %.3g (tol 1e-6)\n", e);
@@ -234,12 +256,13 @@ static void test_tiled(void **s) {
     hv15_vae_tiling te = {64, 64, 0.5};
     float *mg = cvx_alloc_f32((size_t)M * Fe * he * we), *mr = cvx_alloc_f32((size_t)M * Fe * he * we);
     ASSERT_OK(hv15_vae_encode(v, vid, Te, He, We, &te, mg));
+    assert_pool_balanced(ctx);
     reference_tiled(v, 0, vid, 3, Te, He, We, 64, 32, 2, 2, M, Fe, mr, he, we);
     e = cvx_rel_l2(mg, mr, (size_t)M * Fe * he * we);
     print_message("  tiled encode 64/0.5 vs upstream's loop: rel L2 = %.3g (tol 1e-6)\n", e);
     assert_true(e <= 1e-6);
     free(z), free(got), free(ref), free(untiled), free(vid), free(mg), free(mr);
-    hv15_vae_free(v);
+    free_and_check_pool(v, ctx);
 }
 
 /* ------------------------------------------------------------------ errors */

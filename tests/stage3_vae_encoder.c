@@ -1,8 +1,10 @@
 /* CogVideoX VAE encoder: latent frame counts, the stride-2 conv against its reference, the
- * latent-distribution clamp and load errors. The golden encodes (tests/data/golden/vae_encode,
+ * latent-distribution clamp, load errors, and the feature maps: a batched and a tiled encode on a
+ * context of the test's give back every map they took from its pool (and still match the golden
+ * means); freeing the encoder empties the pool. The golden encodes (tests/data/golden/vae_encode,
  * README §10: image, 9 / 17 frames, tiled; mean, logvar, std, seeded sample) and the I2V image
  * latents (e2e_i2v_5b, e2e_i2v_5b_resize, §11) are rows of tests/golden_cases.c. */
-#include "testutil.h"
+#include "golden_harness.h"
 #include <math.h>
 #include "gemm.h"
 #include "rng.h"
@@ -92,8 +94,50 @@ static void test_load_errors(void **s) {
     tu_rmrf(dir);
 }
 
+static void check_mean(gh_case *c, const cogvideox_vae_encoder *e, const char *name, const float *m, int T, int h,
+                       int w) {
+    const size_t n = (size_t)e->latent_channels * T * h * w;
+    float *mean = cvx_alloc_f32(n), *lv = cvx_alloc_f32(n), *want = gh_f32(c, NULL, "%s.mean", name);
+    vae_latent_dist(m, e->latent_channels, (size_t)T * h * w, mean, lv, NULL);
+    char what[64];
+    snprintf(what, sizeof what, "%s.mean (test's context)", name);
+    gh_check_rel_l2(c, what, mean, want, n, 1e-4);
+    free(mean), free(lv), free(want);
+}
+
+static void test_pool_balance(void **s) {
+    (void)s;
+    gh_case c;
+    gh_open(&c, "vae_encode");
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    cogvideox_vae_encoder e;
+    ASSERT_OK(cogvideox_vae_encoder_load(&e, ENC_DIR, ctx));
+    const cvx_tensor *px = gh_tensor(&c, "f17.pixels");   /* 2 frame batches, caches carried */
+    int F = (int)px->shape[2], H = (int)px->shape[3], W = (int)px->shape[4];
+    float *x = cvx_tensor_f32_dup(px);
+    int T = cogvideox_vae_encoded_frames(&e, F), h = cogvideox_vae_encoded_size(&e, H), w = cogvideox_vae_encoded_size(&e, W);
+    float *m = cvx_alloc_f32((size_t)2 * e.latent_channels * T * h * w);
+    cogvideox_vae_encode_batched(&e, x, F, H, W, m, NULL);
+    assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
+    assert_true(ctx->maps.held_bytes > 0);   /* it did take its maps from the pool */
+    check_mean(&c, &e, "f17", m, T, h, w);
+    free(m), free(x);
+    px = gh_tensor(&c, "f9_tiled.pixels");
+    F = (int)px->shape[2], H = (int)px->shape[3], W = (int)px->shape[4];
+    x = cvx_tensor_f32_dup(px);
+    m = cogvideox_vae_encode_tiled(&e, x, F, H, W, 32, 40, &T, &h, &w, NULL);
+    assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
+    check_mean(&c, &e, "f9_tiled", m, T, h, w);
+    free(m), free(x);
+    cogvideox_vae_encoder_free(&e);   /* borrowed context: the pool's kept maps go back too */
+    assert_true(ctx->maps.held_bytes == 0);
+    cvx_ctx_free(ctx);
+    gh_close(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_balance),
         cmocka_unit_test(test_frame_counts),
         cmocka_unit_test(test_conv2d_s2_ref),
         cmocka_unit_test(test_latent_dist_clamp),

@@ -5,7 +5,9 @@
  * with Generator(7)); tiled decode against untiled; patchify / AvgDown3D / DupUp3D against
  * straight re-statements of upstream's view/permute code; sizes and bad inputs; a random model
  * of the hidden set's kind (base 6 / decoder 10, dim_mult [1,2,4,2], 2 res blocks: other group
- * and repeat sizes) is causal frame by frame, decoding and encoding.
+ * and repeat sizes) is causal frame by frame, decoding and encoding. The golden decodes and
+ * encodes run on a context of the test's: every feature map taken from its pool is given back after
+ * each call, and freeing the VAE returns the pool's kept buffers.
  * vae22_encode's model is byte-identical to vae22_decode's (cmp'd when copied), so only one is stored. */
 #include "golden_harness.h"
 
@@ -19,11 +21,24 @@
 #define VAE_DIR DEC_CASE "/model/vae"
 #define TOL 1e-5
 
-static wan_vae *load_f32(void) {
-    wan_vae *v = wan_vae_load(VAE_DIR, NULL);
+static wan_vae *load_f32_on(cvx_ctx *ctx) {
+    wan_vae *v = wan_vae_load(VAE_DIR, ctx);
     ASSERT_NONNULL(v);
     v->ctx->precision = CVX_PRECISION_F32;
     return v;
+}
+
+static wan_vae *load_f32(void) { return load_f32_on(NULL); }
+
+/* No feature map of the context's pool is still out (each call gave back what it took). */
+static void assert_pool_balanced(const wan_vae *v) { assert_int_equal(cvx_pool_in_use(&v->ctx->maps), 0); }
+
+/* The VAE freed on a borrowed context: the pool keeps nothing (vae_conv_forget trims it). */
+static void free_and_check_pool(wan_vae *v, cvx_ctx *ctx) {
+    wan_vae_free(v);
+    assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
+    assert_true(ctx->maps.held_bytes == 0);
+    cvx_ctx_free(ctx);
 }
 
 /* ------------------------------------------------------------------ golden decode */
@@ -56,7 +71,8 @@ static void decode_case(gh_case *c, wan_vae *v, const char *name) {
         for (int ch = 0; ch < oc; ch++)
             memcpy(pg + ((size_t)ch * T + t0) * dh * dw, y + (size_t)ch * n * dh * dw, sizeof(float) * n * dh * dw);
         t0 += n;
-        free(y);
+        vae_fmap_put(v->ctx, y);   /* a feature map of the VAE's pool */
+        assert_pool_balanced(v);
     }
     vae_cache_free(&cache);
     snprintf(what, sizeof what, "%s.decoder_out_patchified", name);
@@ -67,12 +83,14 @@ static void decode_case(gh_case *c, wan_vae *v, const char *name) {
     const int H = h * 16, W = w * 16;
     gh_check_true(c, "decoded shape", (size_t)3 * T * H * W == nd);
     float *raw = wv_decode_z(v, z, F, h, w, NULL, 0);
+    assert_pool_balanced(v);
     snprintf(what, sizeof what, "%s.decoded_unclamped", name);
     gh_check_rel_l2(c, what, raw, raw_want, nd, TOL);
 
     wv_collect col = {.T = T, .H = H, .W = W};
     col.video = cvx_alloc_f32(nd);
     ASSERT_OK(wan_vae_decode(v, lat, F, h, w, NULL, wv_collect_frames, &col, NULL));
+    assert_pool_balanced(v);
     snprintf(what, sizeof what, "%s.decoded", name);
     gh_check_rel_l2(c, what, col.video, want, nd, TOL);
     int clamped = 0;
@@ -100,7 +118,8 @@ static void test_decode_golden(void **s) {
     (void)s;
     gh_case c;
     gh_open(&c, DEC_CASE);
-    wan_vae *v = load_f32();
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    wan_vae *v = load_f32_on(ctx);
     assert_int_equal(v->spatial_ratio, 16);
     assert_int_equal(v->decoder_ratio, 8);
     assert_int_equal(v->temporal_ratio, 4);
@@ -108,7 +127,7 @@ static void test_decode_golden(void **s) {
     decode_case(&c, v, "f1");
     decode_case(&c, v, "f2");
     decode_case(&c, v, "f5");
-    wan_vae_free(v);
+    free_and_check_pool(v, ctx);
     gh_close(&c);
 }
 
@@ -138,6 +157,7 @@ static void encode_case(gh_case *c, wan_vae *v, const char *name) {
     const size_t n = (size_t)mt->numel;
     float *mean = cvx_alloc_f32(n), *logvar = cvx_alloc_f32(n), *out = cvx_alloc_f32(n);
     ASSERT_OK(wan_vae_encode(v, x, T, H, W, mean, logvar, NULL));
+    assert_pool_balanced(v);
     static const char *const keys[] = {"mean", "logvar", "normalised_mode", "sample_seed7"};
     for (int k = 0; k < 4; k++) {
         const float *got = k == 0 ? mean : k == 1 ? logvar : out;
@@ -159,11 +179,12 @@ static void test_encode_golden(void **s) {
     (void)s;
     gh_case c;
     gh_open(&c, ENC_CASE);
-    wan_vae *v = load_f32();
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    wan_vae *v = load_f32_on(ctx);
     encode_case(&c, v, "t1");
     encode_case(&c, v, "t5");
     encode_case(&c, v, "t9");
-    wan_vae_free(v);
+    free_and_check_pool(v, ctx);
     gh_close(&c);
 }
 
@@ -225,7 +246,8 @@ static void test_shortcuts(void **s) {
         cvx_randn(&g, x, n);
         const int To = (T + ft - 1) / ft;
         const size_t no = (size_t)out * To * (H / fs) * (W / fs);
-        float *want = cvx_alloc_f32(no), *got = wan_avg_down3d(x, C, out, ft, fs, T, H, W);
+        float *want = cvx_alloc_f32(no), *got = cvx_alloc_f32(no);
+        wan_avg_down3d(x, C, out, ft, fs, T, H, W, got);
         ref_avg_down(x, C, out, ft, fs, T, H, W, want);
         assert_memory_equal(got, want, sizeof(float) * no);
         free(got), free(want);
@@ -309,6 +331,7 @@ static void test_tiled(void **s) {
     assert_true(wan_vae_tiling_applies(v, h, w, &t));
     assert_int_equal(wan_vae_decode_steps(v, F, h, w, &t), F * 3 * 3);
     float *tiled = wv_decode_z(v, z, F, h, w, &t, 1), *ref = ref_tiled(v, z, F, h, w, &t);
+    assert_pool_balanced(v);   /* the tiled path too */
     print_message("  tiled vs upstream-order tiled reference: rel L2 = %.3g, %s\n", cvx_rel_l2(tiled, ref, nd),
                   memcmp(tiled, ref, sizeof(float) * nd) ? "bytes differ" : "bit-identical");
     assert_true(memcmp(tiled, ref, sizeof(float) * nd) == 0);

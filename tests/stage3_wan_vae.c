@@ -2,7 +2,9 @@
  * vae_decode (un-normalise + decode 1, 2, 5 latent frames: raw decoder output, clamped output,
  * post-processed frames) and vae_encode (1, 5, 9 frames: mean, logvar, std, normalised mode,
  * sample with Generator(7)); bf16 distances; tiled decode against a straight re-implementation of
- * upstream's tiled_decode; load errors; the original-name (ComfyUI) single file.
+ * upstream's tiled_decode; load errors; the original-name (ComfyUI) single file. Every decode
+ * and encode gives back each feature map it took from the context's pool (the golden ones run on a
+ * context of the test's, emptied when the VAE is freed).
  * vae_encode's model is byte-identical to vae_decode's (cmp'd when copied), so only one is stored. */
 #include "golden_harness.h"
 
@@ -15,6 +17,17 @@
 #define ENC_CASE "tests/data/golden_wan/vae_encode"
 #define VAE_DIR DEC_CASE "/model/vae"
 #define TOL 1e-5
+
+/* No feature map of the context's pool is still out (the call gave back what it took). */
+static void assert_pool_balanced(const wan_vae *v) { assert_int_equal(cvx_pool_in_use(&v->ctx->maps), 0); }
+
+/* The VAE freed on a borrowed context: the pool keeps nothing (vae_conv_forget trims it). */
+static void free_and_check_pool(wan_vae *v, cvx_ctx *ctx) {
+    wan_vae_free(v);
+    assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
+    assert_true(ctx->maps.held_bytes == 0);
+    cvx_ctx_free(ctx);
+}
 
 /* ------------------------------------------------------------------ golden decode */
 
@@ -32,6 +45,7 @@ static void decode_case(gh_case *c, wan_vae *v, const char *name, double tol) {
     size_t nd;
     float *raw_want = gh_f32(c, &nd, "%s.decoded_unclamped", name), *want = gh_f32(c, NULL, "%s.decoded", name);
     float *raw = wv_decode_z(v, z, F, h, w, NULL, 0);
+    assert_pool_balanced(v);
     const int T = wan_vae_decoded_frames(v, F), H = h * 8, W = w * 8;
     gh_check_true(c, "decoded shape", gh_tensor(c, "%s.decoded", name)->shape[2] == T && (size_t)3 * T * H * W == nd);
     snprintf(what, sizeof what, "%s.decoded_unclamped", name);
@@ -41,6 +55,7 @@ static void decode_case(gh_case *c, wan_vae *v, const char *name, double tol) {
     wv_collect col;
     wv_collect_init(&col, T, H, W);
     ASSERT_OK(wan_vae_decode(v, lat, F, h, w, NULL, wv_collect_frames, &col, NULL));
+    assert_pool_balanced(v);
     snprintf(what, sizeof what, "%s.decoded", name);
     gh_check_rel_l2(c, what, col.video, want, nd, tol);
     for (size_t i = 0; i < nd; i++) assert_true(col.video[i] >= -1.0f && col.video[i] <= 1.0f);
@@ -71,7 +86,8 @@ static void test_decode_golden(void **s) {
     (void)s;
     gh_case c;
     gh_open(&c, DEC_CASE);
-    wan_vae *v = wan_vae_load(VAE_DIR, NULL);
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    wan_vae *v = wan_vae_load(VAE_DIR, ctx);
     ASSERT_NONNULL(v);
     v->ctx->precision = CVX_PRECISION_F32;
     assert_int_equal(v->spatial_ratio, 8);
@@ -79,7 +95,8 @@ static void test_decode_golden(void **s) {
     decode_case(&c, v, "f1", TOL);
     decode_case(&c, v, "f2", TOL);
     decode_case(&c, v, "f5", TOL);
-    wan_vae_free(v);
+    assert_true(ctx->maps.held_bytes > 0);   /* the decodes did take their maps from it */
+    free_and_check_pool(v, ctx);
     gh_close(&c);
 }
 
@@ -96,6 +113,7 @@ static void encode_case(gh_case *c, wan_vae *v, const char *name, double tol) {
     const size_t n = (size_t)mt->numel;
     float *x = gh_f32(c, NULL, "%s.pixels", name), *mean = cvx_alloc_f32(n), *logvar = cvx_alloc_f32(n);
     ASSERT_OK(wan_vae_encode(v, x, T, H, W, mean, logvar, NULL));
+    assert_pool_balanced(v);
     char what[64];
     float *want = gh_f32(c, NULL, "%s.mean", name);
     snprintf(what, sizeof what, "%s.mean", name);
@@ -124,13 +142,15 @@ static void test_encode_golden(void **s) {
     (void)s;
     gh_case c;
     gh_open(&c, ENC_CASE);
-    wan_vae *v = wan_vae_load(VAE_DIR, NULL);
+    cvx_ctx *ctx = cvx_ctx_new(0);   /* ours: its feature-map pool must balance after every call */
+    wan_vae *v = wan_vae_load(VAE_DIR, ctx);
     ASSERT_NONNULL(v);
     v->ctx->precision = CVX_PRECISION_F32;
     encode_case(&c, v, "t1", TOL);
     encode_case(&c, v, "t5", TOL);
     encode_case(&c, v, "t9", TOL);
-    wan_vae_free(v);
+    assert_true(ctx->maps.held_bytes > 0);   /* the encodes did take their maps from it */
+    free_and_check_pool(v, ctx);
     gh_close(&c);
 }
 
@@ -244,6 +264,7 @@ static void test_tiled(void **s) {
     assert_true(wan_vae_tiling_applies(v, h, w, &t));
     assert_int_equal(wan_vae_decode_steps(v, F, h, w, &t), F * 3 * 3);
     float *tiled = wv_decode_z(v, z, F, h, w, &t, 1), *ref = ref_tiled(v, z, F, h, w, &t);
+    assert_pool_balanced(v);   /* the tiled path too */
     double e = cvx_rel_l2(tiled, ref, nd);
     print_message("  tiled vs upstream-order tiled reference: rel L2 = %.3g, %s\n", e,
                   memcmp(tiled, ref, sizeof(float) * nd) ? "bytes differ" : "bit-identical");
