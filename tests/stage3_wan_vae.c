@@ -18,17 +18,6 @@
 #define VAE_DIR DEC_CASE "/model/vae"
 #define TOL 1e-5
 
-/* No feature map of the context's pool is still out (the call gave back what it took). */
-static void assert_pool_balanced(const wan_vae *v) { assert_int_equal(cvx_pool_in_use(&v->ctx->maps), 0); }
-
-/* The VAE freed on a borrowed context: the pool keeps nothing (vae_conv_forget trims it). */
-static void free_and_check_pool(wan_vae *v, cvx_ctx *ctx) {
-    wan_vae_free(v);
-    assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
-    assert_true(ctx->maps.held_bytes == 0);
-    cvx_ctx_free(ctx);
-}
-
 /* ------------------------------------------------------------------ golden decode */
 
 static void decode_case(gh_case *c, wan_vae *v, const char *name, double tol) {

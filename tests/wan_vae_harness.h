@@ -1,12 +1,23 @@
 /* The Wan VAE tests' shared pieces (stage3_wan_vae.c for the 2.1 VAE, stage3_wan22_vae.c for the
- * 2.2 one; header-only: every test is one program): the decoded frames collected from the frame
- * callback in order, a latent decoded into one video, a latent tile cut out, and upstream's
- * blend_v / blend_h restated for the tiled-decode references. */
+ * 2.2 one; header-only: every test is one program): the pool-balance checks, the decoded frames
+ * collected from the frame callback in order, a latent decoded into one video, a latent tile cut
+ * out, and upstream's blend_v / blend_h restated for the tiled-decode references. */
 #ifndef CVX_WAN_VAE_HARNESS_H
 #define CVX_WAN_VAE_HARNESS_H
 
 #include "testutil.h"
 #include "stage3/wan_vae.h"
+
+/* No feature map of the context's pool is still out (each call gave back what it took). */
+static inline void assert_pool_balanced(const wan_vae *v) { assert_int_equal(cvx_pool_in_use(&v->ctx->maps), 0); }
+
+/* The VAE freed on a borrowed context: the pool keeps nothing (vae_conv_forget trims it). */
+static inline void free_and_check_pool(wan_vae *v, cvx_ctx *ctx) {
+    wan_vae_free(v);
+    assert_int_equal(cvx_pool_in_use(&ctx->maps), 0);
+    assert_true(ctx->maps.held_bytes == 0);
+    cvx_ctx_free(ctx);
+}
 
 /* The frames a decode hands out, in order, into one video. */
 typedef struct {
