@@ -42,16 +42,8 @@ static void close_paths(paths *p) {
     for (int i = 0; i < 2; i++) cvx_ctx_free(p->ctx[i]);
 }
 
-/* a and b (n floats) equal bit for bit; NaNs compare by bits too. */
-static void assert_same_bits(const char *what, const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(a + i, b + i, sizeof(float)))
-            fail_msg("%s: element %zu is %.9g on the AVX-512 path, %.9g on the AVX2 path", what, i, (double)a[i],
-                     (double)b[i]);
-}
-
 static void compare_paths(const paths *p, const char *what, const float *a, const float *b, size_t n) {
-    if (p->wide) assert_same_bits(what, a, b, n);
+    if (p->wide) tu_assert_same_bits(what, a, b, n);
 }
 
 /* ---- GEMM ---- */
@@ -89,7 +81,7 @@ static void gemm_case_run(const paths *p, const gemm_case *c) {
         cvx_mat a = {A, CVX_F32, lda, c->ta}, b = {B, CVX_F32, ldb, c->tb};
         ASSERT_OK(cvx_matmul(p->ctx[i]->kernels, CVX_PRECISION_F32, c->M, c->N, c->K, a, b, bias, c->beta, out[i], ldc));
         /* every path is the scalar chain: each element fmaf over k = 0..K−1 from beta·C + bias */
-        assert_same_bits(what, out[i], ref, (size_t)c->M * ldc);
+        tu_assert_same_bits(what, out[i], ref, (size_t)c->M * ldc);
     }
     compare_paths(p, what, out[0], out[1], (size_t)c->M * ldc);
     free(A), free(B), free(bias), free(C0), free(ref), free(out[0]), free(out[1]);
@@ -106,7 +98,7 @@ static void test_gemm(void **state) {
     cvx_sgemm_fixed_isa(0, 0, 1, M, N, K, A, K, B, K, NULL, 0.0f, c0, N);
     if (p.wide) {
         cvx_sgemm_fixed_isa(1, 0, 1, M, N, K, A, K, B, K, NULL, 0.0f, c1, N);
-        assert_same_bits("cvx_sgemm_fixed_isa 211x301x517", c1, c0, (size_t)M * N);
+        tu_assert_same_bits("cvx_sgemm_fixed_isa 211x301x517", c1, c0, (size_t)M * N);
     }
     free(A), free(B), free(c0), free(c1);
     close_paths(&p);

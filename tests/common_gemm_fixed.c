@@ -29,12 +29,6 @@ static const fcase CASES[] = {
     {1101, 77, 1030, 1, 0, 1, 0},  {1035, 300, 64, 0, 1, 0, 1},
 };
 
-static void same_bits(const char *what, const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(a + i, b + i, sizeof(float)))
-            fail_msg("%s: element %zu is %.9g, expected %.9g", what, i, (double)a[i], (double)b[i]);
-}
-
 static void run_case(int isa, const fcase *c) {
     /* A's rows padded with NaN past K (ta = 0) or past M (ta = 1): read in place, never past the row */
     const int lda = c->ta ? c->M + 5 : c->K + 7, ldb = c->tb ? c->K + 2 : c->N + 3, ldc = c->N + 4;
@@ -59,7 +53,7 @@ static void run_case(int isa, const fcase *c) {
         char what[160];
         snprintf(what, sizeof what, "%s tiles, %d thread(s): %dx%dx%d ta %d tb %d bias %d beta %g",
                  isa ? "avx512" : "avx2", threads, c->M, c->N, c->K, c->ta, c->tb, c->bias, (double)c->beta);
-        same_bits(what, out, ref, nc);
+        tu_assert_same_bits(what, out, ref, nc);
     }
     free(A), free(B), free(bias), free(C0), free(ref), free(out);
 }

@@ -11,13 +11,6 @@
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
 static float *rand_buf(size_t n) { return tu_rand_buf(&g_rng, n); }
 
-static void same_bits(const char *what, int isa, const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(a + i, b + i, sizeof(float)))
-            fail_msg("%s (isa %s): element %zu is %.9g, expected %.9g", what, isa ? "avx512" : "avx2", i,
-                     (double)a[i], (double)b[i]);
-}
-
 typedef struct {
     int M, N, K, ta, tb, bias;
     float beta;
@@ -58,11 +51,11 @@ static void run_case(int isa, const pcase *c) {
     cvx_sgemm_fixed_ref(c->ta, c->tb, c->M, c->N, c->K, A, lda, B, ldb, bias, c->beta, ref, ldc);
     cvx_sgemm_fixed_packed_ref(isa, c->tb, c->M, c->N, c->K, Ap, B, ldb, bias, c->beta, pref, ldc);
     char what[128];
-    snprintf(what, sizeof what, "%dx%dx%d ta %d tb %d bias %d beta %g", c->M, c->N, c->K, c->ta, c->tb, c->bias,
-             (double)c->beta);
-    same_bits(what, isa, plain, ref, nc);    /* the plain GEMM is the chains */
-    same_bits(what, isa, packed, ref, nc);   /* pre-packed: the same chains */
-    same_bits(what, isa, pref, ref, nc);     /* the packed layout holds A (zero rows past M unread) */
+    snprintf(what, sizeof what, "%dx%dx%d ta %d tb %d bias %d beta %g (isa %s)", c->M, c->N, c->K, c->ta, c->tb,
+             c->bias, (double)c->beta, isa ? "avx512" : "avx2");
+    tu_assert_same_bits(what, plain, ref, nc);    /* the plain GEMM is the chains */
+    tu_assert_same_bits(what, packed, ref, nc);   /* pre-packed: the same chains */
+    tu_assert_same_bits(what, pref, ref, nc);     /* the packed layout holds A (zero rows past M unread) */
     free(A), free(B), free(bias), free(C0), free(plain), free(packed), free(ref), free(pref), free(Ap);
 }
 

@@ -37,6 +37,14 @@
          print_message("  %-40s rel L2 = %.3g (tol %.0e)\n", #got, e_, (double)(tol)); \
          if (!(e_ <= (tol))) fail_msg("%s: relative L2 error %.3g > %.0e", #got, e_, (double)(tol)); } while (0)
 
+/* a and b (n floats) equal bit for bit (NaNs compare by their bits too); fails naming the first
+ * element that differs. */
+static inline void tu_assert_same_bits(const char *what, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof(float)))
+            fail_msg("%s: element %zu is %.9g, expected %.9g", what, i, (double)a[i], (double)b[i]);
+}
+
 /* Open a golden safetensors file; fails the test when it cannot. */
 /* Deterministic test data: a 64-bit LCG (Knuth's MMIX constants), uniform in [-1, 1); each test
  * keeps its own state (seed), so its sequence does not depend on other tests. */
